@@ -1,0 +1,73 @@
+// Errors and invariant checks shared by every layer of tensorctl.
+//
+// Three kinds of failure, three exits (see DESIGN.md "Errors"):
+//   SpecError    a user's mistake in a spec, config, flag or data file: one line, exit 2, nothing written.
+//   RuntimeError a failure while running (I/O, numeric guard, device): exit 1.
+//   TCTL_CHECK   a broken internal invariant: prints file, line and condition, then aborts. Never for input.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace tctl {
+
+// Base of every error tensorctl throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A user's mistake. `file` is the file the value came from (may be empty for a flag), `where` the place
+// inside it: a JSON path like `layers[2].units`, `line 14` of a CSV, or a flag name.
+class SpecError : public Error {
+ public:
+  SpecError(std::string file, std::string where, const std::string& message);
+  const std::string& file() const { return file_; }
+  const std::string& where() const { return where_; }
+  const std::string& message() const { return message_; }
+
+ private:
+  std::string file_;
+  std::string where_;
+  std::string message_;
+};
+
+// Shapes or dtypes that do not fit an op, found while a graph is built. Models turn it into a SpecError that
+// names the layer; it carries the node name so the message can say which op refused.
+class ShapeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A failure while running: I/O, a device, a numeric guard.
+class RuntimeError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
+
+}  // namespace tctl
+
+// Aborts with file, line and condition in every build. For invariants only, never for user input.
+#define TCTL_CHECK(cond, msg)                                              \
+  do {                                                                     \
+    if (!(cond)) [[unlikely]]                                              \
+      ::tctl::check_failed(__FILE__, __LINE__, #cond, (msg));              \
+  } while (false)
+
+// The same check for hot loops, compiled out of Release builds.
+#ifdef NDEBUG
+#define TCTL_DCHECK(cond, msg) \
+  do {                         \
+  } while (false)
+#else
+#define TCTL_DCHECK(cond, msg) TCTL_CHECK(cond, msg)
+#endif
+
+// Clang thread-safety annotation; empty under g++, it documents which mutex guards a member.
+#if defined(__clang__)
+#define TCTL_GUARDED_BY(x) __attribute__((guarded_by(x)))
+#else
+#define TCTL_GUARDED_BY(x)
+#endif

@@ -1,0 +1,88 @@
+#include "core/tensor.h"
+
+#include <cstring>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+namespace {
+std::atomic<std::uint64_t> g_allocations{0};
+}
+
+Buffer::Buffer(Device* device, std::size_t bytes) : device_(device), bytes_(bytes), data_(device->allocate(bytes)) {
+  g_allocations.fetch_add(1, std::memory_order_relaxed);
+}
+
+Buffer::~Buffer() { device_->deallocate(data_, bytes_); }
+
+std::uint64_t Buffer::allocation_count() { return g_allocations.load(std::memory_order_relaxed); }
+
+Tensor Tensor::empty(DType dtype, const Shape& shape, Device* device) {
+  TCTL_CHECK(shape.fully_known(), "Tensor::empty needs a fully known shape, got " + shape.to_string());
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  t.buffer_ = std::make_shared<Buffer>(device, static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype));
+  return t;
+}
+
+Tensor Tensor::zeros(DType dtype, const Shape& shape) {
+  Tensor t = empty(dtype, shape);
+  std::memset(t.mutable_data<char>(), 0, t.bytes());
+  return t;
+}
+
+Tensor Tensor::filled(const Shape& shape, float value) {
+  Tensor t = empty(DType::kF32, shape);
+  float* p = t.mutable_data<float>();
+  for (std::int64_t i = 0; i < t.num_elements(); ++i) p[i] = value;
+  return t;
+}
+
+Tensor Tensor::from_floats(const Shape& shape, std::span<const float> values) {
+  TCTL_CHECK(static_cast<std::int64_t>(values.size()) == shape.num_elements(), "value count does not match shape");
+  Tensor t = empty(DType::kF32, shape);
+  if (!values.empty()) std::memcpy(t.mutable_data<float>(), values.data(), values.size_bytes());
+  return t;
+}
+
+Tensor Tensor::from_ints(const Shape& shape, std::span<const std::int32_t> values) {
+  TCTL_CHECK(static_cast<std::int64_t>(values.size()) == shape.num_elements(), "value count does not match shape");
+  Tensor t = empty(DType::kI32, shape);
+  if (!values.empty()) std::memcpy(t.mutable_data<std::int32_t>(), values.data(), values.size_bytes());
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  if (!defined()) return {};
+  Tensor t = empty(dtype_, shape_, device());
+  std::memcpy(t.mutable_data<char>(), raw_data(), bytes());
+  return t;
+}
+
+Tensor Tensor::reshaped(const Shape& shape) const {
+  TCTL_CHECK(shape.num_elements() == num_elements(), "reshape changes the element count");
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+std::vector<float> Tensor::to_floats() const {
+  std::vector<float> out(static_cast<std::size_t>(num_elements()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    switch (dtype_) {
+      case DType::kF32: out[i] = data<float>()[i]; break;
+      case DType::kI32: out[i] = static_cast<float>(data<std::int32_t>()[i]); break;
+      case DType::kI64: out[i] = static_cast<float>(data<std::int64_t>()[i]); break;
+    }
+  }
+  return out;
+}
+
+float Tensor::item() const {
+  TCTL_CHECK(num_elements() == 1, "item() needs exactly one element");
+  return to_floats()[0];
+}
+
+}  // namespace tctl

@@ -1,0 +1,90 @@
+// Tensor: an immutable value (dtype, shape) over a ref-counted, 64-byte-aligned buffer tagged with its device.
+//
+// Copying a Tensor never copies data: both copies share the buffer. Any thread may hold and read a Tensor.
+// Only its producer writes it, through mutable_data(), before handing it to anyone else; a Variable is the
+// one place mutable state lives (core/variable.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace tctl {
+
+// Raw storage of one tensor. Owned through shared_ptr; freed on its device when the last Tensor lets go.
+class Buffer {
+ public:
+  Buffer(Device* device, std::size_t bytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  Device* device() const { return device_; }
+
+  // Buffers allocated by this process so far; tests use it to prove steady-state steps allocate nothing.
+  static std::uint64_t allocation_count();
+
+ private:
+  Device* device_;
+  std::size_t bytes_;
+  void* data_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialised storage for the producer to fill.
+  static Tensor empty(DType dtype, const Shape& shape, Device* device = cpu_device());
+  static Tensor zeros(DType dtype, const Shape& shape);
+  static Tensor filled(const Shape& shape, float value);
+  static Tensor from_floats(const Shape& shape, std::span<const float> values);
+  static Tensor from_ints(const Shape& shape, std::span<const std::int32_t> values);
+  static Tensor scalar(float value) { return filled(Shape{}, value); }
+
+  bool defined() const { return buffer_ != nullptr; }
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  std::int64_t num_elements() const { return shape_.num_elements(); }
+  std::size_t bytes() const { return static_cast<std::size_t>(num_elements()) * dtype_size(dtype_); }
+  Device* device() const { return buffer_ ? buffer_->device() : nullptr; }
+
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(buffer_->data());
+  }
+  // Writable view for the producer only, before the tensor is shared.
+  template <class T>
+  T* mutable_data() const {
+    return static_cast<T*>(buffer_->data());
+  }
+  const void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }
+
+  // A deep copy with its own buffer.
+  Tensor clone() const;
+  // The same buffer seen with another shape of the same element count.
+  Tensor reshaped(const Shape& shape) const;
+
+  // How many Tensors share this buffer; 1 means this handle is its only owner.
+  long use_count() const { return buffer_.use_count(); }
+  bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
+
+  // Convenience for tests and tools: the values as floats (int dtypes converted).
+  std::vector<float> to_floats() const;
+  float item() const;
+
+ private:
+  std::shared_ptr<Buffer> buffer_;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+};
+
+}  // namespace tctl
