@@ -1,0 +1,62 @@
+// tensorctl evaluate --run DIR --data CONFIG|CSV: a trained run's loss and metrics on a config's test split
+// or on a labelled CSV.
+#include <cstdio>
+
+#include "app/commands.h"
+#include "app/terminal.h"
+#include "core/errors.h"
+#include "models/training_run.h"
+
+namespace tctl::app {
+
+namespace {
+struct EvaluateFlags {
+  std::string run;
+  std::string data;
+  std::int64_t batch_size = 256;
+  bool json = false;
+};
+
+int run_evaluate(const EvaluateFlags& f) {
+  LoadedRun run = load_run(f.run);
+  Dataset data;
+  std::string source;
+  if (f.data.ends_with(".json")) {
+    TrainConfig c = load_train_config(f.data);
+    // The config's split decides the rows; the run's own scaling must be used on them.
+    PreparedData raw = prepare_data(c, run.model->net());
+    data = raw.test_raw;
+    data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
+    data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
+    source = f.data + " (test split)";
+  } else {
+    RunInput in = read_run_input(run, f.data);
+    if (in.labelled.size() == 0 && in.rows > 0)
+      throw SpecError(f.data, "line 1", "no label column \"" + run.label + "\" to evaluate against");
+    data = std::move(in.labelled);
+    source = f.data;
+  }
+  if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
+  MetricValues m = run.model->evaluate(data, f.batch_size);
+  if (f.json) {
+    nlohmann::json j = {{"run", f.run}, {"data", source}, {"rows", data.size()}};
+    for (const auto& [k, v] : m) j[k] = v;
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%lld rows from %s%s\n", static_cast<long long>(data.size()), source.c_str(), metrics_text(m).c_str());
+  return 0;
+}
+}  // namespace
+
+Command add_evaluate_command(CLI::App& app) {
+  auto flags = std::make_shared<EvaluateFlags>();
+  CLI::App* cmd = app.add_subcommand("evaluate", "Loss and metrics of a trained run on a config's test split or a labelled CSV");
+  cmd->add_option("--run", flags->run, "Run directory written by train")->required();
+  cmd->add_option("--data", flags->data, "Train config (its test split is used) or labelled CSV")->required();
+  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", flags->json, "Print the result as JSON");
+  return [flags] { return run_evaluate(*flags); };
+}
+
+}  // namespace tctl::app

@@ -1,0 +1,213 @@
+#include "core/executor.h"
+
+#include <algorithm>
+
+#include "core/errors.h"
+#include "core/kernel_context.h"
+
+namespace tctl {
+
+Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
+                std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement) {
+  const int n = g.size();
+  std::vector<int> feed_of(static_cast<std::size_t>(n), -1);
+  for (std::size_t i = 0; i < feeds.size(); ++i) feed_of[static_cast<std::size_t>(feeds[i].node)] = static_cast<int>(i);
+
+  // Walk back from what was asked for; a fed node needs nothing upstream.
+  std::vector<char> needed(static_cast<std::size_t>(n), 0);
+  std::vector<int> stack;
+  for (Output o : fetches) stack.push_back(o.node);
+  for (Output o : targets) stack.push_back(o.node);
+  while (!stack.empty()) {
+    int id = stack.back();
+    stack.pop_back();
+    if (needed[static_cast<std::size_t>(id)]) continue;
+    needed[static_cast<std::size_t>(id)] = 1;
+    if (feed_of[static_cast<std::size_t>(id)] >= 0) continue;
+    for (int in : g.node(id).inputs) stack.push_back(in);
+    for (int in : g.node(id).control_inputs) stack.push_back(in);
+  }
+
+  Placement placed = place_nodes(g, needed, placement);
+  Plan plan;
+  plan.placement_warnings = std::move(placed.warnings);
+  std::vector<int> slot(static_cast<std::size_t>(n), -1);
+  std::vector<TensorSpec> specs(static_cast<std::size_t>(n));
+  for (const Node& node : g.nodes()) {
+    if (!needed[static_cast<std::size_t>(node.id)]) continue;
+    PlanNode pn;
+    pn.node = &node;
+    pn.device = placed.devices[static_cast<std::size_t>(node.id)];
+    pn.feed = feed_of[static_cast<std::size_t>(node.id)];
+    if (pn.feed >= 0) {
+      // The caller keeps its own handle to a fed tensor; the frame lets go of it once consumed, so the
+      // caller may refill the same buffer for the next step.
+      pn.release_after_use = true;
+      pn.spec = feed_specs[static_cast<std::size_t>(pn.feed)];
+      if (!pn.spec.shape.compatible(node.spec.shape) || pn.spec.dtype != node.spec.dtype)
+        throw ShapeError(node.name + ": fed " + std::string(dtype_name(pn.spec.dtype)) + " " +
+                         pn.spec.shape.to_string() + " where the graph expects " +
+                         std::string(dtype_name(node.spec.dtype)) + " " + node.spec.shape.to_string());
+    } else {
+      if (node.op->name == "Placeholder") throw RuntimeError("placeholder " + node.name + " must be fed");
+      std::vector<TensorSpec> in_specs;
+      for (int in : node.inputs) {
+        pn.inputs.push_back(slot[static_cast<std::size_t>(in)]);
+        in_specs.push_back(specs[static_cast<std::size_t>(in)]);
+      }
+      pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
+      pn.kernel = node.op->cpu;
+      TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no CPU kernel");
+      pn.release_after_use = node.op->aliases_output;
+    }
+    specs[static_cast<std::size_t>(node.id)] = pn.spec;
+    slot[static_cast<std::size_t>(node.id)] = static_cast<int>(plan.nodes.size());
+    plan.nodes.push_back(std::move(pn));
+  }
+
+  // Edges, counted once per predecessor so a node that reads one input twice is released once.
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    PlanNode& pn = plan.nodes[i];
+    if (pn.feed >= 0) continue;
+    std::vector<int> preds = pn.inputs;
+    for (int c : pn.node->control_inputs) preds.push_back(slot[static_cast<std::size_t>(c)]);
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    for (int p : preds) plan.nodes[static_cast<std::size_t>(p)].successors.push_back(static_cast<int>(i));
+    pn.num_predecessors = static_cast<int>(preds.size());
+    for (int in : pn.inputs) ++plan.nodes[static_cast<std::size_t>(in)].num_uses;
+  }
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i)
+    if (plan.nodes[i].num_predecessors == 0) plan.roots.push_back(static_cast<int>(i));
+  for (Output o : fetches) {
+    int s = slot[static_cast<std::size_t>(o.node)];
+    plan.fetch_slots.push_back(s);
+    plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
+  }
+  return plan;
+}
+
+Frame::Frame(const Plan& plan)
+    : values_(plan.nodes.size()),
+      pending_(new std::atomic<int>[plan.nodes.size()]),
+      uses_left_(new std::atomic<int>[plan.nodes.size()]) {}
+
+namespace {
+
+// The state of one Executor::run, shared by every thread working on it.
+struct Run {
+  const Plan& plan;
+  Frame& frame;
+  std::span<const Tensor> feeds;
+  const RunContext& ctx;
+  std::vector<Tensor>& values;
+  std::atomic<int>* pending;
+  std::atomic<int>* uses_left;
+  std::atomic<int>& remaining;
+  std::atomic<bool>& failed;
+
+  void execute(int i) {
+    const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+    if (pn.feed >= 0) {
+      values[static_cast<std::size_t>(i)] = feeds[static_cast<std::size_t>(pn.feed)];
+      return;
+    }
+    if (failed.load(std::memory_order_relaxed)) return;
+    constexpr std::size_t kInline = 8;
+    const Tensor* inline_inputs[kInline];
+    std::vector<const Tensor*> heap_inputs;
+    const Tensor** inputs = inline_inputs;
+    if (pn.inputs.size() > kInline) {
+      heap_inputs.resize(pn.inputs.size());
+      inputs = heap_inputs.data();
+    }
+    for (std::size_t k = 0; k < pn.inputs.size(); ++k) inputs[k] = &values[static_cast<std::size_t>(pn.inputs[k])];
+    try {
+      KernelContext kc(*pn.node, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed, ctx.step);
+      pn.kernel(kc);
+    } catch (...) {
+      record_error(std::current_exception());
+    }
+  }
+
+  void record_error(std::exception_ptr e) {
+    std::lock_guard lock(frame.mu_);
+    if (!frame.error_) frame.error_ = e;
+    failed.store(true, std::memory_order_relaxed);
+  }
+
+  // Runs node i, then whatever it makes ready: the first ready successor inline, the others on the pool
+  // when it has workers (inline otherwise).
+  void run_from(int first) {
+    std::vector<int> local{first};
+    const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+    while (!local.empty()) {
+      int i = local.back();
+      local.pop_back();
+      execute(i);
+      const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+      for (int in : pn.inputs) {
+        const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
+        if (producer.release_after_use && uses_left[in].fetch_sub(1, std::memory_order_acq_rel) == 1)
+          values[static_cast<std::size_t>(in)] = Tensor();
+      }
+      bool kept_one = false;
+      for (int s : pn.successors) {
+        if (pending[s].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+        if (!kept_one || !can_hand_off) {
+          local.push_back(s);
+          kept_one = true;
+          continue;
+        }
+        ctx.inter->schedule([this, s] {
+          set_flush_denormals(true);
+          run_from(s);
+        });
+      }
+      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard lock(frame.mu_);
+        frame.done_ = true;
+        frame.cv_.notify_all();
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds, const RunContext& ctx) {
+  TCTL_CHECK(ctx.intra != nullptr, "Executor::run needs an intra-op pool");
+  const int n = static_cast<int>(plan.nodes.size());
+  for (int i = 0; i < n; ++i) {
+    frame.pending_[i].store(plan.nodes[static_cast<std::size_t>(i)].num_predecessors, std::memory_order_relaxed);
+    frame.uses_left_[i].store(plan.nodes[static_cast<std::size_t>(i)].num_uses, std::memory_order_relaxed);
+  }
+  frame.remaining_.store(n, std::memory_order_relaxed);
+  frame.failed_.store(false, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(frame.mu_);
+    frame.done_ = n == 0;
+    frame.error_ = nullptr;
+  }
+  Run run{plan, frame, feeds, ctx, frame.values_, frame.pending_.get(), frame.uses_left_.get(), frame.remaining_, frame.failed_};
+  const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+  for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
+    int root = plan.roots[r];
+    ctx.inter->schedule([&run, root] {
+      set_flush_denormals(true);
+      run.run_from(root);
+    });
+  }
+  if (!can_hand_off)
+    for (std::size_t r = 1; r < plan.roots.size(); ++r) run.run_from(plan.roots[r]);
+  if (!plan.roots.empty()) run.run_from(plan.roots[0]);
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(frame.mu_);
+    frame.cv_.wait(lock, [&] { return frame.done_; });
+    error = frame.error_;
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace tctl

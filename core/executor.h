@@ -1,0 +1,80 @@
+// The executor: runs a prepared Plan by dataflow. A node starts when its data and control inputs are done;
+// independent nodes run at once on the inter-op pool, and each kernel may split its own work on the
+// intra-op pool. Ready nodes run inline on the thread that freed them; extra ones go to the pool.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "core/graph.h"
+#include "core/placement.h"
+#include "core/thread_pool.h"
+
+namespace tctl {
+
+// One graph node as this plan runs it, with its concrete output spec for the planned feed shapes.
+struct PlanNode {
+  const Node* node = nullptr;
+  KernelFn kernel = nullptr;
+  Device* device = nullptr;
+  TensorSpec spec;
+  std::vector<int> inputs;      // plan indices of the data inputs
+  std::vector<int> successors;  // plan indices waiting on this node (data or control), each once
+  int num_predecessors = 0;
+  int num_uses = 0;             // data edges leaving this node
+  int feed = -1;                // index into the run's feeds, for a fed placeholder
+  bool release_after_use = false;
+};
+
+// The nodes needed for some fetches and targets, in topological order, with shapes resolved. Immutable
+// once built, so any number of runs may share it.
+struct Plan {
+  std::vector<PlanNode> nodes;
+  std::vector<int> roots;
+  std::vector<int> fetch_slots;
+  std::vector<std::string> placement_warnings;
+};
+
+// Builds a plan. Feeds give the spec each fed node has in this run. Throws RuntimeError when a needed
+// placeholder is not fed, and ShapeError when the fed shapes do not fit the graph.
+Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
+                std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement);
+
+// The activations of one run. Frames are reused between runs of a plan, which is how steady-state steps
+// avoid allocating: a buffer is reused when no fetched result still holds it.
+struct Frame {
+  explicit Frame(const Plan& plan);
+  std::vector<Tensor>& values() { return values_; }
+
+  // The executor's bookkeeping for the run in progress.
+  std::vector<Tensor> values_;
+  std::unique_ptr<std::atomic<int>[]> pending_;
+  std::unique_ptr<std::atomic<int>[]> uses_left_;
+  std::atomic<int> remaining_{0};
+  std::atomic<bool> failed_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ TCTL_GUARDED_BY(mu_) = false;
+  std::exception_ptr error_ TCTL_GUARDED_BY(mu_);
+};
+
+struct RunContext {
+  ThreadPool* inter = nullptr;
+  ThreadPool* intra = nullptr;
+  std::uint64_t seed = 0;
+  std::int64_t step = 0;
+};
+
+class Executor {
+ public:
+  // Runs every node of the plan. Feeds are the run's fed tensors in plan feed order. The first exception
+  // a kernel throws cancels the nodes not yet started and is rethrown here, on the calling thread.
+  static void run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds, const RunContext& ctx);
+};
+
+}  // namespace tctl

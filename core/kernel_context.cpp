@@ -1,0 +1,24 @@
+#include "core/kernel_context.h"
+
+namespace tctl {
+
+Tensor& KernelContext::output() {
+  if (!output_.defined() || output_.use_count() != 1 || !(output_.shape() == spec_.shape) ||
+      output_.dtype() != spec_.dtype) {
+    output_ = Tensor::empty(spec_.dtype, spec_.shape);
+  }
+  return output_;
+}
+
+std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+std::uint64_t KernelContext::random_key(std::int64_t stream) const {
+  return mix64(mix64(seed_ ^ mix64(static_cast<std::uint64_t>(stream))) + static_cast<std::uint64_t>(step_));
+}
+
+}  // namespace tctl

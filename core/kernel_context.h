@@ -1,0 +1,61 @@
+// KernelContext: everything one kernel invocation sees: its node, its inputs, its output slot, the intra-op
+// pool, and the random stream of this step.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "core/graph.h"
+#include "core/thread_pool.h"
+
+namespace tctl {
+
+class KernelContext {
+ public:
+  KernelContext(const Node& node, const TensorSpec& spec, const Tensor* const* inputs, Tensor& output,
+                ThreadPool& intra, std::uint64_t seed, std::int64_t step)
+      : node_(node), spec_(spec), inputs_(inputs), output_(output), intra_(intra), seed_(seed), step_(step) {}
+
+  const Node& node() const { return node_; }
+  const Attrs& attrs() const { return node_.attrs; }
+  int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
+  const Tensor& input(int i) const { return *inputs_[i]; }
+  // The concrete output spec the plan inferred for this run.
+  const TensorSpec& output_spec() const { return spec_; }
+
+  // The output tensor, allocated with the planned spec. The buffer of the previous step is reused when
+  // nobody else holds it any more, so steady-state steps allocate nothing.
+  Tensor& output();
+  // Publishes an existing tensor as the output instead (a variable read, a reshape).
+  void set_output(Tensor t) { output_ = std::move(t); }
+
+  Variable& var(int i) const { return *node_.vars[static_cast<std::size_t>(i)].var; }
+
+  ThreadPool& intra() const { return intra_; }
+  void parallel_for(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& fn) const {
+    intra_.parallel_for(n, grain, fn);
+  }
+
+  // A 64-bit key for counter-based random numbers, unique to (session seed, stream, step); `stream` is
+  // normally the node id, so a gradient op can replay its forward op's stream.
+  std::uint64_t random_key(std::int64_t stream) const;
+  std::int64_t step() const { return step_; }
+
+ private:
+  const Node& node_;
+  const TensorSpec& spec_;
+  const Tensor* const* inputs_;
+  Tensor& output_;
+  ThreadPool& intra_;
+  std::uint64_t seed_;
+  std::int64_t step_;
+};
+
+// Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser); the base of every random stream.
+std::uint64_t mix64(std::uint64_t x);
+// Uniform float in [0, 1) for element i of the stream with this key: the same value on every thread count.
+inline float uniform_at(std::uint64_t key, std::uint64_t i) {
+  return static_cast<float>(mix64(key ^ (i * 0x9E3779B97F4A7C15ull)) >> 40) * (1.0f / 16777216.0f);
+}
+
+}  // namespace tctl

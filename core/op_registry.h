@@ -1,0 +1,83 @@
+// The op registry: one entry per op holds its shape function, its gradient and its kernel per device.
+//
+// Kernels register from static registrars in kernels/ (TCTL_REGISTER_OP); the registry is filled before
+// main() and read-only afterwards, so lookups need no lock.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/attrs.h"
+#include "core/dtype.h"
+#include "core/shape.h"
+
+namespace tctl {
+
+class GradBuilder;
+class KernelContext;
+struct Output;
+
+// The dtype and shape of a value; the shape may hold unknown (-1) dimensions while a graph is traced.
+struct TensorSpec {
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+// What a shape function sees: the specs of the inputs and the node's attributes.
+class InferContext {
+ public:
+  InferContext(std::span<const TensorSpec> inputs, const Attrs& attrs, std::string_view node_name)
+      : inputs_(inputs), attrs_(attrs), node_name_(node_name) {}
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const TensorSpec& input(int i) const { return inputs_[i]; }
+  const Shape& shape(int i) const { return inputs_[i].shape; }
+  const Attrs& attrs() const { return attrs_; }
+  // Throws ShapeError "<node>: <message>".
+  [[noreturn]] void fail(const std::string& message) const;
+  // Fails unless input i has the given rank / dtype.
+  void expect_rank(int i, int rank) const;
+  void expect_dtype(int i, DType dtype) const;
+
+ private:
+  std::span<const TensorSpec> inputs_;
+  const Attrs& attrs_;
+  std::string_view node_name_;
+};
+
+using InferFn = std::function<TensorSpec(const InferContext&)>;
+// Returns one gradient per input of the op (an invalid Output where the input gets none).
+using GradFn = std::function<std::vector<Output>(GradBuilder&)>;
+using KernelFn = void (*)(KernelContext&);
+
+struct OpDef {
+  std::string name;
+  // Number of data inputs; -1 for a variadic op.
+  int num_inputs = 1;
+  InferFn infer;
+  GradFn grad;  // empty: not differentiable
+  KernelFn cpu = nullptr;
+  KernelFn cuda = nullptr;
+  // The output shares its buffer with state it does not own (a variable read, a feed); the executor drops
+  // it as soon as its last consumer has run, so a later in-place update need not copy.
+  bool aliases_output = false;
+};
+
+// Adds an op; a duplicate name is an internal error. Returns true so it can initialise a static.
+bool register_op(OpDef def);
+// The op with this name; an unknown name is an internal error (ops are named by code, not by users).
+const OpDef& op_def(std::string_view name);
+std::vector<std::string> registered_op_names();
+
+// Shape functions used by many ops.
+InferFn same_as_input(int i);
+
+}  // namespace tctl
+
+#define TCTL_CONCAT_INNER(a, b) a##b
+#define TCTL_CONCAT(a, b) TCTL_CONCAT_INNER(a, b)
+// TCTL_REGISTER_OP({.name = "Relu", .infer = ..., .grad = ..., .cpu = relu_cpu});
+#define TCTL_REGISTER_OP(...) \
+  [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = ::tctl::register_op(::tctl::OpDef __VA_ARGS__)

@@ -1,0 +1,108 @@
+#include "core/session.h"
+
+#include <algorithm>
+#include <set>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+struct Session::Prepared {
+  Plan plan;
+  std::mutex mu;
+  std::vector<std::unique_ptr<Frame>> free_frames TCTL_GUARDED_BY(mu);
+
+  std::unique_ptr<Frame> take_frame() {
+    std::lock_guard lock(mu);
+    if (free_frames.empty()) return std::make_unique<Frame>(plan);
+    auto f = std::move(free_frames.back());
+    free_frames.pop_back();
+    return f;
+  }
+  void give_back(std::unique_ptr<Frame> f) {
+    std::lock_guard lock(mu);
+    free_frames.push_back(std::move(f));
+  }
+};
+
+Session::Session(std::shared_ptr<const Graph> graph, ThreadPool& inter, ThreadPool& intra, SessionOptions options)
+    : graph_(std::move(graph)), inter_(inter), intra_(intra), options_(options) {}
+
+Session::~Session() = default;
+
+Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const Output> fetches,
+                                    std::span<const Output> targets) {
+  std::string key;
+  key.reserve(16 * (feeds.size() + fetches.size() + targets.size()));
+  for (const Feed& f : feeds) {
+    key += 'f' + std::to_string(f.output.node) + ':' + std::to_string(static_cast<int>(f.value.dtype()));
+    for (auto d : f.value.shape().dims()) key += ',' + std::to_string(d);
+  }
+  for (Output o : fetches) key += 'o' + std::to_string(o.node);
+  for (Output o : targets) key += 't' + std::to_string(o.node);
+
+  std::lock_guard lock(mu_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  std::vector<Output> feed_outputs;
+  std::vector<TensorSpec> feed_specs;
+  for (const Feed& f : feeds) {
+    feed_outputs.push_back(f.output);
+    feed_specs.push_back({f.value.dtype(), f.value.shape()});
+  }
+  auto prepared = std::make_unique<Prepared>();
+  prepared->plan = build_plan(*graph_, feed_outputs, feed_specs, fetches, targets, options_.placement);
+  return *plans_.emplace(key, std::move(prepared)).first->second;
+}
+
+namespace {
+// Kernels run with denormals flushed on every thread, the caller's included, so that the thread a node
+// happens to run on never changes its result. The caller's own setting is restored afterwards.
+class FlushDenormalsScope {
+ public:
+  FlushDenormalsScope() { set_flush_denormals(true); }
+  ~FlushDenormalsScope() { set_flush_denormals(false); }
+};
+}  // namespace
+
+std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Output> fetches,
+                                 std::span<const Output> targets, const RunOptions& options) {
+  Prepared& prepared = prepare(feeds, fetches, targets);
+  std::vector<Tensor> feed_values;
+  feed_values.reserve(feeds.size());
+  for (const Feed& f : feeds) feed_values.push_back(f.value);
+
+  RunContext ctx;
+  ctx.inter = &inter_;
+  ctx.intra = &intra_;
+  ctx.seed = options_.seed;
+  ctx.step = options.step >= 0 ? options.step : next_step_.fetch_add(1, std::memory_order_relaxed);
+
+  std::unique_ptr<Frame> frame = prepared.take_frame();
+  std::vector<Tensor> out;
+  {
+    FlushDenormalsScope flush;
+    try {
+      Executor::run(prepared.plan, *frame, feed_values, ctx);
+    } catch (...) {
+      prepared.give_back(std::move(frame));
+      throw;
+    }
+  }
+  out.reserve(fetches.size());
+  for (int s : prepared.plan.fetch_slots) out.push_back(frame->values()[static_cast<std::size_t>(s)]);
+  prepared.give_back(std::move(frame));
+  return out;
+}
+
+std::vector<std::string> Session::placement_warnings() const {
+  std::lock_guard lock(mu_);
+  std::set<std::string> seen;
+  std::vector<std::string> out;
+  for (const auto& [key, p] : plans_)
+    for (const auto& w : p->plan.placement_warnings)
+      if (seen.insert(w).second) out.push_back(w);
+  return out;
+}
+
+}  // namespace tctl

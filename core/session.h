@@ -1,0 +1,63 @@
+// Session: runs a graph. It owns the prepared plans (one per set of feeds, fetches and fed shapes) and
+// their reusable frames; it borrows the thread pools. Variables live in the graph's nodes and are shared.
+//
+// Thread-safe: run() may be called from many threads at once (each call gets its own frame). The graph
+// must not change once a session runs it.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/executor.h"
+#include "core/graph.h"
+#include "core/thread_pool.h"
+
+namespace tctl {
+
+struct Feed {
+  Output output;
+  Tensor value;
+};
+
+struct SessionOptions {
+  std::uint64_t seed = 0;
+  PlacementOptions placement;
+};
+
+struct RunOptions {
+  // The step number that keys random streams (dropout masks); -1 takes the session's next step.
+  std::int64_t step = -1;
+};
+
+class Session {
+ public:
+  Session(std::shared_ptr<const Graph> graph, ThreadPool& inter, ThreadPool& intra, SessionOptions options = {});
+  ~Session();
+
+  // Computes `fetches` (and runs `targets` for their effects) given `feeds`. Kernel errors are rethrown here.
+  std::vector<Tensor> run(std::span<const Feed> feeds, std::span<const Output> fetches,
+                          std::span<const Output> targets = {}, const RunOptions& options = {});
+
+  const Graph& graph() const { return *graph_; }
+  // Warnings from placement so far (nodes that fell back to the CPU), without duplicates.
+  std::vector<std::string> placement_warnings() const;
+
+ private:
+  struct Prepared;
+  Prepared& prepare(std::span<const Feed> feeds, std::span<const Output> fetches, std::span<const Output> targets);
+
+  std::shared_ptr<const Graph> graph_;
+  ThreadPool& inter_;
+  ThreadPool& intra_;
+  SessionOptions options_;
+  std::atomic<std::int64_t> next_step_{0};
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);
+};
+
+}  // namespace tctl

@@ -1,0 +1,126 @@
+#include "core/thread_pool.h"
+
+#include <atomic>
+#include <exception>
+#include <memory>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
+namespace tctl {
+
+int ThreadPool::hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool::ThreadPool(int threads) : size_(threads <= 0 ? hardware_threads() : threads) {
+  for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::schedule(std::function<void()> task) {
+  TCTL_CHECK(!workers_.empty(), "schedule() on a pool without workers");
+  {
+    std::lock_guard lock(mu_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void ThreadPool::worker_loop() {
+  set_flush_denormals(true);
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+namespace {
+// Shared by the caller and the helpers of one parallel_for. Helpers may start after the caller has
+// returned; they then find no block left and never touch fn, which lives on the caller's stack.
+struct ParallelState {
+  std::atomic<std::int64_t> next{0};
+  std::atomic<std::int64_t> done{0};
+  std::int64_t blocks = 0;
+  std::int64_t block_size = 0;
+  std::int64_t n = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::exception_ptr error;
+  const std::function<void(std::int64_t, std::int64_t)>* fn = nullptr;
+
+  void run_blocks() {
+    for (;;) {
+      std::int64_t b = next.fetch_add(1, std::memory_order_relaxed);
+      if (b >= blocks) return;
+      std::int64_t begin = b * block_size;
+      std::int64_t end = std::min(n, begin + block_size);
+      try {
+        (*fn)(begin, end);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      if (done.fetch_add(1, std::memory_order_acq_rel) + 1 == blocks) {
+        std::lock_guard lock(mu);
+        cv.notify_all();
+      }
+    }
+  }
+};
+}  // namespace
+
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
+                              const std::function<void(std::int64_t, std::int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<std::int64_t>(grain, 1);
+  std::int64_t max_blocks = (n + grain - 1) / grain;
+  std::int64_t blocks = std::min<std::int64_t>(size_, max_blocks);
+  if (blocks <= 1) {
+    fn(0, n);
+    return;
+  }
+  auto state = std::make_shared<ParallelState>();
+  state->n = n;
+  state->block_size = (n + blocks - 1) / blocks;
+  state->blocks = (n + state->block_size - 1) / state->block_size;
+  state->fn = &fn;
+  for (std::int64_t i = 1; i < state->blocks; ++i) schedule([state] { state->run_blocks(); });
+  state->run_blocks();
+  {
+    std::unique_lock lock(state->mu);
+    state->cv.wait(lock, [&] { return state->done.load(std::memory_order_acquire) == state->blocks; });
+  }
+  if (state->error) std::rethrow_exception(state->error);
+}
+
+void set_flush_denormals(bool on) {
+#if defined(__x86_64__) || defined(__i386__)
+  constexpr unsigned kFtz = 0x8000;  // MXCSR flush-to-zero
+  constexpr unsigned kDaz = 0x0040;  // MXCSR denormals-are-zero
+  unsigned csr = _mm_getcsr();
+  csr = on ? (csr | kFtz | kDaz) : (csr & ~(kFtz | kDaz));
+  _mm_setcsr(csr);
+#else
+  (void)on;
+#endif
+}
+
+}  // namespace tctl

@@ -1,0 +1,59 @@
+// ThreadPool: a fixed set of worker threads fed from one queue. The inter-op pool runs graph nodes; the
+// intra-op pool splits the work inside one kernel.
+//
+// A pool of size N means N threads work at once: N-1 workers plus the thread that calls parallel_for,
+// which does its share instead of idling. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+class ThreadPool {
+ public:
+  // `threads` >= 1; 0 means one per hardware thread.
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  // Threads working at once, the caller included.
+  int size() const { return size_; }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+
+  // Runs `task` on a worker. Tasks must not throw and must not block on other tasks of this pool.
+  void schedule(std::function<void()> task);
+
+  // Calls fn(begin, end) on disjoint blocks covering [0, n), spread over the pool and the calling thread,
+  // and returns when all are done. Blocks hold at least `grain` indices. fn must give each index the same
+  // result however the range is cut; that is what keeps results independent of thread counts. An
+  // exception from fn is rethrown here, in the caller.
+  void parallel_for(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& fn);
+
+  // The number of hardware threads, at least 1.
+  static int hardware_threads();
+
+ private:
+  void worker_loop();
+
+  int size_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_ TCTL_GUARDED_BY(mu_);
+  bool stopping_ TCTL_GUARDED_BY(mu_) = false;
+};
+
+// Sets flush-to-zero and denormals-are-zero for the calling thread (see issue 6: denormal Adam moments
+// made the update pass four times slower). Called by every thread that runs kernels.
+void set_flush_denormals(bool on);
+
+}  // namespace tctl

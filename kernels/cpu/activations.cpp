@@ -1,0 +1,106 @@
+// Activations and their gradients: ReLU, sigmoid, tanh, softmax.
+#include <cmath>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+namespace {
+
+template <class Fn>
+void unary_cpu(KernelContext& ctx, Fn fn) {
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { y[i] = fn(x[i]); });
+}
+
+// Gradient kernels take (dy, z), where z is the forward input or output as each formula needs.
+template <class Fn>
+void grad_cpu(KernelContext& ctx, Fn fn) {
+  const float* dy = ctx.input(0).data<float>();
+  const float* z = ctx.input(1).data<float>();
+  float* dx = ctx.output().mutable_data<float>();
+  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { dx[i] = fn(dy[i], z[i]); });
+}
+
+void relu_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return x > 0.0f ? x : 0.0f; }); }
+void relu_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }); }
+
+void sigmoid_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
+void sigmoid_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float y) { return dy * y * (1.0f - y); }); }
+
+void tanh_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return std::tanh(x); }); }
+void tanh_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float y) { return dy * (1.0f - y * y); }); }
+
+// Row-wise over the last dimension, shifted by the row maximum so exp never overflows.
+void softmax_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::int64_t c = x.shape()[x.shape().rank() - 1];
+  const std::int64_t rows = x.num_elements() / c;
+  const float* px = x.data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / c), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const float* in = px + r * c;
+      float* out = y + r * c;
+      float mx = in[0];
+      for (std::int64_t j = 1; j < c; ++j) mx = std::max(mx, in[j]);
+      float sum = 0.0f;
+      for (std::int64_t j = 0; j < c; ++j) sum += (out[j] = std::exp(in[j] - mx));
+      const float inv = 1.0f / sum;
+      for (std::int64_t j = 0; j < c; ++j) out[j] *= inv;
+    }
+  });
+}
+
+// dx = y * (dy - sum(dy * y)) per row.
+void softmax_grad_cpu(KernelContext& ctx) {
+  const float* dy = ctx.input(0).data<float>();
+  const Tensor& yt = ctx.input(1);
+  const float* y = yt.data<float>();
+  const std::int64_t c = yt.shape()[yt.shape().rank() - 1];
+  const std::int64_t rows = yt.num_elements() / c;
+  float* dx = ctx.output().mutable_data<float>();
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / c), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      float dot = 0.0f;
+      for (std::int64_t j = 0; j < c; ++j) dot += dy[r * c + j] * y[r * c + j];
+      for (std::int64_t j = 0; j < c; ++j) dx[r * c + j] = y[r * c + j] * (dy[r * c + j] - dot);
+    }
+  });
+}
+
+TensorSpec float_input(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  return c.input(0);
+}
+
+TensorSpec softmax_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  if (c.shape(0).rank() < 1) c.fail("softmax needs at least one dimension");
+  return c.input(0);
+}
+
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "Relu",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("ReluGrad", {g.dy(), g.x(0)})}; },
+                  .cpu = relu_cpu});
+TCTL_REGISTER_OP({.name = "ReluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = relu_grad_cpu});
+TCTL_REGISTER_OP({.name = "Sigmoid",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SigmoidGrad", {g.dy(), g.y()})}; },
+                  .cpu = sigmoid_cpu});
+TCTL_REGISTER_OP({.name = "SigmoidGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = sigmoid_grad_cpu});
+TCTL_REGISTER_OP({.name = "Tanh",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("TanhGrad", {g.dy(), g.y()})}; },
+                  .cpu = tanh_cpu});
+TCTL_REGISTER_OP({.name = "TanhGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = tanh_grad_cpu});
+TCTL_REGISTER_OP({.name = "Softmax",
+                  .infer = softmax_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SoftmaxGrad", {g.dy(), g.y()})}; },
+                  .cpu = softmax_cpu});
+TCTL_REGISTER_OP({.name = "SoftmaxGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = softmax_grad_cpu});
+
+}  // namespace tctl::cpu

@@ -1,0 +1,121 @@
+// Elementwise arithmetic: Add, Sub, Mul, Scale, AddN, and the bias add of a dense layer with its gradient.
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+namespace {
+
+template <class Op>
+void binary_cpu(KernelContext& ctx, Op op) {
+  const float* a = ctx.input(0).data<float>();
+  const float* b = ctx.input(1).data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { y[i] = op(a[i], b[i]); });
+}
+
+void add_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a + b; }); }
+void sub_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a - b; }); }
+void mul_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a * b; }); }
+
+void scale_cpu(KernelContext& ctx) {
+  const float factor = static_cast<float>(ctx.attrs().f("factor"));
+  const float* x = ctx.input(0).data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { y[i] = x[i] * factor; });
+}
+
+// Summed left to right in input order, the order autodiff produced them in: a fixed order.
+void add_n_cpu(KernelContext& ctx) {
+  float* y = ctx.output().mutable_data<float>();
+  const int n = ctx.num_inputs();
+  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) {
+    float s = ctx.input(0).data<float>()[i];
+    for (int k = 1; k < n; ++k) s += ctx.input(k).data<float>()[i];
+    y[i] = s;
+  });
+}
+
+TensorSpec bias_add_infer(const InferContext& c) {
+  c.expect_rank(1, 1);
+  if (c.shape(0).rank() < 1) c.fail("input must have at least one dimension");
+  std::int64_t features = c.shape(0)[c.shape(0).rank() - 1];
+  if (features >= 0 && c.shape(1)[0] >= 0 && features != c.shape(1)[0])
+    c.fail("bias of shape " + c.shape(1).to_string() + " does not fit input " + c.shape(0).to_string());
+  return c.input(0);
+}
+
+void bias_add_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const float* b = ctx.input(1).data<float>();
+  const std::int64_t f = ctx.input(1).num_elements();
+  const std::int64_t rows = x.num_elements() / f;
+  const float* px = x.data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / f), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r)
+      for (std::int64_t j = 0; j < f; ++j) y[r * f + j] = px[r * f + j] + b[j];
+  });
+}
+
+TensorSpec bias_add_grad_infer(const InferContext& c) {
+  const Shape& s = c.shape(0);
+  return {DType::kF32, Shape{s[s.rank() - 1]}};
+}
+
+// Column sums, each over rows in order; the split is over columns, so no sum is ever cut.
+void bias_add_grad_cpu(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  Tensor& db = ctx.output();
+  const std::int64_t f = db.num_elements();
+  const std::int64_t rows = dy.num_elements() / f;
+  const float* p = dy.data<float>();
+  float* out = db.mutable_data<float>();
+  ctx.parallel_for(f, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(rows, 1)),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t j = begin; j < end; ++j) out[j] = 0.0f;
+                     for (std::int64_t r = 0; r < rows; ++r)
+                       for (std::int64_t j = begin; j < end; ++j) out[j] += p[r * f + j];
+                   });
+}
+
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "Add",
+                  .num_inputs = 2,
+                  .infer = same_shape_inputs(),
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.dy()}; },
+                  .cpu = add_cpu});
+TCTL_REGISTER_OP({.name = "Sub",
+                  .num_inputs = 2,
+                  .infer = same_shape_inputs(),
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.dy(), g.op("Scale", {g.dy()}, Attrs{{"factor", -1.0}})};
+                  },
+                  .cpu = sub_cpu});
+TCTL_REGISTER_OP({.name = "Mul",
+                  .num_inputs = 2,
+                  .infer = same_shape_inputs(),
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.op("Mul", {g.dy(), g.x(1)}), g.op("Mul", {g.dy(), g.x(0)})};
+                  },
+                  .cpu = mul_cpu});
+TCTL_REGISTER_OP({.name = "Scale",
+                  .infer = same_as_input(0),
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.op("Scale", {g.dy()}, Attrs{{"factor", g.attrs().f("factor")}})};
+                  },
+                  .cpu = scale_cpu});
+TCTL_REGISTER_OP({.name = "AddN",
+                  .num_inputs = -1,
+                  .infer = same_shape_inputs(),
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>(g.graph().node(g.y()).inputs.size(), g.dy());
+                  },
+                  .cpu = add_n_cpu});
+TCTL_REGISTER_OP({.name = "BiasAdd",
+                  .num_inputs = 2,
+                  .infer = bias_add_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.op("BiasAddGrad", {g.dy()})}; },
+                  .cpu = bias_add_cpu});
+TCTL_REGISTER_OP({.name = "BiasAddGrad", .infer = bias_add_grad_infer, .cpu = bias_add_grad_cpu});
+
+}  // namespace tctl::cpu

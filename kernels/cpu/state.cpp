@@ -1,0 +1,30 @@
+// Ops that bring values into a graph: placeholders (fed), constants and variable reads.
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+namespace {
+
+TensorSpec spec_from_attrs(const InferContext& c) {
+  const auto& dims = c.attrs().ints("shape");
+  return {static_cast<DType>(c.attrs().i("dtype")), Shape(std::span<const std::int64_t>(dims))};
+}
+
+void placeholder_cpu(KernelContext& ctx) {
+  throw RuntimeError("placeholder " + ctx.node().name + " must be fed");
+}
+
+void const_cpu(KernelContext& ctx) { ctx.set_output(ctx.node().value); }
+
+void read_variable_cpu(KernelContext& ctx) { ctx.set_output(ctx.var(0).read()); }
+
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs, .cpu = placeholder_cpu});
+TCTL_REGISTER_OP({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .cpu = const_cpu, .aliases_output = true});
+TCTL_REGISTER_OP({.name = "ReadVariable",
+                  .num_inputs = 0,
+                  .infer = spec_from_attrs,
+                  .cpu = read_variable_cpu,
+                  .aliases_output = true});
+
+}  // namespace tctl::cpu

@@ -1,0 +1,16 @@
+// Activation functions by their Keras names, shared by Dense and Activation layers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace tctl {
+
+// "linear", "relu", "sigmoid", "tanh", "softmax".
+const std::vector<std::string>& activation_names();
+// Adds the activation's op after x; "linear" returns x unchanged.
+Output apply_activation(Graph& g, Output x, const std::string& name);
+
+}  // namespace tctl

@@ -1,0 +1,84 @@
+#include "models/layer.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+#define TCTL_LAYER(type, factory) std::unique_ptr<Layer> factory(LayerArgs& args);
+#include "models/layers/layers.def"
+#undef TCTL_LAYER
+
+namespace {
+struct LayerEntry {
+  const char* type;
+  LayerFactory factory;
+};
+constexpr LayerEntry kLayers[] = {
+#define TCTL_LAYER(type, factory) {type, factory},
+#include "models/layers/layers.def"
+#undef TCTL_LAYER
+};
+}  // namespace
+
+std::int64_t Layer::param_count() const {
+  std::int64_t n = 0;
+  for (const auto& v : variables_) n += v->shape().num_elements();
+  return n;
+}
+
+nlohmann::json Layer::to_json() const {
+  nlohmann::json j = {{"type", type_}, {"name", name_}};
+  if (!device_.empty()) j["device"] = device_;
+  const nlohmann::json own = config();
+  for (const auto& [k, v] : own.items()) j[k] = v;
+  return j;
+}
+
+std::shared_ptr<Variable> Layer::add_variable(const std::string& short_name, Tensor initial, bool trainable) {
+  auto v = std::make_shared<Variable>(name_ + "/" + short_name, std::move(initial), LockingMode::kMutex, trainable);
+  variables_.push_back(v);
+  return v;
+}
+
+std::vector<std::string> layer_type_names() {
+  std::vector<std::string> out;
+  for (const auto& e : kLayers) out.emplace_back(e.type);
+  return out;
+}
+
+std::string layer_name_stem(const std::string& type) {
+  std::string out;
+  for (std::size_t i = 0; i < type.size(); ++i) {
+    char c = type[i];
+    bool upper = std::isupper(static_cast<unsigned char>(c)) != 0;
+    if (upper && i > 0 && std::islower(static_cast<unsigned char>(type[i - 1]))) out += '_';
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name) {
+  std::string type = spec.string("type");
+  const LayerEntry* entry = nullptr;
+  for (const auto& e : kLayers)
+    if (type == e.type) entry = &e;
+  if (entry == nullptr) {
+    std::string known;
+    for (const auto& e : kLayers) known += (known.empty() ? "" : ", ") + std::string(e.type);
+    spec.fail("type", "unknown layer type \"" + type + "\" (known: " + known + ")");
+  }
+  std::string name = spec.string("name", auto_name);
+  if (name.empty() || name.find('/') != std::string::npos) spec.fail("name", "a layer name must be non-empty and contain no '/'");
+  std::string device = spec.string("device", "");
+  if (!device.empty() && !is_device_name(device))
+    spec.fail("device", "unknown device \"" + device + "\" (expected cpu, cuda or cuda:N)");
+  LayerArgs args{spec, name, device};
+  auto layer = entry->factory(args);
+  spec.finish();
+  return layer;
+}
+
+}  // namespace tctl

@@ -1,0 +1,77 @@
+// Layer: one entry of a Sequential stack. A layer parses its own JSON keys, creates and owns its Variables
+// when built, and adds its ops to a graph when called. New layers are one file in models/layers/ plus one
+// line in models/layers/layers.def.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/graph.h"
+#include "core/variable.h"
+#include "models/spec_reader.h"
+
+namespace tctl {
+
+// What building a layer needs besides its input shape: the seed its initializers draw from.
+struct BuildContext {
+  std::uint64_t seed = 0;
+  int layer_index = 0;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  // The requested device, or "" for the model's default.
+  const std::string& device() const { return device_; }
+
+  // Creates the variables for an input of this shape (batch dimension excluded) and returns the output
+  // shape, also without the batch. Throws SpecError at `where` when the input does not fit.
+  virtual Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) = 0;
+  // Adds this layer's ops for input x; `training` switches dropout and similar behaviour.
+  virtual Output call(Graph& g, Output x, bool training) = 0;
+  // The layer's resolved keys (type-specific), merged into the spec written to model.json.
+  virtual nlohmann::json config() const = 0;
+
+  // Variables in a fixed order (kernel before bias); checkpoints name them "<layer>/<variable>".
+  const std::vector<std::shared_ptr<Variable>>& variables() const { return variables_; }
+  std::int64_t param_count() const;
+  // The full resolved spec entry: type, name, device (when set) and config().
+  nlohmann::json to_json() const;
+
+ protected:
+  Layer(std::string type, std::string name, std::string device)
+      : type_(std::move(type)), name_(std::move(name)), device_(std::move(device)) {}
+  std::shared_ptr<Variable> add_variable(const std::string& short_name, Tensor initial, bool trainable = true);
+  // Reads the layer's variables into g (ReadVariable nodes).
+  Output read(Graph& g, std::size_t i) const { return g.read(variables_[i]); }
+
+ private:
+  std::string type_;
+  std::string name_;
+  std::string device_;
+  std::vector<std::shared_ptr<Variable>> variables_;
+};
+
+// Everything a layer factory needs: the reader positioned on the layer's object, and the resolved name.
+struct LayerArgs {
+  SpecReader& spec;
+  std::string name;
+  std::string device;
+};
+using LayerFactory = std::unique_ptr<Layer> (*)(LayerArgs& args);
+
+// Builds the layer described by `spec` (a "type" key and the type's own keys); an unknown type is an error
+// listing the known ones. `auto_name` is used when the spec has no "name".
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name);
+std::vector<std::string> layer_type_names();
+// "Dense" -> "dense", "MaxPooling2D" -> "max_pooling2d": the Keras stem of automatic names.
+std::string layer_name_stem(const std::string& type);
+
+}  // namespace tctl

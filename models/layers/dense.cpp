@@ -1,0 +1,54 @@
+// Dense: y = activation(x W + b) over the last dimension of a [batch, features] input.
+#include "core/errors.h"
+#include "core/kernel_context.h"
+#include "models/activations.h"
+#include "models/initializers.h"
+#include "models/layer.h"
+
+namespace tctl {
+namespace {
+
+class Dense final : public Layer {
+ public:
+  explicit Dense(LayerArgs& args) : Layer("Dense", args.name, args.device) {
+    units_ = args.spec.positive_int("units");
+    activation_ = args.spec.one_of("activation", activation_names(), "linear");
+    use_bias_ = args.spec.boolean("use_bias", true);
+    kernel_init_ = args.spec.one_of("kernel_initializer", initializer_names(), "glorot_uniform");
+    bias_init_ = args.spec.one_of("bias_initializer", initializer_names(), "zeros");
+  }
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
+    if (input.rank() != 1)
+      where.fail_here("Dense expects a flat input of shape (None, features), got " + Shape::concat(-1, input).keras_string() +
+                      "; add a Flatten layer first");
+    const std::int64_t in = input[0];
+    const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1));
+    add_variable("kernel", initialize(kernel_init_, Shape{in, units_}, in, units_, base));
+    if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{units_}, in, units_, mix64(base + 1)));
+    return Shape{units_};
+  }
+
+  Output call(Graph& g, Output x, bool training) override {
+    Output y = g.add("MatMul", {x, read(g, 0)});
+    if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
+    return apply_activation(g, y, activation_);
+  }
+
+  nlohmann::json config() const override {
+    return {{"units", units_}, {"activation", activation_}, {"use_bias", use_bias_},
+            {"kernel_initializer", kernel_init_}, {"bias_initializer", bias_init_}};
+  }
+
+ private:
+  std::int64_t units_ = 0;
+  std::string activation_;
+  bool use_bias_ = true;
+  std::string kernel_init_, bias_init_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dense(LayerArgs& args) { return std::make_unique<Dense>(args); }
+
+}  // namespace tctl

@@ -1,0 +1,263 @@
+#include "models/model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/autodiff.h"
+#include "core/errors.h"
+
+namespace tctl {
+
+double metric(const MetricValues& values, const std::string& name) {
+  for (const auto& [n, v] : values)
+    if (n == name) return v;
+  return std::nan("");
+}
+
+// The feeds and fetches of one traced graph.
+struct Model::Pass {
+  Output x;
+  Output targets;
+  Output predictions;
+  Output loss;         // scalar mean
+  Output per_example;  // [batch]
+  std::vector<Output> updates;
+};
+
+namespace {
+
+void check_metrics(const ModelOptions& o) {
+  for (std::size_t i = 0; i < o.metrics.size(); ++i) {
+    const std::string& m = o.metrics[i];
+    const bool classification = loss_is_classification(o.loss);
+    const bool ok = classification ? m == "accuracy" : (m == "mae" || m == "mse");
+    if (!ok)
+      throw SpecError(o.config_file, "metrics[" + std::to_string(i) + "]",
+                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " +
+                          (classification ? "accuracy" : "mae, mse") + ")");
+  }
+}
+
+// Copies rows of a [N, ...] tensor into a batch tensor, reusing `buffer` when nobody else holds it.
+Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer) {
+  Shape shape = src.shape().with_batch(static_cast<std::int64_t>(rows.size()));
+  if (!buffer.defined() || buffer.use_count() != 1 || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
+    buffer = Tensor::empty(src.dtype(), shape);
+  const std::size_t row_bytes = src.bytes() / static_cast<std::size_t>(std::max<std::int64_t>(src.shape()[0], 1));
+  const char* from = static_cast<const char*>(src.raw_data());
+  char* to = buffer.mutable_data<char>();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(to + i * row_bytes, from + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
+  return buffer;
+}
+
+std::int64_t argmax_row(const float* p, std::int64_t n) {
+  return std::max_element(p, p + n) - p;
+}
+
+// Sums of per-example quantities over an epoch, kept in double and added in batch order.
+struct Totals {
+  double loss = 0.0, correct = 0.0, abs_error = 0.0, sq_error = 0.0;
+  std::int64_t examples = 0, values = 0;
+
+  MetricValues averages(const std::vector<std::string>& metrics) const {
+    MetricValues out{{"loss", examples ? loss / static_cast<double>(examples) : 0.0}};
+    for (const auto& m : metrics) {
+      if (m == "accuracy") out.emplace_back(m, examples ? correct / static_cast<double>(examples) : 0.0);
+      if (m == "mae") out.emplace_back(m, values ? abs_error / static_cast<double>(values) : 0.0);
+      if (m == "mse") out.emplace_back(m, values ? sq_error / static_cast<double>(values) : 0.0);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
+    : net_(std::move(net)),
+      options_(std::move(options)),
+      optimizer_(options_.optimizer),
+      inter_pool_(options_.inter_op_threads),
+      intra_pool_(options_.intra_op_threads) {
+  check_metrics(options_);
+  const Shape input = Shape::concat(-1, net_->input_shape());
+  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, net_->output_shape()));
+
+  auto trace = [&](Graph& g, Pass& pass, bool training) {
+    pass.x = g.placeholder("x", DType::kF32, input);
+    pass.targets = g.placeholder("targets", target.dtype, target.shape);
+    pass.predictions = net_->call(g, pass.x, training, options_.device);
+    std::string why = check_loss_fits(g, options_.loss, pass.predictions);
+    if (!why.empty()) throw SpecError(options_.config_file, "loss", why);
+    Graph::Scope scope(g, "loss", options_.device, Phase::kForward);
+    LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
+    pass.loss = loss.mean;
+    pass.per_example = loss.per_example;
+  };
+
+  train_graph_ = std::make_shared<Graph>();
+  train_pass_ = std::make_unique<Pass>();
+  trace(*train_graph_, *train_pass_, true);
+  // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
+  std::vector<std::shared_ptr<Variable>> vars;
+  std::vector<Output> reads;
+  std::vector<std::size_t> owner;
+  for (const auto& v : net_->variables()) {
+    if (!v->trainable()) continue;
+    for (const Node& n : train_graph_->nodes()) {
+      if (n.op->name != "ReadVariable" || n.vars[0].var != v) continue;
+      reads.push_back(Output{n.id});
+      owner.push_back(vars.size());
+    }
+    vars.push_back(v);
+  }
+  std::vector<Output> read_grads = gradients(*train_graph_, train_pass_->loss, reads);
+  std::vector<std::vector<Output>> per_var(vars.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) per_var[owner[i]].push_back(read_grads[i]);
+  std::vector<Output> grads;
+  for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : train_graph_->add("AddN", list));
+  train_pass_->updates = optimizer_.apply(*train_graph_, vars, grads);
+  add_auto_control_dependencies(*train_graph_);
+
+  infer_graph_ = std::make_shared<Graph>();
+  infer_pass_ = std::make_unique<Pass>();
+  trace(*infer_graph_, *infer_pass_, false);
+
+  SessionOptions so;
+  so.seed = options_.seed;
+  train_session_ = std::make_unique<Session>(train_graph_, inter_pool_, intra_pool_, so);
+  infer_session_ = std::make_unique<Session>(infer_graph_, inter_pool_, intra_pool_, so);
+}
+
+Model::~Model() = default;
+
+Tensor Model::targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+  if (options_.loss == "categorical_crossentropy") {
+    const std::int64_t classes = net_->output_shape()[0];
+    Tensor t = Tensor::zeros(DType::kF32, Shape{n, classes});
+    for (std::int64_t i = 0; i < n; ++i) {
+      std::int32_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
+      if (label >= 0 && label < classes) t.mutable_data<float>()[i * classes + label] = 1.0f;
+    }
+    return t;
+  }
+  Tensor buffer;
+  return gather_rows(data.y, rows, buffer);
+}
+
+MetricValues Model::run_batches(Session& session, const Pass& pass, const Dataset& data,
+                                std::span<const std::int64_t> order, std::int64_t batch_size, bool training,
+                                std::int64_t first_step, const StepCallback& on_step) {
+  const std::int64_t n = static_cast<std::int64_t>(order.size());
+  const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  const bool classification = loss_is_classification(options_.loss);
+  Totals totals;
+  Tensor x_buffer, y_buffer;
+  std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
+  for (std::int64_t step = 0; step < steps; ++step) {
+    auto rows = order.subspan(static_cast<std::size_t>(step * batch_size),
+                              static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
+    const std::int64_t b = static_cast<std::int64_t>(rows.size());
+    Tensor x = gather_rows(data.x, rows, x_buffer);
+    Tensor y = options_.loss == "categorical_crossentropy" ? targets_for(data, rows) : gather_rows(data.y, rows, y_buffer);
+    std::vector<Feed> feeds{{pass.x, std::move(x)}, {pass.targets, std::move(y)}};
+    RunOptions ro;
+    ro.step = first_step + step;
+    std::vector<Tensor> out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
+    if (training) {
+      const float loss = out[0].item();
+      if (!std::isfinite(loss))
+        throw RuntimeError("loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
+                           std::to_string(first_step + step + 1) + "; lower the learning rate or standardize the data");
+      totals.loss += static_cast<double>(loss) * static_cast<double>(b);
+    } else {
+      const float* l = out[0].data<float>();
+      for (std::int64_t i = 0; i < b; ++i) totals.loss += l[i];
+    }
+    const Tensor& pred = out[1];
+    const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
+    const float* p = pred.data<float>();
+    if (classification) {
+      for (std::int64_t i = 0; i < b; ++i) {
+        std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
+        totals.correct += argmax_row(p + i * width, width) == label ? 1.0 : 0.0;
+      }
+    } else {
+      for (std::int64_t i = 0; i < b; ++i) {
+        const float* t = data.y.data<float>() + rows[static_cast<std::size_t>(i)] * width;
+        for (std::int64_t j = 0; j < width; ++j) {
+          double d = static_cast<double>(p[i * width + j]) - t[j];
+          totals.abs_error += std::abs(d);
+          totals.sq_error += d * d;
+        }
+      }
+      totals.values += b * width;
+    }
+    totals.examples += b;
+    if (on_step) on_step(step + 1, steps, totals.averages(options_.metrics));
+  }
+  return totals.averages(options_.metrics);
+}
+
+std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
+                                    std::int64_t batch_size, const EpochCallback& on_epoch, const StepCallback& on_step,
+                                    std::int64_t first_epoch) {
+  std::vector<EpochResult> history;
+  const std::int64_t n = train.size();
+  const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t epoch = first_epoch; epoch <= epochs; ++epoch) {
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
+    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
+    for (std::int64_t i = n - 1; i > 0; --i)
+      std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
+    auto start = std::chrono::steady_clock::now();
+    EpochResult r;
+    r.epoch = epoch;
+    r.steps = steps_per_epoch;
+    r.train = run_batches(*train_session_, *train_pass_, train, order, batch_size, true, (epoch - 1) * steps_per_epoch, on_step);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
+    if (on_epoch) on_epoch(r);
+    history.push_back(std::move(r));
+  }
+  return history;
+}
+
+MetricValues Model::evaluate(const Dataset& data, std::int64_t batch_size) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  return run_batches(*infer_session_, *infer_pass_, data, order, batch_size, false, 0, {});
+}
+
+Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
+  const std::int64_t n = x.shape()[0];
+  Tensor out = Tensor::empty(DType::kF32, Shape::concat(n, net_->output_shape()));
+  const std::size_t row_bytes = out.bytes() / static_cast<std::size_t>(std::max<std::int64_t>(n, 1));
+  std::vector<std::int64_t> rows;
+  Tensor buffer;
+  std::vector<Output> fetches{infer_pass_->predictions};
+  for (std::int64_t start = 0; start < n; start += batch_size) {
+    rows.clear();
+    for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) rows.push_back(i);
+    std::vector<Feed> feeds{{infer_pass_->x, gather_rows(x, rows, buffer)}};
+    std::vector<Tensor> r = infer_session_->run(feeds, fetches);
+    std::memcpy(out.mutable_data<char>() + static_cast<std::size_t>(start) * row_bytes, r[0].raw_data(), r[0].bytes());
+  }
+  return out;
+}
+
+float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step) {
+  std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
+  std::vector<Output> fetches{train_pass_->loss};
+  RunOptions ro;
+  ro.step = step;
+  return train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
+}
+
+}  // namespace tctl

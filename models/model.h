@@ -1,0 +1,92 @@
+// Model: a built Sequential with its training and inference graphs, its optimizer and the sessions that
+// run them; fit, evaluate and predict, Keras style.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/session.h"
+#include "core/thread_pool.h"
+#include "models/dataset.h"
+#include "models/losses.h"
+#include "models/optimizer.h"
+#include "models/sequential.h"
+
+namespace tctl {
+
+struct ModelOptions {
+  std::string loss = "sparse_categorical_crossentropy";
+  OptimizerConfig optimizer;
+  std::vector<std::string> metrics;  // "accuracy" for classification; "mae", "mse" for regression
+  int inter_op_threads = 0;          // 0: one per core
+  int intra_op_threads = 0;
+  std::string device = "cpu";
+  std::uint64_t seed = 0;
+  std::string config_file;  // names the file in errors about the loss or metrics
+};
+
+// Named values in display order, loss first: {"loss", 0.12}, {"accuracy", 0.97}.
+using MetricValues = std::vector<std::pair<std::string, double>>;
+double metric(const MetricValues& values, const std::string& name);
+
+struct EpochResult {
+  std::int64_t epoch = 0;  // 1-based
+  std::int64_t steps = 0;
+  double seconds = 0.0;
+  MetricValues train;
+  MetricValues validation;  // empty without validation data
+};
+
+class Model {
+ public:
+  // Builds the graphs. Throws SpecError (naming options.config_file) when the loss or a metric does not
+  // suit the model.
+  Model(std::shared_ptr<Sequential> net, ModelOptions options);
+  ~Model();
+
+  using EpochCallback = std::function<void(const EpochResult&)>;
+  // Called after every step with the running averages of the epoch so far.
+  using StepCallback = std::function<void(std::int64_t step, std::int64_t steps, const MetricValues& running)>;
+
+  // Trains for epochs [first_epoch, epochs], shuffling the training rows each epoch with the seed.
+  std::vector<EpochResult> fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
+                               std::int64_t batch_size, const EpochCallback& on_epoch = {},
+                               const StepCallback& on_step = {}, std::int64_t first_epoch = 1);
+  MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
+  // Predictions for every row of x ([N, ...input_shape]), computed in batches.
+  Tensor predict(const Tensor& x, std::int64_t batch_size);
+
+  const Sequential& net() const { return *net_; }
+  const ModelOptions& options() const { return options_; }
+  const Optimizer& optimizer() const { return optimizer_; }
+  // Nodes per graph, for reports.
+  int training_graph_size() const { return train_graph_->size(); }
+  const Graph& training_graph() const { return *train_graph_; }
+  // Runs one training step on a batch; returns the loss. For benchmarks and tests.
+  float train_step(const Tensor& x, const Tensor& targets, std::int64_t step);
+  // The batch feeds for rows of a data set, in the form the loss expects.
+  Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
+
+ private:
+  struct Pass;  // one traced graph's inputs and outputs
+  MetricValues run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,
+                           std::int64_t batch_size, bool training, std::int64_t first_step,
+                           const StepCallback& on_step);
+
+  std::shared_ptr<Sequential> net_;
+  ModelOptions options_;
+  Optimizer optimizer_;
+  ThreadPool inter_pool_;
+  ThreadPool intra_pool_;
+  std::shared_ptr<Graph> train_graph_;
+  std::shared_ptr<Graph> infer_graph_;
+  std::unique_ptr<Pass> train_pass_;
+  std::unique_ptr<Pass> infer_pass_;
+  std::unique_ptr<Session> train_session_;
+  std::unique_ptr<Session> infer_session_;
+};
+
+}  // namespace tctl

@@ -1,0 +1,154 @@
+#include "models/spec_reader.h"
+
+#include <cmath>
+
+#include "core/errors.h"
+#include "models/atomic_file.h"
+
+namespace tctl {
+
+std::string describe_json(const nlohmann::json& v) {
+  if (v.is_string()) return "got \"" + v.get<std::string>() + "\"";
+  if (v.is_object()) return "got an object";
+  if (v.is_array()) return "got a list";
+  if (v.is_null()) return "got null";
+  return "got " + v.dump();
+}
+
+SpecReader::SpecReader(const nlohmann::json& j, std::string file, std::string path)
+    : j_(j), file_(std::move(file)), path_(std::move(path)) {
+  if (!j_.is_object()) throw SpecError(file_, path_.empty() ? "top level" : path_, "expected an object, " + describe_json(j_));
+}
+
+std::string SpecReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+bool SpecReader::has(const std::string& key) const { return j_.contains(key); }
+
+void SpecReader::fail(const std::string& key, const std::string& message) const {
+  throw SpecError(file_, path_of(key), message);
+}
+
+void SpecReader::fail_here(const std::string& message) const {
+  throw SpecError(file_, path_.empty() ? "top level" : path_, message);
+}
+
+const nlohmann::json& SpecReader::raw(const std::string& key) {
+  read_.insert(key);
+  if (!j_.contains(key)) fail_here("missing required key \"" + key + "\"");
+  return j_.at(key);
+}
+
+void SpecReader::skip(const std::string& key) { read_.insert(key); }
+
+std::int64_t SpecReader::positive_int(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(key, "expected a positive integer, " + describe_json(v));
+  return v.get<std::int64_t>();
+}
+
+std::int64_t SpecReader::positive_int(const std::string& key, std::int64_t fallback) {
+  return has(key) ? positive_int(key) : (skip(key), fallback);
+}
+
+std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) fail(key, "expected a non-negative integer, " + describe_json(v));
+  return v.get<std::int64_t>();
+}
+
+double SpecReader::number(const std::string& key, double fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "expected a number, " + describe_json(v));
+  return v.get<double>();
+}
+
+double SpecReader::number_in(const std::string& key, double fallback, double lo, double hi, bool hi_inclusive) {
+  double x = number(key, fallback);
+  bool ok = x >= lo && (hi_inclusive ? x <= hi : x < hi);
+  if (!ok) {
+    std::string range = "[" + nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + (hi_inclusive ? "]" : ")");
+    fail(key, "expected a number in " + range + ", " + describe_json(j_.at(key)));
+  }
+  return x;
+}
+
+bool SpecReader::boolean(const std::string& key, bool fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (!v.is_boolean()) fail(key, "expected true or false, " + describe_json(v));
+  return v.get<bool>();
+}
+
+std::string SpecReader::string(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_string()) fail(key, "expected a string, " + describe_json(v));
+  return v.get<std::string>();
+}
+
+std::string SpecReader::string(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : (skip(key), fallback);
+}
+
+std::string SpecReader::one_of(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback) {
+  std::string s = string(key, fallback);
+  for (const auto& c : choices)
+    if (c == s) return s;
+  std::string known;
+  for (const auto& c : choices) known += (known.empty() ? "" : ", ") + c;
+  fail(key, "unknown value \"" + s + "\" (known: " + known + ")");
+}
+
+std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_array() || v.empty()) fail(key, "expected a non-empty list of positive integers, " + describe_json(v));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
+      throw SpecError(file_, path_of(key) + "[" + std::to_string(i) + "]", "expected a positive integer, " + describe_json(v[i]));
+    out.push_back(v[i].get<std::int64_t>());
+  }
+  return out;
+}
+
+SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(key), file_, path_of(key)); }
+
+void SpecReader::finish(const std::vector<std::string>& known_for_message) const {
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    if (read_.contains(it.key())) continue;
+    std::string known;
+    const auto& names = known_for_message.empty() ? std::vector<std::string>(read_.begin(), read_.end()) : known_for_message;
+    for (const auto& k : names) known += (known.empty() ? "" : ", ") + k;
+    fail(it.key(), "unknown key (known keys here: " + known + ")");
+  }
+}
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann reports a byte offset; turn it into the line and column an editor shows.
+    std::size_t offset = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    auto pos = what.find("syntax error");
+    throw SpecError(file, "line " + std::to_string(line) + ", column " + std::to_string(column),
+                    "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  }
+}
+
+nlohmann::json parse_json_file(const std::string& path) { return parse_json_text(read_file(path, path), path); }
+
+}  // namespace tctl

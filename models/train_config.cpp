@@ -1,0 +1,138 @@
+#include "models/train_config.h"
+
+#include <algorithm>
+
+#include "core/device.h"
+#include "core/errors.h"
+#include "models/dataset.h"
+#include "models/losses.h"
+#include "models/spec_reader.h"
+
+namespace tctl {
+
+nlohmann::json DataConfig::to_json() const {
+  nlohmann::json j;
+  if (!dataset.empty()) j["dataset"] = dataset;
+  if (!csv.empty()) {
+    j["csv"] = csv;
+    j["label"] = label;
+  }
+  j["test_split"] = test_split;
+  j["validation_split"] = validation_split;
+  j["shuffle"] = shuffle;
+  j["standardize"] = standardize;
+  return j;
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"model", model_spec},
+          {"data", data.to_json()},
+          {"loss", loss},
+          {"optimizer", optimizer.to_json()},
+          {"metrics", metrics},
+          {"epochs", epochs},
+          {"batch_size", batch_size},
+          {"seed", seed},
+          {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
+          {"device", device},
+          {"output", output}};
+}
+
+namespace {
+
+DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
+  DataConfig d;
+  const auto& raw = top.raw("data");
+  if (raw.is_string()) {
+    d.dataset = raw.get<std::string>();
+  } else {
+    SpecReader r = top.object("data");
+    if (r.has("dataset") == r.has("csv")) r.fail_here("give exactly one of \"dataset\" or \"csv\"");
+    if (r.has("dataset")) d.dataset = r.string("dataset");
+    if (r.has("csv")) {
+      std::filesystem::path p = r.string("csv");
+      d.csv = (p.is_absolute() ? p : base / p).lexically_normal().string();
+      d.label = r.string("label", "label");
+    }
+    d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
+    d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);
+    d.shuffle = r.boolean("shuffle", true);
+    d.standardize = r.boolean("standardize", true);
+    r.finish();
+  }
+  if (!d.dataset.empty()) {
+    auto names = builtin_dataset_names();
+    if (std::find(names.begin(), names.end(), d.dataset) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw SpecError(top.file(), raw.is_string() ? "data" : "data.dataset",
+                      "unknown dataset \"" + d.dataset + "\" (known: " + known + ")");
+    }
+  }
+  return d;
+}
+
+int thread_count(SpecReader& r, const std::string& key) {
+  std::int64_t n = r.non_negative_int(key, 0);
+  if (n > 1024) r.fail(key, "at most 1024 threads");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path) {
+  TrainConfig c;
+  c.file = path;
+  nlohmann::json config = parse_json_file(path);
+  SpecReader top(config, path, "");
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+
+  const auto& model = top.raw("model");
+  if (model.is_string()) {
+    std::filesystem::path p = model.get<std::string>();
+    c.model_file = (p.is_absolute() ? p : base / p).lexically_normal().string();
+    c.model_spec = parse_json_file(c.model_file);
+    c.model_path = "";
+  } else if (model.is_object()) {
+    c.model_spec = model;
+    c.model_file = path;
+    c.model_path = "model";
+  } else {
+    top.fail("model", "expected a model spec object or the path of a spec file, " + describe_json(model));
+  }
+
+  c.data = parse_data(top, base);
+  c.loss = top.one_of("loss", loss_names(), "sparse_categorical_crossentropy");
+  if (top.has("optimizer")) {
+    SpecReader opt = top.object("optimizer");
+    c.optimizer = OptimizerConfig::parse(opt);
+  }
+  if (top.has("metrics")) {
+    const auto& m = top.raw("metrics");
+    if (!m.is_array()) top.fail("metrics", "expected a list of metric names, " + describe_json(m));
+    c.metrics.clear();
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!m[i].is_string()) throw SpecError(path, "metrics[" + std::to_string(i) + "]", "expected a string, " + describe_json(m[i]));
+      c.metrics.push_back(m[i].get<std::string>());
+    }
+  } else {
+    c.metrics = loss_is_classification(c.loss) ? std::vector<std::string>{"accuracy"} : std::vector<std::string>{"mae"};
+  }
+  c.epochs = top.positive_int("epochs", 10);
+  c.batch_size = top.positive_int("batch_size", 32);
+  c.seed = static_cast<std::uint64_t>(top.non_negative_int("seed", 0));
+  if (top.has("threads")) {
+    SpecReader t = top.object("threads");
+    c.inter_op_threads = thread_count(t, "inter_op");
+    c.intra_op_threads = thread_count(t, "intra_op");
+    t.finish();
+  }
+  c.device = top.string("device", "cpu");
+  if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected cpu, cuda or cuda:N)");
+  std::string stem = std::filesystem::path(path).stem().string();
+  c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
+  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "seed", "threads", "device", "output"});
+  return c;
+}
+
+}  // namespace tctl

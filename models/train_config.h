@@ -1,0 +1,54 @@
+// The train config: which model, which data, which loss and optimizer, how long, how many threads, where
+// to write the run. Parsed and validated in full before anything runs; every error names the file and the
+// JSON path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/optimizer.h"
+
+namespace tctl {
+
+struct DataConfig {
+  std::string dataset;  // built-in name, or empty when `csv` is set
+  std::string csv;      // resolved path of a CSV file
+  std::string label = "label";
+  double test_split = 0.2;
+  double validation_split = 0.1;
+  bool shuffle = true;
+  bool standardize = true;
+
+  nlohmann::json to_json() const;
+};
+
+struct TrainConfig {
+  std::string file;           // the config file, as given
+  nlohmann::json model_spec;  // the model spec object
+  std::string model_file;     // the file the spec came from (the config itself when inline)
+  std::string model_path;     // JSON path of the spec inside model_file ("model" when inline, "" otherwise)
+  DataConfig data;
+  std::string loss = "sparse_categorical_crossentropy";
+  OptimizerConfig optimizer;
+  std::vector<std::string> metrics{"accuracy"};
+  std::int64_t epochs = 10;
+  std::int64_t batch_size = 32;
+  std::uint64_t seed = 0;
+  int inter_op_threads = 0;
+  int intra_op_threads = 0;
+  std::string device = "cpu";
+  std::string output;  // run directory
+
+  // The resolved config, with the model spec inline, as written to summary.json.
+  nlohmann::json to_json() const;
+};
+
+// Reads and validates a train config file. Relative paths inside it (model file, CSV data) are resolved
+// against the config's folder. The default output is runs/<config stem>.
+TrainConfig load_train_config(const std::string& path);
+
+}  // namespace tctl

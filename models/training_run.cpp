@@ -1,0 +1,264 @@
+#include "models/training_run.h"
+
+#include <chrono>
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/atomic_file.h"
+#include "models/checkpoint.h"
+#include "models/csv.h"
+#include "models/spec_reader.h"
+
+namespace tctl {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// The rows of x reshaped to [N, ...input_shape] once the element counts are known to agree.
+Tensor shape_for_model(const Tensor& x, const Sequential& net) {
+  return x.reshaped(Shape::concat(x.shape()[0], net.input_shape()));
+}
+
+Dataset scaled(const Dataset& d, const Standardizer* s, const Sequential& net) {
+  Dataset out = d;
+  if (d.size() == 0) return out;
+  out.x = shape_for_model(s ? s->apply(d.x) : d.x, net);
+  return out;
+}
+
+ModelOptions model_options(const TrainConfig& c) {
+  ModelOptions o;
+  o.loss = c.loss;
+  o.optimizer = c.optimizer;
+  o.metrics = c.metrics;
+  o.inter_op_threads = c.inter_op_threads;
+  o.intra_op_threads = c.intra_op_threads;
+  o.device = c.device;
+  o.seed = c.seed;
+  o.config_file = c.file;
+  return o;
+}
+
+nlohmann::json metrics_json(const MetricValues& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : values) j[k] = v;
+  return j;
+}
+
+std::string csv_number(double v) { return fmt::format("{:.6g}", v); }
+
+std::string history_csv(const std::vector<EpochResult>& history) {
+  if (history.empty()) return "epoch\n";
+  std::string out = "epoch";
+  for (const auto& [k, v] : history[0].train) out += "," + k;
+  for (const auto& [k, v] : history[0].validation) out += ",val_" + k;
+  out += ",seconds\n";
+  for (const auto& r : history) {
+    out += std::to_string(r.epoch);
+    for (const auto& [k, v] : r.train) out += "," + csv_number(v);
+    for (const auto& [k, v] : r.validation) out += "," + csv_number(v);
+    out += "," + fmt::format("{:.4f}", r.seconds) + "\n";
+  }
+  return out;
+}
+
+std::string dataset_csv(const Dataset& d, const std::string& label) {
+  std::string out;
+  for (const auto& f : d.feature_names) out += f + ",";
+  out += label + "\n";
+  const std::int64_t f = d.num_features();
+  const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
+  for (std::int64_t r = 0; r < d.size(); ++r) {
+    for (std::int64_t j = 0; j < f; ++j) out += csv_number(d.x.data<float>()[r * f + j]) + ",";
+    if (d.num_classes > 0) {
+      out += std::to_string(d.y.data<std::int32_t>()[r]);
+    } else {
+      for (std::int64_t j = 0; j < targets; ++j) out += (j ? "," : "") + csv_number(d.y.data<float>()[r * targets + j]);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::vector<NamedTensor> weights_of(const Sequential& net) {
+  std::vector<NamedTensor> out;
+  for (const auto& v : net.variables()) out.push_back({v->name(), v->read()});
+  return out;
+}
+
+}  // namespace
+
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
+  const bool classification = loss_is_classification(c.loss);
+  Dataset data = c.data.csv.empty() ? load_builtin(c.data.dataset, c.seed, c.file, "data")
+                                    : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv");
+  const std::string where = c.data.csv.empty() ? "data" : "data.csv";
+  if (!classification && data.num_classes > 0)
+    throw SpecError(c.file, "loss", "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
+  if (data.num_features() != net.input_shape().num_elements())
+    throw SpecError(c.file, where, fmt::format("the data has {} features per row, but the model's input_shape {} takes {}",
+                                               data.num_features(), net.input_shape().to_string(),
+                                               net.input_shape().num_elements()));
+  const std::int64_t outputs = net.output_shape().num_elements();
+  if (classification && data.num_classes > outputs)
+    throw SpecError(c.file, where, fmt::format("labels go up to {}, but the model's last layer has only {} outputs",
+                                               data.num_classes - 1, outputs));
+  if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
+    throw SpecError(c.file, where, fmt::format("the data has {} targets per row, but the model has {} outputs",
+                                               data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
+  Split split = split_dataset(data, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  if (split.train.size() == 0) throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
+
+  PreparedData p;
+  p.test_raw = split.test;
+  p.standardized = c.data.standardize;
+  if (p.standardized) p.standardizer.fit(split.train.x);
+  const Standardizer* s = p.standardized ? &p.standardizer : nullptr;
+  p.train = scaled(split.train, s, net);
+  p.validation = scaled(split.validation, s, net);
+  p.test = scaled(split.test, s, net);
+  return p;
+}
+
+std::unique_ptr<Model> build_model(const TrainConfig& c) {
+  auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
+  return std::make_unique<Model>(std::move(net), model_options(c));
+}
+
+TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on_epoch, const Model::StepCallback& on_step) {
+  // Everything that can be wrong with the input is found before the run directory is touched.
+  std::unique_ptr<Model> model = build_model(c);
+  PreparedData data = prepare_data(c, model->net());
+  const auto start = std::chrono::steady_clock::now();
+
+  TrainOutcome out;
+  out.history = model->fit(data.train, &data.validation, c.epochs, c.batch_size, on_epoch, on_step);
+  double train_seconds = 0.0;
+  for (const auto& r : out.history) train_seconds += r.seconds;
+  if (data.test.size() > 0) out.test = model->evaluate(data.test, c.batch_size);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.samples_per_second =
+      train_seconds > 0 ? static_cast<double>(data.train.size() * c.epochs) / train_seconds : 0.0;
+
+  const auto& net = model->net();
+  nlohmann::json summary = {
+      {"model", net.name()},
+      {"params", net.param_count()},
+      {"epochs", c.epochs},
+      {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
+      {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
+      {"test", metrics_json(out.test)},
+      {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
+      {"wall_seconds", out.seconds},
+      {"train_seconds", train_seconds},
+      {"samples_per_second", out.samples_per_second},
+      {"data", {{"feature_names", data.test_raw.feature_names}, {"label", c.data.label}, {"num_classes", data.test_raw.num_classes}}},
+      {"preprocessing",
+       {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
+      {"config", c.to_json()},
+      {"output", c.output}};
+  out.summary = summary;
+
+  std::filesystem::path dir = c.output;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
+  write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
+  save_safetensors(dir / "weights.safetensors", weights_of(net), {{"format", "tensorctl"}, {"model", net.name()}});
+  write_file_atomic(dir / "history.csv", history_csv(out.history));
+  write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
+  write_file_atomic(dir / "summary.json", summary.dump(2) + "\n");
+  return out;
+}
+
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads) {
+  const std::string d = dir.string();
+  for (const char* name : {"model.json", "summary.json", "weights.safetensors"})
+    if (!std::filesystem::exists(dir / name))
+      throw SpecError(d, "", std::string("not a run directory: ") + name + " is missing");
+  LoadedRun run;
+  run.dir = dir;
+  const std::string summary_file = (dir / "summary.json").string();
+  run.summary = parse_json_file(summary_file);
+  try {
+    const auto& cfg = run.summary.at("config");
+    TrainConfig& c = run.config;
+    c.file = summary_file;
+    c.model_file = (dir / "model.json").string();
+    c.model_spec = parse_json_file(c.model_file);
+    c.loss = cfg.at("loss").get<std::string>();
+    c.metrics = cfg.at("metrics").get<std::vector<std::string>>();
+    c.seed = cfg.at("seed").get<std::uint64_t>();
+    c.batch_size = cfg.at("batch_size").get<std::int64_t>();
+    c.device = cfg.at("device").get<std::string>();
+    c.output = d;
+    nlohmann::json opt = cfg.at("optimizer");
+    SpecReader opt_reader(opt, summary_file, "config.optimizer");
+    c.optimizer = OptimizerConfig::parse(opt_reader);
+    const auto& data = cfg.at("data");
+    if (data.contains("csv")) c.data.csv = data.at("csv").get<std::string>();
+    if (data.contains("dataset")) c.data.dataset = data.at("dataset").get<std::string>();
+    c.data.label = data.value("label", std::string("label"));
+    c.data.test_split = data.at("test_split").get<double>();
+    c.data.validation_split = data.at("validation_split").get<double>();
+    c.data.shuffle = data.at("shuffle").get<bool>();
+    c.data.standardize = data.at("standardize").get<bool>();
+    const auto& pre = run.summary.at("preprocessing");
+    run.standardized = pre.at("standardize").get<bool>();
+    run.standardizer.mean = pre.at("mean").get<std::vector<float>>();
+    run.standardizer.std = pre.at("std").get<std::vector<float>>();
+    const auto& info = run.summary.at("data");
+    run.feature_names = info.at("feature_names").get<std::vector<std::string>>();
+    run.label = info.at("label").get<std::string>();
+    run.num_classes = info.at("num_classes").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(summary_file, "", std::string("damaged run summary: ") + e.what());
+  }
+  run.config.inter_op_threads = inter_op_threads;
+  run.config.intra_op_threads = intra_op_threads;
+  run.model = build_model(run.config);
+  const auto& net = run.model->net();
+  if (run.standardized && run.standardizer.mean.size() != static_cast<std::size_t>(net.input_shape().num_elements()))
+    throw SpecError(summary_file, "preprocessing", "the scaling does not match the model's input_shape");
+
+  const std::filesystem::path weights_path = dir / "weights.safetensors";
+  SafetensorsFile weights = load_safetensors(weights_path);
+  check_against(weights, weights_of(net), weights_path.string());
+  for (const auto& v : net.variables()) v->assign(*weights.find(v->name()));
+  return run;
+}
+
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
+  CsvTable table = read_csv(csv_path);
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  std::vector<int> cols;
+  for (const auto& name : run.feature_names) {
+    int c = table.column_index(name);
+    if (c < 0) throw SpecError(csv_path, "line 1", "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
+    cols.push_back(c);
+  }
+  const int label_col = table.column_index(run.label);
+  RunInput in;
+  in.rows = table.rows;
+  Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j) x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+  Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
+  in.x = shape_for_model(scaled_x, run.model->net());
+  if (label_col >= 0 && table.rows > 0) {
+    Dataset labelled = load_csv_dataset(csv_path, run.label, run.num_classes > 0, csv_path, "");
+    if (run.num_classes > 0 && labelled.num_classes > run.model->net().output_shape().num_elements())
+      throw SpecError(csv_path, run.label, fmt::format("labels go up to {}, but the model has {} outputs",
+                                                       labelled.num_classes - 1, run.model->net().output_shape().num_elements()));
+    labelled.x = in.x;
+    in.labelled = std::move(labelled);
+  }
+  return in;
+}
+
+}  // namespace tctl

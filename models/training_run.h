@@ -1,0 +1,74 @@
+// A training run end to end: load and split the config's data, build the model, train it, and write the
+// run directory; and the reverse, loading a run directory back for evaluate and predict.
+//
+// Run directory: model.json (resolved spec), weights.safetensors, history.csv (one row per epoch),
+// summary.json (metrics, timing, resolved config, preprocessing), test.csv (the held-out rows as read).
+// Every file is written to a temporary name and renamed into place.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/dataset.h"
+#include "models/model.h"
+#include "models/train_config.h"
+
+namespace tctl {
+
+// The config's data, split and scaled, checked against the model's input and output.
+struct PreparedData {
+  Dataset train, validation, test;
+  Dataset test_raw;  // the test rows before scaling, as written to test.csv
+  Standardizer standardizer;
+  bool standardized = false;
+};
+
+// Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
+// the model's input shape, or labels do not fit its output.
+PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
+
+// Builds the model `config` describes, with its thread counts and seed.
+std::unique_ptr<Model> build_model(const TrainConfig& config);
+
+struct TrainOutcome {
+  std::vector<EpochResult> history;
+  MetricValues test;
+  double seconds = 0.0;
+  double samples_per_second = 0.0;
+  nlohmann::json summary;
+};
+
+// Trains and writes the run directory. Callbacks as for Model::fit.
+TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
+                            const Model::StepCallback& on_step);
+
+// A trained run loaded back: its model with the saved weights, and what is needed to feed it new data.
+struct LoadedRun {
+  std::filesystem::path dir;
+  TrainConfig config;
+  std::unique_ptr<Model> model;
+  Standardizer standardizer;
+  bool standardized = false;
+  std::vector<std::string> feature_names;
+  std::string label = "label";
+  int num_classes = 0;
+  nlohmann::json summary;
+};
+
+// Throws SpecError naming the directory when it is not a run or a file in it is damaged.
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0);
+
+// Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
+// the label column is optional. Returns scaled features shaped for the model, and labels when present.
+struct RunInput {
+  Tensor x;
+  Dataset labelled;  // x and y when the CSV has the label column; size() == 0 otherwise
+  std::int64_t rows = 0;
+};
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path);
+
+}  // namespace tctl

@@ -1,0 +1,125 @@
+#include "models/atomic_file.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace tctl {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A fresh empty directory per test case, removed at the end.
+struct TempDir {
+  TempDir() {
+    static int counter = 0;
+    path = fs::temp_directory_path() /
+           ("tctl_atomic_file_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
+    return out;
+  }
+  fs::path path;
+};
+
+TEST_CASE("write_file_atomic writes the bytes and leaves no temporary file") {
+  TempDir dir;
+  const fs::path file = dir.path / "weights.bin";
+  const std::string bytes("a\0b\xff\n", 5);
+  write_file_atomic(file, bytes);
+  CHECK(read_file(file, "weights.bin") == bytes);
+  CHECK(dir.entries() == std::vector<std::string>{"weights.bin"});
+}
+
+TEST_CASE("write_file_atomic overwrites an existing file, longer and shorter") {
+  TempDir dir;
+  const fs::path file = dir.path / "out.txt";
+  write_file_atomic(file, "first version, fairly long");
+  write_file_atomic(file, "second");
+  CHECK(read_file(file, "out.txt") == "second");
+  write_file_atomic(file, "");
+  CHECK(read_file(file, "out.txt").empty());
+  CHECK(fs::file_size(file) == 0);
+  CHECK(dir.entries() == std::vector<std::string>{"out.txt"});
+}
+
+TEST_CASE("write_file_atomic to a missing directory throws RuntimeError naming the path") {
+  TempDir dir;
+  const fs::path file = dir.path / "no_such_dir" / "out.txt";
+  try {
+    write_file_atomic(file, "x");
+    FAIL("expected RuntimeError");
+  } catch (const RuntimeError& e) {
+    const std::string message = e.what();
+    CHECK(message.find(file.string()) != std::string::npos);
+    CHECK(message.find("No such file or directory") != std::string::npos);
+  }
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("write_file_atomic removes its temporary file when the rename fails") {
+  TempDir dir;
+  // A non-empty directory at the target: the temporary file is written, then rename() refuses.
+  const fs::path target = dir.path / "taken";
+  fs::create_directories(target / "inside");
+  CHECK_THROWS_AS(write_file_atomic(target, "payload"), RuntimeError);
+  CHECK(dir.entries() == std::vector<std::string>{"taken"});
+  CHECK(fs::is_directory(target / "inside"));
+}
+
+TEST_CASE("write_file_atomic from many threads leaves one complete version") {
+  TempDir dir;
+  const fs::path file = dir.path / "shared.bin";
+  std::vector<std::string> payloads;
+  for (int i = 0; i < 8; ++i) payloads.push_back(std::string(10000 + i, static_cast<char>('a' + i)));
+  std::vector<std::thread> threads;
+  for (const std::string& p : payloads)
+    threads.emplace_back([&file, &p] {
+      for (int k = 0; k < 5; ++k) write_file_atomic(file, p);
+    });
+  for (auto& t : threads) t.join();
+  const std::string got = read_file(file, "shared.bin");
+  CHECK(std::find(payloads.begin(), payloads.end(), got) != payloads.end());
+  CHECK(dir.entries() == std::vector<std::string>{"shared.bin"});
+}
+
+TEST_CASE("read_file of a missing file is a SpecError naming the file") {
+  TempDir dir;
+  try {
+    read_file(dir.path / "absent.json", "configs/absent.json");
+    FAIL("expected SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.file() == "configs/absent.json");
+    CHECK(e.where().empty());
+    CHECK(e.message().find("cannot open file") == 0);
+    CHECK(std::string(e.what()).find("configs/absent.json: cannot open file") == 0);
+  }
+}
+
+TEST_CASE("read_file of a directory is a SpecError") {
+  TempDir dir;
+  CHECK_THROWS_AS(read_file(dir.path, "dir"), SpecError);
+}
+
+TEST_CASE("read_file reads a file larger than its chunk size") {
+  TempDir dir;
+  std::string big(300000, '\0');
+  for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
+  write_file_atomic(dir.path / "big", big);
+  CHECK(read_file(dir.path / "big", "big") == big);
+}
+
+}  // namespace
+}  // namespace tctl
