@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's first command: set up, build if stale, then run tensorctl with the given arguments.
+# With no arguments it trains the default config, configs/digits_mlp.json.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$root/scripts/setup.sh"
+"$root/scripts/build.sh" "$root/build"
+if [ $# -eq 0 ]; then
+  set -- train "$root/configs/digits_mlp.json"
+fi
+exec "$root/build/tensorctl" "$@"

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages tensorctl builds with, only those missing. Quiet when nothing is to do.
+set -euo pipefail
+
+packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "setup: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
