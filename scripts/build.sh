@@ -8,6 +8,10 @@ shift || true
 if [ ! -f "$dir/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
 fi
-jobs=$(nproc 2>/dev/null || echo 2)
-cmake --build "$dir" -j "$jobs" 2>&1 | grep -E "error|warning|Error" || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "build failed; rerun: cmake --build $dir" >&2; exit 1; }
+log="$dir/build.log"
+if ! cmake --build "$dir" -j "$(nproc 2>/dev/null || echo 2)" >"$log" 2>&1; then
+  grep -E "error|Error" "$log" | head -40 >&2
+  echo "build failed; the full log is $log" >&2
+  exit 1
+fi
+grep -E "warning:" "$log" | head -20 >&2 || true
