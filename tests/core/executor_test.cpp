@@ -1,0 +1,111 @@
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+
+#include "core/autodiff.h"
+#include "core/errors.h"
+#include "core/kernel_context.h"
+#include "core/session.h"
+
+using namespace tctl;
+
+namespace {
+// A test op that waits (up to 10 s) until `n` instances are running at once, then records whether they
+// met. Proves that independent nodes run concurrently without measuring any time.
+struct Meeting {
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  int want = 2;
+  std::atomic<int> met{0};
+  std::atomic<int> runs{0};
+};
+Meeting g_meeting;
+
+void meet_cpu(KernelContext& ctx) {
+  std::unique_lock lock(g_meeting.mu);
+  ++g_meeting.arrived;
+  g_meeting.runs.fetch_add(1);
+  g_meeting.cv.notify_all();
+  if (g_meeting.cv.wait_for(lock, std::chrono::seconds(10), [] { return g_meeting.arrived >= g_meeting.want; }))
+    g_meeting.met.fetch_add(1);
+  ctx.output().mutable_data<float>()[0] = 1.0f;
+}
+
+void fail_cpu(KernelContext& ctx) { throw RuntimeError("kernel " + ctx.node().name + " failed on purpose"); }
+
+TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec, .cpu = meet_cpu});
+TCTL_REGISTER_OP({.name = "TestFail", .num_inputs = 1, .infer = same_as_input(0), .cpu = fail_cpu});
+
+TEST_CASE("independent nodes run at the same time with two inter-op threads") {
+  auto g = std::make_shared<Graph>();
+  Output a = g->add("TestMeet", {});
+  Output b = g->add("TestMeet", {});
+  Output sum = g->add("Add", {a, b});
+  g_meeting.arrived = 0;
+  g_meeting.met = 0;
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Output> fetch{sum};
+  CHECK(s.run({}, fetch)[0].item() == 2.0f);
+  CHECK(g_meeting.met == 2);
+}
+
+TEST_CASE("a data edge orders nodes even with many threads") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{4});
+  Output y = x;
+  for (int i = 0; i < 50; ++i) y = g->add("Scale", {y}, Attrs{{"factor", 2.0}});
+  ThreadPool inter(4), intra(2);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::filled(Shape{4}, 1.0f)}};
+  std::vector<Output> fetch{y};
+  CHECK(s.run(feeds, fetch)[0].to_floats()[3] == static_cast<float>(1ull << 50));
+}
+
+TEST_CASE("a kernel's exception reaches Session::run's caller, and the session still works") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{2});
+  Output bad = g->add("TestFail", {x});
+  Output good = g->add("Relu", {x});
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::filled(Shape{2}, 1.0f)}};
+  std::vector<Output> both{bad, good};
+  CHECK_THROWS_WITH_AS(s.run(feeds, both), doctest::Contains("failed on purpose"), RuntimeError);
+  std::vector<Output> only_good{good};
+  CHECK(s.run(feeds, only_good)[0].to_floats() == std::vector<float>{1, 1});
+}
+
+TEST_CASE("an unfed placeholder and a wrongly shaped feed are refused") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{-1, 3});
+  Output y = g->add("Relu", {x});
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Output> fetch{y};
+  CHECK_THROWS_AS(s.run({}, fetch), RuntimeError);
+  std::vector<Feed> bad{{x, Tensor::filled(Shape{2, 4}, 1.0f)}};
+  CHECK_THROWS_AS(s.run(bad, fetch), ShapeError);
+}
+
+TEST_CASE("only the nodes needed for the fetches run") {
+  auto g = std::make_shared<Graph>();
+  g_meeting.runs = 0;
+  g_meeting.want = 1;
+  Output unused = g->add("TestMeet", {});
+  (void)unused;
+  Output c = g->scalar(3.0f);
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Output> fetch{c};
+  CHECK(s.run({}, fetch)[0].item() == 3.0f);
+  CHECK(g_meeting.runs == 0);
+  g_meeting.want = 2;
+}

@@ -1,0 +1,74 @@
+#include <doctest/doctest.h>
+
+#include <thread>
+
+#include "core/autodiff.h"
+#include "core/session.h"
+
+using namespace tctl;
+
+TEST_CASE("Session::run from many threads at once gives each caller its own results") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{-1, 8});
+  auto w = std::make_shared<Variable>("w", Tensor::filled(Shape{8, 4}, 0.5f));
+  Output y = g->add("Relu", {g->add("MatMul", {x, g->read(w)})});
+  ThreadPool inter(2), intra(2);
+  Session s(g, inter, intra);
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        const float v = static_cast<float>(t + 1);
+        std::vector<Feed> feeds{{x, Tensor::filled(Shape{t + 1, 8}, v)}};
+        std::vector<Output> fetch{y};
+        Tensor out = s.run(feeds, fetch)[0];
+        if (!(out.shape() == Shape{t + 1, 4}) || out.to_floats()[0] != v * 4.0f) wrong.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("steady-state runs reuse their buffers") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{-1, 16});
+  auto w = std::make_shared<Variable>("w", Tensor::filled(Shape{16, 16}, 0.01f));
+  Output h = g->add("Tanh", {g->add("MatMul", {x, g->read(w)})});
+  Output loss = g->add("Mean", {h});
+  std::vector<Output> reads{Output{g->node(g->node(h).inputs[0]).inputs[1]}};
+  Output dw = gradients(*g, loss, reads)[0];
+  Output update = g->add("ApplySgd", {dw}, Attrs{{"learning_rate", 0.1}}, {{w, true}});
+  add_auto_control_dependencies(*g);
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  Tensor batch = Tensor::filled(Shape{32, 16}, 1.0f);
+  std::vector<Feed> feeds{{x, batch}};
+  std::vector<Output> fetch{loss}, targets{update};
+  for (int i = 0; i < 3; ++i) s.run(feeds, fetch, targets);
+  const auto before = Buffer::allocation_count();
+  for (int i = 0; i < 20; ++i) s.run(feeds, fetch, targets);
+  CHECK(Buffer::allocation_count() == before);
+}
+
+TEST_CASE("placement falls back to the CPU with a warning, or refuses in strict mode") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{2});
+  Output y;
+  {
+    Graph::Scope scope(*g, "dense", "cuda:7", Phase::kForward);
+    y = g->add("Relu", {x});
+  }
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::filled(Shape{2}, -1.0f)}};
+  std::vector<Output> fetch{y};
+  CHECK(s.run(feeds, fetch)[0].to_floats() == std::vector<float>{0, 0});
+  REQUIRE(s.placement_warnings().size() == 1);
+  CHECK(s.placement_warnings()[0].find("dense/Relu") != std::string::npos);
+  SessionOptions strict;
+  strict.placement.strict = true;
+  Session s2(g, inter, intra, strict);
+  CHECK_THROWS_AS(s2.run(feeds, fetch), RuntimeError);
+}

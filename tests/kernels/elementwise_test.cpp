@@ -1,0 +1,38 @@
+#include "kernels/op_test_util.h"
+
+using namespace tctl;
+using tctl::testing::check_op;
+using tctl::testing::OpCheck;
+using tctl::testing::random_tensor;
+using tctl::testing::run_op;
+
+TEST_CASE("elementwise gradients") {
+  check_op("Add", {{4, 3}, {4, 3}});
+  check_op("Sub", {{4, 3}, {4, 3}});
+  check_op("Mul", {{4, 3}, {4, 3}});
+  check_op("Scale", {{4, 3}}, OpCheck{.attrs = Attrs{{"factor", -2.5}}});
+  check_op("AddN", {{2, 3}, {2, 3}, {2, 3}});
+  check_op("BiasAdd", {{5, 3}, {3}});
+}
+
+TEST_CASE("BiasAdd adds the bias to every row and BiasAddGrad sums columns") {
+  Tensor x = Tensor::from_floats(Shape{2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  Tensor b = Tensor::from_floats(Shape{3}, std::vector<float>{10, 20, 30});
+  CHECK(run_op("BiasAdd", {x, b}, {}).to_floats() == std::vector<float>{11, 22, 33, 14, 25, 36});
+  CHECK(run_op("BiasAddGrad", {x}, {}).to_floats() == std::vector<float>{5, 7, 9});
+}
+
+TEST_CASE("large elementwise kernels give the same bits on 1 and 2 intra-op threads") {
+  Tensor a = random_tensor(Shape{300, 257}, 5), b = random_tensor(Shape{300, 257}, 6);
+  Tensor one = run_op("Mul", {a, b}, {}, 1), two = run_op("Mul", {a, b}, {}, 2);
+  CHECK(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
+  Tensor s1 = run_op("BiasAddGrad", {a}, {}, 1), s2 = run_op("BiasAddGrad", {a}, {}, 2);
+  CHECK(std::memcmp(s1.raw_data(), s2.raw_data(), s1.bytes()) == 0);
+}
+
+TEST_CASE("shape mismatch in elementwise ops is refused") {
+  Graph g;
+  Output a = g.placeholder("a", DType::kF32, Shape{2, 3});
+  Output b = g.placeholder("b", DType::kF32, Shape{3, 2});
+  CHECK_THROWS_AS(g.add("Add", {a, b}), ShapeError);
+}

@@ -1,0 +1,64 @@
+#include "kernels/op_test_util.h"
+
+using namespace tctl;
+using tctl::testing::check_op;
+using tctl::testing::OpCheck;
+using tctl::testing::random_tensor;
+using tctl::testing::run_op;
+
+namespace {
+Attrs transposes(bool a, bool b) { return Attrs{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}}; }
+
+// Plain triple loop in double, the reference.
+std::vector<double> naive(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  std::int64_t m = a.shape()[ta ? 1 : 0], k = a.shape()[ta ? 0 : 1], n = b.shape()[tb ? 0 : 1];
+  std::vector<double> y(static_cast<std::size_t>(m * n));
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        double av = ta ? a.data<float>()[p * m + i] : a.data<float>()[i * k + p];
+        double bv = tb ? b.data<float>()[j * k + p] : b.data<float>()[p * n + j];
+        s += av * bv;
+      }
+      y[static_cast<std::size_t>(i * n + j)] = s;
+    }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("MatMul gradients for every transpose combination") {
+  check_op("MatMul", {{4, 3}, {3, 5}});
+  check_op("MatMul", {{4, 3}, {5, 3}}, OpCheck{.attrs = transposes(false, true)});
+  check_op("MatMul", {{3, 4}, {3, 5}}, OpCheck{.attrs = transposes(true, false)});
+  check_op("MatMul", {{3, 4}, {5, 3}}, OpCheck{.attrs = transposes(true, true)});
+}
+
+TEST_CASE("MatMul matches a naive product across row blocks and transposes") {
+  // 150 rows spans three 64-row blocks, the last one partial.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = random_tensor(ta ? Shape{37, 150} : Shape{150, 37}, 1);
+      Tensor b = random_tensor(tb ? Shape{19, 37} : Shape{37, 19}, 2);
+      Tensor y = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
+      auto ref = naive(a, b, ta, tb);
+      REQUIRE(y.shape() == Shape{150, 19});
+      for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("MatMul refuses mismatched inner dimensions naming both shapes") {
+  Graph g;
+  Output a = g.placeholder("a", DType::kF32, Shape{-1, 4});
+  Output b = g.placeholder("b", DType::kF32, Shape{5, 2});
+  try {
+    g.add("MatMul", {a, b});
+    FAIL("expected a ShapeError");
+  } catch (const ShapeError& e) {
+    std::string m = e.what();
+    CHECK(m.find("[?, 4]") != std::string::npos);
+    CHECK(m.find("[5, 2]") != std::string::npos);
+    CHECK(m.find("MatMul") != std::string::npos);
+  }
+  CHECK(g.size() == 2);  // the refused node left nothing behind
+}

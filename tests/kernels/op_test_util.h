@@ -1,0 +1,128 @@
+// check_op: the shared harness for op tests. For one op and concrete inputs it checks that the shape the
+// graph inferred matches what the kernel produced, that the gradient agrees with central finite
+// differences, and that 1 and 2 intra-op threads give bit-identical outputs.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/autodiff.h"
+#include "core/session.h"
+
+namespace tctl::testing {
+
+// Uniform floats in [-1, 1], away from 0 by at least `gap` (keeps finite differences off ReLU's kink).
+inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, float gap = 0.0f) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> v(static_cast<std::size_t>(shape.num_elements()));
+  for (auto& x : v) {
+    float u = static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+    if (std::abs(u) < gap) u = u < 0 ? u - gap : u + gap;
+    x = u;
+  }
+  return Tensor::from_floats(shape, v);
+}
+
+struct OpCheck {
+  Attrs attrs;
+  // Inputs not to differentiate (labels, targets).
+  std::vector<int> constant_inputs;
+  float gap = 0.05f;
+  double tolerance = 2e-2;
+  bool check_gradient = true;
+};
+
+// Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count.
+inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1) {
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> ins;
+  std::vector<Feed> feeds;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
+    feeds.push_back({ins.back(), inputs[i]});
+  }
+  Output y = g->add(op, ins, attrs);
+  ThreadPool inter(1), pool(intra);
+  Session s(g, inter, pool);
+  std::vector<Output> fetch{y};
+  RunOptions ro;
+  ro.step = 3;
+  return s.run(feeds, fetch, {}, ro)[0];
+}
+
+inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& inputs, const OpCheck& check = {}) {
+  CAPTURE(op);
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> ins;
+  std::vector<Feed> feeds;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
+    feeds.push_back({ins.back(), inputs[i]});
+  }
+  Output y = g->add(op, ins, check.attrs);
+  const TensorSpec inferred = g->spec(y);
+
+  // Inferred vs produced, and thread-count independence.
+  Tensor one = run_op(op, inputs, check.attrs, 1);
+  Tensor two = run_op(op, inputs, check.attrs, 2);
+  CHECK(one.shape() == inferred.shape);
+  CHECK(one.dtype() == inferred.dtype);
+  REQUIRE(one.bytes() == two.bytes());
+  CHECK(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
+  if (!check.check_gradient) return;
+
+  // Scalar loss L = sum(y * w) with fixed random weights w, so every output element matters differently.
+  Output w = g->constant(random_tensor(inferred.shape, 99));
+  Output loss = g->add("Sum", {g->add("Mul", {y, w})});
+  std::vector<int> wrt;
+  std::vector<Output> xs;
+  for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
+    if (std::find(check.constant_inputs.begin(), check.constant_inputs.end(), i) != check.constant_inputs.end()) continue;
+    wrt.push_back(i);
+    xs.push_back(ins[static_cast<std::size_t>(i)]);
+  }
+  std::vector<Output> grads = gradients(*g, loss, xs);
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  RunOptions ro;
+  ro.step = 3;  // a fixed step keeps random masks the same across the runs below
+  std::vector<Tensor> analytic = s.run(feeds, grads, {}, ro);
+  std::vector<Output> loss_fetch{loss};
+  auto loss_at = [&](std::vector<Feed> f) { return static_cast<double>(s.run(f, loss_fetch, {}, ro)[0].item()); };
+
+  const float eps = 1e-2f;
+  for (std::size_t k = 0; k < wrt.size(); ++k) {
+    const int i = wrt[k];
+    CAPTURE(i);
+    REQUIRE(analytic[k].shape() == inputs[static_cast<std::size_t>(i)].shape());
+    const std::int64_t n = inputs[static_cast<std::size_t>(i)].num_elements();
+    const std::int64_t stride = std::max<std::int64_t>(1, n / 40);  // at most ~40 elements per input
+    for (std::int64_t e = 0; e < n; e += stride) {
+      CAPTURE(e);
+      std::vector<Feed> plus = feeds, minus = feeds;
+      Tensor xp = inputs[static_cast<std::size_t>(i)].clone(), xm = inputs[static_cast<std::size_t>(i)].clone();
+      xp.mutable_data<float>()[e] += eps;
+      xm.mutable_data<float>()[e] -= eps;
+      plus[static_cast<std::size_t>(i)].value = xp;
+      minus[static_cast<std::size_t>(i)].value = xm;
+      const double numeric = (loss_at(plus) - loss_at(minus)) / (2.0 * eps);
+      const double got = analytic[k].data<float>()[e];
+      CHECK(std::abs(got - numeric) <= check.tolerance * (1.0 + std::abs(numeric)));
+    }
+  }
+}
+
+// The STYLE.md shorthand: random float inputs of the given shapes.
+inline void check_op(const std::string& op, const std::vector<Shape>& shapes, const OpCheck& check = {}) {
+  std::vector<Tensor> inputs;
+  for (std::size_t i = 0; i < shapes.size(); ++i) inputs.push_back(random_tensor(shapes[i], 1000 + i, check.gap));
+  check_op_inputs(op, inputs, check);
+}
+
+}  // namespace tctl::testing
