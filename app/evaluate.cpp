@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/training_run.h"
@@ -29,6 +30,7 @@ int run_evaluate(const EvaluateFlags& f) {
     data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
     data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
     source = f.data + " (test split)";
+    if (data.size() == 0) throw SpecError(f.data, "data.test_split", "the test split is empty, so there is nothing to evaluate");
   } else {
     RunInput in = read_run_input(run, f.data);
     if (in.labelled.size() == 0 && in.rows > 0)
@@ -54,7 +56,7 @@ Command add_evaluate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("evaluate", "Loss and metrics of a trained run on a config's test split or a labelled CSV");
   cmd->add_option("--run", flags->run, "Run directory written by train")->required();
   cmd->add_option("--data", flags->data, "Train config (its test split is used) or labelled CSV")->required();
-  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(positive_integer());
   cmd->add_flag("--json", flags->json, "Print the result as JSON");
   return [flags] { return run_evaluate(*flags); };
 }

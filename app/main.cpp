@@ -1,12 +1,31 @@
 // tensorctl: define, train, run and inspect neural networks from JSON specs. The one place errors are
 // caught: a user's mistake exits 2, a runtime failure 1, each with one line on stderr.
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <new>
+#include <string>
 
 #include "app/commands.h"
 #include "core/errors.h"
+
+namespace {
+
+// Every error is one line: a message from a library may carry newlines, which would split it.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+int print_error(const std::string& message, int status) {
+  std::fprintf(stderr, "error: %s\n", one_line(message).c_str());
+  return status;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tensorctl: define, train, run and inspect neural networks from JSON specs", "tensorctl"};
@@ -23,24 +42,36 @@ int main(int argc, char** argv) {
   add(tctl::app::add_evaluate_command);
   add(tctl::app::add_summary_command);
 
+  std::string known;
+  bool known_command = false;
+  for (const auto& [sub, run] : commands) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    known_command = known_command || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  // CLI11 reports a misspelt command as "A subcommand is required"; say what was wrong instead.
+  if (argc > 1 && argv[1][0] != '-' && !known_command)
+    return print_error(std::string("unknown command \"") + argv[1] + "\" (known: " + known + ")", 2);
+
   try {
     app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    std::string hint = "tensorctl --help";
+    for (const auto& [sub, run] : commands)
+      if (sub->parsed()) hint = "tensorctl " + sub->get_name() + " --help";
+    if (argc == 1) return print_error("a command is required (known: " + known + "); see " + hint, 2);
+    return print_error(one_line(e.what()) + " (see " + hint + ")", 2);
   }
   try {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) return run();
     return 2;
   } catch (const tctl::SpecError& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 2;
+    return print_error(e.what(), 2);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "error: out of memory\n");
-    return 1;
+    return print_error("out of memory", 1);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return print_error(e.what(), 1);
   }
 }

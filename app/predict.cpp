@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/atomic_file.h"
@@ -67,7 +68,7 @@ Command add_predict_command(CLI::App& app) {
   cmd->add_option("--run", flags->run, "Run directory written by train")->required();
   cmd->add_option("--input", flags->input, "CSV with the model's feature columns (a label column is optional)")->required();
   cmd->add_option("--output", flags->output, "Write the predictions to this CSV instead of stdout");
-  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(positive_integer());
   return [flags] { return run_predict(*flags); };
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/device.h"
 #include "core/errors.h"
@@ -61,13 +62,13 @@ Command add_train_command(CLI::App& app) {
   auto flags = std::make_shared<TrainFlags>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model from a train config and write its run directory");
   cmd->add_option("config", flags->config, "Train config (JSON)")->required();
-  cmd->add_option("--epochs", flags->epochs, "Override the number of epochs")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", flags->batch_size, "Override the batch size")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", flags->seed, "Override the seed")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--epochs", flags->epochs, "Override the number of epochs")->check(positive_integer());
+  cmd->add_option("--batch-size", flags->batch_size, "Override the batch size")->check(positive_integer());
+  cmd->add_option("--seed", flags->seed, "Override the seed")->check(non_negative_integer());
   cmd->add_option("--inter-op-threads", flags->inter_op, "Threads running independent graph nodes (0: one per core)")
-      ->check(CLI::Range(0, 1024));
+      ->check(integer_in(0, 1024));
   cmd->add_option("--intra-op-threads", flags->intra_op, "Threads splitting the work inside one op (0: one per core)")
-      ->check(CLI::Range(0, 1024));
+      ->check(integer_in(0, 1024));
   cmd->add_option("--output", flags->output, "Run directory to write (default from the config, else runs/<config name>)");
   cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");

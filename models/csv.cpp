@@ -1,6 +1,7 @@
 #include "models/csv.h"
 
 #include <charconv>
+#include <filesystem>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -64,6 +65,9 @@ int CsvTable::column_index(const std::string& name) const {
 }
 
 CsvTable read_csv(const std::string& path) {
+  // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError.
+  if (std::filesystem::is_directory(path)) throw SpecError(path, "", "cannot open file: Is a directory");
+  if (!std::filesystem::exists(path)) throw SpecError(path, "", "cannot open file: No such file or directory");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", "cannot open file");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

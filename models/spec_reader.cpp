@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
 #include "models/atomic_file.h"
 
@@ -70,6 +72,10 @@ double SpecReader::number_in(const std::string& key, double fallback, double lo,
   double x = number(key, fallback);
   bool ok = x >= lo && (hi_inclusive ? x <= hi : x < hi);
   if (!ok) {
+    // An open upper end reads "at least" (JSON would print infinity as null); callers write a tiny positive
+    // lower bound to mean "positive", and the message should say that rather than quote 1e-12.
+    if (std::isinf(hi) && lo > 0.0 && lo <= 1e-12) fail(key, "expected a positive number, " + describe_json(j_.at(key)));
+    if (std::isinf(hi)) fail(key, fmt::format("expected a number of at least {:g}, {}", lo, describe_json(j_.at(key))));
     std::string range = "[" + nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + (hi_inclusive ? "]" : ")");
     fail(key, "expected a number in " + range + ", " + describe_json(j_.at(key)));
   }

@@ -40,6 +40,11 @@ nlohmann::json TrainConfig::to_json() const {
 
 namespace {
 
+std::string missing_file_message(const std::string& what, const std::string& path) {
+  if (std::filesystem::is_directory(path)) return what + " " + path + " is a directory";
+  return what + " " + path + " does not exist";
+}
+
 DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
   DataConfig d;
   const auto& raw = top.raw("data");
@@ -52,6 +57,7 @@ DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
     if (r.has("csv")) {
       std::filesystem::path p = r.string("csv");
       d.csv = (p.is_absolute() ? p : base / p).lexically_normal().string();
+      if (!std::filesystem::is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
       d.label = r.string("label", "label");
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
@@ -91,6 +97,8 @@ TrainConfig load_train_config(const std::string& path) {
   if (model.is_string()) {
     std::filesystem::path p = model.get<std::string>();
     c.model_file = (p.is_absolute() ? p : base / p).lexically_normal().string();
+    // Named from the config, so the message says which reference is broken.
+    if (!std::filesystem::is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
     c.model_spec = parse_json_file(c.model_file);
     c.model_path = "";
   } else if (model.is_object()) {

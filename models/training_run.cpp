@@ -85,6 +85,36 @@ std::string dataset_csv(const Dataset& d, const std::string& label) {
   return out;
 }
 
+// "dataset iris" or "data.csv", for messages that compare the data with the model.
+std::string data_source(const TrainConfig& c) {
+  return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
+}
+
+// Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
+std::string model_place(const TrainConfig& c, const std::string& key) {
+  return c.model_file + " " + (c.model_path.empty() ? key : c.model_path + "." + key);
+}
+
+// "layers[3]": the JSON key of the model's last layer, whose size sets the number of classes.
+std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
+
+// Throws a SpecError naming the CSV line of the first label that the model's `outputs` cannot represent.
+// Only called once a label is known to be out of range: it reads the file again to find the line, which the
+// Dataset no longer knows.
+void check_csv_labels(const std::string& csv_path, const std::string& label, std::int64_t outputs,
+                      const std::string& model_place) {
+  CsvTable table = read_csv(csv_path);
+  const int col = table.column_index(label);
+  if (col < 0) return;
+  for (std::int64_t r = 0; r < table.rows; ++r) {
+    const float v = table.at(r, col);
+    if (v >= static_cast<float>(outputs))
+      throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
+                                  outputs, model_place, outputs - 1));
+  }
+}
+
 std::vector<NamedTensor> weights_of(const Sequential& net) {
   std::vector<NamedTensor> out;
   for (const auto& v : net.variables()) out.push_back({v->name(), v->read()});
@@ -101,13 +131,16 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   if (!classification && data.num_classes > 0)
     throw SpecError(c.file, "loss", "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
   if (data.num_features() != net.input_shape().num_elements())
-    throw SpecError(c.file, where, fmt::format("the data has {} features per row, but the model's input_shape {} takes {}",
-                                               data.num_features(), net.input_shape().to_string(),
-                                               net.input_shape().num_elements()));
+    throw SpecError(c.file, where, fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
+                                               data_source(c), data.num_features(), net.input_shape().to_string(),
+                                               model_place(c, "input_shape"), net.input_shape().num_elements()));
   const std::int64_t outputs = net.output_shape().num_elements();
-  if (classification && data.num_classes > outputs)
-    throw SpecError(c.file, where, fmt::format("labels go up to {}, but the model's last layer has only {} outputs",
-                                               data.num_classes - 1, outputs));
+  if (classification && data.num_classes > outputs) {
+    const std::string last = model_place(c, last_layer_key(net));
+    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.label, outputs, last);
+    throw SpecError(c.file, where, fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
+                                               data_source(c), data.num_classes - 1, last, outputs));
+  }
   if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
     throw SpecError(c.file, where, fmt::format("the data has {} targets per row, but the model has {} outputs",
                                                data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
@@ -134,6 +167,11 @@ TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on
   // Everything that can be wrong with the input is found before the run directory is touched.
   std::unique_ptr<Model> model = build_model(c);
   PreparedData data = prepare_data(c, model->net());
+  // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
+  std::filesystem::path dir = c.output;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;
@@ -164,10 +202,6 @@ TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on
       {"output", c.output}};
   out.summary = summary;
 
-  std::filesystem::path dir = c.output;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
   write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
   save_safetensors(dir / "weights.safetensors", weights_of(net), {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
@@ -252,9 +286,9 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
   in.x = shape_for_model(scaled_x, run.model->net());
   if (label_col >= 0 && table.rows > 0) {
     Dataset labelled = load_csv_dataset(csv_path, run.label, run.num_classes > 0, csv_path, "");
-    if (run.num_classes > 0 && labelled.num_classes > run.model->net().output_shape().num_elements())
-      throw SpecError(csv_path, run.label, fmt::format("labels go up to {}, but the model has {} outputs",
-                                                       labelled.num_classes - 1, run.model->net().output_shape().num_elements()));
+    const std::int64_t outputs = run.model->net().output_shape().num_elements();
+    if (run.num_classes > 0 && labelled.num_classes > outputs)
+      check_csv_labels(csv_path, run.label, outputs, (run.dir / "model.json").string() + " " + last_layer_key(run.model->net()));
     labelled.x = in.x;
     in.labelled = std::move(labelled);
   }

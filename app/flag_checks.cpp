@@ -1,0 +1,44 @@
+#include "app/flag_checks.h"
+
+#include <charconv>
+#include <limits>
+#include <string>
+
+namespace tctl::app {
+
+namespace {
+
+// CLI11 runs validators on the text before converting it, so a non-number is reported here too, with the
+// same wording as an out-of-range value.
+CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const std::string& expected, const std::string& type_name) {
+  return CLI::Validator(
+      [lo, hi, expected](std::string& text) -> std::string {
+        std::int64_t v = 0;
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        const bool ok = ec == std::errc() && end == text.data() + text.size() && v >= lo && v <= hi;
+        if (ok) return std::string();
+        // Numbers are shown bare and anything else quoted, as describe_json does for spec values.
+        double number = 0.0;
+        auto [num_end, num_ec] = std::from_chars(text.data(), text.data() + text.size(), number);
+        const bool numeric = !text.empty() && num_ec == std::errc() && num_end == text.data() + text.size();
+        return "expected " + expected + ", got " + (numeric ? text : "\"" + text + "\"");
+      },
+      type_name);
+}
+
+}  // namespace
+
+CLI::Validator positive_integer() {
+  return integer_check(1, std::numeric_limits<std::int64_t>::max(), "a positive integer", "POSITIVE");
+}
+
+CLI::Validator non_negative_integer() {
+  return integer_check(0, std::numeric_limits<std::int64_t>::max(), "a non-negative integer", "NONNEGATIVE");
+}
+
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
+  const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
+  return integer_check(lo, hi, "an integer in " + range, "in " + range);
+}
+
+}  // namespace tctl::app

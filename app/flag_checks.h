@@ -1,0 +1,18 @@
+// CLI11 validators for numeric flags whose messages read like the rest of tensorctl's errors:
+// `--epochs: expected a positive integer, got 0` instead of CLI11's range dump.
+#pragma once
+
+#include <cstdint>
+
+#include <CLI/CLI.hpp>
+
+namespace tctl::app {
+
+// An integer >= 1, written in decimal (no sign, no fraction, no exponent).
+CLI::Validator positive_integer();
+// An integer >= 0.
+CLI::Validator non_negative_integer();
+// An integer in [lo, hi].
+CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+
+}  // namespace tctl::app
