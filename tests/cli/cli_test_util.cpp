@@ -1,0 +1,150 @@
+#include "cli/cli_test_util.h"
+
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <doctest/doctest.h>
+
+namespace tctl::cli_test {
+
+namespace fs = std::filesystem;
+
+TempDir::TempDir() {
+  std::string pattern = (fs::temp_directory_path() / "tensorctl_cli_XXXXXX").string();
+  char* made = ::mkdtemp(pattern.data());
+  REQUIRE_MESSAGE(made != nullptr, "cannot create a temporary directory");
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+void TempDir::write(const std::string& name, const std::string& text) const {
+  const fs::path p = path_ / name;
+  fs::create_directories(p.parent_path());
+  std::ofstream f(p, std::ios::binary);
+  f << text;
+  REQUIRE_MESSAGE(f.good(), "cannot write " << p);
+}
+
+std::set<std::string> TempDir::listing() const {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(path_)) out.insert(fs::relative(e.path(), path_).string());
+  return out;
+}
+
+std::string quoted(const fs::path& path) {
+  std::string out = "'";
+  for (char c : path.string()) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+fs::path source_path(const std::string& relative) { return fs::path(TENSORCTL_SOURCE_DIR) / relative; }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    lines.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return lines;
+}
+
+std::vector<std::string> split_cells(const std::string& line) {
+  std::vector<std::string> cells;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = line.find(',', start);
+    cells.push_back(line.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return cells;
+    start = comma + 1;
+  }
+}
+
+nlohmann::json parse_json(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    FAIL_CHECK("not JSON: " << e.what() << "\n" << text);
+    return nullptr;
+  }
+}
+
+nlohmann::json read_json(const fs::path& path) { return parse_json(read_text(path)); }
+
+CommandResult run_tensorctl(const std::string& args, const fs::path& cwd) {
+  // The captures live outside `cwd`, so they never show up in its listing.
+  static TempDir captures;
+  static int counter = 0;
+  const fs::path out = captures / ("out" + std::to_string(counter));
+  const fs::path err = captures / ("err" + std::to_string(counter));
+  ++counter;
+  // exec: the binary replaces the shell, so a signal that kills it reaches our wait status unchanged.
+  const std::string command = "cd " + quoted(cwd) + " && exec " + quoted(TENSORCTL_BINARY) + " " + args + " >" +
+                              quoted(out) + " 2>" + quoted(err) + " </dev/null";
+  const int raw = std::system(command.c_str());
+  CommandResult r;
+  if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
+  if (raw != -1 && WIFSIGNALED(raw)) r.status = 128 + WTERMSIG(raw);
+  r.out = read_text(out);
+  r.err = read_text(err);
+  INFO("tensorctl " << args);
+  INFO("stderr: " << r.err);
+  check_no_crash(r);
+  return r;
+}
+
+void check_no_crash(const CommandResult& r) {
+  CHECK_MESSAGE(r.status >= 0, "the command did not run");
+  CHECK_MESSAGE(r.status < 128, "killed by signal " << r.status - 128);
+  for (const char* sign : {"internal check failed", "terminate called", "Aborted", "Segmentation fault",
+                           "AddressSanitizer", "runtime error:", "Stack trace", "what():"})
+    CHECK_MESSAGE(r.err.find(sign) == std::string::npos, "stderr shows a crash: " << sign);
+}
+
+namespace {
+void check_one_error_line(const CommandResult& r, const std::vector<std::string>& needles) {
+  const auto lines = split_lines(r.err);
+  CHECK_MESSAGE(lines.size() == 1, "stderr should be one line, got " << lines.size());
+  CHECK_MESSAGE(r.err.ends_with("\n"), "stderr should end with a newline");
+  CHECK(r.err.starts_with("error: "));
+  for (const auto& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, "stderr lacks: " << n);
+}
+}  // namespace
+
+void check_user_error(const CommandResult& r, const std::vector<std::string>& needles) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 2);
+  CHECK_MESSAGE(r.out.empty(), "stdout should be empty, got: " << r.out);
+  check_one_error_line(r, needles);
+}
+
+void check_runtime_error(const CommandResult& r, const std::vector<std::string>& needles) {
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 1);
+  check_one_error_line(r, needles);
+}
+
+CommandResult expect_user_error(const TempDir& dir, const std::string& args, const std::vector<std::string>& needles) {
+  const auto before = dir.listing();
+  CommandResult r = run_tensorctl(args, dir.path());
+  INFO("tensorctl " << args);
+  check_user_error(r, needles);
+  CHECK_MESSAGE(dir.listing() == before, "the command wrote files although it failed");
+  return r;
+}
+
+}  // namespace tctl::cli_test

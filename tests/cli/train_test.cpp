@@ -1,0 +1,190 @@
+// tensorctl train end to end: the acceptance accuracies of the shipped configs, the run directory it writes,
+// and results that do not depend on the thread counts.
+#include <cstdint>
+#include <cstring>
+
+#include <doctest/doctest.h>
+
+#include "cli/cli_test_util.h"
+
+namespace tctl::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+// history.csv without its timing column: the numbers that must not depend on threads.
+std::vector<std::vector<std::string>> history_without_seconds(const fs::path& run) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& line : split_lines(read_text(run / "history.csv"))) {
+    auto cells = split_cells(line);
+    REQUIRE(cells.back() != "");
+    cells.pop_back();  // seconds
+    rows.push_back(cells);
+  }
+  return rows;
+}
+
+// The metric part of each per-epoch progress line ("- accuracy: 0.9 - loss: 0.3 ..."), without the timing.
+std::vector<std::string> printed_epoch_metrics(const std::string& out) {
+  std::vector<std::string> metrics;
+  for (const auto& line : split_lines(out)) {
+    const auto step = line.find("/step");
+    if (step != std::string::npos) metrics.push_back(line.substr(step + 5));
+  }
+  return metrics;
+}
+
+std::uint64_t little_endian_u64(const std::string& bytes) {
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  return n;
+}
+
+}  // namespace
+
+TEST_SUITE("train") {
+
+TEST_CASE("configs/digits_mlp.json reaches test accuracy >= 0.95") {
+  TempDir d;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) + " --json --output run", d.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json printed = parse_json(r.out);
+  const nlohmann::json saved = read_json(d / "run/summary.json");
+  CHECK(printed == saved);
+  CHECK(saved.at("epochs") == 20);
+  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.95);
+  CHECK(saved.at("rows").at("test") == 359);  // round(1797 * 0.2)
+}
+
+TEST_CASE("configs/iris_mlp.json reaches test accuracy >= 0.93") {
+  TempDir d;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --json --output run", d.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json saved = read_json(d / "run/summary.json");
+  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.93);
+  CHECK(saved.at("rows").at("test") == 30);
+}
+
+TEST_CASE("1 and 2 inter-op and intra-op threads give identical losses and weights") {
+  TempDir d;
+  const std::string config = quoted(source_path("configs/digits_mlp.json"));
+  CommandResult one = run_tensorctl("train " + config + " --epochs 3 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
+  CommandResult two = run_tensorctl("train " + config + " --epochs 3 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
+  REQUIRE(one.status == 0);
+  REQUIRE(two.status == 0);
+
+  const auto h1 = history_without_seconds(d / "one");
+  const auto h2 = history_without_seconds(d / "two");
+  REQUIRE(h1.size() == 4);  // header and 3 epochs
+  CHECK(h1[0] == std::vector<std::string>{"epoch", "loss", "accuracy", "val_loss", "val_accuracy"});
+  CHECK(h1 == h2);
+  CHECK(printed_epoch_metrics(one.out).size() == 3);
+  CHECK(printed_epoch_metrics(one.out) == printed_epoch_metrics(two.out));
+
+  const std::string w1 = read_text(d / "one/weights.safetensors");
+  CHECK(!w1.empty());
+  CHECK(w1 == read_text(d / "two/weights.safetensors"));
+  CHECK(read_json(d / "one/summary.json").at("test") == read_json(d / "two/summary.json").at("test"));
+}
+
+TEST_CASE("the run directory holds the documented files") {
+  TempDir d;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run", d.path());
+  REQUIRE(r.status == 0);
+  CHECK(d.listing() == std::set<std::string>{"run", "run/history.csv", "run/model.json", "run/summary.json",
+                                             "run/test.csv", "run/weights.safetensors"});
+
+  // Progress on stdout, one "Epoch e/E" line and one metrics line per epoch, then the test metrics.
+  CHECK(r.out.find("Epoch 1/2\n") != std::string::npos);
+  CHECK(r.out.find("Epoch 2/2\n") != std::string::npos);
+  CHECK(r.out.find("Test - accuracy: ") != std::string::npos);
+  CHECK(r.out.find("run saved to run") != std::string::npos);
+  CHECK(r.err.empty());
+
+  const nlohmann::json model = read_json(d / "run/model.json");
+  CHECK(model.at("name") == "iris_mlp");
+  CHECK(model.at("input_shape") == nlohmann::json::array({4}));
+  CHECK(model.at("layers").size() == 2);
+
+  const nlohmann::json summary = read_json(d / "run/summary.json");
+  for (const char* key : {"model", "params", "epochs", "train", "validation", "test", "rows", "wall_seconds",
+                          "samples_per_second", "config", "preprocessing", "data"})
+    CHECK_MESSAGE(summary.contains(key), key);
+  CHECK(summary.at("epochs") == 2);
+  CHECK(summary.at("params") == 4 * 16 + 16 + 16 * 3 + 3);
+  CHECK(summary.at("config").at("epochs") == 2);
+
+  const auto test_rows = split_lines(read_text(d / "run/test.csv"));
+  CHECK(test_rows.size() == 31);
+  CHECK(test_rows[0] == "sepal_length,sepal_width,petal_length,petal_width,label");
+  CHECK(split_lines(read_text(d / "run/history.csv")).size() == 3);
+
+  // safetensors: u64 little-endian header length, JSON header, then exactly the bytes the header describes.
+  const std::string w = read_text(d / "run/weights.safetensors");
+  REQUIRE(w.size() >= 8);
+  const std::uint64_t n = little_endian_u64(w);
+  REQUIRE(8 + n <= w.size());
+  const nlohmann::json header = parse_json(w.substr(8, n));
+  std::uint64_t data_bytes = 0;
+  std::int64_t elements = 0;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    CHECK(entry.at("dtype") == "F32");
+    std::int64_t count = 1;
+    for (const auto& dim : entry.at("shape")) count *= dim.get<std::int64_t>();
+    const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+    CHECK(offsets[1] - offsets[0] == static_cast<std::uint64_t>(count) * 4);
+    data_bytes = std::max(data_bytes, offsets[1]);
+    elements += count;
+  }
+  CHECK(elements == summary.at("params").get<std::int64_t>());
+  CHECK(8 + n + data_bytes == w.size());
+}
+
+TEST_CASE("--json prints only the summary on stdout and the progress on stderr") {
+  TempDir d;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --json --output run", d.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = parse_json(r.out);
+  for (const char* key : {"train", "validation", "test", "epochs", "samples_per_second", "output"}) CHECK_MESSAGE(j.contains(key), key);
+  CHECK(j.at("test").contains("accuracy"));
+  CHECK(j.at("test").contains("loss"));
+  CHECK(r.err.find("Epoch 1/1") != std::string::npos);
+}
+
+TEST_CASE("flags override the config") {
+  TempDir d;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
+                                      " --epochs 2 --batch-size 8 --seed 3 --quiet --output run",
+                                  d.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("Epoch") == std::string::npos);
+  const nlohmann::json config = read_json(d / "run/summary.json").at("config");
+  CHECK(config.at("epochs") == 2);
+  CHECK(config.at("batch_size") == 8);
+  CHECK(config.at("seed") == 3);
+  CHECK(config.at("output") == "run");
+}
+
+TEST_CASE("a config written in a temp dir with an inline model and a CSV file trains") {
+  TempDir d;
+  d.write("data/points.csv",
+          "x,y,label\n0,0,0\n0,1,1\n1,0,1\n1,1,0\n0.1,0.1,0\n0.1,0.9,1\n0.9,0.1,1\n0.9,0.9,0\n0.2,0.2,0\n0.2,0.8,1\n");
+  d.write("config.json", R"({
+    "model": {"name": "xor", "input_shape": [2],
+              "layers": [{"type": "Dense", "units": 8, "activation": "tanh"}, {"type": "Dense", "units": 2, "activation": "softmax"}]},
+    "data": {"csv": "data/points.csv", "label": "label", "test_split": 0.2, "validation_split": 0},
+    "optimizer": {"type": "sgd", "learning_rate": 0.1, "momentum": 0.9},
+    "epochs": 3, "batch_size": 4, "output": "run"})");
+  CommandResult r = run_tensorctl("train config.json --json", d.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json j = parse_json(r.out);
+  CHECK(j.at("model") == "xor");
+  CHECK(j.at("rows").at("test") == 2);
+  CHECK(j.at("data").at("feature_names") == nlohmann::json::array({"x", "y"}));
+  CHECK(fs::exists(d / "run/weights.safetensors"));
+}
+
+}  // TEST_SUITE
+
+}  // namespace tctl::cli_test
