@@ -1,5 +1,6 @@
 // tensorctl: define, train, run and inspect neural networks from JSON specs. The one place errors are
 // caught: a user's mistake exits 2, a runtime failure 1, each with one line on stderr.
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -61,7 +62,12 @@ int main(int argc, char** argv) {
     for (const auto& [sub, run] : commands)
       if (sub->parsed()) hint = "tensorctl " + sub->get_name() + " --help";
     if (argc == 1) return print_error("a command is required (known: " + known + "); see " + hint, 2);
-    return print_error(one_line(e.what()) + " (see " + hint + ")", 2);
+    // CLI11 starts its sentences with a capital ("The following argument was not expected"); ours do not.
+    std::string message = one_line(e.what());
+    if (message.size() > 1 && std::isupper(static_cast<unsigned char>(message[0])) &&
+        std::islower(static_cast<unsigned char>(message[1])))
+      message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+    return print_error(message + " (see " + hint + ")", 2);
   }
   try {
     for (auto& [sub, run] : commands)

@@ -1,6 +1,7 @@
 #include "models/spec_reader.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include <fmt/format.h>
 
@@ -42,8 +43,18 @@ const nlohmann::json& SpecReader::raw(const std::string& key) {
 
 void SpecReader::skip(const std::string& key) { read_.insert(key); }
 
+namespace {
+// nlohmann stores integers above INT64_MAX as unsigned; reading one as int64 would wrap to a negative
+// number and the message would quote a value the user did not write as the reason.
+bool fits_int64(const nlohmann::json& v) {
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+}
+}  // namespace
+
 std::int64_t SpecReader::positive_int(const std::string& key) {
   const auto& v = raw(key);
+  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a positive integer of at most 9223372036854775807, " + describe_json(v));
   if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(key, "expected a positive integer, " + describe_json(v));
   return v.get<std::int64_t>();
 }
@@ -56,6 +67,7 @@ std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t f
   read_.insert(key);
   if (!has(key)) return fallback;
   const auto& v = j_.at(key);
+  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a non-negative integer of at most 9223372036854775807, " + describe_json(v));
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0) fail(key, "expected a non-negative integer, " + describe_json(v));
   return v.get<std::int64_t>();
 }
