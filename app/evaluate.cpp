@@ -24,6 +24,9 @@ int run_evaluate(const EvaluateFlags& f) {
   std::string source;
   if (f.data.ends_with(".json")) {
     TrainConfig c = load_train_config(f.data);
+    // The data is checked against the run's model, so messages must name the run's model file.
+    c.model_file = (run.dir / "model.json").string();
+    c.model_path = "";
     // The config's split decides the rows; the run's own scaling must be used on them.
     PreparedData raw = prepare_data(c, run.model->net());
     data = raw.test_raw;

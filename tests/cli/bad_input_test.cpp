@@ -306,6 +306,13 @@ TEST_CASE("evaluate with a config whose test split is empty") {
                     {"config.json: data.test_split: the test split is empty"});
 }
 
+TEST_CASE("evaluate with a config whose data does not fit the run's model names the run's model") {
+  const TempDir& run = trained_iris_run();
+  Scratch s(model_with_layers(kLayers), config_with("", R"("digits")"));
+  expect_user_error(s.dir, "evaluate --run " + quoted(run / "run") + " --data config.json",
+                    {"config.json: data: dataset digits has 64 features per row", "run/model.json input_shape"});
+}
+
 TEST_CASE("summary of a bad spec") {
   Scratch s(model_with_layers(R"({"type": "Dense", "units": -3})"));
   CommandResult r = expect_user_error(s.dir, "summary model.json", {});
