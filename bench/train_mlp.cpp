@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(10);
   std::string arch;
-  for (int s : sizes) arch += (arch.empty() ? "" : "-") + std::to_string(s);
+  for (int s : sizes) arch += std::string(arch.empty() ? "" : "-") + std::to_string(s);
 
   nlohmann::json layers = nlohmann::json::array();
   for (int h : hidden) layers.push_back({{"type", "Dense"}, {"units", h}, {"activation", "relu"}});

@@ -1,6 +1,8 @@
 // Helpers shared by the CPU kernel files: shape functions and an elementwise loop split over the intra-op pool.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "core/autodiff.h"
@@ -22,6 +24,18 @@ void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {
   ctx.parallel_for(n, kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t i = begin; i < end; ++i) fn(i);
   });
+}
+
+// Softmax of one row of c logits into p, shifted by the row maximum so exp never overflows. Returns the
+// row's logsumexp, which the cross-entropy kernels need.
+inline float softmax_row(const float* x, std::int64_t c, float* p) {
+  float mx = x[0];
+  for (std::int64_t j = 1; j < c; ++j) mx = std::max(mx, x[j]);
+  float sum = 0.0f;
+  for (std::int64_t j = 0; j < c; ++j) sum += (p[j] = std::exp(x[j] - mx));
+  const float inv = 1.0f / sum;
+  for (std::int64_t j = 0; j < c; ++j) p[j] *= inv;
+  return std::log(sum) + mx;
 }
 
 }  // namespace tctl::cpu

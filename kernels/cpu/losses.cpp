@@ -7,17 +7,6 @@
 namespace tctl::cpu {
 namespace {
 
-// Softmax of one row into `p`, returning log(sum(exp(x - max))) + max, i.e. logsumexp of the row.
-float softmax_row(const float* x, std::int64_t c, float* p) {
-  float mx = x[0];
-  for (std::int64_t j = 1; j < c; ++j) mx = std::max(mx, x[j]);
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < c; ++j) sum += (p[j] = std::exp(x[j] - mx));
-  const float inv = 1.0f / sum;
-  for (std::int64_t j = 0; j < c; ++j) p[j] *= inv;
-  return std::log(sum) + mx;
-}
-
 std::int32_t checked_label(const KernelContext& ctx, std::int64_t row, std::int64_t classes) {
   std::int32_t label = ctx.input(1).data<std::int32_t>()[row];
   if (label < 0 || label >= classes)

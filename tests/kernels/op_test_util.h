@@ -38,34 +38,42 @@ struct OpCheck {
   bool check_gradient = true;
 };
 
+// A graph with one placeholder per input and `op` applied to them, plus the feeds for those inputs.
+struct OpGraph {
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  std::vector<Output> inputs;
+  std::vector<Feed> feeds;
+  Output y;
+};
+
+inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+  OpGraph o;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    o.inputs.push_back(o.graph->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
+    o.feeds.push_back({o.inputs.back(), inputs[i]});
+  }
+  o.y = o.graph->add(op, o.inputs, attrs);
+  return o;
+}
+
 // Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count.
 inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1) {
-  auto g = std::make_shared<Graph>();
-  std::vector<Output> ins;
-  std::vector<Feed> feeds;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
-    feeds.push_back({ins.back(), inputs[i]});
-  }
-  Output y = g->add(op, ins, attrs);
+  OpGraph o = make_op_graph(op, inputs, attrs);
   ThreadPool inter(1), pool(intra);
-  Session s(g, inter, pool);
-  std::vector<Output> fetch{y};
+  Session s(o.graph, inter, pool);
+  std::vector<Output> fetch{o.y};
   RunOptions ro;
   ro.step = 3;
-  return s.run(feeds, fetch, {}, ro)[0];
+  return s.run(o.feeds, fetch, {}, ro)[0];
 }
 
 inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& inputs, const OpCheck& check = {}) {
   CAPTURE(op);
-  auto g = std::make_shared<Graph>();
-  std::vector<Output> ins;
-  std::vector<Feed> feeds;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
-    feeds.push_back({ins.back(), inputs[i]});
-  }
-  Output y = g->add(op, ins, check.attrs);
+  OpGraph o = make_op_graph(op, inputs, check.attrs);
+  auto& g = o.graph;
+  const auto& ins = o.inputs;
+  const auto& feeds = o.feeds;
+  const Output y = o.y;
   const TensorSpec inferred = g->spec(y);
 
   // Inferred vs produced, and thread-count independence.
