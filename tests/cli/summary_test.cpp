@@ -47,7 +47,7 @@ TEST_CASE("summary of a train config and of a run directory describe the same mo
   const std::string config = quoted(source_path("configs/iris_mlp.json"));
   CommandResult from_config = run_tensorctl("summary --json " + config, d.path());
   REQUIRE(from_config.status == 0);
-  CHECK(parse_json(from_config.out).at("total_params") == (4 * 16 + 16) + (16 * 3 + 3));
+  CHECK(parse_json(from_config.out).at("total_params") == (4 * 32 + 32) + (32 * 3 + 3));
 
   REQUIRE(run_tensorctl("train " + config + " --epochs 1 --quiet --output run", d.path()).status == 0);
   CommandResult from_run = run_tensorctl("summary --json run", d.path());

@@ -111,7 +111,7 @@ TEST_CASE("the run directory holds the documented files") {
                           "samples_per_second", "config", "preprocessing", "data"})
     CHECK_MESSAGE(summary.contains(key), key);
   CHECK(summary.at("epochs") == 2);
-  CHECK(summary.at("params") == 4 * 16 + 16 + 16 * 3 + 3);
+  CHECK(summary.at("params") == 4 * 32 + 32 + 32 * 3 + 3);
   CHECK(summary.at("config").at("epochs") == 2);
 
   const auto test_rows = split_lines(read_text(d / "run/test.csv"));
