@@ -60,8 +60,11 @@ namespace {
 // happens to run on never changes its result. The caller's own setting is restored afterwards.
 class FlushDenormalsScope {
  public:
-  FlushDenormalsScope() { set_flush_denormals(true); }
-  ~FlushDenormalsScope() { set_flush_denormals(false); }
+  FlushDenormalsScope() : was_on_(set_flush_denormals(true)) {}
+  ~FlushDenormalsScope() { set_flush_denormals(was_on_); }
+
+ private:
+  bool was_on_;
 };
 }  // namespace
 

@@ -111,15 +111,17 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   if (state->error) std::rethrow_exception(state->error);
 }
 
-void set_flush_denormals(bool on) {
+bool set_flush_denormals(bool on) {
 #if defined(__x86_64__) || defined(__i386__)
   constexpr unsigned kFtz = 0x8000;  // MXCSR flush-to-zero
   constexpr unsigned kDaz = 0x0040;  // MXCSR denormals-are-zero
-  unsigned csr = _mm_getcsr();
-  csr = on ? (csr | kFtz | kDaz) : (csr & ~(kFtz | kDaz));
-  _mm_setcsr(csr);
+  const unsigned before = _mm_getcsr();
+  const unsigned csr = on ? (before | kFtz | kDaz) : (before & ~(kFtz | kDaz));
+  if (csr != before) _mm_setcsr(csr);
+  return (before & kFtz) != 0;
 #else
   (void)on;
+  return false;
 #endif
 }
 

@@ -53,7 +53,8 @@ class ThreadPool {
 };
 
 // Sets flush-to-zero and denormals-are-zero for the calling thread (see issue 6: denormal Adam moments
-// made the update pass four times slower). Called by every thread that runs kernels.
-void set_flush_denormals(bool on);
+// made the update pass four times slower). Called by every thread that runs kernels. Returns whether it
+// was on before.
+bool set_flush_denormals(bool on);
 
 }  // namespace tctl
