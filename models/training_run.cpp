@@ -60,9 +60,9 @@ std::string history_csv(const std::vector<EpochResult>& history) {
   out += ",seconds\n";
   for (const auto& r : history) {
     out += std::to_string(r.epoch);
-    for (const auto& [k, v] : r.train) out += "," + csv_number(v);
-    for (const auto& [k, v] : r.validation) out += "," + csv_number(v);
-    out += "," + fmt::format("{:.4f}", r.seconds) + "\n";
+    for (const auto& [k, v] : r.train) out.append(",").append(csv_number(v));
+    for (const auto& [k, v] : r.validation) out.append(",").append(csv_number(v));
+    out.append(",").append(fmt::format("{:.4f}", r.seconds)).append("\n");
   }
   return out;
 }
@@ -74,11 +74,11 @@ std::string dataset_csv(const Dataset& d, const std::string& label) {
   const std::int64_t f = d.num_features();
   const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
   for (std::int64_t r = 0; r < d.size(); ++r) {
-    for (std::int64_t j = 0; j < f; ++j) out += csv_number(d.x.data<float>()[r * f + j]) + ",";
+    for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
     if (d.num_classes > 0) {
       out += std::to_string(d.y.data<std::int32_t>()[r]);
     } else {
-      for (std::int64_t j = 0; j < targets; ++j) out += (j ? "," : "") + csv_number(d.y.data<float>()[r * targets + j]);
+      for (std::int64_t j = 0; j < targets; ++j) out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
     }
     out += "\n";
   }
