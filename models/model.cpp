@@ -54,6 +54,22 @@ Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor
   return buffer;
 }
 
+// One-hot rows of int32 labels into a [rows, classes] batch tensor, reusing `buffer` like gather_rows, so
+// categorical cross-entropy steps allocate nothing either. A label outside [0, classes) gives a zero row.
+Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer) {
+  const Shape shape{static_cast<std::int64_t>(rows.size()), classes};
+  if (!buffer.defined() || buffer.use_count() != 1 || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
+    buffer = Tensor::empty(DType::kF32, shape);
+  float* out = buffer.mutable_data<float>();
+  std::fill(out, out + shape.num_elements(), 0.0f);
+  const std::int32_t* y = labels.data<std::int32_t>();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::int32_t label = y[rows[i]];
+    if (label >= 0 && label < classes) out[static_cast<std::int64_t>(i) * classes + label] = 1.0f;
+  }
+  return buffer;
+}
+
 std::int64_t argmax_row(const float* p, std::int64_t n) {
   return std::max_element(p, p + n) - p;
 }
@@ -135,17 +151,12 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
 Model::~Model() = default;
 
 Tensor Model::targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
-  const std::int64_t n = static_cast<std::int64_t>(rows.size());
-  if (options_.loss == "categorical_crossentropy") {
-    const std::int64_t classes = net_->output_shape()[0];
-    Tensor t = Tensor::zeros(DType::kF32, Shape{n, classes});
-    for (std::int64_t i = 0; i < n; ++i) {
-      std::int32_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
-      if (label >= 0 && label < classes) t.mutable_data<float>()[i * classes + label] = 1.0f;
-    }
-    return t;
-  }
   Tensor buffer;
+  return targets_into(data, rows, buffer);
+}
+
+Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const {
+  if (options_.loss == "categorical_crossentropy") return one_hot_rows(data.y, rows, net_->output_shape()[0], buffer);
   return gather_rows(data.y, rows, buffer);
 }
 
@@ -163,7 +174,7 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
                               static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
     const std::int64_t b = static_cast<std::int64_t>(rows.size());
     Tensor x = gather_rows(data.x, rows, x_buffer);
-    Tensor y = options_.loss == "categorical_crossentropy" ? targets_for(data, rows) : gather_rows(data.y, rows, y_buffer);
+    Tensor y = targets_into(data, rows, y_buffer);
     std::vector<Feed> feeds{{pass.x, std::move(x)}, {pass.targets, std::move(y)}};
     RunOptions ro;
     ro.step = first_step + step;

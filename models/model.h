@@ -72,6 +72,8 @@ class Model {
 
  private:
   struct Pass;  // one traced graph's inputs and outputs
+  // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
+  Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
   MetricValues run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,
                            std::int64_t batch_size, bool training, std::int64_t first_step,
                            const StepCallback& on_step);

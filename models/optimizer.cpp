@@ -38,7 +38,10 @@ std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr
   Graph::Scope scope(g, "optimizer", "cpu", Phase::kUpdate);
   if (!iterations_) iterations_ = std::make_shared<Variable>("optimizer/iterations", Tensor::scalar(0.0f), LockingMode::kMutex, false);
   std::vector<Output> updates;
-  Output step = g.read(iterations_);
+  // Only Adam reads the step counter. An unused read would still run (automatic control dependencies
+  // order it before the increment) and its frame would hold a snapshot of the counter, so every
+  // increment would copy the variable: one buffer allocated per step.
+  const Output step = config_.type == "adam" ? g.read(iterations_) : Output{};
   const Attrs lr{{"learning_rate", config_.learning_rate}};
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const auto& v = vars[i];

@@ -47,7 +47,7 @@ TEST_CASE("zeros") {
 }
 
 TEST_CASE("initializers are deterministic for a seed and differ across seeds") {
-  for (const char* name : {"glorot_uniform", "he_normal"}) {
+  for (const std::string name : {"glorot_uniform", "he_normal"}) {
     CAPTURE(name);
     CHECK(initialize(name, Shape{8, 8}, 8, 8, 5).to_floats() == initialize(name, Shape{8, 8}, 8, 8, 5).to_floats());
     CHECK(initialize(name, Shape{8, 8}, 8, 8, 5).to_floats() != initialize(name, Shape{8, 8}, 8, 8, 6).to_floats());

@@ -70,11 +70,11 @@ TEST_CASE("loss_target_spec: int32 labels for the sparse loss, predictions' shap
 }
 
 TEST_CASE("cross-entropy after a softmax output is fused: computed from the softmax's input") {
-  for (const char* name : {"sparse_categorical_crossentropy", "categorical_crossentropy"}) {
+  for (const std::string name : {"sparse_categorical_crossentropy", "categorical_crossentropy"}) {
     CAPTURE(name);
     LossGraph softmax(name, 3, true);
     const Node& xent = softmax.g->node(softmax.loss.per_example);
-    CHECK(xent.op->name == (std::string(name) == "categorical_crossentropy" ? "SoftmaxXent" : "SparseSoftmaxXent"));
+    CHECK(xent.op->name == (name == "categorical_crossentropy" ? "SoftmaxXent" : "SparseSoftmaxXent"));
     CHECK(xent.inputs[0] == softmax.x.node);  // the logits, not the probabilities
     CHECK(softmax.g->node(softmax.loss.mean).op->name == "Mean");
     // The softmax itself stays in the graph for predictions but the loss does not go through it.
@@ -166,7 +166,7 @@ TEST_CASE("check_loss_fits: cross-entropy needs a (None, classes) softmax or lin
   Output x = g.placeholder("x", DType::kF32, Shape{-1, 4});
   CHECK(check_loss_fits(g, "sparse_categorical_crossentropy", x).empty());
   CHECK(check_loss_fits(g, "categorical_crossentropy", g.add("Softmax", {x})).empty());
-  for (const char* op : {"Relu", "Sigmoid", "Tanh"}) {
+  for (const std::string op : {"Relu", "Sigmoid", "Tanh"}) {
     CAPTURE(op);
     const std::string why = check_loss_fits(g, "sparse_categorical_crossentropy", g.add(op, {x}));
     CHECK(why == std::string("cross-entropy needs a softmax or linear output layer, the model ends in ") + op);

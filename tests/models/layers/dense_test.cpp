@@ -25,7 +25,7 @@ TEST_CASE("Dense passes the layer checks") {
 }
 
 TEST_CASE("Dense passes the layer checks with each activation") {
-  for (const char* activation : {"relu", "sigmoid", "tanh", "softmax", "linear"}) {
+  for (const std::string activation : {"relu", "sigmoid", "tanh", "softmax", "linear"}) {
     CAPTURE(activation);
     check_layer(std::string(R"({"type":"Dense","units":3,"activation":")") + activation + "\"}", {5});
   }
@@ -92,7 +92,7 @@ TEST_CASE("Dense initializers are deterministic for a seed and differ across see
   Sequential net = Sequential::from_json(two, "m.json", "", 5);
   CHECK(kernel_of(net, 0) != kernel_of(net, 1));
 
-  for (const char* init : {"he_normal", "glorot_uniform"}) {
+  for (const std::string init : {"he_normal", "glorot_uniform"}) {
     CAPTURE(init);
     const std::string s = std::string(R"({"type":"Dense","units":8,"bias_initializer":")") + init + "\"}";
     auto n1 = build_one_layer(s, {4}, 3);

@@ -121,7 +121,7 @@ void compare_with_finite_differences(const std::string& what, const std::vector<
 inline CheckedLayer check_layer(const std::string& json_text, const Shape& input_shape,
                                 const LayerCheckOptions& o = {}) {
   INFO("layer: " << json_text << " on input " << Shape::concat(-1, input_shape).keras_string()
-                 << (o.training ? " (training)" : ""));
+                 << std::string(o.training ? " (training)" : ""));
   CheckedLayer result;
   result.net = build_one_layer(json_text, input_shape, o.seed);
   const Sequential& net = *result.net;
