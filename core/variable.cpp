@@ -4,45 +4,100 @@
 
 namespace tctl {
 
+namespace {
+// The one lock of LockingMode::kProcess, after TensorFlow.NET's Locks.ProcessWide.
+std::mutex& process_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+}  // namespace
+
 Variable::Variable(std::string name, Tensor initial, LockingMode mode, bool trainable)
     : name_(std::move(name)),
       shape_(initial.shape()),
       dtype_(initial.dtype()),
       mode_(mode),
-      trainable_(trainable),
-      value_(std::move(initial)) {}
+      trainable_(trainable) {
+  if (mode_ == LockingMode::kSnapshot) {
+    version_.store(std::make_shared<const Tensor>(std::move(initial)));
+  } else {
+    value_ = std::move(initial);
+  }
+}
+
+bool Variable::lock_free() const {
+  return mode_ == LockingMode::kNone || mode_ == LockingMode::kAtomic || mode_ == LockingMode::kDataflow;
+}
+
+std::mutex* Variable::mutex_for_mode() const {
+  if (mode_ == LockingMode::kProcess) return &process_mutex();
+  if (mode_ == LockingMode::kMutex || mode_ == LockingMode::kSnapshot) return &mu_;
+  return nullptr;
+}
 
 Tensor Variable::read() const {
-  std::lock_guard lock(mu_);
+  if (mode_ == LockingMode::kSnapshot) return *version_.load(std::memory_order_acquire);
+  if (lock_free()) {
+    // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
+    Tensor out = Tensor::empty(dtype_, shape_);
+    float* dst = out.mutable_data<float>();
+    float* src = value_.mutable_data<float>();
+    for (std::int64_t i = 0; i < out.num_elements(); ++i)
+      dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
+    return out;
+  }
+  std::lock_guard lock(*mutex_for_mode());
   return value_;
 }
 
-// Under the lock no new snapshot can appear, so a use count of one proves nobody else sees the buffer.
+// Under the lock no new read can appear, so a use count of one proves nobody else sees the buffer.
 void Variable::make_unique_locked() {
   if (value_.use_count() > 1) value_ = value_.clone();
 }
 
 void Variable::assign(const Tensor& value) {
   TCTL_CHECK(value.shape() == shape_ && value.dtype() == dtype_, "assign to " + name_ + " with another shape");
-  Tensor copy = value.clone();
-  std::lock_guard lock(mu_);
-  value_ = std::move(copy);
-}
-
-void Variable::assign_add(const Tensor& delta) {
-  TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "assign_add to " + name_ + " with another size");
   Update u(*this);
-  const float* d = delta.data<float>();
-  for (std::int64_t i = 0; i < u.size(); ++i) u.data()[i] += d[i];
+  const float* src = value.data<float>();
+  for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float) { return src[i]; });
 }
 
-void Variable::assign_sub(const Tensor& delta) {
-  TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "assign_sub to " + name_ + " with another size");
+void Variable::add_scaled(const Tensor& delta, float sign, int widen) {
+  TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "update of " + name_ + " with another size");
   Update u(*this);
+  u.set_widen(widen);
   const float* d = delta.data<float>();
-  for (std::int64_t i = 0; i < u.size(); ++i) u.data()[i] -= d[i];
+  for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float old) { return old + sign * d[i]; });
 }
 
-Variable::Update::Update(Variable& v) : v_(v), lock_(v.mu_) { v_.make_unique_locked(); }
+void Variable::assign_add(const Tensor& delta, int widen) { add_scaled(delta, 1.0f, widen); }
+void Variable::assign_sub(const Tensor& delta, int widen) { add_scaled(delta, -1.0f, widen); }
+
+Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
+  if (std::mutex* mu = v.mutex_for_mode()) lock_ = std::unique_lock(*mu);
+  switch (v.mode_) {
+    case LockingMode::kMutex:
+    case LockingMode::kProcess:
+      v.make_unique_locked();
+      data_ = v.value_.mutable_data<float>();
+      break;
+    case LockingMode::kSnapshot:
+      next_ = v.version_.load(std::memory_order_acquire)->clone();
+      data_ = next_.mutable_data<float>();
+      break;
+    case LockingMode::kAtomic:
+      cas_ = true;
+      [[fallthrough]];
+    case LockingMode::kNone:
+    case LockingMode::kDataflow:
+      shared_ = true;
+      data_ = v.value_.mutable_data<float>();
+      break;
+  }
+}
+
+Variable::Update::~Update() {
+  if (v_.mode_ == LockingMode::kSnapshot) v_.version_.store(std::make_shared<const Tensor>(std::move(next_)), std::memory_order_release);
+}
 
 }  // namespace tctl

@@ -1,11 +1,22 @@
 // Variable: named, shared, mutable state; the only mutable state in tensorctl.
 //
-// A read returns a Tensor snapshot that never changes afterwards. Updates go through the variable's
-// LockingMode. Thread-safe: any thread may read or update any variable.
+// Every read and update goes through the variable's LockingMode (core/locking_mode.h):
+//   mutex, process  a lock (per variable, or one for the process) held for the whole update; a read shares
+//                   the buffer and the next write copies it first, so a read never changes afterwards.
+//   snapshot        writers serialize and publish a new immutable version; readers take no lock.
+//   atomic          no lock: each element is updated by compare-and-swap, so no update is lost, but a read
+//                   copies element by element and may mix old and new values (a torn read).
+//   none, dataflow  no lock: each element is a relaxed load, compute, relaxed store, so concurrent updates
+//                   are lost (defined C++, silent under ThreadSanitizer). `dataflow` relies on the graph to
+//                   order its updates.
+// Thread-safe in the sense each mode promises: any thread may read or update any variable.
 #pragma once
 
+#include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "core/errors.h"
 #include "core/locking_mode.h"
@@ -24,30 +35,66 @@ class Variable {
   DType dtype() const { return dtype_; }
   bool trainable() const { return trainable_; }
   LockingMode locking_mode() const { return mode_; }
+  // True for the modes that update one shared buffer without a lock (none, atomic, dataflow).
+  bool lock_free() const;
 
-  // A snapshot of the current value. It shares the buffer until the next write, which then copies
-  // (copy-on-write), so the snapshot stays as it was.
+  // The current value as a Tensor that never changes afterwards (in atomic and none modes it may be torn).
   Tensor read() const;
 
   void assign(const Tensor& value);
-  void assign_add(const Tensor& delta);
-  void assign_sub(const Tensor& delta);
+  // `widen` yields that many times between the read and the write of each element, in none and dataflow
+  // modes only, so lost updates show even on two cores (race-check --widen).
+  void assign_add(const Tensor& delta, int widen = 0);
+  void assign_sub(const Tensor& delta, int widen = 0);
 
-  // Exclusive, in-place access for a kernel that updates the variable (an optimizer step). Holds the
-  // variable's lock for its lifetime and owns a buffer no snapshot shares.
+  // Write access for a kernel that updates the variable (an optimizer step), for as long as it lives.
+  // It holds the mode's lock, if any. Elements are changed with apply(i, f), which sets element i to
+  // f(old) the way the mode promises: under the lock, by compare-and-swap, or by a plain load and store.
   class Update {
    public:
     explicit Update(Variable& v);
-    float* data() const { return v_.value_.mutable_data<float>(); }
-    std::int64_t size() const { return v_.value_.num_elements(); }
+    ~Update();
+    Update(const Update&) = delete;
+    Update& operator=(const Update&) = delete;
+
+    std::int64_t size() const { return size_; }
+    // Direct access to a buffer this update owns alone; null in the lock-free modes.
+    float* data() const { return shared_ ? nullptr : data_; }
+
+    template <class F>
+    void apply(std::int64_t i, F f) const {
+      if (!shared_) {
+        data_[i] = f(data_[i]);
+        return;
+      }
+      std::atomic_ref<float> cell(data_[i]);
+      if (cas_) {
+        float old = cell.load(std::memory_order_relaxed);
+        while (!cell.compare_exchange_weak(old, f(old), std::memory_order_relaxed)) {
+        }
+        return;
+      }
+      const float old = cell.load(std::memory_order_relaxed);
+      for (int k = 0; k < widen_; ++k) std::this_thread::yield();
+      cell.store(f(old), std::memory_order_relaxed);
+    }
+    void set_widen(int widen) { widen_ = widen; }
 
    private:
     Variable& v_;
     std::unique_lock<std::mutex> lock_;
+    Tensor next_;  // the version being written, in snapshot mode
+    float* data_ = nullptr;
+    std::int64_t size_ = 0;
+    bool shared_ = false;
+    bool cas_ = false;
+    int widen_ = 0;
   };
 
  private:
+  std::mutex* mutex_for_mode() const;
   void make_unique_locked();
+  void add_scaled(const Tensor& delta, float sign, int widen);
 
   std::string name_;
   Shape shape_;
@@ -55,7 +102,11 @@ class Variable {
   LockingMode mode_;
   bool trainable_;
   mutable std::mutex mu_;
+  // mutex, process: the value, replaced on write while a read shares it. Lock-free modes: the one buffer,
+  // never replaced, whose elements are accessed atomically.
   Tensor value_ TCTL_GUARDED_BY(mu_);
+  // snapshot: the published version.
+  std::atomic<std::shared_ptr<const Tensor>> version_;
 };
 
 }  // namespace tctl

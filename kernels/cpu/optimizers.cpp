@@ -13,14 +13,16 @@ TensorSpec update_infer(const InferContext& c) { return {DType::kF32, Shape{}}; 
 // Elements per intra-op block of an update pass.
 constexpr std::int64_t kUpdateGrain = 32768;
 
+// Every update goes through Variable::Update::apply, so it honours the variable's locking mode: under
+// its lock, by compare-and-swap, or unsynchronized. The slots share their variable's mode.
+
 // w -= lr * g
 void apply_sgd_cpu(KernelContext& ctx) {
   const float lr = static_cast<float>(ctx.attrs().f("learning_rate"));
   const float* g = ctx.input(0).data<float>();
   Variable::Update w(ctx.var(0));
-  float* pw = w.data();
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t i = b; i < e; ++i) pw[i] -= lr * g[i];
+    for (std::int64_t i = b; i < e; ++i) w.apply(i, [&](float x) { return x - lr * g[i]; });
   });
 }
 
@@ -32,12 +34,11 @@ void apply_momentum_cpu(KernelContext& ctx) {
   const float* g = ctx.input(0).data<float>();
   Variable::Update w(ctx.var(0));
   Variable::Update v(ctx.var(1));
-  float* pw = w.data();
-  float* pv = v.data();
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) {
-      pv[i] = mu * pv[i] - lr * g[i];
-      pw[i] += nesterov ? mu * pv[i] - lr * g[i] : pv[i];
+      float vi = 0.0f;
+      v.apply(i, [&](float old) { return vi = mu * old - lr * g[i]; });
+      w.apply(i, [&](float x) { return x + (nesterov ? mu * vi - lr * g[i] : vi); });
     }
   });
 }
@@ -56,14 +57,24 @@ void apply_adam_cpu(KernelContext& ctx) {
   Variable::Update w(ctx.var(0));
   Variable::Update m(ctx.var(1));
   Variable::Update v(ctx.var(2));
-  float* pw = w.data();
-  float* pm = m.data();
-  float* pv = v.data();
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    if (w.data() && m.data() && v.data()) {
+      // The locked modes own their buffers: one plain loop the compiler can vectorise.
+      float* pw = w.data();
+      float* pm = m.data();
+      float* pv = v.data();
+      for (std::int64_t i = b; i < e; ++i) {
+        pm[i] = b1 * pm[i] + (1.0f - b1) * g[i];
+        pv[i] = b2 * pv[i] + (1.0f - b2) * g[i] * g[i];
+        pw[i] -= lr_t * pm[i] / (std::sqrt(pv[i]) + eps);
+      }
+      return;
+    }
     for (std::int64_t i = b; i < e; ++i) {
-      pm[i] = b1 * pm[i] + (1.0f - b1) * g[i];
-      pv[i] = b2 * pv[i] + (1.0f - b2) * g[i] * g[i];
-      pw[i] -= lr_t * pm[i] / (std::sqrt(pv[i]) + eps);
+      float mi = 0.0f, vi = 0.0f;
+      m.apply(i, [&](float old) { return mi = b1 * old + (1.0f - b1) * g[i]; });
+      v.apply(i, [&](float old) { return vi = b2 * old + (1.0f - b2) * g[i] * g[i]; });
+      w.apply(i, [&](float x) { return x - lr_t * mi / (std::sqrt(vi) + eps); });
     }
   });
 }
@@ -72,7 +83,7 @@ void apply_adam_cpu(KernelContext& ctx) {
 void increment_cpu(KernelContext& ctx) {
   Variable::Update w(ctx.var(0));
   const float amount = static_cast<float>(ctx.attrs().f("amount"));
-  for (std::int64_t i = 0; i < w.size(); ++i) w.data()[i] += amount;
+  for (std::int64_t i = 0; i < w.size(); ++i) w.apply(i, [&](float x) { return x + amount; });
 }
 
 }  // namespace
