@@ -100,7 +100,8 @@ TEST_CASE("Dense initializers are deterministic for a seed and differ across see
     auto bias1 = n1->layers()[0]->variables()[1]->read().to_floats();
     CHECK(bias1 == n2->layers()[0]->variables()[1]->read().to_floats());
     // The bias draws from its own stream, not the kernel's.
-    CHECK(std::vector<float>(kernel_of(*n1).begin(), kernel_of(*n1).begin() + 8) != bias1);
+    const std::vector<float> kernel = kernel_of(*n1);
+    CHECK(std::vector<float>(kernel.begin(), kernel.begin() + 8) != bias1);
   }
 }
 
