@@ -56,7 +56,7 @@ std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs)
   std::vector<Output> out;
   for (Output x : xs) {
     Output dx = grad[static_cast<std::size_t>(x.node)];
-    if (!dx.valid()) dx = g.constant(Tensor::zeros(g.spec(x).dtype, g.spec(x).shape));
+    if (!dx.valid()) dx = g.add("ZerosLike", {x});
     out.push_back(dx);
   }
   return out;

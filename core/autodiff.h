@@ -31,8 +31,8 @@ class GradBuilder {
   Output dy_;
 };
 
-// d loss / d x for each x, for a scalar `loss`. An x the loss does not depend on gets a zero-filled
-// constant gradient. Gradients reaching a node along several paths are summed in a fixed order.
+// d loss / d x for each x, for a scalar `loss`. An x the loss does not depend on gets zeros of its shape
+// (a ZerosLike node, so an unknown batch dimension is fine). Gradients reaching a node along several paths are summed in a fixed order.
 std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs);
 
 // Adds control edges so stateful ops on the same variable run in program (node id) order, after

@@ -146,6 +146,9 @@ struct Run {
       local.pop_back();
       execute(i);
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+      // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
+      // in-place update of its variable would have to copy.
+      if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)] = Tensor();
       for (int in : pn.inputs) {
         const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
         if (producer.release_after_use && uses_left[in].fetch_sub(1, std::memory_order_acq_rel) == 1)

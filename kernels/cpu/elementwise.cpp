@@ -1,4 +1,6 @@
 // Elementwise arithmetic: Add, Sub, Mul, Scale, AddN, and the bias add of a dense layer with its gradient.
+#include <cstring>
+
 #include "kernels/cpu/kernel_util.h"
 
 namespace tctl::cpu {
@@ -32,6 +34,11 @@ void add_n_cpu(KernelContext& ctx) {
     for (int k = 1; k < n; ++k) s += ctx.input(k).data<float>()[i];
     y[i] = s;
   });
+}
+
+void zeros_like_cpu(KernelContext& ctx) {
+  Tensor& y = ctx.output();
+  std::memset(y.mutable_data<char>(), 0, y.bytes());
 }
 
 TensorSpec bias_add_infer(const InferContext& c) {
@@ -111,6 +118,7 @@ TCTL_REGISTER_OP({.name = "AddN",
                     return std::vector<Output>(g.graph().node(g.y()).inputs.size(), g.dy());
                   },
                   .cpu = add_n_cpu});
+TCTL_REGISTER_OP({.name = "ZerosLike", .infer = same_as_input(0), .cpu = zeros_like_cpu});
 TCTL_REGISTER_OP({.name = "BiasAdd",
                   .num_inputs = 2,
                   .infer = bias_add_infer,

@@ -38,7 +38,8 @@ TEST_CASE("an input the loss does not depend on gets a zero gradient") {
   ThreadPool inter(1), intra(1);
   Session s(g, inter, intra);
   std::vector<Output> fetch{du};
-  CHECK(s.run({}, fetch)[0].to_floats() == std::vector<float>{0, 0});
+  std::vector<Feed> feeds{{unused, Tensor::filled(Shape{2}, 7.0f)}};
+  CHECK(s.run(feeds, fetch)[0].to_floats() == std::vector<float>{0, 0});
 }
 
 TEST_CASE("automatic control dependencies order writes after reads and their consumers") {
@@ -62,4 +63,17 @@ TEST_CASE("automatic control dependencies order writes after reads and their con
   CHECK(has_control(g, write2, r3));
   // Reads between writes stay unordered among themselves.
   CHECK_FALSE(has_control(g, r2, r1));
+}
+
+TEST_CASE("an unused input with an unknown batch gets zeros of its fed shape") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{-1, 3});
+  Output loss = g->add("Sum", {g->constant(Tensor::filled(Shape{2}, 1.0f))});
+  std::vector<Output> xs{x};
+  Output dx = gradients(*g, loss, xs)[0];
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::filled(Shape{2, 3}, 5.0f)}};
+  std::vector<Output> fetch{dx};
+  CHECK(s.run(feeds, fetch)[0].to_floats() == std::vector<float>(6, 0.0f));
 }
