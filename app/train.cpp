@@ -45,6 +45,9 @@ int run_train(const TrainFlags& f) {
     on_step = [&](std::int64_t s, std::int64_t n, const MetricValues& m) { progress.on_step(s, n, m); };
   }
   TrainOutcome out = train_and_save(c, on_epoch, on_step);
+  const auto& warnings = out.placement_warnings;
+  for (std::size_t i = 0; i < warnings.size() && i < 3; ++i) std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());
+  if (warnings.size() > 3) std::fprintf(stderr, "warning: ... and %zu more nodes fell back to cpu\n", warnings.size() - 3);
   if (f.json) {
     std::printf("%s\n", out.summary.dump(2).c_str());
     return 0;

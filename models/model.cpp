@@ -263,6 +263,13 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
   return out;
 }
 
+std::vector<std::string> Model::placement_warnings() const {
+  std::vector<std::string> out = train_session_->placement_warnings();
+  for (auto& w : infer_session_->placement_warnings())
+    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
+  return out;
+}
+
 float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step) {
   std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
   std::vector<Output> fetches{train_pass_->loss};

@@ -64,6 +64,8 @@ class Model {
   const Optimizer& optimizer() const { return optimizer_; }
   // Nodes per graph, for reports.
   int training_graph_size() const { return train_graph_->size(); }
+  // Nodes that could not run where they asked and fell back to the CPU, so far.
+  std::vector<std::string> placement_warnings() const;
   const Graph& training_graph() const { return *train_graph_; }
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
   float train_step(const Tensor& x, const Tensor& targets, std::int64_t step);

@@ -176,6 +176,7 @@ TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on
 
   TrainOutcome out;
   out.history = model->fit(data.train, &data.validation, c.epochs, c.batch_size, on_epoch, on_step);
+  out.placement_warnings = model->placement_warnings();
   double train_seconds = 0.0;
   for (const auto& r : out.history) train_seconds += r.seconds;
   if (data.test.size() > 0) out.test = model->evaluate(data.test, c.batch_size);

@@ -40,6 +40,7 @@ struct TrainOutcome {
   double seconds = 0.0;
   double samples_per_second = 0.0;
   nlohmann::json summary;
+  std::vector<std::string> placement_warnings;  // nodes that fell back to the CPU
 };
 
 // Trains and writes the run directory. Callbacks as for Model::fit.

@@ -23,6 +23,11 @@ class Dense final : public Layer {
       where.fail_here("Dense expects a flat input of shape (None, features), got " + Shape::concat(-1, input).keras_string() +
                       "; add a Flatten layer first");
     const std::int64_t in = input[0];
+    // Sizes past this are typos, and would otherwise surface as an allocation failure.
+    constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
+    if (units_ > kMaxKernelElements / in)
+      where.fail("units", "a kernel of " + std::to_string(in) + " x " + std::to_string(units_) +
+                              " weights is larger than the 2^31 elements tensorctl supports");
     const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1));
     add_variable("kernel", initialize(kernel_init_, Shape{in, units_}, in, units_, base));
     if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{units_}, in, units_, mix64(base + 1)));

@@ -85,6 +85,11 @@ TEST_CASE("unknown activation lists the known ones") {
                     {R"(model.json: layers[0].activation: unknown value "swish")", "known: linear, relu, sigmoid, softmax, tanh"});
 }
 
+TEST_CASE("units so large the kernel could not be allocated") {
+  Scratch s(model_with_layers(R"({"type": "Dense", "units": 3000000000}, {"type": "Dense", "units": 3})"));
+  expect_user_error(s.dir, "train config.json", {"model.json: layers[0].units:", "larger than the 2^31 elements"});
+}
+
 TEST_CASE("units given as a string") {
   Scratch s(model_with_layers(R"({"type": "Dense", "units": "8"}, {"type": "Dense", "units": 3})"));
   CommandResult r = expect_user_error(s.dir, "train config.json", {});

@@ -188,3 +188,15 @@ TEST_CASE("a config written in a temp dir with an inline model and a CSV file tr
 }  // TEST_SUITE
 
 }  // namespace tctl::cli_test
+
+TEST_CASE("a device that is not there falls back to the CPU with a warning") {
+  using namespace tctl::cli_test;
+  TempDir dir;
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --quiet --device cuda:3 --output " +
+                                      quoted(dir / "run"),
+                                  dir.path());
+  CHECK(r.status == 0);
+  CHECK(r.err.find("warning: dense/") != std::string::npos);
+  CHECK(r.err.find("device cuda:3 is not available, running on cpu") != std::string::npos);
+  CHECK(std::filesystem::exists(dir / "run/weights.safetensors"));
+}
