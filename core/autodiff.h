@@ -14,8 +14,8 @@ namespace tctl {
 class GradBuilder {
  public:
   GradBuilder(Graph& g, const Node& node, Output dy) : g_(g), node_(node), dy_(dy) {}
-  Output x(int i) const { return Output{node_.inputs[static_cast<std::size_t>(i)]}; }
-  Output y() const { return Output{node_.id}; }
+  Output x(int i) const { return Output{node_.inputs[static_cast<std::size_t>(i)], g_.id()}; }
+  Output y() const { return Output{node_.id, g_.id()}; }
   Output dy() const { return dy_; }
   const Attrs& attrs() const { return node_.attrs; }
   const TensorSpec& spec(Output o) const { return g_.spec(o); }

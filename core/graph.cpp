@@ -1,10 +1,27 @@
 #include "core/graph.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/errors.h"
 
 namespace tctl {
+
+namespace {
+std::atomic<std::uint32_t> g_next_graph_id{1};
+thread_local Graph* t_default_graph = nullptr;
+}  // namespace
+
+Graph::Graph() : id_(g_next_graph_id.fetch_add(1, std::memory_order_relaxed)) {}
+
+Graph::DefaultScope::DefaultScope(Graph* g) : previous_(t_default_graph) { t_default_graph = g; }
+Graph::DefaultScope::~DefaultScope() { t_default_graph = previous_; }
+
+Graph& default_graph() {
+  if (t_default_graph != nullptr) return *t_default_graph;
+  thread_local Graph own;
+  return own;
+}
 
 Node& Graph::append(const OpDef& op) {
   Node n;
@@ -28,6 +45,10 @@ Output Graph::add(std::string_view op_name, std::vector<Output> inputs, Attrs at
   std::vector<TensorSpec> specs;
   specs.reserve(inputs.size());
   for (Output in : inputs) {
+    if (in.graph != 0 && in.graph != id_)
+      throw GraphError("an input of " + std::string(op_name) + " comes from graph #" + std::to_string(in.graph) +
+                       ", not from this graph #" + std::to_string(id_) +
+                       "; a thread that continues another thread's model must install its graph with as_default()");
     TCTL_CHECK(in.valid() && in.node < size(), "input of " + std::string(op_name) + " is not in the graph");
     specs.push_back(spec(in));
   }
@@ -42,7 +63,7 @@ Output Graph::add(std::string_view op_name, std::vector<Output> inputs, Attrs at
     nodes_.pop_back();
     throw;
   }
-  return Output{n.id};
+  return Output{n.id, id_};
 }
 
 Output Graph::placeholder(std::string_view name, DType dtype, const Shape& shape) {

@@ -19,11 +19,20 @@
 
 namespace tctl {
 
-// The single output of a node (tensorctl ops have one output each).
+// The single output of a node (tensorctl ops have one output each). `graph` is the id of the graph that
+// made it, or 0 when unknown; Graph::add refuses an input from another graph.
 struct Output {
   int node = -1;
+  std::uint32_t graph = 0;
   bool valid() const { return node >= 0; }
   friend bool operator==(Output a, Output b) { return a.node == b.node; }
+};
+
+// Using a value of one graph in another: the mistake of a thread that continues another thread's model
+// without installing that model's graph with as_default().
+class GraphError : public Error {
+ public:
+  using Error::Error;
 };
 
 // A variable a node touches; `write` marks updates, which automatic control dependencies order.
@@ -52,7 +61,7 @@ struct Node {
 
 class Graph {
  public:
-  Graph() = default;
+  Graph();
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
 
@@ -88,14 +97,35 @@ class Graph {
   const std::string& current_layer() const { return layer_; }
   Phase current_phase() const { return phase_; }
 
+  // A process-unique id, stamped on every Output this graph returns.
+  std::uint32_t id() const { return id_; }
+
+  // Installs this graph as the calling thread's default graph until the returned guard is destroyed.
+  class DefaultScope {
+   public:
+    explicit DefaultScope(Graph* g);
+    ~DefaultScope();
+    DefaultScope(const DefaultScope&) = delete;
+    DefaultScope& operator=(const DefaultScope&) = delete;
+
+   private:
+    Graph* previous_;
+  };
+  [[nodiscard]] DefaultScope as_default() { return DefaultScope(this); }
+
  private:
   Node& append(const OpDef& op);
 
+  std::uint32_t id_;
   std::vector<Node> nodes_;
   std::map<std::string, int, std::less<>> name_counts_;
   std::string layer_;
   std::string device_ = "cpu";
   Phase phase_ = Phase::kForward;
 };
+
+// The calling thread's default graph: the one installed by the innermost as_default() on this thread, or
+// else a graph of the thread's own, made on first use. Default graphs are per thread, as in TensorFlow.
+Graph& default_graph();
 
 }  // namespace tctl

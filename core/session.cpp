@@ -25,6 +25,20 @@ struct Session::Prepared {
   }
 };
 
+namespace {
+thread_local Session* t_default_session = nullptr;
+}  // namespace
+
+Session::DefaultScope::DefaultScope(Session* s) : previous_(t_default_session) { t_default_session = s; }
+Session::DefaultScope::~DefaultScope() { t_default_session = previous_; }
+
+Session& default_session() {
+  if (t_default_session == nullptr)
+    throw GraphError("this thread has no default session; a thread that continues another thread's model must "
+                     "install its session with session.as_default()");
+  return *t_default_session;
+}
+
 Session::Session(std::shared_ptr<const Graph> graph, ThreadPool& inter, ThreadPool& intra, SessionOptions options)
     : graph_(std::move(graph)), inter_(inter), intra_(intra), options_(options) {}
 

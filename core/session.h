@@ -44,6 +44,19 @@ class Session {
                           std::span<const Output> targets = {}, const RunOptions& options = {});
 
   const Graph& graph() const { return *graph_; }
+
+  // Installs this session as the calling thread's default session until the guard is destroyed.
+  class DefaultScope {
+   public:
+    explicit DefaultScope(Session* s);
+    ~DefaultScope();
+    DefaultScope(const DefaultScope&) = delete;
+    DefaultScope& operator=(const DefaultScope&) = delete;
+
+   private:
+    Session* previous_;
+  };
+  [[nodiscard]] DefaultScope as_default() { return DefaultScope(this); }
   // Warnings from placement so far (nodes that fell back to the CPU), without duplicates.
   std::vector<std::string> placement_warnings() const;
 
@@ -59,5 +72,9 @@ class Session {
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);
 };
+
+// The calling thread's default session, installed by Session::as_default() on this thread. A thread has
+// none of its own: asking without one throws GraphError, which says to install the session.
+Session& default_session();
 
 }  // namespace tctl
