@@ -5,7 +5,7 @@
 #include <memory>
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
+#include <immintrin.h>
 #endif
 
 namespace tctl {
@@ -30,23 +30,39 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::schedule(std::function<void()> task) {
   TCTL_CHECK(!workers_.empty(), "schedule() on a pool without workers");
+  bool wake;
   {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
+    wake = sleeping_ > 0;
   }
-  cv_.notify_one();
+  if (wake) cv_.notify_one();
 }
 
+// Waking a sleeping thread costs several microseconds here, more than many kernels take, so an idle
+// worker first spins a little on the queue counter before it sleeps on the condition variable.
 void ThreadPool::worker_loop() {
   set_flush_denormals(true);
+  constexpr int kSpins = 4000;
   for (;;) {
+    for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+      _mm_pause();
+#endif
+    }
     std::function<void()> task;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        ++sleeping_;
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        --sleeping_;
+      }
       if (queue_.empty()) return;
       task = std::move(queue_.front());
       queue_.pop_front();
+      queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     task();
   }

@@ -5,6 +5,7 @@
 // which does its share instead of idling. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -50,6 +51,9 @@ class ThreadPool {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_ TCTL_GUARDED_BY(mu_);
   bool stopping_ TCTL_GUARDED_BY(mu_) = false;
+  // Tasks queued, readable without the lock so idle workers can spin on it before they sleep.
+  std::atomic<int> queued_{0};
+  int sleeping_ TCTL_GUARDED_BY(mu_) = 0;
 };
 
 // Sets flush-to-zero and denormals-are-zero for the calling thread (see issue 6: denormal Adam moments
