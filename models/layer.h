@@ -45,6 +45,9 @@ class Layer {
   // The full resolved spec entry: type, name, device (when set) and config().
   nlohmann::json to_json() const;
 
+  // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
+  void set_locking_mode(LockingMode mode) { locking_ = mode; }
+
  protected:
   Layer(std::string type, std::string name, std::string device)
       : type_(std::move(type)), name_(std::move(name)), device_(std::move(device)) {}
@@ -56,6 +59,7 @@ class Layer {
   std::string type_;
   std::string name_;
   std::string device_;
+  LockingMode locking_ = LockingMode::kMutex;
   std::vector<std::shared_ptr<Variable>> variables_;
 };
 

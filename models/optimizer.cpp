@@ -17,13 +17,18 @@ OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
     c.beta2 = spec.number_in("beta2", 0.999, 0.0, 1.0);
     c.epsilon = spec.number_in("epsilon", 1e-7, 1e-30, inf);
   }
+  std::vector<std::string> modes;
+  for (auto m : locking_mode_names()) modes.emplace_back(m);
+  c.locking = *parse_locking_mode(spec.one_of("locking", modes, "mutex"));
   spec.finish();
   return c;
 }
 
 nlohmann::json OptimizerConfig::to_json() const {
-  if (type == "sgd") return {{"type", type}, {"learning_rate", learning_rate}, {"momentum", momentum}, {"nesterov", nesterov}};
-  return {{"type", type}, {"learning_rate", learning_rate}, {"beta1", beta1}, {"beta2", beta2}, {"epsilon", epsilon}};
+  const std::string mode(locking_mode_name(locking));
+  if (type == "sgd")
+    return {{"type", type}, {"learning_rate", learning_rate}, {"momentum", momentum}, {"nesterov", nesterov}, {"locking", mode}};
+  return {{"type", type}, {"learning_rate", learning_rate}, {"beta1", beta1}, {"beta2", beta2}, {"epsilon", epsilon}, {"locking", mode}};
 }
 
 std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string& name) {
@@ -36,7 +41,7 @@ std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string
 std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
                                      const std::vector<Output>& grads) {
   Graph::Scope scope(g, "optimizer", "cpu", Phase::kUpdate);
-  if (!iterations_) iterations_ = std::make_shared<Variable>("optimizer/iterations", Tensor::scalar(0.0f), LockingMode::kMutex, false);
+  if (!iterations_) iterations_ = std::make_shared<Variable>("optimizer/iterations", Tensor::scalar(0.0f), config_.locking, false);
   std::vector<Output> updates;
   // Only Adam reads the step counter. An unused read would still run (automatic control dependencies
   // order it before the increment) and its frame would hold a snapshot of the counter, so every

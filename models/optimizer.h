@@ -23,6 +23,9 @@ struct OptimizerConfig {
   double beta1 = 0.9;
   double beta2 = 0.999;
   double epsilon = 1e-7;
+  // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
+  // the slots and the step counter all use it.
+  LockingMode locking = LockingMode::kMutex;
 
   static OptimizerConfig parse(SpecReader& spec);
   nlohmann::json to_json() const;

@@ -8,7 +8,7 @@
 namespace tctl {
 
 Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
-                                 std::uint64_t seed) {
+                                 std::uint64_t seed, LockingMode locking) {
   Sequential m;
   m.file_ = file;
   m.path_ = path;
@@ -43,6 +43,7 @@ Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& 
     }
     auto layer = make_layer(reader, auto_name);
     if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
+    layer->set_locking_mode(locking);
     shape = layer->build(shape, BuildContext{seed, static_cast<int>(i)}, reader);
     m.output_shapes_.push_back(shape);
     m.layers_.push_back(std::move(layer));

@@ -21,7 +21,7 @@ class Sequential {
   // Parses and validates `spec` (errors name `file` and the JSON path under `path`), then builds every
   // layer, creating its variables with initializers seeded from `seed`.
   static Sequential from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
-                              std::uint64_t seed);
+                              std::uint64_t seed, LockingMode locking = LockingMode::kMutex);
 
   const std::string& name() const { return name_; }
   // Without the batch dimension.

@@ -159,7 +159,7 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
 }
 
 std::unique_ptr<Model> build_model(const TrainConfig& c) {
-  auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
+  auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
   return std::make_unique<Model>(std::move(net), model_options(c));
 }
 

@@ -210,10 +210,12 @@ TEST_CASE("OptimizerConfig::to_json parses back to the same config") {
     CHECK(OptimizerConfig::parse(reader).to_json() == j);
   }
   CHECK(parse_config(R"({"type": "sgd"})").to_json() ==
-        json{{"type", "sgd"}, {"learning_rate", 0.01}, {"momentum", 0.0}, {"nesterov", false}});
+        json{{"type", "sgd"}, {"learning_rate", 0.01}, {"momentum", 0.0}, {"nesterov", false}, {"locking", "mutex"}});
+  CHECK(parse_config(R"({"locking": "atomic"})").locking == LockingMode::kAtomic);
 }
 
 TEST_CASE("OptimizerConfig errors name the JSON path") {
+  expect_config_error(R"({"locking": "spin"})", "optimizer.locking", "unknown value \"spin\" (known: none, mutex, process, atomic, snapshot, dataflow)");
   expect_config_error(R"({"type": "rmsprop"})", "optimizer.type", "unknown value \"rmsprop\" (known: sgd, adam)");
   expect_config_error(R"({"type": "sgd", "learning_rate": -0.1})", "optimizer.learning_rate", "expected a positive number, got -0.1");
   expect_config_error(R"({"type": "sgd", "learning_rate": 0})", "optimizer.learning_rate", "expected a positive number");
