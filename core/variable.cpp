@@ -5,10 +5,18 @@
 namespace tctl {
 
 namespace {
-// The one lock of LockingMode::kProcess, after TensorFlow.NET's Locks.ProcessWide.
+// The one lock of LockingMode::kProcess, after TensorFlow.NET's Locks.ProcessWide. A kernel that updates
+// several variables (Adam: the weights and two slots) takes it once per variable, so a thread that already
+// holds it must not take it again: the depth counts this thread's holds.
 std::mutex& process_mutex() {
   static std::mutex mu;
   return mu;
+}
+thread_local int t_process_depth = 0;
+
+std::unique_lock<std::mutex> lock_process() {
+  if (t_process_depth++ > 0) return {};
+  return std::unique_lock(process_mutex());
 }
 }  // namespace
 
@@ -29,10 +37,15 @@ bool Variable::lock_free() const {
   return mode_ == LockingMode::kNone || mode_ == LockingMode::kAtomic || mode_ == LockingMode::kDataflow;
 }
 
-std::mutex* Variable::mutex_for_mode() const {
-  if (mode_ == LockingMode::kProcess) return &process_mutex();
-  if (mode_ == LockingMode::kMutex || mode_ == LockingMode::kSnapshot) return &mu_;
-  return nullptr;
+std::unique_lock<std::mutex> Variable::lock_for_mode() const {
+  if (mode_ == LockingMode::kProcess) return lock_process();
+  if (mode_ == LockingMode::kMutex || mode_ == LockingMode::kSnapshot) return std::unique_lock(mu_);
+  return {};
+}
+
+void Variable::unlock_for_mode(std::unique_lock<std::mutex>& lock) const {
+  if (mode_ == LockingMode::kProcess) --t_process_depth;
+  if (lock.owns_lock()) lock.unlock();
 }
 
 Tensor Variable::read() const {
@@ -46,8 +59,10 @@ Tensor Variable::read() const {
       dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
     return out;
   }
-  std::lock_guard lock(*mutex_for_mode());
-  return value_;
+  std::unique_lock lock = lock_for_mode();
+  Tensor out = value_;
+  unlock_for_mode(lock);
+  return out;
 }
 
 // Under the lock no new read can appear, so a use count of one proves nobody else sees the buffer.
@@ -74,7 +89,7 @@ void Variable::assign_add(const Tensor& delta, int widen) { add_scaled(delta, 1.
 void Variable::assign_sub(const Tensor& delta, int widen) { add_scaled(delta, -1.0f, widen); }
 
 Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
-  if (std::mutex* mu = v.mutex_for_mode()) lock_ = std::unique_lock(*mu);
+  lock_ = v.lock_for_mode();
   switch (v.mode_) {
     case LockingMode::kMutex:
     case LockingMode::kProcess:
@@ -98,6 +113,7 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
 
 Variable::Update::~Update() {
   if (v_.mode_ == LockingMode::kSnapshot) v_.version_.store(std::make_shared<const Tensor>(std::move(next_)), std::memory_order_release);
+  v_.unlock_for_mode(lock_);
 }
 
 }  // namespace tctl

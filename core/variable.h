@@ -42,8 +42,8 @@ class Variable {
   Tensor read() const;
 
   void assign(const Tensor& value);
-  // `widen` yields that many times between the read and the write of each element, in none and dataflow
-  // modes only, so lost updates show even on two cores (race-check --widen).
+  // `widen` yields that many times between the read and the write of each element, in mode none only, so
+  // lost updates show even on two cores (race-check --widen).
   void assign_add(const Tensor& delta, int widen = 0);
   void assign_sub(const Tensor& delta, int widen = 0);
 
@@ -78,7 +78,8 @@ class Variable {
       for (int k = 0; k < widen_; ++k) std::this_thread::yield();
       cell.store(f(old), std::memory_order_relaxed);
     }
-    void set_widen(int widen) { widen_ = widen; }
+    // race-check --widen, honoured in mode none only.
+    void set_widen(int widen) { widen_ = v_.mode_ == LockingMode::kNone ? widen : 0; }
 
    private:
     Variable& v_;
@@ -92,7 +93,9 @@ class Variable {
   };
 
  private:
-  std::mutex* mutex_for_mode() const;
+  // The lock the mode takes for an update or a locked read (none for the lock-free modes), and its release.
+  std::unique_lock<std::mutex> lock_for_mode() const;
+  void unlock_for_mode(std::unique_lock<std::mutex>& lock) const;
   void make_unique_locked();
   void add_scaled(const Tensor& delta, float sign, int widen);
 

@@ -136,7 +136,7 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
   std::vector<Output> grads;
   for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : train_graph_->add("AddN", list));
   train_pass_->updates = optimizer_.apply(*train_graph_, vars, grads);
-  add_auto_control_dependencies(*train_graph_);
+  if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
 
   infer_graph_ = std::make_shared<Graph>();
   infer_pass_ = std::make_unique<Pass>();

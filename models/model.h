@@ -26,6 +26,8 @@ struct ModelOptions {
   std::string device = "cpu";
   std::uint64_t seed = 0;
   std::string config_file;  // names the file in errors about the loss or metrics
+  // Order stateful ops on one variable by control edges (off only to show what they prevent).
+  bool auto_control_dependencies = true;
 };
 
 // Named values in display order, loss first: {"loss", 0.12}, {"accuracy", 0.97}.

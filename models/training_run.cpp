@@ -158,9 +158,11 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   return p;
 }
 
-std::unique_ptr<Model> build_model(const TrainConfig& c) {
+std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies) {
   auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
-  return std::make_unique<Model>(std::move(net), model_options(c));
+  ModelOptions options = model_options(c);
+  options.auto_control_dependencies = auto_control_dependencies;
+  return std::make_unique<Model>(std::move(net), options);
 }
 
 TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on_epoch, const Model::StepCallback& on_step) {

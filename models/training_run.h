@@ -32,7 +32,7 @@ struct PreparedData {
 PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
 
 // Builds the model `config` describes, with its thread counts and seed.
-std::unique_ptr<Model> build_model(const TrainConfig& config);
+std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true);
 
 struct TrainOutcome {
   std::vector<EpochResult> history;

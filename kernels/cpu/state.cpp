@@ -17,10 +17,16 @@ void const_cpu(KernelContext& ctx) { ctx.set_output(ctx.node().value); }
 
 void read_variable_cpu(KernelContext& ctx) { ctx.set_output(ctx.var(0).read()); }
 
+// Stores its input into the variable through the variable's locking mode.
+void assign_variable_cpu(KernelContext& ctx) { ctx.var(0).assign(ctx.input(0)); }
+
+TensorSpec assign_infer(const InferContext& c) { return {DType::kF32, Shape{}}; }
+
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs, .cpu = placeholder_cpu});
 TCTL_REGISTER_OP({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .cpu = const_cpu, .aliases_output = true});
+TCTL_REGISTER_OP({.name = "AssignVariable", .infer = assign_infer, .cpu = assign_variable_cpu});
 TCTL_REGISTER_OP({.name = "ReadVariable",
                   .num_inputs = 0,
                   .infer = spec_from_attrs,

@@ -87,3 +87,16 @@ TEST_CASE("snapshot and locked reads never tear; a lock-free read is a copy") {
     CHECK(v.read().to_floats() == std::vector<float>{2, 2, 2, 2});
   }
 }
+
+TEST_CASE("one thread may update several process-locked variables at once") {
+  Variable a("a", Tensor::zeros(DType::kF32, Shape{2}), LockingMode::kProcess);
+  Variable b("b", Tensor::zeros(DType::kF32, Shape{2}), LockingMode::kProcess);
+  {
+    Variable::Update ua(a);
+    Variable::Update ub(b);
+    ua.apply(0, [](float x) { return x + 1.0f; });
+    ub.apply(1, [](float x) { return x + 2.0f; });
+  }
+  CHECK(a.read().to_floats() == std::vector<float>{1, 0});
+  CHECK(b.read().to_floats() == std::vector<float>{0, 2});
+}
