@@ -3,7 +3,7 @@
 namespace tctl {
 
 Tensor& KernelContext::output() {
-  if (!output_.defined() || output_.use_count() != 1 || !(output_.shape() == spec_.shape) ||
+  if (!output_.unique() || !(output_.shape() == spec_.shape) ||
       output_.dtype() != spec_.dtype) {
     output_ = Tensor::empty(spec_.dtype, spec_.shape);
   }

@@ -4,6 +4,10 @@
 
 #include "core/errors.h"
 
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace tctl {
 
 namespace {
@@ -53,6 +57,38 @@ Tensor Tensor::from_ints(const Shape& shape, std::span<const std::int32_t> value
   if (!values.empty()) std::memcpy(t.mutable_data<std::int32_t>(), values.data(), values.size_bytes());
   return t;
 }
+
+bool Tensor::unique() const {
+  if (!buffer_ || buffer_.use_count() != 1) return false;
+  // use_count() is a relaxed load; the fence pairs it with the release of the last handle dropped.
+  std::atomic_thread_fence(std::memory_order_acquire);
+#if defined(__SANITIZE_THREAD__)
+  __tsan_acquire(buffer_.get());
+#endif
+  return true;
+}
+
+#if defined(__SANITIZE_THREAD__)
+Tensor& Tensor::operator=(const Tensor& other) {
+  if (buffer_ && buffer_ != other.buffer_) __tsan_release(buffer_.get());
+  buffer_ = other.buffer_;
+  shape_ = other.shape_;
+  dtype_ = other.dtype_;
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& other) noexcept {
+  if (buffer_ && buffer_ != other.buffer_) __tsan_release(buffer_.get());
+  buffer_ = std::move(other.buffer_);
+  shape_ = other.shape_;
+  dtype_ = other.dtype_;
+  return *this;
+}
+
+Tensor::~Tensor() {
+  if (buffer_) __tsan_release(buffer_.get());
+}
+#endif
 
 Tensor Tensor::clone() const {
   if (!defined()) return {};

@@ -75,6 +75,19 @@ class Tensor {
 
   // How many Tensors share this buffer; 1 means this handle is its only owner.
   long use_count() const { return buffer_.use_count(); }
+  // True when this handle is the buffer's only owner, so the caller may write it in place. It also orders
+  // the caller after every thread that let go of its own handle (an acquire fence, and the matching
+  // annotation for ThreadSanitizer, which does not see fences).
+  bool unique() const;
+
+#if defined(__SANITIZE_THREAD__)
+  // Under ThreadSanitizer, dropping a handle is announced as a release, to pair with unique().
+  Tensor(const Tensor&) = default;
+  Tensor(Tensor&&) noexcept = default;
+  Tensor& operator=(const Tensor& other);
+  Tensor& operator=(Tensor&& other) noexcept;
+  ~Tensor();
+#endif
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
 
   // Convenience for tests and tools: the values as floats (int dtypes converted).

@@ -27,10 +27,20 @@ Variable::Variable(std::string name, Tensor initial, LockingMode mode, bool trai
       mode_(mode),
       trainable_(trainable) {
   if (mode_ == LockingMode::kSnapshot) {
-    version_.store(std::make_shared<const Tensor>(std::move(initial)));
+    version_ = std::make_shared<const Tensor>(std::move(initial));
   } else {
     value_ = std::move(initial);
   }
+}
+
+std::shared_ptr<const Tensor> Variable::current_version() const {
+  std::lock_guard lock(version_mu_);
+  return version_;
+}
+
+void Variable::publish(std::shared_ptr<const Tensor> next) {
+  std::lock_guard lock(version_mu_);
+  version_.swap(next);
 }
 
 bool Variable::lock_free() const {
@@ -49,7 +59,7 @@ void Variable::unlock_for_mode(std::unique_lock<std::mutex>& lock) const {
 }
 
 Tensor Variable::read() const {
-  if (mode_ == LockingMode::kSnapshot) return *version_.load(std::memory_order_acquire);
+  if (mode_ == LockingMode::kSnapshot) return *current_version();
   if (lock_free()) {
     // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
     Tensor out = Tensor::empty(dtype_, shape_);
@@ -67,7 +77,7 @@ Tensor Variable::read() const {
 
 // Under the lock no new read can appear, so a use count of one proves nobody else sees the buffer.
 void Variable::make_unique_locked() {
-  if (value_.use_count() > 1) value_ = value_.clone();
+  if (!value_.unique()) value_ = value_.clone();
 }
 
 void Variable::assign(const Tensor& value) {
@@ -97,7 +107,7 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
       data_ = v.value_.mutable_data<float>();
       break;
     case LockingMode::kSnapshot:
-      next_ = v.version_.load(std::memory_order_acquire)->clone();
+      next_ = v.current_version()->clone();
       data_ = next_.mutable_data<float>();
       break;
     case LockingMode::kAtomic:
@@ -112,7 +122,7 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
 }
 
 Variable::Update::~Update() {
-  if (v_.mode_ == LockingMode::kSnapshot) v_.version_.store(std::make_shared<const Tensor>(std::move(next_)), std::memory_order_release);
+  if (v_.mode_ == LockingMode::kSnapshot) v_.publish(std::make_shared<const Tensor>(std::move(next_)));
   v_.unlock_for_mode(lock_);
 }
 

@@ -108,8 +108,12 @@ class Variable {
   // mutex, process: the value, replaced on write while a read shares it. Lock-free modes: the one buffer,
   // never replaced, whose elements are accessed atomically.
   Tensor value_ TCTL_GUARDED_BY(mu_);
-  // snapshot: the published version.
-  std::atomic<std::shared_ptr<const Tensor>> version_;
+  // snapshot: the published version. Its own small lock guards only the pointer, never a copy or a write,
+  // so a reader waits at most for a pointer swap.
+  mutable std::mutex version_mu_;
+  std::shared_ptr<const Tensor> version_ TCTL_GUARDED_BY(version_mu_);
+  std::shared_ptr<const Tensor> current_version() const;
+  void publish(std::shared_ptr<const Tensor> next);
 };
 
 }  // namespace tctl

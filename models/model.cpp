@@ -44,7 +44,7 @@ void check_metrics(const ModelOptions& o) {
 // Copies rows of a [N, ...] tensor into a batch tensor, reusing `buffer` when nobody else holds it.
 Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer) {
   Shape shape = src.shape().with_batch(static_cast<std::int64_t>(rows.size()));
-  if (!buffer.defined() || buffer.use_count() != 1 || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
     buffer = Tensor::empty(src.dtype(), shape);
   const std::size_t row_bytes = src.bytes() / static_cast<std::size_t>(std::max<std::int64_t>(src.shape()[0], 1));
   const char* from = static_cast<const char*>(src.raw_data());
@@ -58,7 +58,7 @@ Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor
 // categorical cross-entropy steps allocate nothing either. A label outside [0, classes) gives a zero row.
 Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer) {
   const Shape shape{static_cast<std::int64_t>(rows.size()), classes};
-  if (!buffer.defined() || buffer.use_count() != 1 || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
     buffer = Tensor::empty(DType::kF32, shape);
   float* out = buffer.mutable_data<float>();
   std::fill(out, out + shape.num_elements(), 0.0f);
