@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #include "core/autodiff.h"
 #include "core/errors.h"
+#include "core/fifo_queue.h"
 
 namespace tctl {
 
@@ -70,25 +72,16 @@ Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, st
   return buffer;
 }
 
+// One batch of feeds on its way from the producer to the training loop.
+struct Batch {
+  Tensor x;
+  Tensor y;
+  std::int64_t step = -1;
+};
+
 std::int64_t argmax_row(const float* p, std::int64_t n) {
   return std::max_element(p, p + n) - p;
 }
-
-// Sums of per-example quantities over an epoch, kept in double and added in batch order.
-struct Totals {
-  double loss = 0.0, correct = 0.0, abs_error = 0.0, sq_error = 0.0;
-  std::int64_t examples = 0, values = 0;
-
-  MetricValues averages(const std::vector<std::string>& metrics) const {
-    MetricValues out{{"loss", examples ? loss / static_cast<double>(examples) : 0.0}};
-    for (const auto& m : metrics) {
-      if (m == "accuracy") out.emplace_back(m, examples ? correct / static_cast<double>(examples) : 0.0);
-      if (m == "mae") out.emplace_back(m, values ? abs_error / static_cast<double>(values) : 0.0);
-      if (m == "mse") out.emplace_back(m, values ? sq_error / static_cast<double>(values) : 0.0);
-    }
-    return out;
-  }
-};
 
 }  // namespace
 
@@ -166,28 +159,74 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
   const std::int64_t n = static_cast<std::int64_t>(order.size());
   const std::int64_t steps = (n + batch_size - 1) / batch_size;
   const bool classification = loss_is_classification(options_.loss);
-  Totals totals;
-  Tensor x_buffer, y_buffer;
+  MetricAccumulator totals;
   std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
+  auto rows_of = [&](std::int64_t step) {
+    return order.subspan(static_cast<std::size_t>(step * batch_size),
+                         static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
+  };
+  auto fill = [&](std::int64_t step, Batch& batch) {
+    batch.step = step;
+    gather_rows(data.x, rows_of(step), batch.x);
+    targets_into(data, rows_of(step), batch.y);
+  };
+
+  // With prefetch, a producer thread gathers the next batches while this one trains: they travel through
+  // a FIFOQueue, and their buffers come back through a second one to be refilled.
+  const std::int64_t prefetch = training ? options_.prefetch : 0;
+  FIFOQueue<Batch> ready(static_cast<std::size_t>(std::max<std::int64_t>(prefetch, 1)));
+  FIFOQueue<Batch> spare(static_cast<std::size_t>(prefetch + 2));
+  std::thread producer;
+  if (prefetch > 0) {
+    for (std::int64_t i = 0; i < prefetch + 2; ++i) spare.enqueue(Batch{});
+    producer = std::thread([&] {
+      for (std::int64_t step = 0; step < steps; ++step) {
+        Batch batch;
+        if (spare.dequeue(batch) != QueueStatus::kOk) return;
+        fill(step, batch);
+        if (ready.enqueue(std::move(batch)) != QueueStatus::kOk) return;
+      }
+    });
+  }
+  // Closing both queues releases the producer however this function ends, even by an exception.
+  struct Joiner {
+    FIFOQueue<Batch>& a;
+    FIFOQueue<Batch>& b;
+    std::thread& t;
+    ~Joiner() {
+      a.close();
+      b.close();
+      if (t.joinable()) t.join();
+    }
+  } joiner{ready, spare, producer};
+
+  Batch inline_batch;
   for (std::int64_t step = 0; step < steps; ++step) {
-    auto rows = order.subspan(static_cast<std::size_t>(step * batch_size),
-                              static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
+    Batch batch;
+    if (prefetch > 0) {
+      TCTL_CHECK(ready.dequeue(batch) == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
+    } else {
+      fill(step, inline_batch);
+      batch = inline_batch;
+    }
+    auto rows = rows_of(step);
     const std::int64_t b = static_cast<std::int64_t>(rows.size());
-    Tensor x = gather_rows(data.x, rows, x_buffer);
-    Tensor y = targets_into(data, rows, y_buffer);
-    std::vector<Feed> feeds{{pass.x, std::move(x)}, {pass.targets, std::move(y)}};
+    std::vector<Feed> feeds{{pass.x, batch.x}, {pass.targets, batch.y}};
     RunOptions ro;
     ro.step = first_step + step;
     std::vector<Tensor> out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
+    feeds.clear();
+    if (prefetch > 0) spare.enqueue(std::move(batch));
+    BatchSums sums;
     if (training) {
       const float loss = out[0].item();
       if (!std::isfinite(loss))
         throw RuntimeError("loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
                            std::to_string(first_step + step + 1) + "; lower the learning rate or standardize the data");
-      totals.loss += static_cast<double>(loss) * static_cast<double>(b);
+      sums.loss = static_cast<double>(loss) * static_cast<double>(b);
     } else {
       const float* l = out[0].data<float>();
-      for (std::int64_t i = 0; i < b; ++i) totals.loss += l[i];
+      for (std::int64_t i = 0; i < b; ++i) sums.loss += l[i];
     }
     const Tensor& pred = out[1];
     const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
@@ -195,20 +234,21 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     if (classification) {
       for (std::int64_t i = 0; i < b; ++i) {
         std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
-        totals.correct += argmax_row(p + i * width, width) == label ? 1.0 : 0.0;
+        sums.correct += argmax_row(p + i * width, width) == label ? 1.0 : 0.0;
       }
     } else {
       for (std::int64_t i = 0; i < b; ++i) {
         const float* t = data.y.data<float>() + rows[static_cast<std::size_t>(i)] * width;
         for (std::int64_t j = 0; j < width; ++j) {
           double d = static_cast<double>(p[i * width + j]) - t[j];
-          totals.abs_error += std::abs(d);
-          totals.sq_error += d * d;
+          sums.abs_error += std::abs(d);
+          sums.sq_error += d * d;
         }
       }
-      totals.values += b * width;
+      sums.values = b * width;
     }
-    totals.examples += b;
+    sums.examples = b;
+    totals.add(sums);
     if (on_step) on_step(step + 1, steps, totals.averages(options_.metrics));
   }
   return totals.averages(options_.metrics);

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "models/dataset.h"
 #include "models/losses.h"
+#include "models/metric_accumulator.h"
 #include "models/optimizer.h"
 #include "models/sequential.h"
 
@@ -28,10 +29,10 @@ struct ModelOptions {
   std::string config_file;  // names the file in errors about the loss or metrics
   // Order stateful ops on one variable by control edges (off only to show what they prevent).
   bool auto_control_dependencies = true;
+  // Training batches a producer thread prepares ahead through a FIFOQueue; 0 prepares each inline.
+  std::int64_t prefetch = 2;
 };
 
-// Named values in display order, loss first: {"loss", 0.12}, {"accuracy", 0.97}.
-using MetricValues = std::vector<std::pair<std::string, double>>;
 double metric(const MetricValues& values, const std::string& name);
 
 struct EpochResult {

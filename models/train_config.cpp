@@ -32,6 +32,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"metrics", metrics},
           {"epochs", epochs},
           {"batch_size", batch_size},
+          {"prefetch", prefetch},
           {"seed", seed},
           {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
           {"device", device},
@@ -128,6 +129,8 @@ TrainConfig load_train_config(const std::string& path) {
   }
   c.epochs = top.positive_int("epochs", 10);
   c.batch_size = top.positive_int("batch_size", 32);
+  c.prefetch = top.non_negative_int("prefetch", 2);
+  if (c.prefetch > 64) top.fail("prefetch", "at most 64 batches ahead, got " + std::to_string(c.prefetch));
   c.seed = static_cast<std::uint64_t>(top.non_negative_int("seed", 0));
   if (top.has("threads")) {
     SpecReader t = top.object("threads");
@@ -139,7 +142,7 @@ TrainConfig load_train_config(const std::string& path) {
   if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected cpu, cuda or cuda:N)");
   std::string stem = std::filesystem::path(path).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
-  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "seed", "threads", "device", "output"});
+  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads", "device", "output"});
   return c;
 }
 

@@ -37,6 +37,7 @@ struct TrainConfig {
   std::vector<std::string> metrics{"accuracy"};
   std::int64_t epochs = 10;
   std::int64_t batch_size = 32;
+  std::int64_t prefetch = 2;  // batches prepared ahead by the input pipeline's producer thread
   std::uint64_t seed = 0;
   int inter_op_threads = 0;
   int intra_op_threads = 0;

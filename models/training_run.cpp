@@ -41,6 +41,7 @@ ModelOptions model_options(const TrainConfig& c) {
   o.device = c.device;
   o.seed = c.seed;
   o.config_file = c.file;
+  o.prefetch = c.prefetch;
   return o;
 }
 

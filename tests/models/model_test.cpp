@@ -301,3 +301,20 @@ TEST_CASE("steady-state steps inside fit allocate no buffers") {
 
 }  // namespace
 }  // namespace tctl
+
+TEST_CASE("the prefetching input pipeline changes no result") {
+  using namespace tctl;
+  std::vector<double> losses[2];
+  for (int k = 0; k < 2; ++k) {
+    nlohmann::json spec = {{"input_shape", {4}},
+                           {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
+    ModelOptions o;
+    o.prefetch = k == 0 ? 0 : 3;
+    o.inter_op_threads = 1;
+    o.intra_op_threads = 1;
+    Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
+    Dataset iris = load_builtin("iris", 0, "", "");
+    for (const auto& r : m.fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
+  }
+  CHECK(losses[0] == losses[1]);
+}

@@ -1,0 +1,36 @@
+#include "models/metric_accumulator.h"
+
+namespace tctl {
+
+void MetricAccumulator::add(const BatchSums& b) {
+  std::lock_guard lock(mu_);
+  sums_.loss += b.loss;
+  sums_.correct += b.correct;
+  sums_.abs_error += b.abs_error;
+  sums_.sq_error += b.sq_error;
+  sums_.examples += b.examples;
+  sums_.values += b.values;
+}
+
+std::int64_t MetricAccumulator::examples() const {
+  std::lock_guard lock(mu_);
+  return sums_.examples;
+}
+
+MetricValues MetricAccumulator::averages(const std::vector<std::string>& metrics) const {
+  BatchSums s;
+  {
+    std::lock_guard lock(mu_);
+    s = sums_;
+  }
+  auto ratio = [](double a, std::int64_t n) { return n ? a / static_cast<double>(n) : 0.0; };
+  MetricValues out{{"loss", ratio(s.loss, s.examples)}};
+  for (const auto& m : metrics) {
+    if (m == "accuracy") out.emplace_back(m, ratio(s.correct, s.examples));
+    if (m == "mae") out.emplace_back(m, ratio(s.abs_error, s.values));
+    if (m == "mse") out.emplace_back(m, ratio(s.sq_error, s.values));
+  }
+  return out;
+}
+
+}  // namespace tctl

@@ -1,0 +1,40 @@
+// MetricAccumulator: running sums of the loss and metrics over the batches of an epoch, safe to feed from
+// several training threads at once (each add is one locked update, never a lost one).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+// Named values in display order, loss first: {"loss", 0.12}, {"accuracy", 0.97}.
+using MetricValues = std::vector<std::pair<std::string, double>>;
+
+// The sums one batch contributes.
+struct BatchSums {
+  double loss = 0.0;       // sum of per-example losses
+  double correct = 0.0;    // examples classified right
+  double abs_error = 0.0;  // regression: sum |prediction - target|
+  double sq_error = 0.0;   // regression: sum (prediction - target)^2
+  std::int64_t examples = 0;
+  std::int64_t values = 0;  // regression: predicted values
+};
+
+class MetricAccumulator {
+ public:
+  void add(const BatchSums& b);
+  // Averages so far: "loss" first, then each of `metrics` ("accuracy", "mae", "mse") in order.
+  MetricValues averages(const std::vector<std::string>& metrics) const;
+  std::int64_t examples() const;
+
+ private:
+  mutable std::mutex mu_;
+  BatchSums sums_ TCTL_GUARDED_BY(mu_);
+};
+
+}  // namespace tctl
