@@ -200,3 +200,21 @@ TEST_CASE("a device that is not there falls back to the CPU with a warning") {
   CHECK(r.err.find("device cuda:3 is not available, running on cpu") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "run/weights.safetensors"));
 }
+
+TEST_CASE("one training thread gives the same weights under every locking mode") {
+  using namespace tctl::cli_test;
+  TempDir dir;
+  std::string reference;
+  for (const char* mode : {"mutex", "none", "process", "atomic", "snapshot", "dataflow"}) {
+    CAPTURE(mode);
+    dir.write("config.json", std::string(R"({"model": )") + nlohmann::json(source_path("configs/models/iris_mlp.json").string()).dump() +
+                                 R"(, "data": "iris", "optimizer": {"type": "adam", "locking": ")" + mode +
+                                 R"("}, "epochs": 5, "threads": {"inter_op": 1, "intra_op": 1}})");
+    CommandResult r = run_tensorctl(std::string("train config.json --quiet --output run_") + mode, dir.path());
+    REQUIRE(r.status == 0);
+    CHECK(read_json(dir / (std::string("run_") + mode + "/summary.json")).at("config").at("optimizer").at("locking") == mode);
+    std::string weights = read_text(dir / (std::string("run_") + mode + "/weights.safetensors"));
+    if (reference.empty()) reference = weights;
+    CHECK(weights == reference);
+  }
+}
