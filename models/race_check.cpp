@@ -52,6 +52,15 @@ void judge(RaceRow& r, bool promises_no_loss, bool promises_no_tearing) {
   }
 }
 
+// Records the counts of a scenario whose operations should each leave one update behind.
+void record_updates(RaceRow& r, std::int64_t operations, double expected, double observed, double elapsed) {
+  r.operations = operations;
+  r.expected = expected;
+  r.observed = observed;
+  r.lost_updates = std::llround(expected - observed);
+  r.ops_per_second = static_cast<double>(operations) / std::max(elapsed, 1e-9);
+}
+
 bool keeps_updates(LockingMode m) { return m != LockingMode::kNone; }
 bool never_tears(LockingMode m) { return m != LockingMode::kNone && m != LockingMode::kAtomic; }
 
@@ -81,13 +90,8 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
   const double elapsed = seconds_since(start);
   double sum = 0.0;
   for (float x : v->read().to_floats()) sum += x;
-  r.operations = total;
-  r.expected = static_cast<double>(total);
-  r.observed = sum / static_cast<double>(o.size);
-  r.lost_updates = std::llround(r.expected - r.observed);
-  r.ops_per_second = static_cast<double>(total) / std::max(elapsed, 1e-9);
+  record_updates(r, total, static_cast<double>(total), sum / static_cast<double>(o.size), elapsed);
   judge(r, keeps_updates(mode), true);
-  r.promised = keeps_updates(mode);
   return r;
 }
 
@@ -137,7 +141,6 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   r.lost_updates = std::llround((r.observed - r.expected) / (expected_per_round / o.threads));
   r.ops_per_second = static_cast<double>(r.operations) / std::max(elapsed, 1e-9);
   judge(r, keeps_updates(mode), true);
-  r.promised = keeps_updates(mode);
   return r;
 }
 
@@ -185,14 +188,9 @@ RaceRow train(LockingMode mode, const RaceOptions& o) {
   });
   const double elapsed = seconds_since(start);
   const auto state = model.optimizer().state();
-  r.operations = total;
-  r.expected = static_cast<double>(total);
-  r.observed = state.back()->read().item();
-  r.lost_updates = std::llround(r.expected - r.observed);
-  r.ops_per_second = static_cast<double>(total) / std::max(elapsed, 1e-9);
+  record_updates(r, total, static_cast<double>(total), state.back()->read().item(), elapsed);
   r.final_loss = metric(model.evaluate(digits, 256), "loss");
   judge(r, keeps_updates(mode), true);
-  r.promised = keeps_updates(mode);
   return r;
 }
 
@@ -253,7 +251,6 @@ RaceRow torn_read(LockingMode mode, const RaceOptions& o) {
   r.torn_reads = torn.load();
   r.ops_per_second = static_cast<double>(r.operations) / std::max(elapsed, 1e-9);
   judge(r, true, never_tears(mode));
-  r.promised = never_tears(mode);
   return r;
 }
 

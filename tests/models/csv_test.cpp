@@ -1,3 +1,4 @@
+#include "models/test_files.h"
 #include "models/csv.h"
 
 #include <doctest/doctest.h>
@@ -16,20 +17,10 @@ using tctl::SpecError;
 
 namespace {
 
-// A fresh folder per process, so parallel test runs do not trip over each other's files.
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tctl_csv_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path temp_dir() { return tctl::testing::scratch_dir(); }
 
 std::string write_file(const std::string& name, const std::string& contents) {
-  fs::path p = temp_dir() / name;
-  std::ofstream(p, std::ios::binary) << contents;
-  return p.string();
+  return tctl::testing::write_scratch_file(name, contents);
 }
 
 // Reads `path`, expecting a SpecError; returns it so the test can look at every part.

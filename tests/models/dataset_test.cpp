@@ -1,3 +1,4 @@
+#include "models/test_files.h"
 #include "models/dataset.h"
 
 #include <doctest/doctest.h>
@@ -19,19 +20,10 @@ using namespace tctl;
 
 namespace {
 
-fs::path temp_dir() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("tctl_dataset_test_" + std::to_string(::getpid()));
-    fs::create_directories(d);
-    return d;
-  }();
-  return dir;
-}
+fs::path temp_dir() { return tctl::testing::scratch_dir(); }
 
 std::string write_file(const std::string& name, const std::string& contents) {
-  fs::path p = temp_dir() / name;
-  std::ofstream(p, std::ios::binary) << contents;
-  return p.string();
+  return tctl::testing::write_scratch_file(name, contents);
 }
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
