@@ -1,4 +1,3 @@
-#include "models/test_files.h"
 #include "models/csv.h"
 
 #include <doctest/doctest.h>
@@ -9,6 +8,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "models/test_files.h"
 
 namespace fs = std::filesystem;
 using tctl::CsvTable;

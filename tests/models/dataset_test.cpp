@@ -1,4 +1,3 @@
-#include "models/test_files.h"
 #include "models/dataset.h"
 
 #include <doctest/doctest.h>
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "models/test_files.h"
 
 namespace fs = std::filesystem;
 using namespace tctl;
