@@ -4,6 +4,7 @@
 
 #include "core/errors.h"
 #include "core/kernel_context.h"
+#include "core/profiler.h"
 
 namespace tctl {
 
@@ -124,7 +125,13 @@ struct Run {
     for (std::size_t k = 0; k < pn.inputs.size(); ++k) inputs[k] = &values[static_cast<std::size_t>(pn.inputs[k])];
     try {
       KernelContext kc(*pn.node, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed, ctx.step);
-      pn.kernel(kc);
+      if (ctx.profiler == nullptr) {
+        pn.kernel(kc);
+      } else {
+        auto start = Profiler::Clock::now();
+        pn.kernel(kc);
+        ctx.profiler->record(*pn.node, start, Profiler::Clock::now());
+      }
     } catch (...) {
       record_error(std::current_exception());
     }

@@ -17,6 +17,8 @@
 
 namespace tctl {
 
+class Profiler;
+
 // One graph node as this plan runs it, with its concrete output spec for the planned feed shapes.
 struct PlanNode {
   const Node* node = nullptr;
@@ -68,6 +70,8 @@ struct RunContext {
   ThreadPool* intra = nullptr;
   std::uint64_t seed = 0;
   std::int64_t step = 0;
+  // When set, every kernel execution is recorded into it; null costs one pointer check per node.
+  Profiler* profiler = nullptr;
 };
 
 class Executor {

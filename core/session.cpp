@@ -94,6 +94,7 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
   ctx.intra = &intra_;
   ctx.seed = options_.seed;
   ctx.step = options.step >= 0 ? options.step : next_step_.fetch_add(1, std::memory_order_relaxed);
+  ctx.profiler = options.profiler;
 
   std::unique_ptr<Frame> frame = prepared.take_frame();
   std::vector<Tensor> out;
@@ -102,10 +103,13 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
     try {
       Executor::run(prepared.plan, *frame, feed_values, ctx);
     } catch (...) {
+      if (options.profiler != nullptr) options.profiler->collect();
       prepared.give_back(std::move(frame));
       throw;
     }
   }
+  // Copy the node names now, while the graph is surely alive, and off the kernels' path.
+  if (options.profiler != nullptr) options.profiler->collect();
   out.reserve(fetches.size());
   for (int s : prepared.plan.fetch_slots) out.push_back(frame->values()[static_cast<std::size_t>(s)]);
   prepared.give_back(std::move(frame));

@@ -15,6 +15,7 @@
 
 #include "core/executor.h"
 #include "core/graph.h"
+#include "core/profiler.h"
 #include "core/thread_pool.h"
 
 namespace tctl {
@@ -32,6 +33,9 @@ struct SessionOptions {
 struct RunOptions {
   // The step number that keys random streams (dropout masks); -1 takes the session's next step.
   std::int64_t step = -1;
+  // When set, the run records each kernel execution into it (see core/profiler.h); the session borrows it.
+  // One profiler may serve many runs and threads at once.
+  Profiler* profiler = nullptr;
 };
 
 class Session {
