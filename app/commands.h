@@ -15,5 +15,6 @@ Command add_predict_command(CLI::App& app);
 Command add_evaluate_command(CLI::App& app);
 Command add_summary_command(CLI::App& app);
 Command add_race_check_command(CLI::App& app);
+Command add_profile_command(CLI::App& app);
 
 }  // namespace tctl::app

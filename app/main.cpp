@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   add(tctl::app::add_evaluate_command);
   add(tctl::app::add_summary_command);
   add(tctl::app::add_race_check_command);
+  add(tctl::app::add_profile_command);
 
   std::string known;
   bool known_command = false;

@@ -310,12 +310,21 @@ std::vector<std::string> Model::placement_warnings() const {
   return out;
 }
 
-float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step) {
+float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
   std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
   std::vector<Output> fetches{train_pass_->loss};
   RunOptions ro;
   ro.step = step;
+  ro.profiler = profiler;
   return train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
+}
+
+Tensor Model::forward_step(const Tensor& x, Profiler* profiler) {
+  std::vector<Feed> feeds{{infer_pass_->x, x}};
+  std::vector<Output> fetches{infer_pass_->predictions};
+  RunOptions ro;
+  ro.profiler = profiler;
+  return infer_session_->run(feeds, fetches, {}, ro)[0];
 }
 
 }  // namespace tctl

@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/profiler.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
 #include "models/dataset.h"
@@ -70,8 +71,12 @@ class Model {
   // Nodes that could not run where they asked and fell back to the CPU, so far.
   std::vector<std::string> placement_warnings() const;
   const Graph& training_graph() const { return *train_graph_; }
+  const Graph& inference_graph() const { return *infer_graph_; }
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
-  float train_step(const Tensor& x, const Tensor& targets, std::int64_t step);
+  // With a profiler, the run's node events are recorded into it.
+  float train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
+  // One inference pass on a batch (the forward-only profile).
+  Tensor forward_step(const Tensor& x, Profiler* profiler = nullptr);
   // The batch feeds for rows of a data set, in the form the loss expects.
   Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
 

@@ -1,0 +1,160 @@
+// tensorctl profile CONFIG|MODEL: where the time of a training step goes, per layer and per op, and what
+// the thread settings buy.
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "app/commands.h"
+#include "app/flag_checks.h"
+#include "app/terminal.h"
+#include "core/errors.h"
+#include "models/atomic_file.h"
+#include "models/profiling.h"
+#include "models/spec_reader.h"
+
+namespace tctl::app {
+
+namespace {
+struct ProfileFlags {
+  std::string path;
+  std::string inter = "1";
+  std::string intra = "1";
+  std::string mode = "traced";
+  std::string trace;
+  ProfileOptions options;
+  bool ops = false;
+  bool json = false;
+};
+
+std::vector<int> thread_list(const std::string& text, const std::string& flag) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    std::size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(pos, comma - pos);
+    int n = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size() || n < 1 || n > 256)
+      throw SpecError("", flag, "expected a comma-separated list of thread counts from 1 to 256, got \"" + text + "\"");
+    out.push_back(n);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
+std::string ms_range(const TimeStats& t) {
+  if (t.max == 0) return "-";
+  return fmt::format("{:.3f} [{:.3f}-{:.3f}]", t.median / 1000.0, t.min / 1000.0, t.max / 1000.0);
+}
+
+nlohmann::json stats_json(const TimeStats& t) { return {{"median_ms", t.median / 1000}, {"min_ms", t.min / 1000}, {"max_ms", t.max / 1000}}; }
+
+void print_layers(const ProfileReport& r, bool ops) {
+  std::vector<std::vector<std::string>> rows;
+  double layer_sum = 0;
+  for (const auto& l : r.layers) {
+    const double total = l.forward.median + l.backward.median;
+    layer_sum += total;
+    const double gflops = total > 0 ? l.flops / (total * 1e3) : 0;
+    rows.push_back({l.type.empty() ? l.name : l.name + " (" + l.type + ")", l.output_shape, l.type.empty() ? "" : thousands(l.params),
+                    ms_range(l.forward), ms_range(l.backward), fmt::format("{:.1f}%", 100.0 * total / r.step.median),
+                    l.flops > 0 ? fmt::format("{:.2f}", l.flops / 1e6) : "", l.flops > 0 ? fmt::format("{:.1f}", gflops) : ""});
+    if (!ops) continue;
+    for (const auto& o : r.ops) {
+      if ((o.layer.empty() ? "(graph)" : o.layer) != l.name) continue;
+      rows.push_back({"  " + o.name, o.op, o.phase, o.phase == "forward" ? ms(o.time.median) : "",
+                      o.phase == "forward" ? "" : ms(o.time.median), fmt::format("{:.1f}%", 100.0 * o.time.median / r.step.median), "", ""});
+    }
+  }
+  std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #", "forward ms [min-max]", "backward ms [min-max]", "share", "MFLOP", "GFLOP/s"},
+                              rows, {false, false, true, true, true, true, true, true})
+                        .c_str());
+  std::printf("step %s ms [%s-%s] (median [min-max] of the wall time), %s samples/s\n", ms(r.step.median).c_str(),
+              ms(r.step.min).c_str(), ms(r.step.max).c_str(), thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
+  std::printf("kernels %s ms, outside kernels (executor and session overhead) %s ms = %.1f%% of the step\n",
+              ms(layer_sum).c_str(), ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
+}
+
+int run_profile(const ProfileFlags& f) {
+  if (f.mode != "traced")
+    throw SpecError("", "--mode", "unknown or not yet available mode \"" + f.mode + "\" (available: traced)");
+  const auto inters = thread_list(f.inter, "--inter-op-threads");
+  const auto intras = thread_list(f.intra, "--intra-op-threads");
+  if (!f.trace.empty()) {
+    auto parent = std::filesystem::path(f.trace).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent))
+      throw SpecError("", "--trace", "directory " + parent.string() + " does not exist");
+  }
+  nlohmann::json doc = parse_json_file(f.path);
+  TrainConfig config = doc.is_object() && doc.contains("model") ? load_train_config(f.path) : config_for_model_spec(f.path);
+
+  std::vector<ProfileReport> reports;
+  for (int inter : inters) {
+    for (int intra : intras) {
+      ProfileOptions o = f.options;
+      o.inter_op_threads = inter;
+      o.intra_op_threads = intra;
+      reports.push_back(profile_training(config, o));
+    }
+  }
+  const ProfileReport& last = reports.back();
+  if (!f.trace.empty()) {
+    TraceOptions t;
+    t.process_name = "tensorctl " + std::string(f.options.forward_only ? "forward" : "training") + " step";
+    write_file_atomic(f.trace, chrome_trace_json(last.last_events, t));
+  }
+  if (f.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : reports) {
+      nlohmann::json layers = nlohmann::json::array();
+      for (const auto& l : r.layers)
+        layers.push_back({{"name", l.name}, {"type", l.type}, {"output_shape", l.output_shape}, {"params", l.params},
+                          {"forward", stats_json(l.forward)}, {"backward", stats_json(l.backward)}, {"flops", l.flops}});
+      nlohmann::json ops = nlohmann::json::array();
+      for (const auto& o : r.ops) ops.push_back({{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
+      out.push_back({{"inter_op_threads", r.inter_op_threads}, {"intra_op_threads", r.intra_op_threads}, {"step", stats_json(r.step)},
+                     {"kernels", stats_json(r.kernels)}, {"samples_per_second", r.samples_per_second}, {"layers", layers}, {"ops", ops}});
+    }
+    std::printf("%s\n", nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", out}}.dump(2).c_str());
+    return 0;
+  }
+  std::printf("Profile of %s: batch %lld, %lld iterations after %lld warm-up, %s, inter-op %d, intra-op %d\n", f.path.c_str(),
+              static_cast<long long>(f.options.batch_size), static_cast<long long>(f.options.iterations),
+              static_cast<long long>(f.options.warmup), f.options.forward_only ? "forward only" : "training step",
+              last.inter_op_threads, last.intra_op_threads);
+  print_layers(last, f.ops);
+  if (reports.size() > 1) {
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& r : reports)
+      rows.push_back({std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads), ms(r.step.median),
+                      thousands(static_cast<std::int64_t>(r.samples_per_second)), fmt::format("{:.2f}x", reports[0].step.median / r.step.median)});
+    std::printf("\nThread sweep (speed-up over inter %d x intra %d):\n", reports[0].inter_op_threads, reports[0].intra_op_threads);
+    std::printf("%s", box_table({"inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows, {true, true, true, true, true}).c_str());
+  }
+  if (!f.trace.empty()) std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
+  return 0;
+}
+}  // namespace
+
+Command add_profile_command(CLI::App& app) {
+  auto f = std::make_shared<ProfileFlags>();
+  CLI::App* cmd = app.add_subcommand("profile", "Time a training step per layer and per op, across thread counts");
+  cmd->add_option("config", f->path, "Train config, or a model spec (profiled on random inputs)")->required();
+  cmd->add_option("--batch-size", f->options.batch_size, "Batch size")->check(positive_integer());
+  cmd->add_option("--iterations", f->options.iterations, "Measured steps")->check(positive_integer());
+  cmd->add_option("--warmup", f->options.warmup, "Steps run before measuring")->check(non_negative_integer());
+  cmd->add_option("--inter-op-threads", f->inter, "Inter-op thread counts, a comma list for a sweep (default 1)");
+  cmd->add_option("--intra-op-threads", f->intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
+  cmd->add_option("--mode", f->mode, "traced (eager comes later)");
+  cmd->add_flag("--forward-only", f->options.forward_only, "Profile inference only");
+  cmd->add_flag("--ops", f->ops, "Break each layer into its graph nodes");
+  cmd->add_option("--trace", f->trace, "Write a Chrome trace (Perfetto) of the last measured step");
+  cmd->add_flag("--json", f->json, "Print the report as JSON");
+  return [f] { return run_profile(*f); };
+}
+
+}  // namespace tctl::app

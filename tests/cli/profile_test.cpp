@@ -1,0 +1,68 @@
+// tensorctl profile end to end: the per-layer table, the sweep, the trace file's schema, bad input.
+#include <doctest/doctest.h>
+
+#include <set>
+
+#include "cli/cli_test_util.h"
+
+using namespace tctl::cli_test;
+
+TEST_CASE("profile prints the per-layer table, the overhead and a thread sweep") {
+  TempDir dir;
+  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/digits_mlp.json")) +
+                                      " --iterations 3 --warmup 1 --inter-op-threads 1,2 --ops",
+                                  dir.path());
+  REQUIRE(r.status == 0);
+  for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul", "forward ms",
+                             "backward ms", "GFLOP/s", "outside kernels", "Thread sweep", "speed-up"})
+    CHECK(r.out.find(needle) != std::string::npos);
+}
+
+TEST_CASE("profile of a bare model spec runs on random inputs; --json has every layer") {
+  TempDir dir;
+  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/models/iris_mlp.json")) +
+                                      " --iterations 2 --batch-size 8 --json",
+                                  dir.path());
+  REQUIRE(r.status == 0);
+  auto doc = parse_json(r.out);
+  const auto& run = doc.at("runs").at(0);
+  std::set<std::string> names;
+  for (const auto& l : run.at("layers")) names.insert(l.at("name").get<std::string>());
+  CHECK(names.count("dense"));
+  CHECK(names.count("dense_1"));
+  CHECK(run.at("samples_per_second").get<double>() > 0);
+}
+
+TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter-op threads give two tracks") {
+  TempDir dir;
+  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/digits_mlp.json")) +
+                                      " --iterations 5 --warmup 1 --inter-op-threads 2 --trace trace.json",
+                                  dir.path());
+  REQUIRE(r.status == 0);
+  auto trace = read_json(dir / "trace.json");
+  std::set<int> tids;
+  int complete = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    for (const char* key : {"name", "ph", "pid", "tid"}) CHECK(e.contains(key));
+    if (e.at("ph") != "X") continue;
+    ++complete;
+    for (const char* key : {"ts", "dur", "args"}) CHECK(e.contains(key));
+    tids.insert(e.at("tid").get<int>());
+  }
+  CHECK(complete > 10);
+  // Whether the pool's worker ran a node in the last step depends on the schedule (see the note on issue 4);
+  // lanes per thread are checked deterministically in tests/core/profiler_test.cpp.
+  CHECK(!tids.empty());
+}
+
+TEST_SUITE("bad input") {
+TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writing nothing") {
+  TempDir dir;
+  const std::string config = quoted(source_path("configs/digits_mlp.json"));
+  expect_user_error(dir, "profile " + config + " --mode warp", {"--mode: unknown or not yet available mode \"warp\""});
+  expect_user_error(dir, "profile " + config + " --inter-op-threads 0", {"--inter-op-threads: expected a comma-separated list"});
+  expect_user_error(dir, "profile " + config + " --intra-op-threads 1,,2", {"--intra-op-threads"});
+  expect_user_error(dir, "profile " + config + " --iterations 0", {"--iterations"});
+  expect_user_error(dir, "profile " + config + " --trace missing/trace.json", {"--trace: directory missing does not exist"});
+}
+}
