@@ -38,7 +38,7 @@ nlohmann::json Layer::to_json() const {
 }
 
 std::shared_ptr<Variable> Layer::add_variable(const std::string& short_name, Tensor initial, bool trainable) {
-  auto v = std::make_shared<Variable>(name_ + "/" + short_name, std::move(initial), locking_, trainable);
+  auto v = std::make_shared<Variable>(variable_prefix_ + name_ + "/" + short_name, std::move(initial), locking_, trainable);
   variables_.push_back(v);
   return v;
 }

@@ -47,6 +47,10 @@ class Layer {
 
   // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
   void set_locking_mode(LockingMode mode) { locking_ = mode; }
+  // Prepended to the names of the variables build() creates, "<prefix><layer>/<variable>"; set before
+  // build(). A container layer gives its sub-layers its own name ("parallel/"), so names stay unique.
+  void set_variable_prefix(std::string prefix) { variable_prefix_ = std::move(prefix); }
+  const std::string& variable_prefix() const { return variable_prefix_; }
 
  protected:
   Layer(std::string type, std::string name, std::string device)
@@ -54,12 +58,18 @@ class Layer {
   std::shared_ptr<Variable> add_variable(const std::string& short_name, Tensor initial, bool trainable = true);
   // Reads the layer's variables into g (ReadVariable nodes).
   Output read(Graph& g, std::size_t i) const { return g.read(variables_[i]); }
+  LockingMode locking_mode() const { return locking_; }
+  // A container layer lists the variables of a sub-layer it owns as its own (after its build()).
+  void adopt_variables(const Layer& child) {
+    for (const auto& v : child.variables()) variables_.push_back(v);
+  }
 
  private:
   std::string type_;
   std::string name_;
   std::string device_;
   LockingMode locking_ = LockingMode::kMutex;
+  std::string variable_prefix_;
   std::vector<std::shared_ptr<Variable>> variables_;
 };
 

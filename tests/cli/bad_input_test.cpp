@@ -76,7 +76,7 @@ TEST_CASE("invalid JSON in the model file names that file, line and column") {
 TEST_CASE("unknown layer type lists the known types") {
   Scratch s(model_with_layers(R"({"type": "Dense", "units": 8}, {"type": "Conv9", "units": 3})"));
   expect_user_error(s.dir, "train config.json",
-                    {R"(model.json: layers[1].type: unknown layer type "Conv9")", "known: Activation, Dense, Dropout"});
+                    {R"(model.json: layers[1].type: unknown layer type "Conv9")", "known: Activation, Delay, Dense, Dropout, Parallel"});
 }
 
 TEST_CASE("unknown activation lists the known ones") {
