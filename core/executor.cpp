@@ -1,6 +1,7 @@
 #include "core/executor.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/errors.h"
 #include "core/kernel_context.h"
@@ -211,6 +212,26 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
   if (!can_hand_off)
     for (std::size_t r = 1; r < plan.roots.size(); ++r) run.run_from(plan.roots[r]);
   if (!plan.roots.empty()) run.run_from(plan.roots[0]);
+  // The caller is one of the inter-op threads: while the run is unfinished it takes queued nodes itself,
+  // and only when there are none does it spin briefly, then sleep until the run is done.
+  if (can_hand_off) {
+    int idle = 0;
+    while (frame.remaining_.load(std::memory_order_acquire) > 0) {
+      if (ctx.inter->try_run_one()) {
+        idle = 0;
+        continue;
+      }
+      if (++idle < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        continue;
+      }
+      std::unique_lock lock(frame.mu_);
+      frame.cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return frame.done_; });
+      idle = 0;
+    }
+  }
   std::exception_ptr error;
   {
     std::unique_lock lock(frame.mu_);

@@ -40,6 +40,19 @@ void ThreadPool::schedule(std::function<void()> task) {
   if (wake) cv_.notify_one();
 }
 
+bool ThreadPool::try_run_one() {
+  std::function<void()> task;
+  {
+    std::lock_guard lock(mu_);
+    if (queue_.empty()) return false;
+    task = std::move(queue_.front());
+    queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  task();
+  return true;
+}
+
 // Waking a sleeping thread costs several microseconds here, more than many kernels take, so an idle
 // worker first spins a little on the queue counter before it sleeps on the condition variable.
 void ThreadPool::worker_loop() {

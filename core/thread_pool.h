@@ -33,6 +33,12 @@ class ThreadPool {
   // Runs `task` on a worker. Tasks must not throw and must not block on other tasks of this pool.
   void schedule(std::function<void()> task);
 
+  // Runs one queued task on the calling thread, if there is one; returns whether it did. A thread that
+  // waits for the pool's work (the executor's caller) helps with it instead of idling.
+  bool try_run_one();
+  // Whether tasks are queued, without taking the lock.
+  bool has_pending() const { return queued_.load(std::memory_order_acquire) > 0; }
+
   // Calls fn(begin, end) on disjoint blocks covering [0, n), spread over the pool and the calling thread,
   // and returns when all are done. Blocks hold at least `grain` indices. fn must give each index the same
   // result however the range is cut; that is what keeps results independent of thread counts. An
