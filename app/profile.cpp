@@ -75,6 +75,12 @@ void print_layers(const ProfileReport& r, bool ops) {
                         .c_str());
   std::printf("step %s ms [%s-%s] (median [min-max] of the wall time), %s samples/s\n", ms(r.step.median).c_str(),
               ms(r.step.min).c_str(), ms(r.step.max).c_str(), thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
+  if (layer_sum > r.step.median) {
+    // Concurrent nodes: more kernel time than wall time.
+    std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n", ms(layer_sum).c_str(),
+                ms(r.step.median).c_str(), layer_sum / r.step.median);
+    return;
+  }
   std::printf("kernels %s ms, outside kernels (executor and session overhead) %s ms = %.1f%% of the step\n",
               ms(layer_sum).c_str(), ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
 }

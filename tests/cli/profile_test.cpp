@@ -67,3 +67,17 @@ TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writ
   expect_user_error(dir, "profile " + config + " --trace missing/trace.json", {"--trace: directory missing does not exist"});
 }
 }
+
+TEST_CASE("a Parallel of two Delay branches leaves events on two thread tracks with two inter-op threads") {
+  TempDir dir;
+  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/models/parallel_delay.json")) +
+                                      " --iterations 1 --warmup 0 --inter-op-threads 2 --trace trace.json",
+                                  dir.path());
+  REQUIRE(r.status == 0);
+  std::set<int> delay_tids;
+  for (const auto& e : read_json(dir / "trace.json").at("traceEvents"))
+    if (e.at("ph") == "X" && e.at("args").at("op") == "Delay") delay_tids.insert(e.at("tid").get<int>());
+  // Two 50 ms nodes with no path between them: while one thread sleeps in the first, the other takes the
+  // second from the queue.
+  CHECK(delay_tids.size() == 2);
+}
