@@ -75,8 +75,10 @@ TEST_CASE("a Parallel of two Delay branches leaves events on two thread tracks w
                                   dir.path());
   REQUIRE(r.status == 0);
   std::set<int> delay_tids;
-  for (const auto& e : read_json(dir / "trace.json").at("traceEvents"))
-    if (e.at("ph") == "X" && e.at("args").at("op") == "Delay") delay_tids.insert(e.at("tid").get<int>());
+  const auto trace = read_json(dir / "trace.json");
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph").get<std::string>() == "X" && e.at("args").at("op").get<std::string>() == "Delay")
+      delay_tids.insert(e.at("tid").get<int>());
   // Two 50 ms nodes with no path between them: while one thread sleeps in the first, the other takes the
   // second from the queue.
   CHECK(delay_tids.size() == 2);
