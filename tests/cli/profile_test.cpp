@@ -14,7 +14,7 @@ TEST_CASE("profile prints the per-layer table, the overhead and a thread sweep")
                                   dir.path());
   REQUIRE(r.status == 0);
   for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul", "forward ms",
-                             "backward ms", "GFLOP/s", "outside kernels", "Thread sweep", "speed-up"})
+                             "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up"})
     CHECK(r.out.find(needle) != std::string::npos);
 }
 
