@@ -60,6 +60,22 @@ std::string layer_name_stem(const std::string& type) {
   return out;
 }
 
+void LayerNamer::reserve(const nlohmann::json& l) {
+  if (l.is_object() && l.contains("name") && l["name"].is_string()) given_.insert(l["name"].get<std::string>());
+}
+
+std::string LayerNamer::next(const nlohmann::json& l) {
+  if (!l.is_object() || !l.contains("type") || !l["type"].is_string()) return {};
+  const std::string stem = layer_name_stem(l["type"].get<std::string>());
+  int& n = counts_[stem];
+  std::string name;
+  do {
+    name = n == 0 ? stem : stem + "_" + std::to_string(n);
+    ++n;
+  } while (given_.contains(name));
+  return name;
+}
+
 std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name) {
   std::string type = spec.string("type");
   const LayerEntry* entry = nullptr;

@@ -22,26 +22,13 @@ Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& 
   if (!layers.is_array() || layers.empty()) top.fail("layers", "expected a non-empty list of layers, " + describe_json(layers));
   top.finish({"name", "input_shape", "layers"});
 
-  // An automatic name steps around the names the spec gives, so a layer the user did not name is never
-  // reported as a duplicate of one they did.
-  std::set<std::string> given_names;
-  for (const auto& l : layers)
-    if (l.is_object() && l.contains("name") && l["name"].is_string()) given_names.insert(l["name"].get<std::string>());
-  std::map<std::string, int> stem_counts;
+  LayerNamer namer;
+  for (const auto& l : layers) namer.reserve(l);
   std::set<std::string> names;
   Shape shape = m.input_shape_;
   for (std::size_t i = 0; i < layers.size(); ++i) {
     SpecReader reader(layers[i], file, top.path_of("layers") + "[" + std::to_string(i) + "]");
-    std::string auto_name;
-    if (layers[i].is_object() && layers[i].contains("type") && layers[i]["type"].is_string()) {
-      std::string stem = layer_name_stem(layers[i]["type"].get<std::string>());
-      int& n = stem_counts[stem];
-      do {
-        auto_name = n == 0 ? stem : stem + "_" + std::to_string(n);
-        ++n;
-      } while (given_names.contains(auto_name));
-    }
-    auto layer = make_layer(reader, auto_name);
+    auto layer = make_layer(reader, namer.next(layers[i]));
     if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
     layer->set_locking_mode(locking);
     shape = layer->build(shape, BuildContext{seed, static_cast<int>(i)}, reader);

@@ -29,30 +29,20 @@ class Parallel final : public Layer {
       args.spec.fail("branches", "expected a list of at least 2 branches (each a list of layers), " + describe_json(spec_));
     merge_ = args.spec.one_of("merge", {"add", "concat"}, "concat");
 
-    std::set<std::string> given_names;
+    // One name scope across all branches, so sub-layer (and variable) names are unique in the Parallel.
+    LayerNamer namer;
     for (std::size_t i = 0; i < spec_.size(); ++i) {
       if (!spec_[i].is_array() || spec_[i].empty())
         throw SpecError(file_, branch_path(i), "expected a non-empty list of layers, " + describe_json(spec_[i]));
-      for (const auto& l : spec_[i])
-        if (l.is_object() && l.contains("name") && l["name"].is_string()) given_names.insert(l["name"].get<std::string>());
+      for (const auto& l : spec_[i]) namer.reserve(l);
     }
-    std::map<std::string, int> stem_counts;
     std::set<std::string> names;
     branches_.resize(spec_.size());
     for (std::size_t i = 0; i < spec_.size(); ++i) {
       for (std::size_t j = 0; j < spec_[i].size(); ++j) {
         const nlohmann::json& l = spec_[i][j];
         SpecReader reader(l, file_, layer_path(i, j));
-        std::string auto_name;
-        if (l.is_object() && l.contains("type") && l["type"].is_string()) {
-          std::string stem = layer_name_stem(l["type"].get<std::string>());
-          int& n = stem_counts[stem];
-          do {
-            auto_name = n == 0 ? stem : stem + "_" + std::to_string(n);
-            ++n;
-          } while (given_names.contains(auto_name));
-        }
-        auto layer = make_layer(reader, auto_name);
+        auto layer = make_layer(reader, namer.next(l));
         if (!names.insert(layer->name()).second)
           reader.fail("name", "duplicate layer name \"" + layer->name() + "\" in Parallel layer \"" + name() + "\"");
         branches_[i].push_back(std::move(layer));
