@@ -51,12 +51,6 @@ Device* DeviceRegistry::find(std::string_view name) const {
   return nullptr;
 }
 
-std::vector<std::string> DeviceRegistry::names() const {
-  std::vector<std::string> out{"cpu"};
-  for (const auto& d : devices_) out.push_back(d->name());
-  return out;
-}
-
 bool is_device_name(std::string_view name) {
   if (name == "cpu" || name == "cpu:0" || name == "cuda") return true;
   if (!name.starts_with("cuda:") || name.size() == 5) return false;

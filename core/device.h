@@ -34,7 +34,6 @@ class DeviceRegistry {
   void add(std::unique_ptr<Device> device);
   // The device with this name ("cuda" means "cuda:0"), or nullptr when absent.
   Device* find(std::string_view name) const;
-  std::vector<std::string> names() const;
 
  private:
   DeviceRegistry();

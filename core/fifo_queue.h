@@ -19,9 +19,6 @@ namespace tctl {
 
 enum class QueueStatus { kOk, kClosed, kTimeout };
 
-// "ok", "closed", "timeout".
-const char* queue_status_name(QueueStatus s);
-
 template <class T>
 class FIFOQueue {
  public:

@@ -48,12 +48,6 @@ const OpDef& op_def(std::string_view name) {
   return *it->second;
 }
 
-std::vector<std::string> registered_op_names() {
-  std::vector<std::string> out;
-  for (const auto& [name, def] : registry()) out.push_back(name);
-  return out;
-}
-
 InferFn same_as_input(int i) {
   return [i](const InferContext& c) { return c.input(i); };
 }

@@ -69,7 +69,6 @@ struct OpDef {
 bool register_op(OpDef def);
 // The op with this name; an unknown name is an internal error (ops are named by code, not by users).
 const OpDef& op_def(std::string_view name);
-std::vector<std::string> registered_op_names();
 
 // Shape functions used by many ops.
 InferFn same_as_input(int i);

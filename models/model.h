@@ -66,8 +66,6 @@ class Model {
   const Sequential& net() const { return *net_; }
   const ModelOptions& options() const { return options_; }
   const Optimizer& optimizer() const { return optimizer_; }
-  // Nodes per graph, for reports.
-  int training_graph_size() const { return train_graph_->size(); }
   // Nodes that could not run where they asked and fell back to the CPU, so far.
   std::vector<std::string> placement_warnings() const;
   const Graph& training_graph() const { return *train_graph_; }
