@@ -45,6 +45,8 @@ std::vector<int> thread_list(const std::string& text, const std::string& flag) {
   return out;
 }
 
+const char* mode_name(const ProfileReport& r) { return r.eager ? "eager" : "traced"; }
+
 std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
 std::string ms_range(const TimeStats& t) {
   if (t.max == 0) return "-";
@@ -73,21 +75,26 @@ void print_layers(const ProfileReport& r, bool ops) {
   std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #", "forward ms [min-max]", "backward ms [min-max]", "share", "MFLOP", "GFLOP/s"},
                               rows, {false, false, true, true, true, true, true, true})
                         .c_str());
-  std::printf("step %s ms [%s-%s] (median [min-max] of the wall time), %s samples/s\n", ms(r.step.median).c_str(),
-              ms(r.step.min).c_str(), ms(r.step.max).c_str(), thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
+  std::printf("step %s ms [%s-%s] profiled (median [min-max] of the wall time); %s ms without the profiler (%+.1f%%), %s samples/s\n",
+              ms(r.step.median).c_str(), ms(r.step.min).c_str(), ms(r.step.max).c_str(), ms(r.unprofiled.median).c_str(),
+              100.0 * (r.step.median - r.unprofiled.median) / r.unprofiled.median,
+              thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
   if (layer_sum > r.step.median) {
     // Concurrent nodes: more kernel time than wall time.
     std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n", ms(layer_sum).c_str(),
                 ms(r.step.median).c_str(), layer_sum / r.step.median);
     return;
   }
-  std::printf("kernels %s ms, outside kernels (executor and session overhead) %s ms = %.1f%% of the step\n",
-              ms(layer_sum).c_str(), ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
+  std::printf("kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n", ms(layer_sum).c_str(),
+              r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead", ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
 }
 
 int run_profile(const ProfileFlags& f) {
-  if (f.mode != "traced")
-    throw SpecError("", "--mode", "unknown or not yet available mode \"" + f.mode + "\" (available: traced)");
+  if (f.mode != "traced" && f.mode != "eager" && f.mode != "both")
+    throw SpecError("", "--mode", "unknown mode \"" + f.mode + "\" (known: traced, eager, both)");
+  std::vector<bool> eager_modes;
+  if (f.mode != "eager") eager_modes.push_back(false);
+  if (f.mode != "traced") eager_modes.push_back(true);
   const auto inters = thread_list(f.inter, "--inter-op-threads");
   const auto intras = thread_list(f.intra, "--intra-op-threads");
   if (!f.trace.empty()) {
@@ -99,15 +106,20 @@ int run_profile(const ProfileFlags& f) {
   TrainConfig config = doc.is_object() && doc.contains("model") ? load_train_config(f.path) : config_for_model_spec(f.path);
 
   std::vector<ProfileReport> reports;
-  for (int inter : inters) {
-    for (int intra : intras) {
-      ProfileOptions o = f.options;
-      o.inter_op_threads = inter;
-      o.intra_op_threads = intra;
-      reports.push_back(profile_training(config, o));
+  for (bool eager : eager_modes) {
+    for (int inter : inters) {
+      for (int intra : intras) {
+        ProfileOptions o = f.options;
+        o.inter_op_threads = inter;
+        o.intra_op_threads = intra;
+        o.eager = eager;
+        reports.push_back(profile_training(config, o));
+      }
     }
   }
-  const ProfileReport& last = reports.back();
+  // The detailed table and the trace show the last configuration of the first mode (traced, unless only
+  // eager was asked for).
+  const ProfileReport& last = reports[reports.size() / eager_modes.size() - 1];
   if (!f.trace.empty()) {
     TraceOptions t;
     t.process_name = "tensorctl " + std::string(f.options.forward_only ? "forward" : "training") + " step";
@@ -122,24 +134,33 @@ int run_profile(const ProfileFlags& f) {
                           {"forward", stats_json(l.forward)}, {"backward", stats_json(l.backward)}, {"flops", l.flops}});
       nlohmann::json ops = nlohmann::json::array();
       for (const auto& o : r.ops) ops.push_back({{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
-      out.push_back({{"inter_op_threads", r.inter_op_threads}, {"intra_op_threads", r.intra_op_threads}, {"step", stats_json(r.step)},
+      out.push_back({{"mode", mode_name(r)}, {"inter_op_threads", r.inter_op_threads}, {"intra_op_threads", r.intra_op_threads},
+                     {"step", stats_json(r.step)}, {"unprofiled_step", stats_json(r.unprofiled)},
                      {"kernels", stats_json(r.kernels)}, {"samples_per_second", r.samples_per_second}, {"layers", layers}, {"ops", ops}});
     }
     std::printf("%s\n", nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", out}}.dump(2).c_str());
     return 0;
   }
-  std::printf("Profile of %s: batch %lld, %lld iterations after %lld warm-up, %s, inter-op %d, intra-op %d\n", f.path.c_str(),
-              static_cast<long long>(f.options.batch_size), static_cast<long long>(f.options.iterations),
-              static_cast<long long>(f.options.warmup), f.options.forward_only ? "forward only" : "training step",
-              last.inter_op_threads, last.intra_op_threads);
-  print_layers(last, f.ops);
+  for (std::size_t m = 0; m < eager_modes.size(); ++m) {
+    const ProfileReport& r = reports[(m + 1) * reports.size() / eager_modes.size() - 1];
+    std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d\n",
+                m > 0 ? "\n" : "", f.path.c_str(), static_cast<long long>(f.options.batch_size),
+                static_cast<long long>(f.options.iterations), static_cast<long long>(f.options.warmup),
+                f.options.forward_only ? "forward only" : "training step", mode_name(r), r.inter_op_threads, r.intra_op_threads);
+    print_layers(r, f.ops);
+  }
   if (reports.size() > 1) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : reports)
-      rows.push_back({std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads), ms(r.step.median),
-                      thousands(static_cast<std::int64_t>(r.samples_per_second)), fmt::format("{:.2f}x", reports[0].step.median / r.step.median)});
-    std::printf("\nThread sweep (speed-up over inter %d x intra %d):\n", reports[0].inter_op_threads, reports[0].intra_op_threads);
-    std::printf("%s", box_table({"inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows, {true, true, true, true, true}).c_str());
+      rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads), ms(r.unprofiled.median),
+                      thousands(static_cast<std::int64_t>(r.samples_per_second)),
+                      fmt::format("{:.2f}x", reports[0].unprofiled.median / r.unprofiled.median)});
+    std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
+                eager_modes.size() > 1 ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
+                reports[0].inter_op_threads, reports[0].intra_op_threads);
+    std::printf("%s", box_table({"mode", "inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows,
+                                {false, true, true, true, true, true})
+                          .c_str());
   }
   if (!f.trace.empty()) std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
   return 0;
@@ -155,7 +176,7 @@ Command add_profile_command(CLI::App& app) {
   cmd->add_option("--warmup", f->options.warmup, "Steps run before measuring")->check(non_negative_integer());
   cmd->add_option("--inter-op-threads", f->inter, "Inter-op thread counts, a comma list for a sweep (default 1)");
   cmd->add_option("--intra-op-threads", f->intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
-  cmd->add_option("--mode", f->mode, "traced (eager comes later)");
+  cmd->add_option("--mode", f->mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
   cmd->add_flag("--forward-only", f->options.forward_only, "Profile inference only");
   cmd->add_flag("--ops", f->ops, "Break each layer into its graph nodes");
   cmd->add_option("--trace", f->trace, "Write a Chrome trace (Perfetto) of the last measured step");

@@ -38,7 +38,11 @@ Node& Graph::append(const OpDef& op) {
   return nodes_.back();
 }
 
-Output Graph::add(std::string_view op_name, std::vector<Output> inputs, Attrs attrs, std::vector<VarUse> vars) {
+Output Graph::add(std::string_view op, std::vector<Output> inputs, Attrs attrs, std::vector<VarUse> vars) {
+  return notify(add_node(op, std::move(inputs), std::move(attrs), std::move(vars)));
+}
+
+Output Graph::add_node(std::string_view op_name, std::vector<Output> inputs, Attrs attrs, std::vector<VarUse> vars) {
   const OpDef& op = op_def(op_name);
   TCTL_CHECK(op.num_inputs < 0 || op.num_inputs == static_cast<int>(inputs.size()),
              std::string(op_name) + " called with a wrong number of inputs");
@@ -67,18 +71,18 @@ Output Graph::add(std::string_view op_name, std::vector<Output> inputs, Attrs at
 }
 
 Output Graph::placeholder(std::string_view name, DType dtype, const Shape& shape) {
-  Output o = add("Placeholder", {}, Attrs{{"dtype", static_cast<std::int64_t>(dtype)},
-                                          {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}});
+  Output o = add_node("Placeholder", {}, Attrs{{"dtype", static_cast<std::int64_t>(dtype)},
+                                          {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}}, {});
   nodes_[static_cast<std::size_t>(o.node)].name = std::string(name);
-  return o;
+  return notify(o);
 }
 
 Output Graph::constant(Tensor value) {
   Attrs attrs{{"dtype", static_cast<std::int64_t>(value.dtype())},
               {"shape", std::vector<std::int64_t>(value.shape().dims().begin(), value.shape().dims().end())}};
-  Output o = add("Const", {}, std::move(attrs));
+  Output o = add_node("Const", {}, std::move(attrs), {});
   nodes_[static_cast<std::size_t>(o.node)].value = std::move(value);
-  return o;
+  return notify(o);
 }
 
 Output Graph::read(const std::shared_ptr<Variable>& var) {

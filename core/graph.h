@@ -6,6 +6,7 @@
 // read from any thread.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -97,6 +98,11 @@ class Graph {
   const std::string& current_layer() const { return layer_; }
   Phase current_phase() const { return phase_; }
 
+  // Called with every node once it is complete, in the order nodes are added: how eager execution runs
+  // each op the moment a layer calls it (core/eager.h). At most one hook; an empty one removes it.
+  using NodeHook = std::function<void(const Node&)>;
+  void set_node_hook(NodeHook hook) { hook_ = std::move(hook); }
+
   // A process-unique id, stamped on every Output this graph returns.
   std::uint32_t id() const { return id_; }
 
@@ -115,6 +121,11 @@ class Graph {
 
  private:
   Node& append(const OpDef& op);
+  Output add_node(std::string_view op, std::vector<Output> inputs, Attrs attrs, std::vector<VarUse> vars);
+  Output notify(Output o) {
+    if (hook_) hook_(node(o));
+    return o;
+  }
 
   std::uint32_t id_;
   std::vector<Node> nodes_;
@@ -122,6 +133,7 @@ class Graph {
   std::string layer_;
   std::string device_ = "cpu";
   Phase phase_ = Phase::kForward;
+  NodeHook hook_;
 };
 
 // The calling thread's default graph: the one installed by the innermost as_default() on this thread, or

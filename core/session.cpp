@@ -69,19 +69,6 @@ Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const
   return *plans_.emplace(key, std::move(prepared)).first->second;
 }
 
-namespace {
-// Kernels run with denormals flushed on every thread, the caller's included, so that the thread a node
-// happens to run on never changes its result. The caller's own setting is restored afterwards.
-class FlushDenormalsScope {
- public:
-  FlushDenormalsScope() : was_on_(set_flush_denormals(true)) {}
-  ~FlushDenormalsScope() { set_flush_denormals(was_on_); }
-
- private:
-  bool was_on_;
-};
-}  // namespace
-
 std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Output> fetches,
                                  std::span<const Output> targets, const RunOptions& options) {
   Prepared& prepared = prepare(feeds, fetches, targets);

@@ -67,4 +67,17 @@ class ThreadPool {
 // was on before.
 bool set_flush_denormals(bool on);
 
+// Flushes denormals on the calling thread while it lives and restores the thread's setting after. Every
+// caller that runs kernels holds one, so the thread a node happens to run on never changes its result.
+class FlushDenormalsScope {
+ public:
+  FlushDenormalsScope() : was_on_(set_flush_denormals(true)) {}
+  ~FlushDenormalsScope() { set_flush_denormals(was_on_); }
+  FlushDenormalsScope(const FlushDenormalsScope&) = delete;
+  FlushDenormalsScope& operator=(const FlushDenormalsScope&) = delete;
+
+ private:
+  bool was_on_;
+};
+
 }  // namespace tctl

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/autodiff.h"
+#include "core/eager.h"
 #include "core/errors.h"
 #include "core/fifo_queue.h"
 
@@ -92,48 +93,14 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
       inter_pool_(options_.inter_op_threads),
       intra_pool_(options_.intra_op_threads) {
   check_metrics(options_);
-  const Shape input = Shape::concat(-1, net_->input_shape());
-  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, net_->output_shape()));
-
-  auto trace = [&](Graph& g, Pass& pass, bool training) {
-    pass.x = g.placeholder("x", DType::kF32, input);
-    pass.targets = g.placeholder("targets", target.dtype, target.shape);
-    pass.predictions = net_->call(g, pass.x, training, options_.device);
-    std::string why = check_loss_fits(g, options_.loss, pass.predictions);
-    if (!why.empty()) throw SpecError(options_.config_file, "loss", why);
-    Graph::Scope scope(g, "loss", options_.device, Phase::kForward);
-    LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
-    pass.loss = loss.mean;
-    pass.per_example = loss.per_example;
-  };
 
   train_graph_ = std::make_shared<Graph>();
   train_pass_ = std::make_unique<Pass>();
-  trace(*train_graph_, *train_pass_, true);
-  // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
-  std::vector<std::shared_ptr<Variable>> vars;
-  std::vector<Output> reads;
-  std::vector<std::size_t> owner;
-  for (const auto& v : net_->variables()) {
-    if (!v->trainable()) continue;
-    for (const Node& n : train_graph_->nodes()) {
-      if (n.op->name != "ReadVariable" || n.vars[0].var != v) continue;
-      reads.push_back(Output{n.id});
-      owner.push_back(vars.size());
-    }
-    vars.push_back(v);
-  }
-  std::vector<Output> read_grads = gradients(*train_graph_, train_pass_->loss, reads);
-  std::vector<std::vector<Output>> per_var(vars.size());
-  for (std::size_t i = 0; i < reads.size(); ++i) per_var[owner[i]].push_back(read_grads[i]);
-  std::vector<Output> grads;
-  for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : train_graph_->add("AddN", list));
-  train_pass_->updates = optimizer_.apply(*train_graph_, vars, grads);
+  trace_training(*train_graph_, *train_pass_);
   if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
-
   infer_graph_ = std::make_shared<Graph>();
   infer_pass_ = std::make_unique<Pass>();
-  trace(*infer_graph_, *infer_pass_, false);
+  trace_forward(*infer_graph_, *infer_pass_, false);
 
   SessionOptions so;
   so.seed = options_.seed;
@@ -142,6 +109,42 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
 }
 
 Model::~Model() = default;
+
+void Model::trace_forward(Graph& g, Pass& pass, bool training) const {
+  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, net_->output_shape()));
+  pass.x = g.placeholder("x", DType::kF32, Shape::concat(-1, net_->input_shape()));
+  pass.targets = g.placeholder("targets", target.dtype, target.shape);
+  pass.predictions = net_->call(g, pass.x, training, options_.device);
+  std::string why = check_loss_fits(g, options_.loss, pass.predictions);
+  if (!why.empty()) throw SpecError(options_.config_file, "loss", why);
+  Graph::Scope scope(g, "loss", options_.device, Phase::kForward);
+  LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
+  pass.loss = loss.mean;
+  pass.per_example = loss.per_example;
+}
+
+void Model::trace_training(Graph& g, Pass& pass) {
+  trace_forward(g, pass, true);
+  // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
+  std::vector<std::shared_ptr<Variable>> vars;
+  std::vector<Output> reads;
+  std::vector<std::size_t> owner;
+  for (const auto& v : net_->variables()) {
+    if (!v->trainable()) continue;
+    for (const Node& n : g.nodes()) {
+      if (n.op->name != "ReadVariable" || n.vars[0].var != v) continue;
+      reads.push_back(Output{n.id, g.id()});
+      owner.push_back(vars.size());
+    }
+    vars.push_back(v);
+  }
+  std::vector<Output> read_grads = gradients(g, pass.loss, reads);
+  std::vector<std::vector<Output>> per_var(vars.size());
+  for (std::size_t i = 0; i < reads.size(); ++i) per_var[owner[i]].push_back(read_grads[i]);
+  std::vector<Output> grads;
+  for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : g.add("AddN", list));
+  pass.updates = optimizer_.apply(g, vars, grads);
+}
 
 Tensor Model::targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
   Tensor buffer;
@@ -317,6 +320,28 @@ float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t ste
   ro.step = step;
   ro.profiler = profiler;
   return train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
+}
+
+float Model::eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
+  Graph g;
+  EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, step, profiler});
+  eager.feed("x", x);
+  eager.feed("targets", targets);
+  Pass pass;
+  trace_training(g, pass);
+  return eager.value(pass.loss).item();
+}
+
+Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
+  Graph g;
+  EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, 0, profiler});
+  eager.feed("x", x);
+  // The loss is traced too (as in the inference graph) but its targets are not part of the timing.
+  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(x.shape()[0], net_->output_shape()));
+  eager.feed("targets", Tensor::zeros(target.dtype, target.shape));
+  Pass pass;
+  trace_forward(g, pass, false);
+  return eager.value(pass.predictions);
 }
 
 Tensor Model::forward_step(const Tensor& x, Profiler* profiler) {

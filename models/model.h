@@ -75,11 +75,19 @@ class Model {
   float train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
   // One inference pass on a batch (the forward-only profile).
   Tensor forward_step(const Tensor& x, Profiler* profiler = nullptr);
+  // The same two, eagerly (core/eager.h): every op runs as the model calls it, one after another, with no
+  // graph to plan or overlap. Same seed and step, same numbers as the traced step.
+  float eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
+  Tensor eager_forward_step(const Tensor& x, Profiler* profiler = nullptr);
   // The batch feeds for rows of a data set, in the form the loss expects.
   Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
 
  private:
   struct Pass;  // one traced graph's inputs and outputs
+  // The forward pass and loss into `g`; with training, the layers' training behaviour (dropout).
+  void trace_forward(Graph& g, Pass& pass, bool training) const;
+  // The forward pass, loss, gradients and optimizer updates of one training step into `g`.
+  void trace_training(Graph& g, Pass& pass);
   // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
   MetricValues run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,

@@ -32,8 +32,10 @@ nlohmann::json OptimizerConfig::to_json() const {
 }
 
 std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string& name) {
-  auto s = std::make_shared<Variable>("optimizer/" + var.name() + "/" + name, Tensor::zeros(DType::kF32, var.shape()),
-                                      var.locking_mode(), false);
+  const std::string full = "optimizer/" + var.name() + "/" + name;
+  for (const auto& s : slots_)
+    if (s->name() == full) return s;
+  auto s = std::make_shared<Variable>(full, Tensor::zeros(DType::kF32, var.shape()), var.locking_mode(), false);
   slots_.push_back(s);
   return s;
 }

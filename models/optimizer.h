@@ -37,7 +37,8 @@ class Optimizer {
   explicit Optimizer(OptimizerConfig config) : config_(std::move(config)) {}
 
   // Adds one update per variable, given its gradient, plus the step counter's increment; returns the
-  // ops to run as targets. Slots are created the first time a variable is seen.
+  // ops to run as targets. Slots are created the first time a variable is seen and reused after, so an
+  // eager step, which traces the updates again every step, keeps its moments.
   std::vector<Output> apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
                             const std::vector<Output>& grads);
 

@@ -18,6 +18,7 @@ struct ProfileOptions {
   int inter_op_threads = 1;
   int intra_op_threads = 1;
   bool forward_only = false;
+  bool eager = false;  // run the step eagerly (core/eager.h) instead of as one traced graph
 };
 
 // Microseconds over the measured iterations.
@@ -49,12 +50,14 @@ struct OpProfile {
 struct ProfileReport {
   std::vector<LayerProfile> layers;
   std::vector<OpProfile> ops;
-  TimeStats step;        // wall time of Session::run
+  TimeStats step;        // wall time of one step, profiled
+  TimeStats unprofiled;  // the same steps without the profiler, run alternately: the profiler's cost
   TimeStats kernels;     // sum of the kernel times in one step
   double samples_per_second = 0;
   std::vector<ProfileEvent> last_events;  // the last measured step, for --trace
   int inter_op_threads = 1;
   int intra_op_threads = 1;
+  bool eager = false;
 };
 
 // Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the

@@ -60,7 +60,7 @@ TEST_SUITE("bad input") {
 TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writing nothing") {
   TempDir dir;
   const std::string config = quoted(source_path("configs/digits_mlp.json"));
-  expect_user_error(dir, "profile " + config + " --mode warp", {"--mode: unknown or not yet available mode \"warp\""});
+  expect_user_error(dir, "profile " + config + " --mode warp", {"--mode: unknown mode \"warp\" (known: traced, eager, both)"});
   expect_user_error(dir, "profile " + config + " --inter-op-threads 0", {"--inter-op-threads: expected a comma-separated list"});
   expect_user_error(dir, "profile " + config + " --intra-op-threads 1,,2", {"--intra-op-threads"});
   expect_user_error(dir, "profile " + config + " --iterations 0", {"--iterations"});
@@ -82,4 +82,36 @@ TEST_CASE("a Parallel of two Delay branches leaves events on two thread tracks w
   // Two 50 ms nodes with no path between them: while one thread sleeps in the first, the other takes the
   // second from the queue.
   CHECK(delay_tids.size() == 2);
+}
+
+TEST_CASE("--mode both profiles eager and traced side by side; eager runs the Delay branches one after another") {
+  TempDir dir;
+  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/models/parallel_delay.json")) +
+                                      " --iterations 1 --warmup 0 --inter-op-threads 2 --mode both --json",
+                                  dir.path());
+  REQUIRE(r.status == 0);
+  const auto doc = parse_json(r.out);
+  REQUIRE(doc.at("runs").size() == 2);
+  CHECK(doc.at("runs").at(0).at("mode") == "traced");
+  CHECK(doc.at("runs").at(1).at("mode") == "eager");
+  for (const auto& run : doc.at("runs")) CHECK(run.at("unprofiled_step").at("median_ms").get<double>() > 0);
+
+  r = run_tensorctl("profile " + quoted(source_path("configs/models/parallel_delay.json")) +
+                        " --iterations 1 --warmup 0 --inter-op-threads 2 --mode eager --trace eager.json",
+                    dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("eager, inter-op 2") != std::string::npos);
+  // Eager mode has no scheduler: both Delay nodes run on the calling thread, the second after the first.
+  std::vector<std::pair<double, double>> delays;
+  std::set<int> tids;
+  const auto trace = read_json(dir / "eager.json");
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph").get<std::string>() != "X") continue;
+    tids.insert(e.at("tid").get<int>());
+    if (e.at("args").at("op").get<std::string>() == "Delay")
+      delays.emplace_back(e.at("ts").get<double>(), e.at("ts").get<double>() + e.at("dur").get<double>());
+  }
+  CHECK(tids.size() == 1);
+  REQUIRE(delays.size() == 2);
+  CHECK(delays[1].first >= delays[0].second);
 }

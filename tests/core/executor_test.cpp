@@ -4,6 +4,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <set>
+#include <thread>
 
 #include "core/autodiff.h"
 #include "core/errors.h"
@@ -108,4 +110,57 @@ TEST_CASE("only the nodes needed for the fetches run") {
   CHECK(s.run({}, fetch)[0].item() == 3.0f);
   CHECK(g_meeting.runs == 0);
   g_meeting.want = 2;
+}
+
+namespace {
+// A test op whose parallel_for chunks each spin for a while and count how many chunks, across all nodes,
+// are running at that moment, and on which threads.
+struct BusyCount {
+  std::atomic<int> active{0};
+  std::atomic<int> max_active{0};
+  std::mutex mu;
+  std::set<std::thread::id> threads;
+};
+BusyCount g_busy;
+
+void busy_probe_cpu(KernelContext& ctx) {
+  ctx.parallel_for(8, 1, [](std::int64_t, std::int64_t) {
+    const int now = g_busy.active.fetch_add(1) + 1;
+    int seen = g_busy.max_active.load();
+    while (now > seen && !g_busy.max_active.compare_exchange_weak(seen, now)) {
+    }
+    {
+      std::lock_guard lock(g_busy.mu);
+      g_busy.threads.insert(std::this_thread::get_id());
+    }
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(300);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    g_busy.active.fetch_sub(1);
+  });
+  ctx.output().mutable_data<float>()[0] = 1.0f;
+}
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "TestBusyProbe", .num_inputs = 0, .infer = scalar_spec, .cpu = busy_probe_cpu});
+
+TEST_CASE("inter-op x intra-op never runs more busy threads than asked") {
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> probes;
+  for (int i = 0; i < 6; ++i) probes.push_back(g->add("TestBusyProbe", {}));
+  Output sum = g->add("AddN", probes);
+  for (auto [inter_n, intra_n] : {std::pair{1, 1}, {2, 1}, {1, 2}, {2, 2}, {3, 2}}) {
+    INFO("inter " << inter_n << " intra " << intra_n);
+    g_busy.max_active = 0;
+    g_busy.threads.clear();
+    ThreadPool inter(inter_n), intra(intra_n);
+    Session s(g, inter, intra);
+    for (int run = 0; run < 3; ++run) CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 6.0f);
+    // Each inter-op thread runs one node at a time and lends itself to that node's parallel_for; the
+    // intra-op pool adds intra - 1 workers that all nodes share. So at most inter + intra - 1 threads are
+    // busy, which never exceeds inter x intra.
+    CHECK(g_busy.max_active.load() <= inter_n + intra_n - 1);
+    CHECK(g_busy.max_active.load() <= inter_n * intra_n);
+    CHECK(static_cast<int>(g_busy.threads.size()) <= inter_n + intra_n - 1);
+  }
 }

@@ -1,0 +1,53 @@
+#include "core/eager.h"
+
+#include "core/errors.h"
+#include "core/kernel_context.h"
+#include "core/profiler.h"
+
+namespace tctl {
+
+EagerRunner::EagerRunner(Graph& g, ThreadPool& intra, EagerOptions options)
+    : g_(g), intra_(intra), options_(options) {
+  g_.set_node_hook([this](const Node& node) { run(node); });
+}
+
+EagerRunner::~EagerRunner() { g_.set_node_hook({}); }
+
+void EagerRunner::run(const Node& node) {
+  const std::size_t id = static_cast<std::size_t>(node.id);
+  if (values_.size() <= id) values_.resize(id + 1);
+  if (node.op->name == "Placeholder") {
+    auto it = feeds_.find(node.name);
+    if (it == feeds_.end()) throw RuntimeError("placeholder " + node.name + " must be fed");
+    if (!it->second.shape().compatible(node.spec.shape) || it->second.dtype() != node.spec.dtype)
+      throw ShapeError(node.name + ": fed " + std::string(dtype_name(it->second.dtype())) + " " +
+                       it->second.shape().to_string() + " where the graph expects " +
+                       std::string(dtype_name(node.spec.dtype)) + " " + node.spec.shape.to_string());
+    values_[id] = it->second;
+    return;
+  }
+  // The node's spec may have an unknown batch dimension; the kernel gets the concrete one.
+  std::vector<TensorSpec> in_specs;
+  std::vector<const Tensor*> inputs;
+  in_specs.reserve(node.inputs.size());
+  inputs.reserve(node.inputs.size());
+  for (int in : node.inputs) {
+    const Tensor& t = values_[static_cast<std::size_t>(in)];
+    in_specs.push_back({t.dtype(), t.shape()});
+    inputs.push_back(&t);
+  }
+  const TensorSpec spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
+  TCTL_CHECK(node.op->cpu != nullptr, "op " + node.op->name + " has no CPU kernel");
+  KernelContext kc(node, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
+  if (options_.profiler == nullptr) {
+    node.op->cpu(kc);
+    return;
+  }
+  const auto start = Profiler::Clock::now();
+  node.op->cpu(kc);
+  options_.profiler->record(node, start, Profiler::Clock::now());
+  // The node lives in a vector that grows as ops are added: copy its names before it can move.
+  options_.profiler->collect();
+}
+
+}  // namespace tctl
