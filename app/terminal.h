@@ -26,6 +26,8 @@ class ProgressPrinter {
   ProgressPrinter(std::FILE* out, std::int64_t epochs);
   void on_step(std::int64_t step, std::int64_t steps, const MetricValues& running);
   void on_epoch(const EpochResult& r);
+  // A resumed run starts counting at its checkpoint's epoch.
+  void start_at(std::int64_t epoch) { current_epoch_ = epoch; }
 
  private:
   std::FILE* out_;

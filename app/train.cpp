@@ -1,7 +1,11 @@
 // tensorctl train CONFIG: trains a config and writes its run directory.
+#include <csignal>
 #include <cstdio>
 
 #include <fmt/format.h>
+
+#include <atomic>
+#include <filesystem>
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
@@ -17,10 +21,43 @@ struct TrainFlags {
   std::string config;
   std::optional<std::int64_t> epochs, batch_size, seed;
   std::optional<int> inter_op, intra_op;
-  std::optional<std::string> output, device;
+  std::optional<std::string> output, device, resume;
   bool json = false;
   bool quiet = false;
 };
+
+// Set by SIGINT; training finishes its step, writes a checkpoint and stops. The handler only stores to a
+// lock-free atomic, which is async-signal-safe; a second Ctrl-C gets the default action and ends the process.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+
+// Installs on_sigint for the life of the object, one-shot, and restores the previous action after.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &previous_, nullptr); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+// "10 epochs", or after a resume "epochs 6-10 (resumed)"; an early stop shows where it stopped.
+std::string epochs_text(const TrainOutcome& out) {
+  const std::int64_t last = out.history.empty() ? 0 : out.history.back().epoch;
+  if (out.first_epoch > last) return "no more epochs (the run had already trained " + std::to_string(last) + ")";
+  if (out.first_epoch > 1) return fmt::format("epochs {}-{} (resumed)", out.first_epoch, last);
+  return fmt::format("{} epochs", last);
+}
 
 int run_train(const TrainFlags& f) {
   TrainConfig c = load_train_config(f.config);
@@ -29,7 +66,9 @@ int run_train(const TrainFlags& f) {
   if (f.seed) c.seed = static_cast<std::uint64_t>(*f.seed);
   if (f.inter_op) c.inter_op_threads = *f.inter_op;
   if (f.intra_op) c.intra_op_threads = *f.intra_op;
+  if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.output) c.output = *f.output;
+  if (f.resume) c.output = *f.resume;
   if (f.device) {
     if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected cpu, cuda or cuda:N)");
     c.device = *f.device;
@@ -44,7 +83,23 @@ int run_train(const TrainFlags& f) {
     on_epoch = [&](const EpochResult& r) { progress.on_epoch(r); };
     on_step = [&](std::int64_t s, std::int64_t n, const MetricValues& m) { progress.on_step(s, n, m); };
   }
-  TrainOutcome out = train_and_save(c, on_epoch, on_step);
+  TrainControl control;
+  if (f.resume) control.resume = *f.resume;
+  control.interrupt = &g_interrupted;
+  control.on_start = [&](std::int64_t epoch) { progress.start_at(epoch); };
+  control.on_message = [&](const std::string& line) {
+    if (!f.quiet) std::fprintf(log, "%s\n", line.c_str());
+  };
+  SigintGuard sigint;
+  TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
+  if (out.interrupted_at) {
+    const auto& at = *out.interrupted_at;
+    std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n", static_cast<long long>(at.epoch),
+                 static_cast<long long>(at.steps_done), (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
+    std::fprintf(log, "Resume with: tensorctl train %s --resume %s%s\n", f.config.c_str(), c.output.c_str(),
+                 f.epochs ? (" --epochs " + std::to_string(*f.epochs)).c_str() : "");
+    return 130;
+  }
   const auto& warnings = out.placement_warnings;
   for (std::size_t i = 0; i < warnings.size() && i < 3; ++i) std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());
   if (warnings.size() > 3) std::fprintf(stderr, "warning: ... and %zu more nodes fell back to cpu\n", warnings.size() - 3);
@@ -54,8 +109,8 @@ int run_train(const TrainFlags& f) {
   }
   if (!out.test.empty()) std::fprintf(log, "Test%s\n", metrics_text(out.test).c_str());
   std::fprintf(log, "%s\n",
-               fmt::format("Trained {} for {} epochs in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
-                           c.epochs, out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
+               fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
+                           epochs_text(out), out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
                    .c_str());
   return 0;
 }
@@ -73,6 +128,7 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--intra-op-threads", flags->intra_op, "Threads splitting the work inside one op (0: one per core)")
       ->check(integer_in(0, 1024));
   cmd->add_option("--output", flags->output, "Run directory to write (default from the config, else runs/<config name>)");
+  cmd->add_option("--resume", flags->resume, "Continue the run in this directory from its checkpoint, up to the epochs asked");
   cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");

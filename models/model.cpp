@@ -161,6 +161,7 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
                                 std::int64_t first_step, const StepCallback& on_step) {
   const std::int64_t n = static_cast<std::int64_t>(order.size());
   const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  steps_run_ = 0;
   const bool classification = loss_is_classification(options_.loss);
   MetricAccumulator totals;
   std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
@@ -253,14 +254,18 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     sums.examples = b;
     totals.add(sums);
     if (on_step) on_step(step + 1, steps, totals.averages(options_.metrics));
+    steps_run_ = step + 1;
+    if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;
   }
   return totals.averages(options_.metrics);
 }
 
 std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
                                     std::int64_t batch_size, const EpochCallback& on_epoch, const StepCallback& on_step,
-                                    std::int64_t first_epoch) {
+                                    std::int64_t first_epoch, std::int64_t skip_steps) {
   std::vector<EpochResult> history;
+  interrupted_at_.reset();
+  stop_after_epoch_ = false;
   const std::int64_t n = train.size();
   const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
@@ -270,15 +275,29 @@ std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validat
     std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
     for (std::int64_t i = n - 1; i > 0; --i)
       std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
+    const std::int64_t skip = epoch == first_epoch ? std::clamp<std::int64_t>(skip_steps, 0, steps_per_epoch) : 0;
+    const std::span<const std::int64_t> rows =
+        std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
     auto start = std::chrono::steady_clock::now();
     EpochResult r;
     r.epoch = epoch;
     r.steps = steps_per_epoch;
-    r.train = run_batches(*train_session_, *train_pass_, train, order, batch_size, true, (epoch - 1) * steps_per_epoch, on_step);
+    r.train = run_batches(*train_session_, *train_pass_, train, rows, batch_size, true,
+                          (epoch - 1) * steps_per_epoch + skip, on_step);
+    const std::int64_t done = skip + steps_run_;
+    if (done < steps_per_epoch) {  // interrupted inside the epoch
+      interrupted_at_ = FitPosition{epoch, done};
+      break;
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
     if (on_epoch) on_epoch(r);
     history.push_back(std::move(r));
+    if (stop_after_epoch_) break;
+    if (interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed) && epoch < epochs) {
+      interrupted_at_ = FitPosition{epoch + 1, 0};
+      break;
+    }
   }
   return history;
 }

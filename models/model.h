@@ -2,7 +2,9 @@
 // run them; fit, evaluate and predict, Keras style.
 #pragma once
 
+#include <atomic>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -55,10 +57,27 @@ class Model {
   // Called after every step with the running averages of the epoch so far.
   using StepCallback = std::function<void(std::int64_t step, std::int64_t steps, const MetricValues& running)>;
 
-  // Trains for epochs [first_epoch, epochs], shuffling the training rows each epoch with the seed.
+  // Trains for epochs [first_epoch, epochs], shuffling the training rows each epoch with the seed. The
+  // first `skip_steps` steps of first_epoch are taken as done (a run resumed from a mid-epoch checkpoint);
+  // that epoch's metrics then average the remaining steps only.
   std::vector<EpochResult> fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
                                std::int64_t batch_size, const EpochCallback& on_epoch = {},
-                               const StepCallback& on_step = {}, std::int64_t first_epoch = 1);
+                               const StepCallback& on_step = {}, std::int64_t first_epoch = 1,
+                               std::int64_t skip_steps = 0);
+
+  // Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
+  // steps already taken.
+  struct FitPosition {
+    std::int64_t epoch = 1;
+    std::int64_t steps_done = 0;
+  };
+  // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
+  // (a SIGINT handler sets it). The model borrows the flag.
+  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
+  // Set when the last fit() returned because of the interrupt flag.
+  const std::optional<FitPosition>& interrupted_at() const { return interrupted_at_; }
+  // Called from an epoch callback: fit() returns after this epoch (early stopping).
+  void stop_training() { stop_after_epoch_ = true; }
   MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
   Tensor predict(const Tensor& x, std::int64_t batch_size);
@@ -105,6 +124,10 @@ class Model {
   std::unique_ptr<Pass> infer_pass_;
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+  std::optional<FitPosition> interrupted_at_;
+  bool stop_after_epoch_ = false;
+  std::int64_t steps_run_ = 0;  // steps the last run_batches call took
 };
 
 }  // namespace tctl

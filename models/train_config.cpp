@@ -35,8 +35,15 @@ nlohmann::json TrainConfig::to_json() const {
           {"prefetch", prefetch},
           {"seed", seed},
           {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
+          {"callbacks", callbacks_json()},
           {"device", device},
           {"output", output}};
+}
+
+nlohmann::json TrainConfig::callbacks_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& cb : callbacks) out.push_back(cb.to_json());
+  return out;
 }
 
 namespace {
@@ -138,11 +145,13 @@ TrainConfig load_train_config(const std::string& path) {
     c.intra_op_threads = thread_count(t, "intra_op");
     t.finish();
   }
+  if (top.has("callbacks")) c.callbacks = parse_callbacks(top.raw("callbacks"), path, c.data.validation_split > 0);
   c.device = top.string("device", "cpu");
   if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected cpu, cuda or cuda:N)");
   std::string stem = std::filesystem::path(path).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
-  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads", "device", "output"});
+  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads",
+              "callbacks", "device", "output"});
   return c;
 }
 

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/callbacks.h"
 #include "models/optimizer.h"
 
 namespace tctl {
@@ -41,8 +42,10 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   int inter_op_threads = 0;
   int intra_op_threads = 0;
+  std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
   std::string output;  // run directory
+  nlohmann::json callbacks_json() const;
 
   // The resolved config, with the model spec inline, as written to summary.json.
   nlohmann::json to_json() const;

@@ -8,6 +8,7 @@
 #include "models/checkpoint.h"
 #include "models/csv.h"
 #include "models/spec_reader.h"
+#include "models/training_checkpoint.h"
 
 namespace tctl {
 
@@ -166,32 +167,88 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   return std::make_unique<Model>(std::move(net), options);
 }
 
-TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on_epoch, const Model::StepCallback& on_step) {
+TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
+                            const Model::StepCallback& on_step, const TrainControl& control) {
+  TrainConfig c = config;
+  if (!control.resume.empty()) c.output = control.resume.string();
   // Everything that can be wrong with the input is found before the run directory is touched.
   std::unique_ptr<Model> model = build_model(c);
   PreparedData data = prepare_data(c, model->net());
+  const std::filesystem::path dir = c.output;
+  Callbacks callbacks(c.callbacks, *model, dir);
+  TrainingState state;
+  state.config = c.to_json();
+  const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
+  if (!control.resume.empty()) {
+    if (!std::filesystem::is_directory(dir))
+      throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
+    if (!std::filesystem::exists(checkpoint))
+      throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
+    SafetensorsFile file;
+    TrainingState saved = load_training_checkpoint(checkpoint, *model, callbacks.expected_tensors(), file);
+    try {
+      callbacks.restore(saved.callbacks, file);
+    } catch (const SpecError& e) {
+      throw SpecError(checkpoint.string(), e.where(), e.message());
+    }
+    state.next_epoch = saved.next_epoch;
+    state.steps_done = saved.steps_done;
+    state.history = std::move(saved.history);
+  }
   // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
-  std::filesystem::path dir = c.output;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
+  const auto& net = model->net();
+  write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;
-  out.history = model->fit(data.train, &data.validation, c.epochs, c.batch_size, on_epoch, on_step);
+  out.first_epoch = state.next_epoch;
+  const std::size_t resumed_epochs = state.history.size();
+  auto epoch_done = [&](const EpochResult& r) {
+    if (on_epoch) on_epoch(r);
+    state.history.push_back(r);
+    for (const std::string& line : callbacks.on_epoch_end(r))
+      if (control.on_message) control.on_message(line);
+    state.next_epoch = r.epoch + 1;
+    state.steps_done = 0;
+    state.callbacks = callbacks.state();
+    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
+    write_file_atomic(dir / "history.csv", history_csv(state.history));
+  };
+  if (control.on_start) control.on_start(state.next_epoch);
+  model->set_interrupt_flag(control.interrupt);
+  model->fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step, state.next_epoch, state.steps_done);
+  model->set_interrupt_flag(nullptr);
+  out.history = state.history;
   out.placement_warnings = model->placement_warnings();
+  if (model->interrupted_at()) {
+    out.interrupted_at = model->interrupted_at();
+    state.next_epoch = out.interrupted_at->epoch;
+    state.steps_done = out.interrupted_at->steps_done;
+    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
+    write_file_atomic(dir / "history.csv", history_csv(state.history));
+    return out;
+  }
+  const std::string restored = callbacks.on_train_end();
+  if (!restored.empty() && control.on_message) control.on_message(restored);
   double train_seconds = 0.0;
-  for (const auto& r : out.history) train_seconds += r.seconds;
+  std::int64_t epochs_trained = 0;
+  for (std::size_t i = resumed_epochs; i < out.history.size(); ++i) {
+    train_seconds += out.history[i].seconds;
+    ++epochs_trained;
+  }
   if (data.test.size() > 0) out.test = model->evaluate(data.test, c.batch_size);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
-      train_seconds > 0 ? static_cast<double>(data.train.size() * c.epochs) / train_seconds : 0.0;
+      train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
 
-  const auto& net = model->net();
   nlohmann::json summary = {
       {"model", net.name()},
       {"params", net.param_count()},
       {"epochs", c.epochs},
+      {"epochs_run", out.history.empty() ? 0 : out.history.back().epoch},
       {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
       {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
       {"test", metrics_json(out.test)},
@@ -206,7 +263,6 @@ TrainOutcome train_and_save(const TrainConfig& c, const Model::EpochCallback& on
       {"output", c.output}};
   out.summary = summary;
 
-  write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
   save_safetensors(dir / "weights.safetensors", weights_of(net), {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));

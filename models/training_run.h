@@ -6,8 +6,11 @@
 // Every file is written to a temporary name and renamed into place.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,17 +38,35 @@ PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
 std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true);
 
 struct TrainOutcome {
-  std::vector<EpochResult> history;
+  std::vector<EpochResult> history;  // every epoch of the run, those before a resume included
   MetricValues test;
   double seconds = 0.0;
   double samples_per_second = 0.0;
   nlohmann::json summary;
   std::vector<std::string> placement_warnings;  // nodes that fell back to the CPU
+  // Set when the interrupt flag stopped training: where the checkpoint continues. The run directory then
+  // holds model.json, history.csv and checkpoint.safetensors, but no final weights or summary yet.
+  std::optional<Model::FitPosition> interrupted_at;
+  std::int64_t first_epoch = 1;  // the first epoch this call trained (after a resume, the one it continued)
 };
 
-// Trains and writes the run directory. Callbacks as for Model::fit.
+struct TrainControl {
+  // A run directory to continue in place (`tensorctl train CONFIG --resume DIR`), or empty.
+  std::filesystem::path resume;
+  // Checked after every step; when it becomes true, the step in progress finishes, a checkpoint is written
+  // and train_and_save returns with interrupted_at set.
+  const std::atomic<bool>* interrupt = nullptr;
+  // Lines from the callbacks (early stopping, best checkpoint saved, learning rate lowered).
+  std::function<void(const std::string&)> on_message;
+  // Called once before training with the epoch it starts at (after a resume, the checkpoint's).
+  std::function<void(std::int64_t epoch)> on_start;
+};
+
+// Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Model::fit.
+// With control.resume, loads that directory's checkpoint first (SpecError naming the directory or file when
+// it is not a run of this model) and continues to config.epochs; the directory is the output.
 TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
-                            const Model::StepCallback& on_step);
+                            const Model::StepCallback& on_step, const TrainControl& control = {});
 
 // A trained run loaded back: its model with the saved weights, and what is needed to feed it new data.
 struct LoadedRun {

@@ -1,0 +1,201 @@
+#include "models/callbacks.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+nlohmann::json CallbackConfig::to_json() const {
+  nlohmann::json j = {{"type", type}, {"monitor", monitor}, {"mode", maximize ? "max" : "min"}, {"min_delta", min_delta}};
+  if (type == "EarlyStopping") {
+    j["patience"] = patience;
+    j["restore_best_weights"] = restore_best_weights;
+  } else if (type == "ModelCheckpoint") {
+    j["filename"] = filename;
+  } else {
+    j["patience"] = patience;
+    j["factor"] = factor;
+    j["cooldown"] = cooldown;
+    j["min_lr"] = min_lr;
+  }
+  return j;
+}
+
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation) {
+  if (!list.is_array()) throw SpecError(file, "callbacks", "expected a list of callbacks, got " + describe_json(list));
+  std::vector<CallbackConfig> out;
+  const double inf = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    SpecReader r(list[i], file, "callbacks[" + std::to_string(i) + "]");
+    CallbackConfig c;
+    c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}, "");
+    if (c.type.empty()) r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
+    c.monitor = r.string("monitor", "val_loss");
+    static const std::vector<std::string> names{"loss", "accuracy", "mae", "mse"};
+    const bool val = c.monitor.rfind("val_", 0) == 0;
+    const std::string base = val ? c.monitor.substr(4) : c.monitor;
+    if (std::find(names.begin(), names.end(), base) == names.end())
+      r.fail("monitor", "unknown quantity \"" + c.monitor + "\" (known: loss, accuracy, mae, mse, each with or without val_)");
+    if (val && !has_validation)
+      r.fail("monitor", c.monitor + " needs validation data, but data.validation_split is 0; monitor \"" + base + "\" instead");
+    const std::string mode = r.one_of("mode", {"auto", "min", "max"}, "auto");
+    c.maximize = mode == "max" || (mode == "auto" && base == "accuracy");
+    if (c.type == "EarlyStopping") {
+      c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
+      c.patience = r.non_negative_int("patience", 0);
+      c.restore_best_weights = r.boolean("restore_best_weights", false);
+    } else if (c.type == "ModelCheckpoint") {
+      c.filename = r.string("filename", "best.safetensors");
+      if (c.filename.empty() || c.filename.find('/') != std::string::npos || c.filename.find('\\') != std::string::npos ||
+          c.filename == "." || c.filename == ".." || c.filename == "weights.safetensors" || c.filename == "checkpoint.safetensors")
+        r.fail("filename", "expected a plain file name inside the run directory, other than weights.safetensors and "
+                           "checkpoint.safetensors, got \"" + c.filename + "\"");
+    } else {
+      c.factor = r.number_in("factor", 0.1, 0.0, 1.0);
+      if (c.factor <= 0.0) r.fail("factor", "expected a factor above 0 and below 1");
+      c.patience = r.non_negative_int("patience", 10);
+      c.min_delta = r.number_in("min_delta", 1e-4, 0.0, inf);
+      c.cooldown = r.non_negative_int("cooldown", 0);
+      c.min_lr = r.number_in("min_lr", 0.0, 0.0, inf);
+    }
+    r.finish();
+    out.push_back(c);
+  }
+  return out;
+}
+
+namespace {
+
+double monitored(const EpochResult& r, const std::string& monitor) {
+  const bool val = monitor.rfind("val_", 0) == 0;
+  return metric(val ? r.validation : r.train, val ? monitor.substr(4) : monitor);
+}
+
+std::vector<NamedTensor> weights_now(const Sequential& net) {
+  std::vector<NamedTensor> out;
+  for (const auto& v : net.variables()) out.push_back({v->name(), v->read()});
+  return out;
+}
+
+}  // namespace
+
+Callbacks::Callbacks(std::vector<CallbackConfig> configs, Model& model, std::filesystem::path run_dir, LearningRateControl lr)
+    : model_(model), run_dir_(std::move(run_dir)), lr_(std::move(lr)) {
+  for (auto& c : configs) watches_.push_back(Watch{std::move(c)});
+}
+
+bool Callbacks::improved(const Watch& w, double value) const {
+  if (!std::isfinite(value)) return false;
+  if (!w.has_best) return true;
+  return w.config.maximize ? value > w.best + w.config.min_delta : value < w.best - w.config.min_delta;
+}
+
+std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
+  std::vector<std::string> lines;
+  for (Watch& w : watches_) {
+    const CallbackConfig& c = w.config;
+    const double value = monitored(r, c.monitor);
+    const bool better = improved(w, value);
+    if (better) {
+      w.best = value;
+      w.has_best = true;
+      w.best_epoch = r.epoch;
+      w.wait = 0;
+    } else {
+      ++w.wait;
+    }
+    if (c.type == "EarlyStopping") {
+      if (better && c.restore_best_weights) best_weights_ = weights_now(model_.net());
+      if (!better && w.wait > c.patience) {
+        model_.stop_training();
+        lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epochs (best {:.6g} at epoch {}); stopping",
+                                    c.monitor, w.wait, w.best, w.best_epoch));
+      }
+    } else if (c.type == "ModelCheckpoint") {
+      if (better) {
+        save_safetensors(run_dir_ / c.filename, weights_now(model_.net()),
+                         {{"format", "tensorctl"}, {"model", model_.net().name()}, {"epoch", std::to_string(r.epoch)},
+                          {"monitor", c.monitor}, {"value", fmt::format("{:.9g}", value)}});
+        lines.push_back(fmt::format("ModelCheckpoint: {} improved to {:.6g}; weights saved to {}", c.monitor, value,
+                                    (run_dir_ / c.filename).string()));
+      }
+    } else if (lr_.current && lr_.scale) {
+      if (w.cooldown_left > 0) {
+        --w.cooldown_left;
+        w.wait = 0;
+      } else if (!better && w.wait >= c.patience) {
+        const double now = lr_.current();
+        const double next = std::max(now * c.factor, c.min_lr);
+        if (next < now) {
+          lr_.scale(next / now);
+          lines.push_back(fmt::format("ReduceLROnPlateau: {} has not improved for {} epochs; learning rate {:.6g} -> {:.6g}",
+                                      c.monitor, w.wait, now, next));
+        }
+        w.wait = 0;
+        w.cooldown_left = c.cooldown;
+      }
+    }
+  }
+  return lines;
+}
+
+std::string Callbacks::on_train_end() {
+  for (const Watch& w : watches_) {
+    if (w.config.type != "EarlyStopping" || !w.config.restore_best_weights || best_weights_.empty()) continue;
+    for (const auto& v : model_.net().variables())
+      for (const auto& t : best_weights_)
+        if (t.name == v->name()) v->assign(t.value);
+    return fmt::format("EarlyStopping: restored the weights of epoch {} ({} {:.6g})", w.best_epoch, w.config.monitor, w.best);
+  }
+  return "";
+}
+
+nlohmann::json Callbacks::state() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const Watch& w : watches_)
+    out.push_back({{"type", w.config.type}, {"best", w.best}, {"has_best", w.has_best}, {"wait", w.wait},
+                   {"cooldown_left", w.cooldown_left}, {"best_epoch", w.best_epoch}});
+  return out;
+}
+
+std::vector<NamedTensor> Callbacks::tensors() const {
+  std::vector<NamedTensor> out;
+  for (const auto& t : best_weights_) out.push_back({"best/" + t.name, t.value});
+  return out;
+}
+
+std::vector<NamedTensor> Callbacks::expected_tensors() const {
+  for (const Watch& w : watches_)
+    if (w.config.type == "EarlyStopping" && w.config.restore_best_weights) {
+      std::vector<NamedTensor> out;
+      for (const auto& t : weights_now(model_.net())) out.push_back({"best/" + t.name, t.value});
+      return out;
+    }
+  return {};
+}
+
+void Callbacks::restore(const nlohmann::json& state, const SafetensorsFile& tensors) {
+  if (!state.is_array() || state.size() != watches_.size())
+    throw SpecError("", "callbacks", "the checkpoint was written with other callbacks than the config lists");
+  for (std::size_t i = 0; i < watches_.size(); ++i) {
+    Watch& w = watches_[i];
+    const auto& s = state[i];
+    if (s.at("type").get<std::string>() != w.config.type)
+      throw SpecError("", "callbacks[" + std::to_string(i) + "]", "the checkpoint has a " + s.at("type").get<std::string>() +
+                                                                     " here, the config a " + w.config.type);
+    w.best = s.at("best").get<double>();
+    w.has_best = s.at("has_best").get<bool>();
+    w.wait = s.at("wait").get<std::int64_t>();
+    w.cooldown_left = s.at("cooldown_left").get<std::int64_t>();
+    w.best_epoch = s.at("best_epoch").get<std::int64_t>();
+  }
+  best_weights_.clear();
+  for (const auto& t : tensors.tensors)
+    if (t.name.rfind("best/", 0) == 0) best_weights_.push_back({t.name.substr(5), t.value});
+}
+
+}  // namespace tctl

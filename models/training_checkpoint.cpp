@@ -1,0 +1,95 @@
+#include "models/training_checkpoint.h"
+
+#include "core/errors.h"
+#include "models/spec_reader.h"
+
+namespace tctl {
+
+namespace {
+
+constexpr const char* kFormat = "tensorctl-checkpoint-1";
+
+nlohmann::json history_json(const std::vector<EpochResult>& history) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : history) {
+    nlohmann::json train = nlohmann::json::array(), validation = nlohmann::json::array();
+    for (const auto& [k, v] : r.train) train.push_back({k, v});
+    for (const auto& [k, v] : r.validation) validation.push_back({k, v});
+    out.push_back({{"epoch", r.epoch}, {"steps", r.steps}, {"seconds", r.seconds}, {"train", train}, {"validation", validation}});
+  }
+  return out;
+}
+
+std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
+  std::vector<EpochResult> out;
+  for (const auto& e : j) {
+    EpochResult r;
+    r.epoch = e.at("epoch").get<std::int64_t>();
+    r.steps = e.at("steps").get<std::int64_t>();
+    r.seconds = e.at("seconds").get<double>();
+    for (const auto& p : e.at("train")) r.train.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
+    for (const auto& p : e.at("validation")) r.validation.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<NamedTensor> checkpoint_tensors(const Model& model) {
+  std::vector<NamedTensor> out;
+  for (const auto& v : model.net().variables()) out.push_back({v->name(), v->read()});
+  for (const auto& v : model.optimizer().state()) out.push_back({v->name(), v->read()});
+  return out;
+}
+
+void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
+                              const std::vector<NamedTensor>& extra) {
+  std::vector<NamedTensor> tensors = checkpoint_tensors(model);
+  tensors.insert(tensors.end(), extra.begin(), extra.end());
+  save_safetensors(path, tensors,
+                   {{"format", kFormat},
+                    {"model", model.net().name()},
+                    {"next_epoch", std::to_string(state.next_epoch)},
+                    {"steps_done", std::to_string(state.steps_done)},
+                    {"history", history_json(state.history).dump()},
+                    {"callbacks", state.callbacks.dump()},
+                    {"config", state.config.dump()}});
+}
+
+TrainingState load_training_checkpoint(const std::filesystem::path& path, Model& model,
+                                       const std::vector<NamedTensor>& extra_expected, SafetensorsFile& file) {
+  const std::string name = path.string();
+  file = load_safetensors(path);
+  auto meta = [&](const char* key) -> const std::string& {
+    auto it = file.metadata.find(key);
+    if (it == file.metadata.end()) throw SpecError(name, "header", std::string("not a tensorctl training checkpoint: no \"") + key + "\" in __metadata__");
+    return it->second;
+  };
+  if (meta("format") != kFormat)
+    throw SpecError(name, "header", "not a tensorctl training checkpoint (format \"" + meta("format") + "\", expected " + kFormat + ")");
+  std::vector<NamedTensor> expected = checkpoint_tensors(model);
+  expected.insert(expected.end(), extra_expected.begin(), extra_expected.end());
+  check_against(file, expected, name);
+
+  TrainingState state;
+  try {
+    state.next_epoch = std::stoll(meta("next_epoch"));
+    state.steps_done = std::stoll(meta("steps_done"));
+    state.history = history_from_json(parse_json_text(meta("history"), name));
+    state.callbacks = parse_json_text(meta("callbacks"), name);
+    state.config = parse_json_text(meta("config"), name);
+  } catch (const SpecError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw SpecError(name, "header", std::string("damaged training state: ") + e.what());
+  }
+  if (state.next_epoch < 1 || state.steps_done < 0)
+    throw SpecError(name, "header", "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
+                                        std::to_string(state.steps_done));
+  for (const auto& v : model.net().variables()) v->assign(*file.find(v->name()));
+  for (const auto& v : model.optimizer().state()) v->assign(*file.find(v->name()));
+  return state;
+}
+
+}  // namespace tctl
