@@ -91,8 +91,8 @@ TEST_CASE("the run directory holds the documented files") {
   TempDir d;
   CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run", d.path());
   REQUIRE(r.status == 0);
-  CHECK(d.listing() == std::set<std::string>{"run", "run/history.csv", "run/model.json", "run/summary.json",
-                                             "run/test.csv", "run/weights.safetensors"});
+  CHECK(d.listing() == std::set<std::string>{"run", "run/checkpoint.safetensors", "run/history.csv", "run/model.json",
+                                             "run/summary.json", "run/test.csv", "run/weights.safetensors"});
 
   // Progress on stdout, one "Epoch e/E" line and one metrics line per epoch, then the test metrics.
   CHECK(r.out.find("Epoch 1/2\n") != std::string::npos);
