@@ -1,10 +1,30 @@
 #include "core/eager.h"
 
-#include "core/errors.h"
+#include <cmath>
+
 #include "core/kernel_context.h"
 #include "core/profiler.h"
 
 namespace tctl {
+
+namespace {
+
+// 0 when every element is finite, else 1 for a NaN first, 2 for an infinity first.
+int first_non_finite(const Tensor& t) {
+  if (!t.defined() || t.dtype() != DType::kF32) return 0;
+  const float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.num_elements(); ++i)
+    if (!std::isfinite(p[i])) return std::isnan(p[i]) ? 1 : 2;
+  return 0;
+}
+
+}  // namespace
+
+NonFiniteValue::NonFiniteValue(const Node& node, bool nan)
+    : RuntimeError("the first " + std::string(nan ? "NaN" : "infinity") + " came from op " + node.name + " (" +
+                   node.op->name + ", " + (node.phase == Phase::kForward ? "forward" : "backward") + " pass" +
+                   (node.layer.empty() ? "" : ", layer " + node.layer) + ")"),
+      op_name(node.name) {}
 
 EagerRunner::EagerRunner(Graph& g, ThreadPool& intra, EagerOptions options)
     : g_(g), intra_(intra), options_(options) {
@@ -36,11 +56,15 @@ void EagerRunner::run(const Node& node) {
     in_specs.push_back({t.dtype(), t.shape()});
     inputs.push_back(&t);
   }
+  if (options_.find_non_finite && node.phase == Phase::kUpdate) return;
   const TensorSpec spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
   TCTL_CHECK(node.op->cpu != nullptr, "op " + node.op->name + " has no CPU kernel");
   KernelContext kc(node, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
   if (options_.profiler == nullptr) {
     node.op->cpu(kc);
+    if (options_.find_non_finite) {
+      if (int kind = first_non_finite(values_[id])) throw NonFiniteValue(node, kind == 1);
+    }
     return;
   }
   const auto start = Profiler::Clock::now();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/errors.h"
 #include "core/graph.h"
 #include "core/thread_pool.h"
 
@@ -23,6 +24,16 @@ struct EagerOptions {
   std::uint64_t seed = 0;   // as SessionOptions::seed
   std::int64_t step = 0;    // as RunOptions::step
   Profiler* profiler = nullptr;
+  // Diagnosis of a step gone NaN: after every op, check its float output and throw NonFiniteValue naming the
+  // first op whose output holds a NaN or an infinity; update ops are skipped, so variables stay as they are.
+  bool find_non_finite = false;
+};
+
+// Thrown by an EagerRunner with find_non_finite: the first op that produced a NaN or an infinity.
+class NonFiniteValue : public RuntimeError {
+ public:
+  NonFiniteValue(const Node& node, bool nan);
+  std::string op_name;  // the node's name, "dense_1/MatMul"
 };
 
 // Runs the nodes of `g` as they are added, from construction until destruction. Placeholders take the

@@ -12,6 +12,8 @@
 #include "core/errors.h"
 #include "core/fifo_queue.h"
 
+#include <fmt/format.h>
+
 namespace tctl {
 
 double metric(const MetricValues& values, const std::string& name) {
@@ -225,8 +227,10 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     if (training) {
       const float loss = out[0].item();
       if (!std::isfinite(loss))
-        throw RuntimeError("loss became " + std::string(std::isnan(loss) ? "NaN" : "infinite") + " at step " +
-                           std::to_string(first_step + step + 1) + "; lower the learning rate or standardize the data");
+        throw RuntimeError(fmt::format("loss became {} at epoch {}, step {} (step {} of the run): {}; lower the learning "
+                                       "rate or standardize the data", std::isnan(loss) ? "NaN" : "infinite", current_epoch_,
+                                       first_step + step + 1 - (current_epoch_ - 1) * steps_per_epoch_, first_step + step + 1,
+                                       find_non_finite(batch.x, batch.y, first_step + step)));
       sums.loss = static_cast<double>(loss) * static_cast<double>(b);
     } else {
       const float* l = out[0].data<float>();
@@ -279,6 +283,8 @@ std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validat
     const std::span<const std::int64_t> rows =
         std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
     auto start = std::chrono::steady_clock::now();
+    current_epoch_ = epoch;
+    steps_per_epoch_ = steps_per_epoch;
     EpochResult r;
     r.epoch = epoch;
     r.steps = steps_per_epoch;
@@ -361,6 +367,22 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
   Pass pass;
   trace_forward(g, pass, false);
   return eager.value(pass.predictions);
+}
+
+std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step) {
+  Graph g;
+  EagerOptions eo{options_.seed, step, nullptr};
+  eo.find_non_finite = true;
+  EagerRunner eager(g, intra_pool_, eo);
+  eager.feed("x", x);
+  eager.feed("targets", targets);
+  Pass pass;
+  try {
+    trace_training(g, pass);
+  } catch (const NonFiniteValue& e) {
+    return e.what();
+  }
+  return "replaying the step found no op that made a NaN or an infinity";
 }
 
 Tensor Model::forward_step(const Tensor& x, Profiler* profiler) {

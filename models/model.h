@@ -98,6 +98,9 @@ class Model {
   // graph to plan or overlap. Same seed and step, same numbers as the traced step.
   float eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
   Tensor eager_forward_step(const Tensor& x, Profiler* profiler = nullptr);
+  // Replays a training step eagerly without its updates and names the first op whose output is not finite
+  // (for the message when a step goes NaN).
+  std::string find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step);
   // The batch feeds for rows of a data set, in the form the loss expects.
   Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
 
@@ -128,6 +131,8 @@ class Model {
   std::optional<FitPosition> interrupted_at_;
   bool stop_after_epoch_ = false;
   std::int64_t steps_run_ = 0;  // steps the last run_batches call took
+  std::int64_t current_epoch_ = 1;
+  std::int64_t steps_per_epoch_ = 0;
 };
 
 }  // namespace tctl
