@@ -34,6 +34,12 @@ std::string describe_keras_value(const json& v) {
   return describe_json(v);
 }
 
+// obj[key] when it is a string, else `fallback`; json::value() would throw on a value of another type.
+std::string string_or(const json& obj, const std::string& key, const std::string& fallback) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 // to_json writes tuples as lists, but the metadata Keras 2 keeps beside SavedModels wraps them as
 // {"class_name": "__tuple__" or "TensorShape", "items": [...]}; people paste those too.
 const json& unwrap_list(const json& v) {
@@ -248,8 +254,8 @@ class KerasConfig {
   // Keras 2.2 and older spelled glorot_uniform and he_normal as VarianceScaling with these settings.
   std::string variance_scaling_name(const std::string& key, const json& config) const {
     const json scale = config.value("scale", json(1.0));
-    const std::string mode = config.value("mode", std::string("fan_in"));
-    const std::string distribution = config.value("distribution", std::string("truncated_normal"));
+    const std::string mode = string_or(config, "mode", "fan_in");
+    const std::string distribution = string_or(config, "distribution", "truncated_normal");
     if (scale == json(1.0) && mode == "fan_avg" && distribution == "uniform") return "glorot_uniform";
     if (scale == json(2.0) && mode == "fan_in" && (distribution == "normal" || distribution == "truncated_normal"))
       return "he_normal";
@@ -260,7 +266,7 @@ class KerasConfig {
     if (v.is_string()) return v.get<std::string>() == "float32";
     // Keras 3.4+ DTypePolicy, or the mixed-precision Policy of Keras 2, naming its compute dtype in config.name.
     return v.is_object() && v.contains("config") && v.at("config").is_object() &&
-           v.at("config").value("name", std::string()) == "float32";
+           string_or(v.at("config"), "name", "") == "float32";
   }
 
   static std::string describe_dtype(const json& v) {

@@ -200,6 +200,38 @@ TEST_CASE("a file that is not a Sequential model is refused") {
                  "config.layers[0].module", {"custom layers are not supported"});
 }
 
+TEST_CASE("any odd value in any layer option is converted or refused as a SpecError, never another exception") {
+  const std::vector<json> odd_values{-1, 0, 2, 1e300, "x", true, json::object(), json::array(), json::array({1}),
+                                     json::array({nullptr, "a"}), json::parse(R"({"class_name": 3})"),
+                                     json::parse(R"({"class_name": "X", "config": 5, "items": 7})"),
+                                     json::parse(R"({"config": {"name": 5, "mode": 1, "scale": "s"}, "class_name": "VarianceScaling"})"),
+                                     json(std::uint64_t{18446744073709551615ULL})};
+  int refused = 0;
+  for (const char* file : {"mlp_keras2.json", "mlp_keras3.json", "cnn_keras2.json", "cnn_keras3.json"}) {
+    const json original = keras_file(file);
+    for (std::size_t i = 0; i < original["config"]["layers"].size(); ++i) {
+      for (const auto& [key, unused] : original["config"]["layers"][i]["config"].items()) {
+        for (const auto& value : odd_values) {
+          json doc = original;
+          doc["config"]["layers"][i]["config"][key] = value;
+          CAPTURE(file);
+          CAPTURE(i);
+          CAPTURE(key);
+          CAPTURE(value.dump());
+          try {
+            keras_to_spec(doc, "m.json");
+          } catch (const SpecError&) {
+            ++refused;
+          } catch (const std::exception& e) {
+            FAIL("not a SpecError: " << e.what());
+          }
+        }
+      }
+    }
+  }
+  CHECK(refused > 500);
+}
+
 TEST_CASE("Keras files are told apart from tensorctl specs, and their writer is named") {
   CHECK(is_keras_model_json(keras_file("mlp_keras2.json")));
   CHECK(is_keras_model_json(keras_file("functional_keras2.json")));
