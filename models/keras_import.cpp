@@ -388,6 +388,8 @@ void convert_batch_norm(KerasConfig& c, json& out, Walk& walk) {
   c.initializer("moving_variance_initializer", {"ones"}, "ones");
   c.require_null({"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
   c.require_false({"synchronized", "renorm"});
+  // Only used by renormalization, which is off once the line above passed.
+  c.take("renorm_momentum");
 }
 
 using Converter = std::function<void(KerasConfig&, json&, Walk&)>;

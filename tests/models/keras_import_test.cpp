@@ -111,6 +111,8 @@ TEST_CASE("Reshape keeps its target shape, and a later BatchNormalization's last
   layers[4] = json::parse(R"({"class_name": "Reshape", "config": {"name": "reshape", "trainable": true, "dtype": "float32",
                                                                   "target_shape": [16, 4]}})");
   layers.insert(layers.begin() + 5, json::parse(R"({"class_name": "BatchNormalization", "config": {"name": "bn2", "axis": [2]}})"));
+  layers[2]["config"]["renorm"] = false;
+  layers[2]["config"]["renorm_momentum"] = 0.99;
   const json spec = keras_to_spec(doc, "m.json");
   CHECK(spec["layers"][3] == json::parse(R"({"type": "Reshape", "name": "reshape", "target_shape": [16, 4]})"));
   CHECK(spec["layers"][4]["axis"] == -1);
@@ -158,6 +160,7 @@ TEST_CASE("an option that changes the maths is refused, naming the layer and the
       {2, "axis", json::array({1}), {"BatchNormalization layer \"batch_normalization\"", "axis [1] is not supported"}},
       {2, "gamma_initializer", "zeros", {"initializer zeros is not supported here"}},
       {2, "synchronized", true, {"synchronized is not supported"}},
+      {2, "renorm", true, {"renorm is not supported (only false)"}},
       {3, "data_format", "channels_first", {"MaxPooling2D layer", "data_format"}},
       {5, "lora_rank", 4, {"option lora_rank is not supported", "got 4"}},
   };
