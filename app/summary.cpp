@@ -1,10 +1,11 @@
-// tensorctl summary SPEC|CONFIG|RUN_DIR: the Keras-style table of a model's layers.
+// tensorctl summary SPEC|CONFIG|RUN_DIR|KERAS_JSON: the Keras-style table of a model's layers.
 #include <cstdio>
 #include <filesystem>
 
 #include "app/commands.h"
 #include "app/terminal.h"
 #include "core/errors.h"
+#include "models/keras_import.h"
 #include "models/sequential.h"
 #include "models/spec_reader.h"
 #include "models/train_config.h"
@@ -21,6 +22,7 @@ int run_summary(const SummaryFlags& f) {
   std::string file = f.path;
   if (std::filesystem::is_directory(file)) file = (std::filesystem::path(file) / "model.json").string();
   nlohmann::json doc = parse_json_file(file);
+  if (is_keras_model_json(doc)) doc = keras_to_spec(doc, file);
   std::optional<Sequential> net;
   if (doc.is_object() && doc.contains("model")) {
     TrainConfig c = load_train_config(file);
@@ -62,7 +64,7 @@ int run_summary(const SummaryFlags& f) {
 Command add_summary_command(CLI::App& app) {
   auto flags = std::make_shared<SummaryFlags>();
   CLI::App* cmd = app.add_subcommand("summary", "Print a model's layers, output shapes and parameter counts");
-  cmd->add_option("spec", flags->path, "Model spec, train config, or run directory")->required();
+  cmd->add_option("spec", flags->path, "Model spec, train config, run directory, or Keras model JSON")->required();
   cmd->add_flag("--json", flags->json, "Print the summary as JSON");
   return [flags] { return run_summary(*flags); };
 }

@@ -5,6 +5,7 @@
 #include "core/device.h"
 #include "core/errors.h"
 #include "models/dataset.h"
+#include "models/keras_import.h"
 #include "models/losses.h"
 #include "models/spec_reader.h"
 
@@ -108,6 +109,7 @@ TrainConfig load_train_config(const std::string& path) {
     // Named from the config, so the message says which reference is broken.
     if (!std::filesystem::is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
     c.model_spec = parse_json_file(c.model_file);
+    if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
     c.model_path = "";
   } else if (model.is_object()) {
     c.model_spec = model;

@@ -1,0 +1,67 @@
+// tensorctl import-keras FILE.json [-o SPEC.json]: converts a Keras Sequential model's to_json() architecture
+// into a tensorctl model spec, printed to stdout or written to SPEC.json.
+#include <cstdio>
+#include <filesystem>
+
+#include "app/commands.h"
+#include "core/errors.h"
+#include "models/atomic_file.h"
+#include "models/keras_import.h"
+#include "models/spec_reader.h"
+
+namespace tctl::app {
+
+namespace {
+struct ImportKerasFlags {
+  std::string input;
+  std::string output;
+};
+
+// nlohmann::json sorts keys; a spec reads better with the model's name and each layer's type first.
+nlohmann::ordered_json readable(const nlohmann::json& spec) {
+  nlohmann::ordered_json layers = nlohmann::ordered_json::array();
+  for (const auto& layer : spec.at("layers")) {
+    nlohmann::ordered_json l;
+    l["type"] = layer.at("type");
+    if (layer.contains("name")) l["name"] = layer.at("name");
+    for (auto it = layer.begin(); it != layer.end(); ++it)
+      if (it.key() != "type" && it.key() != "name") l[it.key()] = it.value();
+    layers.push_back(std::move(l));
+  }
+  nlohmann::ordered_json out;
+  out["name"] = spec.at("name");
+  out["input_shape"] = spec.at("input_shape");
+  out["layers"] = std::move(layers);
+  return out;
+}
+
+int run_import_keras(const ImportKerasFlags& f) {
+  if (!f.output.empty()) {
+    auto parent = std::filesystem::path(f.output).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent))
+      throw SpecError("", "--output", "directory " + parent.string() + " does not exist");
+  }
+  const nlohmann::json doc = parse_json_file(f.input);
+  const nlohmann::json spec = keras_to_spec(doc, f.input);
+  const std::string text = readable(spec).dump(2) + "\n";
+  if (f.output.empty())
+    std::fwrite(text.data(), 1, text.size(), stdout);
+  else
+    write_file_atomic(f.output, text);
+  // On stderr, so that stdout stays a spec that can be redirected to a file.
+  std::fprintf(stderr, "converted %zu layers from %s Sequential '%s'%s\n", spec.at("layers").size(),
+               keras_source_description(doc).c_str(), spec.at("name").get<std::string>().c_str(),
+               f.output.empty() ? "" : (" to " + f.output).c_str());
+  return 0;
+}
+}  // namespace
+
+Command add_import_keras_command(CLI::App& app) {
+  auto flags = std::make_shared<ImportKerasFlags>();
+  CLI::App* cmd = app.add_subcommand("import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec");
+  cmd->add_option("file", flags->input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")->required();
+  cmd->add_option("-o,--output", flags->output, "Write the spec to this file instead of stdout");
+  return [flags] { return run_import_keras(*flags); };
+}
+
+}  // namespace tctl::app
