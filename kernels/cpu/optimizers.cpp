@@ -115,11 +115,14 @@ void apply_adam_cpu(KernelContext& ctx) {
       float* pw = w.data();
       float* pm = m.data();
       float* pv = v.data();
+      // Local copies: the captured references could alias the stores, and reloading them each element
+      // keeps gcc from vectorising the loop.
+      const float cb1 = b1, cb2 = b2, ceps = eps, cdecay = decay, clr_t = lr_t;
       for (std::int64_t i = b; i < e; ++i) {
-        pm[i] = b1 * pm[i] + (1.0f - b1) * g[i];
-        pv[i] = b2 * pv[i] + (1.0f - b2) * g[i] * g[i];
-        const float x = pw[i] - decay * pw[i];
-        pw[i] = x - lr_t * pm[i] / (std::sqrt(pv[i]) + eps);
+        pm[i] = cb1 * pm[i] + (1.0f - cb1) * g[i];
+        pv[i] = cb2 * pv[i] + (1.0f - cb2) * g[i] * g[i];
+        const float x = pw[i] - cdecay * pw[i];
+        pw[i] = x - clr_t * pm[i] / (std::sqrt(pv[i]) + ceps);
       }
       return;
     }
@@ -158,17 +161,25 @@ void apply_rmsprop_cpu(KernelContext& ctx) {
       float* pms = ms.data();
       float* pmg = mg ? mg->data() : nullptr;
       float* pmom = mom ? mom->data() : nullptr;
-      for (std::int64_t i = b; i < e; ++i) {
-        pms[i] = rho * pms[i] + (1.0f - rho) * g[i] * g[i];
-        float denominator = pms[i] + eps;
-        if (pmg) {
-          pmg[i] = rho * pmg[i] + (1.0f - rho) * g[i];
-          denominator = pms[i] - pmg[i] * pmg[i] + eps;
+      // One branch-free loop per variant, with local copies of the scalars, so gcc vectorises each.
+      auto run = [&]<bool kCentered, bool kMomentum>() {
+        const float crho = rho, cmu = mu, ceps = eps, clr = lr;
+        for (std::int64_t i = b; i < e; ++i) {
+          pms[i] = crho * pms[i] + (1.0f - crho) * g[i] * g[i];
+          float denominator = pms[i] + ceps;
+          if constexpr (kCentered) {
+            pmg[i] = crho * pmg[i] + (1.0f - crho) * g[i];
+            denominator = pms[i] - pmg[i] * pmg[i] + ceps;
+          }
+          float step = clr * g[i] / std::sqrt(denominator);
+          if constexpr (kMomentum) step = pmom[i] = cmu * pmom[i] + step;
+          pw[i] -= step;
         }
-        float step = lr * g[i] / std::sqrt(denominator);
-        if (pmom) step = pmom[i] = mu * pmom[i] + step;
-        pw[i] -= step;
-      }
+      };
+      if (pmg && pmom) run.template operator()<true, true>();
+      else if (pmg) run.template operator()<true, false>();
+      else if (pmom) run.template operator()<false, true>();
+      else run.template operator()<false, false>();
       return;
     }
     for (std::int64_t i = b; i < e; ++i) {
