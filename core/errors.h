@@ -45,6 +45,13 @@ class RuntimeError : public Error {
   using Error::Error;
 };
 
+// The numeric guard: a gradient (or another value a kernel refuses to consume) holds NaN or infinity.
+// Thrown before anything is written, so the variables it would have updated are unchanged.
+class NonFiniteError : public RuntimeError {
+ public:
+  using RuntimeError::RuntimeError;
+};
+
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 
 }  // namespace tctl

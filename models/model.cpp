@@ -37,12 +37,13 @@ namespace {
 void check_metrics(const ModelOptions& o) {
   for (std::size_t i = 0; i < o.metrics.size(); ++i) {
     const std::string& m = o.metrics[i];
-    const bool classification = loss_is_classification(o.loss);
-    const bool ok = classification ? m == "accuracy" : (m == "mae" || m == "mse");
-    if (!ok)
+    const auto& known = loss_metrics(o.loss);
+    if (std::find(known.begin(), known.end(), m) == known.end()) {
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw SpecError(o.config_file, "metrics[" + std::to_string(i) + "]",
-                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " +
-                          (classification ? "accuracy" : "mae, mse") + ")");
+                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " + list + ")");
+    }
   }
 }
 
@@ -165,6 +166,7 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
   const std::int64_t steps = (n + batch_size - 1) / batch_size;
   steps_run_ = 0;
   const bool classification = loss_is_classification(options_.loss);
+  const bool binary = loss_is_binary(options_.loss);
   MetricAccumulator totals;
   std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
   auto rows_of = [&](std::int64_t step) {
@@ -220,6 +222,7 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     std::vector<Feed> feeds{{pass.x, batch.x}, {pass.targets, batch.y}};
     RunOptions ro;
     ro.step = first_step + step;
+    if (training) optimizer_.begin_step(ro.step);
     std::vector<Tensor> out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
     feeds.clear();
     if (prefetch > 0) spare.enqueue(std::move(batch));
@@ -251,6 +254,8 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
           double d = static_cast<double>(p[i * width + j]) - t[j];
           sums.abs_error += std::abs(d);
           sums.sq_error += d * d;
+          // Binary accuracy (Keras' threshold 0.5), averaged over the outputs of a row.
+          if (binary) sums.correct += ((p[i * width + j] > 0.5f) == (t[j] > 0.5f)) / static_cast<double>(width);
         }
       }
       sums.values = b * width;
@@ -344,10 +349,12 @@ float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t ste
   RunOptions ro;
   ro.step = step;
   ro.profiler = profiler;
+  optimizer_.begin_step(step);
   return train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
 }
 
 float Model::eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
+  optimizer_.begin_step(step);
   Graph g;
   EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, step, profiler});
   eager.feed("x", x);

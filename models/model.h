@@ -85,6 +85,8 @@ class Model {
   const Sequential& net() const { return *net_; }
   const ModelOptions& options() const { return options_; }
   const Optimizer& optimizer() const { return optimizer_; }
+  // For callbacks between steps: set_lr_factor (reduce-on-plateau).
+  Optimizer& optimizer() { return optimizer_; }
   // Nodes that could not run where they asked and fell back to the CPU, so far.
   std::vector<std::string> placement_warnings() const;
   const Graph& training_graph() const { return *train_graph_; }

@@ -99,14 +99,14 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
 RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   RaceRow r = make_row("sgd", std::string(locking_mode_name(mode)), o);
   auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{o.size}), mode);
-  const Attrs sgd_attrs{{"learning_rate", 1.0}, {"widen", std::int64_t{o.widen}}};
+  const Attrs sgd_attrs{{"widen", std::int64_t{o.widen}}};
   // Adds thread t's gradient step to g, built the way a user would: trace the loss, differentiate, update.
   auto add_step = [&](Graph& g, int t) {
     Output w = g.read(v);
     Output loss = g.add("Sum", {g.add("Mul", {w, g.constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))})});
     std::vector<Output> wrt{w};
     Output grad = gradients(g, loss, wrt)[0];
-    return g.add("ApplySgd", {grad}, sgd_attrs, {{v, true}});
+    return g.add("ApplySgd", {grad, g.scalar(1.0f)}, sgd_attrs, {{v, true}});
   };
   double expected_per_round = 0.0;
   for (int t = 0; t < o.threads; ++t) expected_per_round += t + 1;

@@ -134,7 +134,7 @@ TrainConfig load_train_config(const std::string& path) {
       c.metrics.push_back(m[i].get<std::string>());
     }
   } else {
-    c.metrics = loss_is_classification(c.loss) ? std::vector<std::string>{"accuracy"} : std::vector<std::string>{"mae"};
+    c.metrics = {loss_metrics(c.loss).front()};
   }
   c.epochs = top.positive_int("epochs", 10);
   c.batch_size = top.positive_int("batch_size", 32);

@@ -1,5 +1,6 @@
-// Per-example losses and their gradients: fused softmax cross-entropy (sparse int labels or one-hot), and
-// mean squared error. Each returns a [N] vector; the mean over the batch is a Mean op after it.
+// Per-example losses and their gradients: fused softmax cross-entropy (sparse int labels or one-hot), binary
+// cross-entropy on probabilities, mean squared error, mean absolute error and Huber. Each returns a [N]
+// vector; the mean over the batch is a Mean op after it.
 #include <cmath>
 
 #include "kernels/cpu/kernel_util.h"
@@ -99,32 +100,81 @@ TensorSpec mse_infer(const InferContext& c) {
   return {DType::kF32, Shape{c.shape(0)[0]}};
 }
 
-void mse_cpu(KernelContext& ctx) {
+// The elementwise losses: loss[r] = mean_j f(p[r, j], t[r, j]), and dp = f'(p, t) / F * dy[r].
+template <class F>
+void elementwise_loss(KernelContext& ctx, F f) {
   const Tensor& pred = ctx.input(0);
+  const float* p = pred.data<float>();
   const float* t = ctx.input(1).data<float>();
-  const std::int64_t n = pred.shape()[0], f = pred.num_elements() / std::max<std::int64_t>(n, 1);
+  const std::int64_t n = pred.shape()[0], w = pred.num_elements() / std::max<std::int64_t>(n, 1);
   float* loss = ctx.output().mutable_data<float>();
-  for_each_row(ctx, n, f, [&](std::int64_t r, float*) {
+  for_each_row(ctx, n, w, [&](std::int64_t r, float*) {
     float s = 0.0f;
-    for (std::int64_t j = 0; j < f; ++j) {
-      float d = pred.data<float>()[r * f + j] - t[r * f + j];
-      s += d * d;
-    }
-    loss[r] = s / static_cast<float>(f);
+    for (std::int64_t j = 0; j < w; ++j) s += f(p[r * w + j], t[r * w + j]);
+    loss[r] = s / static_cast<float>(w);
   });
 }
 
-// Inputs: predictions, targets, dy [N]. dpred = 2 (p - t) / F * dy.
-void mse_grad_cpu(KernelContext& ctx) {
+template <class F>
+void elementwise_loss_grad(KernelContext& ctx, F df) {
   const Tensor& pred = ctx.input(0);
+  const float* p = pred.data<float>();
   const float* t = ctx.input(1).data<float>();
   const float* dy = ctx.input(2).data<float>();
-  const std::int64_t n = pred.shape()[0], f = pred.num_elements() / std::max<std::int64_t>(n, 1);
+  const std::int64_t n = pred.shape()[0], w = pred.num_elements() / std::max<std::int64_t>(n, 1);
   float* dx = ctx.output().mutable_data<float>();
-  const float scale = 2.0f / static_cast<float>(f);
-  for_each_row(ctx, n, f, [&](std::int64_t r, float*) {
-    for (std::int64_t j = 0; j < f; ++j)
-      dx[r * f + j] = scale * (pred.data<float>()[r * f + j] - t[r * f + j]) * dy[r];
+  const float inv = 1.0f / static_cast<float>(w);
+  for_each_row(ctx, n, w, [&](std::int64_t r, float*) {
+    for (std::int64_t j = 0; j < w; ++j) dx[r * w + j] = df(p[r * w + j], t[r * w + j]) * inv * dy[r];
+  });
+}
+
+float sign(float x) { return static_cast<float>((x > 0.0f) - (x < 0.0f)); }
+
+void mse_cpu(KernelContext& ctx) {
+  elementwise_loss(ctx, [](float p, float t) { return (p - t) * (p - t); });
+}
+void mse_grad_cpu(KernelContext& ctx) {
+  elementwise_loss_grad(ctx, [](float p, float t) { return 2.0f * (p - t); });
+}
+
+void mae_cpu(KernelContext& ctx) {
+  elementwise_loss(ctx, [](float p, float t) { return std::abs(p - t); });
+}
+void mae_grad_cpu(KernelContext& ctx) {
+  elementwise_loss_grad(ctx, [](float p, float t) { return sign(p - t); });
+}
+
+// Keras' Huber: 0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta).
+void huber_cpu(KernelContext& ctx) {
+  const float delta = static_cast<float>(ctx.attrs().f("delta"));
+  elementwise_loss(ctx, [delta](float p, float t) {
+    const float d = std::abs(p - t);
+    return d <= delta ? 0.5f * d * d : delta * (d - 0.5f * delta);
+  });
+}
+void huber_grad_cpu(KernelContext& ctx) {
+  const float delta = static_cast<float>(ctx.attrs().f("delta"));
+  elementwise_loss_grad(ctx, [delta](float p, float t) {
+    const float d = p - t;
+    return std::abs(d) <= delta ? d : delta * sign(d);
+  });
+}
+
+// Keras' binary cross-entropy on probabilities: p is clipped to [eps, 1 - eps] so log never sees 0, and
+// the clip's gradient is zero outside that range, as in Keras.
+void binary_xent_cpu(KernelContext& ctx) {
+  const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
+  elementwise_loss(ctx, [eps](float p, float t) {
+    const float q = std::clamp(p, eps, 1.0f - eps);
+    return -(t * std::log(q) + (1.0f - t) * std::log(1.0f - q));
+  });
+}
+void binary_xent_grad_cpu(KernelContext& ctx) {
+  const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
+  elementwise_loss_grad(ctx, [eps](float p, float t) {
+    if (p < eps || p > 1.0f - eps) return 0.0f;
+    return (p - t) / (p * (1.0f - p));
   });
 }
 
@@ -156,5 +206,29 @@ TCTL_REGISTER_OP({.name = "Mse",
                   },
                   .cpu = mse_cpu});
 TCTL_REGISTER_OP({.name = "MseGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = mse_grad_cpu});
+TCTL_REGISTER_OP({.name = "Mae",
+                  .num_inputs = 2,
+                  .infer = mse_infer,
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.op("MaeGrad", {g.x(0), g.x(1), g.dy()}), Output{}};
+                  },
+                  .cpu = mae_cpu});
+TCTL_REGISTER_OP({.name = "MaeGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = mae_grad_cpu});
+TCTL_REGISTER_OP({.name = "Huber",
+                  .num_inputs = 2,
+                  .infer = mse_infer,
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.op("HuberGrad", {g.x(0), g.x(1), g.dy()}, g.attrs()), Output{}};
+                  },
+                  .cpu = huber_cpu});
+TCTL_REGISTER_OP({.name = "HuberGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = huber_grad_cpu});
+TCTL_REGISTER_OP({.name = "BinaryXent",
+                  .num_inputs = 2,
+                  .infer = mse_infer,
+                  .grad = [](GradBuilder& g) {
+                    return std::vector<Output>{g.op("BinaryXentGrad", {g.x(0), g.x(1), g.dy()}, g.attrs()), Output{}};
+                  },
+                  .cpu = binary_xent_cpu});
+TCTL_REGISTER_OP({.name = "BinaryXentGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = binary_xent_grad_cpu});
 
 }  // namespace tctl::cpu

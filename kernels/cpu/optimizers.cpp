@@ -1,24 +1,62 @@
 // Optimizer updates. Each is one fused pass per variable that writes the variable (and its slots) in
-// place under the variable's lock. Inputs: the gradient, and for Adam the number of steps completed before
-// this one (a float scalar read of the optimizer's step counter). The output is unused.
+// place under the variable's lock. Inputs: the gradient, the learning rate (a float scalar read of the
+// optimizer's learning-rate variable, so a schedule changes it without retracing), and for Adam the number
+// of steps completed before this one (a float scalar read of the step counter). The output is unused.
+// Every update first checks its gradient and throws NonFiniteError, naming the variable, before writing.
+// Also here: GlobalNorm and ClipByGlobalNorm, the gradient clipping that feeds the updates.
+#include <bit>
 #include <cmath>
+#include <optional>
 
 #include "kernels/cpu/kernel_util.h"
 
 namespace tctl::cpu {
 namespace {
 
-TensorSpec update_infer(const InferContext& c) { return {DType::kF32, Shape{}}; }
+// Inputs: gradient (float, any shape), learning rate (float scalar), then `extra` float scalars.
+InferFn update_infer(int extra = 0) {
+  return [extra](const InferContext& c) {
+    for (int i = 0; i < 2 + extra; ++i) c.expect_dtype(i, DType::kF32);
+    for (int i = 1; i < 2 + extra; ++i) c.expect_rank(i, 0);
+    return TensorSpec{DType::kF32, Shape{}};
+  };
+}
 
 // Elements per intra-op block of an update pass.
 constexpr std::int64_t kUpdateGrain = 32768;
 
-// Every update goes through Variable::Update::apply, so it honours the variable's locking mode: under
-// its lock, by compare-and-swap, or unsynchronized. The slots share their variable's mode.
+// The numeric guard, one pass before anything is written. An all-ones exponent means NaN or infinity; the
+// integer OR-reduction vectorises, where a float test with an early exit would not.
+void check_gradient(const KernelContext& ctx) {
+  const Tensor& grad = ctx.input(0);
+  const float* g = grad.data<float>();
+  const std::int64_t n = grad.num_elements();
+  std::uint32_t bad = 0;
+  for (std::int64_t i = 0; i < n; ++i) bad |= (std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u) == 0x7f800000u;
+  if (bad == 0) [[likely]]
+    return;
+  std::int64_t first = 0;
+  while (std::isfinite(g[first])) ++first;
+  throw NonFiniteError("gradient of " + ctx.var(0).name() + " is " + (std::isnan(g[first]) ? "NaN" : "infinite") +
+                       " (element " + std::to_string(first) + " of " + std::to_string(n) + ")");
+}
+
+float learning_rate(const KernelContext& ctx) { return ctx.input(1).data<float>()[0]; }
+
+// Every update goes through Variable::Update, so it honours the variable's locking mode: under its lock, by
+// compare-and-swap, or unsynchronized. The slots share their variable's mode. When every Update owns its
+// buffer (the locked modes), a kernel runs one plain loop the compiler can vectorise; otherwise it sets
+// each element with apply().
+bool all_owned(std::initializer_list<const Variable::Update*> updates) {
+  for (const auto* u : updates)
+    if (u != nullptr && u->data() == nullptr) return false;
+  return true;
+}
 
 // w -= lr * g
 void apply_sgd_cpu(KernelContext& ctx) {
-  const float lr = static_cast<float>(ctx.attrs().f("learning_rate"));
+  check_gradient(ctx);
+  const float lr = learning_rate(ctx);
   const float* g = ctx.input(0).data<float>();
   Variable::Update w(ctx.var(0));
   // race-check --widen: yields between each element's read and write, in the unsynchronized modes only.
@@ -30,13 +68,23 @@ void apply_sgd_cpu(KernelContext& ctx) {
 
 // Keras' formulation: v = momentum * v - lr * g; w += v (nesterov: w += momentum * v - lr * g).
 void apply_momentum_cpu(KernelContext& ctx) {
-  const float lr = static_cast<float>(ctx.attrs().f("learning_rate"));
+  check_gradient(ctx);
+  const float lr = learning_rate(ctx);
   const float mu = static_cast<float>(ctx.attrs().f("momentum"));
   const bool nesterov = ctx.attrs().i_or("nesterov", 0) != 0;
   const float* g = ctx.input(0).data<float>();
   Variable::Update w(ctx.var(0));
   Variable::Update v(ctx.var(1));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    if (all_owned({&w, &v})) {
+      float* pw = w.data();
+      float* pv = v.data();
+      for (std::int64_t i = b; i < e; ++i) {
+        pv[i] = mu * pv[i] - lr * g[i];
+        pw[i] += nesterov ? mu * pv[i] - lr * g[i] : pv[i];
+      }
+      return;
+    }
     for (std::int64_t i = b; i < e; ++i) {
       float vi = 0.0f;
       v.apply(i, [&](float old) { return vi = mu * old - lr * g[i]; });
@@ -46,13 +94,16 @@ void apply_momentum_cpu(KernelContext& ctx) {
 }
 
 // Keras' Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t m / (sqrt(v) + eps) with
-// lr_t = lr sqrt(1 - b2^t) / (1 - b1^t).
+// lr_t = lr sqrt(1 - b2^t) / (1 - b1^t). AdamW (weight_decay > 0) first decays w -= lr wd w, as Keras'
+// and PyTorch's AdamW do, decoupled from the gradient.
 void apply_adam_cpu(KernelContext& ctx) {
-  const double lr = ctx.attrs().f("learning_rate");
+  check_gradient(ctx);
+  const double lr = learning_rate(ctx);
   const float b1 = static_cast<float>(ctx.attrs().f("beta1"));
   const float b2 = static_cast<float>(ctx.attrs().f("beta2"));
   const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
-  const double t = static_cast<double>(ctx.input(1).data<float>()[0]) + 1.0;
+  const float decay = static_cast<float>(lr * ctx.attrs().f_or("weight_decay", 0.0));
+  const double t = static_cast<double>(ctx.input(2).data<float>()[0]) + 1.0;
   const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(static_cast<double>(b2), t)) /
                                         (1.0 - std::pow(static_cast<double>(b1), t)));
   const float* g = ctx.input(0).data<float>();
@@ -60,15 +111,18 @@ void apply_adam_cpu(KernelContext& ctx) {
   Variable::Update m(ctx.var(1));
   Variable::Update v(ctx.var(2));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
-    if (w.data() && m.data() && v.data()) {
-      // The locked modes own their buffers: one plain loop the compiler can vectorise.
+    if (all_owned({&w, &m, &v})) {
       float* pw = w.data();
       float* pm = m.data();
       float* pv = v.data();
+      // Local copies: the captured references could alias the stores, and reloading them each element
+      // keeps gcc from vectorising the loop.
+      const float cb1 = b1, cb2 = b2, ceps = eps, cdecay = decay, clr_t = lr_t;
       for (std::int64_t i = b; i < e; ++i) {
-        pm[i] = b1 * pm[i] + (1.0f - b1) * g[i];
-        pv[i] = b2 * pv[i] + (1.0f - b2) * g[i] * g[i];
-        pw[i] -= lr_t * pm[i] / (std::sqrt(pv[i]) + eps);
+        pm[i] = cb1 * pm[i] + (1.0f - cb1) * g[i];
+        pv[i] = cb2 * pv[i] + (1.0f - cb2) * g[i] * g[i];
+        const float x = pw[i] - cdecay * pw[i];
+        pw[i] = x - clr_t * pm[i] / (std::sqrt(pv[i]) + ceps);
       }
       return;
     }
@@ -76,7 +130,99 @@ void apply_adam_cpu(KernelContext& ctx) {
       float mi = 0.0f, vi = 0.0f;
       m.apply(i, [&](float old) { return mi = b1 * old + (1.0f - b1) * g[i]; });
       v.apply(i, [&](float old) { return vi = b2 * old + (1.0f - b2) * g[i] * g[i]; });
-      w.apply(i, [&](float x) { return x - lr_t * mi / (std::sqrt(vi) + eps); });
+      w.apply(i, [&](float x) {
+        const float y = x - decay * x;
+        return y - lr_t * mi / (std::sqrt(vi) + eps);
+      });
+    }
+  });
+}
+
+// Keras' RMSprop: ms = rho ms + (1-rho) g^2; centered: mg = rho mg + (1-rho) g, denominator ms - mg^2 + eps,
+// else ms + eps; step = lr g / sqrt(denominator); with momentum: mom = momentum mom + step; w -= mom.
+// Variables: w, ms, then mg when centered, then mom when momentum > 0.
+void apply_rmsprop_cpu(KernelContext& ctx) {
+  check_gradient(ctx);
+  const float lr = learning_rate(ctx);
+  const float rho = static_cast<float>(ctx.attrs().f("rho"));
+  const float mu = static_cast<float>(ctx.attrs().f("momentum"));
+  const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
+  const bool centered = ctx.attrs().i("centered") != 0;
+  const float* g = ctx.input(0).data<float>();
+  Variable::Update w(ctx.var(0));
+  Variable::Update ms(ctx.var(1));
+  std::optional<Variable::Update> mg, mom;
+  int next = 2;
+  if (centered) mg.emplace(ctx.var(next++));
+  if (mu > 0.0f) mom.emplace(ctx.var(next++));
+  ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    if (all_owned({&w, &ms, mg ? &*mg : nullptr, mom ? &*mom : nullptr})) {
+      float* pw = w.data();
+      float* pms = ms.data();
+      float* pmg = mg ? mg->data() : nullptr;
+      float* pmom = mom ? mom->data() : nullptr;
+      // One branch-free loop per variant, with local copies of the scalars, so gcc vectorises each.
+      auto run = [&]<bool kCentered, bool kMomentum>() {
+        const float crho = rho, cmu = mu, ceps = eps, clr = lr;
+        for (std::int64_t i = b; i < e; ++i) {
+          pms[i] = crho * pms[i] + (1.0f - crho) * g[i] * g[i];
+          float denominator = pms[i] + ceps;
+          if constexpr (kCentered) {
+            pmg[i] = crho * pmg[i] + (1.0f - crho) * g[i];
+            denominator = pms[i] - pmg[i] * pmg[i] + ceps;
+          }
+          float step = clr * g[i] / std::sqrt(denominator);
+          if constexpr (kMomentum) step = pmom[i] = cmu * pmom[i] + step;
+          pw[i] -= step;
+        }
+      };
+      if (pmg && pmom) run.template operator()<true, true>();
+      else if (pmg) run.template operator()<true, false>();
+      else if (pmom) run.template operator()<false, true>();
+      else run.template operator()<false, false>();
+      return;
+    }
+    for (std::int64_t i = b; i < e; ++i) {
+      float msi = 0.0f;
+      ms.apply(i, [&](float old) { return msi = rho * old + (1.0f - rho) * g[i] * g[i]; });
+      float denominator = msi + eps;
+      if (mg) {
+        float mgi = 0.0f;
+        mg->apply(i, [&](float old) { return mgi = rho * old + (1.0f - rho) * g[i]; });
+        denominator = msi - mgi * mgi + eps;
+      }
+      // apply() may call its function again when a compare-and-swap fails, so each one only reads what it
+      // does not write.
+      const float increment = lr * g[i] / std::sqrt(denominator);
+      float step = increment;
+      if (mom) mom->apply(i, [&](float old) { return step = mu * old + increment; });
+      w.apply(i, [&](float x) { return x - step; });
+    }
+  });
+}
+
+// Keras' Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). Variables: w, acc.
+void apply_adagrad_cpu(KernelContext& ctx) {
+  check_gradient(ctx);
+  const float lr = learning_rate(ctx);
+  const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
+  const float* g = ctx.input(0).data<float>();
+  Variable::Update w(ctx.var(0));
+  Variable::Update acc(ctx.var(1));
+  ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    if (all_owned({&w, &acc})) {
+      float* pw = w.data();
+      float* pa = acc.data();
+      for (std::int64_t i = b; i < e; ++i) {
+        pa[i] += g[i] * g[i];
+        pw[i] -= lr * g[i] / std::sqrt(pa[i] + eps);
+      }
+      return;
+    }
+    for (std::int64_t i = b; i < e; ++i) {
+      float ai = 0.0f;
+      acc.apply(i, [&](float old) { return ai = old + g[i] * g[i]; });
+      w.apply(i, [&](float x) { return x - lr * g[i] / std::sqrt(ai + eps); });
     }
   });
 }
@@ -88,11 +234,52 @@ void increment_cpu(KernelContext& ctx) {
   for (std::int64_t i = 0; i < w.size(); ++i) w.apply(i, [&](float x) { return x + amount; });
 }
 
+TensorSpec global_norm_infer(const InferContext& c) {
+  if (c.num_inputs() == 0) c.fail("needs at least one gradient");
+  for (int i = 0; i < c.num_inputs(); ++i) c.expect_dtype(i, DType::kF32);
+  return {DType::kF32, Shape{}};
+}
+
+// sqrt of the sum of squares of every element of every input, summed in double in one fixed order, so
+// the norm is the same for any thread count.
+void global_norm_cpu(KernelContext& ctx) {
+  double sum = 0.0;
+  for (int k = 0; k < ctx.num_inputs(); ++k) {
+    const float* g = ctx.input(k).data<float>();
+    const std::int64_t n = ctx.input(k).num_elements();
+    for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
+  }
+  ctx.output().mutable_data<float>()[0] = static_cast<float>(std::sqrt(sum));
+}
+
+TensorSpec clip_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  c.expect_dtype(1, DType::kF32);
+  c.expect_rank(1, 0);
+  if (!(c.attrs().f("clipnorm") > 0.0)) c.fail("clipnorm must be positive");
+  return c.input(0);
+}
+
+// Inputs: gradient, global norm. y = g * min(1, clipnorm / norm). A norm that is not finite leaves the
+// gradient as it is, so the update's numeric guard reports the gradient that holds the NaN or infinity.
+void clip_by_global_norm_cpu(KernelContext& ctx) {
+  const double norm = ctx.input(1).data<float>()[0];
+  const double clipnorm = ctx.attrs().f("clipnorm");
+  const float scale = std::isfinite(norm) && norm > clipnorm ? static_cast<float>(clipnorm / norm) : 1.0f;
+  const float* g = ctx.input(0).data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  for_each_element(ctx, ctx.input(0).num_elements(), [&](std::int64_t i) { y[i] = g[i] * scale; });
+}
+
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "ApplySgd", .infer = update_infer, .cpu = apply_sgd_cpu});
-TCTL_REGISTER_OP({.name = "ApplyMomentum", .infer = update_infer, .cpu = apply_momentum_cpu});
-TCTL_REGISTER_OP({.name = "ApplyAdam", .num_inputs = 2, .infer = update_infer, .cpu = apply_adam_cpu});
-TCTL_REGISTER_OP({.name = "Increment", .num_inputs = 0, .infer = update_infer, .cpu = increment_cpu});
+TCTL_REGISTER_OP({.name = "ApplySgd", .num_inputs = 2, .infer = update_infer(), .cpu = apply_sgd_cpu});
+TCTL_REGISTER_OP({.name = "ApplyMomentum", .num_inputs = 2, .infer = update_infer(), .cpu = apply_momentum_cpu});
+TCTL_REGISTER_OP({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1), .cpu = apply_adam_cpu});
+TCTL_REGISTER_OP({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer(), .cpu = apply_rmsprop_cpu});
+TCTL_REGISTER_OP({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer(), .cpu = apply_adagrad_cpu});
+TCTL_REGISTER_OP({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }, .cpu = increment_cpu});
+TCTL_REGISTER_OP({.name = "GlobalNorm", .num_inputs = -1, .infer = global_norm_infer, .cpu = global_norm_cpu});
+TCTL_REGISTER_OP({.name = "ClipByGlobalNorm", .num_inputs = 2, .infer = clip_infer, .cpu = clip_by_global_norm_cpu});
 
 }  // namespace tctl::cpu

@@ -211,8 +211,18 @@ TEST_CASE("unknown loss lists the known ones") {
 }
 
 TEST_CASE("unknown optimizer type lists the known ones") {
-  Scratch s(model_with_layers(kLayers), config_with(R"(, "optimizer": {"type": "rmsprop"})"));
-  expect_user_error(s.dir, "train config.json", {R"(config.json: optimizer.type: unknown value "rmsprop" (known: sgd, adam))"});
+  Scratch s(model_with_layers(kLayers), config_with(R"(, "optimizer": {"type": "nadam"})"));
+  expect_user_error(s.dir, "train config.json",
+                    {R"(config.json: optimizer.type: unknown value "nadam" (known: sgd, adam, adamw, rmsprop, adagrad))"});
+}
+
+TEST_CASE("a bad schedule value names its JSON path; per-variable clipping points to global_clipnorm") {
+  Scratch s(model_with_layers(kLayers),
+            config_with(R"(, "optimizer": {"type": "adam", "schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": 0}})"));
+  CommandResult r = expect_user_error(s.dir, "train config.json", {});
+  CHECK(r.err == "error: config.json: optimizer.schedule.decay_rate: expected a positive number, got 0\n");
+  Scratch c(model_with_layers(kLayers), config_with(R"(, "optimizer": {"type": "sgd", "clipnorm": 1.0})"));
+  expect_user_error(c.dir, "train config.json", {"config.json: optimizer.clipnorm:", "use global_clipnorm"});
 }
 
 TEST_CASE("negative learning rate") {

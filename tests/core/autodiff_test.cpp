@@ -48,7 +48,7 @@ TEST_CASE("automatic control dependencies order writes after reads and their con
   Output r1 = g.read(w);
   Output use = g.add("Relu", {r1});
   Output r2 = g.read(w);
-  Output write = g.add("ApplySgd", {g.constant(Tensor::filled(Shape{2}, 1.0f))}, Attrs{{"learning_rate", 0.1}}, {{w, true}});
+  Output write = g.add("ApplySgd", {g.constant(Tensor::filled(Shape{2}, 1.0f)), g.scalar(0.1f)}, {}, {{w, true}});
   Output r3 = g.read(w);
   Output write2 = g.add("Increment", {}, Attrs{{"amount", 1.0}}, {{w, true}});
 

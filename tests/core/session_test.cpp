@@ -39,7 +39,7 @@ TEST_CASE("steady-state runs reuse their buffers") {
   Output loss = g->add("Mean", {h});
   std::vector<Output> reads{Output{g->node(g->node(h).inputs[0]).inputs[1]}};
   Output dw = gradients(*g, loss, reads)[0];
-  Output update = g->add("ApplySgd", {dw}, Attrs{{"learning_rate", 0.1}}, {{w, true}});
+  Output update = g->add("ApplySgd", {dw, g->scalar(0.1f)}, {}, {{w, true}});
   add_auto_control_dependencies(*g);
   ThreadPool inter(2), intra(1);
   Session s(g, inter, intra);

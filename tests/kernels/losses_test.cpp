@@ -44,3 +44,15 @@ TEST_CASE("one-hot softmax cross-entropy and MSE gradients") {
                             Tensor::from_floats(Shape{1, 2}, std::vector<float>{0, 0})}, {});
   CHECK(mse.item() == doctest::Approx(5.0));
 }
+
+TEST_CASE("mae, huber and binary cross-entropy gradients") {
+  check_op_inputs("Mae", {random_tensor(Shape{3, 2}, 11), random_tensor(Shape{3, 2}, 12, 0.3f)}, OpCheck{.constant_inputs = {1}});
+  // Differences in [-2, 2] cross both sides of delta = 1.
+  check_op_inputs("Huber", {random_tensor(Shape{4, 3}, 13), random_tensor(Shape{4, 3}, 14)},
+                  OpCheck{.attrs = Attrs{{"delta", 1.0}}, .constant_inputs = {1}});
+  // Probabilities in [0.2, 0.8] and 0/1 targets.
+  Tensor p = random_tensor(Shape{4, 2}, 15);
+  for (std::int64_t i = 0; i < p.num_elements(); ++i) p.mutable_data<float>()[i] = 0.5f + 0.3f * p.data<float>()[i];
+  Tensor t = Tensor::from_floats(Shape{4, 2}, std::vector<float>{0, 1, 1, 0, 1, 1, 0, 0});
+  check_op_inputs("BinaryXent", {p, t}, OpCheck{.attrs = Attrs{{"epsilon", 1e-7}}, .constant_inputs = {1}});
+}

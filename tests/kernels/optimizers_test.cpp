@@ -1,14 +1,17 @@
+#include <cmath>
+#include <limits>
+
 #include "kernels/op_test_util.h"
 
 using namespace tctl;
 
 namespace {
-// Runs one update op on `var` with gradient g (and extra variables as slots).
-void run_update(const std::string& op, const Attrs& attrs, std::vector<VarUse> vars, const Tensor& grad,
+// Runs one update op on `var` with gradient g and learning rate lr (and extra variables as slots; Adam's
+// step counter as an extra input).
+void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector<VarUse> vars, const Tensor& grad,
                 std::vector<Output> extra_inputs_builder(Graph&) = nullptr) {
   auto g = std::make_shared<Graph>();
-  Output gr = g->constant(grad);
-  std::vector<Output> ins{gr};
+  std::vector<Output> ins{g->constant(grad), g->scalar(lr)};
   if (extra_inputs_builder) {
     auto more = extra_inputs_builder(*g);
     ins.insert(ins.end(), more.begin(), more.end());
@@ -19,18 +22,20 @@ void run_update(const std::string& op, const Attrs& attrs, std::vector<VarUse> v
   std::vector<Output> targets{u};
   s.run({}, {}, targets);
 }
+
+std::vector<Output> step_zero(Graph& g) { return {g.scalar(0.0f)}; }
 }  // namespace
 
 TEST_CASE("ApplySgd and ApplyMomentum follow Keras' formulas") {
   auto w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 2.0f}));
   Tensor grad = Tensor::from_floats(Shape{2}, std::vector<float>{0.5f, -1.0f});
-  run_update("ApplySgd", Attrs{{"learning_rate", 0.1}}, {{w, true}}, grad);
+  run_update("ApplySgd", 0.1f, {}, {{w, true}}, grad);
   CHECK(w->read().to_floats() == std::vector<float>{0.95f, 2.1f});
 
   auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{2}));
-  Attrs m{{"learning_rate", 0.1}, {"momentum", 0.9}};
-  run_update("ApplyMomentum", m, {{w, true}, {v, true}}, grad);
-  run_update("ApplyMomentum", m, {{w, true}, {v, true}}, grad);
+  Attrs m{{"momentum", 0.9}};
+  run_update("ApplyMomentum", 0.1f, m, {{w, true}, {v, true}}, grad);
+  run_update("ApplyMomentum", 0.1f, m, {{w, true}, {v, true}}, grad);
   // v1 = -0.05, w = 0.90; v2 = 0.9 * -0.05 - 0.05 = -0.095, w = 0.805
   CHECK(w->read().to_floats()[0] == doctest::Approx(0.805));
 }
@@ -39,10 +44,9 @@ TEST_CASE("ApplyAdam's first step moves each weight by about the learning rate")
   auto w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 1.0f}));
   auto m = std::make_shared<Variable>("m", Tensor::zeros(DType::kF32, Shape{2}));
   auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{2}));
-  Attrs a{{"learning_rate", 0.01}, {"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}};
-  run_update("ApplyAdam", a, {{w, true}, {m, true}, {v, true}},
-             Tensor::from_floats(Shape{2}, std::vector<float>{0.3f, -4.0f}),
-             [](Graph& g) { return std::vector<Output>{g.scalar(0.0f)}; });
+  Attrs a{{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}};
+  run_update("ApplyAdam", 0.01f, a, {{w, true}, {m, true}, {v, true}},
+             Tensor::from_floats(Shape{2}, std::vector<float>{0.3f, -4.0f}), step_zero);
   auto r = w->read().to_floats();
   CHECK(r[0] == doctest::Approx(0.99).epsilon(1e-4));
   CHECK(r[1] == doctest::Approx(1.01).epsilon(1e-4));
@@ -52,8 +56,69 @@ TEST_CASE("ApplyAdam's first step moves each weight by about the learning rate")
 TEST_CASE("an update never changes a snapshot read before it") {
   auto w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 2.0f}));
   Tensor before = w->read();
-  run_update("ApplySgd", Attrs{{"learning_rate", 1.0}}, {{w, true}},
-             Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 1.0f}));
+  run_update("ApplySgd", 1.0f, {}, {{w, true}}, Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 1.0f}));
   CHECK(before.to_floats() == std::vector<float>{1.0f, 2.0f});
   CHECK(w->read().to_floats() == std::vector<float>{0.0f, 1.0f});
+}
+
+TEST_CASE("every update refuses a NaN or infinite gradient before writing anything") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::string op;
+    Attrs attrs;
+    int slots;
+    bool adam;
+  };
+  const std::vector<Case> cases{
+      {"ApplySgd", {}, 0, false},
+      {"ApplyMomentum", {{"momentum", 0.9}}, 1, false},
+      {"ApplyAdam", {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}, {"weight_decay", 0.1}}, 2, true},
+      {"ApplyRmsProp", {{"rho", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-7}, {"centered", std::int64_t{1}}}, 3, false},
+      {"ApplyAdagrad", {{"epsilon", 1e-7}}, 1, false},
+  };
+  for (const LockingMode mode : {LockingMode::kMutex, LockingMode::kNone, LockingMode::kSnapshot}) {
+    for (const Case& c : cases) {
+      for (const float bad : {nan, inf, -inf}) {
+        CAPTURE(c.op);
+        CAPTURE(locking_mode_name(mode));
+        CAPTURE(bad);
+        const std::vector<float> w0{1.0f, 2.0f, 3.0f, 4.0f};
+        auto w = std::make_shared<Variable>("dense/kernel", Tensor::from_floats(Shape{4}, w0), mode);
+        std::vector<VarUse> uses{{w, true}};
+        std::vector<std::shared_ptr<Variable>> slots;
+        for (int k = 0; k < c.slots; ++k) {
+          slots.push_back(std::make_shared<Variable>("slot" + std::to_string(k), Tensor::filled(Shape{4}, 0.5f), mode));
+          uses.push_back({slots.back(), true});
+        }
+        const Tensor grad = Tensor::from_floats(Shape{4}, std::vector<float>{0.1f, 0.2f, bad, 0.3f});
+        try {
+          run_update(c.op, 0.1f, c.attrs, uses, grad, c.adam ? &step_zero : nullptr);
+          FAIL("expected a NonFiniteError");
+        } catch (const NonFiniteError& e) {
+          const std::string expected = std::string("gradient of dense/kernel is ") + (std::isnan(bad) ? "NaN" : "infinite");
+          CHECK(std::string(e.what()).rfind(expected, 0) == 0);
+          CHECK(std::string(e.what()).find("element 2 of 4") != std::string::npos);
+        }
+        CHECK(w->read().to_floats() == w0);
+        for (const auto& s : slots) CHECK(s->read().to_floats() == std::vector<float>(4, 0.5f));
+      }
+    }
+  }
+}
+
+TEST_CASE("GlobalNorm and ClipByGlobalNorm scale gradients of a known norm exactly") {
+  // Two gradients with global norm sqrt(9 + 16 + 144) = 13.
+  const Tensor a = Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 4.0f});
+  const Tensor b = Tensor::from_floats(Shape{1, 1}, std::vector<float>{12.0f});
+  CHECK(testing::run_op("GlobalNorm", {a, b}, {}).item() == 13.0f);
+  const Tensor norm = Tensor::scalar(13.0f);
+  const Tensor clipped = testing::run_op("ClipByGlobalNorm", {a, norm}, Attrs{{"clipnorm", 6.5}});
+  CHECK(clipped.to_floats() == std::vector<float>{1.5f, 2.0f});
+  // Under the limit, and at it, the gradient passes unchanged.
+  CHECK(testing::run_op("ClipByGlobalNorm", {a, norm}, Attrs{{"clipnorm", 13.0}}).to_floats() == a.to_floats());
+  CHECK(testing::run_op("ClipByGlobalNorm", {a, norm}, Attrs{{"clipnorm", 100.0}}).to_floats() == a.to_floats());
+  // A non-finite norm leaves the gradient for the update's guard to report.
+  const Tensor inf_norm = Tensor::scalar(std::numeric_limits<float>::infinity());
+  CHECK(testing::run_op("ClipByGlobalNorm", {a, inf_norm}, Attrs{{"clipnorm", 1.0}}).to_floats() == a.to_floats());
 }

@@ -51,10 +51,19 @@ const std::vector<float> kLogits{1.0f, 2.0f, 3.0f, 0.0f, 0.0f, 0.0f, -1.0f, 0.5f
 const std::vector<std::int32_t> kLabels{2, 0, 1};
 
 TEST_CASE("loss names and kinds") {
-  CHECK(loss_names() == std::vector<std::string>{"sparse_categorical_crossentropy", "categorical_crossentropy", "mse"});
+  CHECK(loss_names() == std::vector<std::string>{"sparse_categorical_crossentropy", "categorical_crossentropy",
+                                                 "binary_crossentropy", "mse", "mean_squared_error", "mae",
+                                                 "mean_absolute_error", "huber"});
   CHECK(loss_is_classification("sparse_categorical_crossentropy"));
   CHECK(loss_is_classification("categorical_crossentropy"));
-  CHECK_FALSE(loss_is_classification("mse"));
+  for (const std::string name : {"binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error", "huber"}) {
+    CAPTURE(name);
+    CHECK_FALSE(loss_is_classification(name));
+    CHECK(loss_is_binary(name) == (name == "binary_crossentropy"));
+  }
+  CHECK(loss_metrics("sparse_categorical_crossentropy") == std::vector<std::string>{"accuracy"});
+  CHECK(loss_metrics("binary_crossentropy") == std::vector<std::string>{"accuracy", "mae", "mse"});
+  CHECK(loss_metrics("huber") == std::vector<std::string>{"mae", "mse"});
 }
 
 TEST_CASE("loss_target_spec: int32 labels for the sparse loss, predictions' shape otherwise") {
@@ -174,6 +183,80 @@ TEST_CASE("check_loss_fits: cross-entropy needs a (None, classes) softmax or lin
   }
   Output flat = g.placeholder("flat", DType::kF32, Shape{-1});
   CHECK(check_loss_fits(g, "categorical_crossentropy", flat).find("cross-entropy needs a (None, classes) output, got (None") == 0);
+}
+
+// Per-example losses, mean and d mean / d p for a regression-style loss on [2, 2] predictions.
+std::vector<Tensor> run_pointwise(const std::string& name, const std::vector<float>& p, const std::vector<float>& t,
+                                  const std::string& output_op = "") {
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("p", DType::kF32, Shape{-1, 2});
+  Output pred = output_op.empty() ? x : g->add(output_op, {x});
+  Output tp = g->placeholder("t", DType::kF32, Shape{-1, 2});
+  CHECK(check_loss_fits(*g, name, pred).empty());
+  LossOutputs loss = build_loss(*g, name, pred, tp);
+  std::vector<Output> xs{pred};
+  Output dp = gradients(*g, loss.mean, xs)[0];
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::from_floats(Shape{2, 2}, p)}, {tp, Tensor::from_floats(Shape{2, 2}, t)}};
+  std::vector<Output> fetches{loss.per_example, loss.mean, dp};
+  return s.run(feeds, fetches);
+}
+
+TEST_CASE("mae and mean_absolute_error: mean |p - t| over features, gradient sign(p - t) / (F N)") {
+  for (const std::string name : {"mae", "mean_absolute_error"}) {
+    CAPTURE(name);
+    auto out = run_pointwise(name, {1, 2, 3, 4}, {0, 0, 3, 6});
+    CHECK(out[0].to_floats() == std::vector<float>{1.5f, 1.0f});
+    CHECK(out[1].item() == doctest::Approx(1.25));
+    CHECK(out[2].to_floats() == std::vector<float>{0.25f, 0.25f, 0.0f, -0.25f});
+  }
+  CHECK(run_pointwise("mean_squared_error", {1, 2, 3, 4}, {0, 0, 3, 6})[0].to_floats() == std::vector<float>{2.5f, 2.0f});
+}
+
+TEST_CASE("huber (delta 1): quadratic inside, linear outside") {
+  // d = 0.5, 3, 0, -2: 0.125, 1 * (3 - 0.5) = 2.5, 0, 1.5.
+  auto out = run_pointwise("huber", {0.5f, 3, 1, -2}, {0, 0, 1, 0});
+  CHECK(out[0].to_floats()[0] == doctest::Approx((0.125 + 2.5) / 2));
+  CHECK(out[0].to_floats()[1] == doctest::Approx(1.5 / 2));
+  // Gradient: d inside, delta * sign(d) outside, over features * batch.
+  CHECK(out[2].to_floats() == std::vector<float>{0.125f, 0.25f, 0.0f, -0.25f});
+}
+
+TEST_CASE("binary cross-entropy on sigmoid probabilities, clipped like Keras") {
+  const std::vector<float> logits{0.3f, -1.2f, 2.0f, 0.0f};
+  const std::vector<float> targets{1, 0, 0, 1};
+  auto out = run_pointwise("binary_crossentropy", logits, targets, "Sigmoid");
+  std::vector<double> want_dp;
+  for (int r = 0; r < 2; ++r) {
+    double expected = 0.0;
+    for (int j = 0; j < 2; ++j) {
+      const double p = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[static_cast<std::size_t>(r * 2 + j)])));
+      const double t = targets[static_cast<std::size_t>(r * 2 + j)];
+      expected += -(t * std::log(p) + (1 - t) * std::log(1 - p)) / 2.0;
+      want_dp.push_back((p - t) / (p * (1 - p)) / 4.0);
+    }
+    CHECK(out[0].to_floats()[static_cast<std::size_t>(r)] == doctest::Approx(expected).epsilon(1e-5));
+  }
+  for (std::size_t i = 0; i < 4; ++i) CHECK(out[2].to_floats()[i] == doctest::Approx(want_dp[i]).epsilon(1e-4));
+  // Saturated probabilities are clipped to [1e-7, 1 - 1e-7]: a finite loss of -log(1e-7), and no gradient.
+  auto sat = run_pointwise("binary_crossentropy", {100, -100, 100, -100}, {0, 1, 1, 0}, "Sigmoid");
+  // (float32 spacing near 1 makes 1 - (1 - 1e-7) about 1.19e-7, as in Keras' float32 computation.)
+  CHECK(sat[0].to_floats()[0] == doctest::Approx(-std::log(1e-7)).epsilon(0.01));
+  CHECK(sat[0].to_floats()[1] == doctest::Approx(0.0).epsilon(1e-6));
+  for (float v : sat[2].to_floats()) CHECK(v == 0.0f);
+}
+
+TEST_CASE("check_loss_fits: binary cross-entropy needs a (None, units) sigmoid output") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 1});
+  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Sigmoid", {x})).empty());
+  CHECK(check_loss_fits(g, "binary_crossentropy", x) ==
+        "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in Placeholder");
+  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Softmax", {x})).find("the model ends in Softmax") != std::string::npos);
+  Output flat = g.placeholder("flat", DType::kF32, Shape{-1});
+  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Sigmoid", {flat})).find("needs a (None, units) output") != std::string::npos);
+  for (const std::string name : {"mae", "huber", "mean_squared_error"}) CHECK(check_loss_fits(g, name, g.add("Relu", {x})).empty());
 }
 
 }  // namespace

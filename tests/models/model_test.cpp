@@ -325,6 +325,58 @@ TEST_CASE("steady-state steps inside fit allocate no buffers") {
   }
 }
 
+// classification_data with two classes, as float 0/1 targets [N, 1] for binary cross-entropy.
+Dataset binary_data(std::int64_t n, std::uint64_t seed) {
+  Dataset d = classification_data(n, 2, 2, seed);
+  std::vector<float> y;
+  for (std::int32_t label : std::vector<std::int32_t>(d.y.data<std::int32_t>(), d.y.data<std::int32_t>() + n))
+    y.push_back(static_cast<float>(label));
+  d.y = Tensor::from_floats(Shape{n, 1}, y);
+  d.num_classes = 0;
+  return d;
+}
+
+TEST_CASE("binary cross-entropy trains on float 0/1 targets; accuracy thresholds at 0.5") {
+  Dataset data = binary_data(256, 4);
+  ModelOptions o = classifier_options(1);
+  o.loss = "binary_crossentropy";
+  o.metrics = {"accuracy", "mae"};
+  o.optimizer.learning_rate = 0.05;
+  Model model(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
+      {"type": "Dense", "units": 1, "activation": "sigmoid"}]})", 2), o);
+  model.fit(data, nullptr, 15, 32);
+  const MetricValues m = model.evaluate(data, 64);
+  CHECK(metric(m, "accuracy") > 0.9);
+  const std::vector<float> p = model.predict(data.x, 64).to_floats();
+  double correct = 0.0;
+  for (std::size_t i = 0; i < p.size(); ++i) correct += (p[i] > 0.5f) == (data.y.data<float>()[i] > 0.5f);
+  CHECK(metric(m, "accuracy") == doctest::Approx(correct / static_cast<double>(p.size())));
+}
+
+TEST_CASE("the new optimizers, schedules and clipping train bit-identically with 1 and 2 threads") {
+  Dataset train = classification_data(256, 16, 4, 9);
+  for (const std::string text :
+       {R"({"type": "adamw", "global_clipnorm": 0.5, "schedule": {"type": "cosine", "decay_steps": 10, "warmup_steps": 3}})",
+        R"({"type": "rmsprop", "momentum": 0.5, "centered": true, "schedule": {"type": "step", "step_size": 4}})",
+        R"({"type": "adagrad", "learning_rate": 0.05, "schedule": {"type": "exponential", "decay_steps": 5, "decay_rate": 0.5}})"}) {
+    CAPTURE(text);
+    const json j = json::parse(text);
+    SpecReader reader(j, "train.json", "optimizer");
+    std::vector<std::vector<float>> weights;
+    std::vector<double> losses;
+    for (int threads : {1, 2}) {
+      ModelOptions o = classifier_options(threads);
+      o.optimizer = OptimizerConfig::parse(reader);
+      Model model(make_net(kWide, 11), o);
+      losses.push_back(metric(model.fit(train, nullptr, 2, 64).back().train, "loss"));
+      weights.push_back(weights_of(model));
+      CHECK(std::isfinite(losses.back()));
+    }
+    CHECK(losses[0] == losses[1]);
+    CHECK(bit_identical(weights[0], weights[1]));
+  }
+}
+
 }  // namespace
 }  // namespace tctl
 
