@@ -18,6 +18,11 @@ constexpr std::int64_t kConvRowBlock = 64;
 // kMaxKernelGradPartials partials; both depend on the shape only, and the partials are summed in order.
 constexpr std::int64_t kKernelGradMinRows = 256;
 constexpr std::int64_t kMaxKernelGradPartials = 64;
+// Multiply-adds below which a task is not worth handing to another thread. It only groups blocks into
+// tasks; the blocks themselves, and so the results, stay the same.
+constexpr std::int64_t kMinTaskWork = std::int64_t{1} << 17;
+
+std::int64_t grain_for(std::int64_t work_per_item) { return std::max<std::int64_t>(1, kMinTaskWork / std::max<std::int64_t>(work_per_item, 1)); }
 
 Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
   return Attrs{{"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
@@ -70,7 +75,7 @@ void conv2d_cpu(KernelContext& ctx) {
   const float* pk = k.data<float>();
   float* py = ctx.output().mutable_data<float>();
   const std::int64_t blocks = (rows + kConvRowBlock - 1) / kConvRowBlock;
-  ctx.parallel_for(blocks, 1, [&](std::int64_t begin, std::int64_t end) {
+  ctx.parallel_for(blocks, grain_for(kConvRowBlock * depth * filters), [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> cols(static_cast<std::size_t>(kConvRowBlock * depth));
     for (std::int64_t blk = begin; blk < end; ++blk) {
       const std::int64_t first = blk * kConvRowBlock, n = std::min(kConvRowBlock, rows - first);
@@ -94,7 +99,7 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
   const float* pdy = dy.data<float>();
   const float* pk = k.data<float>();
   float* dx = ctx.output().mutable_data<float>();
-  ctx.parallel_for(g.batch, 1, [&](std::int64_t begin, std::int64_t end) {
+  ctx.parallel_for(g.batch, grain_for(pixels * depth * filters), [&](std::int64_t begin, std::int64_t end) {
     std::vector<float> cols(static_cast<std::size_t>(pixels * depth));
     for (std::int64_t n = begin; n < end; ++n) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(pixels), static_cast<int>(depth),
