@@ -25,7 +25,7 @@ TEST_CASE("Dense passes the layer checks") {
 }
 
 TEST_CASE("Dense passes the layer checks with each activation") {
-  for (const std::string activation : {"relu", "sigmoid", "tanh", "softmax", "linear"}) {
+  for (const std::string activation : {"relu", "sigmoid", "tanh", "softmax", "linear", "leaky_relu", "elu", "gelu"}) {
     CAPTURE(activation);
     check_layer(std::string(R"({"type":"Dense","units":3,"activation":")") + activation + "\"}", {5});
   }
