@@ -17,33 +17,17 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_util.h"
 #include "core/thread_pool.h"
 #include "models/dataset.h"
 #include "models/model.h"
 
 using namespace tctl;
+using tctl::bench::median;
+using tctl::bench::parse_list;
+using tctl::bench::seconds_since;
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-std::vector<int> parse_list(const std::string& s) {
-  std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos < s.size()) {
-    std::size_t comma = s.find(',', pos);
-    out.push_back(std::stoi(s.substr(pos, comma - pos)));
-    pos = comma == std::string::npos ? s.size() : comma + 1;
-  }
-  return out;
-}
 
 // The reference: the same MLP trained by a plain loop.
 class ReferenceMlp {
@@ -154,20 +138,10 @@ int main(int argc, char** argv) {
     if (a == "--threads") threads = parse_list(argv[i + 1]);
     if (a == "--hidden") hidden = parse_list(argv[i + 1]);
   }
-  Dataset digits = load_builtin("digits", 0, "", "");
-  Standardizer st;
-  st.fit(digits.x);
-  const Tensor x_all = st.apply(digits.x);
-  const std::int64_t n = digits.size();
   // Batches cycled in a fixed order: the data is the same for both sides.
-  std::vector<Tensor> xs, ys;
-  for (std::int64_t start = 0; start + batch <= n; start += batch) {
-    std::vector<std::int64_t> rows;
-    for (std::int64_t i = start; i < start + batch; ++i) rows.push_back(i);
-    Dataset b = take_rows(Dataset{x_all, digits.y, digits.num_classes, digits.feature_names, "digits"}, rows);
-    xs.push_back(b.x);
-    ys.push_back(b.y);
-  }
+  const bench::Batches data = bench::digits_batches(batch, Shape{64});
+  const std::vector<Tensor>& xs = data.xs;
+  const std::vector<Tensor>& ys = data.ys;
   std::vector<int> sizes{64};
   sizes.insert(sizes.end(), hidden.begin(), hidden.end());
   sizes.push_back(10);

@@ -8,7 +8,7 @@
 
 namespace tctl {
 
-// "linear", "relu", "sigmoid", "tanh", "softmax".
+// "elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh" (sorted).
 const std::vector<std::string>& activation_names();
 // Adds the activation's op after x; "linear" returns x unchanged.
 Output apply_activation(Graph& g, Output x, const std::string& name);

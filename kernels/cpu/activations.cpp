@@ -1,4 +1,4 @@
-// Activations and their gradients: ReLU, sigmoid, tanh, softmax.
+// Activations and their gradients: ReLU, leaky ReLU, ELU, GELU, sigmoid, tanh, softmax.
 #include <cmath>
 
 #include "kernels/cpu/kernel_util.h"
@@ -24,6 +24,40 @@ void grad_cpu(KernelContext& ctx, Fn fn) {
 
 void relu_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return x > 0.0f ? x : 0.0f; }); }
 void relu_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }); }
+
+// alpha x for x < 0; the "alpha" attribute (models/activations.cpp passes Keras 3's 0.2).
+void leaky_relu_cpu(KernelContext& ctx) {
+  const float alpha = static_cast<float>(ctx.attrs().f("alpha"));
+  unary_cpu(ctx, [alpha](float x) { return x > 0.0f ? x : alpha * x; });
+}
+void leaky_relu_grad_cpu(KernelContext& ctx) {
+  const float alpha = static_cast<float>(ctx.attrs().f("alpha"));
+  grad_cpu(ctx, [alpha](float dy, float x) { return x > 0.0f ? dy : alpha * dy; });
+}
+
+// alpha (e^x - 1) for x < 0; expm1 keeps precision near 0.
+void elu_cpu(KernelContext& ctx) {
+  const float alpha = static_cast<float>(ctx.attrs().f("alpha"));
+  unary_cpu(ctx, [alpha](float x) { return x > 0.0f ? x : alpha * std::expm1(x); });
+}
+void elu_grad_cpu(KernelContext& ctx) {
+  const float alpha = static_cast<float>(ctx.attrs().f("alpha"));
+  grad_cpu(ctx, [alpha](float dy, float x) { return x > 0.0f ? dy : dy * alpha * std::exp(x); });
+}
+
+// The exact GELU, x Phi(x) with the normal CDF through erf: Keras' default (approximate=False), not the
+// tanh approximation.
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+void gelu_cpu(KernelContext& ctx) {
+  unary_cpu(ctx, [](float x) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
+}
+// d/dx x Phi(x) = Phi(x) + x phi(x).
+void gelu_grad_cpu(KernelContext& ctx) {
+  grad_cpu(ctx, [](float dy, float x) {
+    return dy * (0.5f * (1.0f + std::erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+  });
+}
 
 void sigmoid_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
 void sigmoid_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float y) { return dy * y * (1.0f - y); }); }
@@ -78,6 +112,21 @@ TCTL_REGISTER_OP({.name = "Relu",
                   .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("ReluGrad", {g.dy(), g.x(0)})}; },
                   .cpu = relu_cpu});
 TCTL_REGISTER_OP({.name = "ReluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = relu_grad_cpu});
+TCTL_REGISTER_OP({.name = "LeakyRelu",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("LeakyReluGrad", {g.dy(), g.x(0)}, g.attrs())}; },
+                  .cpu = leaky_relu_cpu});
+TCTL_REGISTER_OP({.name = "LeakyReluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = leaky_relu_grad_cpu});
+TCTL_REGISTER_OP({.name = "Elu",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("EluGrad", {g.dy(), g.x(0)}, g.attrs())}; },
+                  .cpu = elu_cpu});
+TCTL_REGISTER_OP({.name = "EluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = elu_grad_cpu});
+TCTL_REGISTER_OP({.name = "Gelu",
+                  .infer = float_input,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("GeluGrad", {g.dy(), g.x(0)})}; },
+                  .cpu = gelu_cpu});
+TCTL_REGISTER_OP({.name = "GeluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = gelu_grad_cpu});
 TCTL_REGISTER_OP({.name = "Sigmoid",
                   .infer = float_input,
                   .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SigmoidGrad", {g.dy(), g.y()})}; },

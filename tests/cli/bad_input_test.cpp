@@ -76,13 +76,13 @@ TEST_CASE("invalid JSON in the model file names that file, line and column") {
 TEST_CASE("unknown layer type lists the known types") {
   Scratch s(model_with_layers(R"({"type": "Dense", "units": 8}, {"type": "Conv9", "units": 3})"));
   expect_user_error(s.dir, "train config.json",
-                    {R"(model.json: layers[1].type: unknown layer type "Conv9")", "known: Activation, Delay, Dense, Dropout, Parallel"});
+                    {R"(model.json: layers[1].type: unknown layer type "Conv9")", "known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape"});
 }
 
 TEST_CASE("unknown activation lists the known ones") {
   Scratch s(model_with_layers(R"({"type": "Dense", "units": 3, "activation": "swish"})"));
   expect_user_error(s.dir, "train config.json",
-                    {R"(model.json: layers[0].activation: unknown value "swish")", "known: linear, relu, sigmoid, softmax, tanh"});
+                    {R"(model.json: layers[0].activation: unknown value "swish")", "known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh"});
 }
 
 TEST_CASE("units so large the kernel could not be allocated") {

@@ -40,6 +40,13 @@ std::uint64_t little_endian_u64(const std::string& bytes) {
   return n;
 }
 
+// Trains a shipped config with its own settings into d/run and returns the run's summary.json.
+nlohmann::json train_shipped(const std::string& config, const TempDir& d) {
+  CommandResult r = run_tensorctl("train " + quoted(source_path(config)) + " --json --output run", d.path());
+  REQUIRE(r.status == 0);
+  return read_json(d / "run/summary.json");
+}
+
 }  // namespace
 
 TEST_SUITE("train") {
@@ -56,11 +63,25 @@ TEST_CASE("configs/digits_mlp.json reaches test accuracy >= 0.95") {
   CHECK(saved.at("rows").at("test") == 359);  // round(1797 * 0.2)
 }
 
+TEST_CASE("configs/digits_cnn.json reaches test accuracy >= 0.97") {
+  TempDir d;
+  const nlohmann::json saved = train_shipped("configs/digits_cnn.json", d);
+  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.97);
+  CHECK(saved.at("rows").at("test") == 359);
+}
+
+TEST_CASE("configs/digits_mlp_bn.json reaches test accuracy >= 0.96") {
+  TempDir d;
+  const nlohmann::json saved = train_shipped("configs/digits_mlp_bn.json", d);
+  // Test accuracy comes from inference mode, which normalizes with the moving statistics: it is only
+  // this high when the training steps kept them updated.
+  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.96);
+  CHECK(saved.at("rows").at("test") == 359);
+}
+
 TEST_CASE("configs/iris_mlp.json reaches test accuracy >= 0.93") {
   TempDir d;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --json --output run", d.path());
-  REQUIRE(r.status == 0);
-  const nlohmann::json saved = read_json(d / "run/summary.json");
+  const nlohmann::json saved = train_shipped("configs/iris_mlp.json", d);
   CHECK(saved.at("test").at("accuracy").get<double>() >= 0.93);
   CHECK(saved.at("rows").at("test") == 30);
 }
@@ -85,6 +106,23 @@ TEST_CASE("1 and 2 inter-op and intra-op threads give identical losses and weigh
   CHECK(!w1.empty());
   CHECK(w1 == read_text(d / "two/weights.safetensors"));
   CHECK(read_json(d / "one/summary.json").at("test") == read_json(d / "two/summary.json").at("test"));
+}
+
+TEST_CASE("the CNN and batch-norm configs train to identical weights on 1 and 2 threads") {
+  for (const std::string name : {"digits_cnn", "digits_mlp_bn"}) {
+    CAPTURE(name);
+    TempDir d;
+    const std::string config = quoted(source_path("configs/" + name + ".json"));
+    CommandResult one = run_tensorctl("train " + config + " --epochs 2 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
+    CommandResult two = run_tensorctl("train " + config + " --epochs 2 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
+    REQUIRE(one.status == 0);
+    REQUIRE(two.status == 0);
+    CHECK(history_without_seconds(d / "one") == history_without_seconds(d / "two"));
+    // The checkpoint holds the moving statistics too, so their updates are covered.
+    const std::string w1 = read_text(d / "one/weights.safetensors");
+    if (name == "digits_mlp_bn") CHECK(w1.find("batch_normalization/moving_mean") != std::string::npos);
+    CHECK(w1 == read_text(d / "two/weights.safetensors"));
+  }
 }
 
 TEST_CASE("the run directory holds the documented files") {

@@ -2,6 +2,7 @@
 
 using namespace tctl;
 using tctl::testing::check_op;
+using tctl::testing::OpCheck;
 using tctl::testing::run_op;
 
 TEST_CASE("activation gradients") {
@@ -9,6 +10,24 @@ TEST_CASE("activation gradients") {
   check_op("Sigmoid", {{4, 3}});
   check_op("Tanh", {{4, 3}});
   check_op("Softmax", {{4, 5}});
+  check_op("LeakyRelu", {{4, 3}}, OpCheck{.attrs = Attrs{{"alpha", 0.2}}});
+  check_op("Elu", {{4, 3}}, OpCheck{.attrs = Attrs{{"alpha", 1.0}}});
+  check_op("Gelu", {{4, 3}});
+  check_op("Gelu", {{2, 3}}, OpCheck{.gap = 2.0f});  // far from 0, where GELU's tails bend
+}
+
+TEST_CASE("leaky ReLU, ELU and GELU values") {
+  Tensor x = Tensor::from_floats(Shape{1, 4}, std::vector<float>{-2.0f, -0.5f, 0.0f, 1.5f});
+  auto leaky = run_op("LeakyRelu", {x}, Attrs{{"alpha", 0.2}}).to_floats();
+  auto elu = run_op("Elu", {x}, Attrs{{"alpha", 1.0}}).to_floats();
+  auto gelu = run_op("Gelu", {x}, {}).to_floats();
+  const double xs[] = {-2.0, -0.5, 0.0, 1.5};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(leaky[i] == doctest::Approx(xs[i] > 0 ? xs[i] : 0.2 * xs[i]));
+    CHECK(elu[i] == doctest::Approx(xs[i] > 0 ? xs[i] : std::exp(xs[i]) - 1.0));
+    CHECK(gelu[i] == doctest::Approx(0.5 * xs[i] * (1.0 + std::erf(xs[i] / std::sqrt(2.0)))).epsilon(1e-6));
+  }
+  CHECK(run_op("LeakyRelu", {x}, Attrs{{"alpha", 0.5}}).to_floats()[0] == doctest::Approx(-1.0));
 }
 
 TEST_CASE("activation values") {

@@ -22,7 +22,8 @@ std::vector<float> run_activation(const std::string& name, const Shape& shape, c
 }
 
 TEST_CASE("activation names, sorted") {
-  CHECK(activation_names() == std::vector<std::string>{"linear", "relu", "sigmoid", "softmax", "tanh"});
+  CHECK(activation_names() ==
+        std::vector<std::string>{"elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh"});
 }
 
 TEST_CASE("apply_activation adds one op per name, none for linear") {
@@ -31,7 +32,8 @@ TEST_CASE("apply_activation adds one op per name, none for linear") {
   CHECK(apply_activation(g, x, "linear") == x);
   CHECK(g.size() == 1);
   const std::vector<std::pair<std::string, std::string>> ops{
-      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"softmax", "Softmax"}};
+      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"softmax", "Softmax"},
+      {"leaky_relu", "LeakyRelu"}, {"elu", "Elu"}, {"gelu", "Gelu"}};
   for (const auto& [name, op] : ops) {
     CAPTURE(name);
     Output y = apply_activation(g, x, name);

@@ -164,8 +164,8 @@ TEST_CASE("Sequential spec errors name their JSON path") {
                     "optimizer", "unknown key (known keys here: name, input_shape, layers)");
   expect_spec_error(R"({"input_shape": [4], "layers": [3]})", "layers[0]", "expected an object, got 3");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"units": 3}]})", "layers[0]", "missing required key \"type\"");
-  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv2D"}]})",
-                    "layers[1].type", "unknown layer type \"Conv2D\" (known: Activation, Delay, Dense, Dropout, Parallel)");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv3D"}]})",
+                    "layers[1].type", "unknown layer type \"Conv3D\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
   expect_spec_error(R"({"name": 5, "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})", "name",
                     "expected a string, got 5");
 }

@@ -53,12 +53,22 @@ TEST_CASE("Activation computes each function") {
   std::vector<float> tanh = run_layer("tanh", shape, x);
   std::vector<float> linear = run_layer("linear", shape, x);
   std::vector<float> softmax = run_layer("softmax", shape, x);
+  std::vector<float> leaky = run_layer("leaky_relu", shape, x);
+  std::vector<float> elu = run_layer("elu", shape, x);
+  std::vector<float> gelu = run_layer("gelu", shape, x);
   for (std::size_t i = 0; i < x.size(); ++i) {
     CHECK(relu[i] == std::max(x[i], 0.0f));
     CHECK(sigmoid[i] == doctest::Approx(1.0 / (1.0 + std::exp(-static_cast<double>(x[i])))).epsilon(1e-6));
     CHECK(tanh[i] == doctest::Approx(std::tanh(static_cast<double>(x[i]))).epsilon(1e-6));
     CHECK(linear[i] == x[i]);
+    const double xi = x[i];
+    // Keras 3's string defaults: negative_slope 0.2, alpha 1, and the exact erf GELU.
+    CHECK(leaky[i] == doctest::Approx(xi > 0 ? xi : 0.2 * xi).epsilon(1e-6));
+    CHECK(elu[i] == doctest::Approx(xi > 0 ? xi : std::expm1(xi)).epsilon(1e-6));
+    CHECK(gelu[i] == doctest::Approx(0.5 * xi * (1.0 + std::erf(xi / std::sqrt(2.0)))).epsilon(1e-6));
   }
+  // GELU(1) from the erf form is 0.841345; the tanh approximation gives 0.841192.
+  CHECK(run_layer("gelu", Shape{1, 1}, {1.0f})[0] == doctest::Approx(0.8413447).epsilon(1e-6));
   for (int row = 0; row < 2; ++row) {
     double total = 0.0;
     for (int j = 0; j < 3; ++j) total += std::exp(static_cast<double>(x[row * 3 + j]));
@@ -69,8 +79,8 @@ TEST_CASE("Activation computes each function") {
 
 TEST_CASE("Activation bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Activation"})", {3}, "layers[0]", "missing required key \"activation\"");
-  check_layer_spec_error(R"({"type":"Activation","activation":"gelu"})", {3}, "layers[0].activation",
-                         "unknown value \"gelu\" (known: linear, relu, sigmoid, softmax, tanh)");
+  check_layer_spec_error(R"({"type":"Activation","activation":"swish"})", {3}, "layers[0].activation",
+                         "unknown value \"swish\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
   check_layer_spec_error(R"({"type":"Activation","activation":"relu","units":3})", {3}, "layers[0].units", "unknown key");
   check_layer_spec_error(R"({"type":"Activation","activation":null})", {3}, "layers[0].activation",
                          "expected a string, got null");

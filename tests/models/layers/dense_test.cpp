@@ -25,7 +25,7 @@ TEST_CASE("Dense passes the layer checks") {
 }
 
 TEST_CASE("Dense passes the layer checks with each activation") {
-  for (const std::string activation : {"relu", "sigmoid", "tanh", "softmax", "linear"}) {
+  for (const std::string activation : {"relu", "sigmoid", "tanh", "softmax", "linear", "leaky_relu", "elu", "gelu"}) {
     CAPTURE(activation);
     check_layer(std::string(R"({"type":"Dense","units":3,"activation":")") + activation + "\"}", {5});
   }
@@ -157,7 +157,7 @@ TEST_CASE("Dense bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Dense"})", {4}, "layers[0]", "missing required key \"units\"");
   check_layer_spec_error(R"({"type":"Dense","units":4,"unit":4})", {4}, "layers[0].unit", "unknown key");
   check_layer_spec_error(R"({"type":"Dense","units":4,"activation":"relux"})", {4}, "layers[0].activation",
-                         "unknown value \"relux\" (known: linear, relu, sigmoid, softmax, tanh)");
+                         "unknown value \"relux\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
   check_layer_spec_error(R"({"type":"Dense","units":4,"activation":3})", {4}, "layers[0].activation", "expected a string");
   check_layer_spec_error(R"({"type":"Dense","units":4,"use_bias":"yes"})", {4}, "layers[0].use_bias",
                          "expected true or false");

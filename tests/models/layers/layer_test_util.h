@@ -75,6 +75,20 @@ inline std::shared_ptr<Sequential> build_one_layer(const std::string& json_text,
       Sequential::from_json(one_layer_spec(nlohmann::json::parse(json_text), input_shape), "layer_test.json", "", seed));
 }
 
+// Runs the model on x once (with automatic control dependencies, as training does) on `threads` intra-op
+// threads and returns its output; in training mode that also applies the layers' state updates.
+inline Tensor run_net(const Sequential& net, const Tensor& x, bool training = false, int threads = 1) {
+  auto g = std::make_shared<Graph>();
+  Output in = g->placeholder("x", DType::kF32, Shape::concat(-1, x.shape().without_batch()));
+  Output y = net.call(*g, in, training, "cpu");
+  add_auto_control_dependencies(*g);
+  ThreadPool inter(1), intra(threads);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{in, x}};
+  std::vector<Output> fetches{y};
+  return s.run(feeds, fetches)[0];
+}
+
 namespace detail {
 
 // Compares analytic gradient `analytic` of f at the elements of `values` with central differences.

@@ -1,0 +1,208 @@
+// Batch normalization over the last axis: the batch statistics (BatchNormMean, BatchNormVariance), the
+// normalization itself (BatchNorm) and the moving-average update of the inference statistics
+// (AssignMovingAverage). A training-mode layer wires BatchNorm to the batch statistics, so autodiff
+// differentiates through them; an inference-mode layer wires it to the moving ones.
+#include <vector>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+namespace {
+
+std::int64_t channels_of(const Tensor& x) { return x.shape()[x.shape().rank() - 1]; }
+
+// out[j] = sum over rows r of f(r, j), in row order and in double; split over columns only, so no sum is
+// ever cut and the result is the same on any thread count.
+template <class Fn>
+void column_sums(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, double* out, Fn f) {
+  ctx.parallel_for(cols, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(rows, 1)),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t j = begin; j < end; ++j) out[j] = 0.0;
+                     for (std::int64_t r = 0; r < rows; ++r)
+                       for (std::int64_t j = begin; j < end; ++j) out[j] += f(r, j);
+                   });
+}
+
+// Per-channel mean of x over all axes but the last.
+std::vector<double> channel_means(const KernelContext& ctx, const Tensor& x) {
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const float* px = x.data<float>();
+  std::vector<double> mean(static_cast<std::size_t>(c));
+  column_sums(ctx, rows, c, mean.data(), [&](std::int64_t r, std::int64_t j) { return px[r * c + j]; });
+  for (auto& m : mean) m /= static_cast<double>(rows);
+  return mean;
+}
+
+// Applies fn(r, j, i) to every element i = r * c + j of x, split over rows.
+template <class Fn>
+void for_each_row_element(const KernelContext& ctx, std::int64_t rows, std::int64_t c, Fn fn) {
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / c), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r)
+      for (std::int64_t j = 0; j < c; ++j) fn(r, j, r * c + j);
+  });
+}
+
+TensorSpec channels_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  if (c.shape(0).rank() < 2) c.fail("input must have a batch and a channel dimension, got " + c.shape(0).to_string());
+  return {DType::kF32, Shape{c.shape(0)[c.shape(0).rank() - 1]}};
+}
+
+void mean_cpu(KernelContext& ctx) {
+  const std::vector<double> mean = channel_means(ctx, ctx.input(0));
+  float* out = ctx.output().mutable_data<float>();
+  for (std::size_t j = 0; j < mean.size(); ++j) out[j] = static_cast<float>(mean[j]);
+}
+
+// The biased (population) variance, as Keras normalizes with and feeds to its moving variance; two passes,
+// so a large mean does not cancel the digits of a small variance.
+void variance_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const std::vector<double> mean = channel_means(ctx, x);
+  const float* px = x.data<float>();
+  std::vector<double> var(static_cast<std::size_t>(c));
+  column_sums(ctx, rows, c, var.data(), [&](std::int64_t r, std::int64_t j) {
+    const double d = px[r * c + j] - mean[static_cast<std::size_t>(j)];
+    return d * d;
+  });
+  float* out = ctx.output().mutable_data<float>();
+  for (std::int64_t j = 0; j < c; ++j) out[j] = static_cast<float>(var[static_cast<std::size_t>(j)] / static_cast<double>(rows));
+}
+
+// Inputs (d mean, x): every element gets d mean / rows.
+void mean_grad_cpu(KernelContext& ctx) {
+  const float* dm = ctx.input(0).data<float>();
+  const Tensor& x = ctx.input(1);
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const float inv = 1.0f / static_cast<float>(rows);
+  float* dx = ctx.output().mutable_data<float>();
+  for_each_row_element(ctx, rows, c, [&](std::int64_t, std::int64_t j, std::int64_t i) { dx[i] = dm[j] * inv; });
+}
+
+// Inputs (d var, x): d var / dx = 2 (x - mean) / rows; the path through the mean adds nothing, because the
+// deviations sum to zero.
+void variance_grad_cpu(KernelContext& ctx) {
+  const float* dv = ctx.input(0).data<float>();
+  const Tensor& x = ctx.input(1);
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const std::vector<double> mean = channel_means(ctx, x);
+  const float* px = x.data<float>();
+  const float scale = 2.0f / static_cast<float>(rows);
+  float* dx = ctx.output().mutable_data<float>();
+  for_each_row_element(ctx, rows, c, [&](std::int64_t, std::int64_t j, std::int64_t i) {
+    dx[i] = dv[j] * scale * (px[i] - static_cast<float>(mean[static_cast<std::size_t>(j)]));
+  });
+}
+
+// Inputs: x [..., C], mean, variance, gamma, beta (each [C]).
+TensorSpec batch_norm_infer(const InferContext& c) {
+  const TensorSpec channels = channels_infer(c);
+  for (int i = 1; i < 5; ++i) {
+    c.expect_dtype(i, DType::kF32);
+    if (!(c.shape(i) == channels.shape))
+      c.fail("input " + std::to_string(i) + " has shape " + c.shape(i).to_string() + " but the input " +
+             c.shape(0).to_string() + " has " + std::to_string(channels.shape[0]) + " channels");
+  }
+  return c.input(0);
+}
+
+// 1 / sqrt(variance + epsilon) per channel.
+std::vector<float> inverse_std(const Tensor& variance, double epsilon) {
+  const float* v = variance.data<float>();
+  std::vector<float> out(static_cast<std::size_t>(variance.num_elements()));
+  for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(v[j]) + epsilon));
+  return out;
+}
+
+// y = gamma (x - mean) / sqrt(variance + epsilon) + beta.
+void batch_norm_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const std::vector<float> rstd = inverse_std(ctx.input(2), ctx.attrs().f("epsilon"));
+  const float* px = x.data<float>();
+  const float* mean = ctx.input(1).data<float>();
+  const float* gamma = ctx.input(3).data<float>();
+  const float* beta = ctx.input(4).data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  for_each_row_element(ctx, rows, c, [&](std::int64_t, std::int64_t j, std::int64_t i) {
+    y[i] = (px[i] - mean[j]) * rstd[static_cast<std::size_t>(j)] * gamma[j] + beta[j];
+  });
+}
+
+// Inputs (dy, x, mean, variance, gamma); attribute "wrt" picks the input of BatchNorm differentiated:
+// 0 x, 1 mean, 2 variance, 3 gamma. (Beta's gradient is BiasAddGrad of dy.)
+void batch_norm_grad_cpu(KernelContext& ctx) {
+  const float* dy = ctx.input(0).data<float>();
+  const Tensor& x = ctx.input(1);
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const std::vector<float> rstd = inverse_std(ctx.input(3), ctx.attrs().f("epsilon"));
+  const float* px = x.data<float>();
+  const float* mean = ctx.input(2).data<float>();
+  const float* gamma = ctx.input(4).data<float>();
+  float* out = ctx.output().mutable_data<float>();
+  const std::int64_t wrt = ctx.attrs().i("wrt");
+  if (wrt == 0) {
+    for_each_row_element(ctx, rows, c, [&](std::int64_t, std::int64_t j, std::int64_t i) {
+      out[i] = dy[i] * gamma[j] * rstd[static_cast<std::size_t>(j)];
+    });
+    return;
+  }
+  std::vector<double> sums(static_cast<std::size_t>(c));
+  if (wrt == 1) {
+    column_sums(ctx, rows, c, sums.data(), [&](std::int64_t r, std::int64_t j) { return dy[r * c + j]; });
+  } else {
+    column_sums(ctx, rows, c, sums.data(), [&](std::int64_t r, std::int64_t j) {
+      return static_cast<double>(dy[r * c + j]) * (px[r * c + j] - mean[j]);
+    });
+  }
+  for (std::int64_t j = 0; j < c; ++j) {
+    const double s = sums[static_cast<std::size_t>(j)], r = rstd[static_cast<std::size_t>(j)];
+    if (wrt == 1) out[j] = static_cast<float>(-s * gamma[j] * r);
+    if (wrt == 2) out[j] = static_cast<float>(-0.5 * s * gamma[j] * r * r * r);
+    if (wrt == 3) out[j] = static_cast<float>(s * r);
+  }
+}
+
+TensorSpec batch_norm_grad_infer(const InferContext& c) { return c.attrs().i("wrt") == 0 ? c.input(1) : c.input(2); }
+
+std::vector<Output> batch_norm_grad(GradBuilder& g) {
+  std::vector<Output> grads;
+  for (std::int64_t wrt = 0; wrt < 4; ++wrt)
+    grads.push_back(g.op("BatchNormGrad", {g.dy(), g.x(0), g.x(1), g.x(2), g.x(3)},
+                         Attrs{{"epsilon", g.attrs().f("epsilon")}, {"wrt", wrt}}));
+  grads.push_back(g.op("BiasAddGrad", {g.dy()}));
+  return grads;
+}
+
+// var = momentum var + (1 - momentum) value, through the variable's locking mode; Keras' update of the
+// moving statistics. The output is unused.
+void assign_moving_average_cpu(KernelContext& ctx) {
+  const float momentum = static_cast<float>(ctx.attrs().f("momentum"));
+  const float* value = ctx.input(0).data<float>();
+  Variable::Update v(ctx.var(0));
+  for (std::int64_t i = 0; i < v.size(); ++i) v.apply(i, [&](float old) { return momentum * old + (1.0f - momentum) * value[i]; });
+}
+
+TensorSpec assign_moving_average_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  return {DType::kF32, Shape{}};
+}
+
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "BatchNorm", .num_inputs = 5, .infer = batch_norm_infer, .grad = batch_norm_grad, .cpu = batch_norm_cpu});
+TCTL_REGISTER_OP({.name = "BatchNormGrad", .num_inputs = 5, .infer = batch_norm_grad_infer, .cpu = batch_norm_grad_cpu});
+TCTL_REGISTER_OP({.name = "BatchNormMean",
+                  .infer = channels_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormMeanGrad", {g.dy(), g.x(0)})}; },
+                  .cpu = mean_cpu});
+TCTL_REGISTER_OP({.name = "BatchNormMeanGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }, .cpu = mean_grad_cpu});
+TCTL_REGISTER_OP({.name = "BatchNormVariance",
+                  .infer = channels_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormVarianceGrad", {g.dy(), g.x(0)})}; },
+                  .cpu = variance_cpu});
+TCTL_REGISTER_OP({.name = "BatchNormVarianceGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }, .cpu = variance_grad_cpu});
+TCTL_REGISTER_OP({.name = "AssignMovingAverage", .infer = assign_moving_average_infer, .cpu = assign_moving_average_cpu});
+
+}  // namespace tctl::cpu

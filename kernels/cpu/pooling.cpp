@@ -1,0 +1,164 @@
+// MaxPool2D and AvgPool2D on NHWC float32 inputs, and their gradients. Padding never takes part: a max
+// is over the input elements a window covers, and an average divides by their count, as TF does.
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/window.h"
+
+namespace tctl::cpu {
+namespace {
+
+// The input rows and columns window (oh, ow) covers, clipped to the input.
+struct Span2D {
+  std::int64_t h0, h1, w0, w1;
+  std::int64_t count() const { return (h1 - h0) * (w1 - w0); }
+};
+
+Span2D window_span(const WindowGeometry& g, std::int64_t oh, std::int64_t ow) {
+  const std::int64_t h = oh * g.h.stride - g.h.pad_before, w = ow * g.w.stride - g.w.pad_before;
+  return {std::max<std::int64_t>(h, 0), std::min(h + g.h.window, g.h.in), std::max<std::int64_t>(w, 0),
+          std::min(w + g.w.window, g.w.in)};
+}
+
+WindowGeometry pool_geometry(const KernelContext& ctx, const Shape& input) {
+  const auto& window = ctx.attrs().ints("window");
+  return window_geometry(ctx.attrs(), input, window[0], window[1]);
+}
+
+TensorSpec pool_infer(const InferContext& c) {
+  c.expect_rank(0, 4);
+  c.expect_dtype(0, DType::kF32);
+  const auto& window = c.attrs().ints("window");
+  if (window.size() != 2) c.fail("window must be two positive integers");
+  const WindowGeometry g = infer_window(c, c.shape(0), window[0], window[1], "pool");
+  return {DType::kF32, Shape{c.shape(0)[0], g.h.out, g.w.out, g.channels}};
+}
+
+// Calls fn(span, x_image, y_pixel) for every output pixel of the batch, split over the intra-op pool.
+// Each output is computed independently, so any split gives the same bits.
+template <class Fn>
+void for_each_window(KernelContext& ctx, Fn fn) {
+  const Tensor& x = ctx.input(0);
+  const WindowGeometry g = pool_geometry(ctx, x.shape());
+  const float* px = x.data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  const std::int64_t c = g.channels, pixels = g.out_pixels();
+  const std::int64_t work = std::max<std::int64_t>(1, c * g.h.window * g.w.window);
+  ctx.parallel_for(g.batch * pixels, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      const std::int64_t n = r / pixels, p = r % pixels;
+      fn(window_span(g, p / g.w.out, p % g.w.out), px + n * g.h.in * g.w.in * c, py + r * c, g);
+    }
+  });
+}
+
+void max_pool_cpu(KernelContext& ctx) {
+  for_each_window(ctx, [](const Span2D& s, const float* x, float* y, const WindowGeometry& g) {
+    const std::int64_t c = g.channels;
+    std::fill(y, y + c, -std::numeric_limits<float>::infinity());
+    for (std::int64_t h = s.h0; h < s.h1; ++h)
+      for (std::int64_t w = s.w0; w < s.w1; ++w) {
+        const float* v = x + (h * g.w.in + w) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) y[ch] = std::max(y[ch], v[ch]);
+      }
+  });
+}
+
+void avg_pool_cpu(KernelContext& ctx) {
+  for_each_window(ctx, [](const Span2D& s, const float* x, float* y, const WindowGeometry& g) {
+    const std::int64_t c = g.channels;
+    std::fill(y, y + c, 0.0f);
+    for (std::int64_t h = s.h0; h < s.h1; ++h)
+      for (std::int64_t w = s.w0; w < s.w1; ++w) {
+        const float* v = x + (h * g.w.in + w) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) y[ch] += v[ch];
+      }
+    const float inv = 1.0f / static_cast<float>(s.count());
+    for (std::int64_t ch = 0; ch < c; ++ch) y[ch] *= inv;
+  });
+}
+
+// Per channel, the position and value of the running maximum of a window; one per task.
+struct ArgmaxScratch {
+  std::vector<std::int64_t> index;
+  std::vector<float> value;
+};
+
+// Gradients take (dy, x) and scatter dy back into the windows. Windows overlap when the stride is below
+// the pool size, so each image is one task summed in a fixed order: the same bits on any thread count.
+template <class Fn>
+void scatter_windows(KernelContext& ctx, Fn fn) {
+  const float* dy = ctx.input(0).data<float>();
+  const Tensor& x = ctx.input(1);
+  const WindowGeometry g = pool_geometry(ctx, x.shape());
+  const std::int64_t c = g.channels, pixels = g.out_pixels(), image = g.h.in * g.w.in * c;
+  const float* px = x.data<float>();
+  float* dx = ctx.output().mutable_data<float>();
+  const std::int64_t work = std::max<std::int64_t>(1, pixels * c * g.h.window * g.w.window);
+  ctx.parallel_for(g.batch, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
+    ArgmaxScratch scratch{std::vector<std::int64_t>(static_cast<std::size_t>(c)), std::vector<float>(static_cast<std::size_t>(c))};
+    for (std::int64_t n = begin; n < end; ++n) {
+      std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
+      for (std::int64_t p = 0; p < pixels; ++p)
+        fn(window_span(g, p / g.w.out, p % g.w.out), px + n * image, dy + (n * pixels + p) * c, dx + n * image, g, scratch);
+    }
+  });
+}
+
+// The whole gradient goes to the first maximum in scan order (row by row), as TF's does on ties.
+void max_pool_grad_cpu(KernelContext& ctx) {
+  scatter_windows(ctx, [](const Span2D& s, const float* x, const float* dy, float* dx, const WindowGeometry& g,
+                          ArgmaxScratch& best) {
+    const std::int64_t c = g.channels;
+    const std::int64_t first = (s.h0 * g.w.in + s.w0) * c;
+    std::int64_t* __restrict index = best.index.data();
+    float* __restrict value = best.value.data();
+    for (std::int64_t ch = 0; ch < c; ++ch) {
+      index[ch] = first + ch;
+      value[ch] = x[first + ch];
+    }
+    // Channels innermost, like the memory, and selects instead of branches: on real data which element wins
+    // is unpredictable, and mispredicted branches cost several times the comparisons. A strict > keeps
+    // the first maximum.
+    for (std::int64_t h = s.h0; h < s.h1; ++h)
+      for (std::int64_t w = s.w0; w < s.w1; ++w) {
+        const std::int64_t at = (h * g.w.in + w) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          const float v = x[at + ch];
+          const bool greater = v > value[ch];
+          value[ch] = greater ? v : value[ch];
+          index[ch] = greater ? at + ch : index[ch];
+        }
+      }
+    for (std::int64_t ch = 0; ch < c; ++ch) dx[index[ch]] += dy[ch];
+  });
+}
+
+void avg_pool_grad_cpu(KernelContext& ctx) {
+  scatter_windows(ctx, [](const Span2D& s, const float*, const float* dy, float* dx, const WindowGeometry& g, ArgmaxScratch&) {
+    const float inv = 1.0f / static_cast<float>(s.count());
+    for (std::int64_t h = s.h0; h < s.h1; ++h)
+      for (std::int64_t w = s.w0; w < s.w1; ++w) {
+        float* target = dx + (h * g.w.in + w) * g.channels;
+        for (std::int64_t ch = 0; ch < g.channels; ++ch) target[ch] += dy[ch] * inv;
+      }
+  });
+}
+
+TensorSpec pool_grad_infer(const InferContext& c) { return c.input(1); }
+
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "MaxPool2D",
+                  .infer = pool_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; },
+                  .cpu = max_pool_cpu});
+TCTL_REGISTER_OP({.name = "MaxPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .cpu = max_pool_grad_cpu});
+TCTL_REGISTER_OP({.name = "AvgPool2D",
+                  .infer = pool_infer,
+                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; },
+                  .cpu = avg_pool_cpu});
+TCTL_REGISTER_OP({.name = "AvgPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .cpu = avg_pool_grad_cpu});
+
+}  // namespace tctl::cpu

@@ -1,0 +1,40 @@
+// Sliding-window geometry shared by the Conv2D and pooling kernels (NHWC float32): output sizes and
+// padding for TF/Keras "valid" and "same", read from a node's attributes.
+//
+// Attributes: "window" [kh, kw] (pooling; Conv2D takes it from its kernel), "strides" [sh, sw],
+// "padding" "valid" or "same".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/op_registry.h"
+#include "core/tensor.h"
+
+namespace tctl::cpu {
+
+// One spatial dimension: input size, window, stride, output size and padding before the first element.
+struct WindowDim {
+  std::int64_t in = 0, window = 0, stride = 1, out = 0, pad_before = 0;
+};
+
+// "same": out = ceil(in / stride), the total padding split with the odd element at the end (bottom, right),
+// as TF does. "valid": out = (in - window) / stride + 1, no padding. An unknown input (-1) gives an unknown
+// output. Returns false when the window does not fit a "valid" input.
+bool window_dim(std::int64_t in, std::int64_t window, std::int64_t stride, bool same, WindowDim& out);
+
+// The geometry of one windowed op on an [N, H, W, C] input.
+struct WindowGeometry {
+  std::int64_t batch = 0, channels = 0;
+  WindowDim h, w;
+  std::int64_t out_pixels() const { return h.out * w.out; }
+};
+
+// Reads strides and padding from attrs and checks the window against the input in a shape function;
+// fails naming the node when something does not fit. `what` names the window in messages ("kernel", "pool").
+WindowGeometry infer_window(const InferContext& c, const Shape& input, std::int64_t kh, std::int64_t kw,
+                            const std::string& what);
+// The same for a kernel, where the shape function already vetted everything.
+WindowGeometry window_geometry(const Attrs& attrs, const Shape& input, std::int64_t kh, std::int64_t kw);
+
+}  // namespace tctl::cpu

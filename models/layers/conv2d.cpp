@@ -1,0 +1,68 @@
+// Conv2D: y = activation(conv(x, K) + b) over [batch, height, width, channels] inputs, with Keras' kernel
+// layout [kh, kw, in_channels, filters] so Keras weights load without a transpose.
+#include "core/kernel_context.h"
+#include "models/activations.h"
+#include "models/initializers.h"
+#include "models/layer.h"
+#include "models/layers/detail/window_spec.h"
+
+namespace tctl {
+namespace {
+
+class Conv2D final : public Layer {
+ public:
+  explicit Conv2D(LayerArgs& args) : Layer("Conv2D", args.name, args.device) {
+    filters_ = args.spec.positive_int("filters");
+    if (!args.spec.has("kernel_size")) args.spec.fail_here("missing required key \"kernel_size\"");
+    kernel_size_ = detail::positive_int_pair(args.spec, "kernel_size", {1, 1});
+    strides_ = detail::positive_int_pair(args.spec, "strides", {1, 1});
+    padding_ = detail::read_padding(args.spec);
+    activation_ = args.spec.one_of("activation", activation_names(), "linear");
+    use_bias_ = args.spec.boolean("use_bias", true);
+    kernel_init_ = args.spec.one_of("kernel_initializer", initializer_names(), "glorot_uniform");
+    bias_init_ = args.spec.one_of("bias_initializer", initializer_names(), "zeros");
+  }
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
+    detail::expect_image_input(input, "Conv2D", where);
+    const detail::Pair out = detail::window_output(input, kernel_size_, strides_, padding_, where, "kernel_size");
+    const std::int64_t channels = input[2], receptive = kernel_size_[0] * kernel_size_[1];
+    // Sizes past this are typos, and would otherwise surface as an allocation failure.
+    constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
+    if (filters_ > kMaxKernelElements / (receptive * channels))
+      where.fail("filters", "a kernel of " + std::to_string(receptive * channels) + " x " + std::to_string(filters_) +
+                                " weights is larger than the 2^31 elements tensorctl supports");
+    // Keras' fans for a convolution: the receptive field times the input or output channels.
+    const std::int64_t fan_in = receptive * channels, fan_out = receptive * filters_;
+    const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1));
+    add_variable("kernel", initialize(kernel_init_, Shape{kernel_size_[0], kernel_size_[1], channels, filters_}, fan_in, fan_out, base));
+    if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{filters_}, fan_in, fan_out, mix64(base + 1)));
+    return Shape{out[0], out[1], filters_};
+  }
+
+  Output call(Graph& g, Output x, bool) override {
+    Output y = g.add("Conv2D", {x, read(g, 0)}, detail::window_attrs(strides_, padding_));
+    if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
+    return apply_activation(g, y, activation_);
+  }
+
+  nlohmann::json config() const override {
+    return {{"filters", filters_},         {"kernel_size", detail::pair_json(kernel_size_)},
+            {"strides", detail::pair_json(strides_)}, {"padding", padding_},
+            {"activation", activation_},   {"use_bias", use_bias_},
+            {"kernel_initializer", kernel_init_}, {"bias_initializer", bias_init_}};
+  }
+
+ private:
+  std::int64_t filters_ = 0;
+  detail::Pair kernel_size_{}, strides_{};
+  std::string padding_, activation_;
+  bool use_bias_ = true;
+  std::string kernel_init_, bias_init_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv2d(LayerArgs& args) { return std::make_unique<Conv2D>(args); }
+
+}  // namespace tctl

@@ -1,0 +1,149 @@
+// Conv2D and its gradient ops: finite differences through the shared harness, a naive reference for
+// strides and both paddings, thread-count independence and shape errors.
+#include "kernels/op_test_util.h"
+
+using namespace tctl;
+using tctl::testing::check_op;
+using tctl::testing::check_op_inputs;
+using tctl::testing::OpCheck;
+using tctl::testing::random_tensor;
+using tctl::testing::run_op;
+
+namespace {
+
+Attrs conv_attrs(std::int64_t sh, std::int64_t sw, const std::string& padding) {
+  return Attrs{{"strides", std::vector<std::int64_t>{sh, sw}}, {"padding", padding}};
+}
+
+// Direct convolution in double: out = ceil(in / s) with TF's padding split for "same".
+std::vector<double> naive_conv(const Tensor& x, const Tensor& k, std::int64_t sh, std::int64_t sw, bool same,
+                               std::int64_t& ho, std::int64_t& wo) {
+  const std::int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+  const std::int64_t kh = k.shape()[0], kw = k.shape()[1], f = k.shape()[3];
+  ho = same ? (h + sh - 1) / sh : (h - kh) / sh + 1;
+  wo = same ? (w + sw - 1) / sw : (w - kw) / sw + 1;
+  const std::int64_t ph = same ? std::max<std::int64_t>((ho - 1) * sh + kh - h, 0) / 2 : 0;
+  const std::int64_t pw = same ? std::max<std::int64_t>((wo - 1) * sw + kw - w, 0) / 2 : 0;
+  std::vector<double> y(static_cast<std::size_t>(n * ho * wo * f), 0.0);
+  const float* px = x.data<float>();
+  const float* pk = k.data<float>();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t oh = 0; oh < ho; ++oh)
+      for (std::int64_t ow = 0; ow < wo; ++ow)
+        for (std::int64_t o = 0; o < f; ++o) {
+          double s = 0.0;
+          for (std::int64_t i = 0; i < kh; ++i)
+            for (std::int64_t j = 0; j < kw; ++j)
+              for (std::int64_t ch = 0; ch < c; ++ch) {
+                const std::int64_t ih = oh * sh - ph + i, iw = ow * sw - pw + j;
+                if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                s += static_cast<double>(px[((b * h + ih) * w + iw) * c + ch]) * pk[((i * kw + j) * c + ch) * f + o];
+              }
+          y[static_cast<std::size_t>(((b * ho + oh) * wo + ow) * f + o)] = s;
+        }
+  return y;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.bytes() == b.bytes() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("Conv2D gradients for strides 1 and 2, both paddings, non-square sizes, batch 2") {
+  for (const std::string padding : {"valid", "same"}) {
+    CAPTURE(padding);
+    check_op("Conv2D", {{2, 5, 7, 3}, {3, 2, 3, 4}}, OpCheck{.attrs = conv_attrs(1, 1, padding)});
+    check_op("Conv2D", {{2, 7, 6, 2}, {3, 3, 2, 3}}, OpCheck{.attrs = conv_attrs(2, 2, padding)});
+    check_op("Conv2D", {{3, 6, 5, 1}, {2, 3, 1, 2}}, OpCheck{.attrs = conv_attrs(2, 1, padding)});
+  }
+}
+
+TEST_CASE("Conv2D matches a direct convolution") {
+  struct Case {
+    Shape x, k;
+    std::int64_t sh, sw;
+  };
+  // 4 x 9 x 10 spans more than one 64-pixel block; kernels of even and odd sizes shift "same" padding.
+  const std::vector<Case> cases{{{4, 9, 10, 3}, {3, 3, 3, 5}, 1, 1}, {{2, 8, 11, 2}, {2, 4, 2, 3}, 2, 3},
+                                {{3, 5, 5, 1}, {5, 5, 1, 2}, 2, 2}, {{1, 1, 1, 4}, {1, 1, 4, 2}, 1, 1}};
+  for (const auto& tc : cases)
+    for (bool same : {false, true}) {
+      CAPTURE(tc.x.to_string());
+      CAPTURE(same);
+      Tensor x = random_tensor(tc.x, 5), k = random_tensor(tc.k, 6);
+      Tensor y = run_op("Conv2D", {x, k}, conv_attrs(tc.sh, tc.sw, same ? "same" : "valid"), 2);
+      std::int64_t ho = 0, wo = 0;
+      auto ref = naive_conv(x, k, tc.sh, tc.sw, same, ho, wo);
+      REQUIRE(y.shape() == Shape{tc.x[0], ho, wo, tc.k[3]});
+      for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("Conv2D \"same\" keeps ceil(in / stride) and puts the odd padding at the bottom and right") {
+  // A 2x2 kernel of ones with stride 1 over 3x3: padding 0 before, 1 after, so output (2, 2) sums x[2..3, 2..3].
+  Tensor x = Tensor::from_floats(Shape{1, 3, 3, 1}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor k = Tensor::filled(Shape{2, 2, 1, 1}, 1.0f);
+  Tensor y = run_op("Conv2D", {x, k}, conv_attrs(1, 1, "same"));
+  CHECK(y.shape() == Shape{1, 3, 3, 1});
+  CHECK(y.to_floats() == std::vector<float>{12, 16, 9, 24, 28, 15, 15, 17, 9});
+  CHECK(run_op("Conv2D", {x, k}, conv_attrs(2, 2, "same")).shape() == Shape{1, 2, 2, 1});
+  CHECK(run_op("Conv2D", {x, k}, conv_attrs(2, 2, "valid")).shape() == Shape{1, 1, 1, 1});
+}
+
+TEST_CASE("Conv2D and its gradients give identical bits on 1 and 2 threads") {
+  // 8 x 12 x 12 = 1152 output pixels: 18 forward blocks and several kernel-gradient partials.
+  Tensor x = random_tensor(Shape{8, 12, 12, 3}, 11), k = random_tensor(Shape{3, 3, 3, 8}, 12);
+  for (const std::string padding : {"valid", "same"}) {
+    CAPTURE(padding);
+    const Attrs attrs = conv_attrs(1, 1, padding);
+    Tensor y1 = run_op("Conv2D", {x, k}, attrs, 1);
+    Tensor y2 = run_op("Conv2D", {x, k}, attrs, 2);
+    CHECK(same_bits(y1, y2));
+    Tensor dy = random_tensor(y1.shape(), 13);
+    Attrs grad_attrs = attrs;
+    grad_attrs.set("window", std::vector<std::int64_t>{3, 3});
+    CHECK(same_bits(run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 1), run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 2)));
+    CHECK(same_bits(run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 1), run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 2)));
+  }
+}
+
+TEST_CASE("Conv2D kernel gradient matches the sum over pixels across many partials") {
+  // 40 x 8 x 8 = 2560 pixels, cut into partials of 256 rows; against a double-precision sum.
+  Tensor x = random_tensor(Shape{40, 8, 8, 2}, 21), dy = random_tensor(Shape{40, 8, 8, 3}, 22);
+  Attrs attrs = conv_attrs(1, 1, "same");
+  attrs.set("window", std::vector<std::int64_t>{1, 1});
+  Tensor dk = run_op("Conv2DKernelGrad", {x, dy}, attrs, 2);
+  REQUIRE(dk.shape() == Shape{1, 1, 2, 3});
+  for (int c = 0; c < 2; ++c)
+    for (int f = 0; f < 3; ++f) {
+      double s = 0.0;
+      for (std::int64_t p = 0; p < 40 * 64; ++p) s += static_cast<double>(x.data<float>()[p * 2 + c]) * dy.data<float>()[p * 3 + f];
+      CHECK(dk.data<float>()[c * 3 + f] == doctest::Approx(s).epsilon(1e-4));
+    }
+}
+
+TEST_CASE("Conv2D shape errors name the node") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 4, 5, 3});
+  auto expect_error = [&](const Shape& kernel, const Attrs& attrs, const std::string& part) {
+    CAPTURE(part);
+    Output k = g.placeholder("k", DType::kF32, kernel);
+    try {
+      g.add("Conv2D", {x, k}, attrs);
+      FAIL("expected a ShapeError");
+    } catch (const ShapeError& e) {
+      const std::string m = e.what();
+      CHECK(m.find("Conv2D") != std::string::npos);
+      CHECK_MESSAGE(m.find(part) != std::string::npos, m);
+    }
+  };
+  expect_error({5, 5, 3, 2}, conv_attrs(1, 1, "valid"), "kernel 5x5 is larger than the input [?, 4, 5, 3]");
+  expect_error({3, 3, 2, 2}, conv_attrs(1, 1, "valid"), "expects 2 input channels");
+  expect_error({3, 3, 3, 2}, conv_attrs(1, 1, "full"), "padding must be \"valid\" or \"same\"");
+  expect_error({3, 3, 3, 2}, conv_attrs(0, 1, "same"), "strides must be two positive integers");
+  expect_error({3, 3}, conv_attrs(1, 1, "same"), "rank 4");
+  // "same" accepts a kernel larger than the input.
+  Output k = g.placeholder("k", DType::kF32, Shape{5, 5, 3, 2});
+  CHECK(g.spec(g.add("Conv2D", {x, k}, conv_attrs(2, 2, "same"))).shape == Shape{-1, 2, 3, 2});
+}

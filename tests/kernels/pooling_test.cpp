@@ -1,0 +1,78 @@
+// MaxPool2D, AvgPool2D and their gradients: finite differences, reference values for both paddings,
+// ties, and shape errors.
+#include "kernels/op_test_util.h"
+
+using namespace tctl;
+using tctl::testing::check_op_inputs;
+using tctl::testing::OpCheck;
+using tctl::testing::run_op;
+
+namespace {
+
+Attrs pool_attrs(std::int64_t ph, std::int64_t pw, std::int64_t sh, std::int64_t sw, const std::string& padding) {
+  return Attrs{{"window", std::vector<std::int64_t>{ph, pw}},
+               {"strides", std::vector<std::int64_t>{sh, sw}},
+               {"padding", padding}};
+}
+
+// Distinct values at least 0.05 apart in a scrambled order, so no window has a near tie that a finite
+// difference step of 0.01 could flip.
+Tensor distinct_tensor(const Shape& shape) {
+  const std::int64_t n = shape.num_elements();
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>((i * 37 + 11) % n) * 0.05f - 1.0f;
+  return Tensor::from_floats(shape, v);
+}
+
+}  // namespace
+
+TEST_CASE("pooling gradients for strides 1 and 2, both paddings, non-square sizes, batch 2") {
+  for (const std::string op : {"MaxPool2D", "AvgPool2D"})
+    for (const std::string padding : {"valid", "same"}) {
+      CAPTURE(padding);
+      check_op_inputs(op, {distinct_tensor(Shape{2, 5, 7, 3})}, OpCheck{.attrs = pool_attrs(2, 2, 2, 2, padding)});
+      check_op_inputs(op, {distinct_tensor(Shape{2, 6, 5, 2})}, OpCheck{.attrs = pool_attrs(3, 2, 1, 2, padding)});
+      check_op_inputs(op, {distinct_tensor(Shape{3, 4, 4, 1})}, OpCheck{.attrs = pool_attrs(3, 3, 2, 1, padding)});
+    }
+}
+
+TEST_CASE("MaxPool2D and AvgPool2D values with \"same\" padding average over the covered elements only") {
+  // 3x3 input, pool 2 stride 2 "same": windows {0,1,3,4}, {2,5}, {6,7}, {8}.
+  Tensor x = Tensor::from_floats(Shape{1, 3, 3, 1}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
+  CHECK(run_op("MaxPool2D", {x}, pool_attrs(2, 2, 2, 2, "same")).to_floats() == std::vector<float>{5, 6, 8, 9});
+  CHECK(run_op("AvgPool2D", {x}, pool_attrs(2, 2, 2, 2, "same")).to_floats() == std::vector<float>{3, 4.5f, 7.5f, 9});
+  CHECK(run_op("MaxPool2D", {x}, pool_attrs(2, 2, 2, 2, "valid")).to_floats() == std::vector<float>{5});
+  CHECK(run_op("AvgPool2D", {x}, pool_attrs(2, 2, 1, 1, "valid")).to_floats() == std::vector<float>{3, 4, 6, 7});
+  // The average gradient spreads dy over the covered elements: the corner window has one.
+  Tensor dy = Tensor::from_floats(Shape{1, 2, 2, 1}, std::vector<float>{4, 2, 2, 1});
+  CHECK(run_op("AvgPool2DGrad", {dy, x}, pool_attrs(2, 2, 2, 2, "same")).to_floats() ==
+        std::vector<float>{1, 1, 1, 1, 1, 1, 1, 1, 1});
+}
+
+TEST_CASE("MaxPool2D channels pool separately, and the gradient goes to the first maximum on ties") {
+  // Two channels: channel 0 all equal (a tie), channel 1 largest at the last position.
+  Tensor x = Tensor::from_floats(Shape{1, 2, 2, 2}, std::vector<float>{7, 1, 7, 2, 7, 3, 7, 4});
+  CHECK(run_op("MaxPool2D", {x}, pool_attrs(2, 2, 2, 2, "valid")).to_floats() == std::vector<float>{7, 4});
+  Tensor dy = Tensor::from_floats(Shape{1, 1, 1, 2}, std::vector<float>{10, 20});
+  CHECK(run_op("MaxPool2DGrad", {dy, x}, pool_attrs(2, 2, 2, 2, "valid")).to_floats() ==
+        std::vector<float>{10, 0, 0, 0, 0, 0, 0, 20});
+  // Overlapping windows (stride 1) add up at a shared maximum.
+  Tensor y = Tensor::from_floats(Shape{1, 1, 3, 1}, std::vector<float>{0, 5, 1});
+  Tensor dy2 = Tensor::from_floats(Shape{1, 1, 2, 1}, std::vector<float>{1, 2});
+  CHECK(run_op("MaxPool2DGrad", {dy2, y}, pool_attrs(1, 2, 1, 1, "valid")).to_floats() == std::vector<float>{0, 3, 0});
+}
+
+TEST_CASE("pooling shape errors name the node") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 3, 4, 2});
+  try {
+    g.add("MaxPool2D", {x}, pool_attrs(4, 4, 1, 1, "valid"));
+    FAIL("expected a ShapeError");
+  } catch (const ShapeError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("MaxPool2D") != std::string::npos);
+    CHECK(m.find("pool 4x4 is larger than the input [?, 3, 4, 2]") != std::string::npos);
+  }
+  CHECK_THROWS_AS(g.add("AvgPool2D", {x}, pool_attrs(0, 2, 1, 1, "valid")), ShapeError);
+  CHECK(g.spec(g.add("AvgPool2D", {x}, pool_attrs(4, 4, 2, 3, "same"))).shape == Shape{-1, 2, 2, 2});
+}
