@@ -223,16 +223,26 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     RunOptions ro;
     ro.step = first_step + step;
     if (training) optimizer_.begin_step(ro.step);
-    std::vector<Tensor> out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
+    auto where = [&] {
+      return fmt::format("epoch {}, step {} (step {} of the run)", current_epoch_,
+                         first_step + step + 1 - (current_epoch_ - 1) * steps_per_epoch_, first_step + step + 1);
+    };
+    std::vector<Tensor> out;
+    try {
+      out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
+    } catch (const NonFiniteError& e) {
+      // An update refused a NaN or infinite gradient before writing: find where it began.
+      throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(), where(),
+                                     find_non_finite(batch.x, batch.y, first_step + step)));
+    }
     feeds.clear();
     if (prefetch > 0) spare.enqueue(std::move(batch));
     BatchSums sums;
     if (training) {
       const float loss = out[0].item();
       if (!std::isfinite(loss))
-        throw RuntimeError(fmt::format("loss became {} at epoch {}, step {} (step {} of the run): {}; lower the learning "
-                                       "rate or standardize the data", std::isnan(loss) ? "NaN" : "infinite", current_epoch_,
-                                       first_step + step + 1 - (current_epoch_ - 1) * steps_per_epoch_, first_step + step + 1,
+        throw RuntimeError(fmt::format("loss became {} at {}: {}; lower the learning rate or standardize the data",
+                                       std::isnan(loss) ? "NaN" : "infinite", where(),
                                        find_non_finite(batch.x, batch.y, first_step + step)));
       sums.loss = static_cast<double>(loss) * static_cast<double>(b);
     } else {

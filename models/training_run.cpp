@@ -130,6 +130,16 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   Dataset data = c.data.csv.empty() ? load_builtin(c.data.dataset, c.seed, c.file, "data")
                                     : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv");
   const std::string where = c.data.csv.empty() ? "data" : "data.csv";
+  if (loss_is_binary(c.loss) && data.num_classes > 0) {
+    // Binary cross-entropy takes 0/1 labels as float targets, one column.
+    if (data.num_classes > 2)
+      throw SpecError(c.file, "loss", "loss " + c.loss + " needs two classes, but " + data.name + " has " +
+                                          std::to_string(data.num_classes));
+    std::vector<float> y(static_cast<std::size_t>(data.size()));
+    for (std::int64_t i = 0; i < data.size(); ++i) y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
+    data.y = Tensor::from_floats(Shape{data.size(), 1}, y);
+    data.num_classes = 0;
+  }
   if (!classification && data.num_classes > 0)
     throw SpecError(c.file, "loss", "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
   if (data.num_features() != net.input_shape().num_elements())
@@ -175,7 +185,10 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
   std::unique_ptr<Model> model = build_model(c);
   PreparedData data = prepare_data(c, model->net());
   const std::filesystem::path dir = c.output;
-  Callbacks callbacks(c.callbacks, *model, dir);
+  Optimizer& optimizer = model->optimizer();
+  LearningRateControl lr{[&optimizer] { return optimizer.learning_rate(); },
+                         [&optimizer](double f) { optimizer.set_lr_factor(optimizer.lr_factor() * f); }};
+  Callbacks callbacks(c.callbacks, *model, dir, lr);
   TrainingState state;
   state.config = c.to_json();
   const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";

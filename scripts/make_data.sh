@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates configs/data/{iris,digits}.csv from the copies that Debian's python3-sklearn ships.
+# Regenerates configs/data/{iris,digits,wine,diabetes}.csv from the copies that Debian's python3-sklearn ships.
 # Run once from the repository root; the output is committed, so neither the build nor the tests need sklearn.
 set -eu
 
@@ -19,4 +19,19 @@ out=configs/data
   gzip -dc "$src/digits.csv.gz" | tr -d '\r'
 } >"$out/digits.csv"
 
-wc -l "$out/iris.csv" "$out/digits.csv"
+# wine_data.csv: sklearn's header line ("178,13,class_0,...") swapped for the 13 measurement names.
+{
+  echo "alcohol,malic_acid,ash,alcalinity_of_ash,magnesium,total_phenols,flavanoids,nonflavanoid_phenols,proanthocyanins,color_intensity,hue,od280_od315,proline,label"
+  tail -n +2 "$src/wine_data.csv" | tr -d '\r'
+} >"$out/wine.csv"
+
+# diabetes: ten space-separated raw features per row in one file, the disease progression in another.
+{
+  echo "age,sex,bmi,bp,s1,s2,s3,s4,s5,s6,target"
+  gzip -dc "$src/diabetes_data_raw.csv.gz" | tr -d '\r' | tr ' ' ',' >/tmp/tctl_diabetes_x.$$
+  gzip -dc "$src/diabetes_target.csv.gz" | tr -d '\r' | awk '{ printf "%g\n", $1 }' >/tmp/tctl_diabetes_y.$$
+  paste -d, /tmp/tctl_diabetes_x.$$ /tmp/tctl_diabetes_y.$$
+  rm -f /tmp/tctl_diabetes_x.$$ /tmp/tctl_diabetes_y.$$
+} >"$out/diabetes.csv"
+
+wc -l "$out/iris.csv" "$out/digits.csv" "$out/wine.csv" "$out/diabetes.csv"

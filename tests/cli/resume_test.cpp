@@ -166,3 +166,21 @@ TEST_CASE("resume refuses what is not a run of this model, and bad callbacks, wr
   expect_user_error(dir, "train cb2.json", {"cb2.json", "callbacks[0].factor"});
 }
 }
+
+TEST_CASE("a step gone NaN stops training with the epoch, step and first op, and the last good checkpoint stays") {
+  TempDir dir;
+  std::string rows = "a,b,label\n";
+  for (int i = 0; i < 200; ++i) rows += std::to_string((i * 37 % 200) / 100.0 - 1.0) + "," + std::to_string((i * 91 % 200) / 100.0 - 1.0) + "," + std::to_string(i % 2) + "\n";
+  dir.write("data.csv", rows);
+  const std::string model = R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
+                                {"type": "Dense", "units": 2, "activation": "softmax"}]})";
+  dir.write("good.json", R"({"model": )" + model + R"(, "data": {"csv": "data.csv"}, "epochs": 2, "optimizer": {"type": "sgd"}})");
+  // The same model with a learning rate that blows the weights up at once.
+  dir.write("bad.json", R"({"model": )" + model + R"(, "data": {"csv": "data.csv"}, "epochs": 4,
+                            "optimizer": {"type": "sgd", "learning_rate": 1e36}})");
+  REQUIRE(run_tensorctl("train good.json --output run --quiet", dir.path()).status == 0);
+  const std::string before = read_text(dir / "run/checkpoint.safetensors");
+  CommandResult r = run_tensorctl("train bad.json --resume run --quiet", dir.path());
+  check_runtime_error(r, {"epoch 3, step ", "the first ", "came from op dense", "lower the learning rate"});
+  CHECK(read_text(dir / "run/checkpoint.safetensors") == before);
+}

@@ -86,6 +86,35 @@ TEST_CASE("configs/iris_mlp.json reaches test accuracy >= 0.93") {
   CHECK(saved.at("rows").at("test") == 30);
 }
 
+TEST_CASE("configs/spirals.json reaches test accuracy >= 0.98") {
+  TempDir d;
+  CHECK(train_shipped("configs/spirals.json", d).at("test").at("accuracy").get<double>() >= 0.98);
+}
+
+TEST_CASE("binary cross-entropy trains a sigmoid output on a built-in two-class set") {
+  TempDir d;
+  d.write("bce.json", R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 64, "activation": "tanh"},
+      {"type": "Dense", "units": 64, "activation": "tanh"}, {"type": "Dense", "units": 1, "activation": "sigmoid"}]},
+      "data": "spirals", "loss": "binary_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.01}, "epochs": 100, "seed": 5})");
+  CommandResult r = run_tensorctl("train bce.json --quiet --output run", d.path());
+  REQUIRE(r.status == 0);
+  CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.85);
+}
+
+TEST_CASE("configs/wine_mlp.json reaches test accuracy >= 0.94") {
+  TempDir d;
+  const nlohmann::json saved = train_shipped("configs/wine_mlp.json", d);
+  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.94);
+  CHECK(saved.at("rows").at("test") == 36);  // round(178 * 0.2)
+}
+
+TEST_CASE("configs/diabetes_regression.json reaches a test MAE under 50 (the README documents it)") {
+  TempDir d;
+  const nlohmann::json saved = train_shipped("configs/diabetes_regression.json", d);
+  // The targets range from 25 to 346; predicting the mean everywhere gives an MAE of about 65.
+  CHECK(saved.at("test").at("mae").get<double>() < 50.0);
+}
+
 TEST_CASE("1 and 2 inter-op and intra-op threads give identical losses and weights") {
   TempDir d;
   const std::string config = quoted(source_path("configs/digits_mlp.json"));

@@ -71,8 +71,6 @@ TEST_CASE("the imported MLP builds, with the parameter count of the Keras summar
   CHECK(net.output_shape() == Shape{3});
 }
 
-// Conv2D, MaxPooling2D, Flatten and BatchNormalization come with the layers branch; until then only the
-// spec is checked here.
 TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec") {
   const json two = keras_to_spec(keras_file("cnn_keras2.json"), "cnn_keras2.json");
   const json three = keras_to_spec(keras_file("cnn_keras3.json"), "cnn_keras3.json");
@@ -87,6 +85,11 @@ TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec")
     {"type": "Dense", "name": "dense", "units": 10, "activation": "softmax", "use_bias": true,
      "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}]})");
   CHECK(two == expected);
+  // It builds, with the parameter count Keras' summary gives: conv 3*3*1*4+4 = 40, batch norm 4*4 = 16 (8 of
+  // them the non-trainable moving statistics), dense 4*4*4*10+10 = 650.
+  const Sequential net = Sequential::from_json(two, "cnn_keras2.json", "", 1);
+  CHECK(net.param_count() == 706);
+  CHECK(net.output_shape() == Shape{10});
 }
 
 TEST_CASE("sizes given as one integer become pairs, and pooling strides default to the pool size") {
