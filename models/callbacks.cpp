@@ -35,15 +35,15 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}, "");
     if (c.type.empty()) r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
     c.monitor = r.string("monitor", "val_loss");
-    static const std::vector<std::string> names{"loss", "accuracy", "mae", "mse"};
+    static const std::vector<std::string> names{"loss", "accuracy", "top_k_accuracy", "mae", "mse"};
     const bool val = c.monitor.rfind("val_", 0) == 0;
     const std::string base = val ? c.monitor.substr(4) : c.monitor;
     if (std::find(names.begin(), names.end(), base) == names.end())
-      r.fail("monitor", "unknown quantity \"" + c.monitor + "\" (known: loss, accuracy, mae, mse, each with or without val_)");
+      r.fail("monitor", "unknown quantity \"" + c.monitor + "\" (known: loss, accuracy, top_k_accuracy, mae, mse, each with or without val_)");
     if (val && !has_validation)
       r.fail("monitor", c.monitor + " needs validation data, but data.validation_split is 0; monitor \"" + base + "\" instead");
     const std::string mode = r.one_of("mode", {"auto", "min", "max"}, "auto");
-    c.maximize = mode == "max" || (mode == "auto" && base == "accuracy");
+    c.maximize = mode == "max" || (mode == "auto" && base.find("accuracy") != std::string::npos);
     if (c.type == "EarlyStopping") {
       c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
       c.patience = r.non_negative_int("patience", 0);

@@ -18,7 +18,7 @@ bool loss_is_classification(const std::string& loss) {
 bool loss_is_binary(const std::string& loss) { return loss == "binary_crossentropy"; }
 
 const std::vector<std::string>& loss_metrics(const std::string& loss) {
-  static const std::vector<std::string> classification{"accuracy"}, binary{"accuracy", "mae", "mse"},
+  static const std::vector<std::string> classification{"accuracy", "top_k_accuracy"}, binary{"accuracy", "mae", "mse"},
       regression{"mae", "mse"};
   if (loss_is_classification(loss)) return classification;
   return loss_is_binary(loss) ? binary : regression;

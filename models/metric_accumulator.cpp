@@ -6,6 +6,7 @@ void MetricAccumulator::add(const BatchSums& b) {
   std::lock_guard lock(mu_);
   sums_.loss += b.loss;
   sums_.correct += b.correct;
+  sums_.top_k_correct += b.top_k_correct;
   sums_.abs_error += b.abs_error;
   sums_.sq_error += b.sq_error;
   sums_.examples += b.examples;
@@ -27,6 +28,7 @@ MetricValues MetricAccumulator::averages(const std::vector<std::string>& metrics
   MetricValues out{{"loss", ratio(s.loss, s.examples)}};
   for (const auto& m : metrics) {
     if (m == "accuracy") out.emplace_back(m, ratio(s.correct, s.examples));
+    if (m == "top_k_accuracy") out.emplace_back(m, ratio(s.top_k_correct, s.examples));
     if (m == "mae") out.emplace_back(m, ratio(s.abs_error, s.values));
     if (m == "mse") out.emplace_back(m, ratio(s.sq_error, s.values));
   }

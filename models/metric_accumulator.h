@@ -19,16 +19,21 @@ using MetricValues = std::vector<std::pair<std::string, double>>;
 struct BatchSums {
   double loss = 0.0;       // sum of per-example losses
   double correct = 0.0;    // examples classified right
+  double top_k_correct = 0.0;  // examples whose label is among the kTopK most probable classes
   double abs_error = 0.0;  // regression: sum |prediction - target|
   double sq_error = 0.0;   // regression: sum (prediction - target)^2
   std::int64_t examples = 0;
   std::int64_t values = 0;  // regression: predicted values
 };
 
+// k of the top_k_accuracy metric (Keras' default for top-k categorical accuracy).
+inline constexpr int kTopK = 5;
+
 class MetricAccumulator {
  public:
   void add(const BatchSums& b);
-  // Averages so far: "loss" first, then each of `metrics` ("accuracy", "mae", "mse") in order.
+  // Averages so far: "loss" first, then each of `metrics` ("accuracy", "top_k_accuracy", "mae", "mse") in
+  // order.
   MetricValues averages(const std::vector<std::string>& metrics) const;
   std::int64_t examples() const;
 

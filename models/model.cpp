@@ -255,7 +255,12 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
     if (classification) {
       for (std::int64_t i = 0; i < b; ++i) {
         std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
-        sums.correct += argmax_row(p + i * width, width) == label ? 1.0 : 0.0;
+        const float* row = p + i * width;
+        sums.correct += argmax_row(row, width) == label ? 1.0 : 0.0;
+        // The label's rank: how many classes score strictly higher (ties count in the label's favour).
+        std::int64_t above = 0;
+        for (std::int64_t j = 0; j < width; ++j) above += row[j] > row[label] ? 1 : 0;
+        sums.top_k_correct += above < kTopK ? 1.0 : 0.0;
       }
     } else {
       for (std::int64_t i = 0; i < b; ++i) {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/errors.h"
+#include "models/keras_import.h"
 #include "models/spec_reader.h"
 #include "models/training_run.h"
 
@@ -26,6 +27,7 @@ TrainConfig config_for_model_spec(const std::string& spec_path) {
   c.file = spec_path;
   c.model_file = spec_path;
   c.model_spec = parse_json_file(spec_path);
+  if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, spec_path);
   c.metrics = {"accuracy"};
   return c;
 }

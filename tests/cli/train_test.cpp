@@ -101,6 +101,17 @@ TEST_CASE("binary cross-entropy trains a sigmoid output on a built-in two-class 
   CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.85);
 }
 
+TEST_CASE("top_k_accuracy (k = 5) is reported beside accuracy and is never below it") {
+  TempDir d;
+  d.write("topk.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() +
+                           R"(", "data": "digits", "metrics": ["accuracy", "top_k_accuracy"], "epochs": 1})");
+  CommandResult r = run_tensorctl("train topk.json --output topk --quiet", d.path());
+  REQUIRE(r.status == 0);
+  const auto test = read_json(d / "topk/summary.json").at("test");
+  CHECK(test.at("top_k_accuracy").get<double>() >= test.at("accuracy").get<double>());
+  CHECK(test.at("top_k_accuracy").get<double>() > 0.9);
+}
+
 TEST_CASE("configs/wine_mlp.json reaches test accuracy >= 0.94") {
   TempDir d;
   const nlohmann::json saved = train_shipped("configs/wine_mlp.json", d);
