@@ -61,7 +61,7 @@ TEST_CASE("loss names and kinds") {
     CHECK_FALSE(loss_is_classification(name));
     CHECK(loss_is_binary(name) == (name == "binary_crossentropy"));
   }
-  CHECK(loss_metrics("sparse_categorical_crossentropy") == std::vector<std::string>{"accuracy"});
+  CHECK(loss_metrics("sparse_categorical_crossentropy") == std::vector<std::string>{"accuracy", "top_k_accuracy"});
   CHECK(loss_metrics("binary_crossentropy") == std::vector<std::string>{"accuracy", "mae", "mse"});
   CHECK(loss_metrics("huber") == std::vector<std::string>{"mae", "mse"});
 }

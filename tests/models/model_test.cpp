@@ -197,7 +197,7 @@ TEST_CASE("Model rejects metrics and losses that do not suit the model, naming t
   } catch (const SpecError& e) {
     CHECK(e.file() == "train.json");
     CHECK(e.where() == "metrics[1]");
-    CHECK(e.message() == "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy)");
+    CHECK(e.message() == "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy, top_k_accuracy)");
   }
   ModelOptions xent = classifier_options();
   try {
