@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""PyTorch (eager, CPU) side of bench/compare_pytorch.sh.
+
+Runs one benchmark workload and prints ONE line of JSON on stdout, in the same format as tensorctl's
+build/bench/bench_workloads:
+
+  {"workload": "mlp_digits_b32", "threads": 2, "value": 12345.6, "unit": "samples/s",
+   "setting": "torch 2 x openblas 1", "reps": [...]}
+
+Usage: pytorch_workloads.py --workload NAME --threads T
+
+--threads sets torch's intra-op threads (torch.set_num_threads). Debian's PyTorch does its matrix products
+in OpenBLAS, whose thread count torch does not control: it is read from OPENBLAS_NUM_THREADS, which has to be
+set in the environment before this process starts (compare_pytorch.sh does that). The JSON "threads" field is
+the larger of torch threads and OpenBLAS threads (the thread count T of compare_pytorch.sh's grid).
+
+Training workloads report samples/s; infer_b1 reports microseconds per forward call (the better of eager
+under torch.no_grad() and a torch.jit.trace'd module, named in "setting"). Training is likewise measured with
+both of Adam's CPU implementations (the per-parameter loop and foreach=True, the multi-tensor one), the
+better is reported; the two variants run in alternating repetitions within the process. Warm-up steps are
+not timed; the value is the median of --reps repetitions (default 5) of the winning variant, all of which are
+listed in "reps"; "variants" holds each variant's median.
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+from torch import nn
+
+# name -> (kind, batch, steps per repetition, warm-up steps)
+WORKLOADS = {
+    "mlp_digits_b32": ("mlp64", 32, 200, 30),
+    "mlp_digits_b256": ("mlp64", 256, 200, 30),
+    "mlp784_b128": ("mlp784", 128, 30, 5),
+    "cnn_digits_b64": ("cnn", 64, 200, 30),
+    "infer_b1": ("infer", 1, 5000, 500),
+}
+N_BATCHES = 16  # distinct random batches, cycled through
+
+
+def mlp(sizes):
+    layers = []
+    for i in range(len(sizes) - 1):
+        layers.append(nn.Linear(sizes[i], sizes[i + 1]))
+        if i + 2 < len(sizes):
+            layers.append(nn.ReLU())
+    # No softmax layer: CrossEntropyLoss on the logits is softmax + sparse categorical cross-entropy.
+    return nn.Sequential(*layers)
+
+
+def cnn():
+    # Input NCHW [batch, 1, 8, 8]; "same" padding for 3x3 is padding=1.
+    return nn.Sequential(
+        nn.Conv2d(1, 16, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(16, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),  # 32 x 2 x 2 = 128
+        nn.Linear(128, 64), nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+
+
+def make_model(kind):
+    if kind in ("mlp64", "infer"):
+        return mlp([64, 128, 64, 10]), (64,)
+    if kind == "mlp784":
+        return mlp([784, 512, 512, 10]), (784,)
+    return cnn(), (1, 8, 8)
+
+
+def random_batches(batch, example_shape, gen):
+    xs = [torch.rand((batch,) + example_shape, generator=gen) * 2 - 1 for _ in range(N_BATCHES)]
+    ys = [torch.randint(0, 10, (batch,), generator=gen) for _ in range(N_BATCHES)]
+    return xs, ys
+
+
+def bench_train(kind, batch, steps, warmup, reps):
+    """Samples/s per repetition for each Adam implementation (single-tensor loop and multi-tensor foreach),
+    two independent models trained in alternating repetitions."""
+    variants = {}
+    for name, foreach in (("adam single-tensor", False), ("adam foreach", True)):
+        torch.manual_seed(1)
+        gen = torch.Generator().manual_seed(1)
+        model, shape = make_model(kind)
+        xs, ys = random_batches(batch, shape, gen)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, foreach=foreach)
+        variants[name] = (model, opt, xs, ys)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def run(name, n):
+        model, opt, xs, ys = variants[name]
+        for i in range(n):
+            x, y = xs[i % N_BATCHES], ys[i % N_BATCHES]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+        return loss.item()  # eager CPU ops are synchronous; this only reads the value
+
+    for name in variants:
+        run(name, warmup)
+    results = {name: [] for name in variants}
+    for r in range(reps):
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))
+        for name in order:
+            t = time.perf_counter()
+            run(name, steps)
+            results[name].append(steps * batch / (time.perf_counter() - t))
+    return results
+
+
+def bench_infer(calls, warmup, reps):
+    gen = torch.Generator().manual_seed(1)
+    model, shape = make_model("infer")
+    model.eval()
+    x = torch.rand((1,) + shape, generator=gen) * 2 - 1
+    with torch.no_grad():
+        traced = torch.jit.trace(model, (x,))
+    fns = {"eager no_grad": model, "jit.trace": traced}
+    results = {name: [] for name in fns}
+    with torch.no_grad():
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn(x)
+        for r in range(reps):
+            order = list(fns) if r % 2 == 0 else list(reversed(fns))
+            for name in order:
+                fn = fns[name]
+                t = time.perf_counter()
+                for _ in range(calls):
+                    fn(x)
+                results[name].append((time.perf_counter() - t) / calls * 1e6)
+    return results
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+
+    blas = os.environ.get("OPENBLAS_NUM_THREADS")
+    if blas is None:
+        print("pytorch_workloads.py: set OPENBLAS_NUM_THREADS before starting (OpenBLAS reads it at load)",
+              file=sys.stderr)
+        return 2
+    torch.set_num_threads(args.threads)
+    torch.set_num_interop_threads(1)
+    torch.manual_seed(1)
+
+    kind, batch, steps, warmup = WORKLOADS[args.workload]
+    if kind == "infer":
+        results, unit = bench_infer(steps, warmup, args.reps), "us/call"
+        best = min(results, key=lambda k: statistics.median(results[k]))
+    else:
+        results, unit = bench_train(kind, batch, steps, warmup, args.reps), "samples/s"
+        best = max(results, key=lambda k: statistics.median(results[k]))
+    values = results[best]
+    setting = f"torch {args.threads} x openblas {blas}, {best}"
+    out = {
+        "workload": args.workload,
+        "threads": max(args.threads, int(blas)),
+        "value": round(statistics.median(values), 3),
+        "unit": unit,
+        "setting": setting,
+        "reps": [round(v, 3) for v in values],
+        "torch": torch.__version__,
+    }
+    out["variants"] = {k: round(statistics.median(v), 3) for k, v in results.items()}
+    print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
