@@ -24,6 +24,13 @@ std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs)
   std::vector<Output> grad(static_cast<std::size_t>(n));
   std::vector<char> wanted(static_cast<std::size_t>(n), 0);
   for (Output x : xs) wanted[static_cast<std::size_t>(x.node)] = 1;
+  // Nodes whose value depends on some x: only they need a gradient (not the input batch, for instance).
+  std::vector<char> depends(static_cast<std::size_t>(n), 0);
+  for (int id = 0; id < n; ++id) {
+    char d = wanted[static_cast<std::size_t>(id)];
+    for (int in : g.node(id).inputs) d |= depends[static_cast<std::size_t>(in)];
+    depends[static_cast<std::size_t>(id)] = d;
+  }
 
   {
     Graph::Scope scope(g, g.node(loss).layer, g.node(loss).device, Phase::kBackward);
@@ -45,11 +52,13 @@ std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs)
       TCTL_CHECK(!needed || node.op->name == "ReadVariable", "op " + node.op->name + " has no gradient");
       continue;
     }
-    GradBuilder builder(g, node, dy);
+    std::vector<char> needed(node.inputs.size());
+    for (std::size_t i = 0; i < needed.size(); ++i) needed[i] = depends[static_cast<std::size_t>(node.inputs[i])];
+    GradBuilder builder(g, node, dy, &needed);
     std::vector<Output> dxs = node.op->grad(builder);
     TCTL_CHECK(dxs.size() == node.inputs.size(), "gradient of " + node.op->name + " returned a wrong count");
     for (std::size_t i = 0; i < dxs.size(); ++i) {
-      if (dxs[i].valid()) pending[static_cast<std::size_t>(node.inputs[i])].push_back(dxs[i]);
+      if (dxs[i].valid() && needed[i]) pending[static_cast<std::size_t>(node.inputs[i])].push_back(dxs[i]);
     }
   }
 

@@ -13,7 +13,11 @@ namespace tctl {
 // New nodes are added to the same graph, in the forward node's layer, in the backward phase.
 class GradBuilder {
  public:
-  GradBuilder(Graph& g, const Node& node, Output dy) : g_(g), node_(node), dy_(dy) {}
+  GradBuilder(Graph& g, const Node& node, Output dy, const std::vector<char>* needed = nullptr)
+      : g_(g), node_(node), dy_(dy), needed_(needed) {}
+  // Whether the gradient of input i is wanted: false for an input no differentiated value depends on (the
+  // model's input batch). A gradient function may then return an invalid Output for it and save the work.
+  bool needs(int i) const { return needed_ == nullptr || (*needed_)[static_cast<std::size_t>(i)] != 0; }
   Output x(int i) const { return Output{node_.inputs[static_cast<std::size_t>(i)], g_.id()}; }
   Output y() const { return Output{node_.id, g_.id()}; }
   Output dy() const { return dy_; }
@@ -29,6 +33,7 @@ class GradBuilder {
   Graph& g_;
   const Node& node_;
   Output dy_;
+  const std::vector<char>* needed_;
 };
 
 // d loss / d x for each x, for a scalar `loss`. An x the loss does not depend on gets zeros of its shape

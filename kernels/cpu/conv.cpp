@@ -173,7 +173,9 @@ TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
 std::vector<Output> conv2d_grad(GradBuilder& g) {
   const Shape& k = g.spec(g.x(1)).shape;
   const Attrs attrs = window_attrs(g.attrs(), k[0], k[1]);
-  return {g.op("Conv2DInputGrad", {g.dy(), g.x(1), g.x(0)}, attrs), g.op("Conv2DKernelGrad", {g.x(0), g.dy()}, attrs)};
+  // The first layer's input gradient is dead work: made only when needed.
+  Output dx = g.needs(0) ? g.op("Conv2DInputGrad", {g.dy(), g.x(1), g.x(0)}, attrs) : Output{};
+  return {dx, g.needs(1) ? g.op("Conv2DKernelGrad", {g.x(0), g.dy()}, attrs) : Output{}};
 }
 
 }  // namespace

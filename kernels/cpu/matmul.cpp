@@ -66,10 +66,19 @@ std::vector<Output> matmul_grad(GradBuilder& g) {
   bool ta = g.attrs().i_or("transpose_a", 0) != 0;
   bool tb = g.attrs().i_or("transpose_b", 0) != 0;
   Output a = g.x(0), b = g.x(1), dy = g.dy();
-  if (!ta && !tb) return {matmul(g, dy, b, false, true), matmul(g, a, dy, true, false)};
-  if (!ta && tb) return {matmul(g, dy, b, false, false), matmul(g, dy, a, true, false)};
-  if (ta && !tb) return {matmul(g, b, dy, false, true), matmul(g, a, dy, false, false)};
-  return {matmul(g, b, dy, true, true), matmul(g, dy, a, true, true)};
+  // Each product only when its input needs a gradient: the first layer's input gradient is dead work.
+  auto da = [&] {
+    if (!g.needs(0)) return Output{};
+    if (!ta) return matmul(g, dy, b, false, !tb);
+    return tb ? matmul(g, b, dy, true, true) : matmul(g, b, dy, false, true);
+  };
+  auto db = [&] {
+    if (!g.needs(1)) return Output{};
+    if (!tb) return matmul(g, a, dy, !ta, false);
+    return ta ? matmul(g, dy, a, true, true) : matmul(g, dy, a, true, false);
+  };
+  Output dx0 = da();
+  return {dx0, db()};
 }
 
 }  // namespace

@@ -77,3 +77,25 @@ TEST_CASE("an unused input with an unknown batch gets zeros of its fed shape") {
   std::vector<Output> fetch{dx};
   CHECK(s.run(feeds, fetch)[0].to_floats() == std::vector<float>(6, 0.0f));
 }
+
+TEST_CASE("no gradient is built for an input nothing differentiated depends on (the model's input batch)") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 3});
+  auto w = std::make_shared<Variable>("w", Tensor::filled(Shape{3, 2}, 0.5f));
+  Output read = g.read(w);
+  Output loss = g.add("Sum", {g.add("MatMul", {x, read})});
+  std::vector<Output> wrt{read};
+  gradients(g, loss, wrt);
+  // The forward product and the weight gradient; the input gradient (dy W^T) would be dead work that a later
+  // update of w still waited for.
+  const auto matmuls = std::count_if(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op->name == "MatMul"; });
+  CHECK(matmuls == 2);
+  // Asking for x's gradient too builds it.
+  Graph g2;
+  Output x2 = g2.placeholder("x", DType::kF32, Shape{-1, 3});
+  Output r2 = g2.read(w);
+  Output l2 = g2.add("Sum", {g2.add("MatMul", {x2, r2})});
+  std::vector<Output> both{x2, r2};
+  gradients(g2, l2, both);
+  CHECK(std::count_if(g2.nodes().begin(), g2.nodes().end(), [](const Node& n) { return n.op->name == "MatMul"; }) == 3);
+}
