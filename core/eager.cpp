@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "core/executor.h"
 #include "core/kernel_context.h"
 #include "core/profiler.h"
 
@@ -39,10 +40,7 @@ void EagerRunner::run(const Node& node) {
   if (node.op->name == "Placeholder") {
     auto it = feeds_.find(node.name);
     if (it == feeds_.end()) throw RuntimeError("placeholder " + node.name + " must be fed");
-    if (!it->second.shape().compatible(node.spec.shape) || it->second.dtype() != node.spec.dtype)
-      throw ShapeError(node.name + ": fed " + std::string(dtype_name(it->second.dtype())) + " " +
-                       it->second.shape().to_string() + " where the graph expects " +
-                       std::string(dtype_name(node.spec.dtype)) + " " + node.spec.shape.to_string());
+    check_fed_spec(node, {it->second.dtype(), it->second.shape()});
     values_[id] = it->second;
     return;
   }

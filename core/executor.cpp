@@ -9,6 +9,13 @@
 
 namespace tctl {
 
+void check_fed_spec(const Node& placeholder, const TensorSpec& fed) {
+  if (fed.shape.compatible(placeholder.spec.shape) && fed.dtype == placeholder.spec.dtype) return;
+  throw ShapeError(placeholder.name + ": fed " + std::string(dtype_name(fed.dtype)) + " " + fed.shape.to_string() +
+                   " where the graph expects " + std::string(dtype_name(placeholder.spec.dtype)) + " " +
+                   placeholder.spec.shape.to_string());
+}
+
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
                 std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement) {
   const int n = g.size();
@@ -46,10 +53,7 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
       // caller may refill the same buffer for the next step.
       pn.release_after_use = true;
       pn.spec = feed_specs[static_cast<std::size_t>(pn.feed)];
-      if (!pn.spec.shape.compatible(node.spec.shape) || pn.spec.dtype != node.spec.dtype)
-        throw ShapeError(node.name + ": fed " + std::string(dtype_name(pn.spec.dtype)) + " " +
-                         pn.spec.shape.to_string() + " where the graph expects " +
-                         std::string(dtype_name(node.spec.dtype)) + " " + node.spec.shape.to_string());
+      check_fed_spec(node, pn.spec);
     } else {
       if (node.op->name == "Placeholder") throw RuntimeError("placeholder " + node.name + " must be fed");
       std::vector<TensorSpec> in_specs;

@@ -42,6 +42,9 @@ struct Plan {
   std::vector<std::string> placement_warnings;
 };
 
+// Throws ShapeError naming the placeholder when a fed value's spec does not fit it.
+void check_fed_spec(const Node& placeholder, const TensorSpec& fed);
+
 // Builds a plan. Feeds give the spec each fed node has in this run. Throws RuntimeError when a needed
 // placeholder is not fed, and ShapeError when the fed shapes do not fit the graph.
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,

@@ -75,12 +75,6 @@ double monitored(const EpochResult& r, const std::string& monitor) {
   return metric(val ? r.validation : r.train, val ? monitor.substr(4) : monitor);
 }
 
-std::vector<NamedTensor> weights_now(const Sequential& net) {
-  std::vector<NamedTensor> out;
-  for (const auto& v : net.variables()) out.push_back({v->name(), v->read()});
-  return out;
-}
-
 }  // namespace
 
 Callbacks::Callbacks(std::vector<CallbackConfig> configs, Model& model, std::filesystem::path run_dir, LearningRateControl lr)
@@ -109,7 +103,7 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
       ++w.wait;
     }
     if (c.type == "EarlyStopping") {
-      if (better && c.restore_best_weights) best_weights_ = weights_now(model_.net());
+      if (better && c.restore_best_weights) best_weights_ = variable_values(model_.net().variables());
       if (!better && w.wait > c.patience) {
         model_.stop_training();
         lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epochs (best {:.6g} at epoch {}); stopping",
@@ -117,7 +111,7 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
       }
     } else if (c.type == "ModelCheckpoint") {
       if (better) {
-        save_safetensors(run_dir_ / c.filename, weights_now(model_.net()),
+        save_safetensors(run_dir_ / c.filename, variable_values(model_.net().variables()),
                          {{"format", "tensorctl"}, {"model", model_.net().name()}, {"epoch", std::to_string(r.epoch)},
                           {"monitor", c.monitor}, {"value", fmt::format("{:.9g}", value)}});
         lines.push_back(fmt::format("ModelCheckpoint: {} improved to {:.6g}; weights saved to {}", c.monitor, value,
@@ -172,7 +166,7 @@ std::vector<NamedTensor> Callbacks::expected_tensors() const {
   for (const Watch& w : watches_)
     if (w.config.type == "EarlyStopping" && w.config.restore_best_weights) {
       std::vector<NamedTensor> out;
-      for (const auto& t : weights_now(model_.net())) out.push_back({"best/" + t.name, t.value});
+      for (const auto& t : variable_values(model_.net().variables())) out.push_back({"best/" + t.name, t.value});
       return out;
     }
   return {};

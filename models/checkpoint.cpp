@@ -354,4 +354,15 @@ void check_against(const SafetensorsFile& file, const std::vector<NamedTensor>& 
                       "not a weight of this model (the model has " + name_list(expected_names) + ")");
 }
 
+std::vector<NamedTensor> variable_values(const std::vector<std::shared_ptr<Variable>>& vars) {
+  std::vector<NamedTensor> out;
+  out.reserve(vars.size());
+  for (const auto& v : vars) out.push_back({v->name(), v->read()});
+  return out;
+}
+
+void assign_from(const SafetensorsFile& file, const std::vector<std::shared_ptr<Variable>>& vars) {
+  for (const auto& v : vars) v->assign(*file.find(v->name()));
+}
+
 }  // namespace tctl

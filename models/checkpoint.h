@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "core/variable.h"
 
 namespace tctl {
 
@@ -22,6 +23,9 @@ struct NamedTensor {
   std::string name;
   Tensor value;
 };
+
+// The current values of `vars`, each under its variable's name (what a weights file or checkpoint holds).
+std::vector<NamedTensor> variable_values(const std::vector<std::shared_ptr<Variable>>& vars);
 
 // The serialised bytes of `tensors` (in that order in the data buffer, and in that order in the header) and
 // `metadata` (written as "__metadata__" only when non-empty). The header is padded with spaces so the data
@@ -73,5 +77,8 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path);
 // a dtype or shape mismatch (naming both), or a tensor the model does not have.
 void check_against(const SafetensorsFile& file, const std::vector<NamedTensor>& expected,
                    const std::string& file_for_errors);
+
+// Assigns each of `vars` the tensor of its name in `file`; check_against must have passed for them.
+void assign_from(const SafetensorsFile& file, const std::vector<std::shared_ptr<Variable>>& vars);
 
 }  // namespace tctl

@@ -370,8 +370,12 @@ float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t ste
 
 float Model::eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
   optimizer_.begin_step(step);
+  return eager_training(x, targets, EagerOptions{options_.seed, step, profiler});
+}
+
+float Model::eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options) {
   Graph g;
-  EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, step, profiler});
+  EagerRunner eager(g, intra_pool_, options);
   eager.feed("x", x);
   eager.feed("targets", targets);
   Pass pass;
@@ -392,15 +396,10 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
 }
 
 std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step) {
-  Graph g;
   EagerOptions eo{options_.seed, step, nullptr};
   eo.find_non_finite = true;
-  EagerRunner eager(g, intra_pool_, eo);
-  eager.feed("x", x);
-  eager.feed("targets", targets);
-  Pass pass;
   try {
-    trace_training(g, pass);
+    eager_training(x, targets, eo);
   } catch (const NonFiniteValue& e) {
     return e.what();
   }

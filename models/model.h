@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/eager.h"
 #include "core/profiler.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
@@ -112,6 +113,8 @@ class Model {
   void trace_forward(Graph& g, Pass& pass, bool training) const;
   // The forward pass, loss, gradients and optimizer updates of one training step into `g`.
   void trace_training(Graph& g, Pass& pass);
+  // trace_training run eagerly on one batch; returns the loss.
+  float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
   // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
   MetricValues run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,

@@ -37,9 +37,8 @@ std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
 }  // namespace
 
 std::vector<NamedTensor> checkpoint_tensors(const Model& model) {
-  std::vector<NamedTensor> out;
-  for (const auto& v : model.net().variables()) out.push_back({v->name(), v->read()});
-  for (const auto& v : model.optimizer().state()) out.push_back({v->name(), v->read()});
+  std::vector<NamedTensor> out = variable_values(model.net().variables());
+  for (auto& t : variable_values(model.optimizer().state())) out.push_back(std::move(t));
   return out;
 }
 
@@ -87,8 +86,8 @@ TrainingState load_training_checkpoint(const std::filesystem::path& path, Model&
   if (state.next_epoch < 1 || state.steps_done < 0)
     throw SpecError(name, "header", "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
                                         std::to_string(state.steps_done));
-  for (const auto& v : model.net().variables()) v->assign(*file.find(v->name()));
-  for (const auto& v : model.optimizer().state()) v->assign(*file.find(v->name()));
+  assign_from(file, model.net().variables());
+  assign_from(file, model.optimizer().state());
   return state;
 }
 

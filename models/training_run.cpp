@@ -117,12 +117,6 @@ void check_csv_labels(const std::string& csv_path, const std::string& label, std
   }
 }
 
-std::vector<NamedTensor> weights_of(const Sequential& net) {
-  std::vector<NamedTensor> out;
-  for (const auto& v : net.variables()) out.push_back({v->name(), v->read()});
-  return out;
-}
-
 }  // namespace
 
 PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
@@ -276,7 +270,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
       {"output", c.output}};
   out.summary = summary;
 
-  save_safetensors(dir / "weights.safetensors", weights_of(net), {{"format", "tensorctl"}, {"model", net.name()}});
+  save_safetensors(dir / "weights.safetensors", variable_values(net.variables()), {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
   write_file_atomic(dir / "summary.json", summary.dump(2) + "\n");
@@ -335,8 +329,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
 
   const std::filesystem::path weights_path = dir / "weights.safetensors";
   SafetensorsFile weights = load_safetensors(weights_path);
-  check_against(weights, weights_of(net), weights_path.string());
-  for (const auto& v : net.variables()) v->assign(*weights.find(v->name()));
+  check_against(weights, variable_values(net.variables()), weights_path.string());
+  assign_from(weights, net.variables());
   return run;
 }
 
