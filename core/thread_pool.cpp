@@ -9,6 +9,18 @@
 #endif
 
 namespace tctl {
+namespace {
+
+// Spins before a thread sleeps: about 100 us of pause instructions.
+constexpr int kSpins = 4000;
+
+inline void pause() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#endif
+}
+
+}  // namespace
 
 int ThreadPool::hardware_threads() {
   unsigned n = std::thread::hardware_concurrency();
@@ -57,13 +69,8 @@ bool ThreadPool::try_run_one() {
 // worker first spins a little on the queue counter before it sleeps on the condition variable.
 void ThreadPool::worker_loop() {
   set_flush_denormals(true);
-  constexpr int kSpins = 4000;
   for (;;) {
-    for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-      _mm_pause();
-#endif
-    }
+    for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; ++i) pause();
     std::function<void()> task;
     {
       std::unique_lock lock(mu_);
@@ -133,7 +140,10 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   state->fn = &fn;
   for (std::int64_t i = 1; i < state->blocks; ++i) schedule([state] { state->run_blocks(); });
   state->run_blocks();
-  {
+  // The helpers' blocks usually end within microseconds of the caller's: spin on the counter for a while
+  // before sleeping, since a futex wake-up alone costs several microseconds here.
+  for (int i = 0; i < kSpins && state->done.load(std::memory_order_acquire) != state->blocks; ++i) pause();
+  if (state->done.load(std::memory_order_acquire) != state->blocks) {
     std::unique_lock lock(state->mu);
     state->cv.wait(lock, [&] { return state->done.load(std::memory_order_acquire) == state->blocks; });
   }

@@ -11,41 +11,72 @@
 namespace tctl::cpu {
 namespace {
 
-// Output rows (pixels) per im2col + sgemm block in the forward pass. As in MatMul, the split is fixed and
-// not derived from the thread count, so every output comes from the same call shape on any pool size.
-constexpr std::int64_t kConvRowBlock = 64;
-// Rows per partial kernel gradient: at least this many, and few enough that there are at most
-// kMaxKernelGradPartials partials; both depend on the shape only, and the partials are summed in order.
-constexpr std::int64_t kKernelGradMinRows = 256;
-constexpr std::int64_t kMaxKernelGradPartials = 64;
-// Multiply-adds below which a task is not worth handing to another thread. It only groups blocks into
-// tasks; the blocks themselves, and so the results, stay the same.
-constexpr std::int64_t kMinTaskWork = std::int64_t{1} << 17;
+// Every kernel here cuts its rows (output pixels over the whole batch) into blocks of a fixed size that
+// depends on the shapes only, never on the thread count, so every output comes from the same calls on any
+// pool size and the results stay bit-identical. A block holds about kBlockFloats floats of im2col
+// patches (128 KB, within L2): large enough that sgemm's packing is paid rarely (a 3x3 kernel on one
+// channel has 9-float rows, so 64-row blocks made 64 sgemm calls of 9x16 per batch), small enough to
+// stay in cache, and cut into an even number of equal blocks so two threads share them evenly.
+constexpr std::int64_t kBlockFloats = std::int64_t{1} << 15;
 
-std::int64_t grain_for(std::int64_t work_per_item) { return std::max<std::int64_t>(1, kMinTaskWork / std::max<std::int64_t>(work_per_item, 1)); }
+struct Blocks {
+  std::int64_t count = 1, rows = 0;  // rows per block; the last block may be shorter
+};
+
+Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) {
+  std::int64_t count = std::max<std::int64_t>(1, rows * floats_per_row / kBlockFloats);
+  if (count > 1) count += count % 2;
+  count = std::min(count, std::max<std::int64_t>(rows, 1));
+  return {count, (rows + count - 1) / count};
+}
+
+// Scratch for im2col patches, one per thread, grown as needed and kept: no allocation per step.
+float* scratch(std::int64_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < static_cast<std::size_t>(floats)) buffer.resize(static_cast<std::size_t>(floats));
+  return buffer.data();
+}
 
 Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
   return Attrs{{"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
 }
 
+// Copies n floats, 16 at a time where it can: the runs here are short (3 floats for a 3x3 kernel on one
+// channel), and a memcpy call per run cost more than the copy.
+inline void copy_floats(const float* src, std::int64_t n, float* dst) {
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) std::memcpy(dst + i, src + i, 16 * sizeof(float));
+  for (; i < n; ++i) dst[i] = src[i];
+}
+
 // Writes the patches of output pixels [first, first + rows) (counted over the whole batch) as rows of
-// kh * kw * C values in (i, j, c) order, the order of the kernel's rows; padding reads as zero.
+// kh * kw * C values in (i, j, c) order, the order of the kernel's rows; padding reads as zero. In NHWC
+// one kernel row of a patch, kw pixels of C channels, is one contiguous run of the input, clipped at the
+// image's left and right edges.
 void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, std::int64_t rows, float* cols) {
-  const std::int64_t c = g.channels, kh = g.h.window, kw = g.w.window;
+  const std::int64_t c = g.channels, kh = g.h.window, kw = g.w.window, run = kw * c;
   const std::int64_t pixels = g.out_pixels();
+  std::int64_t n = first / pixels, oh = first % pixels / g.w.out, ow = first % g.w.out;
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::int64_t n = (first + r) / pixels, p = (first + r) % pixels;
-    const std::int64_t oh = p / g.w.out, ow = p % g.w.out;
-    float* out = cols + r * kh * kw * c;
-    for (std::int64_t i = 0; i < kh; ++i) {
+    float* out = cols + r * kh * run;
+    const float* image = x + n * g.h.in * g.w.in * c;
+    const std::int64_t iw0 = ow * g.w.stride - g.w.pad_before;
+    const std::int64_t j0 = std::max<std::int64_t>(0, -iw0), j1 = std::min(kw, g.w.in - iw0);
+    for (std::int64_t i = 0; i < kh; ++i, out += run) {
       const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
-      for (std::int64_t j = 0; j < kw; ++j, out += c) {
-        const std::int64_t iw = ow * g.w.stride - g.w.pad_before + j;
-        if (ih < 0 || ih >= g.h.in || iw < 0 || iw >= g.w.in) {
-          std::memset(out, 0, static_cast<std::size_t>(c) * sizeof(float));
-          continue;
-        }
-        std::memcpy(out, x + ((n * g.h.in + ih) * g.w.in + iw) * c, static_cast<std::size_t>(c) * sizeof(float));
+      if (ih < 0 || ih >= g.h.in || j0 >= j1) {
+        std::fill(out, out + run, 0.0f);
+        continue;
+      }
+      std::fill(out, out + j0 * c, 0.0f);
+      copy_floats(image + (ih * g.w.in + iw0 + j0) * c, (j1 - j0) * c, out + j0 * c);
+      std::fill(out + j1 * c, out + run, 0.0f);
+    }
+    if (++ow == g.w.out) {
+      ow = 0;
+      if (++oh == g.h.out) {
+        oh = 0;
+        ++n;
       }
     }
   }
@@ -74,21 +105,23 @@ void conv2d_cpu(KernelContext& ctx) {
   const float* px = x.data<float>();
   const float* pk = k.data<float>();
   float* py = ctx.output().mutable_data<float>();
-  const std::int64_t blocks = (rows + kConvRowBlock - 1) / kConvRowBlock;
-  ctx.parallel_for(blocks, grain_for(kConvRowBlock * depth * filters), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> cols(static_cast<std::size_t>(kConvRowBlock * depth));
+  const Blocks blocks = row_blocks(rows, depth);
+  ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
+    float* cols = scratch(blocks.rows * depth);
     for (std::int64_t blk = begin; blk < end; ++blk) {
-      const std::int64_t first = blk * kConvRowBlock, n = std::min(kConvRowBlock, rows - first);
-      im2col_rows(px, g, first, n, cols.data());
+      const std::int64_t first = blk * blocks.rows, n = std::min(blocks.rows, rows - first);
+      if (n <= 0) continue;
+      im2col_rows(px, g, first, n, cols);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(filters),
-                  static_cast<int>(depth), 1.0f, cols.data(), static_cast<int>(depth), pk, static_cast<int>(filters), 0.0f,
+                  static_cast<int>(depth), 1.0f, cols, static_cast<int>(depth), pk, static_cast<int>(filters), 0.0f,
                   py + first * filters, static_cast<int>(filters));
     }
   });
 }
 
-// Inputs: dy [N, Ho, Wo, F], kernel, x (for its shape). One image per task: each image's dx is summed by
-// one thread in a fixed order, so overlapping windows add up the same way on any thread count.
+// Inputs: dy [N, Ho, Wo, F], kernel, x (for its shape). Blocks of whole images: one sgemm gives the
+// patch gradients dY K^T of the block, then each image's dx is summed by one thread in a fixed order, so
+// overlapping windows add up the same way on any thread count.
 void conv2d_input_grad_cpu(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& k = ctx.input(1);
@@ -99,24 +132,33 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
   const float* pdy = dy.data<float>();
   const float* pk = k.data<float>();
   float* dx = ctx.output().mutable_data<float>();
-  ctx.parallel_for(g.batch, grain_for(pixels * depth * filters), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> cols(static_cast<std::size_t>(pixels * depth));
-    for (std::int64_t n = begin; n < end; ++n) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(pixels), static_cast<int>(depth),
-                  static_cast<int>(filters), 1.0f, pdy + n * pixels * filters, static_cast<int>(filters), pk,
-                  static_cast<int>(filters), 0.0f, cols.data(), static_cast<int>(depth));
-      float* out = dx + n * image;
-      std::fill(out, out + image, 0.0f);
-      for (std::int64_t p = 0; p < pixels; ++p) {
-        const std::int64_t oh = p / g.w.out, ow = p % g.w.out;
-        const float* col = cols.data() + p * depth;
-        for (std::int64_t i = 0; i < kh; ++i) {
-          const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
-          for (std::int64_t j = 0; j < kw; ++j, col += c) {
-            const std::int64_t iw = ow * g.w.stride - g.w.pad_before + j;
-            if (ih < 0 || ih >= g.h.in || iw < 0 || iw >= g.w.in) continue;
-            float* target = out + (ih * g.w.in + iw) * c;
-            for (std::int64_t ch = 0; ch < c; ++ch) target[ch] += col[ch];
+  const Blocks blocks = row_blocks(g.batch, pixels * depth);
+  ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
+    float* cols = scratch(blocks.rows * pixels * depth);
+    for (std::int64_t blk = begin; blk < end; ++blk) {
+      const std::int64_t first = blk * blocks.rows, images = std::min(blocks.rows, g.batch - first);
+      if (images <= 0) continue;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(images * pixels), static_cast<int>(depth),
+                  static_cast<int>(filters), 1.0f, pdy + first * pixels * filters, static_cast<int>(filters), pk,
+                  static_cast<int>(filters), 0.0f, cols, static_cast<int>(depth));
+      for (std::int64_t m = 0; m < images; ++m) {
+        float* out = dx + (first + m) * image;
+        std::fill(out, out + image, 0.0f);
+        for (std::int64_t p = 0; p < pixels; ++p) {
+          const std::int64_t oh = p / g.w.out, ow = p % g.w.out;
+          const float* col = cols + (m * pixels + p) * depth;
+          for (std::int64_t i = 0; i < kh; ++i) {
+            const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
+            if (ih < 0 || ih >= g.h.in) {
+              col += kw * c;
+              continue;
+            }
+            for (std::int64_t j = 0; j < kw; ++j, col += c) {
+              const std::int64_t iw = ow * g.w.stride - g.w.pad_before + j;
+              if (iw < 0 || iw >= g.w.in) continue;
+              float* target = out + (ih * g.w.in + iw) * c;
+              for (std::int64_t ch = 0; ch < c; ++ch) target[ch] += col[ch];
+            }
           }
         }
       }
@@ -126,8 +168,8 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
 
 TensorSpec conv2d_input_grad_infer(const InferContext& c) { return c.input(2); }
 
-// Inputs: x, dy. The sum over all output pixels is cut into partials of fixed row ranges (by shape, not
-// by thread count), each one sgemm, then added in range order.
+// Inputs: x, dy. The sum over all output pixels is cut into partials, one per row block (by shape, not
+// by thread count), each one sgemm, then added in block order.
 void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& dy = ctx.input(1);
@@ -135,32 +177,30 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const WindowGeometry g = window_geometry(ctx.attrs(), x.shape(), window[0], window[1]);
   const std::int64_t depth = window[0] * window[1] * g.channels, filters = dy.shape()[3];
   const std::int64_t rows = g.batch * g.out_pixels(), size = depth * filters;
-  const std::int64_t chunk =
-      std::max(kKernelGradMinRows, (rows + kMaxKernelGradPartials - 1) / kMaxKernelGradPartials);
-  const std::int64_t chunks = std::max<std::int64_t>(1, (rows + chunk - 1) / chunk);
+  const Blocks blocks = row_blocks(rows, depth);
   float* dk = ctx.output().mutable_data<float>();
-  std::vector<float> partials(chunks > 1 ? static_cast<std::size_t>(chunks * size) : 0);
+  std::vector<float> partials(blocks.count > 1 ? static_cast<std::size_t>(blocks.count * size) : 0);
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
-  ctx.parallel_for(chunks, 1, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> cols(static_cast<std::size_t>(std::min(chunk, rows) * depth));
+  ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
+    float* cols = scratch(blocks.rows * depth);
     for (std::int64_t part = begin; part < end; ++part) {
-      const std::int64_t first = part * chunk, n = std::min(chunk, rows - first);
-      float* target = chunks > 1 ? partials.data() + part * size : dk;
+      const std::int64_t first = part * blocks.rows, n = std::min(blocks.rows, rows - first);
+      float* target = blocks.count > 1 ? partials.data() + part * size : dk;
       if (n <= 0) {
         std::fill(target, target + size, 0.0f);
         continue;
       }
-      im2col_rows(px, g, first, n, cols.data());
+      im2col_rows(px, g, first, n, cols);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(depth), static_cast<int>(filters),
-                  static_cast<int>(n), 1.0f, cols.data(), static_cast<int>(depth), pdy + first * filters,
+                  static_cast<int>(n), 1.0f, cols, static_cast<int>(depth), pdy + first * filters,
                   static_cast<int>(filters), 0.0f, target, static_cast<int>(filters));
     }
   });
-  if (chunks == 1) return;
+  if (blocks.count == 1) return;
   for_each_element(ctx, size, [&](std::int64_t i) {
     float s = partials[static_cast<std::size_t>(i)];
-    for (std::int64_t part = 1; part < chunks; ++part) s += partials[static_cast<std::size_t>(part * size + i)];
+    for (std::int64_t part = 1; part < blocks.count; ++part) s += partials[static_cast<std::size_t>(part * size + i)];
     dk[i] = s;
   });
 }

@@ -1,5 +1,8 @@
 // MaxPool2D, AvgPool2D and their gradients: finite differences, reference values for both paddings,
 // ties, and shape errors.
+#include <limits>
+#include <utility>
+
 #include "kernels/op_test_util.h"
 
 using namespace tctl;
@@ -60,6 +63,20 @@ TEST_CASE("MaxPool2D channels pool separately, and the gradient goes to the firs
   Tensor y = Tensor::from_floats(Shape{1, 1, 3, 1}, std::vector<float>{0, 5, 1});
   Tensor dy2 = Tensor::from_floats(Shape{1, 1, 2, 1}, std::vector<float>{1, 2});
   CHECK(run_op("MaxPool2DGrad", {dy2, y}, pool_attrs(1, 2, 1, 1, "valid")).to_floats() == std::vector<float>{0, 3, 0});
+}
+
+TEST_CASE("MaxPool2DGrad with a NaN in the window: a later NaN is passed over, a first NaN takes the gradient") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor dy = Tensor::from_floats(Shape{1, 1, 1, 1}, std::vector<float>{5});
+  for (const auto& [strides, label] : {std::pair{2, "windows apart"}, std::pair{1, "the overlapping-window path"}}) {
+    CAPTURE(label);
+    Tensor later = Tensor::from_floats(Shape{1, 2, 2, 1}, std::vector<float>{1, nan, 3, 2});
+    CHECK(run_op("MaxPool2DGrad", {dy, later}, pool_attrs(2, 2, strides, strides, "valid")).to_floats() ==
+          std::vector<float>{0, 0, 5, 0});
+    Tensor first = Tensor::from_floats(Shape{1, 2, 2, 1}, std::vector<float>{nan, 1, 3, 2});
+    CHECK(run_op("MaxPool2DGrad", {dy, first}, pool_attrs(2, 2, strides, strides, "valid")).to_floats() ==
+          std::vector<float>{5, 0, 0, 0});
+  }
 }
 
 TEST_CASE("pooling shape errors name the node") {
