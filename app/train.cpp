@@ -12,6 +12,7 @@
 #include "app/terminal.h"
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/thread_pool.h"
 #include "models/training_run.h"
 
 namespace tctl::app {
@@ -24,6 +25,7 @@ struct TrainFlags {
   std::optional<std::string> output, device, resume;
   bool json = false;
   bool quiet = false;
+  bool keep_denormals = false;
 };
 
 // Set by SIGINT; training finishes its step, writes a checkpoint and stops. The handler only stores to a
@@ -69,6 +71,7 @@ int run_train(const TrainFlags& f) {
   if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.output) c.output = *f.output;
   if (f.resume) c.output = *f.resume;
+  if (f.keep_denormals) set_denormal_flushing(false);
   if (f.device) {
     if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected cpu, cuda or cuda:N)");
     c.device = *f.device;
@@ -132,6 +135,8 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");
+  cmd->add_flag("--keep-denormals", flags->keep_denormals,
+                "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
   return [flags] { return run_train(*flags); };
 }
 

@@ -68,7 +68,7 @@ bool ThreadPool::try_run_one() {
 // Waking a sleeping thread costs several microseconds here, more than many kernels take, so an idle
 // worker first spins a little on the queue counter before it sleeps on the condition variable.
 void ThreadPool::worker_loop() {
-  set_flush_denormals(true);
+  set_flush_denormals(denormal_flushing());
   for (;;) {
     for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; ++i) pause();
     std::function<void()> task;
@@ -149,6 +149,13 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
   }
   if (state->error) std::rethrow_exception(state->error);
 }
+
+namespace {
+std::atomic<bool> g_denormal_flushing{true};
+}  // namespace
+
+void set_denormal_flushing(bool enabled) { g_denormal_flushing.store(enabled, std::memory_order_relaxed); }
+bool denormal_flushing() { return g_denormal_flushing.load(std::memory_order_relaxed); }
 
 bool set_flush_denormals(bool on) {
 #if defined(__x86_64__) || defined(__i386__)

@@ -67,11 +67,16 @@ class ThreadPool {
 // was on before.
 bool set_flush_denormals(bool on);
 
+// Whether the threads that run kernels flush denormals: on unless switched off for the whole process,
+// before any model is built (`tensorctl train --keep-denormals`, to compare results with and without).
+void set_denormal_flushing(bool enabled);
+bool denormal_flushing();
+
 // Flushes denormals on the calling thread while it lives and restores the thread's setting after. Every
 // caller that runs kernels holds one, so the thread a node happens to run on never changes its result.
 class FlushDenormalsScope {
  public:
-  FlushDenormalsScope() : was_on_(set_flush_denormals(true)) {}
+  FlushDenormalsScope() : was_on_(set_flush_denormals(denormal_flushing())) {}
   ~FlushDenormalsScope() { set_flush_denormals(was_on_); }
   FlushDenormalsScope(const FlushDenormalsScope&) = delete;
   FlushDenormalsScope& operator=(const FlushDenormalsScope&) = delete;

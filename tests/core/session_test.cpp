@@ -1,9 +1,12 @@
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <thread>
+#include <utility>
 
 #include "core/autodiff.h"
 #include "core/session.h"
+#include "core/thread_pool.h"
 
 using namespace tctl;
 
@@ -71,4 +74,30 @@ TEST_CASE("placement falls back to the CPU with a warning, or refuses in strict 
   strict.placement.strict = true;
   Session s2(g, inter, intra, strict);
   CHECK_THROWS_AS(s2.run(feeds, fetch), RuntimeError);
+}
+
+TEST_CASE("kernels flush denormal results to zero unless flushing is switched off, on every thread") {
+  // 2^-126 is the smallest normal float; half of it is denormal.
+  const float smallest_normal = std::numeric_limits<float>::min();
+  auto run_half = [&](int threads) {
+    auto g = std::make_shared<Graph>();
+    Output x = g->placeholder("x", DType::kF32, Shape{-1});
+    Output y = g->add("Scale", {x}, Attrs{{"factor", 0.5}});
+    ThreadPool inter(threads), intra(threads);
+    Session s(g, inter, intra);
+    std::vector<Feed> feeds{{x, Tensor::filled(Shape{64 * 1024}, smallest_normal)}};
+    std::vector<Output> fetch{y};
+    const std::vector<float> out = s.run(feeds, fetch)[0].to_floats();
+    return std::pair{out.front(), out.back()};
+  };
+  const bool caller_before = set_flush_denormals(false);
+  for (int threads : {1, 2}) {
+    CAPTURE(threads);
+    CHECK(run_half(threads) == std::pair{0.0f, 0.0f});
+    set_denormal_flushing(false);
+    CHECK(run_half(threads) == std::pair{smallest_normal / 2, smallest_normal / 2});
+    set_denormal_flushing(true);
+  }
+  // The caller's own setting is restored after each run.
+  CHECK_FALSE(set_flush_denormals(caller_before));
 }
