@@ -1,6 +1,7 @@
 #include "core/session.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <set>
 
@@ -92,9 +93,16 @@ Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const
 std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Output> fetches,
                                  std::span<const Output> targets, const RunOptions& options) {
   Prepared& prepared = prepare(feeds, fetches, targets);
-  std::vector<Tensor> feed_values;
-  feed_values.reserve(feeds.size());
-  for (const Feed& f : feeds) feed_values.push_back(f.value);
+  // The fed values side by side, as the executor takes them; on the stack for the usual few feeds.
+  constexpr std::size_t kInlineFeeds = 4;
+  std::array<Tensor, kInlineFeeds> inline_values;
+  std::vector<Tensor> heap_values;
+  std::span<Tensor> feed_values(inline_values.data(), feeds.size());
+  if (feeds.size() > kInlineFeeds) {
+    heap_values.resize(feeds.size());
+    feed_values = heap_values;
+  }
+  for (std::size_t i = 0; i < feeds.size(); ++i) feed_values[i] = feeds[i].value;
 
   RunContext ctx;
   ctx.inter = &inter_;

@@ -407,11 +407,11 @@ std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::
 }
 
 Tensor Model::forward_step(const Tensor& x, Profiler* profiler) {
-  std::vector<Feed> feeds{{infer_pass_->x, x}};
-  std::vector<Output> fetches{infer_pass_->predictions};
+  const Feed feeds[] = {{infer_pass_->x, x}};
+  const Output fetches[] = {infer_pass_->predictions};
   RunOptions ro;
   ro.profiler = profiler;
-  return infer_session_->run(feeds, fetches, {}, ro)[0];
+  return std::move(infer_session_->run(feeds, fetches, {}, ro)[0]);
 }
 
 }  // namespace tctl
