@@ -7,7 +7,10 @@
 //   infer_b1                         the 64-128-64-10 MLP's forward pass at batch 1, microseconds per call
 // With T threads every split of the cores that uses at most T busy threads is tried (inter T x intra 1 and
 // inter 1 x intra T) and the best is reported with its setting. Each setting: one warm-up repetition, then
-// the median of 5.
+// the median of 5. For the MLPs, each repetition is followed by a measurement of the step's sgemm limit
+// (bench/gemm_limit.h) on T OpenBLAS threads in the same process, and the line also gives that limit and the
+// median of the per-repetition ratios ("of_limit"), so the ratio does not depend on how fast the machine
+// happened to be in another process.
 //
 // `--memory` instead trains mlp784_b128 for 5 epochs of 8,192 synthetic rows and prints, as one JSON line,
 // the resident memory the training added over the process's baseline (peak and after each epoch) against
@@ -26,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_util.h"
+#include "bench/gemm_limit.h"
 #include "core/thread_pool.h"
 #include "models/dataset.h"
 #include "models/model.h"
@@ -49,20 +53,28 @@ struct Workload {
   std::int64_t batch;
   int steps;  // per repetition
   bool inference;
+  std::vector<int> widths;  // an MLP's layer widths, for its sgemm limit; empty for other models
+};
+
+struct Measured {
+  double value = 0;     // samples/s, or us/call for inference
+  double limit = 0;     // the sgemm limit in samples/s, when measured
+  double of_limit = 0;  // median of value / limit per repetition
 };
 
 Workload workload(const std::string& name) {
-  if (name == "mlp_digits_b32") return {kDigitsMlp, 32, 400, false};
-  if (name == "mlp_digits_b256") return {kDigitsMlp, 256, 100, false};
-  if (name == "mlp784_b128") return {kMlp784, 128, 30, false};
+  if (name == "mlp_digits_b32") return {kDigitsMlp, 32, 400, false, {64, 128, 64, 10}};
+  if (name == "mlp_digits_b256") return {kDigitsMlp, 256, 100, false, {64, 128, 64, 10}};
+  if (name == "mlp784_b128") return {kMlp784, 128, 30, false, {784, 512, 512, 10}};
   if (name == "cnn_digits_b64") return {kCnn, 64, 100, false};
   if (name == "infer_b1") return {kDigitsMlp, 1, 5000, true};
   throw std::runtime_error("unknown workload " + name +
                            " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1)");
 }
 
-// Samples per second (training) or microseconds per call (inference) at one thread setting.
-double measure(const Workload& w, int inter, int intra) {
+// Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
+// MLPs the sgemm limit on `threads` OpenBLAS threads, measured after each repetition.
+Measured measure(const Workload& w, int inter, int intra, int threads) {
   const nlohmann::json spec = nlohmann::json::parse(w.spec);
   ModelOptions o;
   o.inter_op_threads = inter;
@@ -83,7 +95,7 @@ double measure(const Workload& w, int inter, int intra) {
     xs.push_back(x);
     ys.push_back(Tensor::from_ints(Shape{w.batch}, labels));
   }
-  std::vector<double> values;
+  std::vector<double> values, limits, ratios;
   std::int64_t step = 0;
   for (int rep = 0; rep < 6; ++rep) {
     const auto start = std::chrono::steady_clock::now();
@@ -98,8 +110,17 @@ double measure(const Workload& w, int inter, int intra) {
     const double elapsed = bench::seconds_since(start);
     if (rep == 0) continue;  // warm-up
     values.push_back(w.inference ? elapsed * 1e6 / w.steps : static_cast<double>(w.steps * w.batch) / elapsed);
+    if (w.widths.empty()) continue;
+    const double gemm = bench::mlp_gemm_step(w.widths, static_cast<int>(w.batch), threads, 3).seconds;
+    limits.push_back(static_cast<double>(w.batch) / gemm);
+    ratios.push_back(values.back() / limits.back());
   }
-  return bench::median(values);
+  Measured m{bench::median(values)};
+  if (!limits.empty()) {
+    m.limit = bench::median(limits);
+    m.of_limit = bench::median(ratios);
+  }
+  return m;
 }
 
 // Resident set size now, from /proc/self/statm, in bytes.
@@ -172,18 +193,20 @@ int main(int argc, char** argv) {
     const Workload w = workload(name);
     std::vector<std::pair<int, int>> settings{{threads, 1}};
     if (threads > 1) settings.emplace_back(1, threads);
-    double best = 0;
+    Measured best;
     std::string best_setting;
     for (auto [inter, intra] : settings) {
-      const double v = measure(w, inter, intra);
-      const bool better = best_setting.empty() || (w.inference ? v < best : v > best);
+      const Measured m = measure(w, inter, intra, threads);
+      const bool better = best_setting.empty() || (w.inference ? m.value < best.value : m.value > best.value);
       if (!better) continue;
-      best = v;
+      best = m;
       best_setting = fmt::format("inter {} x intra {}", inter, intra);
     }
-    fmt::print(R"({{"workload": "{}", "threads": {}, "value": {:.1f}, "unit": "{}", "setting": "{}"}})"
+    const std::string limit =
+        w.widths.empty() ? "" : fmt::format(R"(, "limit": {:.1f}, "of_limit": {:.3f})", best.limit, best.of_limit);
+    fmt::print(R"({{"workload": "{}", "threads": {}, "value": {:.2f}, "unit": "{}", "setting": "{}"{}}})"
                "\n",
-               name, threads, best, w.inference ? "us/call" : "samples/s", best_setting);
+               name, threads, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_workloads: {}\n", e.what());
     return 2;

@@ -1,6 +1,7 @@
 #include "core/executor.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "core/errors.h"
@@ -111,6 +112,7 @@ struct Run {
   std::atomic<int>* uses_left;
   std::atomic<int>& remaining;
   std::atomic<bool>& failed;
+  bool shared;  // whether other inter-op threads may take nodes of this run
 
   void execute(int i) {
     const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
@@ -150,12 +152,20 @@ struct Run {
 
   // Runs node i, then whatever it makes ready: the first ready successor inline, the others on the pool
   // when it has workers (inline otherwise).
+  // Counts a counter down by one and returns its value before. A run that cannot hand nodes off has no
+  // other thread touching its counters, so there a plain load and store do, without a locked instruction.
+  int count_down(std::atomic<int>& c) const {
+    if (shared) return c.fetch_sub(1, std::memory_order_acq_rel);
+    const int before = c.load(std::memory_order_relaxed);
+    c.store(before - 1, std::memory_order_relaxed);
+    return before;
+  }
+
   void run_from(int first) {
-    std::vector<int> local{first};
-    const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+    ReadyStack local;
+    local.push(first);
     while (!local.empty()) {
-      int i = local.back();
-      local.pop_back();
+      const int i = local.pop();
       execute(i);
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
       // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
@@ -163,14 +173,13 @@ struct Run {
       if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)] = Tensor();
       for (int in : pn.inputs) {
         const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
-        if (producer.release_after_use && uses_left[in].fetch_sub(1, std::memory_order_acq_rel) == 1)
-          values[static_cast<std::size_t>(in)] = Tensor();
+        if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)] = Tensor();
       }
       bool kept_one = false;
       for (int s : pn.successors) {
-        if (pending[s].fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
-        if (!kept_one || !can_hand_off) {
-          local.push_back(s);
+        if (count_down(pending[s]) != 1) continue;
+        if (!kept_one || !shared) {
+          local.push(s);
           kept_one = true;
           continue;
         }
@@ -179,13 +188,40 @@ struct Run {
           run_from(s);
         });
       }
-      if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (count_down(remaining) == 1) {
         std::lock_guard lock(frame.mu_);
         frame.done_ = true;
         frame.cv_.notify_all();
       }
     }
   }
+
+  // The nodes one thread will run next, last in first out. Most graphs never hold more than a few ready
+  // nodes at once, so the first ones sit in the object itself and a run allocates nothing for them.
+  class ReadyStack {
+   public:
+    bool empty() const { return size_ == 0 && overflow_.empty(); }
+    void push(int i) {
+      if (overflow_.empty() && size_ < inline_.size()) {
+        inline_[size_++] = i;
+      } else {
+        overflow_.push_back(i);
+      }
+    }
+    int pop() {
+      if (!overflow_.empty()) {
+        const int i = overflow_.back();
+        overflow_.pop_back();
+        return i;
+      }
+      return inline_[--size_];
+    }
+
+   private:
+    std::array<int, 16> inline_;
+    std::size_t size_ = 0;
+    std::vector<int> overflow_;
+  };
 };
 
 }  // namespace
@@ -204,8 +240,9 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
     frame.done_ = n == 0;
     frame.error_ = nullptr;
   }
-  Run run{plan, frame, feeds, ctx, frame.values_, frame.pending_.get(), frame.uses_left_.get(), frame.remaining_, frame.failed_};
   const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+  Run run{plan, frame, feeds, ctx, frame.values_, frame.pending_.get(), frame.uses_left_.get(), frame.remaining_,
+          frame.failed_, can_hand_off};
   for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
     int root = plan.roots[r];
     ctx.inter->schedule([&run, root] {

@@ -34,7 +34,7 @@ TrainConfig config_for_model_spec(const std::string& spec_path) {
 
 namespace {
 
-// FLOPs of a MatMul node with the batch dimension filled in: 2 m n k.
+// FLOPs of a MatMul or FusedMatMul node (its product only) with the batch dimension filled in: 2 m n k.
 double matmul_flops(const Graph& g, const Node& n, std::int64_t batch) {
   auto dim = [&](std::int64_t d) { return static_cast<double>(d < 0 ? batch : d); };
   const Shape& a = g.node(n.inputs[0]).spec.shape;
@@ -158,7 +158,7 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
     if (forward.contains(name)) row.forward = time_stats(forward[name]);
     if (backward.contains(name)) row.backward = time_stats(backward[name]);
     for (const Node& n : g.nodes())
-      if (n.layer == name && n.op->name == "MatMul") row.flops += matmul_flops(g, n, o.batch_size);
+      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul")) row.flops += matmul_flops(g, n, o.batch_size);
     report.layers.push_back(row);
   }
   for (const auto& [id, samples] : per_node) {

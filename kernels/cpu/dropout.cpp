@@ -1,6 +1,7 @@
 // Dropout for training graphs: zeroes each element with probability `rate` and scales the rest by
-// 1 / (1 - rate). The mask comes from a counter-based stream keyed by (seed, forward node, step), so the
-// gradient op replays the same mask and no thread count changes it.
+// 1 / (1 - rate). The mask comes from a counter-based stream keyed by (seed, stream, step), so the gradient
+// op replays the same mask and no thread count changes it. The stream is the "stream" attribute (the
+// Dropout layer derives one from its place in the model), or else the forward node's id.
 #include "kernels/cpu/kernel_util.h"
 
 namespace tctl::cpu {
@@ -17,7 +18,9 @@ void apply_mask(KernelContext& ctx, std::int64_t stream) {
   });
 }
 
-void dropout_cpu(KernelContext& ctx) { apply_mask(ctx, ctx.node().id); }
+std::int64_t stream_of(const Node& forward) { return forward.attrs.i_or("stream", forward.id); }
+
+void dropout_cpu(KernelContext& ctx) { apply_mask(ctx, stream_of(ctx.node())); }
 void dropout_grad_cpu(KernelContext& ctx) { apply_mask(ctx, ctx.attrs().i("stream")); }
 
 }  // namespace
@@ -27,7 +30,7 @@ TCTL_REGISTER_OP({.name = "Dropout",
                   .grad = [](GradBuilder& g) {
                     return std::vector<Output>{g.op("DropoutGrad", {g.dy()},
                                                     Attrs{{"rate", g.attrs().f("rate")},
-                                                          {"stream", std::int64_t{g.forward_id()}}})};
+                                                          {"stream", stream_of(g.graph().node(g.y()))}})};
                   },
                   .cpu = dropout_cpu});
 TCTL_REGISTER_OP({.name = "DropoutGrad", .infer = same_as_input(0), .cpu = dropout_grad_cpu});

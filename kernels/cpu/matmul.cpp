@@ -1,4 +1,5 @@
-// MatMul on OpenBLAS sgemm, with transposes for the gradients.
+// MatMul on OpenBLAS sgemm, with transposes for the gradients, and FusedMatMul: a Dense layer's product,
+// bias and ReLU in one node.
 #include <cblas.h>
 
 #include "kernels/cpu/kernel_util.h"
@@ -35,11 +36,12 @@ TensorSpec matmul_infer(const InferContext& c) {
   return {DType::kF32, Shape{m, n}};
 }
 
-void matmul_cpu(KernelContext& ctx) {
+// y = op(A) op(B), tile by tile; `finish(row, col, rows, cols)` runs on each tile right after its sgemm, by
+// the same thread, while the tile is still in cache.
+template <class Finish>
+void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
-  bool ta = ctx.attrs().i_or("transpose_a", 0) != 0;
-  bool tb = ctx.attrs().i_or("transpose_b", 0) != 0;
   Tensor& y = ctx.output();
   const std::int64_t m = y.shape()[0], n = y.shape()[1];
   const std::int64_t k = a.shape()[ta ? 0 : 1];
@@ -59,19 +61,23 @@ void matmul_cpu(KernelContext& ctx) {
       cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                   static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile,
                   static_cast<int>(lda), b_tile, static_cast<int>(ldb), 0.0f, py + row * n + col, static_cast<int>(n));
+      finish(row, col, rows, cols);
     }
   });
+}
+
+void matmul_cpu(KernelContext& ctx) {
+  multiply_tiles(ctx, ctx.attrs().i_or("transpose_a", 0) != 0, ctx.attrs().i_or("transpose_b", 0) != 0,
+                 [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {});
 }
 
 Output matmul(GradBuilder& g, Output a, Output b, bool ta, bool tb) {
   return g.op("MatMul", {a, b}, Attrs{{"transpose_a", std::int64_t{ta}}, {"transpose_b", std::int64_t{tb}}});
 }
 
-std::vector<Output> matmul_grad(GradBuilder& g) {
-  bool ta = g.attrs().i_or("transpose_a", 0) != 0;
-  bool tb = g.attrs().i_or("transpose_b", 0) != 0;
-  Output a = g.x(0), b = g.x(1), dy = g.dy();
-  // Each product only when its input needs a gradient: the first layer's input gradient is dead work.
+// The gradients of op(a) op(b) for the output gradient dy: each product only when its input needs a
+// gradient (the first layer's input gradient is dead work).
+std::vector<Output> product_grads(GradBuilder& g, Output a, Output b, Output dy, bool ta, bool tb) {
   auto da = [&] {
     if (!g.needs(0)) return Output{};
     if (!ta) return matmul(g, dy, b, false, !tb);
@@ -86,8 +92,68 @@ std::vector<Output> matmul_grad(GradBuilder& g) {
   return {dx0, db()};
 }
 
+std::vector<Output> matmul_grad(GradBuilder& g) {
+  return product_grads(g, g.x(0), g.x(1), g.dy(), g.attrs().i_or("transpose_a", 0) != 0,
+                       g.attrs().i_or("transpose_b", 0) != 0);
+}
+
+// FusedMatMul(x, W, b): activation(x W + b) with activation "linear" or "relu", a Dense layer in one node
+// instead of three. Each output tile gets its bias and activation right after its sgemm, while it is still
+// in cache. The arithmetic is that of MatMul, BiasAdd and Relu one after another, so the results are
+// bit-identical to the unfused graph's.
+bool fused_relu(const Attrs& attrs) {
+  const std::string& activation = attrs.s("activation");
+  TCTL_CHECK(activation == "relu" || activation == "linear", "FusedMatMul cannot fuse activation " + activation);
+  return activation == "relu";
+}
+
+TensorSpec fused_matmul_infer(const InferContext& c) {
+  fused_relu(c.attrs());
+  TensorSpec y = matmul_infer(c);
+  c.expect_rank(2, 1);
+  c.expect_dtype(2, DType::kF32);
+  if (y.shape[1] >= 0 && c.shape(2)[0] >= 0 && y.shape[1] != c.shape(2)[0])
+    c.fail("bias of shape " + c.shape(2).to_string() + " does not fit the product's " + std::to_string(y.shape[1]) +
+           " columns");
+  return y;
+}
+
+void fused_matmul_cpu(KernelContext& ctx) {
+  const bool relu = fused_relu(ctx.attrs());
+  const float* bias = ctx.input(2).data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  const std::int64_t n = ctx.output().shape()[1];
+  multiply_tiles(ctx, false, false, [&](std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
+    for (std::int64_t r = row; r < row + rows; ++r) {
+      float* out = py + r * n + col;
+      const float* b = bias + col;
+      if (relu) {
+        for (std::int64_t j = 0; j < cols; ++j) {
+          const float v = out[j] + b[j];
+          out[j] = v > 0.0f ? v : 0.0f;
+        }
+      } else {
+        for (std::int64_t j = 0; j < cols; ++j) out[j] = out[j] + b[j];
+      }
+    }
+  });
+}
+
+// ReLU's gradient reads the output: y > 0 exactly where x W + b > 0.
+std::vector<Output> fused_matmul_grad(GradBuilder& g) {
+  const Output dz = fused_relu(g.attrs()) ? g.op("ReluGrad", {g.dy(), g.y()}) : g.dy();
+  std::vector<Output> grads = product_grads(g, g.x(0), g.x(1), dz, false, false);
+  grads.push_back(g.op("BiasAddGrad", {dz}));
+  return grads;
+}
+
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "MatMul", .num_inputs = 2, .infer = matmul_infer, .grad = matmul_grad, .cpu = matmul_cpu});
+TCTL_REGISTER_OP({.name = "FusedMatMul",
+                  .num_inputs = 3,
+                  .infer = fused_matmul_infer,
+                  .grad = fused_matmul_grad,
+                  .cpu = fused_matmul_cpu});
 
 }  // namespace tctl::cpu

@@ -35,6 +35,9 @@ class Dense final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool training) override {
+    // Product, bias and ReLU (or no activation) make one node; the other activations stay their own.
+    if (use_bias_ && (activation_ == "relu" || activation_ == "linear"))
+      return g.add("FusedMatMul", {x, read(g, 0), read(g, 1)}, Attrs{{"activation", activation_}});
     Output y = g.add("MatMul", {x, read(g, 0)});
     if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
     return apply_activation(g, y, activation_);

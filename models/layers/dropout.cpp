@@ -1,4 +1,5 @@
 // Dropout: in training, zeroes a fraction `rate` of the inputs and scales the rest up; identity otherwise.
+#include "core/kernel_context.h"
 #include "models/layer.h"
 
 namespace tctl {
@@ -10,15 +11,21 @@ class Dropout final : public Layer {
     if (!args.spec.has("rate")) args.spec.fail_here("missing required key \"rate\"");
     rate_ = args.spec.number_in("rate", 0.0, 0.0, 1.0);
   }
-  Shape build(const Shape& input, const BuildContext&, const SpecReader&) override { return input; }
+  // The mask's random stream is keyed by the layer's place in the model, so it stays the same when the
+  // graph around the layer gains or loses nodes.
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader&) override {
+    stream_ = static_cast<std::int64_t>(mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1) ^ 0x44726f70ull) >> 1);
+    return input;
+  }
   Output call(Graph& g, Output x, bool training) override {
     if (!training || rate_ == 0.0) return x;
-    return g.add("Dropout", {x}, Attrs{{"rate", rate_}});
+    return g.add("Dropout", {x}, Attrs{{"rate", rate_}, {"stream", stream_}});
   }
   nlohmann::json config() const override { return {{"rate", rate_}}; }
 
  private:
   double rate_ = 0.0;
+  std::int64_t stream_ = 0;
 };
 
 }  // namespace

@@ -34,15 +34,15 @@ TEST_CASE("MatMul gradients for every transpose combination") {
   check_op("MatMul", {{3, 4}, {5, 3}}, OpCheck{.attrs = transposes(true, true)});
 }
 
-TEST_CASE("MatMul matches a naive product across row blocks and transposes") {
-  // 150 rows spans three 64-row blocks, the last one partial.
+TEST_CASE("MatMul matches a naive product across tiles and transposes") {
+  // 300 rows span two 256-row tiles, the second one partial.
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      Tensor a = random_tensor(ta ? Shape{37, 150} : Shape{150, 37}, 1);
+      Tensor a = random_tensor(ta ? Shape{37, 300} : Shape{300, 37}, 1);
       Tensor b = random_tensor(tb ? Shape{19, 37} : Shape{37, 19}, 2);
       Tensor y = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
       auto ref = naive(a, b, ta, tb);
-      REQUIRE(y.shape() == Shape{150, 19});
+      REQUIRE(y.shape() == Shape{300, 19});
       for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
     }
 }
@@ -61,4 +61,40 @@ TEST_CASE("MatMul refuses mismatched inner dimensions naming both shapes") {
     CHECK(m.find("MatMul") != std::string::npos);
   }
   CHECK(g.size() == 2);  // the refused node left nothing behind
+}
+
+TEST_CASE("FusedMatMul gradients with and without ReLU") {
+  for (const char* activation : {"relu", "linear"}) {
+    CAPTURE(activation);
+    check_op("FusedMatMul", {{4, 3}, {3, 5}, {5}}, OpCheck{.attrs = Attrs{{"activation", std::string(activation)}}});
+  }
+}
+
+TEST_CASE("FusedMatMul gives the bits of MatMul, BiasAdd and Relu run apart") {
+  // 300 x 270 outputs make four tiles, two of them partial.
+  Tensor x = random_tensor(Shape{300, 37}, 3), w = random_tensor(Shape{37, 270}, 4), b = random_tensor(Shape{270}, 5);
+  Tensor product = run_op("MatMul", {x, w}, {});
+  Tensor biased = run_op("BiasAdd", {product, b}, {});
+  for (const char* activation : {"relu", "linear"}) {
+    CAPTURE(activation);
+    const Tensor expected = std::string(activation) == "relu" ? run_op("Relu", {biased}, {}) : biased;
+    for (int threads : {1, 2}) {
+      Tensor fused = run_op("FusedMatMul", {x, w, b}, Attrs{{"activation", std::string(activation)}}, threads);
+      REQUIRE(fused.shape() == expected.shape());
+      CHECK(std::memcmp(fused.raw_data(), expected.raw_data(), expected.bytes()) == 0);
+    }
+  }
+}
+
+TEST_CASE("FusedMatMul refuses a bias that does not fit the product") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 4});
+  Output w = g.placeholder("w", DType::kF32, Shape{4, 3});
+  Output b = g.placeholder("b", DType::kF32, Shape{5});
+  try {
+    g.add("FusedMatMul", {x, w, b}, Attrs{{"activation", std::string("relu")}});
+    FAIL("expected a ShapeError");
+  } catch (const ShapeError& e) {
+    CHECK(std::string(e.what()).find("bias of shape [5]") != std::string::npos);
+  }
 }

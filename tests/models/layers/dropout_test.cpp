@@ -16,11 +16,13 @@ using testing::check_layer_spec_error;
 // Runs a Dropout layer of `rate` over `x` of `shape` at `step`; returns the output.
 class DropoutRunner {
  public:
-  DropoutRunner(double rate, bool training, std::uint64_t seed = 1)
+  // `nodes_before` unrelated nodes go into the graph ahead of the layer's.
+  DropoutRunner(double rate, bool training, std::uint64_t seed = 1, int nodes_before = 0)
       : net_(build_one_layer(R"({"type":"Dropout","rate":)" + nlohmann::json(rate).dump() + "}", {100}, seed)),
         graph_(std::make_shared<Graph>()),
         inter_(1),
         intra_(1) {
+    for (int i = 0; i < nodes_before; ++i) graph_->constant(Tensor::filled(Shape{1}, 0.0f));
     x_ = graph_->placeholder("x", DType::kF32, Shape{-1, 100});
     y_ = net_->call(*graph_, x_, training, "cpu");
     SessionOptions so;
@@ -99,6 +101,13 @@ TEST_CASE("Dropout masks repeat for a step and change between steps and seeds") 
   CHECK(same_seed.run(ones, 0) == step0);
   CHECK(layer.run(ones, 1) != step0);
   CHECK(other_seed.run(ones, 0) != step0);
+}
+
+TEST_CASE("Dropout masks do not depend on how many nodes the graph holds before the layer") {
+  Tensor ones = Tensor::filled(Shape{10, 100}, 1.0f);
+  DropoutRunner alone(0.5, true, 1);
+  DropoutRunner after_others(0.5, true, 1, 5);
+  CHECK(after_others.run(ones, 3) == alone.run(ones, 3));
 }
 
 TEST_CASE("Dropout bad keys name their JSON path") {
