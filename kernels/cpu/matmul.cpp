@@ -7,12 +7,21 @@
 namespace tctl::cpu {
 namespace {
 
-// The output is cut into tiles of at most kTile x kTile, one sgemm call each. The cut depends only on the
-// shapes, never on the thread count, so every element is computed by the same call whether 1 or 8 threads
-// run the tiles: results stay bit-identical. Tiles this large keep sgemm within 1-2% of one whole call
-// (64-row blocks cost 8-12%: B was packed again for every block), and a 128x512 product still has two
-// tiles for two threads.
+// The output is cut into tiles of at most about kTile x kTile, one sgemm call each. The cut depends only on
+// the shapes, never on the thread count, so every element is computed by the same call whether 1 or 8
+// threads run the tiles: results stay bit-identical. Tiles this large keep sgemm within a few percent of
+// one whole call (64-row blocks cost 8-12%: B was packed again for every block), and a 128x512 product
+// still has two tiles for two threads. A dimension is cut into equal parts (to multiples of 16), and an
+// odd number of tiles gets one more part, so two threads get the same work: 784 rows in 256-row tiles
+// would leave one thread two full tiles and the other two plus a 16-row sliver.
 constexpr std::int64_t kTile = 256;
+
+// Where part i of `parts` equal parts of a dimension starts: at a multiple of 16, the last part ending at
+// the dimension. A part is never empty while the dimension has at least 16 elements per part.
+std::int64_t cut(std::int64_t dim, std::int64_t parts, std::int64_t i) {
+  if (i >= parts) return dim;
+  return std::min(dim, (dim * i / parts + 8) / 16 * 16);
+}
 
 // OpenBLAS keeps its own thread pool; tensorctl's intra-op pool owns the cores instead, so OpenBLAS runs
 // single-threaded inside each of our threads and two pools never fight over two cores.
@@ -49,11 +58,13 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.mutable_data<float>();
-  const std::int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
+  std::int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
+  if (row_tiles * col_tiles % 2 == 1 && row_tiles * col_tiles > 1) (m >= n ? row_tiles : col_tiles) += 1;
   ctx.parallel_for(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
-      const std::int64_t row = t / col_tiles * kTile, col = t % col_tiles * kTile;
-      const std::int64_t rows = std::min(kTile, m - row), cols = std::min(kTile, n - col);
+      const std::int64_t rt = t / col_tiles, ct = t % col_tiles;
+      const std::int64_t row = cut(m, row_tiles, rt), col = cut(n, col_tiles, ct);
+      const std::int64_t rows = cut(m, row_tiles, rt + 1) - row, cols = cut(n, col_tiles, ct + 1) - col;
       // Row `row` of op(A) starts at A[row, 0], or at column `row` of A when A is transposed; column `col`
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = ta ? pa + row : pa + row * lda;
