@@ -31,8 +31,8 @@ TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_sha
 
 std::string check_loss_fits(const Graph& g, const std::string& loss, Output predictions) {
   const Node& out = g.node(predictions);
-  // A Dense layer's ReLU may be fused into its product: name the activation, not the fused node.
-  const std::string op = out.op->name == "FusedMatMul" && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
+  // A layer's ReLU may be fused into its product (FusedMatMul, FusedConv2D): name the activation.
+  const std::string op = out.op->name.starts_with("Fused") && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
   if (loss_is_binary(loss)) {
     if (out.spec.shape.rank() != 2) return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
     if (op != "Sigmoid") return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + op;

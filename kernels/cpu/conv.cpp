@@ -96,7 +96,10 @@ TensorSpec conv2d_infer(const InferContext& c) {
   return {DType::kF32, Shape{x[0], g.h.out, g.w.out, k[3]}};
 }
 
-void conv2d_cpu(KernelContext& ctx) {
+// The convolution of input 0 by kernel 1, block by block; `finish(first, n)` runs on output rows
+// [first, first + n) right after their sgemm, by the same thread, while they are still in cache.
+template <class Finish>
+void convolve(KernelContext& ctx, Finish finish) {
   const Tensor& x = ctx.input(0);
   const Tensor& k = ctx.input(1);
   const WindowGeometry g = window_geometry(ctx.attrs(), x.shape(), k.shape()[0], k.shape()[1]);
@@ -115,7 +118,34 @@ void conv2d_cpu(KernelContext& ctx) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(n), static_cast<int>(filters),
                   static_cast<int>(depth), 1.0f, cols, static_cast<int>(depth), pk, static_cast<int>(filters), 0.0f,
                   py + first * filters, static_cast<int>(filters));
+      finish(first, n);
     }
+  });
+}
+
+void conv2d_cpu(KernelContext& ctx) {
+  convolve(ctx, [](std::int64_t, std::int64_t) {});
+}
+
+// FusedConv2D(x, kernel, bias): activation(conv(x, kernel) + bias), activation "relu" or "linear"; a Conv2D
+// layer in one node, with the bits of Conv2D, BiasAdd and Relu apart.
+TensorSpec fused_conv2d_infer(const InferContext& c) {
+  fused_relu(c.attrs());
+  TensorSpec y = conv2d_infer(c);
+  c.expect_rank(2, 1);
+  c.expect_dtype(2, DType::kF32);
+  if (y.shape[3] >= 0 && c.shape(2)[0] >= 0 && y.shape[3] != c.shape(2)[0])
+    c.fail("bias of shape " + c.shape(2).to_string() + " does not fit the " + std::to_string(y.shape[3]) + " filters");
+  return y;
+}
+
+void fused_conv2d_cpu(KernelContext& ctx) {
+  const bool relu = fused_relu(ctx.attrs());
+  const float* bias = ctx.input(2).data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  const std::int64_t filters = ctx.input(1).shape()[3];
+  convolve(ctx, [&](std::int64_t first, std::int64_t n) {
+    add_bias_activation(py + first * filters, filters, n, filters, bias, relu);
   });
 }
 
@@ -210,17 +240,32 @@ TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
   return {DType::kF32, Shape{window[0], window[1], c.shape(0)[3], c.shape(1)[3]}};
 }
 
-std::vector<Output> conv2d_grad(GradBuilder& g) {
+// The gradients of conv(x, kernel) for the output gradient dy.
+std::vector<Output> convolution_grads(GradBuilder& g, Output dy) {
   const Shape& k = g.spec(g.x(1)).shape;
   const Attrs attrs = window_attrs(g.attrs(), k[0], k[1]);
   // The first layer's input gradient is dead work: made only when needed.
-  Output dx = g.needs(0) ? g.op("Conv2DInputGrad", {g.dy(), g.x(1), g.x(0)}, attrs) : Output{};
-  return {dx, g.needs(1) ? g.op("Conv2DKernelGrad", {g.x(0), g.dy()}, attrs) : Output{}};
+  Output dx = g.needs(0) ? g.op("Conv2DInputGrad", {dy, g.x(1), g.x(0)}, attrs) : Output{};
+  return {dx, g.needs(1) ? g.op("Conv2DKernelGrad", {g.x(0), dy}, attrs) : Output{}};
+}
+
+std::vector<Output> conv2d_grad(GradBuilder& g) { return convolution_grads(g, g.dy()); }
+
+std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
+  const Output dz = fused_activation_grad(g);
+  std::vector<Output> grads = convolution_grads(g, dz);
+  grads.push_back(g.op("BiasAddGrad", {dz}));
+  return grads;
 }
 
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad, .cpu = conv2d_cpu});
+TCTL_REGISTER_OP({.name = "FusedConv2D",
+                  .num_inputs = 3,
+                  .infer = fused_conv2d_infer,
+                  .grad = fused_conv2d_grad,
+                  .cpu = fused_conv2d_cpu});
 TCTL_REGISTER_OP({.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer, .cpu = conv2d_input_grad_cpu});
 TCTL_REGISTER_OP({.name = "Conv2DKernelGrad", .num_inputs = 2, .infer = conv2d_kernel_grad_infer, .cpu = conv2d_kernel_grad_cpu});
 

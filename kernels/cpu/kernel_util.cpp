@@ -13,4 +13,28 @@ InferFn same_shape_inputs() {
   };
 }
 
+bool fused_relu(const Attrs& attrs) {
+  const std::string& activation = attrs.s("activation");
+  TCTL_CHECK(activation == "relu" || activation == "linear", "a fused op cannot apply activation " + activation);
+  return activation == "relu";
+}
+
+void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias, bool relu) {
+  for (std::int64_t r = 0; r < rows; ++r) {
+    float* out = y + r * ld;
+    if (relu) {
+      for (std::int64_t j = 0; j < cols; ++j) {
+        const float v = out[j] + bias[j];
+        out[j] = v > 0.0f ? v : 0.0f;
+      }
+    } else {
+      for (std::int64_t j = 0; j < cols; ++j) out[j] = out[j] + bias[j];
+    }
+  }
+}
+
+Output fused_activation_grad(GradBuilder& g) {
+  return fused_relu(g.attrs()) ? g.op("ReluGrad", {g.dy(), g.y()}) : g.dy();
+}
+
 }  // namespace tctl::cpu

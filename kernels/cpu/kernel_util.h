@@ -38,4 +38,16 @@ inline float softmax_row(const float* x, std::int64_t c, float* p) {
   return std::log(sum) + mx;
 }
 
+// The fused ops (FusedMatMul, FusedConv2D) end in an "activation" attribute of "relu" or "linear".
+// Whether it is ReLU; any other value is an internal error.
+bool fused_relu(const Attrs& attrs);
+
+// y[r, j] = activation(y[r, j] + bias[j]) for a block of `rows` x `cols` outputs with row stride `ld`: the
+// same arithmetic as BiasAdd and Relu apart, so the fused ops give their bits.
+void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias, bool relu);
+
+// The gradient at a fused op's pre-activation: dy, or through ReLU, which reads the output (y > 0 exactly
+// where the pre-activation is).
+Output fused_activation_grad(GradBuilder& g);
+
 }  // namespace tctl::cpu

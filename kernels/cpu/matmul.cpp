@@ -112,12 +112,6 @@ std::vector<Output> matmul_grad(GradBuilder& g) {
 // instead of three. Each output tile gets its bias and activation right after its sgemm, while it is still
 // in cache. The arithmetic is that of MatMul, BiasAdd and Relu one after another, so the results are
 // bit-identical to the unfused graph's.
-bool fused_relu(const Attrs& attrs) {
-  const std::string& activation = attrs.s("activation");
-  TCTL_CHECK(activation == "relu" || activation == "linear", "FusedMatMul cannot fuse activation " + activation);
-  return activation == "relu";
-}
-
 TensorSpec fused_matmul_infer(const InferContext& c) {
   fused_relu(c.attrs());
   TensorSpec y = matmul_infer(c);
@@ -135,24 +129,12 @@ void fused_matmul_cpu(KernelContext& ctx) {
   float* py = ctx.output().mutable_data<float>();
   const std::int64_t n = ctx.output().shape()[1];
   multiply_tiles(ctx, false, false, [&](std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
-    for (std::int64_t r = row; r < row + rows; ++r) {
-      float* out = py + r * n + col;
-      const float* b = bias + col;
-      if (relu) {
-        for (std::int64_t j = 0; j < cols; ++j) {
-          const float v = out[j] + b[j];
-          out[j] = v > 0.0f ? v : 0.0f;
-        }
-      } else {
-        for (std::int64_t j = 0; j < cols; ++j) out[j] = out[j] + b[j];
-      }
-    }
+    add_bias_activation(py + row * n + col, n, rows, cols, bias + col, relu);
   });
 }
 
-// ReLU's gradient reads the output: y > 0 exactly where x W + b > 0.
 std::vector<Output> fused_matmul_grad(GradBuilder& g) {
-  const Output dz = fused_relu(g.attrs()) ? g.op("ReluGrad", {g.dy(), g.y()}) : g.dy();
+  const Output dz = fused_activation_grad(g);
   std::vector<Output> grads = product_grads(g, g.x(0), g.x(1), dz, false, false);
   grads.push_back(g.op("BiasAddGrad", {dz}));
   return grads;

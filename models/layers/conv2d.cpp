@@ -41,6 +41,12 @@ class Conv2D final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool) override {
+    // Convolution, bias and ReLU (or no activation) make one node; the other activations stay their own.
+    if (use_bias_ && (activation_ == "relu" || activation_ == "linear")) {
+      Attrs attrs = detail::window_attrs(strides_, padding_);
+      attrs.set("activation", activation_);
+      return g.add("FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs));
+    }
     Output y = g.add("Conv2D", {x, read(g, 0)}, detail::window_attrs(strides_, padding_));
     if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
     return apply_activation(g, y, activation_);

@@ -147,3 +147,21 @@ TEST_CASE("Conv2D shape errors name the node") {
   Output k = g.placeholder("k", DType::kF32, Shape{5, 5, 3, 2});
   CHECK(g.spec(g.add("Conv2D", {x, k}, conv_attrs(2, 2, "same"))).shape == Shape{-1, 2, 3, 2});
 }
+
+// Finite differences for the linear form; the ReLU form's gradients are checked bit for bit against the
+// unfused ops' below (finite differences straddle ReLU's kink at this size).
+TEST_CASE("FusedConv2D gradients") {
+  Attrs attrs = conv_attrs(1, 1, "same");
+  attrs.set("activation", std::string("linear"));
+  check_op("FusedConv2D", {{2, 5, 4, 3}, {3, 3, 3, 4}, {4}}, OpCheck{.attrs = attrs});
+}
+
+TEST_CASE("FusedConv2D gives the bits of Conv2D, BiasAdd and Relu run apart, gradients too") {
+  // 40 images of 12x12 make several blocks of im2col rows.
+  for (const char* padding : {"same", "valid"}) {
+    CAPTURE(padding);
+    tctl::testing::check_fused_matches_parts("FusedConv2D", "Conv2D",
+                                             {random_tensor(Shape{40, 12, 12, 3}, 6), random_tensor(Shape{3, 3, 3, 8}, 7)},
+                                             random_tensor(Shape{8}, 8), conv_attrs(2, 1, padding));
+  }
+}

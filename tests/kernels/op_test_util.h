@@ -133,4 +133,52 @@ inline void check_op(const std::string& op, const std::vector<Shape>& shapes, co
   check_op_inputs(op, inputs, check);
 }
 
+// The gradients of sum(y * w), w fixed and random, for every input, where y = build(graph, placeholders).
+template <class Build>
+std::vector<Tensor> input_gradients(const std::vector<Tensor>& inputs, Build build) {
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> ins;
+  std::vector<Feed> feeds;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
+    feeds.push_back({ins.back(), inputs[i]});
+  }
+  const Output y = build(*g, ins);
+  const Output w = g->constant(random_tensor(g->spec(y).shape, 99));
+  const Output loss = g->add("Sum", {g->add("Mul", {y, w})});
+  const std::vector<Output> grads = gradients(*g, loss, ins);
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  return s.run(feeds, grads, {}, RunOptions{});
+}
+
+// A fused op (FusedMatMul, FusedConv2D) against its parts run one after another: `plain` on `inputs` with
+// `attrs`, then BiasAdd with `bias`, then Relu or nothing. The fused op, on the inputs and the bias with
+// the attrs and the activation, must give the same bits on 1 and 2 threads, and so must its gradients.
+inline void check_fused_matches_parts(const std::string& fused, const std::string& plain, const std::vector<Tensor>& inputs,
+                                      const Tensor& bias, const Attrs& attrs) {
+  const Tensor biased = run_op("BiasAdd", {run_op(plain, inputs, attrs), bias}, {});
+  std::vector<Tensor> fused_inputs = inputs;
+  fused_inputs.push_back(bias);
+  auto same_bits = [](const Tensor& got, const Tensor& expected) {
+    REQUIRE(got.shape() == expected.shape());
+    CHECK(std::memcmp(got.raw_data(), expected.raw_data(), expected.bytes()) == 0);
+  };
+  for (const std::string activation : {"relu", "linear"}) {
+    CAPTURE(activation);
+    Attrs fused_attrs = attrs;
+    fused_attrs.set("activation", activation);
+    for (int threads : {1, 2})
+      same_bits(run_op(fused, fused_inputs, fused_attrs, threads), activation == "relu" ? run_op("Relu", {biased}, {}) : biased);
+    const std::vector<Tensor> apart = input_gradients(fused_inputs, [&](Graph& g, const std::vector<Output>& in) {
+      const Output z = g.add("BiasAdd", {g.add(plain, {in.begin(), in.end() - 1}, attrs), in.back()});
+      return activation == "relu" ? g.add("Relu", {z}) : z;
+    });
+    const std::vector<Tensor> together = input_gradients(
+        fused_inputs, [&](Graph& g, const std::vector<Output>& in) { return g.add(fused, in, fused_attrs); });
+    REQUIRE(together.size() == apart.size());
+    for (std::size_t i = 0; i < apart.size(); ++i) same_bits(together[i], apart[i]);
+  }
+}
+
 }  // namespace tctl::testing

@@ -172,21 +172,12 @@ TEST_CASE("Dense rejects an input that is not flat, naming the layer") {
 }
 
 TEST_CASE("Dense fuses its product, bias and ReLU into one node, and keeps other activations apart") {
-  auto op_names = [](const char* layer) {
-    auto net = build_one_layer(layer, {8});
-    Graph g;
-    net->call(g, g.placeholder("x", DType::kF32, Shape{-1, 8}), false, "cpu");
-    std::vector<std::string> ops;
-    for (const Node& n : g.nodes())
-      if (n.op->name != "Placeholder" && n.op->name != "ReadVariable") ops.push_back(n.op->name);
-    return ops;
-  };
-  CHECK(op_names(R"({"type":"Dense","units":4,"activation":"relu"})") == std::vector<std::string>{"FusedMatMul"});
-  CHECK(op_names(R"({"type":"Dense","units":4})") == std::vector<std::string>{"FusedMatMul"});
-  CHECK(op_names(R"({"type":"Dense","units":4,"activation":"sigmoid"})") ==
-        std::vector<std::string>{"MatMul", "BiasAdd", "Sigmoid"});
-  CHECK(op_names(R"({"type":"Dense","units":4,"activation":"relu","use_bias":false})") ==
-        std::vector<std::string>{"MatMul", "Relu"});
+  using testing::layer_op_names;
+  using Ops = std::vector<std::string>;
+  CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"relu"})", {8}) == Ops{"FusedMatMul"});
+  CHECK(layer_op_names(R"({"type":"Dense","units":4})", {8}) == Ops{"FusedMatMul"});
+  CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"sigmoid"})", {8}) == Ops{"MatMul", "BiasAdd", "Sigmoid"});
+  CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"relu","use_bias":false})", {8}) == Ops{"MatMul", "Relu"});
 }
 
 }  // namespace

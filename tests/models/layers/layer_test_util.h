@@ -75,6 +75,17 @@ inline std::shared_ptr<Sequential> build_one_layer(const std::string& json_text,
       Sequential::from_json(one_layer_spec(nlohmann::json::parse(json_text), input_shape), "layer_test.json", "", seed));
 }
 
+// The ops a one-layer model traces to in inference, without its placeholder and variable reads.
+inline std::vector<std::string> layer_op_names(const std::string& json_text, const Shape& input_shape) {
+  auto net = build_one_layer(json_text, input_shape);
+  Graph g;
+  net->call(g, g.placeholder("x", DType::kF32, Shape::concat(-1, input_shape)), false, "cpu");
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes())
+    if (n.op->name != "Placeholder" && n.op->name != "ReadVariable") ops.push_back(n.op->name);
+  return ops;
+}
+
 // Runs the model on x once (with automatic control dependencies, as training does) on `threads` intra-op
 // threads and returns its output; in training mode that also applies the layers' state updates.
 inline Tensor run_net(const Sequential& net, const Tensor& x, bool training = false, int threads = 1) {
