@@ -197,4 +197,19 @@ print("Values: samples/s of training (higher is better), or us per call for infe
 print("Ratios are speed ratios, > 1 means tensorctl is faster (for infer_b1: PyTorch us / tensorctl us).")
 print("PyTorch and libtorch: the best (torch threads x OpenBLAS threads) setting for that T, each setting's")
 print("value being the median over rounds of its per-process median of 5 repetitions.")
+
+# The MLPs' sgemm limit, measured by bench_workloads in its own process after each repetition.
+limits = collections.defaultdict(list)
+for r in rows:
+    o = r["out"]
+    if r["impl"] == "tc" and not o.get("failed") and "of_limit" in o:
+        limits[(r["wl"], r["T"])].append((o["of_limit"], o["limit"]))
+if limits:
+    print()
+    print("tensorctl against the sgemm limit of its step (OpenBLAS alone on the step's GEMMs, T threads, measured")
+    print("in the same process after each repetition; median over rounds of each process's median ratio):")
+    for (wl, t), vals in limits.items():
+        ratio = statistics.median(v[0] for v in vals)
+        limit = statistics.median(v[1] for v in vals)
+        print(f"  {wl} T={t}: {ratio:.0%} of the limit ({limit:,.0f} samples/s)")
 PY
