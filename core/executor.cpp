@@ -184,7 +184,7 @@ struct Run {
           continue;
         }
         ctx.inter->schedule([this, s] {
-          set_flush_denormals(denormal_flushing());
+          apply_denormal_setting();
           run_from(s);
         });
       }
@@ -246,7 +246,7 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
   for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
     int root = plan.roots[r];
     ctx.inter->schedule([&run, root] {
-      set_flush_denormals(denormal_flushing());
+      apply_denormal_setting();
       run.run_from(root);
     });
   }

@@ -68,7 +68,7 @@ bool ThreadPool::try_run_one() {
 // Waking a sleeping thread costs several microseconds here, more than many kernels take, so an idle
 // worker first spins a little on the queue counter before it sleeps on the condition variable.
 void ThreadPool::worker_loop() {
-  set_flush_denormals(denormal_flushing());
+  apply_denormal_setting();
   for (;;) {
     for (int i = 0; i < kSpins && queued_.load(std::memory_order_acquire) == 0; ++i) pause();
     std::function<void()> task;

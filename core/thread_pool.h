@@ -72,11 +72,15 @@ bool set_flush_denormals(bool on);
 void set_denormal_flushing(bool enabled);
 bool denormal_flushing();
 
+// Gives the calling thread the process's setting: what a pool worker, or a thread taking a handed-off
+// node, does before it runs kernels. Returns whether the thread flushed before.
+inline bool apply_denormal_setting() { return set_flush_denormals(denormal_flushing()); }
+
 // Flushes denormals on the calling thread while it lives and restores the thread's setting after. Every
 // caller that runs kernels holds one, so the thread a node happens to run on never changes its result.
 class FlushDenormalsScope {
  public:
-  FlushDenormalsScope() : was_on_(set_flush_denormals(denormal_flushing())) {}
+  FlushDenormalsScope() : was_on_(apply_denormal_setting()) {}
   ~FlushDenormalsScope() { set_flush_denormals(was_on_); }
   FlushDenormalsScope(const FlushDenormalsScope&) = delete;
   FlushDenormalsScope& operator=(const FlushDenormalsScope&) = delete;

@@ -49,29 +49,45 @@ inline void copy_floats(const float* src, std::int64_t n, float* dst) {
   for (; i < n; ++i) dst[i] = src[i];
 }
 
+// The kernel rows of the patch of output pixel (oh, ow) of one image. In NHWC one kernel row of a patch,
+// kw pixels of C channels, is one contiguous run of the input, clipped at the image's left and right edges.
+// For each kernel row i, in order: fn(i, j0, j1, at), with kernel columns [j0, j1) inside the image and
+// `at` the offset in floats, within the image, of column j0's first channel; `at` is -1 for a row that lies
+// wholly in the padding.
+template <class Fn>
+void patch_rows(const WindowGeometry& g, std::int64_t oh, std::int64_t ow, Fn fn) {
+  const std::int64_t c = g.channels, kw = g.w.window;
+  const std::int64_t iw0 = ow * g.w.stride - g.w.pad_before;
+  const std::int64_t j0 = std::max<std::int64_t>(0, -iw0), j1 = std::min(kw, g.w.in - iw0);
+  for (std::int64_t i = 0; i < g.h.window; ++i) {
+    const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
+    if (ih < 0 || ih >= g.h.in || j0 >= j1) {
+      fn(i, j0, j1, std::int64_t{-1});
+      continue;
+    }
+    fn(i, j0, j1, (ih * g.w.in + iw0 + j0) * c);
+  }
+}
+
 // Writes the patches of output pixels [first, first + rows) (counted over the whole batch) as rows of
-// kh * kw * C values in (i, j, c) order, the order of the kernel's rows; padding reads as zero. In NHWC
-// one kernel row of a patch, kw pixels of C channels, is one contiguous run of the input, clipped at the
-// image's left and right edges.
+// kh * kw * C values in (i, j, c) order, the order of the kernel's rows; padding reads as zero.
 void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, std::int64_t rows, float* cols) {
-  const std::int64_t c = g.channels, kh = g.h.window, kw = g.w.window, run = kw * c;
+  const std::int64_t c = g.channels, kh = g.h.window, run = g.w.window * c;
   const std::int64_t pixels = g.out_pixels();
   std::int64_t n = first / pixels, oh = first % pixels / g.w.out, ow = first % g.w.out;
   for (std::int64_t r = 0; r < rows; ++r) {
-    float* out = cols + r * kh * run;
+    float* patch = cols + r * kh * run;
     const float* image = x + n * g.h.in * g.w.in * c;
-    const std::int64_t iw0 = ow * g.w.stride - g.w.pad_before;
-    const std::int64_t j0 = std::max<std::int64_t>(0, -iw0), j1 = std::min(kw, g.w.in - iw0);
-    for (std::int64_t i = 0; i < kh; ++i, out += run) {
-      const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
-      if (ih < 0 || ih >= g.h.in || j0 >= j1) {
+    patch_rows(g, oh, ow, [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
+      float* out = patch + i * run;
+      if (at < 0) {
         std::fill(out, out + run, 0.0f);
-        continue;
+        return;
       }
       std::fill(out, out + j0 * c, 0.0f);
-      copy_floats(image + (ih * g.w.in + iw0 + j0) * c, (j1 - j0) * c, out + j0 * c);
+      copy_floats(image + at, (j1 - j0) * c, out + j0 * c);
       std::fill(out + j1 * c, out + run, 0.0f);
-    }
+    });
     if (++ow == g.w.out) {
       ow = 0;
       if (++oh == g.h.out) {
@@ -174,22 +190,15 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
       for (std::int64_t m = 0; m < images; ++m) {
         float* out = dx + (first + m) * image;
         std::fill(out, out + image, 0.0f);
+        // col2im: each patch row's run inside the image adds back onto the input it was read from.
         for (std::int64_t p = 0; p < pixels; ++p) {
-          const std::int64_t oh = p / g.w.out, ow = p % g.w.out;
-          const float* col = cols + (m * pixels + p) * depth;
-          for (std::int64_t i = 0; i < kh; ++i) {
-            const std::int64_t ih = oh * g.h.stride - g.h.pad_before + i;
-            if (ih < 0 || ih >= g.h.in) {
-              col += kw * c;
-              continue;
-            }
-            for (std::int64_t j = 0; j < kw; ++j, col += c) {
-              const std::int64_t iw = ow * g.w.stride - g.w.pad_before + j;
-              if (iw < 0 || iw >= g.w.in) continue;
-              float* target = out + (ih * g.w.in + iw) * c;
-              for (std::int64_t ch = 0; ch < c; ++ch) target[ch] += col[ch];
-            }
-          }
+          const float* patch = cols + (m * pixels + p) * depth;
+          patch_rows(g, p / g.w.out, p % g.w.out, [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
+            if (at < 0) return;
+            const float* src = patch + (i * kw + j0) * c;
+            float* target = out + at;
+            for (std::int64_t t = 0; t < (j1 - j0) * c; ++t) target[t] += src[t];
+          });
         }
       }
     }
