@@ -150,8 +150,6 @@ struct Run {
     failed.store(true, std::memory_order_relaxed);
   }
 
-  // Runs node i, then whatever it makes ready: the first ready successor inline, the others on the pool
-  // when it has workers (inline otherwise).
   // Counts a counter down by one and returns its value before. A run that cannot hand nodes off has no
   // other thread touching its counters, so there a plain load and store do, without a locked instruction.
   int count_down(std::atomic<int>& c) const {
@@ -161,6 +159,8 @@ struct Run {
     return before;
   }
 
+  // Runs node `first`, then whatever it makes ready: the first ready successor inline, the others on the
+  // pool when it has workers (inline otherwise).
   void run_from(int first) {
     ReadyStack local;
     local.push(first);

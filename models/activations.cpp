@@ -23,4 +23,6 @@ Output apply_activation(Graph& g, Output x, const std::string& name) {
   TCTL_CHECK(false, "activation not validated: " + name);
 }
 
+bool fuses_with_bias(const std::string& name) { return name == "relu" || name == "linear"; }
+
 }  // namespace tctl

@@ -4,8 +4,13 @@
 #include <cctype>
 
 #include "core/errors.h"
+#include "core/kernel_context.h"
 
 namespace tctl {
+
+std::uint64_t BuildContext::key(std::uint64_t salt) const {
+  return mix64(seed ^ mix64(static_cast<std::uint64_t>(layer_index) + 1) ^ salt);
+}
 
 #define TCTL_LAYER(type, factory) std::unique_ptr<Layer> factory(LayerArgs& args);
 #include "models/layers/layers.def"

@@ -22,6 +22,9 @@ namespace tctl {
 struct BuildContext {
   std::uint64_t seed = 0;
   int layer_index = 0;
+  // The 64-bit key of this layer's random draws (initializers, dropout masks), from the seed and the
+  // layer's place; `salt` separates a layer's different uses.
+  std::uint64_t key(std::uint64_t salt = 0) const;
 };
 
 class Layer {

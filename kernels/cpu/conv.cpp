@@ -145,16 +145,6 @@ void conv2d_cpu(KernelContext& ctx) {
 
 // FusedConv2D(x, kernel, bias): activation(conv(x, kernel) + bias), activation "relu" or "linear"; a Conv2D
 // layer in one node, with the bits of Conv2D, BiasAdd and Relu apart.
-TensorSpec fused_conv2d_infer(const InferContext& c) {
-  fused_relu(c.attrs());
-  TensorSpec y = conv2d_infer(c);
-  c.expect_rank(2, 1);
-  c.expect_dtype(2, DType::kF32);
-  if (y.shape[3] >= 0 && c.shape(2)[0] >= 0 && y.shape[3] != c.shape(2)[0])
-    c.fail("bias of shape " + c.shape(2).to_string() + " does not fit the " + std::to_string(y.shape[3]) + " filters");
-  return y;
-}
-
 void fused_conv2d_cpu(KernelContext& ctx) {
   const bool relu = fused_relu(ctx.attrs());
   const float* bias = ctx.input(2).data<float>();
@@ -261,10 +251,7 @@ std::vector<Output> convolution_grads(GradBuilder& g, Output dy) {
 std::vector<Output> conv2d_grad(GradBuilder& g) { return convolution_grads(g, g.dy()); }
 
 std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
-  const Output dz = fused_activation_grad(g);
-  std::vector<Output> grads = convolution_grads(g, dz);
-  grads.push_back(g.op("BiasAddGrad", {dz}));
-  return grads;
+  return fused_grads(g, [&](Output dz) { return convolution_grads(g, dz); });
 }
 
 }  // namespace
@@ -272,7 +259,7 @@ std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
 TCTL_REGISTER_OP({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad, .cpu = conv2d_cpu});
 TCTL_REGISTER_OP({.name = "FusedConv2D",
                   .num_inputs = 3,
-                  .infer = fused_conv2d_infer,
+                  .infer = fused_infer(conv2d_infer, "filters"),
                   .grad = fused_conv2d_grad,
                   .cpu = fused_conv2d_cpu});
 TCTL_REGISTER_OP({.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer, .cpu = conv2d_input_grad_cpu});

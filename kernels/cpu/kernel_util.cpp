@@ -33,8 +33,17 @@ void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int6
   }
 }
 
-Output fused_activation_grad(GradBuilder& g) {
-  return fused_relu(g.attrs()) ? g.op("ReluGrad", {g.dy(), g.y()}) : g.dy();
+InferFn fused_infer(InferFn product, std::string what) {
+  return [product = std::move(product), what = std::move(what)](const InferContext& c) {
+    fused_relu(c.attrs());
+    const TensorSpec y = product(c);
+    c.expect_rank(2, 1);
+    c.expect_dtype(2, DType::kF32);
+    const std::int64_t features = y.shape[y.shape.rank() - 1];
+    if (features >= 0 && c.shape(2)[0] >= 0 && features != c.shape(2)[0])
+      c.fail("bias of shape " + c.shape(2).to_string() + " does not fit the " + std::to_string(features) + " " + what);
+    return y;
+  };
 }
 
 }  // namespace tctl::cpu

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "core/autodiff.h"
 #include "core/errors.h"
@@ -46,8 +48,19 @@ bool fused_relu(const Attrs& attrs);
 // same arithmetic as BiasAdd and Relu apart, so the fused ops give their bits.
 void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias, bool relu);
 
-// The gradient at a fused op's pre-activation: dy, or through ReLU, which reads the output (y > 0 exactly
-// where the pre-activation is).
-Output fused_activation_grad(GradBuilder& g);
+// The shape function of a fused op: `product`'s on inputs 0 and 1, then input 2 must be a float bias with
+// one value per element of the output's last dimension; `what` names the output in messages.
+InferFn fused_infer(InferFn product, std::string what);
+
+// The gradients of a fused op: `product_grads(dz)` gives those of inputs 0 and 1 for the gradient dz at the
+// pre-activation (dy, or dy through ReLU, which reads the output: y > 0 exactly where the pre-activation
+// is), and the bias's gradient follows.
+template <class ProductGrads>
+std::vector<Output> fused_grads(GradBuilder& g, ProductGrads product_grads) {
+  const Output dz = fused_relu(g.attrs()) ? g.op("ReluGrad", {g.dy(), g.y()}) : g.dy();
+  std::vector<Output> grads = product_grads(dz);
+  grads.push_back(g.op("BiasAddGrad", {dz}));
+  return grads;
+}
 
 }  // namespace tctl::cpu

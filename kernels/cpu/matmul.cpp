@@ -86,9 +86,10 @@ Output matmul(GradBuilder& g, Output a, Output b, bool ta, bool tb) {
   return g.op("MatMul", {a, b}, Attrs{{"transpose_a", std::int64_t{ta}}, {"transpose_b", std::int64_t{tb}}});
 }
 
-// The gradients of op(a) op(b) for the output gradient dy: each product only when its input needs a
-// gradient (the first layer's input gradient is dead work).
-std::vector<Output> product_grads(GradBuilder& g, Output a, Output b, Output dy, bool ta, bool tb) {
+// The gradients of op(a) op(b), a and b the node's inputs, for the output gradient dy: each product only
+// when its input needs a gradient (the first layer's input gradient is dead work).
+std::vector<Output> product_grads(GradBuilder& g, Output dy, bool ta, bool tb) {
+  const Output a = g.x(0), b = g.x(1);
   auto da = [&] {
     if (!g.needs(0)) return Output{};
     if (!ta) return matmul(g, dy, b, false, !tb);
@@ -104,25 +105,13 @@ std::vector<Output> product_grads(GradBuilder& g, Output a, Output b, Output dy,
 }
 
 std::vector<Output> matmul_grad(GradBuilder& g) {
-  return product_grads(g, g.x(0), g.x(1), g.dy(), g.attrs().i_or("transpose_a", 0) != 0,
-                       g.attrs().i_or("transpose_b", 0) != 0);
+  return product_grads(g, g.dy(), g.attrs().i_or("transpose_a", 0) != 0, g.attrs().i_or("transpose_b", 0) != 0);
 }
 
 // FusedMatMul(x, W, b): activation(x W + b) with activation "linear" or "relu", a Dense layer in one node
 // instead of three. Each output tile gets its bias and activation right after its sgemm, while it is still
 // in cache. The arithmetic is that of MatMul, BiasAdd and Relu one after another, so the results are
 // bit-identical to the unfused graph's.
-TensorSpec fused_matmul_infer(const InferContext& c) {
-  fused_relu(c.attrs());
-  TensorSpec y = matmul_infer(c);
-  c.expect_rank(2, 1);
-  c.expect_dtype(2, DType::kF32);
-  if (y.shape[1] >= 0 && c.shape(2)[0] >= 0 && y.shape[1] != c.shape(2)[0])
-    c.fail("bias of shape " + c.shape(2).to_string() + " does not fit the product's " + std::to_string(y.shape[1]) +
-           " columns");
-  return y;
-}
-
 void fused_matmul_cpu(KernelContext& ctx) {
   const bool relu = fused_relu(ctx.attrs());
   const float* bias = ctx.input(2).data<float>();
@@ -134,10 +123,7 @@ void fused_matmul_cpu(KernelContext& ctx) {
 }
 
 std::vector<Output> fused_matmul_grad(GradBuilder& g) {
-  const Output dz = fused_activation_grad(g);
-  std::vector<Output> grads = product_grads(g, g.x(0), g.x(1), dz, false, false);
-  grads.push_back(g.op("BiasAddGrad", {dz}));
-  return grads;
+  return fused_grads(g, [&](Output dz) { return product_grads(g, dz, false, false); });
 }
 
 }  // namespace
@@ -145,7 +131,7 @@ std::vector<Output> fused_matmul_grad(GradBuilder& g) {
 TCTL_REGISTER_OP({.name = "MatMul", .num_inputs = 2, .infer = matmul_infer, .grad = matmul_grad, .cpu = matmul_cpu});
 TCTL_REGISTER_OP({.name = "FusedMatMul",
                   .num_inputs = 3,
-                  .infer = fused_matmul_infer,
+                  .infer = fused_infer(matmul_infer, "columns of the product"),
                   .grad = fused_matmul_grad,
                   .cpu = fused_matmul_cpu});
 

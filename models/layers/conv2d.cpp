@@ -34,7 +34,7 @@ class Conv2D final : public Layer {
                                 " weights is larger than the 2^31 elements tensorctl supports");
     // Keras' fans for a convolution: the receptive field times the input or output channels.
     const std::int64_t fan_in = receptive * channels, fan_out = receptive * filters_;
-    const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1));
+    const std::uint64_t base = ctx.key();
     add_variable("kernel", initialize(kernel_init_, Shape{kernel_size_[0], kernel_size_[1], channels, filters_}, fan_in, fan_out, base));
     if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{filters_}, fan_in, fan_out, mix64(base + 1)));
     return Shape{out[0], out[1], filters_};
@@ -42,7 +42,7 @@ class Conv2D final : public Layer {
 
   Output call(Graph& g, Output x, bool) override {
     // Convolution, bias and ReLU (or no activation) make one node; the other activations stay their own.
-    if (use_bias_ && (activation_ == "relu" || activation_ == "linear")) {
+    if (use_bias_ && fuses_with_bias(activation_)) {
       Attrs attrs = detail::window_attrs(strides_, padding_);
       attrs.set("activation", activation_);
       return g.add("FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs));

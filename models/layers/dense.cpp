@@ -28,7 +28,7 @@ class Dense final : public Layer {
     if (units_ > kMaxKernelElements / in)
       where.fail("units", "a kernel of " + std::to_string(in) + " x " + std::to_string(units_) +
                               " weights is larger than the 2^31 elements tensorctl supports");
-    const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1));
+    const std::uint64_t base = ctx.key();
     add_variable("kernel", initialize(kernel_init_, Shape{in, units_}, in, units_, base));
     if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{units_}, in, units_, mix64(base + 1)));
     return Shape{units_};
@@ -36,7 +36,7 @@ class Dense final : public Layer {
 
   Output call(Graph& g, Output x, bool training) override {
     // Product, bias and ReLU (or no activation) make one node; the other activations stay their own.
-    if (use_bias_ && (activation_ == "relu" || activation_ == "linear"))
+    if (use_bias_ && fuses_with_bias(activation_))
       return g.add("FusedMatMul", {x, read(g, 0), read(g, 1)}, Attrs{{"activation", activation_}});
     Output y = g.add("MatMul", {x, read(g, 0)});
     if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});

@@ -1,5 +1,4 @@
 // Dropout: in training, zeroes a fraction `rate` of the inputs and scales the rest up; identity otherwise.
-#include "core/kernel_context.h"
 #include "models/layer.h"
 
 namespace tctl {
@@ -14,7 +13,7 @@ class Dropout final : public Layer {
   // The mask's random stream is keyed by the layer's place in the model, so it stays the same when the
   // graph around the layer gains or loses nodes.
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader&) override {
-    stream_ = static_cast<std::int64_t>(mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1) ^ 0x44726f70ull) >> 1);
+    stream_ = static_cast<std::int64_t>(ctx.key(0x44726f70ull) >> 1);
     return input;
   }
   Output call(Graph& g, Output x, bool training) override {

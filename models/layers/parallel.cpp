@@ -52,7 +52,7 @@ class Parallel final : public Layer {
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     // Sub-layers draw from a stream of their own, keyed by this layer's index and their position.
-    const std::uint64_t base = mix64(ctx.seed ^ mix64(static_cast<std::uint64_t>(ctx.layer_index) + 1) ^ 0x50617261ull);
+    const std::uint64_t base = ctx.key(0x50617261ull);
     int index = 0;
     std::vector<Shape> outputs;
     for (std::size_t i = 0; i < branches_.size(); ++i) {

@@ -38,6 +38,12 @@ struct OpCheck {
   bool check_gradient = true;
 };
 
+// The scalar loss sum(y * w) with fixed random weights w, so every element of y matters differently.
+inline Output weighted_sum(Graph& g, Output y) {
+  const Output w = g.constant(random_tensor(g.spec(y).shape, 99));
+  return g.add("Sum", {g.add("Mul", {y, w})});
+}
+
 // A graph with one placeholder per input and `op` applied to them, plus the feeds for those inputs.
 struct OpGraph {
   std::shared_ptr<Graph> graph = std::make_shared<Graph>();
@@ -85,9 +91,7 @@ inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& in
   CHECK(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
   if (!check.check_gradient) return;
 
-  // Scalar loss L = sum(y * w) with fixed random weights w, so every output element matters differently.
-  Output w = g->constant(random_tensor(inferred.shape, 99));
-  Output loss = g->add("Sum", {g->add("Mul", {y, w})});
+  Output loss = weighted_sum(*g, y);
   std::vector<int> wrt;
   std::vector<Output> xs;
   for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
@@ -133,7 +137,7 @@ inline void check_op(const std::string& op, const std::vector<Shape>& shapes, co
   check_op_inputs(op, inputs, check);
 }
 
-// The gradients of sum(y * w), w fixed and random, for every input, where y = build(graph, placeholders).
+// The gradients of weighted_sum(y) for every input, where y = build(graph, placeholders).
 template <class Build>
 std::vector<Tensor> input_gradients(const std::vector<Tensor>& inputs, Build build) {
   auto g = std::make_shared<Graph>();
@@ -143,9 +147,7 @@ std::vector<Tensor> input_gradients(const std::vector<Tensor>& inputs, Build bui
     ins.push_back(g->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
     feeds.push_back({ins.back(), inputs[i]});
   }
-  const Output y = build(*g, ins);
-  const Output w = g->constant(random_tensor(g->spec(y).shape, 99));
-  const Output loss = g->add("Sum", {g->add("Mul", {y, w})});
+  const Output loss = weighted_sum(*g, build(*g, ins));
   const std::vector<Output> grads = gradients(*g, loss, ins);
   ThreadPool inter(1), intra(1);
   Session s(g, inter, intra);
