@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <utility>
 
 #include "core/errors.h"
 #include "core/kernel_context.h"
@@ -16,6 +17,24 @@ void check_fed_spec(const Node& placeholder, const TensorSpec& fed) {
                    " where the graph expects " + std::string(dtype_name(placeholder.spec.dtype)) + " " +
                    placeholder.spec.shape.to_string());
 }
+
+namespace {
+// In a plan that writes no variable (an inference pass), every variable read keeps its value between
+// runs. A write elsewhere then copies the buffer the frame holds instead of changing it. A plan that
+// writes keeps none: its own updates, or a value set between its runs (a learning rate), would copy on
+// every step.
+void mark_kept_reads(Plan& plan) {
+  for (const PlanNode& pn : plan.nodes)
+    if (pn.feed < 0)
+      for (const VarUse& use : pn.node->vars)
+        if (use.write) return;
+  for (PlanNode& pn : plan.nodes) {
+    if (pn.feed >= 0 || pn.node->op->name != "ReadVariable") continue;
+    pn.keep_read = true;
+    pn.release_after_use = false;
+  }
+}
+}  // namespace
 
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
                 std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement) {
@@ -86,6 +105,7 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
   }
   for (std::size_t i = 0; i < plan.nodes.size(); ++i)
     if (plan.nodes[i].num_predecessors == 0) plan.roots.push_back(static_cast<int>(i));
+  mark_kept_reads(plan);
   for (Output o : fetches) {
     int s = slot[static_cast<std::size_t>(o.node)];
     plan.fetch_slots.push_back(s);
@@ -97,7 +117,8 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
 Frame::Frame(const Plan& plan)
     : values_(plan.nodes.size()),
       pending_(new std::atomic<int>[plan.nodes.size()]),
-      uses_left_(new std::atomic<int>[plan.nodes.size()]) {}
+      uses_left_(new std::atomic<int>[plan.nodes.size()]),
+      read_writes_(new std::uint64_t[plan.nodes.size()]()) {}
 
 namespace {
 
@@ -132,6 +153,7 @@ struct Run {
     for (std::size_t k = 0; k < pn.inputs.size(); ++k) inputs[k] = &values[static_cast<std::size_t>(pn.inputs[k])];
     try {
       KernelContext kc(*pn.node, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed, ctx.step);
+      if (pn.keep_read) kc.set_kept_read(&frame.read_writes_[i]);
       if (ctx.profiler == nullptr) {
         pn.kernel(kc);
       } else {
@@ -170,10 +192,10 @@ struct Run {
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
       // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
       // in-place update of its variable would have to copy.
-      if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)] = Tensor();
+      if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)].reset();
       for (int in : pn.inputs) {
         const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
-        if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)] = Tensor();
+        if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)].reset();
       }
       bool kept_one = false;
       for (int s : pn.successors) {
@@ -188,7 +210,8 @@ struct Run {
           run_from(s);
         });
       }
-      if (count_down(remaining) == 1) {
+      // A run nobody else works on needs no wake-up: its caller is the thread that just finished it.
+      if (count_down(remaining) == 1 && shared) {
         std::lock_guard lock(frame.mu_);
         frame.done_ = true;
         frame.cv_.notify_all();
@@ -235,12 +258,11 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
   }
   frame.remaining_.store(n, std::memory_order_relaxed);
   frame.failed_.store(false, std::memory_order_relaxed);
-  {
+  const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+  if (can_hand_off) {
     std::lock_guard lock(frame.mu_);
     frame.done_ = n == 0;
-    frame.error_ = nullptr;
   }
-  const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
   Run run{plan, frame, feeds, ctx, frame.values_, frame.pending_.get(), frame.uses_left_.get(), frame.remaining_,
           frame.failed_, can_hand_off};
   for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
@@ -272,14 +294,19 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
       frame.cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return frame.done_; });
       idle = 0;
     }
-  }
-  std::exception_ptr error;
-  {
     std::unique_lock lock(frame.mu_);
     frame.cv_.wait(lock, [&] { return frame.done_; });
-    error = frame.error_;
   }
-  if (error) std::rethrow_exception(error);
+  // The thread that finished the run set done_ under the lock, after any error was recorded under it, so
+  // the flag read here is the final one. The error leaves the frame, so the next run starts without one.
+  if (frame.failed_.load(std::memory_order_relaxed)) {
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(frame.mu_);
+      error = std::exchange(frame.error_, nullptr);
+    }
+    std::rethrow_exception(error);
+  }
 }
 
 }  // namespace tctl

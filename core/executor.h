@@ -31,6 +31,9 @@ struct PlanNode {
   int num_uses = 0;             // data edges leaving this node
   int feed = -1;                // index into the run's feeds, for a fed placeholder
   bool release_after_use = false;
+  // A variable read in a plan that writes no variable: the frame keeps its value between runs and reads
+  // the variable again only after a write (ReadVariable's kernel).
+  bool keep_read = false;
 };
 
 // The nodes needed for some fetches and targets, in topological order, with shapes resolved. Immutable
@@ -60,6 +63,8 @@ struct Frame {
   std::vector<Tensor> values_;
   std::unique_ptr<std::atomic<int>[]> pending_;
   std::unique_ptr<std::atomic<int>[]> uses_left_;
+  // Per node: the write count of a kept variable read's value (PlanNode::keep_read).
+  std::unique_ptr<std::uint64_t[]> read_writes_;
   std::atomic<int> remaining_{0};
   std::atomic<bool> failed_{false};
   std::mutex mu_;

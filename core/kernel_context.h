@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 #include "core/graph.h"
 #include "core/thread_pool.h"
@@ -28,11 +27,18 @@ class KernelContext {
   Tensor& output();
   // Publishes an existing tensor as the output instead (a variable read, a reshape).
   void set_output(Tensor t) { output_ = std::move(t); }
+  // What the output slot holds before the kernel runs: the last run's output, or nothing.
+  const Tensor& previous_output() const { return output_; }
+
+  // For a variable read whose value the frame keeps between runs (its plan never writes the variable):
+  // the write count of the kept value. Null for every other node.
+  std::uint64_t* kept_read() const { return kept_read_; }
+  void set_kept_read(std::uint64_t* writes) { kept_read_ = writes; }
 
   Variable& var(int i) const { return *node_.vars[static_cast<std::size_t>(i)].var; }
 
   ThreadPool& intra() const { return intra_; }
-  void parallel_for(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& fn) const {
+  void parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<void(std::int64_t, std::int64_t)> fn) const {
     intra_.parallel_for(n, grain, fn);
   }
 
@@ -49,6 +55,7 @@ class KernelContext {
   ThreadPool& intra_;
   std::uint64_t seed_;
   std::int64_t step_;
+  std::uint64_t* kept_read_ = nullptr;
 };
 
 // Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser); the base of every random stream.

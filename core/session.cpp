@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <set>
 
 #include "core/errors.h"
@@ -11,10 +10,17 @@ namespace tctl {
 
 struct Session::Prepared {
   Plan plan;
+  std::vector<std::int64_t> key;  // as in plans_, for the lock-free check against last_
+  // The last run's frame, passed to the next run without a lock. Runs of this plan on several threads
+  // at once need more frames; those wait in free_frames.
+  std::atomic<Frame*> spare{nullptr};
   std::mutex mu;
   std::vector<std::unique_ptr<Frame>> free_frames TCTL_GUARDED_BY(mu);
 
+  ~Prepared() { delete spare.load(std::memory_order_acquire); }
+
   std::unique_ptr<Frame> take_frame() {
+    if (Frame* f = spare.exchange(nullptr, std::memory_order_acquire)) return std::unique_ptr<Frame>(f);
     std::lock_guard lock(mu);
     if (free_frames.empty()) return std::make_unique<Frame>(plan);
     auto f = std::move(free_frames.back());
@@ -22,6 +28,11 @@ struct Session::Prepared {
     return f;
   }
   void give_back(std::unique_ptr<Frame> f) {
+    Frame* empty = nullptr;
+    if (spare.compare_exchange_strong(empty, f.get(), std::memory_order_release, std::memory_order_relaxed)) {
+      f.release();
+      return;
+    }
     std::lock_guard lock(mu);
     free_frames.push_back(std::move(f));
   }
@@ -48,46 +59,42 @@ Session::~Session() = default;
 
 Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const Output> fetches,
                                     std::span<const Output> targets) {
-  // The plan's key: fed nodes with dtype and shape, fetches, targets. Built in a per-thread buffer, so a
-  // steady-state run allocates nothing here.
-  thread_local std::string key;
+  // The plan's key, built in a per-thread buffer so a steady-state run allocates nothing here. Negative
+  // markers open each part; node ids, dtypes and fed dimensions are never negative.
+  thread_local std::vector<std::int64_t> key;
   key.clear();
-  auto number = [](std::int64_t v) {
-    char buf[24];
-    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-    key.append(buf, end);
-  };
   for (const Feed& f : feeds) {
-    key += 'f';
-    number(f.output.node);
-    key += ':';
-    number(static_cast<int>(f.value.dtype()));
-    for (auto d : f.value.shape().dims()) {
-      key += ',';
-      number(d);
-    }
+    key.push_back(-1);
+    key.push_back(f.output.node);
+    key.push_back(static_cast<std::int64_t>(f.value.dtype()));
+    for (auto d : f.value.shape().dims()) key.push_back(d);
   }
   for (Output o : fetches) {
-    key += 'o';
-    number(o.node);
+    key.push_back(-2);
+    key.push_back(o.node);
   }
   for (Output o : targets) {
-    key += 't';
-    number(o.node);
+    key.push_back(-3);
+    key.push_back(o.node);
   }
+  if (Prepared* last = last_.load(std::memory_order_acquire); last != nullptr && last->key == key) return *last;
 
   std::lock_guard lock(mu_);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
-  std::vector<Output> feed_outputs;
-  std::vector<TensorSpec> feed_specs;
-  for (const Feed& f : feeds) {
-    feed_outputs.push_back(f.output);
-    feed_specs.push_back({f.value.dtype(), f.value.shape()});
+  if (it == plans_.end()) {
+    std::vector<Output> feed_outputs;
+    std::vector<TensorSpec> feed_specs;
+    for (const Feed& f : feeds) {
+      feed_outputs.push_back(f.output);
+      feed_specs.push_back({f.value.dtype(), f.value.shape()});
+    }
+    auto prepared = std::make_unique<Prepared>();
+    prepared->plan = build_plan(*graph_, feed_outputs, feed_specs, fetches, targets, options_.placement);
+    prepared->key = key;
+    it = plans_.emplace(key, std::move(prepared)).first;
   }
-  auto prepared = std::make_unique<Prepared>();
-  prepared->plan = build_plan(*graph_, feed_outputs, feed_specs, fetches, targets, options_.placement);
-  return *plans_.emplace(key, std::move(prepared)).first->second;
+  last_.store(it->second.get(), std::memory_order_release);
+  return *it->second;
 }
 
 std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Output> fetches,

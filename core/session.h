@@ -74,7 +74,10 @@ class Session {
   SessionOptions options_;
   std::atomic<std::int64_t> next_step_{0};
   mutable std::mutex mu_;
-  std::map<std::string, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);
+  // Plans by key (fed nodes with dtype and shape, fetches, targets). A plan lives as long as the session.
+  std::map<std::vector<std::int64_t>, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);
+  // The plan prepared or found last: a run with the same key as the one before takes it without the lock.
+  std::atomic<Prepared*> last_{nullptr};
 };
 
 // The calling thread's default session, installed by Session::as_default() on this thread. A thread has

@@ -69,6 +69,12 @@ bool Tensor::unique() const {
 }
 
 #if defined(__SANITIZE_THREAD__)
+void Tensor::reset() {
+  if (buffer_) __tsan_release(buffer_.get());
+  buffer_.reset();
+  shape_ = Shape();
+}
+
 Tensor& Tensor::operator=(const Tensor& other) {
   if (buffer_ && buffer_ != other.buffer_) __tsan_release(buffer_.get());
   buffer_ = other.buffer_;

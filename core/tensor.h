@@ -88,6 +88,15 @@ class Tensor {
   Tensor& operator=(Tensor&& other) noexcept;
   ~Tensor();
 #endif
+  // Lets go of the buffer and becomes undefined, like Tensor() but without building and copying one.
+#if defined(__SANITIZE_THREAD__)
+  void reset();
+#else
+  void reset() {
+    buffer_.reset();
+    shape_ = Shape();
+  }
+#endif
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
 
   // Convenience for tests and tools: the values as floats (int dtypes converted).

@@ -100,7 +100,7 @@ struct ParallelState {
   std::mutex mu;
   std::condition_variable cv;
   std::exception_ptr error;
-  const std::function<void(std::int64_t, std::int64_t)>* fn = nullptr;
+  const FunctionRef<void(std::int64_t, std::int64_t)>* fn = nullptr;
 
   void run_blocks() {
     for (;;) {
@@ -123,8 +123,7 @@ struct ParallelState {
 };
 }  // namespace
 
-void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain,
-                              const std::function<void(std::int64_t, std::int64_t)>& fn) {
+void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<void(std::int64_t, std::int64_t)> fn) {
   if (n <= 0) return;
   grain = std::max<std::int64_t>(grain, 1);
   std::int64_t max_blocks = (n + grain - 1) / grain;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/function_ref.h"
 
 namespace tctl {
 
@@ -43,7 +44,7 @@ class ThreadPool {
   // and returns when all are done. Blocks hold at least `grain` indices. fn must give each index the same
   // result however the range is cut; that is what keeps results independent of thread counts. An
   // exception from fn is rethrown here, in the caller.
-  void parallel_for(std::int64_t n, std::int64_t grain, const std::function<void(std::int64_t, std::int64_t)>& fn);
+  void parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<void(std::int64_t, std::int64_t)> fn);
 
   // The number of hardware threads, at least 1.
   static int hardware_threads();

@@ -75,6 +75,20 @@ Tensor Variable::read() const {
   return out;
 }
 
+Tensor Variable::read(std::uint64_t& writes) const {
+  TCTL_CHECK(!lock_free(), "read(writes) of " + name_ + ", whose reads are not snapshots");
+  if (mode_ == LockingMode::kSnapshot) {
+    // The count first: a version published in between makes the count old, never the value.
+    writes = writes_.load(std::memory_order_acquire);
+    return *current_version();
+  }
+  std::unique_lock lock = lock_for_mode();
+  writes = writes_.load(std::memory_order_relaxed);
+  Tensor out = value_;
+  unlock_for_mode(lock);
+  return out;
+}
+
 // Under the lock no new read can appear, so a use count of one proves nobody else sees the buffer.
 void Variable::make_unique_locked() {
   if (!value_.unique()) value_ = value_.clone();
@@ -123,6 +137,7 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
 
 Variable::Update::~Update() {
   if (v_.mode_ == LockingMode::kSnapshot) v_.publish(std::make_shared<const Tensor>(std::move(next_)));
+  if (!shared_) v_.writes_.fetch_add(1, std::memory_order_release);
   v_.unlock_for_mode(lock_);
 }
 

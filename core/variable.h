@@ -41,6 +41,15 @@ class Variable {
   // The current value as a Tensor that never changes afterwards (in atomic and none modes it may be torn).
   Tensor read() const;
 
+  // Writes finished so far, counted in the modes whose reads are snapshots (mutex, process, snapshot). A
+  // reader that still holds what read(writes) gave it may use it again while this count is unchanged: no
+  // write has finished since, and a write never changes a buffer a reader holds (it copies it first, or
+  // publishes a new version).
+  std::uint64_t writes() const { return writes_.load(std::memory_order_acquire); }
+  // read() and the write count its value reflects (never newer than the value; an older count only makes
+  // the caller read again). Not for the lock-free modes, whose reads are not snapshots.
+  Tensor read(std::uint64_t& writes) const;
+
   void assign(const Tensor& value);
   // `widen` yields that many times between the read and the write of each element, in mode none only, so
   // lost updates show even on two cores (race-check --widen).
@@ -114,6 +123,8 @@ class Variable {
   std::shared_ptr<const Tensor> version_ TCTL_GUARDED_BY(version_mu_);
   std::shared_ptr<const Tensor> current_version() const;
   void publish(std::shared_ptr<const Tensor> next);
+  // Counted at the end of each update, under the mode's lock, after the new value is in place.
+  std::atomic<std::uint64_t> writes_{0};
 };
 
 }  // namespace tctl

@@ -12,8 +12,8 @@ namespace tctl {
 const std::vector<std::string>& activation_names();
 // Adds the activation's op after x; "linear" returns x unchanged.
 Output apply_activation(Graph& g, Output x, const std::string& name);
-// Whether a layer's product with a bias can end in this activation inside one fused op (FusedMatMul,
-// FusedConv2D): "relu" and "linear"; the others keep an op of their own.
+// Whether a layer's fused product and bias (FusedMatMul, FusedConv2D) can end in this activation: "relu"
+// and "linear"; the others follow as an op of their own.
 bool fuses_with_bias(const std::string& name);
 
 }  // namespace tctl

@@ -15,7 +15,18 @@ void placeholder_cpu(KernelContext& ctx) {
 
 void const_cpu(KernelContext& ctx) { ctx.set_output(ctx.node().value); }
 
-void read_variable_cpu(KernelContext& ctx) { ctx.set_output(ctx.var(0).read()); }
+// A read its plan never writes keeps the last run's value while the variable has had no write since: no
+// lock, no new handle (the inference pass of a model reads every weight on every call).
+void read_variable_cpu(KernelContext& ctx) {
+  const Variable& v = ctx.var(0);
+  std::uint64_t* kept = ctx.kept_read();
+  if (kept == nullptr || v.lock_free()) {
+    ctx.set_output(v.read());
+    return;
+  }
+  if (ctx.previous_output().defined() && v.writes() == *kept) return;
+  ctx.set_output(v.read(*kept));
+}
 
 // Stores its input into the variable through the variable's locking mode.
 void assign_variable_cpu(KernelContext& ctx) { ctx.var(0).assign(ctx.input(0)); }

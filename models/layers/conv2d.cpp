@@ -41,15 +41,13 @@ class Conv2D final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool) override {
-    // Convolution, bias and ReLU (or no activation) make one node; the other activations stay their own.
-    if (use_bias_ && fuses_with_bias(activation_)) {
-      Attrs attrs = detail::window_attrs(strides_, padding_);
-      attrs.set("activation", activation_);
-      return g.add("FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs));
-    }
-    Output y = g.add("Conv2D", {x, read(g, 0)}, detail::window_attrs(strides_, padding_));
-    if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
-    return apply_activation(g, y, activation_);
+    // Convolution and bias make one node, with the ReLU too; any other activation follows as its own op.
+    Attrs attrs = detail::window_attrs(strides_, padding_);
+    if (!use_bias_) return apply_activation(g, g.add("Conv2D", {x, read(g, 0)}, std::move(attrs)), activation_);
+    const bool fused = fuses_with_bias(activation_);
+    attrs.set("activation", fused ? activation_ : "linear");
+    Output y = g.add("FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs));
+    return fused ? y : apply_activation(g, y, activation_);
   }
 
   nlohmann::json config() const override {

@@ -35,12 +35,11 @@ class Dense final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool training) override {
-    // Product, bias and ReLU (or no activation) make one node; the other activations stay their own.
-    if (use_bias_ && fuses_with_bias(activation_))
-      return g.add("FusedMatMul", {x, read(g, 0), read(g, 1)}, Attrs{{"activation", activation_}});
-    Output y = g.add("MatMul", {x, read(g, 0)});
-    if (use_bias_) y = g.add("BiasAdd", {y, read(g, 1)});
-    return apply_activation(g, y, activation_);
+    // Product and bias make one node, with the ReLU too; any other activation follows as its own op.
+    if (!use_bias_) return apply_activation(g, g.add("MatMul", {x, read(g, 0)}), activation_);
+    const bool fused = fuses_with_bias(activation_);
+    Output y = g.add("FusedMatMul", {x, read(g, 0), read(g, 1)}, Attrs{{"activation", fused ? activation_ : "linear"}});
+    return fused ? y : apply_activation(g, y, activation_);
   }
 
   nlohmann::json config() const override {
