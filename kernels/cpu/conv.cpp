@@ -1,7 +1,9 @@
-// Conv2D on NHWC float32 inputs with [kh, kw, C, F] kernels (Keras' layout), by im2col and OpenBLAS sgemm,
-// and its two gradients: Conv2DInputGrad (col2im of dY K^T) and Conv2DKernelGrad (im2col^T dY).
+// Conv2D on NHWC float32 inputs with [kh, kw, C, F] kernels (Keras' layout), by im2col and OpenBLAS sgemm
+// (summed directly for kernels with few taps), and its two gradients: Conv2DInputGrad (col2im of dY K^T)
+// and Conv2DKernelGrad (im2col^T dY).
 #include <cblas.h>
 
+#include <array>
 #include <cstring>
 #include <vector>
 
@@ -69,16 +71,32 @@ void patch_rows(const WindowGeometry& g, std::int64_t oh, std::int64_t ow, Fn fn
   }
 }
 
+// Output pixels counted over the whole batch, walked in order: image n, row oh, column ow.
+struct PixelCursor {
+  PixelCursor(const WindowGeometry& g, std::int64_t first)
+      : g(g), n(first / g.out_pixels()), oh(first % g.out_pixels() / g.w.out), ow(first % g.w.out) {}
+  void next() {
+    if (++ow < g.w.out) return;
+    ow = 0;
+    if (++oh < g.h.out) return;
+    oh = 0;
+    ++n;
+  }
+  const float* image(const float* x) const { return x + n * g.h.in * g.w.in * g.channels; }
+
+  const WindowGeometry& g;
+  std::int64_t n, oh, ow;
+};
+
 // Writes the patches of output pixels [first, first + rows) (counted over the whole batch) as rows of
 // kh * kw * C values in (i, j, c) order, the order of the kernel's rows; padding reads as zero.
 void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, std::int64_t rows, float* cols) {
   const std::int64_t c = g.channels, kh = g.h.window, run = g.w.window * c;
-  const std::int64_t pixels = g.out_pixels();
-  std::int64_t n = first / pixels, oh = first % pixels / g.w.out, ow = first % g.w.out;
-  for (std::int64_t r = 0; r < rows; ++r) {
+  PixelCursor px(g, first);
+  for (std::int64_t r = 0; r < rows; ++r, px.next()) {
     float* patch = cols + r * kh * run;
-    const float* image = x + n * g.h.in * g.w.in * c;
-    patch_rows(g, oh, ow, [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
+    const float* image = px.image(x);
+    patch_rows(g, px.oh, px.ow, [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
       float* out = patch + i * run;
       if (at < 0) {
         std::fill(out, out + run, 0.0f);
@@ -88,14 +106,153 @@ void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, st
       copy_floats(image + at, (j1 - j0) * c, out + j0 * c);
       std::fill(out + j1 * c, out + run, 0.0f);
     });
-    if (++ow == g.w.out) {
-      ow = 0;
-      if (++oh == g.h.out) {
-        oh = 0;
-        ++n;
+  }
+}
+
+// A kernel with few taps per output pixel (kh * kw * C; 9 for a 3x3 kernel on one channel, 27 on RGB)
+// makes a GEMM with a tiny inner dimension, where sgemm runs at a fraction of its speed: 9 GFLOP/s for the
+// digits CNN's first layer. Such products are summed by the loops below instead.
+constexpr std::int64_t kDirectDepth = 32;
+
+// Sixteen floats in one vector register (a zmm with AVX-512; GCC splits it where the target has narrower
+// ones). The direct sums below work on 16 filters at a time.
+using Floats16 = float __attribute__((vector_size(64)));
+inline Floats16 load16(const float* p) {
+  Floats16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, Floats16 v) { std::memcpy(p, &v, sizeof v); }
+
+// One image zero-padded on every side its windows reach past, so each tap of each window sits at a fixed
+// offset from the window's corner: the direct sums below read taps from a table, with no edge tests.
+class PaddedImage {
+ public:
+  explicit PaddedImage(const WindowGeometry& g)
+      : g_(g), rows_(padded(g.h)), cols_(padded(g.w)), taps_(g.h.window * g.w.window * g.channels) {
+    for (std::int64_t i = 0, t = 0; i < g.h.window; ++i)
+      for (std::int64_t j = 0; j < g.w.window; ++j)
+        for (std::int64_t c = 0; c < g.channels; ++c) offsets_[static_cast<std::size_t>(t++)] = (i * cols_ + j) * g.channels + c;
+  }
+
+  // Copies image n of x into this thread's padded buffer.
+  void load(const float* x, std::int64_t n) {
+    const std::int64_t c = g_.channels, row = cols_ * c, in_row = g_.w.in * c;
+    data_ = scratch(rows_ * row);
+    std::fill(data_, data_ + rows_ * row, 0.0f);
+    const float* image = x + n * g_.h.in * in_row;
+    for (std::int64_t h = 0; h < g_.h.in; ++h)
+      std::copy(image + h * in_row, image + (h + 1) * in_row, data_ + (g_.h.pad_before + h) * row + g_.w.pad_before * c);
+  }
+  // The first tap of output pixel (oh, ow)'s window; tap t is at window(oh, ow)[offset(t)].
+  const float* window(std::int64_t oh, std::int64_t ow) const {
+    return data_ + (oh * g_.h.stride * cols_ + ow * g_.w.stride) * g_.channels;
+  }
+  std::int64_t offset(std::int64_t t) const { return offsets_[static_cast<std::size_t>(t)]; }
+  std::int64_t taps() const { return taps_; }
+
+ private:
+  // Padded extent of one dimension: room for the padding before, the input, and the last window.
+  static std::int64_t padded(const WindowDim& d) {
+    return std::max(d.pad_before + d.in, (d.out - 1) * d.stride + d.window);
+  }
+
+  const WindowGeometry& g_;
+  std::int64_t rows_, cols_, taps_;
+  std::array<std::int64_t, kDirectDepth> offsets_{};
+  float* data_ = nullptr;
+};
+
+// fn(image, n) for images n in [first, first + images), each loaded padded into this thread's buffer.
+template <class Fn>
+void for_each_padded(const float* x, const WindowGeometry& g, std::int64_t first, std::int64_t images, Fn fn) {
+  PaddedImage image(g);
+  for (std::int64_t n = first; n < first + images; ++n) {
+    image.load(x, n);
+    fn(image, n);
+  }
+}
+
+// The outputs of images [first, first + images), summed directly: each output adds up its taps in
+// (i, j, c) order, 16 filters at a time in a register, for 4 neighbouring pixels at once so their sums
+// proceed side by side rather than wait on each other.
+void convolve_direct(const float* x, const float* k, const WindowGeometry& g, std::int64_t filters,
+                     std::int64_t first, std::int64_t images, float* y) {
+  constexpr int kPixels = 4;
+  const std::int64_t full = filters / 16 * 16;
+  for_each_padded(x, g, first, images, [&](const PaddedImage& image, std::int64_t n) {
+    const std::int64_t depth = image.taps();
+    for (std::int64_t oh = 0; oh < g.h.out; ++oh) {
+      for (std::int64_t ow = 0; ow < g.w.out; ow += kPixels) {
+        const int count = static_cast<int>(std::min<std::int64_t>(kPixels, g.w.out - ow));
+        const float* in[kPixels];
+        float* out[kPixels];
+        for (int u = 0; u < count; ++u) {
+          in[u] = image.window(oh, ow + u);
+          out[u] = y + ((n * g.h.out + oh) * g.w.out + ow + u) * filters;
+        }
+        for (std::int64_t f0 = 0; f0 < full; f0 += 16) {
+          Floats16 acc[kPixels] = {};
+          for (std::int64_t t = 0; t < depth; ++t) {
+            const Floats16 kv = load16(k + t * filters + f0);
+            const std::int64_t at = image.offset(t);
+            for (int u = 0; u < kPixels; ++u)
+              if (u < count) acc[u] += in[u][at] * kv;
+          }
+          for (int u = 0; u < count; ++u) store16(out[u] + f0, acc[u]);
+        }
+        for (int u = 0; u < count; ++u) {
+          for (std::int64_t f = full; f < filters; ++f) {
+            float acc = 0.0f;
+            for (std::int64_t t = 0; t < depth; ++t) acc += in[u][image.offset(t)] * k[t * filters + f];
+            out[u][f] = acc;
+          }
+        }
       }
     }
-  }
+  });
+}
+
+// The kernel gradient's sum over the output pixels of images [first, first + images) into `target`
+// ([taps, filters]), pixel by pixel in order: row t gains tap t of the pixel's window times dy[pixel].
+// Eight rows at a time stay in registers while the image's pixels pass.
+void kernel_grad_direct(const float* x, const float* dy, const WindowGeometry& g, std::int64_t filters,
+                        std::int64_t first, std::int64_t images, float* target) {
+  constexpr int kRows = 8;
+  const std::int64_t full = filters / 16 * 16;
+  std::fill(target, target + g.h.window * g.w.window * g.channels * filters, 0.0f);
+  for_each_padded(x, g, first, images, [&](const PaddedImage& image, std::int64_t n) {
+    const std::int64_t depth = image.taps();
+    const float* dy_image = dy + n * g.out_pixels() * filters;
+    for (std::int64_t f0 = 0; f0 < full; f0 += 16) {
+      for (std::int64_t t0 = 0; t0 < depth; t0 += kRows) {
+        const int rows = static_cast<int>(std::min<std::int64_t>(kRows, depth - t0));
+        Floats16 acc[kRows] = {};
+        std::int64_t at[kRows] = {};
+        for (int u = 0; u < rows; ++u) {
+          acc[u] = load16(target + (t0 + u) * filters + f0);
+          at[u] = image.offset(t0 + u);
+        }
+        for (std::int64_t oh = 0, p = 0; oh < g.h.out; ++oh) {
+          for (std::int64_t ow = 0; ow < g.w.out; ++ow, ++p) {
+            const float* in = image.window(oh, ow);
+            const Floats16 d = load16(dy_image + p * filters + f0);
+            for (int u = 0; u < kRows; ++u)
+              if (u < rows) acc[u] += in[at[u]] * d;
+          }
+        }
+        for (int u = 0; u < rows; ++u) store16(target + (t0 + u) * filters + f0, acc[u]);
+      }
+    }
+    for (std::int64_t oh = 0, p = 0; full < filters && oh < g.h.out; ++oh) {
+      for (std::int64_t ow = 0; ow < g.w.out; ++ow, ++p) {
+        const float* in = image.window(oh, ow);
+        const float* d = dy_image + p * filters;
+        for (std::int64_t t = 0; t < depth; ++t)
+          for (std::int64_t f = full; f < filters; ++f) target[t * filters + f] += in[image.offset(t)] * d[f];
+      }
+    }
+  });
 }
 
 TensorSpec conv2d_infer(const InferContext& c) {
@@ -124,6 +281,21 @@ void convolve(KernelContext& ctx, Finish finish) {
   const float* px = x.data<float>();
   const float* pk = k.data<float>();
   float* py = ctx.output().mutable_data<float>();
+  if (depth <= kDirectDepth) {
+    // Blocks of whole images, about 32K multiply-adds each; every output is summed on its own, so the
+    // cut changes no bits.
+    const std::int64_t pixels = g.out_pixels();
+    const Blocks blocks = row_blocks(g.batch, pixels * depth * filters);
+    ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t blk = begin; blk < end; ++blk) {
+        const std::int64_t first = blk * blocks.rows, images = std::min(blocks.rows, g.batch - first);
+        if (images <= 0) continue;
+        convolve_direct(px, pk, g, filters, first, images, py);
+        finish(first * pixels, images * pixels);
+      }
+    });
+    return;
+  }
   const Blocks blocks = row_blocks(rows, depth);
   ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
     float* cols = scratch(blocks.rows * depth);
@@ -206,18 +378,25 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const WindowGeometry g = window_geometry(ctx.attrs(), x.shape(), window[0], window[1]);
   const std::int64_t depth = window[0] * window[1] * g.channels, filters = dy.shape()[3];
   const std::int64_t rows = g.batch * g.out_pixels(), size = depth * filters;
-  const Blocks blocks = row_blocks(rows, depth);
+  // With few taps the partials are sums over blocks of whole images (convolve's direct path).
+  const bool direct = depth <= kDirectDepth;
+  const Blocks blocks = direct ? row_blocks(g.batch, g.out_pixels() * depth * filters) : row_blocks(rows, depth);
   float* dk = ctx.output().mutable_data<float>();
   std::vector<float> partials(blocks.count > 1 ? static_cast<std::size_t>(blocks.count * size) : 0);
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
   ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
-    float* cols = scratch(blocks.rows * depth);
+    float* cols = direct ? nullptr : scratch(blocks.rows * depth);
+    const std::int64_t units = direct ? g.batch : rows;  // what the blocks cut: images or output pixels
     for (std::int64_t part = begin; part < end; ++part) {
-      const std::int64_t first = part * blocks.rows, n = std::min(blocks.rows, rows - first);
+      const std::int64_t first = part * blocks.rows, n = std::min(blocks.rows, units - first);
       float* target = blocks.count > 1 ? partials.data() + part * size : dk;
       if (n <= 0) {
         std::fill(target, target + size, 0.0f);
+        continue;
+      }
+      if (direct) {
+        kernel_grad_direct(px, pdy, g, filters, first, n, target);
         continue;
       }
       im2col_rows(px, g, first, n, cols);

@@ -56,6 +56,9 @@ TEST_CASE("Conv2D gradients for strides 1 and 2, both paddings, non-square sizes
     check_op("Conv2D", {{2, 5, 7, 3}, {3, 2, 3, 4}}, OpCheck{.attrs = conv_attrs(1, 1, padding)});
     check_op("Conv2D", {{2, 7, 6, 2}, {3, 3, 2, 3}}, OpCheck{.attrs = conv_attrs(2, 2, padding)});
     check_op("Conv2D", {{3, 6, 5, 1}, {2, 3, 1, 2}}, OpCheck{.attrs = conv_attrs(2, 1, padding)});
+    // 45 taps: im2col and sgemm; 18 taps and 17 filters: the direct sums' group of 16 and one more.
+    check_op("Conv2D", {{2, 5, 5, 5}, {3, 3, 5, 2}}, OpCheck{.attrs = conv_attrs(1, 1, padding)});
+    check_op("Conv2D", {{2, 4, 5, 2}, {3, 3, 2, 17}}, OpCheck{.attrs = conv_attrs(1, 2, padding)});
   }
 }
 
@@ -65,8 +68,12 @@ TEST_CASE("Conv2D matches a direct convolution") {
     std::int64_t sh, sw;
   };
   // 4 x 9 x 10 spans more than one 64-pixel block; kernels of even and odd sizes shift "same" padding.
-  const std::vector<Case> cases{{{4, 9, 10, 3}, {3, 3, 3, 5}, 1, 1}, {{2, 8, 11, 2}, {2, 4, 2, 3}, 2, 3},
-                                {{3, 5, 5, 1}, {5, 5, 1, 2}, 2, 2}, {{1, 1, 1, 4}, {1, 1, 4, 2}, 1, 1}};
+  // Kernels of up to 32 taps are summed directly (16 filters at a time, then the rest one by one), larger
+  // ones by im2col and sgemm: the cases cover 16, 20 and 5 filters directly and 72 and 50 taps by sgemm.
+  const std::vector<Case> cases{{{4, 9, 10, 3}, {3, 3, 3, 5}, 1, 1},  {{2, 8, 11, 2}, {2, 4, 2, 3}, 2, 3},
+                                {{3, 5, 5, 1}, {5, 5, 1, 2}, 2, 2},   {{1, 1, 1, 4}, {1, 1, 4, 2}, 1, 1},
+                                {{3, 7, 9, 1}, {3, 3, 1, 16}, 2, 1},  {{2, 6, 7, 2}, {3, 3, 2, 20}, 1, 1},
+                                {{2, 6, 6, 8}, {3, 3, 8, 5}, 1, 1},   {{2, 7, 5, 2}, {5, 5, 2, 17}, 2, 2}};
   for (const auto& tc : cases)
     for (bool same : {false, true}) {
       CAPTURE(tc.x.to_string());
@@ -92,35 +99,48 @@ TEST_CASE("Conv2D \"same\" keeps ceil(in / stride) and puts the odd padding at t
 }
 
 TEST_CASE("Conv2D and its gradients give identical bits on 1 and 2 threads") {
-  // 8 x 12 x 12 = 1152 output pixels: 18 forward blocks and several kernel-gradient partials.
-  Tensor x = random_tensor(Shape{8, 12, 12, 3}, 11), k = random_tensor(Shape{3, 3, 3, 8}, 12);
-  for (const std::string padding : {"valid", "same"}) {
-    CAPTURE(padding);
-    const Attrs attrs = conv_attrs(1, 1, padding);
-    Tensor y1 = run_op("Conv2D", {x, k}, attrs, 1);
-    Tensor y2 = run_op("Conv2D", {x, k}, attrs, 2);
-    CHECK(same_bits(y1, y2));
-    Tensor dy = random_tensor(y1.shape(), 13);
-    Attrs grad_attrs = attrs;
-    grad_attrs.set("window", std::vector<std::int64_t>{3, 3});
-    CHECK(same_bits(run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 1), run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 2)));
-    CHECK(same_bits(run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 1), run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 2)));
+  // 8 x 12 x 12 = 1152 output pixels: several forward blocks and kernel-gradient partials, on the direct
+  // path (27 taps; 8 filters, and 20: one group of 16 and 4 more) and the sgemm path (72 taps).
+  const std::vector<std::pair<Shape, Shape>> shapes{
+      {{8, 12, 12, 3}, {3, 3, 3, 8}}, {{8, 12, 12, 3}, {3, 3, 3, 20}}, {{8, 12, 12, 8}, {3, 3, 8, 8}}};
+  for (const auto& [xs, ks] : shapes) {
+    for (const std::string padding : {"valid", "same"}) {
+      CAPTURE(ks.to_string());
+      CAPTURE(padding);
+      Tensor x = random_tensor(xs, 11), k = random_tensor(ks, 12);
+      const Attrs attrs = conv_attrs(1, 1, padding);
+      Tensor y1 = run_op("Conv2D", {x, k}, attrs, 1);
+      Tensor y2 = run_op("Conv2D", {x, k}, attrs, 2);
+      CHECK(same_bits(y1, y2));
+      Tensor dy = random_tensor(y1.shape(), 13);
+      Attrs grad_attrs = attrs;
+      grad_attrs.set("window", std::vector<std::int64_t>{3, 3});
+      CHECK(same_bits(run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 1),
+                      run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 2)));
+      CHECK(same_bits(run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 1),
+                      run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 2)));
+    }
   }
 }
 
 TEST_CASE("Conv2D kernel gradient matches the sum over pixels across many partials") {
-  // 40 x 8 x 8 = 2560 pixels, cut into partials of 256 rows; against a double-precision sum.
-  Tensor x = random_tensor(Shape{40, 8, 8, 2}, 21), dy = random_tensor(Shape{40, 8, 8, 3}, 22);
-  Attrs attrs = conv_attrs(1, 1, "same");
-  attrs.set("window", std::vector<std::int64_t>{1, 1});
-  Tensor dk = run_op("Conv2DKernelGrad", {x, dy}, attrs, 2);
-  REQUIRE(dk.shape() == Shape{1, 1, 2, 3});
-  for (int c = 0; c < 2; ++c)
-    for (int f = 0; f < 3; ++f) {
-      double s = 0.0;
-      for (std::int64_t p = 0; p < 40 * 64; ++p) s += static_cast<double>(x.data<float>()[p * 2 + c]) * dy.data<float>()[p * 3 + f];
-      CHECK(dk.data<float>()[c * 3 + f] == doctest::Approx(s).epsilon(1e-4));
-    }
+  // 40 x 8 x 8 = 2560 pixels, cut into 4 partials, against a double-precision sum: by blocks of images on
+  // the direct path (2 channels, 24 filters), by blocks of pixels on the sgemm path (40 channels, 3 filters).
+  for (const auto& [channels, filters] : {std::pair<std::int64_t, std::int64_t>{2, 24}, {40, 3}}) {
+    CAPTURE(channels);
+    Tensor x = random_tensor(Shape{40, 8, 8, channels}, 21), dy = random_tensor(Shape{40, 8, 8, filters}, 22);
+    Attrs attrs = conv_attrs(1, 1, "same");
+    attrs.set("window", std::vector<std::int64_t>{1, 1});
+    Tensor dk = run_op("Conv2DKernelGrad", {x, dy}, attrs, 2);
+    REQUIRE(dk.shape() == Shape{1, 1, channels, filters});
+    for (std::int64_t c = 0; c < channels; ++c)
+      for (std::int64_t f = 0; f < filters; ++f) {
+        double s = 0.0;
+        for (std::int64_t p = 0; p < 40 * 64; ++p)
+          s += static_cast<double>(x.data<float>()[p * channels + c]) * dy.data<float>()[p * filters + f];
+        CHECK(dk.data<float>()[c * filters + f] == doctest::Approx(s).epsilon(1e-4));
+      }
+  }
 }
 
 TEST_CASE("Conv2D shape errors name the node") {
