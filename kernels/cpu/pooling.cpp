@@ -106,8 +106,67 @@ void scatter_windows(KernelContext& ctx, Fn fn) {
   });
 }
 
+// Whether every input element lies in exactly one window: no overlap (stride equal to the pool size, the
+// usual 2x2 pool with stride 2) and no element left over at the end.
+bool windows_tile(const WindowDim& d) { return d.stride == d.window && (d.out - 1) * d.stride + d.window - d.pad_before >= d.in; }
+
+// MaxPool2DGrad where the windows tile the input: each element's gradient is written once, dy where the
+// element is its window's first maximum and zero elsewhere, with no zero fill first and no scatter. The
+// same values as scatter_windows adding dy onto zeros.
+void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
+  const float* dy = ctx.input(0).data<float>();
+  const float* px = ctx.input(1).data<float>();
+  float* dx = ctx.output().mutable_data<float>();
+  const std::int64_t c = g.channels, image = g.h.in * g.w.in * c;
+  // Tasks of whole rows of windows, so the loop below steps along a row without dividing.
+  const std::int64_t work = std::max<std::int64_t>(1, g.w.out * c * g.h.window * g.w.window);
+  ctx.parallel_for(g.batch * g.h.out, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
+    std::vector<std::int32_t> winner(static_cast<std::size_t>(c));
+    std::vector<float> best(static_cast<std::size_t>(c));
+    std::int32_t* __restrict win = winner.data();
+    float* __restrict value = best.data();
+    for (std::int64_t row = begin; row < end; ++row) {
+      const std::int64_t n = row / g.h.out, oh = row % g.h.out;
+      const float* x = px + n * image;
+      float* out = dx + n * image;
+      for (std::int64_t ow = 0; ow < g.w.out; ++ow) {
+        const Span2D s = window_span(g, oh, ow);
+        const float* d = dy + ((n * g.h.out + oh) * g.w.out + ow) * c;
+        // The winner per channel: the element's place in the window in scan order; a strict > keeps the
+        // first. Selects, not branches, as in scatter_windows.
+        const float* corner = x + (s.h0 * g.w.in + s.w0) * c;
+        for (std::int64_t ch = 0; ch < c; ++ch) {
+          value[ch] = corner[ch];
+          win[ch] = 0;
+        }
+        std::int32_t e = 0;
+        for (std::int64_t h = s.h0; h < s.h1; ++h)
+          for (std::int64_t w = s.w0; w < s.w1; ++w, ++e) {
+            const float* v = x + (h * g.w.in + w) * c;
+            for (std::int64_t ch = 0; ch < c; ++ch) {
+              const bool greater = v[ch] > value[ch];
+              value[ch] = greater ? v[ch] : value[ch];
+              win[ch] = greater ? e : win[ch];
+            }
+          }
+        e = 0;
+        for (std::int64_t h = s.h0; h < s.h1; ++h)
+          for (std::int64_t w = s.w0; w < s.w1; ++w, ++e) {
+            float* target = out + (h * g.w.in + w) * c;
+            for (std::int64_t ch = 0; ch < c; ++ch) target[ch] = win[ch] == e ? 0.0f + d[ch] : 0.0f;
+          }
+      }
+    }
+  });
+}
+
 // The whole gradient goes to the first maximum in scan order (row by row), as TF's does on ties.
 void max_pool_grad_cpu(KernelContext& ctx) {
+  const WindowGeometry g = pool_geometry(ctx, ctx.input(1).shape());
+  if (windows_tile(g.h) && windows_tile(g.w)) {
+    max_pool_grad_tiled(ctx, g);
+    return;
+  }
   scatter_windows(ctx, [](const Span2D& s, const float* x, const float* dy, float* dx, const WindowGeometry& g,
                           ArgmaxScratch& best) {
     const std::int64_t c = g.channels;

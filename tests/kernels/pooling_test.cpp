@@ -36,6 +36,9 @@ TEST_CASE("pooling gradients for strides 1 and 2, both paddings, non-square size
       check_op_inputs(op, {distinct_tensor(Shape{2, 5, 7, 3})}, OpCheck{.attrs = pool_attrs(2, 2, 2, 2, padding)});
       check_op_inputs(op, {distinct_tensor(Shape{2, 6, 5, 2})}, OpCheck{.attrs = pool_attrs(3, 2, 1, 2, padding)});
       check_op_inputs(op, {distinct_tensor(Shape{3, 4, 4, 1})}, OpCheck{.attrs = pool_attrs(3, 3, 2, 1, padding)});
+      // 17 channels: whole vectors and a tail. 2x2 windows with stride 2 tile a 4x6 input (MaxPool2DGrad
+      // writes each element once); "valid" on 5x7 leaves the last row and column out (the scatter path).
+      check_op_inputs(op, {distinct_tensor(Shape{2, 4, 6, 17})}, OpCheck{.attrs = pool_attrs(2, 2, 2, 2, padding)});
     }
 }
 
