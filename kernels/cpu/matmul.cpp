@@ -9,12 +9,13 @@ namespace {
 
 // The output is cut into tiles of at most about kTile x kTile, one sgemm call each. The cut depends only on
 // the shapes, never on the thread count, so every element is computed by the same call whether 1 or 8
-// threads run the tiles: results stay bit-identical. Tiles this large keep sgemm within a few percent of
-// one whole call (64-row blocks cost 8-12%: B was packed again for every block), and a 128x512 product
-// still has two tiles for two threads. A dimension is cut into equal parts (to multiples of 16), and an
-// odd number of tiles gets one more part, so two threads get the same work: 784 rows in 256-row tiles
-// would leave one thread two full tiles and the other two plus a 16-row sliver.
-constexpr std::int64_t kTile = 256;
+// threads run the tiles: results stay bit-identical. Every tile packs its operands again, so tiles are
+// large: 256-wide tiles cost the 784-512-512-10 MLP's step 4-5 % of its sgemm limit on one thread (its
+// 784x512 weight gradient was 8 calls). A product of at least kSplitWork multiply-adds still gets two
+// tiles, for two threads. A dimension is cut into equal parts (to multiples of 16), and an odd number of
+// tiles gets one more part, so two threads get the same work.
+constexpr std::int64_t kTile = 512;
+constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
 // Where part i of `parts` equal parts of a dimension starts: at a multiple of 16, the last part ending at
 // the dimension. A part is never empty while the dimension has at least 16 elements per part.
@@ -59,7 +60,8 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const float* pb = b.data<float>();
   float* py = y.mutable_data<float>();
   std::int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
-  if (row_tiles * col_tiles % 2 == 1 && row_tiles * col_tiles > 1) (m >= n ? row_tiles : col_tiles) += 1;
+  const bool split = row_tiles * col_tiles > 1 || m * n * k >= kSplitWork;
+  if (row_tiles * col_tiles % 2 == 1 && split) (m >= n ? row_tiles : col_tiles) += 1;
   ctx.parallel_for(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t rt = t / col_tiles, ct = t % col_tiles;

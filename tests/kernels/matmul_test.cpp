@@ -35,16 +35,23 @@ TEST_CASE("MatMul gradients for every transpose combination") {
 }
 
 TEST_CASE("MatMul matches a naive product across tiles and transposes") {
-  // 300 rows span two 256-row tiles, the second one partial.
-  for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      Tensor a = random_tensor(ta ? Shape{37, 300} : Shape{300, 37}, 1);
-      Tensor b = random_tensor(tb ? Shape{19, 37} : Shape{37, 19}, 2);
-      Tensor y = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
-      auto ref = naive(a, b, ta, tb);
-      REQUIRE(y.shape() == Shape{300, 19});
-      for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
-    }
+  struct Case {
+    std::int64_t m, k, n;
+  };
+  // 1100 rows make three 512-row tiles, cut into four for an even count; 256 x 256 fits one tile but its
+  // 4M multiply-adds are cut in two, for two threads.
+  for (const Case c : {Case{1100, 37, 19}, Case{256, 64, 256}}) {
+    CAPTURE(c.m);
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = random_tensor(ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 1);
+        Tensor b = random_tensor(tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 2);
+        Tensor y = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
+        auto ref = naive(a, b, ta, tb);
+        REQUIRE(y.shape() == Shape{c.m, c.n});
+        for (std::size_t i = 0; i < ref.size(); ++i) CHECK(y.data<float>()[i] == doctest::Approx(ref[i]).epsilon(1e-4));
+      }
+  }
 }
 
 TEST_CASE("MatMul refuses mismatched inner dimensions naming both shapes") {
@@ -70,9 +77,9 @@ TEST_CASE("FusedMatMul gradients") {
 }
 
 TEST_CASE("FusedMatMul gives the bits of MatMul, BiasAdd and Relu run apart, gradients too") {
-  // 300 x 270 outputs make four tiles of uneven sizes.
-  tctl::testing::check_fused_matches_parts("FusedMatMul", "MatMul", {random_tensor(Shape{300, 37}, 3), random_tensor(Shape{37, 270}, 4)},
-                                           random_tensor(Shape{270}, 5), {});
+  // 600 x 540 outputs make four tiles of uneven sizes.
+  tctl::testing::check_fused_matches_parts("FusedMatMul", "MatMul", {random_tensor(Shape{600, 37}, 3), random_tensor(Shape{37, 540}, 4)},
+                                           random_tensor(Shape{540}, 5), {});
 }
 
 TEST_CASE("FusedMatMul refuses a bias that does not fit the product") {
