@@ -130,6 +130,7 @@ class PaddedImage {
  public:
   explicit PaddedImage(const WindowGeometry& g)
       : g_(g), rows_(padded(g.h)), cols_(padded(g.w)), taps_(g.h.window * g.w.window * g.channels) {
+    TCTL_CHECK(taps_ <= kDirectDepth, "a direct convolution with " + std::to_string(taps_) + " taps");
     for (std::int64_t i = 0, t = 0; i < g.h.window; ++i)
       for (std::int64_t j = 0; j < g.w.window; ++j)
         for (std::int64_t c = 0; c < g.channels; ++c) offsets_[static_cast<std::size_t>(t++)] = (i * cols_ + j) * g.channels + c;
