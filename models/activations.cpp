@@ -23,6 +23,12 @@ Output apply_activation(Graph& g, Output x, const std::string& name) {
   TCTL_CHECK(false, "activation not validated: " + name);
 }
 
-bool fuses_with_bias(const std::string& name) { return name == "relu" || name == "linear"; }
+Output add_fused_with_bias(Graph& g, std::string_view op, std::vector<Output> inputs, Attrs attrs,
+                           const std::string& activation) {
+  const bool fuses = activation == "relu" || activation == "linear";
+  attrs.set("activation", fuses ? activation : "linear");
+  const Output y = g.add(op, std::move(inputs), std::move(attrs));
+  return fuses ? y : apply_activation(g, y, activation);
+}
 
 }  // namespace tctl

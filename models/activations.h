@@ -12,8 +12,10 @@ namespace tctl {
 const std::vector<std::string>& activation_names();
 // Adds the activation's op after x; "linear" returns x unchanged.
 Output apply_activation(Graph& g, Output x, const std::string& name);
-// Whether a layer's fused product and bias (FusedMatMul, FusedConv2D) can end in this activation: "relu"
-// and "linear"; the others follow as an op of their own.
-bool fuses_with_bias(const std::string& name);
+// A layer's product and bias as one fused node (`op`: FusedMatMul or FusedConv2D, on `inputs` x, kernel,
+// bias), ending in the activation where the fused op can apply it ("relu", "linear"); any other activation
+// follows as an op of its own.
+Output add_fused_with_bias(Graph& g, std::string_view op, std::vector<Output> inputs, Attrs attrs,
+                           const std::string& activation);
 
 }  // namespace tctl

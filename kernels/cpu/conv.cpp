@@ -164,6 +164,12 @@ class PaddedImage {
   float* data_ = nullptr;
 };
 
+// The direct sums' blocks: whole images, about 32K multiply-adds each, cut by shape alone (the kernel
+// gradient's partials follow this cut, so its bits do not depend on the thread count).
+Blocks image_blocks(const WindowGeometry& g, std::int64_t depth, std::int64_t filters) {
+  return row_blocks(g.batch, g.out_pixels() * depth * filters);
+}
+
 // fn(image, n) for images n in [first, first + images), each loaded padded into this thread's buffer.
 template <class Fn>
 void for_each_padded(const float* x, const WindowGeometry& g, std::int64_t first, std::int64_t images, Fn fn) {
@@ -283,10 +289,9 @@ void convolve(KernelContext& ctx, Finish finish) {
   const float* pk = k.data<float>();
   float* py = ctx.output().mutable_data<float>();
   if (depth <= kDirectDepth) {
-    // Blocks of whole images, about 32K multiply-adds each; every output is summed on its own, so the
-    // cut changes no bits.
+    // Every output is summed on its own, so here the cut changes no bits.
     const std::int64_t pixels = g.out_pixels();
-    const Blocks blocks = row_blocks(g.batch, pixels * depth * filters);
+    const Blocks blocks = image_blocks(g, depth, filters);
     ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t blk = begin; blk < end; ++blk) {
         const std::int64_t first = blk * blocks.rows, images = std::min(blocks.rows, g.batch - first);
@@ -381,7 +386,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const std::int64_t rows = g.batch * g.out_pixels(), size = depth * filters;
   // With few taps the partials are sums over blocks of whole images (convolve's direct path).
   const bool direct = depth <= kDirectDepth;
-  const Blocks blocks = direct ? row_blocks(g.batch, g.out_pixels() * depth * filters) : row_blocks(rows, depth);
+  const Blocks blocks = direct ? image_blocks(g, depth, filters) : row_blocks(rows, depth);
   float* dk = ctx.output().mutable_data<float>();
   std::vector<float> partials(blocks.count > 1 ? static_cast<std::size_t>(blocks.count * size) : 0);
   const float* px = x.data<float>();

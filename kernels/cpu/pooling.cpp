@@ -106,6 +106,31 @@ void scatter_windows(KernelContext& ctx, Fn fn) {
   });
 }
 
+// Per channel, the offset (within the image) and value of window s's first maximum in scan order, into
+// `best`. Channels innermost, like the memory, and selects instead of branches: on real data which element
+// wins is unpredictable, and mispredicted branches cost several times the comparisons. A strict > keeps
+// the first maximum (a NaN first in the window keeps it too).
+inline void window_argmax(const Span2D& s, const float* x, const WindowGeometry& g, ArgmaxScratch& best) {
+  const std::int64_t c = g.channels;
+  const std::int64_t first = (s.h0 * g.w.in + s.w0) * c;
+  std::int64_t* __restrict index = best.index.data();
+  float* __restrict value = best.value.data();
+  for (std::int64_t ch = 0; ch < c; ++ch) {
+    index[ch] = first + ch;
+    value[ch] = x[first + ch];
+  }
+  for (std::int64_t h = s.h0; h < s.h1; ++h)
+    for (std::int64_t w = s.w0; w < s.w1; ++w) {
+      const std::int64_t at = (h * g.w.in + w) * c;
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        const float v = x[at + ch];
+        const bool greater = v > value[ch];
+        value[ch] = greater ? v : value[ch];
+        index[ch] = greater ? at + ch : index[ch];
+      }
+    }
+}
+
 // Whether every input element lies in exactly one window: no overlap (stride equal to the pool size, the
 // usual 2x2 pool with stride 2) and no element left over at the end.
 bool windows_tile(const WindowDim& d) { return d.stride == d.window && (d.out - 1) * d.stride + d.window - d.pad_before >= d.in; }
@@ -121,10 +146,8 @@ void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
   // Tasks of whole rows of windows, so the loop below steps along a row without dividing.
   const std::int64_t work = std::max<std::int64_t>(1, g.w.out * c * g.h.window * g.w.window);
   ctx.parallel_for(g.batch * g.h.out, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<std::int32_t> winner(static_cast<std::size_t>(c));
-    std::vector<float> best(static_cast<std::size_t>(c));
-    std::int32_t* __restrict win = winner.data();
-    float* __restrict value = best.data();
+    ArgmaxScratch best{std::vector<std::int64_t>(static_cast<std::size_t>(c)), std::vector<float>(static_cast<std::size_t>(c))};
+    const std::int64_t* __restrict index = best.index.data();
     for (std::int64_t row = begin; row < end; ++row) {
       const std::int64_t n = row / g.h.out, oh = row % g.h.out;
       const float* x = px + n * image;
@@ -132,28 +155,11 @@ void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
       for (std::int64_t ow = 0; ow < g.w.out; ++ow) {
         const Span2D s = window_span(g, oh, ow);
         const float* d = dy + ((n * g.h.out + oh) * g.w.out + ow) * c;
-        // The winner per channel: the element's place in the window in scan order; a strict > keeps the
-        // first. Selects, not branches, as in scatter_windows.
-        const float* corner = x + (s.h0 * g.w.in + s.w0) * c;
-        for (std::int64_t ch = 0; ch < c; ++ch) {
-          value[ch] = corner[ch];
-          win[ch] = 0;
-        }
-        std::int32_t e = 0;
+        window_argmax(s, x, g, best);
         for (std::int64_t h = s.h0; h < s.h1; ++h)
-          for (std::int64_t w = s.w0; w < s.w1; ++w, ++e) {
-            const float* v = x + (h * g.w.in + w) * c;
-            for (std::int64_t ch = 0; ch < c; ++ch) {
-              const bool greater = v[ch] > value[ch];
-              value[ch] = greater ? v[ch] : value[ch];
-              win[ch] = greater ? e : win[ch];
-            }
-          }
-        e = 0;
-        for (std::int64_t h = s.h0; h < s.h1; ++h)
-          for (std::int64_t w = s.w0; w < s.w1; ++w, ++e) {
-            float* target = out + (h * g.w.in + w) * c;
-            for (std::int64_t ch = 0; ch < c; ++ch) target[ch] = win[ch] == e ? 0.0f + d[ch] : 0.0f;
+          for (std::int64_t w = s.w0; w < s.w1; ++w) {
+            const std::int64_t at = (h * g.w.in + w) * c;
+            for (std::int64_t ch = 0; ch < c; ++ch) out[at + ch] = index[ch] == at + ch ? 0.0f + d[ch] : 0.0f;
           }
       }
     }
@@ -169,28 +175,8 @@ void max_pool_grad_cpu(KernelContext& ctx) {
   }
   scatter_windows(ctx, [](const Span2D& s, const float* x, const float* dy, float* dx, const WindowGeometry& g,
                           ArgmaxScratch& best) {
-    const std::int64_t c = g.channels;
-    const std::int64_t first = (s.h0 * g.w.in + s.w0) * c;
-    std::int64_t* __restrict index = best.index.data();
-    float* __restrict value = best.value.data();
-    for (std::int64_t ch = 0; ch < c; ++ch) {
-      index[ch] = first + ch;
-      value[ch] = x[first + ch];
-    }
-    // Channels innermost, like the memory, and selects instead of branches: on real data which element wins
-    // is unpredictable, and mispredicted branches cost several times the comparisons. A strict > keeps
-    // the first maximum.
-    for (std::int64_t h = s.h0; h < s.h1; ++h)
-      for (std::int64_t w = s.w0; w < s.w1; ++w) {
-        const std::int64_t at = (h * g.w.in + w) * c;
-        for (std::int64_t ch = 0; ch < c; ++ch) {
-          const float v = x[at + ch];
-          const bool greater = v > value[ch];
-          value[ch] = greater ? v : value[ch];
-          index[ch] = greater ? at + ch : index[ch];
-        }
-      }
-    for (std::int64_t ch = 0; ch < c; ++ch) dx[index[ch]] += dy[ch];
+    window_argmax(s, x, g, best);
+    for (std::int64_t ch = 0; ch < g.channels; ++ch) dx[best.index[static_cast<std::size_t>(ch)]] += dy[ch];
   });
 }
 

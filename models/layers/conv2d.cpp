@@ -44,10 +44,7 @@ class Conv2D final : public Layer {
     // Convolution and bias make one node, with the ReLU too; any other activation follows as its own op.
     Attrs attrs = detail::window_attrs(strides_, padding_);
     if (!use_bias_) return apply_activation(g, g.add("Conv2D", {x, read(g, 0)}, std::move(attrs)), activation_);
-    const bool fused = fuses_with_bias(activation_);
-    attrs.set("activation", fused ? activation_ : "linear");
-    Output y = g.add("FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs));
-    return fused ? y : apply_activation(g, y, activation_);
+    return add_fused_with_bias(g, "FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs), activation_);
   }
 
   nlohmann::json config() const override {

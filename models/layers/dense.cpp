@@ -37,9 +37,7 @@ class Dense final : public Layer {
   Output call(Graph& g, Output x, bool training) override {
     // Product and bias make one node, with the ReLU too; any other activation follows as its own op.
     if (!use_bias_) return apply_activation(g, g.add("MatMul", {x, read(g, 0)}), activation_);
-    const bool fused = fuses_with_bias(activation_);
-    Output y = g.add("FusedMatMul", {x, read(g, 0), read(g, 1)}, Attrs{{"activation", fused ? activation_ : "linear"}});
-    return fused ? y : apply_activation(g, y, activation_);
+    return add_fused_with_bias(g, "FusedMatMul", {x, read(g, 0), read(g, 1)}, {}, activation_);
   }
 
   nlohmann::json config() const override {
