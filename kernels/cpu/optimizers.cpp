@@ -4,6 +4,7 @@
 // of steps completed before this one (a float scalar read of the step counter). The output is unused.
 // Every update first checks its gradient and throws NonFiniteError, naming the variable, before writing.
 // Also here: GlobalNorm and ClipByGlobalNorm, the gradient clipping that feeds the updates.
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <optional>
@@ -26,14 +27,19 @@ InferFn update_infer(int extra = 0) {
 constexpr std::int64_t kUpdateGrain = 32768;
 
 // The numeric guard, one pass before anything is written. An all-ones exponent means NaN or infinity; the
-// integer OR-reduction vectorises, where a float test with an early exit would not.
+// integer OR-reduction vectorises, where a float test with an early exit would not. The pass is cut into
+// the update's own blocks, so with several intra-op threads each reads its part at once.
 void check_gradient(const KernelContext& ctx) {
   const Tensor& grad = ctx.input(0);
   const float* g = grad.data<float>();
   const std::int64_t n = grad.num_elements();
-  std::uint32_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) bad |= (std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u) == 0x7f800000u;
-  if (bad == 0) [[likely]]
+  std::atomic<std::uint32_t> any_bad{0};
+  ctx.parallel_for(n, kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    std::uint32_t bad = 0;
+    for (std::int64_t i = b; i < e; ++i) bad |= (std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u) == 0x7f800000u;
+    if (bad != 0) any_bad.store(1, std::memory_order_relaxed);
+  });
+  if (any_bad.load(std::memory_order_relaxed) == 0) [[likely]]
     return;
   std::int64_t first = 0;
   while (std::isfinite(g[first])) ++first;

@@ -7,9 +7,9 @@ using namespace tctl;
 
 namespace {
 // Runs one update op on `var` with gradient g and learning rate lr (and extra variables as slots; Adam's
-// step counter as an extra input).
+// step counter as an extra input), on `intra` intra-op threads.
 void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector<VarUse> vars, const Tensor& grad,
-                std::vector<Output> extra_inputs_builder(Graph&) = nullptr) {
+                std::vector<Output> extra_inputs_builder(Graph&) = nullptr, int intra = 1) {
   auto g = std::make_shared<Graph>();
   std::vector<Output> ins{g->constant(grad), g->scalar(lr)};
   if (extra_inputs_builder) {
@@ -17,8 +17,8 @@ void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector
     ins.insert(ins.end(), more.begin(), more.end());
   }
   Output u = g->add(op, ins, attrs, std::move(vars));
-  ThreadPool inter(1), intra(1);
-  Session s(g, inter, intra);
+  ThreadPool inter_pool(1), intra_pool(intra);
+  Session s(g, inter_pool, intra_pool);
   std::vector<Output> targets{u};
   s.run({}, {}, targets);
 }
@@ -105,6 +105,40 @@ TEST_CASE("every update refuses a NaN or infinite gradient before writing anythi
       }
     }
   }
+}
+
+TEST_CASE("a gradient checked in blocks on two threads still names its first bad element and writes nothing") {
+  // 70,000 elements cut into two blocks of the check, one per thread; both bad elements sit in the second.
+  const std::int64_t n = 70000;
+  std::vector<float> grad(static_cast<std::size_t>(n), 0.25f);
+  grad[69000] = std::numeric_limits<float>::quiet_NaN();
+  grad[40000] = -std::numeric_limits<float>::infinity();
+  auto w = std::make_shared<Variable>("dense/kernel", Tensor::filled(Shape{n}, 1.0f));
+  auto m = std::make_shared<Variable>("m", Tensor::zeros(DType::kF32, Shape{n}));
+  auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{n}));
+  try {
+    run_update("ApplyAdam", 0.1f, Attrs{{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}},
+               {{w, true}, {m, true}, {v, true}}, Tensor::from_floats(Shape{n}, grad), step_zero, 2);
+    FAIL("expected a NonFiniteError");
+  } catch (const NonFiniteError& e) {
+    CHECK(std::string(e.what()) == "gradient of dense/kernel is infinite (element 40000 of 70000)");
+  }
+  CHECK(w->read().to_floats() == std::vector<float>(static_cast<std::size_t>(n), 1.0f));
+  CHECK(m->read().to_floats() == std::vector<float>(static_cast<std::size_t>(n), 0.0f));
+
+  // Finite again, the same update on one and on two threads gives the same bits.
+  grad[69000] = grad[40000] = -0.5f;
+  std::vector<std::vector<float>> results;
+  for (const int intra : {1, 2}) {
+    auto w2 = std::make_shared<Variable>("w", Tensor::filled(Shape{n}, 1.0f));
+    auto m2 = std::make_shared<Variable>("m", Tensor::zeros(DType::kF32, Shape{n}));
+    auto v2 = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{n}));
+    run_update("ApplyAdam", 0.1f, Attrs{{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}},
+               {{w2, true}, {m2, true}, {v2, true}}, Tensor::from_floats(Shape{n}, grad), step_zero, intra);
+    results.push_back(w2->read().to_floats());
+  }
+  CHECK(results[0] == results[1]);
+  CHECK(results[0][40000] > 1.0f);
 }
 
 TEST_CASE("GlobalNorm and ClipByGlobalNorm scale gradients of a known norm exactly") {
