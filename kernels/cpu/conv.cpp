@@ -32,9 +32,13 @@ Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) {
   return {count, (rows + count - 1) / count};
 }
 
-// Scratch for im2col patches, one per thread, grown as needed and kept: no allocation per step.
-float* scratch(std::int64_t floats) {
-  thread_local std::vector<float> buffer;
+// Per-thread scratch, grown as needed and kept: no allocation per step. A kernel may hold two at once: its
+// im2col patches, and its kernel-gradient partials, which the calling thread lends its helpers.
+enum class Scratch { kPatches, kPartials };
+
+float* scratch(std::int64_t floats, Scratch which = Scratch::kPatches) {
+  thread_local std::vector<float> buffers[2];
+  auto& buffer = buffers[static_cast<int>(which)];
   if (buffer.size() < static_cast<std::size_t>(floats)) buffer.resize(static_cast<std::size_t>(floats));
   return buffer.data();
 }
@@ -388,7 +392,8 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const bool direct = depth <= kDirectDepth;
   const Blocks blocks = direct ? image_blocks(g, depth, filters) : row_blocks(rows, depth);
   float* dk = ctx.output().mutable_data<float>();
-  std::vector<float> partials(blocks.count > 1 ? static_cast<std::size_t>(blocks.count * size) : 0);
+  // The partials live in the calling thread's scratch until this call returns; helpers write their parts.
+  float* partials = blocks.count > 1 ? scratch(blocks.count * size, Scratch::kPartials) : nullptr;
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
   ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
@@ -396,7 +401,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
     const std::int64_t units = direct ? g.batch : rows;  // what the blocks cut: images or output pixels
     for (std::int64_t part = begin; part < end; ++part) {
       const std::int64_t first = part * blocks.rows, n = std::min(blocks.rows, units - first);
-      float* target = blocks.count > 1 ? partials.data() + part * size : dk;
+      float* target = blocks.count > 1 ? partials + part * size : dk;
       if (n <= 0) {
         std::fill(target, target + size, 0.0f);
         continue;
@@ -413,8 +418,8 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   });
   if (blocks.count == 1) return;
   for_each_element(ctx, size, [&](std::int64_t i) {
-    float s = partials[static_cast<std::size_t>(i)];
-    for (std::int64_t part = 1; part < blocks.count; ++part) s += partials[static_cast<std::size_t>(part * size + i)];
+    float s = partials[i];
+    for (std::int64_t part = 1; part < blocks.count; ++part) s += partials[part * size + i];
     dk[i] = s;
   });
 }
