@@ -76,11 +76,21 @@ void bias_add_grad_cpu(KernelContext& ctx) {
   const std::int64_t rows = dy.num_elements() / f;
   const float* p = dy.data<float>();
   float* out = db.mutable_data<float>();
+  // Columns go kColumns at a time into local sums that stay in registers through all the rows (summing
+  // into `out` itself stored and reloaded every row: the compiler cannot rule out that out aliases dy).
+  // Each column still adds its rows first to last, so the bits match a plain loop's.
+  constexpr std::int64_t kColumns = 64;
   ctx.parallel_for(f, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(rows, 1)),
                    [&](std::int64_t begin, std::int64_t end) {
-                     for (std::int64_t j = begin; j < end; ++j) out[j] = 0.0f;
-                     for (std::int64_t r = 0; r < rows; ++r)
-                       for (std::int64_t j = begin; j < end; ++j) out[j] += p[r * f + j];
+                     for (std::int64_t j0 = begin; j0 < end; j0 += kColumns) {
+                       const std::int64_t cols = std::min(kColumns, end - j0);
+                       float sum[kColumns] = {};
+                       for (std::int64_t r = 0; r < rows; ++r) {
+                         const float* row = p + r * f + j0;
+                         for (std::int64_t j = 0; j < cols; ++j) sum[j] += row[j];
+                       }
+                       std::copy(sum, sum + cols, out + j0);
+                     }
                    });
 }
 
