@@ -28,6 +28,12 @@ TEST_CASE("large elementwise kernels give the same bits on 1 and 2 intra-op thre
   CHECK(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
   Tensor s1 = run_op("BiasAddGrad", {a}, {}, 1), s2 = run_op("BiasAddGrad", {a}, {}, 2);
   CHECK(std::memcmp(s1.raw_data(), s2.raw_data(), s1.bytes()) == 0);
+  // 257 columns: four blocks of 64 and one left over; each column adds its rows first to last.
+  std::vector<float> expected(257, 0.0f);
+  const float* pa = a.data<float>();
+  for (int r = 0; r < 300; ++r)
+    for (int j = 0; j < 257; ++j) expected[static_cast<std::size_t>(j)] += pa[r * 257 + j];
+  CHECK(s1.to_floats() == expected);
 }
 
 TEST_CASE("shape mismatch in elementwise ops is refused") {
