@@ -59,19 +59,16 @@ void Variable::unlock_for_mode(std::unique_lock<std::mutex>& lock) const {
 }
 
 Tensor Variable::read() const {
-  if (mode_ == LockingMode::kSnapshot) return *current_version();
-  if (lock_free()) {
-    // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
-    Tensor out = Tensor::empty(dtype_, shape_);
-    float* dst = out.mutable_data<float>();
-    float* src = value_.mutable_data<float>();
-    for (std::int64_t i = 0; i < out.num_elements(); ++i)
-      dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
-    return out;
+  if (!lock_free()) {
+    std::uint64_t writes = 0;
+    return read(writes);
   }
-  std::unique_lock lock = lock_for_mode();
-  Tensor out = value_;
-  unlock_for_mode(lock);
+  // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
+  Tensor out = Tensor::empty(dtype_, shape_);
+  float* dst = out.mutable_data<float>();
+  float* src = value_.mutable_data<float>();
+  for (std::int64_t i = 0; i < out.num_elements(); ++i)
+    dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
   return out;
 }
 

@@ -81,6 +81,8 @@ void avg_pool_cpu(KernelContext& ctx) {
 
 // Per channel, the position and value of the running maximum of a window; one per task.
 struct ArgmaxScratch {
+  explicit ArgmaxScratch(std::int64_t channels)
+      : index(static_cast<std::size_t>(channels)), value(static_cast<std::size_t>(channels)) {}
   std::vector<std::int64_t> index;
   std::vector<float> value;
 };
@@ -97,7 +99,7 @@ void scatter_windows(KernelContext& ctx, Fn fn) {
   float* dx = ctx.output().mutable_data<float>();
   const std::int64_t work = std::max<std::int64_t>(1, pixels * c * g.h.window * g.w.window);
   ctx.parallel_for(g.batch, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    ArgmaxScratch scratch{std::vector<std::int64_t>(static_cast<std::size_t>(c)), std::vector<float>(static_cast<std::size_t>(c))};
+    ArgmaxScratch scratch(c);
     for (std::int64_t n = begin; n < end; ++n) {
       std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
       for (std::int64_t p = 0; p < pixels; ++p)
@@ -146,7 +148,7 @@ void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
   // Tasks of whole rows of windows, so the loop below steps along a row without dividing.
   const std::int64_t work = std::max<std::int64_t>(1, g.w.out * c * g.h.window * g.w.window);
   ctx.parallel_for(g.batch * g.h.out, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    ArgmaxScratch best{std::vector<std::int64_t>(static_cast<std::size_t>(c)), std::vector<float>(static_cast<std::size_t>(c))};
+    ArgmaxScratch best(c);
     const std::int64_t* __restrict index = best.index.data();
     for (std::int64_t row = begin; row < end; ++row) {
       const std::int64_t n = row / g.h.out, oh = row % g.h.out;
