@@ -1,6 +1,7 @@
 #include "models/training_run.h"
 
 #include <chrono>
+#include <cmath>
 #include <fmt/format.h>
 
 #include "core/errors.h"
@@ -114,6 +115,18 @@ void check_csv_labels(const std::string& csv_path, const std::string& label, std
       throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
                       fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
                                   outputs, model_place, outputs - 1));
+  }
+}
+
+// A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
+void check_finite(const SafetensorsFile& file, const std::filesystem::path& path) {
+  for (const auto& t : file.tensors) {
+    if (t.value.dtype() != DType::kF32) continue;
+    const float* v = t.value.data<float>();
+    for (std::int64_t i = 0; i < t.value.num_elements(); ++i)
+      if (!std::isfinite(v[i]))
+        throw RuntimeError(fmt::format("{}: tensor \"{}\": element {} is {}", path.string(), t.name, i,
+                                       std::isnan(v[i]) ? "nan" : (v[i] > 0 ? "inf" : "-inf")));
   }
 }
 
@@ -330,6 +343,7 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   const std::filesystem::path weights_path = dir / "weights.safetensors";
   SafetensorsFile weights = load_safetensors(weights_path);
   check_against(weights, variable_values(net.variables()), weights_path.string());
+  check_finite(weights, weights_path);
   assign_from(weights, net.variables());
   return run;
 }

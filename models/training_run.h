@@ -81,7 +81,8 @@ struct LoadedRun {
   nlohmann::json summary;
 };
 
-// Throws SpecError naming the directory when it is not a run or a file in it is damaged.
+// Throws SpecError naming the directory when it is not a run or a file in it is damaged, and RuntimeError
+// naming the file, the tensor and the element when a weight is NaN or infinite.
 LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0);
 
 // Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and

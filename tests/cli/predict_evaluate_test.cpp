@@ -1,7 +1,11 @@
 // tensorctl evaluate and predict on a saved run reproduce what train reported, and their outputs have the
 // documented shape; --version and --help work for every command.
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
 #include <map>
+#include <tuple>
 
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -74,6 +78,21 @@ double check_predictions(const std::string& csv, const fs::path& test_csv, int c
     correct += cells.back() == split_cells(truth[i]).back();
   }
   return static_cast<double>(correct) / static_cast<double>(lines.size() - 1);
+}
+
+// Overwrites element `index` of the float32 tensor `tensor` in a safetensors file with `value`, in place: the
+// element's bytes lie at 8 + header length + the tensor's first data offset + 4 * index.
+void set_weight(const fs::path& file, const std::string& tensor, std::size_t index, float value) {
+  std::string bytes = read_text(file);
+  REQUIRE(bytes.size() >= 8);
+  std::uint64_t header_length = 0;
+  std::memcpy(&header_length, bytes.data(), 8);  // little-endian, as on the machines we test on
+  const nlohmann::json header = parse_json(bytes.substr(8, header_length));
+  REQUIRE(header.at(tensor).at("dtype") == "F32");
+  const std::size_t at = 8 + header_length + header.at(tensor).at("data_offsets").at(0).get<std::size_t>() + 4 * index;
+  REQUIRE(at + 4 <= bytes.size());
+  std::memcpy(bytes.data() + at, &value, 4);
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 }  // namespace
@@ -154,6 +173,25 @@ TEST_CASE("predict takes the feature columns in any order and needs no label col
   REQUIRE(plain.status == 0);
   CHECK(shuffled.out == plain.out);
   CHECK(shuffled.err.find("accuracy") == std::string::npos);  // nothing to compare against without labels
+}
+
+TEST_CASE("predict and evaluate refuse weights holding NaN or infinity, naming the file, tensor and element") {
+  const TrainedRun& t = trained("configs/iris_mlp.json");
+  for (const auto& [tensor, index, value, shown] :
+       std::vector<std::tuple<std::string, std::size_t, float, std::string>>{
+           {"dense/kernel", 17, std::numeric_limits<float>::quiet_NaN(), "nan"},
+           {"dense_1/bias", 2, -std::numeric_limits<float>::infinity(), "-inf"}}) {
+    CAPTURE(tensor);
+    TempDir d;
+    fs::copy(t.run, d / "run", fs::copy_options::recursive);
+    fs::copy(t.run / "test.csv", d / "input.csv");
+    set_weight(d / "run/weights.safetensors", tensor, index, value);
+    const auto before = d.listing();
+    const std::string message = "run/weights.safetensors: tensor \"" + tensor + "\": element " + std::to_string(index) + " is " + shown;
+    check_runtime_error(run_tensorctl("predict --run run --input input.csv --output predictions.csv", d.path()), {message});
+    check_runtime_error(run_tensorctl("evaluate --run run --data input.csv --json", d.path()), {message});
+    CHECK(d.listing() == before);
+  }
 }
 
 TEST_CASE("--version prints the version") {
