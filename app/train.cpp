@@ -1,6 +1,9 @@
 // tensorctl train CONFIG: trains a config and writes its run directory.
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -27,6 +30,37 @@ struct TrainFlags {
   bool quiet = false;
   bool keep_denormals = false;
 };
+
+// `word` as /bin/sh reads it back: as is when it holds only characters the shell leaves alone, else
+// single-quoted.
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-./:=+,@%", ch) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// The command that continues an interrupted run: the same config and every flag it was started with, with
+// --resume in place of --output, so the resumed run is the run that stopped.
+std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
+  std::string out = "tensorctl train " + shell_word(f.config) + " --resume " + shell_word(run_dir);
+  auto add = [&out](const char* flag, const auto& value) {
+    if (value) out += fmt::format(" {} {}", flag, shell_word(fmt::format("{}", *value)));
+  };
+  add("--epochs", f.epochs);
+  add("--batch-size", f.batch_size);
+  add("--seed", f.seed);
+  add("--inter-op-threads", f.inter_op);
+  add("--intra-op-threads", f.intra_op);
+  add("--device", f.device);
+  if (f.keep_denormals) out += " --keep-denormals";
+  if (f.json) out += " --json";
+  if (f.quiet) out += " --quiet";
+  return out;
+}
 
 // Set by SIGINT; training finishes its step, writes a checkpoint and stops. The handler only stores to a
 // lock-free atomic, which is async-signal-safe; a second Ctrl-C gets the default action and ends the process.
@@ -71,6 +105,7 @@ int run_train(const TrainFlags& f) {
   if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.output) c.output = *f.output;
   if (f.resume) c.output = *f.resume;
+  c.keep_denormals = f.keep_denormals;
   if (f.keep_denormals) set_denormal_flushing(false);
   if (f.device) {
     if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected cpu, cuda or cuda:N)");
@@ -99,8 +134,7 @@ int run_train(const TrainFlags& f) {
     const auto& at = *out.interrupted_at;
     std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n", static_cast<long long>(at.epoch),
                  static_cast<long long>(at.steps_done), (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
-    std::fprintf(log, "Resume with: tensorctl train %s --resume %s%s\n", f.config.c_str(), c.output.c_str(),
-                 f.epochs ? (" --epochs " + std::to_string(*f.epochs)).c_str() : "");
+    std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());
     return 130;
   }
   const auto& warnings = out.placement_warnings;
@@ -131,7 +165,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--intra-op-threads", flags->intra_op, "Threads splitting the work inside one op (0: one per core)")
       ->check(integer_in(0, 1024));
   cmd->add_option("--output", flags->output, "Run directory to write (default from the config, else runs/<config name>)");
-  cmd->add_option("--resume", flags->resume, "Continue the run in this directory from its checkpoint, up to the epochs asked");
+  cmd->add_option("--resume", flags->resume,
+                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
+                  "thread counts and output flags may differ from the run's)");
   cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");

@@ -83,6 +83,24 @@ struct Batch {
   std::int64_t step = -1;
 };
 
+// Adds one batch's sums into an epoch's, field by field as MetricAccumulator::add does. The epoch's sums
+// are kept as plain values because an interrupted epoch's go into the checkpoint.
+void add_sums(BatchSums& into, const BatchSums& b) {
+  into.loss += b.loss;
+  into.correct += b.correct;
+  into.top_k_correct += b.top_k_correct;
+  into.abs_error += b.abs_error;
+  into.sq_error += b.sq_error;
+  into.examples += b.examples;
+  into.values += b.values;
+}
+
+MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics) {
+  MetricAccumulator accumulator;
+  accumulator.add(sums);
+  return accumulator.averages(metrics);
+}
+
 std::int64_t argmax_row(const float* p, std::int64_t n) {
   return std::max_element(p, p + n) - p;
 }
@@ -159,15 +177,15 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
   return gather_rows(data.y, rows, buffer);
 }
 
-MetricValues Model::run_batches(Session& session, const Pass& pass, const Dataset& data,
-                                std::span<const std::int64_t> order, std::int64_t batch_size, bool training,
-                                std::int64_t first_step, const StepCallback& on_step) {
+BatchSums Model::run_batches(Session& session, const Pass& pass, const Dataset& data,
+                             std::span<const std::int64_t> order, std::int64_t batch_size, bool training,
+                             std::int64_t first_step, const BatchSums& start, const StepCallback& on_step) {
   const std::int64_t n = static_cast<std::int64_t>(order.size());
   const std::int64_t steps = (n + batch_size - 1) / batch_size;
   steps_run_ = 0;
   const bool classification = loss_is_classification(options_.loss);
   const bool binary = loss_is_binary(options_.loss);
-  MetricAccumulator totals;
+  BatchSums totals = start;
   std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
   auto rows_of = [&](std::int64_t step) {
     return order.subspan(static_cast<std::size_t>(step * batch_size),
@@ -276,52 +294,58 @@ MetricValues Model::run_batches(Session& session, const Pass& pass, const Datase
       sums.values = b * width;
     }
     sums.examples = b;
-    totals.add(sums);
-    if (on_step) on_step(step + 1, steps, totals.averages(options_.metrics));
+    add_sums(totals, sums);
+    if (on_step) on_step(step + 1, steps, averages(totals, options_.metrics));
     steps_run_ = step + 1;
     if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;
   }
-  return totals.averages(options_.metrics);
+  return totals;
 }
 
 std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
                                     std::int64_t batch_size, const EpochCallback& on_epoch, const StepCallback& on_step,
-                                    std::int64_t first_epoch, std::int64_t skip_steps) {
+                                    const FitPosition& start) {
   std::vector<EpochResult> history;
   interrupted_at_.reset();
   stop_after_epoch_ = false;
   const std::int64_t n = train.size();
   const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
+  TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
+             "fit() resumed past the end of its epoch");
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t epoch = first_epoch; epoch <= epochs; ++epoch) {
+  for (std::int64_t epoch = start.epoch; epoch <= epochs; ++epoch) {
     for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
     // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
     std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
     for (std::int64_t i = n - 1; i > 0; --i)
       std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
-    const std::int64_t skip = epoch == first_epoch ? std::clamp<std::int64_t>(skip_steps, 0, steps_per_epoch) : 0;
+    // The resumed epoch starts from the sums of the steps taken before the checkpoint, so its row averages
+    // every step of the epoch, added in the same order as in a run that never stopped.
+    const bool resumed = epoch == start.epoch;
+    const std::int64_t skip = resumed ? start.steps_done : 0;
     const std::span<const std::int64_t> rows =
         std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
-    auto start = std::chrono::steady_clock::now();
+    auto started = std::chrono::steady_clock::now();
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
+    const BatchSums sums = run_batches(*train_session_, *train_pass_, train, rows, batch_size, true,
+                                       (epoch - 1) * steps_per_epoch + skip, resumed ? start.sums : BatchSums{}, on_step);
+    const std::int64_t done = skip + steps_run_;
+    if (done < steps_per_epoch) {  // interrupted inside the epoch
+      interrupted_at_ = FitPosition{epoch, done, sums};
+      break;
+    }
     EpochResult r;
     r.epoch = epoch;
     r.steps = steps_per_epoch;
-    r.train = run_batches(*train_session_, *train_pass_, train, rows, batch_size, true,
-                          (epoch - 1) * steps_per_epoch + skip, on_step);
-    const std::int64_t done = skip + steps_run_;
-    if (done < steps_per_epoch) {  // interrupted inside the epoch
-      interrupted_at_ = FitPosition{epoch, done};
-      break;
-    }
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    r.train = averages(sums, options_.metrics);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
     if (on_epoch) on_epoch(r);
     history.push_back(std::move(r));
     if (stop_after_epoch_) break;
     if (interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed) && epoch < epochs) {
-      interrupted_at_ = FitPosition{epoch + 1, 0};
+      interrupted_at_ = FitPosition{epoch + 1, 0, {}};
       break;
     }
   }
@@ -331,7 +355,7 @@ std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validat
 MetricValues Model::evaluate(const Dataset& data, std::int64_t batch_size) {
   std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
-  return run_batches(*infer_session_, *infer_pass_, data, order, batch_size, false, 0, {});
+  return averages(run_batches(*infer_session_, *infer_pass_, data, order, batch_size, false, 0, {}, {}), options_.metrics);
 }
 
 Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {

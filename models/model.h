@@ -47,6 +47,14 @@ struct EpochResult {
   MetricValues validation;  // empty without validation data
 };
 
+// Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
+// steps already taken and `sums` the loss and metric sums of those steps.
+struct FitPosition {
+  std::int64_t epoch = 1;
+  std::int64_t steps_done = 0;
+  BatchSums sums;
+};
+
 class Model {
  public:
   // Builds the graphs. Throws SpecError (naming options.config_file) when the loss or a metric does not
@@ -58,20 +66,15 @@ class Model {
   // Called after every step with the running averages of the epoch so far.
   using StepCallback = std::function<void(std::int64_t step, std::int64_t steps, const MetricValues& running)>;
 
-  // Trains for epochs [first_epoch, epochs], shuffling the training rows each epoch with the seed. The
-  // first `skip_steps` steps of first_epoch are taken as done (a run resumed from a mid-epoch checkpoint);
-  // that epoch's metrics then average the remaining steps only.
+  using FitPosition = tctl::FitPosition;
+
+  // Trains for epochs [start.epoch, epochs], shuffling the training rows each epoch with the seed. The
+  // first `start.steps_done` steps of start.epoch are taken as done (a run resumed from a mid-epoch
+  // checkpoint) and `start.sums` as their sums, so that epoch's row is the whole epoch's, bit for bit what
+  // a run that never stopped reports. start.steps_done must be below the steps of an epoch.
   std::vector<EpochResult> fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
                                std::int64_t batch_size, const EpochCallback& on_epoch = {},
-                               const StepCallback& on_step = {}, std::int64_t first_epoch = 1,
-                               std::int64_t skip_steps = 0);
-
-  // Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
-  // steps already taken.
-  struct FitPosition {
-    std::int64_t epoch = 1;
-    std::int64_t steps_done = 0;
-  };
+                               const StepCallback& on_step = {}, const FitPosition& start = {});
   // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
   // (a SIGINT handler sets it). The model borrows the flag.
   void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
@@ -117,9 +120,11 @@ class Model {
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
   // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
-  MetricValues run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,
-                           std::int64_t batch_size, bool training, std::int64_t first_step,
-                           const StepCallback& on_step);
+  // Runs the batches of `order` and returns `start` plus their sums. Training stops early, after a step,
+  // when the interrupt flag is set (steps_run_ says how many ran).
+  BatchSums run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,
+                        std::int64_t batch_size, bool training, std::int64_t first_step, const BatchSums& start,
+                        const StepCallback& on_step);
 
   std::shared_ptr<Sequential> net_;
   ModelOptions options_;

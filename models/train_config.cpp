@@ -38,7 +38,54 @@ nlohmann::json TrainConfig::to_json() const {
           {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
           {"callbacks", callbacks_json()},
           {"device", device},
+          {"keep_denormals", keep_denormals},
           {"output", output}};
+}
+
+const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "output"};
+
+namespace {
+
+bool same_file(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_string() || !b.is_string()) return false;
+  std::error_code ec;
+  return std::filesystem::equivalent(a.get<std::string>(), b.get<std::string>(), ec) && !ec;
+}
+
+// Walks both values in step: objects key by key, lists element by element, so the change found is the
+// innermost key that differs.
+std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlohmann::json& after, const std::string& key) {
+  if (before.is_object() && after.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : before.items()) keys.push_back(k);
+    for (const auto& [k, v] : after.items())
+      if (!before.contains(k)) keys.push_back(k);
+    // The model, then the data, before the other keys: when a run resumes another run's directory, they
+    // say best what differs.
+    auto rank = [&](const std::string& k) { return !key.empty() ? 2 : k == "model" ? 0 : k == "data" ? 1 : 2; };
+    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+    for (const auto& k : keys) {
+      const std::string path = key.empty() ? k : key + "." + k;
+      if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end()) continue;
+      const nlohmann::json none;
+      auto change = first_change(before.contains(k) ? before.at(k) : none, after.contains(k) ? after.at(k) : none, path);
+      if (change) return change;
+    }
+    return std::nullopt;
+  }
+  if (before.is_array() && after.is_array() && before.size() == after.size()) {
+    for (std::size_t i = 0; i < before.size(); ++i)
+      if (auto change = first_change(before[i], after[i], key + "[" + std::to_string(i) + "]")) return change;
+    return std::nullopt;
+  }
+  if (before == after || (key == "data.csv" && same_file(before, after))) return std::nullopt;
+  return ConfigChange{key, before, after};
+}
+
+}  // namespace
+
+std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after) {
+  return first_change(before, after, "");
 }
 
 nlohmann::json TrainConfig::callbacks_json() const {

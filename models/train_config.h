@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,31 @@ struct TrainConfig {
   int intra_op_threads = 0;
   std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
+  bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
   std::string output;  // run directory
   nlohmann::json callbacks_json() const;
 
-  // The resolved config, with the model spec inline, as written to summary.json.
+  // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.
   nlohmann::json to_json() const;
 };
+
+// A key whose value differs between two resolved configs (TrainConfig::to_json()): its JSON path
+// ("batch_size", "optimizer.learning_rate", "model.layers[1].units") and its value on each side (null
+// where a side lacks the key).
+struct ConfigChange {
+  std::string key;
+  nlohmann::json before;
+  nlohmann::json after;
+};
+
+// The first change from the config a checkpoint recorded (`before`) to the config of a run resuming it
+// (`after`) that would alter the run's results. Only the keys of kResumeMayChange may change; any other
+// key, including one added to the config later, counts. A data.csv spelled differently that names the same
+// file is no change. nullopt when nothing else changed.
+std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after);
+
+// The top-level keys a resumed run may change: epochs, threads, prefetch, output.
+extern const std::vector<std::string> kResumeMayChange;
 
 // Reads and validates a train config file. Relative paths inside it (model file, CSV data) are resolved
 // against the config's folder. The default output is runs/<config stem>.

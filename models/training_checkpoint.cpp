@@ -34,6 +34,24 @@ std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
   return out;
 }
 
+nlohmann::json sums_json(const BatchSums& s) {
+  return {{"loss", s.loss},           {"correct", s.correct},   {"top_k_correct", s.top_k_correct},
+          {"abs_error", s.abs_error}, {"sq_error", s.sq_error}, {"examples", s.examples},
+          {"values", s.values}};
+}
+
+BatchSums sums_from_json(const nlohmann::json& j) {
+  BatchSums s;
+  s.loss = j.at("loss").get<double>();
+  s.correct = j.at("correct").get<double>();
+  s.top_k_correct = j.at("top_k_correct").get<double>();
+  s.abs_error = j.at("abs_error").get<double>();
+  s.sq_error = j.at("sq_error").get<double>();
+  s.examples = j.at("examples").get<std::int64_t>();
+  s.values = j.at("values").get<std::int64_t>();
+  return s;
+}
+
 }  // namespace
 
 std::vector<NamedTensor> checkpoint_tensors(const Model& model) {
@@ -51,13 +69,13 @@ void save_training_checkpoint(const std::filesystem::path& path, const Model& mo
                     {"model", model.net().name()},
                     {"next_epoch", std::to_string(state.next_epoch)},
                     {"steps_done", std::to_string(state.steps_done)},
+                    {"partial_sums", sums_json(state.partial_sums).dump()},
                     {"history", history_json(state.history).dump()},
                     {"callbacks", state.callbacks.dump()},
                     {"config", state.config.dump()}});
 }
 
-TrainingState load_training_checkpoint(const std::filesystem::path& path, Model& model,
-                                       const std::vector<NamedTensor>& extra_expected, SafetensorsFile& file) {
+TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file) {
   const std::string name = path.string();
   file = load_safetensors(path);
   auto meta = [&](const char* key) -> const std::string& {
@@ -67,14 +85,14 @@ TrainingState load_training_checkpoint(const std::filesystem::path& path, Model&
   };
   if (meta("format") != kFormat)
     throw SpecError(name, "header", "not a tensorctl training checkpoint (format \"" + meta("format") + "\", expected " + kFormat + ")");
-  std::vector<NamedTensor> expected = checkpoint_tensors(model);
-  expected.insert(expected.end(), extra_expected.begin(), extra_expected.end());
-  check_against(file, expected, name);
 
   TrainingState state;
   try {
     state.next_epoch = std::stoll(meta("next_epoch"));
     state.steps_done = std::stoll(meta("steps_done"));
+    // Checkpoints written before the sums were kept lack them: the resumed epoch then averages its
+    // remaining steps only.
+    if (file.metadata.count("partial_sums")) state.partial_sums = sums_from_json(parse_json_text(meta("partial_sums"), name));
     state.history = history_from_json(parse_json_text(meta("history"), name));
     state.callbacks = parse_json_text(meta("callbacks"), name);
     state.config = parse_json_text(meta("config"), name);
@@ -86,9 +104,16 @@ TrainingState load_training_checkpoint(const std::filesystem::path& path, Model&
   if (state.next_epoch < 1 || state.steps_done < 0)
     throw SpecError(name, "header", "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
                                         std::to_string(state.steps_done));
+  return state;
+}
+
+void restore_training_checkpoint(const std::filesystem::path& path, const SafetensorsFile& file, Model& model,
+                                 const std::vector<NamedTensor>& extra_expected) {
+  std::vector<NamedTensor> expected = checkpoint_tensors(model);
+  expected.insert(expected.end(), extra_expected.begin(), extra_expected.end());
+  check_against(file, expected, path.string());
   assign_from(file, model.net().variables());
   assign_from(file, model.optimizer().state());
-  return state;
 }
 
 }  // namespace tctl

@@ -20,9 +20,11 @@ namespace tctl {
 struct TrainingState {
   std::int64_t next_epoch = 1;  // the epoch to run next (1-based)
   std::int64_t steps_done = 0;  // steps of next_epoch already taken (a checkpoint written on interrupt)
+  BatchSums partial_sums;       // the loss and metric sums of those steps, so the epoch's row is whole
   std::vector<EpochResult> history;
   nlohmann::json callbacks = nlohmann::json::array();
-  nlohmann::json config = nlohmann::json::object();  // the resolved config, for reference
+  // The resolved config (TrainConfig::to_json()), which a resume compares with its own.
+  nlohmann::json config = nlohmann::json::object();
 };
 
 // The tensors a checkpoint of `model` holds: variables then optimizer state, under their names.
@@ -31,11 +33,14 @@ std::vector<NamedTensor> checkpoint_tensors(const Model& model);
 void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
                               const std::vector<NamedTensor>& extra);
 
-// Reads a checkpoint into `model` (variables and optimizer state) and returns its state. The file must hold
-// exactly the model's tensors plus `extra_expected`; otherwise a SpecError names the file and the first
-// tensor that differs. A damaged or truncated file is a SpecError too, never a crash. `file` receives the
-// decoded file, for the callbacks' tensors.
-TrainingState load_training_checkpoint(const std::filesystem::path& path, Model& model,
-                                       const std::vector<NamedTensor>& extra_expected, SafetensorsFile& file);
+// Reads a checkpoint's tensors into `file` and returns its training state, touching no model. A file that is
+// not a tensorctl training checkpoint, or a damaged or truncated one, is a SpecError naming it, never a crash.
+TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file);
+
+// Loads a checkpoint read by read_training_checkpoint into `model` (variables and optimizer state). The file
+// must hold exactly the model's tensors plus `extra_expected` (the callbacks'); otherwise a SpecError names
+// `path` and the first tensor that differs.
+void restore_training_checkpoint(const std::filesystem::path& path, const SafetensorsFile& file, Model& model,
+                                 const std::vector<NamedTensor>& extra_expected);
 
 }  // namespace tctl

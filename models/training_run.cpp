@@ -118,6 +118,25 @@ void check_csv_labels(const std::string& csv_path, const std::string& label, std
   }
 }
 
+// A value of the config as a message shows it: JSON, shortened; a list of another length by its length.
+std::string config_value_text(const nlohmann::json& v) {
+  if (v.is_null()) return "nothing";
+  if (v.is_array()) return fmt::format("a list of {}", v.size());
+  std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// --resume continues a run only with the config it was trained with, but for the keys that change no result.
+void check_resume_config(const TrainingState& saved, const TrainConfig& c, const std::filesystem::path& dir) {
+  const auto change = find_resume_change(saved.config, c.to_json());
+  if (!change) return;
+  throw SpecError(c.file, change->key,
+                  fmt::format("cannot resume {}: its checkpoint was trained with {}, this run has {}; a resumed run may "
+                              "change only {} (to train otherwise, start a new run with --output or --overwrite)",
+                              dir.string(), config_value_text(change->before), config_value_text(change->after),
+                              join(kResumeMayChange)));
+}
+
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
 void check_finite(const SafetensorsFile& file, const std::filesystem::path& path) {
   for (const auto& t : file.tensors) {
@@ -205,14 +224,30 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
     if (!std::filesystem::exists(checkpoint))
       throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
     SafetensorsFile file;
-    TrainingState saved = load_training_checkpoint(checkpoint, *model, callbacks.expected_tensors(), file);
+    TrainingState saved = read_training_checkpoint(checkpoint, file);
+    check_resume_config(saved, c, dir);
+    restore_training_checkpoint(checkpoint, file, *model, callbacks.expected_tensors());
     try {
       callbacks.restore(saved.callbacks, file);
     } catch (const SpecError& e) {
       throw SpecError(checkpoint.string(), e.where(), e.message());
     }
+    const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
+    if (saved.steps_done >= steps_per_epoch)
+      throw SpecError(checkpoint.string(), "header",
+                      fmt::format("the checkpoint is {} steps into epoch {}, but an epoch of {} has {} steps: the data "
+                                  "changed since",
+                                  saved.steps_done, saved.next_epoch, data_source(c), steps_per_epoch));
+    // Its weights are part way through that epoch: stopping before it ends would save them as a run of fewer
+    // epochs than they have seen.
+    if (saved.steps_done > 0 && c.epochs < saved.next_epoch)
+      throw SpecError(c.file, "epochs",
+                      fmt::format("the checkpoint in {} is {} steps into epoch {}; resume with --epochs {} or more to "
+                                  "finish that epoch",
+                                  dir.string(), saved.steps_done, saved.next_epoch, saved.next_epoch));
     state.next_epoch = saved.next_epoch;
     state.steps_done = saved.steps_done;
+    state.partial_sums = saved.partial_sums;
     state.history = std::move(saved.history);
   }
   // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
@@ -233,13 +268,15 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
       if (control.on_message) control.on_message(line);
     state.next_epoch = r.epoch + 1;
     state.steps_done = 0;
+    state.partial_sums = {};
     state.callbacks = callbacks.state();
     save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
     write_file_atomic(dir / "history.csv", history_csv(state.history));
   };
   if (control.on_start) control.on_start(state.next_epoch);
   model->set_interrupt_flag(control.interrupt);
-  model->fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step, state.next_epoch, state.steps_done);
+  model->fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
+             Model::FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
   model->set_interrupt_flag(nullptr);
   out.history = state.history;
   out.placement_warnings = model->placement_warnings();
@@ -247,6 +284,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
     out.interrupted_at = model->interrupted_at();
     state.next_epoch = out.interrupted_at->epoch;
     state.steps_done = out.interrupted_at->steps_done;
+    state.partial_sums = out.interrupted_at->sums;
     save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
     write_file_atomic(dir / "history.csv", history_csv(state.history));
     return out;

@@ -64,7 +64,8 @@ struct TrainControl {
 
 // Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Model::fit.
 // With control.resume, loads that directory's checkpoint first (SpecError naming the directory or file when
-// it is not a run of this model) and continues to config.epochs; the directory is the output.
+// it is not a run of this model, or naming the config key and both values when the config changed in a way
+// that alters the results: see find_resume_change) and continues to config.epochs; the directory is the output.
 TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
                             const Model::StepCallback& on_step, const TrainControl& control = {});
 

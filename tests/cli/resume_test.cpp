@@ -1,10 +1,12 @@
 // Checkpoints and resume end to end: a resumed run is bit-identical to one that never stopped, Ctrl-C
-// writes a checkpoint and exits 130, a killed process never leaves an unreadable checkpoint, and the
-// callbacks act on the monitored values.
+// writes a checkpoint and exits 130, a killed process never leaves an unreadable checkpoint, a checkpoint
+// that cannot be written leaves the previous one whole, a resume that would change the run is refused, and
+// the callbacks act on the monitored values.
 #include <doctest/doctest.h>
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -52,6 +54,31 @@ bool wait_for(const fs::path& path) {
 
 const std::string kDigits = quoted(source_path("configs/digits_mlp.json"));
 
+// Limits the size of every file the commands started while it lives may write, as `ulimit -f` does:
+// a write past it fails with EFBIG (tensorctl ignores SIGXFSZ, which would otherwise end it).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &previous_) == 0);
+    rlimit limited = previous_;
+    limited.rlim_cur = bytes;
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &limited) == 0);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &previous_); }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit previous_{};
+};
+
+// The lines of a run's history.csv without the seconds column, which differs from run to run.
+std::vector<std::string> history_rows(const fs::path& run) {
+  std::vector<std::string> out;
+  for (const auto& line : split_lines(read_text(run / "history.csv"))) out.push_back(line.substr(0, line.rfind(',')));
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("4 epochs straight and 2 then resumed to 4 give bit-identical weights and the same history") {
@@ -65,13 +92,8 @@ TEST_CASE("4 epochs straight and 2 then resumed to 4 give bit-identical weights 
   CHECK(r.out.find("epochs 3-4 (resumed)") != std::string::npos);
   CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "resumed/weights.safetensors"));
   // The history holds all four epochs; the losses agree to the digit (the seconds column differs).
-  auto rows = [&](const char* run) {
-    std::vector<std::string> out;
-    for (const auto& line : split_lines(read_text(dir / run / "history.csv"))) out.push_back(line.substr(0, line.rfind(',')));
-    return out;
-  };
-  CHECK(rows("straight").size() == 5);
-  CHECK(rows("straight") == rows("resumed"));
+  CHECK(history_rows(dir / "straight").size() == 5);
+  CHECK(history_rows(dir / "straight") == history_rows(dir / "resumed"));
   // Resuming a finished run trains nothing more.
   r = run_tensorctl("train " + kDigits + " --epochs 4 --resume resumed", dir.path());
   REQUIRE(r.status == 0);
@@ -80,8 +102,12 @@ TEST_CASE("4 epochs straight and 2 then resumed to 4 give bit-identical weights 
 
 TEST_CASE("Ctrl-C finishes the step, writes a checkpoint, says how to resume and exits 130; resuming matches a straight run") {
   TempDir dir;
-  REQUIRE(run_tensorctl("train " + kDigits + " --epochs 12 --output straight --quiet", dir.path()).status == 0);
-  const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 12 --output run --quiet", dir);
+  // The config under a name the shell must have quoted, and overrides the printed command has to repeat.
+  fs::copy(source_path("configs/digits_mlp.json"), dir / "my digits.json");
+  const std::string run = " --epochs 12 --batch-size 16 --seed 5";
+  dir.write("models/digits_mlp.json", read_text(source_path("configs/models/digits_mlp.json")));
+  REQUIRE(run_tensorctl("train 'my digits.json'" + run + " --output straight --quiet", dir.path()).status == 0);
+  const pid_t pid = spawn_tensorctl("train 'my digits.json'" + run + " --output run --quiet", dir);
   // After the first epoch's checkpoint, so the signal lands while training runs.
   REQUIRE(wait_for(dir / "run/history.csv"));
   kill(pid, SIGINT);
@@ -95,13 +121,19 @@ TEST_CASE("Ctrl-C finishes the step, writes a checkpoint, says how to resume and
   }
   REQUIRE(status == 130);
   CHECK(out.find("Interrupted: epoch ") != std::string::npos);
-  CHECK(out.find("Resume with: tensorctl train ") != std::string::npos);
-  CHECK(out.find("--resume run --epochs 12") != std::string::npos);
+  const std::string advice = "Resume with: tensorctl ";
+  const std::size_t at = out.find(advice);
+  REQUIRE(at != std::string::npos);
+  const std::string command = out.substr(at + advice.size(), out.find('\n', at) - at - advice.size());
+  CHECK(command == "train 'my digits.json' --resume run" + run + " --quiet");
   CHECK(fs::exists(dir / "run/checkpoint.safetensors"));
   CHECK(!fs::exists(dir / "run/weights.safetensors"));
-  CommandResult r = run_tensorctl("train " + kDigits + " --epochs 12 --resume run --quiet", dir.path());
+  // Following the advice gives the run that never stopped: the same weights, and every epoch's row the same
+  // (the interrupted epoch's too, whether the signal landed inside it or between epochs).
+  CommandResult r = run_tensorctl(command, dir.path());
   REQUIRE(r.status == 0);
   CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "run/weights.safetensors"));
+  CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
 }
 
 TEST_CASE("a process killed at random points never leaves an unreadable checkpoint") {
@@ -125,6 +157,31 @@ TEST_CASE("a process killed at random points never leaves an unreadable checkpoi
   CHECK(checked > 0);
 }
 
+TEST_CASE("a checkpoint write that fails (file too large) exits 1 naming the file; the previous checkpoint resumes") {
+  TempDir dir;
+  REQUIRE(run_tensorctl("train " + kDigits + " --epochs 1 --output run --quiet", dir.path()).status == 0);
+  const std::string before = read_text(dir / "run/checkpoint.safetensors");
+  // Room for model.json (under 1 KB), not for the checkpoint (about 200 KB) after epoch 2.
+  REQUIRE(before.size() > 64 * 1024);
+  CommandResult r;
+  {
+    FileSizeLimit limit(64 * 1024);
+    r = run_tensorctl("train " + kDigits + " --epochs 3 --resume run --quiet", dir.path());
+  }
+  check_runtime_error(r, {"run/checkpoint.safetensors", "File too large"});
+  CHECK(read_text(dir / "run/checkpoint.safetensors") == before);
+  for (const auto& e : fs::directory_iterator(dir / "run"))
+    CHECK_MESSAGE(e.path().filename().string().find(".tmp.") == std::string::npos, "left behind: " << e.path());
+
+  // Without the limit the run continues from epoch 2 to the end, as if nothing had happened.
+  r = run_tensorctl("train " + kDigits + " --epochs 3 --resume run", dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("epochs 2-3 (resumed)") != std::string::npos);
+  REQUIRE(run_tensorctl("train " + kDigits + " --epochs 3 --output straight --quiet", dir.path()).status == 0);
+  CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+  CHECK(history_rows(dir / "run") == history_rows(dir / "straight"));
+}
+
 TEST_CASE("EarlyStopping stops and restores the best weights; ModelCheckpoint saves the best epoch") {
   TempDir dir;
   // min_delta so large that nothing after the first epoch counts as better: training stops after epoch 2,
@@ -146,6 +203,40 @@ TEST_CASE("EarlyStopping stops and restores the best weights; ModelCheckpoint sa
 }
 
 TEST_SUITE("bad input") {
+TEST_CASE("resume refuses a config change that alters the results, naming the key and both values, writing nothing") {
+  TempDir dir;
+  const std::string model = source_path("configs/models/digits_mlp.json").string();
+  // The shipped config, spelled out here so one key at a time can change.
+  auto config = [&](const std::string& extra) {
+    return R"({"model": ")" + model + R"(", "data": {"dataset": "digits", "test_split": 0.2, "validation_split": 0.1},
+      "optimizer": {"type": "adam", "learning_rate": 0.001}, "epochs": 4, "seed": 42)" + extra + "}";
+  };
+  dir.write("base.json", config(""));
+  REQUIRE(run_tensorctl("train base.json --epochs 1 --output run --quiet", dir.path()).status == 0);
+  const std::string checkpoint = read_text(dir / "run/checkpoint.safetensors");
+  expect_user_error(dir, "train base.json --resume run --batch-size 64", {"base.json: batch_size: cannot resume run", "with 32, this run has 64"});
+  expect_user_error(dir, "train base.json --resume run --seed 7", {"seed", "with 42, this run has 7"});
+  expect_user_error(dir, "train base.json --resume run --keep-denormals", {"keep_denormals", "with false, this run has true"});
+  expect_user_error(dir, "train base.json --resume run --device cuda", {"device", "\"cpu\"", "\"cuda\""});
+  dir.write("lr.json", config("").replace(config("").find("0.001"), 5, "0.002"));
+  expect_user_error(dir, "train lr.json --resume run", {"lr.json: optimizer.learning_rate", "with 0.001, this run has 0.002"});
+  dir.write("loss.json", config(R"(, "loss": "categorical_crossentropy")"));
+  expect_user_error(dir, "train loss.json --resume run", {"loss", "\"sparse_categorical_crossentropy\"", "\"categorical_crossentropy\""});
+  dir.write("split.json", config("").replace(config("").find("0.2"), 3, "0.3"));
+  expect_user_error(dir, "train split.json --resume run", {"data.test_split", "with 0.2, this run has 0.3"});
+  dir.write("cb.json", config(R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 3}])"));
+  expect_user_error(dir, "train cb.json --resume run", {"callbacks", "a list of 0", "a list of 1"});
+  dir.write("inline.json", R"({"model": {"input_shape": [64], "layers": [{"type": "Dense", "units": 10, "activation": "softmax"}]},
+    "data": "digits", "seed": 42})");
+  expect_user_error(dir, "train inline.json --resume run", {"inline.json: "});
+  CHECK(read_text(dir / "run/checkpoint.safetensors") == checkpoint);
+  // What changes no result may change: epochs, the thread counts, prefetch, and where the config lives.
+  dir.write("sub/prefetch.json", config(R"(, "prefetch": 0, "threads": {"inter_op": 1, "intra_op": 1})"));
+  REQUIRE(run_tensorctl("train sub/prefetch.json --resume run --epochs 2 --inter-op-threads 2 --quiet", dir.path()).status == 0);
+  REQUIRE(run_tensorctl("train base.json --epochs 2 --output straight --quiet", dir.path()).status == 0);
+  CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+}
+
 TEST_CASE("resume refuses what is not a run of this model, and bad callbacks, writing nothing") {
   TempDir dir;
   dir.write("empty/readme.txt", "not a run");
@@ -153,7 +244,7 @@ TEST_CASE("resume refuses what is not a run of this model, and bad callbacks, wr
   expect_user_error(dir, "train " + kDigits + " --resume missing", {"missing", "the run directory does not exist"});
   expect_user_error(dir, "train " + kDigits + " --resume x --output y", {"--output"});
   REQUIRE(run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --output iris --quiet", dir.path()).status == 0);
-  expect_user_error(dir, "train " + kDigits + " --resume iris", {"checkpoint.safetensors", "tensor \"dense/kernel\""});
+  expect_user_error(dir, "train " + kDigits + " --resume iris", {"digits_mlp.json: model.", "cannot resume iris"});
   // A truncated checkpoint is refused, never a crash.
   const std::string bytes = read_text(dir / "iris/checkpoint.safetensors");
   dir.write("iris/checkpoint.safetensors", bytes.substr(0, bytes.size() / 2));
@@ -174,11 +265,11 @@ TEST_CASE("a step gone NaN stops training with the epoch, step and first op, and
   dir.write("data.csv", rows);
   const std::string model = R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
                                 {"type": "Dense", "units": 2, "activation": "softmax"}]})";
-  dir.write("good.json", R"({"model": )" + model + R"(, "data": {"csv": "data.csv"}, "epochs": 2, "optimizer": {"type": "sgd"}})");
-  // The same model with a learning rate that blows the weights up at once.
+  // A step schedule that multiplies the learning rate by 1e36 after 2 epochs (140 training rows in batches
+  // of 32: 5 steps an epoch), so the weights blow up in epoch 3.
   dir.write("bad.json", R"({"model": )" + model + R"(, "data": {"csv": "data.csv"}, "epochs": 4,
-                            "optimizer": {"type": "sgd", "learning_rate": 1e36}})");
-  REQUIRE(run_tensorctl("train good.json --output run --quiet", dir.path()).status == 0);
+                            "optimizer": {"type": "sgd", "schedule": {"type": "step", "step_size": 10, "gamma": 1e36}}})");
+  REQUIRE(run_tensorctl("train bad.json --epochs 2 --output run --quiet", dir.path()).status == 0);
   const std::string before = read_text(dir / "run/checkpoint.safetensors");
   CommandResult r = run_tensorctl("train bad.json --resume run --quiet", dir.path());
   check_runtime_error(r, {"epoch 3, step ", "the first ", "came from op dense", "lower the learning rate"});

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -375,6 +376,38 @@ TEST_CASE("the new optimizers, schedules and clipping train bit-identically with
     CHECK(losses[0] == losses[1]);
     CHECK(bit_identical(weights[0], weights[1]));
   }
+}
+
+TEST_CASE("an epoch interrupted and continued reports what the uninterrupted epoch reports, bit for bit") {
+  Dataset train = classification_data(256, 2, 2, 1);
+  Dataset validation = classification_data(64, 2, 2, 2);
+  Model straight(make_net(kClassifier, 3), classifier_options());
+  const auto expected = straight.fit(train, &validation, 3, 32);
+
+  // Stopped after step 3 of epoch 2 (the flag is read after every step), then continued from there.
+  Model model(make_net(kClassifier, 3), classifier_options());
+  std::atomic<bool> stop{false};
+  model.set_interrupt_flag(&stop);
+  std::int64_t epoch = 1;
+  auto history = model.fit(
+      train, &validation, 3, 32, [&](const EpochResult& r) { epoch = r.epoch + 1; },
+      [&](std::int64_t step, std::int64_t, const MetricValues&) { stop = epoch == 2 && step == 3; });
+  REQUIRE(model.interrupted_at());
+  const FitPosition at = *model.interrupted_at();
+  CHECK(at.epoch == 2);
+  CHECK(at.steps_done == 3);
+  CHECK(at.sums.examples == 3 * 32);
+  REQUIRE(history.size() == 1);
+  stop = false;
+  for (auto& r : model.fit(train, &validation, 3, 32, {}, {}, at)) history.push_back(std::move(r));
+  REQUIRE(history.size() == 3);
+  for (std::size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(history[i].epoch == expected[i].epoch);
+    CHECK(history[i].train == expected[i].train);
+    CHECK(history[i].validation == expected[i].validation);
+  }
+  CHECK(bit_identical(weights_of(model), weights_of(straight)));
 }
 
 }  // namespace
