@@ -29,6 +29,7 @@ struct TrainFlags {
   bool json = false;
   bool quiet = false;
   bool keep_denormals = false;
+  bool overwrite = false;
 };
 
 // `word` as /bin/sh reads it back: as is when it holds only characters the shell leaves alone, else
@@ -103,6 +104,8 @@ int run_train(const TrainFlags& f) {
   if (f.inter_op) c.inter_op_threads = *f.inter_op;
   if (f.intra_op) c.intra_op_threads = *f.intra_op;
   if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
+  if (f.overwrite && f.resume)
+    throw SpecError("", "--overwrite", "--resume continues the run in its directory and --overwrite replaces it; give one");
   if (f.output) c.output = *f.output;
   if (f.resume) c.output = *f.resume;
   c.keep_denormals = f.keep_denormals;
@@ -123,6 +126,7 @@ int run_train(const TrainFlags& f) {
   }
   TrainControl control;
   if (f.resume) control.resume = *f.resume;
+  control.overwrite = f.overwrite;
   control.interrupt = &g_interrupted;
   control.on_start = [&](std::int64_t epoch) { progress.start_at(epoch); };
   control.on_message = [&](const std::string& line) {
@@ -168,6 +172,9 @@ Command add_train_command(CLI::App& app) {
   cmd->add_option("--resume", flags->resume,
                   "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
                   "thread counts and output flags may differ from the run's)");
+  cmd->add_flag("--overwrite", flags->overwrite,
+                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
+                "non-empty run directory is refused)");
   cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");

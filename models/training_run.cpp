@@ -1,5 +1,6 @@
 #include "models/training_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -116,6 +117,68 @@ void check_csv_labels(const std::string& csv_path, const std::string& label, std
                       fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
                                   outputs, model_place, outputs - 1));
   }
+}
+
+// The files a run writes into its directory, besides its ModelCheckpoint callbacks' files.
+const std::vector<std::string> kRunFiles{"model.json",  "weights.safetensors", "history.csv",
+                                         "summary.json", "test.csv",            "checkpoint.safetensors"};
+// A directory holding one of these is a tensorctl run's.
+const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkpoint.safetensors"};
+
+void add_callback_files(const nlohmann::json& config, std::vector<std::string>& names) {
+  if (!config.is_object() || !config.contains("callbacks") || !config.at("callbacks").is_array()) return;
+  for (const auto& cb : config.at("callbacks"))
+    if (cb.is_object() && cb.contains("filename") && cb.at("filename").is_string()) names.push_back(cb.at("filename"));
+}
+
+// The names of the files the run in `dir` and the new run `c` write: the fixed ones, and the callbacks' files
+// as the old run's summary or checkpoint recorded them (a damaged record adds none).
+std::vector<std::string> run_file_names(const std::filesystem::path& dir, const TrainConfig& c) {
+  std::vector<std::string> names = kRunFiles;
+  add_callback_files(c.to_json(), names);
+  try {
+    add_callback_files(parse_json_file((dir / "summary.json").string()).value("config", nlohmann::json()), names);
+  } catch (const std::exception&) {
+  }
+  try {
+    SafetensorsFile file;
+    add_callback_files(read_training_checkpoint(dir / "checkpoint.safetensors", file).config, names);
+  } catch (const std::exception&) {
+  }
+  return names;
+}
+
+// One of `names`, or a temporary sibling of one that a killed process left (write_file_atomic's
+// `<name>.tmp.<pid>.<counter>`).
+bool is_run_file(const std::string& entry, const std::vector<std::string>& names) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return entry == n || entry.starts_with(n + ".tmp."); });
+}
+
+// Makes `dir` ready for a new run: a missing or empty directory is; with `overwrite`, so is a run directory
+// once its files are deleted. Everything is checked before the first file is deleted.
+void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c, bool overwrite) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;  // created later (or refused there, if a file blocks it)
+  const std::string d = dir.string();
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
+  if (entries.empty()) return;
+  if (!overwrite)
+    throw SpecError(d, "", "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
+                           "--resume " + d + " to continue it");
+  if (std::none_of(kRunMarkers.begin(), kRunMarkers.end(), [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); }))
+    throw SpecError(d, "", "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
+                           "summary.json or checkpoint.safetensors); choose another --output");
+  std::sort(entries.begin(), entries.end());
+  const std::vector<std::string> names = run_file_names(dir, c);
+  for (const auto& e : entries)
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(e, ec)) || !is_run_file(e.filename().string(), names))
+      throw SpecError(d, "", "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
+                                 " is not one of them; move it away or choose another --output");
+  for (const auto& e : entries)
+    if (!std::filesystem::remove(e, ec) && ec) throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
 }
 
 // A value of the config as a message shows it: JSON, shortened; a list of another length by its length.
@@ -249,6 +312,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
     state.steps_done = saved.steps_done;
     state.partial_sums = saved.partial_sums;
     state.history = std::move(saved.history);
+  } else {
+    clear_run_directory(dir, c, control.overwrite);
   }
   // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
   std::error_code ec;

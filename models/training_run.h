@@ -2,8 +2,11 @@
 // run directory; and the reverse, loading a run directory back for evaluate and predict.
 //
 // Run directory: model.json (resolved spec), weights.safetensors, history.csv (one row per epoch),
-// summary.json (metrics, timing, resolved config, preprocessing), test.csv (the held-out rows as read).
-// Every file is written to a temporary name and renamed into place.
+// summary.json (metrics, timing, resolved config, preprocessing), test.csv (the held-out rows as read),
+// checkpoint.safetensors, and the files of ModelCheckpoint callbacks (best.safetensors). Every file is
+// written to a temporary name and renamed into place. A run directory never mixes two runs: a new run
+// starts only in a directory that is missing or empty, or, with --overwrite, one that holds nothing but
+// another run's files, which are deleted first.
 #pragma once
 
 #include <atomic>
@@ -53,6 +56,8 @@ struct TrainOutcome {
 struct TrainControl {
   // A run directory to continue in place (`tensorctl train CONFIG --resume DIR`), or empty.
   std::filesystem::path resume;
+  // `--overwrite`: a new run may replace the run in its directory (without, a non-empty directory is refused).
+  bool overwrite = false;
   // Checked after every step; when it becomes true, the step in progress finishes, a checkpoint is written
   // and train_and_save returns with interrupted_at set.
   const std::atomic<bool>* interrupt = nullptr;
@@ -63,6 +68,9 @@ struct TrainControl {
 };
 
 // Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Model::fit.
+// Without control.resume, the output directory must be missing or empty; with control.overwrite it may hold
+// a run, whose files are deleted before anything is written. A directory holding any file tensorctl did not
+// write is refused either way (SpecError naming the directory, and the file).
 // With control.resume, loads that directory's checkpoint first (SpecError naming the directory or file when
 // it is not a run of this model, or naming the config key and both values when the config changed in a way
 // that alters the results: see find_resume_change) and continues to config.epochs; the directory is the output.

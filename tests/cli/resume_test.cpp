@@ -141,7 +141,7 @@ TEST_CASE("a process killed at random points never leaves an unreadable checkpoi
   std::mt19937 rng(12345);
   int checked = 0;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 400 --output run --quiet", dir);
+    const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 400 --output run --overwrite --quiet", dir);
     if (attempt == 0) REQUIRE(wait_for(dir / "run/checkpoint.safetensors"));
     std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 150000)(rng)));
     kill(pid, SIGKILL);
