@@ -202,7 +202,8 @@ json parse_header(std::string_view text, const std::string& file) {
     throw SpecError(file, "header", "invalid JSON: NUL byte at header offset " + std::to_string(nul));
   try {
     return json::parse(text.begin(), text.end(), limit_depth);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {
+    // A syntax error is a parse_error, a number beyond a double's range ("1e400") an out_of_range.
     // nlohmann's text starts "[json.exception.parse_error.101] parse error at line 1, column 5: ..." and quotes
     // the bytes it last read, which may be newlines or broken UTF-8: keep the error one printable line.
     std::string message = e.what();

@@ -211,6 +211,14 @@ TEST_CASE("decode refuses a header that is not valid JSON or not an object") {
   expect_refused(make_file(R"({"a":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})"), "header", "nests deeper");
 }
 
+// Found by tests/fuzz/safetensors_fuzz: nlohmann reports a number beyond a double's range as out_of_range, not as
+// a parse error, and it escaped the decoder.
+TEST_CASE("decode refuses a number beyond a double's range in the header") {
+  expect_refused(make_file(R"({"a":1e400})"), "header", "invalid JSON: number overflow parsing '1e400'");
+  expect_refused(make_file(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-1e324,4]}})", "abcd"), "header",
+                 "number overflow");
+}
+
 TEST_CASE("decode refuses entries with missing keys or wrong JSON types") {
   const std::string where = "tensor \"w\"";
   expect_refused(make_file(R"({"w":[1,2]})"), where, "entry must be an object, got array");
