@@ -1,5 +1,6 @@
 #include "models/csv.h"
 
+#include <algorithm>
 #include <charconv>
 #include <filesystem>
 #include <cmath>
@@ -106,7 +107,9 @@ CsvTable read_csv(const std::string& path) {
   if (lines.size() == 1) throw SpecError(path, line_where(2), "no data rows after the header");
 
   const std::size_t width = table.columns.size();
-  table.values.reserve((lines.size() - 1) * width);
+  // Every cell is at least one character and a separator, so the file holds at most about half its size in
+  // cells: a wide header over many short rows must not reserve rows x columns before the first row is read.
+  table.values.reserve(std::min((lines.size() - 1) * width, text.size() / 2 + 1));
   table.row_lines.reserve(lines.size() - 1);
   for (std::size_t i = 1; i < lines.size(); ++i) {
     const auto line = static_cast<std::int64_t>(i + 1);

@@ -129,3 +129,17 @@ TEST_CASE("read_csv reports bad headers and blank lines inside the data") {
   SpecError gap = read_error(write_file("gap.csv", "a\n1\n\n2\n"));
   CHECK(gap.where() == "line 3");
 }
+
+// A wide header over many short lines once made read_csv reserve rows x columns cells before reading a row:
+// 100,000 columns and 2,000,000 lines, a 4.7 MB file, asked for 800 GB (std::bad_alloc, or an abort under
+// ASan). What is reserved is now bounded by what the file can hold, and the first short row is the error.
+TEST_CASE("read_csv refuses a wide header over many short rows without reserving rows x columns") {
+  std::string text;
+  for (int c = 0; c < 100'000; ++c) text += (c ? ",c" : "c") + std::to_string(c);
+  text += '\n';
+  text.reserve(text.size() + 4'000'000);
+  for (int r = 0; r < 2'000'000; ++r) text += "1\n";
+  SpecError e = read_error(write_file("wide_and_long.csv", text));
+  CHECK(e.where() == "line 2");
+  CHECK(e.message() == "expected 100000 cells, got 1");
+}
