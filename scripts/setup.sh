@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tensorctl builds with, only those missing. Quiet when nothing is to do.
+#   scripts/setup.sh          what the build and the tests need
+#   scripts/setup.sh --fuzz   also clang-14 and its runtimes (libFuzzer, sanitizers; llvm-14 for the symbolizer)
+#                             for scripts/fuzz.sh
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev)
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-14 libclang-rt-14-dev llvm-14)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
