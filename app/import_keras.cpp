@@ -7,6 +7,7 @@
 #include "core/errors.h"
 #include "models/atomic_file.h"
 #include "models/keras_import.h"
+#include "models/sequential.h"
 #include "models/spec_reader.h"
 
 namespace tctl::app {
@@ -36,13 +37,16 @@ nlohmann::ordered_json readable(const nlohmann::json& spec) {
 }
 
 int run_import_keras(const ImportKerasFlags& f) {
-  if (!f.output.empty()) {
-    auto parent = std::filesystem::path(f.output).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      throw SpecError("", "--output", "directory " + parent.string() + " does not exist");
-  }
+  if (!f.output.empty()) check_output_path(f.output, "--output");
+
   const nlohmann::json doc = parse_json_file(f.input);
   const nlohmann::json spec = keras_to_spec(doc, f.input);
+  // A spec we write must load: shapes and sizes are checked as `summary` would, without allocating weights.
+  try {
+    Sequential::check(spec, f.input, "");
+  } catch (const SpecError& e) {
+    throw SpecError(f.input, "the converted spec's " + e.where(), e.message());
+  }
   const std::string text = readable(spec).dump(2) + "\n";
   if (f.output.empty())
     std::fwrite(text.data(), 1, text.size(), stdout);

@@ -1,6 +1,8 @@
 // tensorctl: define, train, run and inspect neural networks from JSON specs. The one place errors are
 // caught: a user's mistake exits 2, a runtime failure 1, each with one line on stderr.
 #include <cctype>
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -26,9 +28,26 @@ int print_error(const std::string& message, int status) {
   return status;
 }
 
+// Standard output is checked once, at the end: a full device or a closed pipe fails the command even when
+// every printf before "succeeded" into the buffer. Closing it flushes and reports deferred errors too.
+int finish_stdout(int status) {
+  int error = 0;
+  if (std::fflush(stdout) != 0) error = errno;
+  const bool failed_before = std::ferror(stdout) != 0;
+  if (std::fclose(stdout) != 0 && error == 0) error = errno;
+  if (error == 0 && !failed_before) return status;
+  // An earlier write that failed leaves only the error flag, not its reason.
+  return print_error(std::string("cannot write standard output: ") + (error != 0 ? std::strerror(error) : "write error"),
+                     status == 0 ? 1 : status);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG, which become a
+  // message and exit 1, instead of a signal that ends the process mid-write without one.
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"tensorctl: define, train, run and inspect neural networks from JSON specs", "tensorctl"};
   app.set_version_flag("--version", std::string("tensorctl ") + TENSORCTL_VERSION);
   app.require_subcommand(1);
@@ -59,7 +78,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
-    return app.exit(e);  // --help, --version
+    return finish_stdout(app.exit(e));  // --help, --version
   } catch (const CLI::ParseError& e) {
     std::string hint = "tensorctl --help";
     for (const auto& [sub, run] : commands)
@@ -72,15 +91,16 @@ int main(int argc, char** argv) {
       message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
     return print_error(message + " (see " + hint + ")", 2);
   }
+  int status = 2;
   try {
     for (auto& [sub, run] : commands)
-      if (sub->parsed()) return run();
-    return 2;
+      if (sub->parsed()) status = run();
   } catch (const tctl::SpecError& e) {
-    return print_error(e.what(), 2);
+    status = print_error(e.what(), 2);
   } catch (const std::bad_alloc&) {
-    return print_error("out of memory", 1);
+    status = print_error("out of memory", 1);
   } catch (const std::exception& e) {
-    return print_error(e.what(), 1);
+    status = print_error(e.what(), 1);
   }
+  return finish_stdout(status);
 }

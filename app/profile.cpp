@@ -97,11 +97,8 @@ int run_profile(const ProfileFlags& f) {
   if (f.mode != "traced") eager_modes.push_back(true);
   const auto inters = thread_list(f.inter, "--inter-op-threads");
   const auto intras = thread_list(f.intra, "--intra-op-threads");
-  if (!f.trace.empty()) {
-    auto parent = std::filesystem::path(f.trace).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      throw SpecError("", "--trace", "directory " + parent.string() + " does not exist");
-  }
+  if (!f.trace.empty()) check_output_path(f.trace, "--trace");
+
   nlohmann::json doc = parse_json_file(f.path);
   TrainConfig config = doc.is_object() && doc.contains("model") ? load_train_config(f.path) : config_for_model_spec(f.path);
 

@@ -1,9 +1,11 @@
 #include "models/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -31,9 +33,57 @@ void sync_directory(const std::filesystem::path& path) {
   ::close(fd);
 }
 
-}  // namespace
+// The file a symbolic link chain ends at, whether or not that file exists yet: written in its place, so a
+// link from a run directory into shared storage keeps pointing at the new contents.
+std::filesystem::path final_target(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return p;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  throw RuntimeError("cannot write " + path.string() + ": " + std::strerror(ELOOP));
+}
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+// "a directory", "a block device", "a socket", or nullptr for the kinds of file we write.
+const char* unwritable_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return nullptr;
+}
+
+void write_all(int fd, std::string_view bytes, const std::filesystem::path& path) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_io_error(path, "write failed", errno);
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// A FIFO or a device is someone else's file: write into it as a shell redirection would, never replace it.
+void write_in_place(const std::filesystem::path& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) throw_io_error(path, "cannot open", errno);
+  try {
+    write_all(fd, bytes, path);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0 && errno != EINTR) throw_io_error(path, "close failed", errno);
+}
+
+void write_stdout(std::string_view bytes) {
+  if ((!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) || std::fflush(stdout) != 0)
+    throw RuntimeError(std::string("cannot write standard output: ") + std::strerror(errno));
+}
+
+void replace_file(const std::filesystem::path& path, std::string_view bytes) {
   std::filesystem::path temp = path;
   temp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1));
 
@@ -67,6 +117,56 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
     throw_io_error(path, failed, error);
   }
   sync_directory(path);
+}
+
+// The descriptor a path names as a shell does (/dev/stdout, /dev/fd/3, /proc/self/fd/2), or -1. Written
+// through the descriptor we already hold: reopening it would start a file at offset 0, and replacing it would
+// replace the caller's file or, as root, the system's /dev/stdout link.
+int descriptor_path(const std::string& path) {
+  if (path == "/dev/stdin" || path == "/dev/stdout") return path == "/dev/stdin" ? 0 : 1;
+  if (path == "/dev/stderr") return 2;
+  for (const char* prefix : {"/dev/fd/", "/proc/self/fd/"}) {
+    const std::size_t n = std::strlen(prefix);
+    if (path.size() <= n || path.compare(0, n, prefix) != 0) continue;
+    int fd = 0;
+    auto [end, error] = std::from_chars(path.data() + n, path.data() + path.size(), fd);
+    if (error == std::errc() && end == path.data() + path.size()) return fd;
+  }
+  return -1;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
+  if (path == "-") return write_stdout(bytes);
+  if (const int fd = descriptor_path(path.string()); fd >= 0) {
+    if (fd == 1) return write_stdout(bytes);
+    std::fflush(stderr);
+    return write_all(fd, bytes, path);
+  }
+  // stat() follows every link, the magic ones of /proc (/dev/stdout) included, to what is really there.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) return write_in_place(path, bytes);
+    if (const char* kind = unwritable_kind(st.st_mode))
+      throw RuntimeError("cannot write " + path.string() + ": it is " + kind + ", not a file");
+  }
+  replace_file(final_target(path), bytes);
+}
+
+void check_output_path(const std::string& path, const std::string& flag) {
+  if (path == "-" || descriptor_path(path) >= 0) return;
+  if (path.empty()) throw SpecError("", flag, "expected a file name or - for standard output, got an empty string");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (const char* kind = unwritable_kind(st.st_mode))
+      throw SpecError("", flag, path + " is " + kind + "; expected a file, a FIFO, a character device or -");
+    return;
+  }
+  if (errno != ENOENT) throw SpecError("", flag, "cannot write " + path + ": " + std::strerror(errno));
+  const std::filesystem::path parent = final_target(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent))
+    throw SpecError("", flag, "directory " + parent.string() + " does not exist");
 }
 
 std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors) {

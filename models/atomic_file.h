@@ -8,14 +8,26 @@
 
 namespace tctl {
 
-// Replaces `path` with exactly `bytes`. Writes a temporary sibling `<path>.tmp.<pid>.<counter>`, flushes and
-// fsyncs it, renames it over `path` and then fsyncs the directory (best effort). A crash at any point leaves
-// either the old file or the new one; at worst a stray `.tmp.` sibling survives a crash.
+// The one writer of every output tensorctl produces (run directories, --output, --trace, -o).
+// What it does depends on what `path` is:
+// - a regular file or a new path: writes a temporary sibling `<path>.tmp.<pid>.<counter>`, flushes and fsyncs
+//   it, renames it over `path` and fsyncs the directory (best effort). A crash at any point leaves either
+//   the old file or the new one; at worst a stray `.tmp.` sibling survives a crash.
+// - a symbolic link (a chain of them, or one whose target does not exist yet): its final target is written
+//   the same way; the link itself stays.
+// - a FIFO or a character device (/dev/null, /dev/stdout, a terminal): written in place, never replaced.
+// - "-", /dev/stdout, /dev/stderr, /dev/fd/N, /proc/self/fd/N: that descriptor of this process, in place,
+//   after whatever the program printed there before.
+// - a directory, a block device or a socket: refused.
 // On failure (missing directory, no permission, disk full) the temporary file is removed, `path` is left
 // untouched, and RuntimeError names `path` and the system's reason.
 // Thread-safe: concurrent calls use distinct temporary names; for the same `path`, the last rename wins.
-// A symlink at `path` is replaced, not followed.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// Checks, before any work is done, that write_file_atomic can write `path` given by the user with `flag`
+// ("--output"): "-" or an existing regular file, FIFO or character device, or a new name in an existing
+// directory (through symbolic links). Anything else is a SpecError naming the flag and the path.
+void check_output_path(const std::string& path, const std::string& flag);
 
 // The whole contents of `path`. A missing or unreadable file is the user's mistake: SpecError with
 // `file_for_errors` (the path as the user spelled it) as the file, no JSON path, and the system's reason

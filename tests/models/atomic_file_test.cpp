@@ -1,6 +1,7 @@
 #include "models/atomic_file.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,6 +120,64 @@ TEST_CASE("read_file reads a file larger than its chunk size") {
   for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>(i * 7 + 3);
   write_file_atomic(dir.path / "big", big);
   CHECK(read_file(dir.path / "big", "big") == big);
+}
+
+TEST_CASE("write_file_atomic follows a symbolic link: the link stays, its target gets the bytes") {
+  TempDir dir;
+  fs::create_directories(dir.path / "store");
+  write_file_atomic(dir.path / "store" / "real.csv", "old");
+  fs::create_symlink("store/real.csv", dir.path / "link.csv");
+  fs::create_symlink("link.csv", dir.path / "link2.csv");  // a chain of two
+  write_file_atomic(dir.path / "link2.csv", "new");
+  CHECK(fs::is_symlink(dir.path / "link.csv"));
+  CHECK(fs::is_symlink(dir.path / "link2.csv"));
+  CHECK(read_file(dir.path / "store" / "real.csv", "real.csv") == "new");
+  // A link whose target does not exist yet creates the target.
+  fs::create_symlink("store/later.csv", dir.path / "dangling.csv");
+  write_file_atomic(dir.path / "dangling.csv", "made");
+  CHECK(fs::is_symlink(dir.path / "dangling.csv"));
+  CHECK(read_file(dir.path / "store" / "later.csv", "later.csv") == "made");
+  CHECK(fs::directory_iterator(dir.path / "store") != fs::directory_iterator());
+}
+
+TEST_CASE("write_file_atomic writes into a FIFO in place and leaves it a FIFO") {
+  TempDir dir;
+  const fs::path fifo = dir.path / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::string received;
+  std::thread reader([&] { received = read_file(fifo, "pipe"); });
+  write_file_atomic(fifo, "through the pipe");
+  reader.join();
+  CHECK(received == "through the pipe");
+  CHECK(fs::is_fifo(fifo));
+  CHECK(dir.entries() == std::vector<std::string>{"pipe"});
+}
+
+TEST_CASE("write_file_atomic writes a character device in place: /dev/null stays a device") {
+  write_file_atomic("/dev/null", "discarded");
+  CHECK(fs::is_character_file("/dev/null"));
+}
+
+TEST_CASE("check_output_path refuses what cannot be written before any work, naming the flag") {
+  TempDir dir;
+  auto refused = [](const std::string& path, const std::string& part) {
+    try {
+      check_output_path(path, "--output");
+      FAIL("expected a SpecError for " << path);
+    } catch (const SpecError& e) {
+      CHECK(e.where() == "--output");
+      CHECK(e.message().find(part) != std::string::npos);
+    }
+  };
+  refused(dir.path.string(), "is a directory");
+  refused((dir.path / "missing" / "out.csv").string(), "does not exist");
+  refused("", "empty");
+  fs::create_symlink("missing/out.csv", dir.path / "dangling");
+  refused((dir.path / "dangling").string(), "does not exist");
+  CHECK_NOTHROW(check_output_path("-", "--output"));
+  CHECK_NOTHROW(check_output_path("/dev/null", "--output"));
+  CHECK_NOTHROW(check_output_path((dir.path / "new.csv").string(), "--output"));
+  CHECK(dir.entries() == std::vector<std::string>{"dangling"});
 }
 
 }  // namespace
