@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -145,9 +147,90 @@ void SpecReader::finish(const std::vector<std::string>& known_for_message) const
   }
 }
 
+namespace {
+
+// Where the parser is, as a JSON path ("layers[2].units"), kept up to date from nlohmann's parse events so
+// that an error found mid-parse (a repeated key, a number out of range, nesting too deep) names its place.
+class JsonPlace {
+ public:
+  explicit JsonPlace(const std::string& file) : file_(file) {}
+
+  bool on_event(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        step_into_element();
+        if (frames_.size() >= kMaxJsonDepth)
+          throw SpecError(file_, path(), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        frames_.push_back(Frame{event == Event::array_start});
+        break;
+      case Event::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) throw SpecError(file_, path(), "duplicate key \"" + f.key + "\"");
+        break;
+      }
+      case Event::value:
+        step_into_element();
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        break;
+    }
+    return true;
+  }
+
+  // The path of the value being read: after a key, that key; in a list, the next element.
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.array) {
+        out += "[" + std::to_string(f.index < 0 ? 0 : f.index) + "]";
+      } else if (!f.key.empty() || !f.keys.empty()) {
+        out += (out.empty() ? "" : ".") + f.key;
+      }
+    }
+    return out.empty() ? "top level" : out;
+  }
+
+  // Called when the parser stopped before reporting the value it was reading.
+  void step_past_last_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::int64_t index = -1;  // arrays: the element being read
+    std::string key;          // objects: the key being read
+    std::set<std::string> keys;
+  };
+  void step_into_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+  const std::string& file_;
+  std::vector<Frame> frames_;
+};
+
+// "1e400" from nlohmann's "number overflow parsing '1e400'".
+std::string quoted_token(const std::string& what) {
+  const auto open = what.find('\'');
+  const auto close = what.rfind('\'');
+  if (open == std::string::npos || close <= open) return "";
+  return what.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
+  JsonPlace place(file);
   try {
-    return nlohmann::json::parse(text);
+    return nlohmann::json::parse(text, [&place](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      return place.on_event(event, parsed);
+    });
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann reports a byte offset; turn it into the line and column an editor shows.
     std::size_t offset = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
@@ -164,6 +247,12 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file)
     auto pos = what.find("syntax error");
     throw SpecError(file, "line " + std::to_string(line) + ", column " + std::to_string(column),
                     "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // The only range error of parsing: a number beyond a double's range, which nlohmann reports without a place.
+    place.step_past_last_element();
+    throw SpecError(file, place.path(), "number " + quoted_token(e.what()) + " is out of range (a double holds up to about 1.8e308)");
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(file, place.path(), std::string("invalid JSON: ") + e.what());
   }
 }
 

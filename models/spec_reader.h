@@ -58,7 +58,13 @@ class SpecReader {
 // "got -3", "got \"abc\"", "got an object": how a wrong JSON value is named in messages.
 std::string describe_json(const nlohmann::json& v);
 
-// Parses JSON text; a syntax error becomes a SpecError naming the line and column.
+// Nesting deeper than this is refused while parsing: no real spec or config comes near it, and it bounds the
+// recursion of everything that walks a document afterwards.
+inline constexpr std::size_t kMaxJsonDepth = 128;
+
+// Parses JSON text. Every defect is a SpecError naming `file`: a syntax error with its line and column; a
+// repeated key in one object, a number beyond a double's range and nesting deeper than kMaxJsonDepth with
+// the JSON path where they occur.
 nlohmann::json parse_json_text(const std::string& text, const std::string& file);
 nlohmann::json parse_json_file(const std::string& path);
 
