@@ -7,6 +7,8 @@
 
 #include <fmt/format.h>
 
+#include "models/memory_budget.h"
+
 namespace tctl::app {
 
 namespace {
@@ -38,15 +40,7 @@ std::string thousands(std::int64_t n) {
   return n < 0 ? "-" + out : out;
 }
 
-std::string human_bytes(double bytes) {
-  const char* units[] = {"B", "KB", "MB", "GB"};
-  int u = 0;
-  while (bytes >= 1024.0 && u < 3) {
-    bytes /= 1024.0;
-    ++u;
-  }
-  return fmt::format("{:.2f} {}", bytes, units[u]);
-}
+std::string human_bytes(double bytes) { return byte_size_text(bytes); }
 
 std::string metrics_text(const MetricValues& values, const std::string& prefix) {
   MetricValues sorted = values;

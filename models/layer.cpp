@@ -42,8 +42,13 @@ nlohmann::json Layer::to_json() const {
   return j;
 }
 
-std::shared_ptr<Variable> Layer::add_variable(const std::string& short_name, Tensor initial, bool trainable) {
-  auto v = std::make_shared<Variable>(variable_prefix_ + name_ + "/" + short_name, std::move(initial), locking_, trainable);
+std::shared_ptr<Variable> Layer::add_variable(const BuildContext& ctx, const std::string& short_name, const Shape& shape,
+                                             FunctionRef<Tensor()> init, bool trainable) {
+  if (ctx.budget != nullptr) {
+    ctx.budget->weight_bytes += shape.num_elements() * static_cast<std::int64_t>(sizeof(float));
+    if (!ctx.budget->allocate) return nullptr;
+  }
+  auto v = std::make_shared<Variable>(variable_prefix_ + name_ + "/" + short_name, init(), locking_, trainable);
   variables_.push_back(v);
   return v;
 }

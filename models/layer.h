@@ -12,8 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/function_ref.h"
 #include "core/graph.h"
 #include "core/variable.h"
+#include "models/memory_budget.h"
 #include "models/spec_reader.h"
 
 namespace tctl {
@@ -22,6 +24,8 @@ namespace tctl {
 struct BuildContext {
   std::uint64_t seed = 0;
   int layer_index = 0;
+  // Charged for every variable before it is allocated; nullptr: no limit (tests building single layers).
+  MemoryBudget* budget = nullptr;
   // The 64-bit key of this layer's random draws (initializers, dropout masks), from the seed and the
   // layer's place; `salt` separates a layer's different uses.
   std::uint64_t key(std::uint64_t salt = 0) const;
@@ -60,7 +64,10 @@ class Layer {
  protected:
   Layer(std::string type, std::string name, std::string device)
       : type_(std::move(type)), name_(std::move(name)), device_(std::move(device)) {}
-  std::shared_ptr<Variable> add_variable(const std::string& short_name, Tensor initial, bool trainable = true);
+  // Charges `shape` (float32, at most kMaxTensorElements) to the context's budget, then creates the variable
+  // from `init()`; in the budget's counting pass it allocates nothing and returns nullptr.
+  std::shared_ptr<Variable> add_variable(const BuildContext& ctx, const std::string& short_name, const Shape& shape,
+                                         FunctionRef<Tensor()> init, bool trainable = true);
   // Reads the layer's variables into g (ReadVariable nodes).
   Output read(Graph& g, std::size_t i) const { return g.read(variables_[i]); }
   LockingMode locking_mode() const { return locking_; }

@@ -19,9 +19,17 @@ namespace tctl {
 class Sequential {
  public:
   // Parses and validates `spec` (errors name `file` and the JSON path under `path`), then builds every
-  // layer, creating its variables with initializers seeded from `seed`.
+  // layer, creating its variables with initializers seeded from `seed`. Refused with a SpecError before any
+  // weight is allocated: a shape with more than kMaxTensorElements per example anywhere in the stack, and
+  // weights that together need more than memory_limit_bytes() (the message says how much they need).
   static Sequential from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
                               std::uint64_t seed, LockingMode locking = LockingMode::kMutex);
+
+  // The checks of from_json without building: throws the SpecError from_json would, allocates no weights.
+  static void check(const nlohmann::json& spec, const std::string& file, const std::string& path);
+
+  // Bytes of float32 activations one example produces through the stack (every layer's output).
+  std::int64_t activation_bytes_per_example() const;
 
   const std::string& name() const { return name_; }
   // Without the batch dimension.
@@ -41,6 +49,10 @@ class Sequential {
   nlohmann::json to_json() const;
 
  private:
+  // One pass of from_json; allocates the variables only when `budget.allocate` is set.
+  static Sequential build_layers(const nlohmann::json& spec, const std::string& file, const std::string& path,
+                                 std::uint64_t seed, LockingMode locking, MemoryBudget& budget);
+
   std::string name_;
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
@@ -48,5 +60,11 @@ class Sequential {
   std::string file_;
   std::string path_;
 };
+
+// Throws SpecError(`file`, `where`) when training `net` with batches of `batch_size` and `optimizer_slots`
+// slot tensors per weight would need more than memory_limit_bytes(): the weights, their gradients and slots,
+// and one batch's activations with their gradients. Called before anything for training is allocated.
+void check_training_memory(const Sequential& net, std::int64_t batch_size, int optimizer_slots, const std::string& file,
+                           const std::string& where);
 
 }  // namespace tctl

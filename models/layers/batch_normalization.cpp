@@ -25,7 +25,7 @@ class BatchNormalization final : public Layer {
     scale_ = args.spec.boolean("scale", true);
   }
 
-  Shape build(const Shape& input, const BuildContext&, const SpecReader& where) override {
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() < 1) where.fail_here("BatchNormalization needs an input with a feature axis");
     // Only the last axis is supported; its positive index (counting the batch) names the same axis.
     const std::int64_t axis = axis_json_.get<std::int64_t>();
@@ -33,10 +33,13 @@ class BatchNormalization final : public Layer {
       where.fail("axis", "only the last axis (-1) is supported, got " + std::to_string(axis) + " for input " +
                              Shape::concat(-1, input).keras_string());
     const std::int64_t c = input[input.rank() - 1];
-    if (scale_) add_variable("gamma", Tensor::filled(Shape{c}, 1.0f));
-    if (center_) add_variable("beta", Tensor::zeros(DType::kF32, Shape{c}));
-    moving_mean_ = add_variable("moving_mean", Tensor::zeros(DType::kF32, Shape{c}), false);
-    moving_variance_ = add_variable("moving_variance", Tensor::filled(Shape{c}, 1.0f), false);
+    const Shape shape{c};
+    auto ones = [&] { return Tensor::filled(shape, 1.0f); };
+    auto zeros = [&] { return Tensor::zeros(DType::kF32, shape); };
+    if (scale_) add_variable(ctx, "gamma", shape, ones);
+    if (center_) add_variable(ctx, "beta", shape, zeros);
+    moving_mean_ = add_variable(ctx, "moving_mean", shape, zeros, false);
+    moving_variance_ = add_variable(ctx, "moving_variance", shape, ones, false);
     channels_ = c;
     return input;
   }

@@ -26,17 +26,21 @@ class Conv2D final : public Layer {
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     detail::expect_image_input(input, "Conv2D", where);
     const detail::Pair out = detail::window_output(input, kernel_size_, strides_, padding_, where, "kernel_size");
-    const std::int64_t channels = input[2], receptive = kernel_size_[0] * kernel_size_[1];
+    const std::int64_t channels = input[2];
+    const Shape kernel{kernel_size_[0], kernel_size_[1], channels, filters_}, bias{filters_};
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
-    if (filters_ > kMaxKernelElements / (receptive * channels))
-      where.fail("filters", "a kernel of " + std::to_string(receptive * channels) + " x " + std::to_string(filters_) +
-                                " weights is larger than the 2^31 elements tensorctl supports");
+    const auto kernel_elements = bounded_num_elements(kernel);
+    if (!kernel_elements || *kernel_elements > kMaxKernelElements)
+      where.fail("filters", "a kernel of " + kernel.to_string() + " (" +
+                                (kernel_elements ? std::to_string(*kernel_elements) : approximate_num_elements(kernel)) +
+                                " weights) is larger than the 2^31 elements tensorctl supports");
+    const std::int64_t receptive = kernel_size_[0] * kernel_size_[1];
     // Keras' fans for a convolution: the receptive field times the input or output channels.
     const std::int64_t fan_in = receptive * channels, fan_out = receptive * filters_;
     const std::uint64_t base = ctx.key();
-    add_variable("kernel", initialize(kernel_init_, Shape{kernel_size_[0], kernel_size_[1], channels, filters_}, fan_in, fan_out, base));
-    if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{filters_}, fan_in, fan_out, mix64(base + 1)));
+    add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, fan_in, fan_out, base); });
+    if (use_bias_) add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, fan_in, fan_out, mix64(base + 1)); });
     return Shape{out[0], out[1], filters_};
   }
 

@@ -29,8 +29,9 @@ class Dense final : public Layer {
       where.fail("units", "a kernel of " + std::to_string(in) + " x " + std::to_string(units_) +
                               " weights is larger than the 2^31 elements tensorctl supports");
     const std::uint64_t base = ctx.key();
-    add_variable("kernel", initialize(kernel_init_, Shape{in, units_}, in, units_, base));
-    if (use_bias_) add_variable("bias", initialize(bias_init_, Shape{units_}, in, units_, mix64(base + 1)));
+    const Shape kernel{in, units_}, bias{units_};
+    add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, in, units_, base); });
+    if (use_bias_) add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, in, units_, mix64(base + 1)); });
     return Shape{units_};
   }
 

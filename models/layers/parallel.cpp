@@ -23,24 +23,24 @@ namespace {
 class Parallel final : public Layer {
  public:
   explicit Parallel(LayerArgs& args) : Layer("Parallel", args.name, args.device), file_(args.spec.file()) {
-    spec_ = args.spec.raw("branches");
+    // Read in place, never copied: a copy per level made nested Parallel layers quadratic in their size.
+    const nlohmann::json& spec = args.spec.raw("branches");
     branches_path_ = args.spec.path_of("branches");
-    if (!spec_.is_array() || spec_.size() < 2)
-      args.spec.fail("branches", "expected a list of at least 2 branches (each a list of layers), " + describe_json(spec_));
+    if (!spec.is_array() || spec.size() < 2)
+      args.spec.fail("branches", "expected a list of at least 2 branches (each a list of layers), " + describe_json(spec));
     merge_ = args.spec.one_of("merge", {"add", "concat"}, "concat");
-
     // One name scope across all branches, so sub-layer (and variable) names are unique in the Parallel.
     LayerNamer namer;
-    for (std::size_t i = 0; i < spec_.size(); ++i) {
-      if (!spec_[i].is_array() || spec_[i].empty())
-        throw SpecError(file_, branch_path(i), "expected a non-empty list of layers, " + describe_json(spec_[i]));
-      for (const auto& l : spec_[i]) namer.reserve(l);
+    for (std::size_t i = 0; i < spec.size(); ++i) {
+      if (!spec[i].is_array() || spec[i].empty())
+        throw SpecError(file_, branch_path(i), "expected a non-empty list of layers, " + describe_json(spec[i]));
+      for (const auto& l : spec[i]) namer.reserve(l);
     }
     std::set<std::string> names;
-    branches_.resize(spec_.size());
-    for (std::size_t i = 0; i < spec_.size(); ++i) {
-      for (std::size_t j = 0; j < spec_[i].size(); ++j) {
-        const nlohmann::json& l = spec_[i][j];
+    branches_.resize(spec.size());
+    for (std::size_t i = 0; i < spec.size(); ++i) {
+      for (std::size_t j = 0; j < spec[i].size(); ++j) {
+        const nlohmann::json& l = spec[i][j];
         SpecReader reader(l, file_, layer_path(i, j));
         auto layer = make_layer(reader, namer.next(l));
         if (!names.insert(layer->name()).second)
@@ -53,6 +53,8 @@ class Parallel final : public Layer {
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     // Sub-layers draw from a stream of their own, keyed by this layer's index and their position.
     const std::uint64_t base = ctx.key(0x50617261ull);
+    // A sub-layer's build reads nothing from its spec, only its file and path for messages.
+    static const nlohmann::json kNoKeys = nlohmann::json::object();
     int index = 0;
     std::vector<Shape> outputs;
     for (std::size_t i = 0; i < branches_.size(); ++i) {
@@ -61,8 +63,8 @@ class Parallel final : public Layer {
         Layer& layer = *branches_[i][j];
         layer.set_variable_prefix(variable_prefix() + name() + "/");
         layer.set_locking_mode(locking_mode());
-        SpecReader reader(spec_[i][j], file_, layer_path(i, j));
-        shape = layer.build(shape, BuildContext{base, index++}, reader);
+        SpecReader reader(kNoKeys, file_, layer_path(i, j));
+        shape = layer.build(shape, BuildContext{base, index++, ctx.budget}, reader);
         adopt_variables(layer);
       }
       outputs.push_back(shape);
@@ -80,7 +82,8 @@ class Parallel final : public Layer {
       if (outputs[i].rank() != 1)
         where.fail_here("Parallel layer \"" + name() + "\" merges by \"concat\", which needs flat branch outputs (None, features), but branch " +
                         std::to_string(i) + " gives " + keras(outputs[i]) + " (branch 0 gives " + keras(outputs[0]) + ")");
-      features += outputs[i][0];
+      if (__builtin_add_overflow(features, outputs[i][0], &features) || features > kMaxTensorElements)
+        where.fail_here("Parallel layer \"" + name() + "\" concatenates more than the 2^36 features per example tensorctl supports");
     }
     return Shape{features};
   }
@@ -119,7 +122,6 @@ class Parallel final : public Layer {
 
   std::string file_;
   std::string branches_path_;
-  nlohmann::json spec_;  // the branches as written; the sub-layers' readers point into it
   std::string merge_;
   std::vector<std::vector<std::unique_ptr<Layer>>> branches_;
 };

@@ -29,7 +29,9 @@ class Reshape final : public Layer {
   Shape build(const Shape& input, const BuildContext&, const SpecReader& where) override {
     const std::int64_t total = input.num_elements();
     std::int64_t known = 1;
-    for (std::int64_t d : target_) known *= d == -1 ? 1 : d;
+    for (std::int64_t d : target_)
+      if (d != -1 && (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements))
+        where.fail("target_shape", nlohmann::json(target_).dump() + " has more than the 2^36 elements per example tensorctl supports");
     resolved_ = target_;
     for (auto& d : resolved_)
       if (d == -1 && known > 0 && total % known == 0) d = total / known;

@@ -2,6 +2,10 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <optional>
+#include <string>
+
 #include "core/errors.h"
 
 namespace tctl {
@@ -168,6 +172,80 @@ TEST_CASE("Sequential spec errors name their JSON path") {
                     "layers[1].type", "unknown layer type \"Conv3D\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
   expect_spec_error(R"({"name": 5, "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})", "name",
                     "expected a string, got 5");
+}
+
+// Sets an environment variable for one scope, restoring the previous value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_CASE("Sequential refuses shapes whose element count overflows, naming the place, never a negative count") {
+  // 2^32 x 2^32 wraps to 0 in 64 bits: this used to reach a division by zero (SIGFPE) in Dense.
+  expect_spec_error(R"({"input_shape": [4294967296, 4294967296], "layers": [{"type": "Flatten"}, {"type": "Dense", "units": 2}]})",
+                    "input_shape", "about 1.84e+19 elements per example, more than the 2^36");
+  // Past 2^63 the product used to print as a negative number.
+  expect_spec_error(R"({"input_shape": [3037000500, 3037000500, 2], "layers": [{"type": "Flatten"}]})", "input_shape",
+                    "about 1.84e+19 elements");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Reshape", "target_shape": [4294967296, 4294967296, -1]}]})",
+                    "layers[0].target_shape", "more than the 2^36 elements");
+  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 4611686018427387904, "kernel_size": 3}]})",
+                    "layers[0].filters", "larger than the 2^31 elements");
+  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 2, "kernel_size": 9223372036854775807, "padding": "same"}]})",
+                    "layers[0].kernel_size", "at most 65536");
+  expect_spec_error(R"({"input_shape": [65536, 65536, 17], "layers": [{"type": "Flatten"}]})", "input_shape",
+                    "about 7.3e+10 elements per example");
+}
+
+TEST_CASE("Sequential refuses a model whose weights pass the memory limit before allocating any, and says how much it needs") {
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
+  CHECK(memory_limit_bytes() == 1 << 20);
+  // 3 x 512 x 512 floats = 3 MiB: the second layer passes 1 MiB, and the message gives the whole model's need.
+  expect_spec_error(R"({"input_shape": [512], "layers": [{"type": "Dense", "units": 512, "use_bias": false},
+                        {"type": "Dense", "units": 512, "use_bias": false}, {"type": "Dense", "units": 512, "use_bias": false}]})",
+                    "layers[1]", "the model's weights need 3.00 MB, more than the memory limit of 1.00 MB");
+  // Just under the limit builds.
+  CHECK(parse(R"({"input_shape": [511], "layers": [{"type": "Dense", "units": 512, "use_bias": false}]})").param_count() == 511 * 512);
+}
+
+TEST_CASE("check_training_memory counts weights, gradients, slots and one batch of activations") {
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
+  const Sequential net = parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})");
+  // 4160 weights x 4 bytes x (2 + 2 Adam slots) = 66,560 bytes, plus 2 x 512 bytes of activations per example.
+  CHECK_NOTHROW(check_training_memory(net, 900, 2, "c.json", "batch_size"));
+  try {
+    check_training_memory(net, 1000000000000, 2, "c.json", "batch_size");
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.where() == "batch_size");
+    CHECK(std::string(e.message()).find("for a batch of 1000000000000") != std::string::npos);
+  }
+}
+
+TEST_CASE("Nested Parallel layers build in time linear in their size") {
+  // 40 levels, each a Parallel of the level below and a Dense: was a copy of the whole subtree per level.
+  std::string layer = R"({"type": "Dense", "units": 2})";
+  for (int i = 0; i < 40; ++i)
+    layer = R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
+  const Sequential net = parse(R"({"input_shape": [3], "layers": [)" + layer + "]}");
+  CHECK(net.output_shape() == Shape{2});
+  CHECK(net.variables().size() == 2 * 41);
 }
 
 }  // namespace

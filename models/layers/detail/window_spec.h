@@ -21,10 +21,14 @@ inline Pair positive_int_pair(SpecReader& spec, const std::string& key, Pair fal
     return fallback;
   }
   const nlohmann::json& v = spec.raw(key);
-  auto positive = [](const nlohmann::json& x) { return x.is_number_integer() && x.get<std::int64_t>() > 0; };
+  // A window or stride past 2^16 is a typo; capping it keeps "same" padding from looping over absurd windows.
+  constexpr std::int64_t kMaxWindow = std::int64_t{1} << 16;
+  auto positive = [](const nlohmann::json& x) {
+    return x.is_number_integer() && x.get<std::int64_t>() > 0 && x.get<std::int64_t>() <= kMaxWindow;
+  };
   if (positive(v)) return {v.get<std::int64_t>(), v.get<std::int64_t>()};
   if (v.is_array() && v.size() == 2 && positive(v[0]) && positive(v[1])) return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
-  spec.fail(key, "expected a positive integer or a list of two, " + describe_json(v));
+  spec.fail(key, "expected a positive integer of at most 65536 or a list of two, " + describe_json(v));
 }
 
 inline std::string read_padding(SpecReader& spec) { return spec.one_of("padding", {"valid", "same"}, "valid"); }
@@ -45,7 +49,7 @@ inline Pair window_output(const Shape& input, const Pair& window, const Pair& st
   Pair out{};
   for (int i = 0; i < 2; ++i) {
     if (padding == "same") {
-      out[i] = (input[i] + strides[i] - 1) / strides[i];
+      out[i] = input[i] / strides[i] + (input[i] % strides[i] != 0);
       continue;
     }
     if (window[i] > input[i])

@@ -81,12 +81,12 @@ TEST_CASE("Conv2D bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Conv2D","filters":2})", in, "layers[0]", "missing required key \"kernel_size\"");
   check_layer_spec_error(R"({"type":"Conv2D","filters":0,"kernel_size":3})", in, "layers[0].filters", "expected a positive integer, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":0})", in, "layers[0].kernel_size",
-                         "expected a positive integer or a list of two, got 0");
+                         "expected a positive integer of at most 65536 or a list of two, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3,-1]})", in, "layers[0].kernel_size",
-                         "expected a positive integer or a list of two");
+                         "expected a positive integer of at most 65536 or a list of two");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3]})", in, "layers[0].kernel_size", "a list of two");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"strides":0})", in, "layers[0].strides",
-                         "expected a positive integer or a list of two, got 0");
+                         "expected a positive integer of at most 65536 or a list of two, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"padding":"full"})", in, "layers[0].padding",
                          "unknown value \"full\" (known: valid, same)");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3,6]})", in, "layers[0].kernel_size",

@@ -47,7 +47,7 @@ TEST_CASE("pooling layers compute the window maximum and mean") {
 TEST_CASE("pooling bad keys name their JSON path") {
   const Shape in{4, 5, 2};
   check_layer_spec_error(R"({"type":"MaxPooling2D","pool_size":0})", in, "layers[0].pool_size",
-                         "expected a positive integer or a list of two, got 0");
+                         "expected a positive integer of at most 65536 or a list of two, got 0");
   check_layer_spec_error(R"({"type":"AveragePooling2D","pool_size":[2,0]})", in, "layers[0].pool_size", "a list of two");
   check_layer_spec_error(R"({"type":"MaxPooling2D","strides":-1})", in, "layers[0].strides", "expected a positive integer");
   check_layer_spec_error(R"({"type":"MaxPooling2D","padding":"causal"})", in, "layers[0].padding", "known: valid, same");
