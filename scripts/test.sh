@@ -3,21 +3,35 @@
 #   scripts/test.sh          Release build in build/, every test
 #   scripts/test.sh --tsan   ThreadSanitizer build in build-tsan/: the concurrency tests and
 #                            `race-check --scenario all` under every locking mode; any report fails it
+#   scripts/test.sh --asan   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/: every test
+#                            suite (core, kernels, models, cli); any report, a leak included, fails it
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh"
 jobs="$(nproc 2>/dev/null || echo 2)"
 
-if [ "${1:-}" = "--tsan" ]; then
-  dir="$root/build-tsan"
+# sanitizer_build DIR SANITIZERS [TARGET...]: configures DIR once (RelWithDebInfo, no benchmarks) and builds
+# the targets, all of them when none is named.
+sanitizer_build() {
+  local dir="$1" sanitizers="$2"
+  shift 2
   if [ ! -f "$dir/CMakeCache.txt" ]; then
-    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORCTL_SANITIZE=thread -DTENSORCTL_BENCH=OFF >/dev/null
+    # -fno-sanitize-recover: a UBSan report aborts instead of printing and going on (a no-op for thread).
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORCTL_SANITIZE="$sanitizers" \
+      -DTENSORCTL_BENCH=OFF -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" >/dev/null
   fi
-  cmake --build "$dir" -j "$jobs" --target tensorctl core_tests >"$dir/build.log" 2>&1 || {
+  local targets=()
+  for t in "$@"; do targets+=(--target "$t"); done
+  cmake --build "$dir" -j "$jobs" "${targets[@]}" >"$dir/build.log" 2>&1 || {
     grep -E "error" "$dir/build.log" | head -40 >&2
-    echo "tsan build failed; the full log is $dir/build.log" >&2
+    echo "$sanitizers build failed; the full log is $dir/build.log" >&2
     exit 1
   }
+}
+
+if [ "${1:-}" = "--tsan" ]; then
+  dir="$root/build-tsan"
+  sanitizer_build "$dir" thread tensorctl core_tests
   # halt_on_error turns the first report into a failing exit status.
   export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1"
   echo "tsan: core tests"
@@ -25,6 +39,19 @@ if [ "${1:-}" = "--tsan" ]; then
   echo "tsan: race-check --scenario all, every mode"
   "$dir/tensorctl" race-check --scenario all --modes all --threads 4 --iterations 200 --widen 10 --json >"$dir/race_check.json"
   echo "tsan: clean"
+  exit 0
+fi
+
+if [ "${1:-}" = "--asan" ]; then
+  dir="$root/build-asan"
+  sanitizer_build "$dir" "address;undefined"
+  # The cli suite runs build-asan/tensorctl, which inherits these: every process stops at its first report.
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  echo "asan+ubsan: every test suite"
+  cd "$dir"
+  ctest --output-on-failure -j "$jobs"
+  echo "asan+ubsan: clean"
   exit 0
 fi
 
