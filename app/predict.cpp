@@ -22,11 +22,8 @@ struct PredictFlags {
 };
 
 int run_predict(const PredictFlags& f) {
-  if (!f.output.empty()) {
-    auto parent = std::filesystem::path(f.output).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent))
-      throw SpecError("", "--output", "directory " + parent.string() + " does not exist");
-  }
+  if (!f.output.empty()) check_output_path(f.output, "--output");
+
   LoadedRun run = load_run(f.run);
   RunInput in = read_run_input(run, f.input);
   Tensor pred = run.model->predict(in.x, f.batch_size);

@@ -11,6 +11,7 @@
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/atomic_file.h"
+#include "models/sequential.h"
 #include "models/profiling.h"
 #include "models/spec_reader.h"
 
@@ -101,6 +102,8 @@ int run_profile(const ProfileFlags& f) {
 
   nlohmann::json doc = parse_json_file(f.path);
   TrainConfig config = doc.is_object() && doc.contains("model") ? load_train_config(f.path) : config_for_model_spec(f.path);
+  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), f.options.batch_size,
+                        config.optimizer.slots_per_weight(), "", "--batch-size");
 
   std::vector<ProfileReport> reports;
   for (bool eager : eager_modes) {

@@ -106,6 +106,8 @@ int run_train(const TrainFlags& f) {
   if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.overwrite && f.resume)
     throw SpecError("", "--overwrite", "--resume continues the run in its directory and --overwrite replaces it; give one");
+  if ((f.output && f.output->empty()) || (f.resume && f.resume->empty()))
+    throw SpecError("", f.output ? "--output" : "--resume", "expected the run directory's path, got an empty string");
   if (f.output) c.output = *f.output;
   if (f.resume) c.output = *f.resume;
   c.keep_denormals = f.keep_denormals;

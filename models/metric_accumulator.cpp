@@ -2,15 +2,20 @@
 
 namespace tctl {
 
+BatchSums& operator+=(BatchSums& into, const BatchSums& b) {
+  into.loss += b.loss;
+  into.correct += b.correct;
+  into.top_k_correct += b.top_k_correct;
+  into.abs_error += b.abs_error;
+  into.sq_error += b.sq_error;
+  into.examples += b.examples;
+  into.values += b.values;
+  return into;
+}
+
 void MetricAccumulator::add(const BatchSums& b) {
   std::lock_guard lock(mu_);
-  sums_.loss += b.loss;
-  sums_.correct += b.correct;
-  sums_.top_k_correct += b.top_k_correct;
-  sums_.abs_error += b.abs_error;
-  sums_.sq_error += b.sq_error;
-  sums_.examples += b.examples;
-  sums_.values += b.values;
+  sums_ += b;
 }
 
 std::int64_t MetricAccumulator::examples() const {

@@ -26,6 +26,9 @@ struct BatchSums {
   std::int64_t values = 0;  // regression: predicted values
 };
 
+// Adds every field of `b` into `into`.
+BatchSums& operator+=(BatchSums& into, const BatchSums& b);
+
 // k of the top_k_accuracy metric (Keras' default for top-k categorical accuracy).
 inline constexpr int kTopK = 5;
 

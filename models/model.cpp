@@ -83,18 +83,7 @@ struct Batch {
   std::int64_t step = -1;
 };
 
-// Adds one batch's sums into an epoch's, field by field as MetricAccumulator::add does. The epoch's sums
-// are kept as plain values because an interrupted epoch's go into the checkpoint.
-void add_sums(BatchSums& into, const BatchSums& b) {
-  into.loss += b.loss;
-  into.correct += b.correct;
-  into.top_k_correct += b.top_k_correct;
-  into.abs_error += b.abs_error;
-  into.sq_error += b.sq_error;
-  into.examples += b.examples;
-  into.values += b.values;
-}
-
+// The epoch's sums are kept as plain values because an interrupted epoch's go into the checkpoint.
 MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics) {
   MetricAccumulator accumulator;
   accumulator.add(sums);
@@ -294,7 +283,7 @@ BatchSums Model::run_batches(Session& session, const Pass& pass, const Dataset& 
       sums.values = b * width;
     }
     sums.examples = b;
-    add_sums(totals, sums);
+    totals += sums;
     if (on_step) on_step(step + 1, steps, averages(totals, options_.metrics));
     steps_run_ = step + 1;
     if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;

@@ -42,6 +42,13 @@ OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
   return c;
 }
 
+int OptimizerConfig::slots_per_weight() const {
+  if (type == "adam" || type == "adamw") return 2;
+  if (type == "rmsprop") return 1 + (momentum > 0.0) + centered;
+  if (type == "adagrad") return 1;
+  return momentum > 0.0 ? 1 : 0;
+}
+
 nlohmann::json OptimizerConfig::to_json() const {
   nlohmann::json j{{"type", type}, {"learning_rate", learning_rate}};
   if (type == "sgd") {

@@ -45,6 +45,8 @@ struct OptimizerConfig {
   // Reads the "optimizer" object; throws SpecError naming the JSON path of a bad or unknown key.
   static OptimizerConfig parse(SpecReader& spec);
   nlohmann::json to_json() const;
+  // How many slot tensors the optimizer keeps per weight (Adam's two moments, a momentum, an accumulator).
+  int slots_per_weight() const;
 };
 
 // Owns the optimizer's state: slot variables (momentum, moments, accumulators), the step counter, and the

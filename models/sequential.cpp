@@ -16,9 +16,10 @@ Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& 
   return build_layers(spec, file, path, seed, locking, budget);
 }
 
-void Sequential::check(const nlohmann::json& spec, const std::string& file, const std::string& path) {
+Sequential::Size Sequential::check(const nlohmann::json& spec, const std::string& file, const std::string& path) {
   MemoryBudget budget{memory_limit_bytes()};
-  build_layers(spec, file, path, 0, LockingMode::kMutex, budget);
+  const Sequential counted = build_layers(spec, file, path, 0, LockingMode::kMutex, budget);
+  return Size{budget.weight_bytes / static_cast<std::int64_t>(sizeof(float)), counted.activation_bytes_per_example()};
 }
 
 Sequential Sequential::build_layers(const nlohmann::json& spec, const std::string& file, const std::string& path,
@@ -111,11 +112,11 @@ std::int64_t Sequential::activation_bytes_per_example() const {
   return n * static_cast<std::int64_t>(sizeof(float));
 }
 
-void check_training_memory(const Sequential& net, std::int64_t batch_size, int optimizer_slots, const std::string& file,
+void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots, const std::string& file,
                            const std::string& where) {
   // In floating point: a batch size from the user times a large model may pass 2^63.
-  const double weights = 4.0 * static_cast<double>(net.param_count()) * (2.0 + optimizer_slots);
-  const double activations = 2.0 * static_cast<double>(net.activation_bytes_per_example()) * static_cast<double>(batch_size);
+  const double weights = 4.0 * static_cast<double>(size.params) * (2.0 + optimizer_slots);
+  const double activations = 2.0 * static_cast<double>(size.activation_bytes_per_example) * static_cast<double>(batch_size);
   const double limit = static_cast<double>(memory_limit_bytes());
   if (weights + activations <= limit) return;
   throw SpecError(file, where,

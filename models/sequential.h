@@ -25,8 +25,13 @@ class Sequential {
   static Sequential from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
                               std::uint64_t seed, LockingMode locking = LockingMode::kMutex);
 
-  // The checks of from_json without building: throws the SpecError from_json would, allocates no weights.
-  static void check(const nlohmann::json& spec, const std::string& file, const std::string& path);
+  // The checks of from_json without building: throws the SpecError from_json would, allocates no weights,
+  // and returns the model's size.
+  struct Size {
+    std::int64_t params = 0;
+    std::int64_t activation_bytes_per_example = 0;
+  };
+  static Size check(const nlohmann::json& spec, const std::string& file, const std::string& path);
 
   // Bytes of float32 activations one example produces through the stack (every layer's output).
   std::int64_t activation_bytes_per_example() const;
@@ -61,10 +66,10 @@ class Sequential {
   std::string path_;
 };
 
-// Throws SpecError(`file`, `where`) when training `net` with batches of `batch_size` and `optimizer_slots`
+// Throws SpecError(`file`, `where`) when training a model of `size` with batches of `batch_size` and `optimizer_slots`
 // slot tensors per weight would need more than memory_limit_bytes(): the weights, their gradients and slots,
 // and one batch's activations with their gradients. Called before anything for training is allocated.
-void check_training_memory(const Sequential& net, std::int64_t batch_size, int optimizer_slots, const std::string& file,
+void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots, const std::string& file,
                            const std::string& where);
 
 }  // namespace tctl

@@ -199,6 +199,7 @@ TrainConfig load_train_config(const std::string& path) {
   if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected cpu, cuda or cuda:N)");
   std::string stem = std::filesystem::path(path).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
+  if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
   top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads",
               "callbacks", "device", "output"});
   return c;

@@ -271,6 +271,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
   TrainConfig c = config;
   if (!control.resume.empty()) c.output = control.resume.string();
   // Everything that can be wrong with the input is found before the run directory is touched.
+  check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
+                        c.optimizer.slots_per_weight(), c.file, "batch_size");
   std::unique_ptr<Model> model = build_model(c);
   PreparedData data = prepare_data(c, model->net());
   const std::filesystem::path dir = c.output;

@@ -226,7 +226,9 @@ TEST_CASE("Sequential refuses a model whose weights pass the memory limit before
 
 TEST_CASE("check_training_memory counts weights, gradients, slots and one batch of activations") {
   ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
-  const Sequential net = parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})");
+  const Sequential::Size net = Sequential::check(json::parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})"), "m.json", "");
+  CHECK(net.params == 64 * 64 + 64);
+  CHECK(net.activation_bytes_per_example == 64 * 4);
   // 4160 weights x 4 bytes x (2 + 2 Adam slots) = 66,560 bytes, plus 2 x 512 bytes of activations per example.
   CHECK_NOTHROW(check_training_memory(net, 900, 2, "c.json", "batch_size"));
   try {

@@ -1,0 +1,85 @@
+// Hostile specs and configs, as an adversary would write them: overflowing shapes, models too large for
+// memory, nesting thousands of levels deep, numbers past a double, repeated keys. Each is one line, exit 2,
+// nothing written; none is a signal, an abort or minutes of work.
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "cli/cli_test_util.h"
+
+namespace tctl::cli_test {
+namespace {
+
+const char* kHugeShape =
+    R"({"input_shape": [4294967296, 4294967296], "layers": [{"type": "Flatten"}, {"type": "Dense", "units": 2}]})";
+
+// A train config of iris around `model` (a spec object's text).
+std::string iris_config(const std::string& model) {
+  return R"({"model": )" + model + R"(, "data": {"dataset": "iris"}, "epochs": 1, "output": "run"})";
+}
+
+// Parallel layers nested `levels` deep around a Dense.
+std::string nested_parallel(int levels) {
+  std::string layer = R"({"type": "Dense", "units": 2})";
+  for (int i = 0; i < levels; ++i)
+    layer = R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
+  return R"({"input_shape": [4], "layers": [)" + layer + "]}";
+}
+
+TEST_CASE("a shape whose element count overflows 64 bits is refused by summary, train, profile and import-keras") {
+  TempDir dir;
+  dir.write("huge.json", kHugeShape);
+  dir.write("config.json", iris_config(kHugeShape));
+  expect_user_error(dir, "summary huge.json", {"huge.json: input_shape:", "about 1.84e+19 elements per example"});
+  expect_user_error(dir, "train config.json --quiet", {"config.json: model.input_shape:", "about 1.84e+19"});
+  expect_user_error(dir, "profile huge.json --iterations 1", {"huge.json: input_shape:", "about 1.84e+19"});
+  dir.write("keras.json", R"({"class_name": "Sequential", "config": {"name": "huge", "layers": [
+      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 4294967296, 4294967296], "dtype": "float32", "name": "in"}},
+      {"class_name": "Flatten", "config": {"name": "flat"}},
+      {"class_name": "Dense", "config": {"name": "d", "units": 2, "activation": "linear", "use_bias": true,
+        "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
+        "bias_initializer": {"class_name": "Zeros", "config": {}}}}]}, "keras_version": "2.15.0", "backend": "tensorflow"})");
+  expect_user_error(dir, "import-keras keras.json -o spec.json", {"keras.json: the converted spec's input_shape:", "about 1.84e+19"});
+}
+
+TEST_CASE("a model too large for memory is refused before anything is allocated, saying what it needs") {
+  TempDir dir;
+  // 40 layers of 32768 x 32768 weights: 160 GB, past any machine that runs these tests.
+  std::string layers;
+  for (int i = 0; i < 40; ++i) layers += R"({"type": "Dense", "units": 32768, "use_bias": false}, )";
+  dir.write("big.json", R"({"input_shape": [32768], "layers": [)" + layers + R"({"type": "Dense", "units": 2}]})");
+  expect_user_error(dir, "summary big.json", {"big.json: layers[", "the model's weights need 160.00 GB, more than the memory limit"});
+  // Small weights, but a batch no machine holds.
+  dir.write("config.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
+  expect_user_error(dir, "train config.json --quiet --batch-size 1000000000000",
+                    {"config.json: batch_size:", "training needs about", "for a batch of 1000000000000"});
+}
+
+TEST_CASE("nesting thousands of levels deep is one clear error, not minutes, gigabytes or a stack overflow") {
+  TempDir dir;
+  dir.write("deep.json", nested_parallel(3000));  // about 200 KB
+  expect_user_error(dir, "summary deep.json", {"deep.json: layers[0].branches[0][0].branches", "nested deeper than 128 levels"});
+  std::string brackets(100000, '[');
+  dir.write("brackets.json", brackets + std::string(100000, ']'));
+  expect_user_error(dir, "summary brackets.json", {"brackets.json: [0][0][0]", "nested deeper than 128 levels"});
+  // As deep as a real model ever goes, and far beyond, still builds.
+  dir.write("ok.json", nested_parallel(30));
+  CommandResult r = run_tensorctl("summary ok.json", dir.path());
+  CHECK(r.status == 0);
+}
+
+TEST_CASE("numbers past a double, repeated keys and an empty output name the file and the place") {
+  TempDir dir;
+  dir.write("lr.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"},
+                           "optimizer": {"type": "adam", "learning_rate": 1e400}})");
+  expect_user_error(dir, "train lr.json --quiet", {"lr.json: optimizer.learning_rate:", "number 1e400 is out of range"});
+  dir.write("dup.json", R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "units": 30}]})");
+  expect_user_error(dir, "summary dup.json", {"dup.json: layers[0].units:", "duplicate key \"units\""});
+  dir.write("out.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"}, "output": ""})");
+  expect_user_error(dir, "train out.json --quiet", {"out.json: output:", "empty string"});
+  dir.write("ok.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
+  expect_user_error(dir, "train ok.json --quiet --output ''", {"--output", "empty string"});
+}
+
+}  // namespace
+}  // namespace tctl::cli_test
