@@ -66,9 +66,13 @@ int CsvTable::column_index(const std::string& name) const {
 }
 
 CsvTable read_csv(const std::string& path) {
-  // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError.
-  if (std::filesystem::is_directory(path)) throw SpecError(path, "", "cannot open file: Is a directory");
-  if (!std::filesystem::exists(path)) throw SpecError(path, "", "cannot open file: No such file or directory");
+  // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError. With the
+  // error_code overload, a name the file system refuses (too long, a loop of links, no permission) is reported
+  // with its reason; the throwing overloads let std::filesystem::filesystem_error escape.
+  std::error_code status_error;
+  const std::filesystem::file_status status = std::filesystem::status(path, status_error);
+  if (std::filesystem::is_directory(status)) throw SpecError(path, "", "cannot open file: Is a directory");
+  if (status_error) throw SpecError(path, "", "cannot open file: " + status_error.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", "cannot open file");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -71,6 +71,16 @@ TEST_CASE("read_csv reports a missing file") {
   CHECK(std::string(e.what()).find(path) != std::string::npos);
 }
 
+// Found by tests/fuzz/train_config_fuzz in load_train_config; read_csv had the same std::filesystem calls, which
+// throw filesystem_error for a name the file system refuses rather than answer "no".
+TEST_CASE("read_csv reports a file name that is too long") {
+  const std::string path = (temp_dir() / (std::string(300, 'a') + ".csv")).string();
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(e.where() == "");
+  CHECK(e.message() == "cannot open file: File name too long");
+}
+
 TEST_CASE("read_csv reports an empty file and a header with no rows") {
   const std::string empty = write_file("empty.csv", "");
   SpecError e = read_error(empty);
