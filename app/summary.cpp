@@ -20,7 +20,7 @@ struct SummaryFlags {
 
 int run_summary(const SummaryFlags& f) {
   std::string file = f.path;
-  if (std::filesystem::is_directory(file)) file = (std::filesystem::path(file) / "model.json").string();
+  if (std::error_code ec; std::filesystem::is_directory(file, ec)) file = (std::filesystem::path(file) / "model.json").string();
   nlohmann::json doc = parse_json_file(file);
   if (is_keras_model_json(doc)) doc = keras_to_spec(doc, file);
   std::optional<Sequential> net;

@@ -165,7 +165,8 @@ void check_output_path(const std::string& path, const std::string& flag) {
   }
   if (errno != ENOENT) throw SpecError("", flag, "cannot write " + path + ": " + std::strerror(errno));
   const std::filesystem::path parent = final_target(path).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent))
+  std::error_code ec;
+  if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
     throw SpecError("", flag, "directory " + parent.string() + " does not exist");
 }
 

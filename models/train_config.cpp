@@ -96,9 +96,19 @@ nlohmann::json TrainConfig::callbacks_json() const {
 
 namespace {
 
+// The error_code overloads throughout: a name too long or a loop of links is the user's mistake, reported
+// with its reason, never a filesystem_error.
 std::string missing_file_message(const std::string& what, const std::string& path) {
-  if (std::filesystem::is_directory(path)) return what + " " + path + " is a directory";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) return what + " " + path + " is a directory";
+  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot read " + what + " " + path + ": " + ec.message();
   return what + " " + path + " does not exist";
+}
+
+bool is_regular_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
 }
 
 DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
@@ -113,7 +123,7 @@ DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
     if (r.has("csv")) {
       std::filesystem::path p = r.string("csv");
       d.csv = (p.is_absolute() ? p : base / p).lexically_normal().string();
-      if (!std::filesystem::is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
+      if (!is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
       d.label = r.string("label", "label");
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
@@ -154,7 +164,7 @@ TrainConfig load_train_config(const std::string& path) {
     std::filesystem::path p = model.get<std::string>();
     c.model_file = (p.is_absolute() ? p : base / p).lexically_normal().string();
     // Named from the config, so the message says which reference is broken.
-    if (!std::filesystem::is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
+    if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
     c.model_spec = parse_json_file(c.model_file);
     if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
     c.model_path = "";

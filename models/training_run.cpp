@@ -284,9 +284,10 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
   state.config = c.to_json();
   const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
   if (!control.resume.empty()) {
-    if (!std::filesystem::is_directory(dir))
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
       throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
-    if (!std::filesystem::exists(checkpoint))
+    if (!std::filesystem::exists(checkpoint, ec))
       throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
     SafetensorsFile file;
     TrainingState saved = read_training_checkpoint(checkpoint, file);
@@ -397,8 +398,9 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
 
 LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads) {
   const std::string d = dir.string();
+  std::error_code ec;
   for (const char* name : {"model.json", "summary.json", "weights.safetensors"})
-    if (!std::filesystem::exists(dir / name))
+    if (!std::filesystem::exists(dir / name, ec))
       throw SpecError(d, "", std::string("not a run directory: ") + name + " is missing");
   LoadedRun run;
   run.dir = dir;

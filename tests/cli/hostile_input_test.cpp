@@ -81,5 +81,14 @@ TEST_CASE("numbers past a double, repeated keys and an empty output name the fil
   expect_user_error(dir, "train ok.json --quiet --output ''", {"--output", "empty string"});
 }
 
+TEST_CASE("a path the file system refuses is a user's error with its reason, not an escaped filesystem_error") {
+  TempDir dir;
+  const std::string too_long(300, 'a');
+  dir.write("config.json", R"({"model": ")" + too_long + R"(.json", "data": {"dataset": "iris"}})");
+  expect_user_error(dir, "train config.json --quiet", {"config.json: model:", "File name too long"});
+  expect_user_error(dir, "summary " + too_long + ".json", {"File name too long"});
+  expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --quiet --resume " + too_long, {"cannot resume"});
+}
+
 }  // namespace
 }  // namespace tctl::cli_test
