@@ -28,6 +28,15 @@ class CpuDevice final : public Device {
 
 }  // namespace
 
+std::string_view device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kCpu: return "cpu";
+    case DeviceKind::kCuda: return "cuda";
+    case DeviceKind::kSim: return "sim";
+  }
+  return "?";
+}
+
 Device* cpu_device() {
   static CpuDevice device;
   return &device;

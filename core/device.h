@@ -10,7 +10,10 @@
 
 namespace tctl {
 
-enum class DeviceKind { kCpu, kCuda };
+enum class DeviceKind { kCpu, kCuda, kSim };
+inline constexpr std::size_t kNumDeviceKinds = 3;
+// "cpu", "cuda", "sim".
+std::string_view device_kind_name(DeviceKind kind);
 
 // A place memory lives and kernels run. Thread-safe: allocate/deallocate may be called from any thread.
 class Device {

@@ -56,17 +56,18 @@ void EagerRunner::run(const Node& node) {
   }
   if (options_.find_non_finite && node.phase == Phase::kUpdate) return;
   const TensorSpec spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
-  TCTL_CHECK(node.op->cpu != nullptr, "op " + node.op->name + " has no CPU kernel");
+  const KernelFn kernel = node.op->kernel(DeviceKind::kCpu);
+  TCTL_CHECK(kernel != nullptr, "op " + node.op->name + " has no CPU kernel");
   KernelContext kc(node, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
   if (options_.profiler == nullptr) {
-    node.op->cpu(kc);
+    kernel(kc);
     if (options_.find_non_finite) {
       if (int kind = first_non_finite(values_[id])) throw NonFiniteValue(node, kind == 1);
     }
     return;
   }
   const auto start = Profiler::Clock::now();
-  node.op->cpu(kc);
+  kernel(kc);
   options_.profiler->record(node, start, Profiler::Clock::now());
   // The node lives in a vector that grows as ops are added: copy its names before it can move.
   options_.profiler->collect();

@@ -82,8 +82,8 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
         in_specs.push_back(specs[static_cast<std::size_t>(in)]);
       }
       pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
-      pn.kernel = node.op->cpu;
-      TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no CPU kernel");
+      pn.kernel = node.op->kernel(pn.device->kind());
+      TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no kernel for " + pn.device->name());
       pn.release_after_use = node.op->aliases_output;
     }
     specs[static_cast<std::size_t>(node.id)] = pn.spec;

@@ -9,10 +9,23 @@
 namespace tctl {
 
 namespace {
+// An op's entry exists once either its definition or one of its kernels has registered.
+struct Entry {
+  OpDef def;
+  bool defined = false;
+};
+
 // Function-local so registrars in other translation units may run in any order.
-std::map<std::string, std::unique_ptr<OpDef>, std::less<>>& registry() {
-  static std::map<std::string, std::unique_ptr<OpDef>, std::less<>> ops;
+std::map<std::string, std::unique_ptr<Entry>, std::less<>>& registry() {
+  static std::map<std::string, std::unique_ptr<Entry>, std::less<>> ops;
   return ops;
+}
+
+Entry& entry(std::string_view name) {
+  auto& ops = registry();
+  auto it = ops.find(name);
+  if (it == ops.end()) it = ops.emplace(std::string(name), std::make_unique<Entry>()).first;
+  return *it->second;
 }
 }  // namespace
 
@@ -33,19 +46,43 @@ void InferContext::expect_dtype(int i, DType dtype) const {
 }
 
 bool register_op(OpDef def) {
-  auto& ops = registry();
-  TCTL_CHECK(!ops.contains(def.name), "op registered twice: " + def.name);
+  Entry& e = entry(def.name);
+  TCTL_CHECK(!e.defined, "op registered twice: " + def.name);
   TCTL_CHECK(static_cast<bool>(def.infer), "op without a shape function: " + def.name);
-  std::string name = def.name;
-  ops.emplace(std::move(name), std::make_unique<OpDef>(std::move(def)));
+  const KernelFn cpu = def.cpu;
+  def.kernels = e.def.kernels;
+  def.cpu = nullptr;
+  e.def = std::move(def);
+  e.defined = true;
+  if (cpu != nullptr) register_kernel(e.def.name, DeviceKind::kCpu, cpu);
+  return true;
+}
+
+bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn) {
+  Entry& e = entry(op);
+  KernelFn& slot = e.def.kernels[static_cast<std::size_t>(kind)];
+  TCTL_CHECK(slot == nullptr, "two " + std::string(device_kind_name(kind)) + " kernels for op " + std::string(op));
+  TCTL_CHECK(fn != nullptr, "a null kernel for op " + std::string(op));
+  slot = fn;
   return true;
 }
 
 const OpDef& op_def(std::string_view name) {
   auto& ops = registry();
   auto it = ops.find(name);
-  TCTL_CHECK(it != ops.end(), "unknown op " + std::string(name));
-  return *it->second;
+  TCTL_CHECK(it != ops.end() && it->second->defined, "unknown op " + std::string(name));
+  return it->second->def;
+}
+
+void check_op_registry() {
+  for (const auto& [name, e] : registry()) TCTL_CHECK(e->defined, "a kernel is registered for op " + name + ", which is never defined");
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : registry())
+    if (e->defined) out.push_back(name);
+  return out;
 }
 
 InferFn same_as_input(int i) {

@@ -1,9 +1,11 @@
-// The op registry: one entry per op holds its shape function, its gradient and its kernel per device.
+// The op registry. An op is defined once (name, inputs, shape function, gradient); kernels are registered
+// apart from it, one per (op, device kind), so a backend adds kernels without touching any op's definition.
 //
-// Kernels register from static registrars in kernels/ (TCTL_REGISTER_OP); the registry is filled before
-// main() and read-only afterwards, so lookups need no lock.
+// Ops and kernels register from static registrars (TCTL_REGISTER_OP, TCTL_REGISTER_KERNEL) in any order;
+// the registry is filled before main() and read-only afterwards, so lookups need no lock.
 #pragma once
 
+#include <array>
 #include <functional>
 #include <span>
 #include <string>
@@ -11,6 +13,7 @@
 #include <vector>
 
 #include "core/attrs.h"
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 
@@ -58,17 +61,29 @@ struct OpDef {
   int num_inputs = 1;
   InferFn infer;
   GradFn grad;  // empty: not differentiable
+  // Transitional: a CPU kernel given with the definition is registered as if by register_kernel.
   KernelFn cpu = nullptr;
-  KernelFn cuda = nullptr;
   // The output shares its buffer with state it does not own (a variable read, a feed); the executor drops
   // it as soon as its last consumer has run, so a later in-place update need not copy.
   bool aliases_output = false;
+
+  // The kernel for a device kind, or null when that kind has none. Filled by register_kernel.
+  KernelFn kernel(DeviceKind kind) const { return kernels[static_cast<std::size_t>(kind)]; }
+  std::array<KernelFn, kNumDeviceKinds> kernels{};
 };
 
 // Adds an op; a duplicate name is an internal error. Returns true so it can initialise a static.
 bool register_op(OpDef def);
+// Adds the kernel of `op` for one device kind; a second kernel for the same pair is an internal error. The
+// op may be defined before or after (registrars run in any order); a kernel whose op is never defined is
+// reported by check_op_registry.
+bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn);
 // The op with this name; an unknown name is an internal error (ops are named by code, not by users).
 const OpDef& op_def(std::string_view name);
+// Internal error unless every registered kernel belongs to a defined op. Called once by tests and main.
+void check_op_registry();
+// The names of every defined op, sorted.
+std::vector<std::string> op_names();
 
 // Shape functions used by many ops.
 InferFn same_as_input(int i);
@@ -80,3 +95,7 @@ InferFn same_as_input(int i);
 // TCTL_REGISTER_OP({.name = "Relu", .infer = ..., .grad = ..., .cpu = relu_cpu});
 #define TCTL_REGISTER_OP(...) \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
+// TCTL_REGISTER_KERNEL("Relu", ::tctl::DeviceKind::kCpu, relu_cpu);
+#define TCTL_REGISTER_KERNEL(op, kind, fn)                                                   \
+  [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernel_, __COUNTER__) = \
+      ::tctl::register_kernel(op, kind, fn)

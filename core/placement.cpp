@@ -13,7 +13,7 @@ Placement place_nodes(const Graph& g, const std::vector<char>& needed, const Pla
     std::string why;
     if (d == nullptr) {
       why = "device " + n.device + " is not available";
-    } else if (d->kind() == DeviceKind::kCuda && n.op->cuda == nullptr) {
+    } else if (n.op->kernel(d->kind()) == nullptr) {
       why = "op " + n.op->name + " has no kernel for " + n.device;
     }
     if (why.empty()) {
