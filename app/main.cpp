@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "core/errors.h"
+#include "core/placement.h"
 
 namespace {
 
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
     for (auto& [sub, run] : commands)
       if (sub->parsed()) status = run();
   } catch (const tctl::SpecError& e) {
+    status = print_error(e.what(), 2);
+  } catch (const tctl::PlacementError& e) {
+    // --strict-placement refused a device the spec or flags asked for: the user's choice, as a bad spec.
     status = print_error(e.what(), 2);
   } catch (const std::bad_alloc&) {
     status = print_error("out of memory", 1);

@@ -29,6 +29,8 @@ struct TrainFlags {
   bool json = false;
   bool quiet = false;
   bool keep_denormals = false;
+  bool strict_placement = false;
+  bool log_device_placement = false;
   bool overwrite = false;
 };
 
@@ -58,6 +60,8 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   add("--intra-op-threads", f.intra_op);
   add("--device", f.device);
   if (f.keep_denormals) out += " --keep-denormals";
+  if (f.strict_placement) out += " --strict-placement";
+  if (f.log_device_placement) out += " --log-device-placement";
   if (f.json) out += " --json";
   if (f.quiet) out += " --quiet";
   return out;
@@ -111,9 +115,11 @@ int run_train(const TrainFlags& f) {
   if (f.output) c.output = *f.output;
   if (f.resume) c.output = *f.resume;
   c.keep_denormals = f.keep_denormals;
+  c.strict_placement = f.strict_placement;
+  c.log_device_placement = f.log_device_placement;
   if (f.keep_denormals) set_denormal_flushing(false);
   if (f.device) {
-    if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected cpu, cuda or cuda:N)");
+    if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected " + kDeviceSpellings + ")");
     c.device = *f.device;
   }
 
@@ -177,9 +183,13 @@ Command add_train_command(CLI::App& app) {
   cmd->add_flag("--overwrite", flags->overwrite,
                 "Train into a run directory that holds another run, deleting that run's files first (without it, a "
                 "non-empty run directory is refused)");
-  cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N");
+  cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N, sim:N");
   cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd->add_flag("--quiet", flags->quiet, "No progress output");
+  cmd->add_flag("--strict-placement", flags->strict_placement,
+                "Refuse (exit 2) a node whose device is missing or has no kernel for its op, instead of running it on the cpu");
+  cmd->add_flag("--log-device-placement", flags->log_device_placement,
+                "Print every node of each graph the run prepares, with its op and the device it runs on, copies included");
   cmd->add_flag("--keep-denormals", flags->keep_denormals,
                 "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
   return [flags] { return run_train(*flags); };

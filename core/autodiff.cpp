@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/errors.h"
+#include "core/ops/state.h"
 
 namespace tctl {
 
@@ -49,7 +50,7 @@ std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs)
     if (!node.op->grad) {
       bool needed = false;
       for (int in : node.inputs) needed |= reaches_loss[static_cast<std::size_t>(in)] != 0;
-      TCTL_CHECK(!needed || node.op->name == "ReadVariable", "op " + node.op->name + " has no gradient");
+      TCTL_CHECK(!needed || node.op == &ops::read_variable(), "op " + node.op->name + " has no gradient");
       continue;
     }
     std::vector<char> needed(node.inputs.size());

@@ -1,8 +1,16 @@
-// Devices: where a buffer lives and where a node's kernel runs. Every node carries a device name
-// ("cpu", "cuda:0"); the placement pass resolves names to Device objects through the DeviceRegistry.
+// Devices: where a buffer lives and where a node's kernel runs. Every node carries a device name ("cpu",
+// "cuda:0", "sim:0"); the placement pass resolves names to Device objects through the DeviceRegistry.
+//
+// A device owns its memory and orders its work on one stream: work queued on it runs in the order it was
+// queued, copies included. The CPU runs everything at once, on the thread that asks. A device with a
+// stream of its own (CUDA, the simulated device) may run queued work later, so it gives a freed block back
+// to its pool only once the work queued before the free has finished: whatever was still reading the block
+// reads it before anyone can write it again.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -15,35 +23,80 @@ inline constexpr std::size_t kNumDeviceKinds = 3;
 // "cpu", "cuda", "sim".
 std::string_view device_kind_name(DeviceKind kind);
 
-// A place memory lives and kernels run. Thread-safe: allocate/deallocate may be called from any thread.
+// A point in a device's stream: done once the work queued before it has finished.
+class Event {
+ public:
+  virtual ~Event() = default;
+  virtual bool done() const = 0;
+  // Blocks until done; rethrows the error of failed queued work, as Device::synchronize.
+  virtual void wait() = 0;
+};
+
+// What a device's memory pool has done so far; tests use it to show steady-state steps allocate nothing.
+struct DeviceMemoryStats {
+  std::uint64_t fresh_blocks = 0;   // blocks taken from the system
+  std::uint64_t reused_blocks = 0;  // allocations served from the pool
+  std::uint64_t deferred_reuses = 0;  // times a free block was passed over because queued work may read it
+  std::size_t bytes_reserved = 0;   // held by the pool, in use or free
+  std::size_t bytes_in_use = 0;
+};
+
+// A place memory lives and kernels run. Thread-safe: every member may be called from any thread.
 class Device {
  public:
   virtual ~Device() = default;
   virtual DeviceKind kind() const = 0;
-  // Canonical name, e.g. "cpu" or "cuda:0".
+  // Canonical name, e.g. "cpu", "cuda:0" or "sim:1".
   virtual const std::string& name() const = 0;
+  // True when host code may read and write this device's memory through a plain pointer (the CPU, and
+  // the simulated device, whose arena is host memory). Kernels still get only their own device's buffers.
+  virtual bool host_addressable() const = 0;
+
   // Returns memory aligned to 64 bytes; never null (throws RuntimeError when out of memory).
   virtual void* allocate(std::size_t bytes) = 0;
+  // Gives memory back; on a device with a stream, reusable once the work queued so far has finished.
   virtual void deallocate(void* p, std::size_t bytes) = 0;
+
+  // Copies, ordered on the stream after the work queued before them. copy_from_host has read `src` when it
+  // returns (the caller may reuse it at once); copy_to_host returns once the bytes are on the host.
+  virtual void copy_from_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void copy_on_device(void* dst, const void* src, std::size_t bytes) = 0;
+
+  // Queues host work on the stream; the CPU runs it before returning.
+  virtual void enqueue(std::function<void()> work) = 0;
+  // Blocks until the work queued so far has finished; rethrows the first error queued work threw.
+  virtual void synchronize() = 0;
+  // An event marking the work queued so far.
+  virtual std::shared_ptr<Event> record_event() = 0;
+
+  virtual DeviceMemoryStats memory_stats() const { return {}; }
 };
 
 // The host CPU; one process-wide instance.
 Device* cpu_device();
 
-// Kinds spelled in specs: "cpu", "cuda", "cuda:N". Filled at start-up, read-only afterwards.
+// Every device of the process, by name. Filled at start-up, read-only afterwards.
 class DeviceRegistry {
  public:
   static DeviceRegistry& instance();
   void add(std::unique_ptr<Device> device);
-  // The device with this name ("cuda" means "cuda:0"), or nullptr when absent.
+  // The device with this name ("cuda" means "cuda:0", "sim" "sim:0"), or nullptr when absent.
   Device* find(std::string_view name) const;
+  // The names of the devices present, the CPU first.
+  std::vector<std::string> names() const;
 
  private:
   DeviceRegistry();
   std::vector<std::unique_ptr<Device>> devices_;
 };
 
-// True for names tensorctl knows how to spell ("cpu", "cuda", "cuda:N"), present or not.
+// How a device is spelled, for messages: "cpu, cuda, cuda:N, sim or sim:N".
+inline constexpr const char* kDeviceSpellings = "cpu, cuda, cuda:N, sim or sim:N";
+// True for names tensorctl knows how to spell ("cpu", "cuda", "cuda:N", "sim", "sim:N"), present or not.
 bool is_device_name(std::string_view name);
+
+// Copies `bytes` from `src` on device `from` to `dst` on device `to`, ordered on both streams.
+void copy_between(Device& from, const void* src, Device& to, void* dst, std::size_t bytes);
 
 }  // namespace tctl

@@ -4,6 +4,7 @@
 
 #include "core/executor.h"
 #include "core/kernel_context.h"
+#include "core/ops/state.h"
 #include "core/profiler.h"
 
 namespace tctl {
@@ -11,8 +12,9 @@ namespace tctl {
 namespace {
 
 // 0 when every element is finite, else 1 for a NaN first, 2 for an infinity first.
-int first_non_finite(const Tensor& t) {
-  if (!t.defined() || t.dtype() != DType::kF32) return 0;
+int first_non_finite(const Tensor& value) {
+  if (!value.defined() || value.dtype() != DType::kF32) return 0;
+  const Tensor t = value.to(cpu_device());
   const float* p = t.data<float>();
   for (std::int64_t i = 0; i < t.num_elements(); ++i)
     if (!std::isfinite(p[i])) return std::isnan(p[i]) ? 1 : 2;
@@ -37,28 +39,34 @@ EagerRunner::~EagerRunner() { g_.set_node_hook({}); }
 void EagerRunner::run(const Node& node) {
   const std::size_t id = static_cast<std::size_t>(node.id);
   if (values_.size() <= id) values_.resize(id + 1);
-  if (node.op->name == "Placeholder") {
+  if (node.op == &ops::placeholder()) {
     auto it = feeds_.find(node.name);
     if (it == feeds_.end()) throw RuntimeError("placeholder " + node.name + " must be fed");
     check_fed_spec(node, {it->second.dtype(), it->second.shape()});
     values_[id] = it->second;
     return;
   }
+  // Where the op runs: its device when that has a kernel for it, else the CPU (no warning here: the traced
+  // graph's placement reports it). Inputs from another device are copied over first.
+  Device* device = DeviceRegistry::instance().find(node.device);
+  if (device == nullptr || node.op->kernel(device->kind()) == nullptr) device = cpu_device();
+  for (const VarUse& use : node.vars) use.var->place_on(device);
   // The node's spec may have an unknown batch dimension; the kernel gets the concrete one.
   std::vector<TensorSpec> in_specs;
+  std::vector<Tensor> moved(node.inputs.size());
   std::vector<const Tensor*> inputs;
   in_specs.reserve(node.inputs.size());
   inputs.reserve(node.inputs.size());
-  for (int in : node.inputs) {
-    const Tensor& t = values_[static_cast<std::size_t>(in)];
-    in_specs.push_back({t.dtype(), t.shape()});
-    inputs.push_back(&t);
+  for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+    const Tensor* t = &values_[static_cast<std::size_t>(node.inputs[k])];
+    if (t->device() != device) t = &(moved[k] = t->to(device));
+    in_specs.push_back({t->dtype(), t->shape()});
+    inputs.push_back(t);
   }
   if (options_.find_non_finite && node.phase == Phase::kUpdate) return;
   const TensorSpec spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
-  const KernelFn kernel = node.op->kernel(DeviceKind::kCpu);
-  TCTL_CHECK(kernel != nullptr, "op " + node.op->name + " has no CPU kernel");
-  KernelContext kc(node, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
+  const KernelFn kernel = node.op->kernel(device->kind());
+  KernelContext kc(node, *device, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
   if (options_.profiler == nullptr) {
     kernel(kc);
     if (options_.find_non_finite) {

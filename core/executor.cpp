@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <utility>
 
 #include "core/errors.h"
 #include "core/kernel_context.h"
+#include "core/ops/state.h"
 #include "core/profiler.h"
 
 namespace tctl {
@@ -29,11 +31,50 @@ void mark_kept_reads(Plan& plan) {
       for (const VarUse& use : pn.node->vars)
         if (use.write) return;
   for (PlanNode& pn : plan.nodes) {
-    if (pn.feed >= 0 || pn.node->op->name != "ReadVariable") continue;
+    if (pn.feed >= 0 || pn.node->op != &ops::read_variable()) continue;
     pn.keep_read = true;
     pn.release_after_use = false;
   }
 }
+}  // namespace
+
+namespace {
+// Adds one Copy node per value and destination device where an edge crosses devices, and reuses it for
+// every consumer on that device.
+class CopyInserter {
+ public:
+  explicit CopyInserter(Plan& plan) : plan_(plan) {}
+
+  // The plan index holding the value of plan node `producer` on `device`.
+  int on(int producer, Device* device) {
+    const PlanNode& from = plan_.nodes[static_cast<std::size_t>(producer)];
+    if (from.device == device) return producer;
+    auto [it, added] = made_.emplace(std::pair{producer, device}, static_cast<int>(plan_.nodes.size()));
+    if (!added) return it->second;
+    auto node = std::make_unique<Node>();
+    node->id = -1;  // not in the graph
+    node->op = &ops::copy();
+    node->name = from.node->name + "/copy_to_" + device->name();
+    node->layer = from.node->layer;
+    node->device = device->name();
+    node->phase = from.node->phase;
+    node->inputs = {from.node->id};
+    node->spec = from.node->spec;
+    PlanNode pn;
+    pn.node = node.get();
+    pn.device = device;
+    pn.spec = from.spec;
+    pn.inputs = {producer};
+    pn.kernel = ops::copy().kernel(device->kind());
+    plan_.copy_nodes.push_back(std::move(node));
+    plan_.nodes.push_back(std::move(pn));
+    return it->second;
+  }
+
+ private:
+  Plan& plan_;
+  std::map<std::pair<int, Device*>, int> made_;
+};
 }  // namespace
 
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
@@ -57,9 +98,12 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     for (int in : g.node(id).control_inputs) stack.push_back(in);
   }
 
-  Placement placed = place_nodes(g, needed, placement);
+  std::vector<char> fed(static_cast<std::size_t>(n), 0);
+  for (int i = 0; i < n; ++i) fed[static_cast<std::size_t>(i)] = feed_of[static_cast<std::size_t>(i)] >= 0;
+  Placement placed = place_nodes(g, needed, fed, placement);
   Plan plan;
   plan.placement_warnings = std::move(placed.warnings);
+  CopyInserter copies(plan);
   std::vector<int> slot(static_cast<std::size_t>(n), -1);
   std::vector<TensorSpec> specs(static_cast<std::size_t>(n));
   for (const Node& node : g.nodes()) {
@@ -68,6 +112,8 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     pn.node = &node;
     pn.device = placed.devices[static_cast<std::size_t>(node.id)];
     pn.feed = feed_of[static_cast<std::size_t>(node.id)];
+    // A variable lives where the nodes using it run (placement colocates them).
+    for (const VarUse& use : node.vars) use.var->place_on(pn.device);
     if (pn.feed >= 0) {
       // The caller keeps its own handle to a fed tensor; the frame lets go of it once consumed, so the
       // caller may refill the same buffer for the next step.
@@ -75,10 +121,10 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
       pn.spec = feed_specs[static_cast<std::size_t>(pn.feed)];
       check_fed_spec(node, pn.spec);
     } else {
-      if (node.op->name == "Placeholder") throw RuntimeError("placeholder " + node.name + " must be fed");
+      if (node.op == &ops::placeholder()) throw RuntimeError("placeholder " + node.name + " must be fed");
       std::vector<TensorSpec> in_specs;
       for (int in : node.inputs) {
-        pn.inputs.push_back(slot[static_cast<std::size_t>(in)]);
+        pn.inputs.push_back(copies.on(slot[static_cast<std::size_t>(in)], pn.device));
         in_specs.push_back(specs[static_cast<std::size_t>(in)]);
       }
       pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
@@ -92,6 +138,9 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
   }
 
   // Edges, counted once per predecessor so a node that reads one input twice is released once.
+  // Fetched values leave on the host.
+  std::vector<int> fetch_slots;
+  for (Output o : fetches) fetch_slots.push_back(copies.on(slot[static_cast<std::size_t>(o.node)], cpu_device()));
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     PlanNode& pn = plan.nodes[i];
     if (pn.feed >= 0) continue;
@@ -106,11 +155,13 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
   for (std::size_t i = 0; i < plan.nodes.size(); ++i)
     if (plan.nodes[i].num_predecessors == 0) plan.roots.push_back(static_cast<int>(i));
   mark_kept_reads(plan);
-  for (Output o : fetches) {
-    int s = slot[static_cast<std::size_t>(o.node)];
+  for (int s : fetch_slots) {
     plan.fetch_slots.push_back(s);
     plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
   }
+  if (placement.log)
+    for (const PlanNode& pn : plan.nodes)
+      plan.placement_log.push_back(pn.node->name + " (" + pn.node->op->name + "): " + pn.device->name());
   return plan;
 }
 
@@ -138,7 +189,9 @@ struct Run {
   void execute(int i) {
     const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
     if (pn.feed >= 0) {
-      values[static_cast<std::size_t>(i)] = feeds[static_cast<std::size_t>(pn.feed)];
+      // Feeds arrive on the host.
+      const Tensor& fed = feeds[static_cast<std::size_t>(pn.feed)];
+      values[static_cast<std::size_t>(i)] = fed.device() == pn.device ? fed : fed.to(pn.device);
       return;
     }
     if (failed.load(std::memory_order_relaxed)) return;
@@ -152,7 +205,14 @@ struct Run {
     }
     for (std::size_t k = 0; k < pn.inputs.size(); ++k) inputs[k] = &values[static_cast<std::size_t>(pn.inputs[k])];
     try {
-      KernelContext kc(*pn.node, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed, ctx.step);
+      // Placement put a copy on every edge that crosses devices: a kernel only ever sees its own device's
+      // buffers (a Copy node excepted, whose input is on the other side by definition).
+      if (pn.node->op != &ops::copy())
+        for (std::size_t k = 0; k < pn.inputs.size(); ++k)
+          TCTL_CHECK(inputs[k]->device() == pn.device || !inputs[k]->defined(),
+                     pn.node->name + " on " + pn.device->name() + " was given an input on " + inputs[k]->device()->name());
+      KernelContext kc(*pn.node, *pn.device, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed,
+                       ctx.step);
       if (pn.keep_read) kc.set_kept_read(&frame.read_writes_[i]);
       if (ctx.profiler == nullptr) {
         pn.kernel(kc);

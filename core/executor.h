@@ -40,9 +40,14 @@ struct PlanNode {
 // once built, so any number of runs may share it.
 struct Plan {
   std::vector<PlanNode> nodes;
+  // The copy nodes placement added where an edge crosses devices (one per value and destination device),
+  // and the copies of fetched values to the host. Owned here: the graph itself never changes.
+  std::vector<std::unique_ptr<Node>> copy_nodes;
   std::vector<int> roots;
   std::vector<int> fetch_slots;
   std::vector<std::string> placement_warnings;
+  // With PlacementOptions::log: "node (Op): device" for every node, copies included.
+  std::vector<std::string> placement_log;
 };
 
 // Throws ShapeError naming the placeholder when a fed value's spec does not fit it.

@@ -11,11 +11,14 @@ namespace tctl {
 
 class KernelContext {
  public:
-  KernelContext(const Node& node, const TensorSpec& spec, const Tensor* const* inputs, Tensor& output,
-                ThreadPool& intra, std::uint64_t seed, std::int64_t step)
-      : node_(node), spec_(spec), inputs_(inputs), output_(output), intra_(intra), seed_(seed), step_(step) {}
+  KernelContext(const Node& node, Device& device, const TensorSpec& spec, const Tensor* const* inputs,
+                Tensor& output, ThreadPool& intra, std::uint64_t seed, std::int64_t step)
+      : node_(node), device_(device), spec_(spec), inputs_(inputs), output_(output), intra_(intra), seed_(seed),
+        step_(step) {}
 
   const Node& node() const { return node_; }
+  // The device the kernel runs on; output() allocates there, and every input lives there.
+  Device& device() const { return device_; }
   const Attrs& attrs() const { return node_.attrs; }
   int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
   const Tensor& input(int i) const { return *inputs_[i]; }
@@ -49,6 +52,7 @@ class KernelContext {
 
  private:
   const Node& node_;
+  Device& device_;
   const TensorSpec& spec_;
   const Tensor* const* inputs_;
   Tensor& output_;

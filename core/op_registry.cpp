@@ -4,7 +4,11 @@
 #include <map>
 #include <memory>
 
+#include <atomic>
+#include <mutex>
+
 #include "core/errors.h"
+#include "core/ops/state.h"
 
 namespace tctl {
 
@@ -21,7 +25,23 @@ std::map<std::string, std::unique_ptr<Entry>, std::less<>>& registry() {
   return ops;
 }
 
+// core's own ops are defined by explicit calls, not static registrars (which a static library's linker may
+// drop), before the first lookup or registration. A definition registering further ops re-enters on the
+// same thread and returns at once.
+void define_core_ops() {
+  static std::atomic<bool> done{false};
+  if (done.load(std::memory_order_acquire)) return;
+  static std::recursive_mutex mu;
+  std::lock_guard lock(mu);
+  static bool started = false;
+  if (started) return;
+  started = true;
+  ops::define_state_ops();
+  done.store(true, std::memory_order_release);
+}
+
 Entry& entry(std::string_view name) {
+  define_core_ops();
   auto& ops = registry();
   auto it = ops.find(name);
   if (it == ops.end()) it = ops.emplace(std::string(name), std::make_unique<Entry>()).first;
@@ -68,6 +88,7 @@ bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn) {
 }
 
 const OpDef& op_def(std::string_view name) {
+  define_core_ops();
   auto& ops = registry();
   auto it = ops.find(name);
   TCTL_CHECK(it != ops.end() && it->second->defined, "unknown op " + std::string(name));
@@ -75,10 +96,12 @@ const OpDef& op_def(std::string_view name) {
 }
 
 void check_op_registry() {
+  define_core_ops();
   for (const auto& [name, e] : registry()) TCTL_CHECK(e->defined, "a kernel is registered for op " + name + ", which is never defined");
 }
 
 std::vector<std::string> op_names() {
+  define_core_ops();
   std::vector<std::string> out;
   for (const auto& [name, e] : registry())
     if (e->defined) out.push_back(name);

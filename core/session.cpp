@@ -90,6 +90,9 @@ Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const
     }
     auto prepared = std::make_unique<Prepared>();
     prepared->plan = build_plan(*graph_, feed_outputs, feed_specs, fetches, targets, options_.placement);
+    // A plan for other feed shapes places the same nodes again: each line is reported once per session.
+    for (const std::string& line : prepared->plan.placement_log)
+      if (logged_.insert(line).second) options_.placement.log(line);
     prepared->key = key;
     it = plans_.emplace(key, std::move(prepared)).first;
   }

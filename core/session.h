@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,6 +79,7 @@ class Session {
   std::map<std::vector<std::int64_t>, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);
   // The plan prepared or found last: a run with the same key as the one before takes it without the lock.
   std::atomic<Prepared*> last_{nullptr};
+  std::set<std::string> logged_ TCTL_GUARDED_BY(mu_);  // placement lines reported so far
 };
 
 // The calling thread's default session, installed by Session::as_default() on this thread. A thread has

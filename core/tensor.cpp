@@ -14,7 +14,8 @@ namespace {
 std::atomic<std::uint64_t> g_allocations{0};
 }
 
-Buffer::Buffer(Device* device, std::size_t bytes) : device_(device), bytes_(bytes), data_(device->allocate(bytes)) {
+Buffer::Buffer(Device* device, std::size_t bytes)
+    : device_(device), bytes_(bytes), data_(device->allocate(bytes)), host_addressable_(device->host_addressable()) {
   g_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -99,7 +100,14 @@ Tensor::~Tensor() {
 Tensor Tensor::clone() const {
   if (!defined()) return {};
   Tensor t = empty(dtype_, shape_, device());
-  std::memcpy(t.mutable_data<char>(), raw_data(), bytes());
+  device()->copy_on_device(t.buffer_->data(), buffer_->data(), bytes());
+  return t;
+}
+
+Tensor Tensor::to(Device* target) const {
+  if (!defined() || device() == target) return *this;
+  Tensor t = empty(dtype_, shape_, target);
+  copy_between(*device(), buffer_->data(), *target, t.buffer_->data(), bytes());
   return t;
 }
 
@@ -111,6 +119,7 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 }
 
 std::vector<float> Tensor::to_floats() const {
+  if (defined() && device()->kind() != DeviceKind::kCpu) return to(cpu_device()).to_floats();
   std::vector<float> out(static_cast<std::size_t>(num_elements()));
   for (std::size_t i = 0; i < out.size(); ++i) {
     switch (dtype_) {

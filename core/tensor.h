@@ -13,6 +13,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "core/errors.h"
 #include "core/shape.h"
 
 namespace tctl {
@@ -28,6 +29,7 @@ class Buffer {
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
   Device* device() const { return device_; }
+  bool host_addressable() const { return host_addressable_; }
 
   // Buffers allocated by this process so far; tests use it to prove steady-state steps allocate nothing.
   static std::uint64_t allocation_count();
@@ -36,6 +38,7 @@ class Buffer {
   Device* device_;
   std::size_t bytes_;
   void* data_;
+  bool host_addressable_;
 };
 
 class Tensor {
@@ -57,19 +60,28 @@ class Tensor {
   std::size_t bytes() const { return static_cast<std::size_t>(num_elements()) * dtype_size(dtype_); }
   Device* device() const { return buffer_ ? buffer_->device() : nullptr; }
 
+  // The elements, for code running on the host; a buffer the host cannot address (a GPU's) is an internal
+  // error: copy it with to(cpu_device()) first. Kernels get only buffers of their own device.
   template <class T>
   const T* data() const {
+    TCTL_DCHECK(buffer_->host_addressable(), "host access to a buffer on " + buffer_->device()->name());
     return static_cast<const T*>(buffer_->data());
   }
   // Writable view for the producer only, before the tensor is shared.
   template <class T>
   T* mutable_data() const {
+    TCTL_DCHECK(buffer_->host_addressable(), "host access to a buffer on " + buffer_->device()->name());
     return static_cast<T*>(buffer_->data());
   }
+  // The buffer's address on its device, for copies and device code; never dereferenced on the host here.
   const void* raw_data() const { return buffer_ ? buffer_->data() : nullptr; }
+  void* raw_mutable_data() const { return buffer_ ? buffer_->data() : nullptr; }
 
-  // A deep copy with its own buffer.
+  // A deep copy with its own buffer, on the same device.
   Tensor clone() const;
+  // The value on `device`: this tensor when it is there already, else a copy ordered on both devices'
+  // streams (a copy to the CPU has arrived when it returns).
+  Tensor to(Device* device) const;
   // The same buffer seen with another shape of the same element count.
   Tensor reshaped(const Shape& shape) const;
 
@@ -99,7 +111,8 @@ class Tensor {
 #endif
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
 
-  // Convenience for tests and tools: the values as floats (int dtypes converted).
+  // Convenience for tests and tools: the values as floats (int dtypes converted), copied to the host first
+  // when they live elsewhere.
   std::vector<float> to_floats() const;
   float item() const;
 

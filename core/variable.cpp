@@ -26,6 +26,7 @@ Variable::Variable(std::string name, Tensor initial, LockingMode mode, bool trai
       dtype_(initial.dtype()),
       mode_(mode),
       trainable_(trainable) {
+  if (initial.defined()) device_.store(initial.device(), std::memory_order_relaxed);
   if (mode_ == LockingMode::kSnapshot) {
     version_ = std::make_shared<const Tensor>(std::move(initial));
   } else {
@@ -64,7 +65,7 @@ Tensor Variable::read() const {
     return read(writes);
   }
   // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
-  Tensor out = Tensor::empty(dtype_, shape_);
+  Tensor out = Tensor::empty(dtype_, shape_, value_.device());
   float* dst = out.mutable_data<float>();
   float* src = value_.mutable_data<float>();
   for (std::int64_t i = 0; i < out.num_elements(); ++i)
@@ -91,8 +92,25 @@ void Variable::make_unique_locked() {
   if (!value_.unique()) value_ = value_.clone();
 }
 
-void Variable::assign(const Tensor& value) {
-  TCTL_CHECK(value.shape() == shape_ && value.dtype() == dtype_, "assign to " + name_ + " with another shape");
+Device* Variable::device() const { return device_.load(std::memory_order_acquire); }
+
+void Variable::place_on(Device* device) {
+  if (device_.load(std::memory_order_acquire) == device) return;
+  std::unique_lock lock = lock_for_mode();
+  std::unique_lock<std::mutex> own;  // the lock-free modes take none for updates; a move still needs one
+  if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
+  if (mode_ == LockingMode::kSnapshot) {
+    publish(std::make_shared<const Tensor>(current_version()->to(device)));
+  } else {
+    value_ = value_.to(device);
+  }
+  device_.store(device, std::memory_order_release);
+  unlock_for_mode(lock);
+}
+
+void Variable::assign(const Tensor& given) {
+  TCTL_CHECK(given.shape() == shape_ && given.dtype() == dtype_, "assign to " + name_ + " with another shape");
+  const Tensor value = given.to(device());
   Update u(*this);
   const float* src = value.data<float>();
   for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float) { return src[i]; });
@@ -100,9 +118,10 @@ void Variable::assign(const Tensor& value) {
 
 void Variable::add_scaled(const Tensor& delta, float sign, int widen) {
   TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "update of " + name_ + " with another size");
+  const Tensor on_device = delta.to(device());
   Update u(*this);
   u.set_widen(widen);
-  const float* d = delta.data<float>();
+  const float* d = on_device.data<float>();
   for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float old) { return old + sign * d[i]; });
 }
 

@@ -50,6 +50,12 @@ class Variable {
   // the caller read again). Not for the lock-free modes, whose reads are not snapshots.
   Tensor read(std::uint64_t& writes) const;
 
+  // The device holding the value; the CPU until placement moves it.
+  Device* device() const;
+  // Moves the value to `device`, where the nodes that read and update it run (placement colocates them);
+  // nothing when it is there already. Values assigned later are copied there.
+  void place_on(Device* device);
+
   void assign(const Tensor& value);
   // `widen` yields that many times between the read and the write of each element, in mode none only, so
   // lost updates show even on two cores (race-check --widen).
@@ -123,6 +129,8 @@ class Variable {
   std::shared_ptr<const Tensor> version_ TCTL_GUARDED_BY(version_mu_);
   std::shared_ptr<const Tensor> current_version() const;
   void publish(std::shared_ptr<const Tensor> next);
+  // Where the value lives; changed only by place_on, under the mode's lock.
+  std::atomic<Device*> device_{cpu_device()};
   // Counted at the end of each update, under the mode's lock, after the new value is in place.
   std::atomic<std::uint64_t> writes_{0};
 };

@@ -232,7 +232,6 @@ std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
   std::uint64_t offset = 0;
   for (const NamedTensor& t : tensors) {
     TCTL_CHECK(t.value.defined(), "tensor \"" + t.name + "\" is undefined");
-    TCTL_CHECK(t.value.device()->kind() == DeviceKind::kCpu, "tensor \"" + t.name + "\" is not on the CPU");
     TCTL_CHECK(t.name != "__metadata__" && seen.insert(t.name).second, "duplicate tensor name \"" + t.name + "\"");
     const std::uint64_t bytes = t.value.bytes();
     const auto dims = t.value.shape().dims();
@@ -254,7 +253,9 @@ std::string encode_safetensors(const std::vector<NamedTensor>& tensors,
   out += text;
   for (const NamedTensor& t : tensors) {
     const std::size_t at = out.size();
-    out.append(static_cast<const char*>(t.value.raw_data()), t.value.bytes());
+    // A weight on another device comes to the host first (after the work queued on it).
+    const Tensor host = t.value.to(cpu_device());
+    out.append(static_cast<const char*>(host.raw_data()), host.bytes());
     swap_to_little_endian(out.data() + at, t.value.bytes(), dtype_size(t.value.dtype()));
   }
   return out;

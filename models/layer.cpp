@@ -100,7 +100,7 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
   if (name.empty() || name.find('/') != std::string::npos) spec.fail("name", "a layer name must be non-empty and contain no '/'");
   std::string device = spec.string("device", "");
   if (!device.empty() && !is_device_name(device))
-    spec.fail("device", "unknown device \"" + device + "\" (expected cpu, cuda or cuda:N)");
+    spec.fail("device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
   LayerArgs args{spec, name, device};
   auto layer = entry->factory(args);
   spec.finish();

@@ -10,6 +10,7 @@
 #include "core/autodiff.h"
 #include "core/eager.h"
 #include "core/errors.h"
+#include "core/ops/state.h"
 #include "core/fifo_queue.h"
 
 #include <fmt/format.h>
@@ -112,8 +113,15 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
   infer_pass_ = std::make_unique<Pass>();
   trace_forward(*infer_graph_, *infer_pass_, false);
 
+  // A device strict placement refuses is found now, before a caller writes anything, not at the first step.
+  if (options_.placement.strict)
+    for (const auto& [graph, pass] : {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
+      const Output fed[] = {pass->x, pass->targets};
+      place_all(*graph, fed, options_.placement);
+    }
   SessionOptions so;
   so.seed = options_.seed;
+  so.placement = options_.placement;
   train_session_ = std::make_unique<Session>(train_graph_, inter_pool_, intra_pool_, so);
   infer_session_ = std::make_unique<Session>(infer_graph_, inter_pool_, intra_pool_, so);
 }
@@ -142,7 +150,7 @@ void Model::trace_training(Graph& g, Pass& pass) {
   for (const auto& v : net_->variables()) {
     if (!v->trainable()) continue;
     for (const Node& n : g.nodes()) {
-      if (n.op->name != "ReadVariable" || n.vars[0].var != v) continue;
+      if (n.op != &ops::read_variable() || n.vars[0].var != v) continue;
       reads.push_back(Output{n.id, g.id()});
       owner.push_back(vars.size());
     }

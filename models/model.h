@@ -35,6 +35,8 @@ struct ModelOptions {
   bool auto_control_dependencies = true;
   // Training batches a producer thread prepares ahead through a FIFOQueue; 0 prepares each inline.
   std::int64_t prefetch = 2;
+  // Strict placement, and the log of where every node runs (core/placement.h).
+  PlacementOptions placement;
 };
 
 double metric(const MetricValues& values, const std::string& name);

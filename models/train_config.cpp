@@ -206,7 +206,7 @@ TrainConfig load_train_config(const std::string& path) {
   }
   if (top.has("callbacks")) c.callbacks = parse_callbacks(top.raw("callbacks"), path, c.data.validation_split > 0);
   c.device = top.string("device", "cpu");
-  if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected cpu, cuda or cuda:N)");
+  if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
   std::string stem = std::filesystem::path(path).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");

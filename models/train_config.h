@@ -46,6 +46,9 @@ struct TrainConfig {
   std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
   bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
+  // `train --strict-placement` and `--log-device-placement` (flags; they change no result).
+  bool strict_placement = false;
+  bool log_device_placement = false;
   std::string output;  // run directory
   nlohmann::json callbacks_json() const;
 

@@ -45,6 +45,9 @@ ModelOptions model_options(const TrainConfig& c) {
   o.seed = c.seed;
   o.config_file = c.file;
   o.prefetch = c.prefetch;
+  o.placement.strict = c.strict_placement;
+  if (c.log_device_placement)
+    o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
   return o;
 }
 

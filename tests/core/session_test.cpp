@@ -153,7 +153,7 @@ TEST_CASE("placement falls back to the CPU with a warning, or refuses in strict 
   SessionOptions strict;
   strict.placement.strict = true;
   Session s2(g, inter, intra, strict);
-  CHECK_THROWS_AS(s2.run(feeds, fetch), RuntimeError);
+  CHECK_THROWS_AS(s2.run(feeds, fetch), PlacementError);
 }
 
 TEST_CASE("kernels flush denormal results to zero unless flushing is switched off, on every thread") {

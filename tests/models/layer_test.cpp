@@ -81,7 +81,7 @@ TEST_CASE("make_layer errors name the JSON path") {
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": ""})", "layers[2].name", "non-empty and contain no '/'");
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": "a/b"})", "layers[2].name", "contain no '/'");
   expect_spec_error(R"({"type": "Dense", "units": 3, "device": "tpu"})", "layers[2].device",
-                    "unknown device \"tpu\" (expected cpu, cuda or cuda:N)");
+                    "unknown device \"tpu\" (expected cpu, cuda, cuda:N, sim or sim:N)");
   expect_spec_error(R"({"type": "Dense", "units": 3, "Units": 3})", "layers[2].Units", "unknown key");
 }
 

@@ -1,0 +1,86 @@
+#include "core/ops/state.h"
+
+#include "core/errors.h"
+#include "core/graph.h"
+#include "core/kernel_context.h"
+
+namespace tctl::ops {
+namespace {
+
+TensorSpec spec_from_attrs(const InferContext& c) {
+  const auto& dims = c.attrs().ints("shape");
+  return {static_cast<DType>(c.attrs().i("dtype")), Shape(std::span<const std::int64_t>(dims))};
+}
+
+void placeholder_kernel(KernelContext& ctx) { throw RuntimeError("placeholder " + ctx.node().name + " must be fed"); }
+
+// A Const node's value is made on the host; placement keeps the node there and copies it where it is used.
+void const_kernel(KernelContext& ctx) { ctx.set_output(ctx.node().value); }
+
+// A read its plan never writes keeps the last run's value while the variable has had no write since: no
+// lock, no new handle (the inference pass of a model reads every weight on every call).
+void read_variable_kernel(KernelContext& ctx) {
+  const Variable& v = ctx.var(0);
+  std::uint64_t* kept = ctx.kept_read();
+  if (kept == nullptr || v.lock_free()) {
+    ctx.set_output(v.read());
+    return;
+  }
+  if (ctx.previous_output().defined() && v.writes() == *kept) return;
+  ctx.set_output(v.read(*kept));
+}
+
+// Stores its input into the variable through the variable's locking mode.
+void assign_variable_kernel(KernelContext& ctx) { ctx.var(0).assign(ctx.input(0)); }
+
+TensorSpec assign_infer(const InferContext&) { return {DType::kF32, Shape{}}; }
+
+// The input, from whichever device holds it, into a buffer on the node's device.
+void copy_kernel(KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  Tensor& out = ctx.output();
+  copy_between(*in.device(), in.raw_data(), ctx.device(), out.raw_mutable_data(), in.bytes());
+}
+
+const OpDef& find(const char* name) { return op_def(name); }
+
+}  // namespace
+
+const OpDef& placeholder() {
+  static const OpDef& d = find("Placeholder");
+  return d;
+}
+const OpDef& constant() {
+  static const OpDef& d = find("Const");
+  return d;
+}
+const OpDef& read_variable() {
+  static const OpDef& d = find("ReadVariable");
+  return d;
+}
+const OpDef& assign_variable() {
+  static const OpDef& d = find("AssignVariable");
+  return d;
+}
+const OpDef& copy() {
+  static const OpDef& d = find("Copy");
+  return d;
+}
+
+void define_state_ops() {
+  register_op({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs});
+  register_op({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+  register_op({.name = "AssignVariable", .infer = assign_infer});
+  register_op({.name = "ReadVariable", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+  register_op({.name = "Copy", .infer = same_as_input(0)});
+  for (std::size_t k = 0; k < kNumDeviceKinds; ++k) {
+    const auto kind = static_cast<DeviceKind>(k);
+    register_kernel("Placeholder", kind, placeholder_kernel);
+    register_kernel("Const", kind, const_kernel);
+    register_kernel("AssignVariable", kind, assign_variable_kernel);
+    register_kernel("ReadVariable", kind, read_variable_kernel);
+    register_kernel("Copy", kind, copy_kernel);
+  }
+}
+
+}  // namespace tctl::ops

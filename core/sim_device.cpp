@@ -1,0 +1,168 @@
+#include "core/sim_device.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+namespace {
+// The device whose stream work this thread is running, if any: work it queues from inside (a kernel that
+// clones a buffer) is the current item's own and runs at once, in order, without taking the stream again.
+thread_local const SimDevice* t_running = nullptr;
+}  // namespace
+
+class SimEvent final : public Event {
+ public:
+  SimEvent(SimDevice& device, std::uint64_t position) : device_(device), position_(position) {}
+  bool done() const override { return device_.finished_.load(std::memory_order_acquire) >= position_; }
+  void wait() override {
+    std::lock_guard lock(device_.stream_mu_);
+    TCTL_CHECK(done() || !device_.paused_, "waiting for an event of " + device_.name() + " while its stream is paused");
+    device_.rethrow_locked();
+  }
+
+ private:
+  SimDevice& device_;
+  std::uint64_t position_;
+};
+
+SimDevice::SimDevice(int index) : name_("sim:" + std::to_string(index)) {}
+
+SimDevice::~SimDevice() {
+  for (auto& [size, block] : free_) std::free(block.p);
+  for (auto& [p, size] : in_use_) std::free(const_cast<void*>(p));
+}
+
+void* SimDevice::allocate(std::size_t bytes) {
+  // Blocks come in multiples of 256 bytes, as in a GPU's caching allocator, so sizes that differ a little
+  // share blocks.
+  const std::size_t size = bytes == 0 ? 256 : (bytes + 255) / 256 * 256;
+  const std::uint64_t finished = finished_.load(std::memory_order_acquire);
+  std::lock_guard lock(pool_mu_);
+  auto [first, last] = free_.equal_range(size);
+  for (auto it = first; it != last; ++it) {
+    if (it->second.release_after > finished) {
+      ++stats_.deferred_reuses;
+      continue;
+    }
+    void* p = it->second.p;
+    free_.erase(it);
+    in_use_.emplace(p, size);
+    ++stats_.reused_blocks;
+    stats_.bytes_in_use += size;
+    return p;
+  }
+  void* p = std::aligned_alloc(256, size);
+  if (p == nullptr) throw RuntimeError("out of memory on " + name_ + " allocating " + std::to_string(bytes) + " bytes");
+  in_use_.emplace(p, size);
+  ++stats_.fresh_blocks;
+  stats_.bytes_reserved += size;
+  stats_.bytes_in_use += size;
+  return p;
+}
+
+void SimDevice::deallocate(void* p, std::size_t) {
+  // Work queued so far may still read the block: it is free once the stream has finished that work.
+  const std::uint64_t queued = queued_.load(std::memory_order_acquire);
+  std::lock_guard lock(pool_mu_);
+  auto it = in_use_.find(p);
+  TCTL_CHECK(it != in_use_.end(), name_ + " was given back a block it never handed out");
+  free_.emplace(it->second, FreeBlock{p, queued});
+  stats_.bytes_in_use -= it->second;
+  in_use_.erase(it);
+}
+
+bool SimDevice::owns(const void* p) const {
+  std::lock_guard lock(pool_mu_);
+  return in_use_.contains(p);
+}
+
+DeviceMemoryStats SimDevice::memory_stats() const {
+  std::lock_guard lock(pool_mu_);
+  return stats_;
+}
+
+void SimDevice::run_one_locked(std::function<void()>& work) {
+  const SimDevice* outer = std::exchange(t_running, this);
+  try {
+    work();
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
+  }
+  t_running = outer;
+  finished_.fetch_add(1, std::memory_order_release);
+}
+
+void SimDevice::submit_locked(std::function<void()> work) {
+  queued_.fetch_add(1, std::memory_order_acq_rel);
+  if (paused_) {
+    queue_.push_back(std::move(work));
+    return;
+  }
+  run_one_locked(work);
+}
+
+void SimDevice::enqueue(std::function<void()> work) {
+  if (t_running == this) return work();
+  std::lock_guard lock(stream_mu_);
+  submit_locked(std::move(work));
+}
+
+void SimDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
+  // The source may be reused once this returns, so a copy that must wait takes its bytes along.
+  if (t_running == this) return void(std::memcpy(dst, src, bytes));
+  std::lock_guard lock(stream_mu_);
+  if (!paused_) {
+    submit_locked([=] { std::memcpy(dst, src, bytes); });
+    return;
+  }
+  auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+  submit_locked([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
+}
+
+void SimDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  if (t_running == this) return void(std::memcpy(dst, src, bytes));
+  std::lock_guard lock(stream_mu_);
+  TCTL_CHECK(!paused_, "a copy from " + name_ + " to the host while its stream is paused would never finish");
+  submit_locked([=] { std::memcpy(dst, src, bytes); });
+  rethrow_locked();
+}
+
+void SimDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  enqueue([=] { std::memcpy(dst, src, bytes); });
+}
+
+void SimDevice::rethrow_locked() {
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
+void SimDevice::synchronize() {
+  if (t_running == this) return;  // everything queued before the running item has finished
+  std::lock_guard lock(stream_mu_);
+  TCTL_CHECK(!paused_ || queue_.empty(), "synchronizing " + name_ + " while its stream is paused would never finish");
+  rethrow_locked();
+}
+
+std::shared_ptr<Event> SimDevice::record_event() {
+  return std::make_shared<SimEvent>(*this, queued_.load(std::memory_order_acquire));
+}
+
+void SimDevice::pause() {
+  std::lock_guard lock(stream_mu_);
+  paused_ = true;
+}
+
+void SimDevice::resume() {
+  std::lock_guard lock(stream_mu_);
+  paused_ = false;
+  while (!queue_.empty()) {
+    std::function<void()> work = std::move(queue_.front());
+    queue_.pop_front();
+    run_one_locked(work);
+  }
+}
+
+}  // namespace tctl

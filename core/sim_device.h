@@ -1,0 +1,77 @@
+// The simulated device `sim:N`: a device that is not the CPU, on every machine. Its memory is an arena of
+// its own (host memory, pooled by size), its work runs in order on its own stream, and its kernels
+// (kernels/sim/) refuse any buffer that lives elsewhere. It exists so that placement, copies between
+// devices, colocation of variables, fall-back and deferred release of buffers are tested without a GPU.
+//
+// The stream runs work at once, in the order it is queued, on the thread that queues it (one at a time);
+// a test may pause it, and then work waits in the queue until resume(), the way a GPU's work trails the
+// host. While work waits, a freed block is not handed out again: that is the deferred release every
+// device with a stream needs.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+#include "core/device.h"
+
+namespace tctl {
+
+// How many sim devices every process has: sim:0 and sim:1.
+inline constexpr int kSimDevices = 2;
+
+class SimDevice final : public Device {
+ public:
+  explicit SimDevice(int index);
+  ~SimDevice() override;
+
+  DeviceKind kind() const override { return DeviceKind::kSim; }
+  const std::string& name() const override { return name_; }
+  bool host_addressable() const override { return true; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p, std::size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
+  void enqueue(std::function<void()> work) override;
+  void synchronize() override;
+  std::shared_ptr<Event> record_event() override;
+  DeviceMemoryStats memory_stats() const override;
+
+  // For tests: while paused, queued work waits; resume() runs it in order. Kernels may not run meanwhile.
+  void pause();
+  void resume();
+  // Whether `p` is a block this device handed out and has not taken back.
+  bool owns(const void* p) const;
+
+ private:
+  friend class SimEvent;
+  // Runs or queues one piece of work; the caller holds stream_mu_.
+  void submit_locked(std::function<void()> work);
+  void run_one_locked(std::function<void()>& work);
+  void rethrow_locked();
+
+  std::string name_;
+  // The stream.
+  mutable std::mutex stream_mu_;
+  std::deque<std::function<void()>> queue_;
+  bool paused_ = false;
+  std::exception_ptr error_;
+  std::atomic<std::uint64_t> queued_{0};     // work items queued so far
+  std::atomic<std::uint64_t> finished_{0};   // work items finished so far, in queue order
+  // The pool: free blocks by size, each with the stream position its release waited for.
+  struct FreeBlock {
+    void* p;
+    std::uint64_t release_after;
+  };
+  mutable std::mutex pool_mu_;
+  std::multimap<std::size_t, FreeBlock> free_;
+  std::unordered_map<const void*, std::size_t> in_use_;
+  DeviceMemoryStats stats_;
+};
+
+}  // namespace tctl

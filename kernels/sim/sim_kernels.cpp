@@ -1,0 +1,52 @@
+// Kernels of the simulated device (core/sim_device.h). Each checks that every buffer it is given lives on
+// its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
+// so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
+// complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole; any other op falls
+// back to the CPU through placement.
+#include "core/kernel_context.h"
+
+namespace tctl::sim {
+namespace {
+
+void refuse_foreign(const KernelContext& ctx) {
+  const Device& here = ctx.device();
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& in = ctx.input(i);
+    if (in.defined() && in.device() != &here)
+      throw RuntimeError(here.name() + " kernel of " + ctx.node().name + " refuses input " + std::to_string(i) +
+                         ", which lives on " + in.device()->name());
+  }
+  for (std::size_t i = 0; i < ctx.node().vars.size(); ++i) {
+    const Variable& v = *ctx.node().vars[i].var;
+    if (v.device() != &here)
+      throw RuntimeError(here.name() + " kernel of " + ctx.node().name + " refuses variable " + v.name() +
+                         ", which lives on " + v.device()->name());
+  }
+}
+
+void run_on_stream(KernelContext& ctx) {
+  TCTL_CHECK(ctx.device().kind() == DeviceKind::kSim, "a sim kernel on " + ctx.device().name());
+  refuse_foreign(ctx);
+  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::kCpu);
+  TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
+  // The stream runs the work at once unless a test paused it; synchronizing proves that (it refuses a
+  // paused stream holding work) and brings back an error the arithmetic threw.
+  ctx.device().enqueue([&] { arithmetic(ctx); });
+  ctx.device().synchronize();
+  TCTL_CHECK(!ctx.previous_output().defined() || ctx.previous_output().device() == &ctx.device(),
+             ctx.node().name + " left its output off " + ctx.device().name());
+}
+
+constexpr const char* kSimulatedOps[] = {
+    "MatMul", "FusedMatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "AddN", "Softmax",
+    "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent", "SoftmaxXentGrad", "ApplyAdam", "ApplySgd",
+};
+
+bool register_all() {
+  for (const char* op : kSimulatedOps) register_kernel(op, DeviceKind::kSim, run_on_stream);
+  return true;
+}
+[[maybe_unused]] const bool registered = register_all();
+
+}  // namespace
+}  // namespace tctl::sim

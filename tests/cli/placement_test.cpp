@@ -1,0 +1,78 @@
+// Device placement end to end, on the simulated device sim:N that every machine has: a digits MLP whose
+// hidden layers run on sim:0 trains to the CPU's weights bit for bit, the copies between devices show in
+// --log-device-placement, and a layer sim cannot run falls back to the CPU with a warning, or is refused
+// under --strict-placement.
+#include <doctest/doctest.h>
+
+#include "cli/cli_test_util.h"
+
+using namespace tctl::cli_test;
+
+namespace {
+
+// The digits MLP of configs/models/digits_mlp.json with the two hidden layers on `hidden_device` and
+// `activation` in the first.
+std::string digits_spec(const std::string& hidden_device, const std::string& activation = "relu") {
+  return R"({"name": "digits_mlp", "input_shape": [64], "layers": [
+    {"type": "Dense", "units": 128, "activation": ")" + activation + R"(", "device": ")" + hidden_device + R"("},
+    {"type": "Dense", "units": 64, "activation": "relu", "device": ")" + hidden_device + R"("},
+    {"type": "Dropout", "rate": 0.1},
+    {"type": "Dense", "units": 10, "activation": "softmax"}]})";
+}
+
+std::string digits_config(const std::string& spec_file) {
+  return R"({"model": ")" + spec_file + R"(", "data": {"dataset": "digits", "test_split": 0.2, "validation_split": 0.1,
+    "shuffle": true, "standardize": true}, "loss": "sparse_categorical_crossentropy",
+    "optimizer": {"type": "adam", "learning_rate": 0.001}, "metrics": ["accuracy"], "epochs": 2, "batch_size": 32,
+    "seed": 42})";
+}
+
+const std::string kOneThread = " --inter-op-threads 1 --intra-op-threads 1 --quiet";
+
+}  // namespace
+
+TEST_CASE("a digits MLP with its hidden layers on sim:0 trains to the CPU's weights, bit for bit, with its copies logged") {
+  TempDir dir;
+  dir.write("cpu.json", digits_spec("cpu"));
+  dir.write("sim.json", digits_spec("sim:0"));
+  dir.write("train_cpu.json", digits_config("cpu.json"));
+  dir.write("train_sim.json", digits_config("sim.json"));
+  const CommandResult cpu = run_tensorctl("train train_cpu.json --output cpu" + kOneThread, dir.path());
+  REQUIRE(cpu.status == 0);
+  const CommandResult sim = run_tensorctl("train train_sim.json --output sim --log-device-placement" + kOneThread, dir.path());
+  check_no_crash(sim);
+  REQUIRE(sim.status == 0);
+  CHECK(read_text(dir / "sim/weights.safetensors") == read_text(dir / "cpu/weights.safetensors"));
+  // The batch goes to sim:0 once, the second hidden layer's output comes back for Dropout, and the gradient
+  // goes back to sim:0 for the hidden layers' backward pass and their Adam updates.
+  for (const char* line : {"placement: x/copy_to_sim:0 (Copy): sim:0", "placement: dense/FusedMatMul (FusedMatMul): sim:0",
+                           "placement: dense_1/FusedMatMul/copy_to_cpu (Copy): cpu",
+                           "placement: dropout/DropoutGrad/copy_to_sim:0 (Copy): sim:0",
+                           "placement: optimizer/ApplyAdam (ApplyAdam): sim:0", "placement: dense_2/Softmax (Softmax): cpu"})
+    CHECK_MESSAGE(sim.err.find(line) != std::string::npos, line);
+  CHECK(sim.err.find("warning") == std::string::npos);
+  // Once per graph (training, inference), though every batch size prepares a plan of its own.
+  std::size_t copies = 0;
+  for (std::size_t at = 0; (at = sim.err.find("placement: x/copy_to_sim:0 (Copy)", at)) != std::string::npos; ++at) ++copies;
+  CHECK(copies == 2);
+}
+
+TEST_CASE("an op sim has no kernel for runs on the CPU with a warning naming it; --strict-placement refuses it, exit 2") {
+  TempDir dir;
+  dir.write("tanh.json", digits_spec("sim:0", "tanh"));
+  dir.write("train.json", digits_config("tanh.json"));
+  const CommandResult soft = run_tensorctl("train train.json --output soft" + kOneThread, dir.path());
+  check_no_crash(soft);
+  CHECK(soft.status == 0);
+  CHECK(soft.err.find("warning: dense/Tanh: op Tanh has no kernel for sim:0, running on cpu") != std::string::npos);
+  expect_user_error(dir, "train train.json --output strict --strict-placement" + kOneThread,
+                    {"cannot place dense/Tanh", "no kernel for sim:0", "--strict-placement"});
+}
+
+TEST_CASE("a device name tensorctl does not know is refused where it is written") {
+  TempDir dir;
+  dir.write("tpu.json", digits_spec("tpu:0"));
+  dir.write("train.json", digits_config("tpu.json"));
+  expect_user_error(dir, "train train.json --output run", {"tpu.json", "layers[0].device", "unknown device", "sim:N"});
+  expect_user_error(dir, "train train.json --output run --device sim:x", {"--device", "unknown device \"sim:x\""});
+}

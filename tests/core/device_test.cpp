@@ -1,0 +1,96 @@
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/device.h"
+#include "core/sim_device.h"
+#include "core/tensor.h"
+
+using namespace tctl;
+
+namespace {
+SimDevice& sim(int i) { return static_cast<SimDevice&>(*DeviceRegistry::instance().find("sim:" + std::to_string(i))); }
+}  // namespace
+
+TEST_CASE("device names: cpu, cuda, sim and their numbered forms") {
+  CHECK(is_device_name("cpu"));
+  CHECK(is_device_name("cuda:3"));
+  CHECK(is_device_name("sim"));
+  CHECK(is_device_name("sim:1"));
+  CHECK_FALSE(is_device_name("sim:"));
+  CHECK_FALSE(is_device_name("sim:x"));
+  CHECK_FALSE(is_device_name("tpu"));
+  CHECK(DeviceRegistry::instance().find("sim") == DeviceRegistry::instance().find("sim:0"));
+  CHECK(DeviceRegistry::instance().find("sim:1")->kind() == DeviceKind::kSim);
+  CHECK(DeviceRegistry::instance().find("sim:9") == nullptr);
+  CHECK(DeviceRegistry::instance().find("cpu") == cpu_device());
+}
+
+TEST_CASE("a tensor moves between the host and sim devices with its values, and to() keeps one already there") {
+  const Tensor host = Tensor::from_floats(Shape{2, 3}, std::vector<float>{1, 2, 3, 4, 5, 6});
+  const Tensor on0 = host.to(&sim(0));
+  CHECK(on0.device() == &sim(0));
+  CHECK(sim(0).owns(on0.raw_data()));
+  CHECK(on0.to(&sim(0)).shares_buffer_with(on0));
+  const Tensor on1 = on0.to(&sim(1));  // between two devices: through the host
+  CHECK(on1.device() == &sim(1));
+  CHECK(sim(1).owns(on1.raw_data()));
+  CHECK_FALSE(sim(0).owns(on1.raw_data()));
+  const Tensor back = on1.to(cpu_device());
+  CHECK(back.device() == cpu_device());
+  CHECK(back.to_floats() == host.to_floats());
+  CHECK(on1.to_floats() == host.to_floats());
+  const Tensor copy = on0.clone();
+  CHECK(copy.device() == &sim(0));
+  CHECK_FALSE(copy.shares_buffer_with(on0));
+  CHECK(copy.to_floats() == host.to_floats());
+}
+
+TEST_CASE("the sim pool reuses a freed block, but not while work queued before the free may still read it") {
+  SimDevice& d = sim(1);
+  d.synchronize();
+  const std::size_t bytes = 4096 + 128;  // a size no other test uses
+  void* a = d.allocate(bytes);
+  d.deallocate(a, bytes);
+  void* again = d.allocate(bytes);
+  CHECK(again == a);  // nothing queued: reused at once
+
+  // Work still queued on the stream reads the block when the host lets go of it.
+  d.pause();
+  std::vector<char> seen(bytes);
+  std::memset(again, 7, bytes);
+  d.enqueue([&] { std::memcpy(seen.data(), again, bytes); });
+  d.deallocate(again, bytes);
+  const DeviceMemoryStats before = d.memory_stats();
+  void* other = d.allocate(bytes);
+  CHECK(other != again);  // the freed block waits for the queued read
+  CHECK(d.memory_stats().deferred_reuses > before.deferred_reuses);
+  std::memset(other, 9, bytes);
+  CHECK_FALSE(d.record_event()->done());
+  d.resume();
+  CHECK(seen[0] == 7);
+  CHECK(seen[bytes - 1] == 7);
+  d.deallocate(other, bytes);
+  void* later = d.allocate(bytes);
+  CHECK((later == again || later == other));  // the stream has passed both frees
+  d.deallocate(later, bytes);
+}
+
+TEST_CASE("a copy to a paused sim stream takes its bytes along, so the host may reuse its buffer at once") {
+  SimDevice& d = sim(1);
+  Tensor target = Tensor::empty(DType::kF32, Shape{4}, &d);
+  std::vector<float> source{1, 2, 3, 4};
+  d.pause();
+  d.copy_from_host(target.raw_mutable_data(), source.data(), 4 * sizeof(float));
+  source.assign({9, 9, 9, 9});
+  d.resume();
+  CHECK(target.to_floats() == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("an error thrown by queued work comes back from synchronize") {
+  SimDevice& d = sim(1);
+  d.enqueue([] { throw RuntimeError("queued work failed"); });
+  CHECK_THROWS_WITH_AS(d.synchronize(), "queued work failed", RuntimeError);
+  CHECK_NOTHROW(d.synchronize());
+}
