@@ -161,6 +161,12 @@ void Model::trace_training(Graph& g, Pass& pass) {
   for (std::size_t i = 0; i < reads.size(); ++i) per_var[owner[i]].push_back(read_grads[i]);
   std::vector<Output> grads;
   for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : g.add("AddN", list));
+  // Gradients computed; next, updates applied. Whatever must happen between the two (an all-reduce across
+  // replicas) happens here and nowhere else.
+  if (options_.combine_gradients) {
+    grads = options_.combine_gradients(g, vars, std::move(grads));
+    TCTL_CHECK(grads.size() == vars.size(), "combine_gradients returned a gradient count other than the variables'");
+  }
   pass.updates = optimizer_.apply(g, vars, grads);
 }
 

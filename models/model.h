@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 #include <optional>
+#include <span>
 #include <memory>
 #include <string>
 #include <utility>
@@ -37,6 +38,11 @@ struct ModelOptions {
   std::int64_t prefetch = 2;
   // Strict placement, and the log of where every node runs (core/placement.h).
   PlacementOptions placement;
+  // The one place between "gradients computed" and "updates applied": given each trainable variable's
+  // gradient, returns the gradients the optimizer applies (same order and shapes). Empty: applied as they
+  // are. Data-parallel training puts its all-reduce here, so every replica applies the same update.
+  std::function<std::vector<Output>(Graph&, std::span<const std::shared_ptr<Variable>>, std::vector<Output>)>
+      combine_gradients;
 };
 
 double metric(const MetricValues& values, const std::string& name);
