@@ -42,7 +42,7 @@ int run_evaluate(const EvaluateFlags& f) {
     source = f.data;
   }
   if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
-  MetricValues m = run.model->evaluate(data, f.batch_size);
+  MetricValues m = Trainer(*run.model).evaluate(data, f.batch_size);
   if (f.json) {
     nlohmann::json j = {{"run", f.run}, {"data", source}, {"rows", data.size()}};
     for (const auto& [k, v] : m) j[k] = v;

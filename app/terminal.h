@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/trainer.h"
 
 namespace tctl::app {
 

@@ -126,8 +126,8 @@ int run_train(const TrainFlags& f) {
   // With --json, stdout carries only the JSON document; progress goes to stderr.
   std::FILE* log = f.json ? stderr : stdout;
   ProgressPrinter progress(log, c.epochs);
-  Model::EpochCallback on_epoch;
-  Model::StepCallback on_step;
+  Trainer::EpochCallback on_epoch;
+  Trainer::StepCallback on_step;
   if (!f.quiet) {
     on_epoch = [&](const EpochResult& r) { progress.on_epoch(r); };
     on_step = [&](std::int64_t s, std::int64_t n, const MetricValues& m) { progress.on_step(s, n, m); };

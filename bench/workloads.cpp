@@ -33,6 +33,7 @@
 #include "core/thread_pool.h"
 #include "models/dataset.h"
 #include "models/model.h"
+#include "models/trainer.h"
 #include "models/spec_reader.h"
 
 using namespace tctl;
@@ -166,7 +167,7 @@ int memory() {
   const double activations = static_cast<double>(batch) * (784 + 3.0 * (512 + 512 + 10));
   const double budget = 4.0 * (4.0 * params + activations) + static_cast<double>(data.x.bytes() + data.y.bytes());
   std::vector<double> after_epoch;
-  for (const auto& r : model.fit(data, nullptr, 5, batch)) {
+  for (const auto& r : Trainer(model).fit(data, nullptr, 5, batch)) {
     (void)r;
     after_epoch.push_back(rss_now() - base);
   }

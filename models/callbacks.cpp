@@ -77,8 +77,10 @@ double monitored(const EpochResult& r, const std::string& monitor) {
 
 }  // namespace
 
-Callbacks::Callbacks(std::vector<CallbackConfig> configs, Model& model, std::filesystem::path run_dir, LearningRateControl lr)
-    : model_(model), run_dir_(std::move(run_dir)), lr_(std::move(lr)) {
+Callbacks::Callbacks(std::vector<CallbackConfig> configs, Trainer& trainer, std::filesystem::path run_dir,
+                     LearningRateControl lr)
+    : trainer_(trainer),
+      model_(trainer.model()), run_dir_(std::move(run_dir)), lr_(std::move(lr)) {
   for (auto& c : configs) watches_.push_back(Watch{std::move(c)});
 }
 
@@ -105,7 +107,7 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
     if (c.type == "EarlyStopping") {
       if (better && c.restore_best_weights) best_weights_ = variable_values(model_.net().variables());
       if (!better && w.wait > c.patience) {
-        model_.stop_training();
+        trainer_.stop_training();
         lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epochs (best {:.6g} at epoch {}); stopping",
                                     c.monitor, w.wait, w.best, w.best_epoch));
       }

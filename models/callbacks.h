@@ -20,6 +20,7 @@
 
 #include "models/checkpoint.h"
 #include "models/model.h"
+#include "models/trainer.h"
 #include "models/spec_reader.h"
 
 namespace tctl {
@@ -50,7 +51,8 @@ struct LearningRateControl {
 
 class Callbacks {
  public:
-  Callbacks(std::vector<CallbackConfig> configs, Model& model, std::filesystem::path run_dir, LearningRateControl lr = {});
+  // Borrows the trainer: early stopping stops it, and the weights saved and restored are its model's.
+  Callbacks(std::vector<CallbackConfig> configs, Trainer& trainer, std::filesystem::path run_dir, LearningRateControl lr = {});
 
   // After each epoch, with its results: may stop the model, save the best weights, lower the learning
   // rate. Returns one line per action taken, for the progress output.
@@ -78,6 +80,7 @@ class Callbacks {
   bool improved(const Watch& w, double value) const;
 
   std::vector<Watch> watches_;
+  Trainer& trainer_;
   Model& model_;
   std::filesystem::path run_dir_;
   LearningRateControl lr_;

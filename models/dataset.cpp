@@ -141,19 +141,33 @@ std::size_t row_bytes(const Tensor& t) {
   return static_cast<std::size_t>(per_row) * dtype_size(t.dtype());
 }
 
-Tensor gather_rows(const Tensor& t, std::span<const std::int64_t> rows) {
-  Shape shape = t.shape();
-  shape.set_dim(0, static_cast<std::int64_t>(rows.size()));
-  Tensor out = Tensor::empty(t.dtype(), shape);
-  const std::size_t bytes = row_bytes(t);
-  const auto* src = static_cast<const char*>(t.raw_data());
-  auto* dst = out.mutable_data<char>();
+}  // namespace
+
+Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer) {
+  const Shape shape = src.shape().with_batch(static_cast<std::int64_t>(rows.size()));
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
+    buffer = Tensor::empty(src.dtype(), shape);
+  const std::size_t bytes = row_bytes(src);
+  const auto* from = static_cast<const char*>(src.raw_data());
+  auto* to = buffer.mutable_data<char>();
   for (std::size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(dst + i * bytes, src + static_cast<std::size_t>(rows[i]) * bytes, bytes);
-  return out;
+    std::memcpy(to + i * bytes, from + static_cast<std::size_t>(rows[i]) * bytes, bytes);
+  return buffer;
 }
 
-}  // namespace
+Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer) {
+  const Shape shape{static_cast<std::int64_t>(rows.size()), classes};
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
+    buffer = Tensor::empty(DType::kF32, shape);
+  float* out = buffer.mutable_data<float>();
+  std::fill(out, out + shape.num_elements(), 0.0f);
+  const std::int32_t* y = labels.data<std::int32_t>();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::int32_t label = y[rows[i]];
+    if (label >= 0 && label < classes) out[static_cast<std::int64_t>(i) * classes + label] = 1.0f;
+  }
+  return buffer;
+}
 
 std::vector<std::string> builtin_dataset_names() { return {"digits", "iris", "spirals"}; }
 
@@ -194,8 +208,9 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   const std::int64_t n = data.size();
   for (std::int64_t r : rows) TCTL_CHECK(r >= 0 && r < n, "take_rows: row index out of range");
   Dataset out;
-  out.x = gather_rows(data.x, rows);
-  if (data.y.defined()) out.y = gather_rows(data.y, rows);
+  Tensor x, y;
+  out.x = gather_rows(data.x, rows, x);
+  if (data.y.defined()) out.y = gather_rows(data.y, rows, y);
   out.num_classes = data.num_classes;
   out.feature_names = data.feature_names;
   out.name = data.name;

@@ -62,6 +62,13 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
 // An empty `rows` gives a Dataset of N = 0 with the same feature count and metadata.
 Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows);
 
+// Rows of a [N, ...] tensor as a [rows, ...] batch in `buffer`, which is reused when this handle is its only
+// owner and the shape fits (so steady-state training steps allocate nothing), else replaced. Returns it.
+Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer);
+// Int32 labels of those rows one-hot in a [rows, classes] float batch, reusing `buffer` the same way. A label
+// outside [0, classes) gives a zero row.
+Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer);
+
 // The three parts of a data set; together they hold every row of the source exactly once.
 struct Split {
   Dataset train, validation, test;

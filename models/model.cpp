@@ -4,14 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
-#include <random>
-#include <thread>
 
 #include "core/autodiff.h"
 #include "core/eager.h"
 #include "core/errors.h"
 #include "core/ops/state.h"
-#include "core/fifo_queue.h"
 
 #include <fmt/format.h>
 
@@ -46,53 +43,6 @@ void check_metrics(const ModelOptions& o) {
                       "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " + list + ")");
     }
   }
-}
-
-// Copies rows of a [N, ...] tensor into a batch tensor, reusing `buffer` when nobody else holds it.
-Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer) {
-  Shape shape = src.shape().with_batch(static_cast<std::int64_t>(rows.size()));
-  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
-    buffer = Tensor::empty(src.dtype(), shape);
-  const std::size_t row_bytes = src.bytes() / static_cast<std::size_t>(std::max<std::int64_t>(src.shape()[0], 1));
-  const char* from = static_cast<const char*>(src.raw_data());
-  char* to = buffer.mutable_data<char>();
-  for (std::size_t i = 0; i < rows.size(); ++i)
-    std::memcpy(to + i * row_bytes, from + static_cast<std::size_t>(rows[i]) * row_bytes, row_bytes);
-  return buffer;
-}
-
-// One-hot rows of int32 labels into a [rows, classes] batch tensor, reusing `buffer` like gather_rows, so
-// categorical cross-entropy steps allocate nothing either. A label outside [0, classes) gives a zero row.
-Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer) {
-  const Shape shape{static_cast<std::int64_t>(rows.size()), classes};
-  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
-    buffer = Tensor::empty(DType::kF32, shape);
-  float* out = buffer.mutable_data<float>();
-  std::fill(out, out + shape.num_elements(), 0.0f);
-  const std::int32_t* y = labels.data<std::int32_t>();
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    const std::int32_t label = y[rows[i]];
-    if (label >= 0 && label < classes) out[static_cast<std::int64_t>(i) * classes + label] = 1.0f;
-  }
-  return buffer;
-}
-
-// One batch of feeds on its way from the producer to the training loop.
-struct Batch {
-  Tensor x;
-  Tensor y;
-  std::int64_t step = -1;
-};
-
-// The epoch's sums are kept as plain values because an interrupted epoch's go into the checkpoint.
-MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics) {
-  MetricAccumulator accumulator;
-  accumulator.add(sums);
-  return accumulator.averages(metrics);
-}
-
-std::int64_t argmax_row(const float* p, std::int64_t n) {
-  return std::max_element(p, p + n) - p;
 }
 
 }  // namespace
@@ -180,185 +130,19 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
   return gather_rows(data.y, rows, buffer);
 }
 
-BatchSums Model::run_batches(Session& session, const Pass& pass, const Dataset& data,
-                             std::span<const std::int64_t> order, std::int64_t batch_size, bool training,
-                             std::int64_t first_step, const BatchSums& start, const StepCallback& on_step) {
-  const std::int64_t n = static_cast<std::int64_t>(order.size());
-  const std::int64_t steps = (n + batch_size - 1) / batch_size;
-  steps_run_ = 0;
-  const bool classification = loss_is_classification(options_.loss);
-  const bool binary = loss_is_binary(options_.loss);
-  BatchSums totals = start;
-  std::vector<Output> fetches{training ? pass.loss : pass.per_example, pass.predictions};
-  auto rows_of = [&](std::int64_t step) {
-    return order.subspan(static_cast<std::size_t>(step * batch_size),
-                         static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
-  };
-  auto fill = [&](std::int64_t step, Batch& batch) {
-    batch.step = step;
-    gather_rows(data.x, rows_of(step), batch.x);
-    targets_into(data, rows_of(step), batch.y);
-  };
-
-  // With prefetch, a producer thread gathers the next batches while this one trains: they travel through
-  // a FIFOQueue, and their buffers come back through a second one to be refilled.
-  const std::int64_t prefetch = training ? options_.prefetch : 0;
-  FIFOQueue<Batch> ready(static_cast<std::size_t>(std::max<std::int64_t>(prefetch, 1)));
-  FIFOQueue<Batch> spare(static_cast<std::size_t>(prefetch + 2));
-  std::thread producer;
-  if (prefetch > 0) {
-    for (std::int64_t i = 0; i < prefetch + 2; ++i) spare.enqueue(Batch{});
-    producer = std::thread([&] {
-      for (std::int64_t step = 0; step < steps; ++step) {
-        Batch batch;
-        if (spare.dequeue(batch) != QueueStatus::kOk) return;
-        fill(step, batch);
-        if (ready.enqueue(std::move(batch)) != QueueStatus::kOk) return;
-      }
-    });
-  }
-  // Closing both queues releases the producer however this function ends, even by an exception.
-  struct Joiner {
-    FIFOQueue<Batch>& a;
-    FIFOQueue<Batch>& b;
-    std::thread& t;
-    ~Joiner() {
-      a.close();
-      b.close();
-      if (t.joinable()) t.join();
-    }
-  } joiner{ready, spare, producer};
-
-  Batch inline_batch;
-  for (std::int64_t step = 0; step < steps; ++step) {
-    Batch batch;
-    if (prefetch > 0) {
-      TCTL_CHECK(ready.dequeue(batch) == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
-    } else {
-      fill(step, inline_batch);
-      batch = inline_batch;
-    }
-    auto rows = rows_of(step);
-    const std::int64_t b = static_cast<std::int64_t>(rows.size());
-    std::vector<Feed> feeds{{pass.x, batch.x}, {pass.targets, batch.y}};
-    RunOptions ro;
-    ro.step = first_step + step;
-    if (training) optimizer_.begin_step(ro.step);
-    auto where = [&] {
-      return fmt::format("epoch {}, step {} (step {} of the run)", current_epoch_,
-                         first_step + step + 1 - (current_epoch_ - 1) * steps_per_epoch_, first_step + step + 1);
-    };
-    std::vector<Tensor> out;
-    try {
-      out = session.run(feeds, fetches, training ? std::span<const Output>(pass.updates) : std::span<const Output>{}, ro);
-    } catch (const NonFiniteError& e) {
-      // An update refused a NaN or infinite gradient before writing: find where it began.
-      throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(), where(),
-                                     find_non_finite(batch.x, batch.y, first_step + step)));
-    }
-    feeds.clear();
-    if (prefetch > 0) spare.enqueue(std::move(batch));
-    BatchSums sums;
-    if (training) {
-      const float loss = out[0].item();
-      if (!std::isfinite(loss))
-        throw RuntimeError(fmt::format("loss became {} at {}: {}; lower the learning rate or standardize the data",
-                                       std::isnan(loss) ? "NaN" : "infinite", where(),
-                                       find_non_finite(batch.x, batch.y, first_step + step)));
-      sums.loss = static_cast<double>(loss) * static_cast<double>(b);
-    } else {
-      const float* l = out[0].data<float>();
-      for (std::int64_t i = 0; i < b; ++i) sums.loss += l[i];
-    }
-    const Tensor& pred = out[1];
-    const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
-    const float* p = pred.data<float>();
-    if (classification) {
-      for (std::int64_t i = 0; i < b; ++i) {
-        std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
-        const float* row = p + i * width;
-        sums.correct += argmax_row(row, width) == label ? 1.0 : 0.0;
-        // The label's rank: how many classes score strictly higher (ties count in the label's favour).
-        std::int64_t above = 0;
-        for (std::int64_t j = 0; j < width; ++j) above += row[j] > row[label] ? 1 : 0;
-        sums.top_k_correct += above < kTopK ? 1.0 : 0.0;
-      }
-    } else {
-      for (std::int64_t i = 0; i < b; ++i) {
-        const float* t = data.y.data<float>() + rows[static_cast<std::size_t>(i)] * width;
-        for (std::int64_t j = 0; j < width; ++j) {
-          double d = static_cast<double>(p[i * width + j]) - t[j];
-          sums.abs_error += std::abs(d);
-          sums.sq_error += d * d;
-          // Binary accuracy (Keras' threshold 0.5), averaged over the outputs of a row.
-          if (binary) sums.correct += ((p[i * width + j] > 0.5f) == (t[j] > 0.5f)) / static_cast<double>(width);
-        }
-      }
-      sums.values = b * width;
-    }
-    sums.examples = b;
-    totals += sums;
-    if (on_step) on_step(step + 1, steps, averages(totals, options_.metrics));
-    steps_run_ = step + 1;
-    if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;
-  }
-  return totals;
+std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
+  const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
+  const Output fetches[] = {train_pass_->loss, train_pass_->predictions};
+  RunOptions ro;
+  ro.step = step;
+  optimizer_.begin_step(step);
+  return train_session_->run(feeds, fetches, train_pass_->updates, ro);
 }
 
-std::vector<EpochResult> Model::fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
-                                    std::int64_t batch_size, const EpochCallback& on_epoch, const StepCallback& on_step,
-                                    const FitPosition& start) {
-  std::vector<EpochResult> history;
-  interrupted_at_.reset();
-  stop_after_epoch_ = false;
-  const std::int64_t n = train.size();
-  const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
-  TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
-             "fit() resumed past the end of its epoch");
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t epoch = start.epoch; epoch <= epochs; ++epoch) {
-    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
-    // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
-    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
-    for (std::int64_t i = n - 1; i > 0; --i)
-      std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
-    // The resumed epoch starts from the sums of the steps taken before the checkpoint, so its row averages
-    // every step of the epoch, added in the same order as in a run that never stopped.
-    const bool resumed = epoch == start.epoch;
-    const std::int64_t skip = resumed ? start.steps_done : 0;
-    const std::span<const std::int64_t> rows =
-        std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
-    auto started = std::chrono::steady_clock::now();
-    current_epoch_ = epoch;
-    steps_per_epoch_ = steps_per_epoch;
-    const BatchSums sums = run_batches(*train_session_, *train_pass_, train, rows, batch_size, true,
-                                       (epoch - 1) * steps_per_epoch + skip, resumed ? start.sums : BatchSums{}, on_step);
-    const std::int64_t done = skip + steps_run_;
-    if (done < steps_per_epoch) {  // interrupted inside the epoch
-      interrupted_at_ = FitPosition{epoch, done, sums};
-      break;
-    }
-    EpochResult r;
-    r.epoch = epoch;
-    r.steps = steps_per_epoch;
-    r.train = averages(sums, options_.metrics);
-    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
-    if (on_epoch) on_epoch(r);
-    history.push_back(std::move(r));
-    if (stop_after_epoch_) break;
-    if (interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed) && epoch < epochs) {
-      interrupted_at_ = FitPosition{epoch + 1, 0, {}};
-      break;
-    }
-  }
-  return history;
-}
-
-MetricValues Model::evaluate(const Dataset& data, std::int64_t batch_size) {
-  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
-  return averages(run_batches(*infer_session_, *infer_pass_, data, order, batch_size, false, 0, {}, {}), options_.metrics);
+std::vector<Tensor> Model::eval_batch(const Tensor& x, const Tensor& targets) {
+  const Feed feeds[] = {{infer_pass_->x, x}, {infer_pass_->targets, targets}};
+  const Output fetches[] = {infer_pass_->per_example, infer_pass_->predictions};
+  return infer_session_->run(feeds, fetches);
 }
 
 Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {

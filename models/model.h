@@ -1,5 +1,6 @@
 // Model: a built Sequential with its training and inference graphs, its optimizer and the sessions that
-// run them; fit, evaluate and predict, Keras style.
+// run them; one training or evaluation step, forward and predict. The loop around the steps (epochs,
+// batches, metrics, callbacks) is the Trainer's (models/trainer.h).
 #pragma once
 
 #include <atomic>
@@ -47,22 +48,6 @@ struct ModelOptions {
 
 double metric(const MetricValues& values, const std::string& name);
 
-struct EpochResult {
-  std::int64_t epoch = 0;  // 1-based
-  std::int64_t steps = 0;
-  double seconds = 0.0;
-  MetricValues train;
-  MetricValues validation;  // empty without validation data
-};
-
-// Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
-// steps already taken and `sums` the loss and metric sums of those steps.
-struct FitPosition {
-  std::int64_t epoch = 1;
-  std::int64_t steps_done = 0;
-  BatchSums sums;
-};
-
 class Model {
  public:
   // Builds the graphs. Throws SpecError (naming options.config_file) when the loss or a metric does not
@@ -70,27 +55,11 @@ class Model {
   Model(std::shared_ptr<Sequential> net, ModelOptions options);
   ~Model();
 
-  using EpochCallback = std::function<void(const EpochResult&)>;
-  // Called after every step with the running averages of the epoch so far.
-  using StepCallback = std::function<void(std::int64_t step, std::int64_t steps, const MetricValues& running)>;
-
-  using FitPosition = tctl::FitPosition;
-
-  // Trains for epochs [start.epoch, epochs], shuffling the training rows each epoch with the seed. The
-  // first `start.steps_done` steps of start.epoch are taken as done (a run resumed from a mid-epoch
-  // checkpoint) and `start.sums` as their sums, so that epoch's row is the whole epoch's, bit for bit what
-  // a run that never stopped reports. start.steps_done must be below the steps of an epoch.
-  std::vector<EpochResult> fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
-                               std::int64_t batch_size, const EpochCallback& on_epoch = {},
-                               const StepCallback& on_step = {}, const FitPosition& start = {});
-  // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
-  // (a SIGINT handler sets it). The model borrows the flag.
-  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
-  // Set when the last fit() returned because of the interrupt flag.
-  const std::optional<FitPosition>& interrupted_at() const { return interrupted_at_; }
-  // Called from an epoch callback: fit() returns after this epoch (early stopping).
-  void stop_training() { stop_after_epoch_ = true; }
-  MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
+  // One training step on a batch: the optimizer's updates run. Returns {mean loss, predictions}, on the host.
+  // Throws NonFiniteError when an update refused a gradient that is not finite (nothing was written).
+  std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step);
+  // One evaluation step with the inference graph: {per-example loss, predictions}.
+  std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets);
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
   Tensor predict(const Tensor& x, std::int64_t batch_size);
 
@@ -117,6 +86,8 @@ class Model {
   std::string find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step);
   // The batch feeds for rows of a data set, in the form the loss expects.
   Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
+  // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
+  Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
 
  private:
   struct Pass;  // one traced graph's inputs and outputs
@@ -126,13 +97,6 @@ class Model {
   void trace_training(Graph& g, Pass& pass);
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
-  // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
-  Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
-  // Runs the batches of `order` and returns `start` plus their sums. Training stops early, after a step,
-  // when the interrupt flag is set (steps_run_ says how many ran).
-  BatchSums run_batches(Session& session, const Pass& pass, const Dataset& data, std::span<const std::int64_t> order,
-                        std::int64_t batch_size, bool training, std::int64_t first_step, const BatchSums& start,
-                        const StepCallback& on_step);
 
   std::shared_ptr<Sequential> net_;
   ModelOptions options_;
@@ -145,12 +109,6 @@ class Model {
   std::unique_ptr<Pass> infer_pass_;
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
-  const std::atomic<bool>* interrupt_ = nullptr;
-  std::optional<FitPosition> interrupted_at_;
-  bool stop_after_epoch_ = false;
-  std::int64_t steps_run_ = 0;  // steps the last run_batches call took
-  std::int64_t current_epoch_ = 1;
-  std::int64_t steps_per_epoch_ = 0;
 };
 
 }  // namespace tctl

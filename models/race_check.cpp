@@ -12,6 +12,7 @@
 #include "core/session.h"
 #include "models/dataset.h"
 #include "models/model.h"
+#include "models/trainer.h"
 #include "models/training_run.h"
 
 namespace tctl {
@@ -189,7 +190,7 @@ RaceRow train(LockingMode mode, const RaceOptions& o) {
   const double elapsed = seconds_since(start);
   const auto state = model.optimizer().state();
   record_updates(r, total, static_cast<double>(total), state.back()->read().item(), elapsed);
-  r.final_loss = metric(model.evaluate(digits, 256), "loss");
+  r.final_loss = metric(Trainer(model).evaluate(digits, 256), "loss");
   judge(r, keeps_updates(mode), true);
   return r;
 }

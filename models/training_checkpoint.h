@@ -13,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models/checkpoint.h"
+#include "models/trainer.h"
 #include "models/model.h"
+#include "models/trainer.h"
 
 namespace tctl {
 

@@ -269,8 +269,8 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   return std::make_unique<Model>(std::move(net), options);
 }
 
-TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
-                            const Model::StepCallback& on_step, const TrainControl& control) {
+TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
+                            const Trainer::StepCallback& on_step, const TrainControl& control) {
   TrainConfig c = config;
   if (!control.resume.empty()) c.output = control.resume.string();
   // Everything that can be wrong with the input is found before the run directory is touched.
@@ -282,7 +282,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
   Optimizer& optimizer = model->optimizer();
   LearningRateControl lr{[&optimizer] { return optimizer.learning_rate(); },
                          [&optimizer](double f) { optimizer.set_lr_factor(optimizer.lr_factor() * f); }};
-  Callbacks callbacks(c.callbacks, *model, dir, lr);
+  Trainer trainer(*model);
+  Callbacks callbacks(c.callbacks, trainer, dir, lr);
   TrainingState state;
   state.config = c.to_json();
   const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
@@ -345,14 +346,14 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
     write_file_atomic(dir / "history.csv", history_csv(state.history));
   };
   if (control.on_start) control.on_start(state.next_epoch);
-  model->set_interrupt_flag(control.interrupt);
-  model->fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
-             Model::FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
-  model->set_interrupt_flag(nullptr);
+  trainer.set_interrupt_flag(control.interrupt);
+  trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
+              FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
+  trainer.set_interrupt_flag(nullptr);
   out.history = state.history;
   out.placement_warnings = model->placement_warnings();
-  if (model->interrupted_at()) {
-    out.interrupted_at = model->interrupted_at();
+  if (trainer.interrupted_at()) {
+    out.interrupted_at = trainer.interrupted_at();
     state.next_epoch = out.interrupted_at->epoch;
     state.steps_done = out.interrupted_at->steps_done;
     state.partial_sums = out.interrupted_at->sums;
@@ -368,7 +369,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallbac
     train_seconds += out.history[i].seconds;
     ++epochs_trained;
   }
-  if (data.test.size() > 0) out.test = model->evaluate(data.test, c.batch_size);
+  if (data.test.size() > 0) out.test = trainer.evaluate(data.test, c.batch_size);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
       train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;

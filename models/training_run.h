@@ -21,6 +21,7 @@
 
 #include "models/dataset.h"
 #include "models/model.h"
+#include "models/trainer.h"
 #include "models/train_config.h"
 
 namespace tctl {
@@ -49,7 +50,7 @@ struct TrainOutcome {
   std::vector<std::string> placement_warnings;  // nodes that fell back to the CPU
   // Set when the interrupt flag stopped training: where the checkpoint continues. The run directory then
   // holds model.json, history.csv and checkpoint.safetensors, but no final weights or summary yet.
-  std::optional<Model::FitPosition> interrupted_at;
+  std::optional<FitPosition> interrupted_at;
   std::int64_t first_epoch = 1;  // the first epoch this call trained (after a resume, the one it continued)
 };
 
@@ -67,15 +68,15 @@ struct TrainControl {
   std::function<void(std::int64_t epoch)> on_start;
 };
 
-// Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Model::fit.
+// Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Trainer::fit.
 // Without control.resume, the output directory must be missing or empty; with control.overwrite it may hold
 // a run, whose files are deleted before anything is written. A directory holding any file tensorctl did not
 // write is refused either way (SpecError naming the directory, and the file).
 // With control.resume, loads that directory's checkpoint first (SpecError naming the directory or file when
 // it is not a run of this model, or naming the config key and both values when the config changed in a way
 // that alters the results: see find_resume_change) and continues to config.epochs; the directory is the output.
-TrainOutcome train_and_save(const TrainConfig& config, const Model::EpochCallback& on_epoch,
-                            const Model::StepCallback& on_step, const TrainControl& control = {});
+TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
+                            const Trainer::StepCallback& on_step, const TrainControl& control = {});
 
 // A trained run loaded back: its model with the saved weights, and what is needed to feed it new data.
 struct LoadedRun {

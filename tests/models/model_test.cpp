@@ -1,4 +1,5 @@
 #include "models/model.h"
+#include "models/trainer.h"
 
 #include <doctest/doctest.h>
 
@@ -90,7 +91,7 @@ TEST_CASE("fit learns a small classification problem") {
   Model model(make_net(kClassifier, 3), classifier_options());
   int epochs_seen = 0;
   std::int64_t last_step = 0, steps_seen = 0;
-  auto history = model.fit(
+  auto history = Trainer(model).fit(
       train, &validation, 12, 32, [&](const EpochResult& r) { CHECK(r.epoch == ++epochs_seen); },
       [&](std::int64_t step, std::int64_t steps, const MetricValues& running) {
         CHECK(steps == 8);
@@ -120,8 +121,8 @@ TEST_CASE("evaluate and predict: metrics, shapes, and agreement") {
   Dataset train = classification_data(200, 2, 2, 1);
   Dataset test = classification_data(100, 2, 2, 5);
   Model model(make_net(kClassifier, 3), classifier_options());
-  model.fit(train, nullptr, 5, 32);
-  MetricValues metrics = model.evaluate(test, 32);
+  Trainer(model).fit(train, nullptr, 5, 32);
+  MetricValues metrics = Trainer(model).evaluate(test, 32);
   REQUIRE(metrics.size() == 2);
   CHECK(metrics[0].first == "loss");
   CHECK(metrics[1].first == "accuracy");
@@ -145,7 +146,7 @@ TEST_CASE("evaluate and predict: metrics, shapes, and agreement") {
   Tensor again = model.predict(test.x, 7);
   const std::vector<float> probs7 = again.to_floats();
   for (std::size_t i = 0; i < probs.size(); ++i) CHECK(probs7[i] == doctest::Approx(probs[i]).epsilon(1e-6));
-  CHECK(model.evaluate(test, 32) == metrics);
+  CHECK(Trainer(model).evaluate(test, 32) == metrics);
 }
 
 TEST_CASE("categorical cross-entropy trains on one-hot targets built from labels") {
@@ -160,7 +161,7 @@ TEST_CASE("categorical cross-entropy trains on one-hot targets built from labels
   for (std::int64_t i = 0; i < 4; ++i)
     for (std::int64_t j = 0; j < 3; ++j)
       CHECK(t.to_floats()[static_cast<std::size_t>(i * 3 + j)] == (train.y.data<std::int32_t>()[i] == j ? 1.0f : 0.0f));
-  auto history = model.fit(train, nullptr, 10, 32);
+  auto history = Trainer(model).fit(train, nullptr, 10, 32);
   CHECK(metric(history.back().train, "loss") < 0.6 * metric(history.front().train, "loss"));
   CHECK(metric(history.back().train, "accuracy") > 0.8);
 }
@@ -174,9 +175,9 @@ TEST_CASE("regression with mse reports mae and mse") {
   o.optimizer.learning_rate = 0.1;
   o.inter_op_threads = o.intra_op_threads = 1;
   Model model(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 1}]})", 1), o);
-  auto history = model.fit(train, nullptr, 20, 16);
+  auto history = Trainer(model).fit(train, nullptr, 20, 16);
   CHECK(metric(history.back().train, "loss") < 0.01 * metric(history.front().train, "loss"));
-  MetricValues m = model.evaluate(train, 64);
+  MetricValues m = Trainer(model).evaluate(train, 64);
   REQUIRE(m.size() == 3);
   CHECK(m[1].first == "mae");
   CHECK(m[2].first == "mse");
@@ -228,7 +229,7 @@ TEST_CASE("training is bit-identical with 1 and 2 inter-op and intra-op threads"
       o.optimizer.momentum = optimizer == "sgd" ? 0.9 : 0.0;
       Model model(make_net(kWide, 11), o);
       std::vector<double> l;
-      for (const auto& r : model.fit(train, &train, 3, 128)) {
+      for (const auto& r : Trainer(model).fit(train, &train, 3, 128)) {
         l.push_back(metric(r.train, "loss"));
         l.push_back(metric(r.validation, "loss"));
       }
@@ -243,7 +244,7 @@ TEST_CASE("training is bit-identical with 1 and 2 inter-op and intra-op threads"
   Model a(make_net(kWide, 11), o);
   o.seed = 4;
   Model b(make_net(kWide, 11), o);
-  CHECK(metric(a.fit(train, nullptr, 1, 128)[0].train, "loss") != metric(b.fit(train, nullptr, 1, 128)[0].train, "loss"));
+  CHECK(metric(Trainer(a).fit(train, nullptr, 1, 128)[0].train, "loss") != metric(Trainer(b).fit(train, nullptr, 1, 128)[0].train, "loss"));
 }
 
 TEST_CASE("eager and traced training steps give the same losses, predictions and weights") {
@@ -318,7 +319,7 @@ TEST_CASE("steady-state steps inside fit allocate no buffers") {
     o.loss = loss;
     Model model(make_net(kWide, 1), o);
     std::uint64_t at_step3 = 0, at_step8 = 0;
-    model.fit(train, nullptr, 1, 32, {}, [&](std::int64_t step, std::int64_t, const MetricValues&) {
+    Trainer(model).fit(train, nullptr, 1, 32, {}, [&](std::int64_t step, std::int64_t, const MetricValues&) {
       if (step == 3) at_step3 = Buffer::allocation_count();
       if (step == 8) at_step8 = Buffer::allocation_count();
     });
@@ -345,8 +346,8 @@ TEST_CASE("binary cross-entropy trains on float 0/1 targets; accuracy thresholds
   o.optimizer.learning_rate = 0.05;
   Model model(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
       {"type": "Dense", "units": 1, "activation": "sigmoid"}]})", 2), o);
-  model.fit(data, nullptr, 15, 32);
-  const MetricValues m = model.evaluate(data, 64);
+  Trainer(model).fit(data, nullptr, 15, 32);
+  const MetricValues m = Trainer(model).evaluate(data, 64);
   CHECK(metric(m, "accuracy") > 0.9);
   const std::vector<float> p = model.predict(data.x, 64).to_floats();
   double correct = 0.0;
@@ -369,7 +370,7 @@ TEST_CASE("the new optimizers, schedules and clipping train bit-identically with
       ModelOptions o = classifier_options(threads);
       o.optimizer = OptimizerConfig::parse(reader);
       Model model(make_net(kWide, 11), o);
-      losses.push_back(metric(model.fit(train, nullptr, 2, 64).back().train, "loss"));
+      losses.push_back(metric(Trainer(model).fit(train, nullptr, 2, 64).back().train, "loss"));
       weights.push_back(weights_of(model));
       CHECK(std::isfinite(losses.back()));
     }
@@ -382,24 +383,25 @@ TEST_CASE("an epoch interrupted and continued reports what the uninterrupted epo
   Dataset train = classification_data(256, 2, 2, 1);
   Dataset validation = classification_data(64, 2, 2, 2);
   Model straight(make_net(kClassifier, 3), classifier_options());
-  const auto expected = straight.fit(train, &validation, 3, 32);
+  const auto expected = Trainer(straight).fit(train, &validation, 3, 32);
 
   // Stopped after step 3 of epoch 2 (the flag is read after every step), then continued from there.
   Model model(make_net(kClassifier, 3), classifier_options());
+  Trainer trainer(model);
   std::atomic<bool> stop{false};
-  model.set_interrupt_flag(&stop);
+  trainer.set_interrupt_flag(&stop);
   std::int64_t epoch = 1;
-  auto history = model.fit(
+  auto history = trainer.fit(
       train, &validation, 3, 32, [&](const EpochResult& r) { epoch = r.epoch + 1; },
       [&](std::int64_t step, std::int64_t, const MetricValues&) { stop = epoch == 2 && step == 3; });
-  REQUIRE(model.interrupted_at());
-  const FitPosition at = *model.interrupted_at();
+  REQUIRE(trainer.interrupted_at());
+  const FitPosition at = *trainer.interrupted_at();
   CHECK(at.epoch == 2);
   CHECK(at.steps_done == 3);
   CHECK(at.sums.examples == 3 * 32);
   REQUIRE(history.size() == 1);
   stop = false;
-  for (auto& r : model.fit(train, &validation, 3, 32, {}, {}, at)) history.push_back(std::move(r));
+  for (auto& r : trainer.fit(train, &validation, 3, 32, {}, {}, at)) history.push_back(std::move(r));
   REQUIRE(history.size() == 3);
   for (std::size_t i = 0; i < 3; ++i) {
     CAPTURE(i);
@@ -425,7 +427,7 @@ TEST_CASE("the prefetching input pipeline changes no result") {
     o.intra_op_threads = 1;
     Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
     Dataset iris = load_builtin("iris", 0, "", "");
-    for (const auto& r : m.fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
+    for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
   }
   CHECK(losses[0] == losses[1]);
 }
