@@ -95,17 +95,36 @@ void Variable::make_unique_locked() {
 Device* Variable::device() const { return device_.load(std::memory_order_acquire); }
 
 void Variable::place_on(Device* device) {
-  if (device_.load(std::memory_order_acquire) == device) return;
-  std::unique_lock lock = lock_for_mode();
-  std::unique_lock<std::mutex> own;  // the lock-free modes take none for updates; a move still needs one
-  if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
-  if (mode_ == LockingMode::kSnapshot) {
-    publish(std::make_shared<const Tensor>(current_version()->to(device)));
-  } else {
-    value_ = value_.to(device);
+  // The copy is made without the variable's lock: a kernel on the target device takes that lock inside the
+  // device's stream, so copying (which queues on the stream) under it would order the two locks both ways.
+  // A write that lands meanwhile is seen below, and the move starts over from the new value.
+  while (device_.load(std::memory_order_acquire) != device) {
+    const Tensor current = mode_ == LockingMode::kSnapshot ? *current_version() : locked_value();
+    const Tensor moved = current.to(device);
+    std::unique_lock lock = lock_for_mode();
+    std::unique_lock<std::mutex> own;  // the lock-free modes take none for updates; a move still needs one
+    if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
+    const bool unchanged = mode_ == LockingMode::kSnapshot ? current_version()->shares_buffer_with(current)
+                                                           : value_.shares_buffer_with(current);
+    if (unchanged) {
+      if (mode_ == LockingMode::kSnapshot) {
+        publish(std::make_shared<const Tensor>(moved));
+      } else {
+        value_ = moved;
+      }
+      device_.store(device, std::memory_order_release);
+    }
+    unlock_for_mode(lock);
   }
-  device_.store(device, std::memory_order_release);
+}
+
+Tensor Variable::locked_value() const {
+  std::unique_lock lock = lock_for_mode();
+  std::unique_lock<std::mutex> own;
+  if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
+  Tensor out = value_;
   unlock_for_mode(lock);
+  return out;
 }
 
 void Variable::assign(const Tensor& given) {

@@ -112,6 +112,8 @@ class Variable {
   std::unique_lock<std::mutex> lock_for_mode() const;
   void unlock_for_mode(std::unique_lock<std::mutex>& lock) const;
   void make_unique_locked();
+  // value_'s handle, read under the mode's lock (or mu_ in the lock-free modes).
+  Tensor locked_value() const;
   void add_scaled(const Tensor& delta, float sign, int widen);
 
   std::string name_;
