@@ -6,7 +6,7 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/training_run.h"
+#include "models/train/training_run.h"
 
 namespace tctl::app {
 

@@ -5,10 +5,10 @@
 
 #include "app/commands.h"
 #include "core/errors.h"
-#include "models/atomic_file.h"
-#include "models/keras_import.h"
-#include "models/sequential.h"
-#include "models/spec_reader.h"
+#include "models/io/atomic_file.h"
+#include "models/io/keras_import.h"
+#include "models/nn/sequential.h"
+#include "models/io/spec_reader.h"
 
 namespace tctl::app {
 

@@ -8,8 +8,8 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/atomic_file.h"
-#include "models/training_run.h"
+#include "models/io/atomic_file.h"
+#include "models/train/training_run.h"
 
 namespace tctl::app {
 

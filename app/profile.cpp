@@ -10,10 +10,10 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/atomic_file.h"
-#include "models/sequential.h"
-#include "models/profiling.h"
-#include "models/spec_reader.h"
+#include "models/io/atomic_file.h"
+#include "models/nn/sequential.h"
+#include "app/scenarios/profiling.h"
+#include "models/io/spec_reader.h"
 
 namespace tctl::app {
 

@@ -9,7 +9,7 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/race_check.h"
+#include "app/scenarios/race_check.h"
 
 namespace tctl::app {
 

@@ -5,10 +5,10 @@
 #include "app/commands.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/keras_import.h"
-#include "models/sequential.h"
-#include "models/spec_reader.h"
-#include "models/train_config.h"
+#include "models/io/keras_import.h"
+#include "models/nn/sequential.h"
+#include "models/io/spec_reader.h"
+#include "models/train/train_config.h"
 
 namespace tctl::app {
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "models/memory_budget.h"
+#include "models/nn/memory_budget.h"
 
 namespace tctl::app {
 

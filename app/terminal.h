@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
-#include "models/trainer.h"
+#include "models/train/model.h"
+#include "models/train/trainer.h"
 
 namespace tctl::app {
 

@@ -16,7 +16,7 @@
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/thread_pool.h"
-#include "models/training_run.h"
+#include "models/train/training_run.h"
 
 namespace tctl::app {
 

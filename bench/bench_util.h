@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "models/dataset.h"
+#include "models/data/dataset.h"
 
 namespace tctl::bench {
 

@@ -12,8 +12,8 @@
 
 #include "bench/bench_util.h"
 #include "core/thread_pool.h"
-#include "models/model.h"
-#include "models/spec_reader.h"
+#include "models/train/model.h"
+#include "models/io/spec_reader.h"
 
 using namespace tctl;
 

@@ -19,8 +19,8 @@
 
 #include "bench/bench_util.h"
 #include "core/thread_pool.h"
-#include "models/dataset.h"
-#include "models/model.h"
+#include "models/data/dataset.h"
+#include "models/train/model.h"
 
 using namespace tctl;
 using tctl::bench::median;

@@ -31,10 +31,10 @@
 #include "bench/bench_util.h"
 #include "bench/gemm_limit.h"
 #include "core/thread_pool.h"
-#include "models/dataset.h"
-#include "models/model.h"
-#include "models/trainer.h"
-#include "models/spec_reader.h"
+#include "models/data/dataset.h"
+#include "models/train/model.h"
+#include "models/train/trainer.h"
+#include "models/io/spec_reader.h"
 
 using namespace tctl;
 

@@ -25,7 +25,7 @@ void grad_cpu(KernelContext& ctx, Fn fn) {
 void relu_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return x > 0.0f ? x : 0.0f; }); }
 void relu_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }); }
 
-// alpha x for x < 0; the "alpha" attribute (models/activations.cpp passes Keras 3's 0.2).
+// alpha x for x < 0; the "alpha" attribute (models/nn/activations.cpp passes Keras 3's 0.2).
 void leaky_relu_cpu(KernelContext& ctx) {
   const float alpha = static_cast<float>(ctx.attrs().f("alpha"));
   unary_cpu(ctx, [alpha](float x) { return x > 0.0f ? x : alpha * x; });

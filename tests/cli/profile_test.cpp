@@ -52,7 +52,7 @@ TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter
   CHECK(complete > 10);
   // Which threads ran nodes in the last step depends on the schedule: the waiting caller also takes queued
   // nodes, and may take all of them before the worker wakes. Lanes per thread are checked deterministically
-  // in tests/core/profiler_test.cpp and tests/models/layers/parallel_test.cpp.
+  // in tests/core/profiler_test.cpp and tests/models/nn/layers/parallel_test.cpp.
   CHECK(!tids.empty());
 }
 

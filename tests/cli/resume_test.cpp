@@ -16,7 +16,7 @@
 
 #include "cli/cli_test_util.h"
 #include "core/errors.h"
-#include "models/checkpoint.h"
+#include "models/io/safetensors.h"
 
 using namespace tctl::cli_test;
 namespace fs = std::filesystem;

@@ -4,8 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "models/csv.h"
-#include "models/dataset.h"
+#include "models/data/csv.h"
+#include "models/data/dataset.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

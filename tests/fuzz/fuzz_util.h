@@ -12,7 +12,7 @@
 
 #include "core/errors.h"
 #include "core/graph.h"
-#include "models/sequential.h"
+#include "models/nn/sequential.h"
 
 namespace tctl::fuzz {
 

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <string>
 
-#include "models/keras_import.h"
-#include "models/sequential.h"
-#include "models/spec_reader.h"
+#include "models/io/keras_import.h"
+#include "models/nn/sequential.h"
+#include "models/io/spec_reader.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

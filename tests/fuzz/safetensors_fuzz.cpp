@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "models/checkpoint.h"
+#include "models/io/safetensors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

@@ -1,0 +1,177 @@
+#include "app/scenarios/profiling.h"
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <random>
+
+#include "core/errors.h"
+#include "models/io/keras_import.h"
+#include "models/io/spec_reader.h"
+#include "models/train/training_run.h"
+
+namespace tctl {
+
+TimeStats time_stats(std::vector<double> samples) {
+  TimeStats s;
+  if (samples.empty()) return s;
+  std::sort(samples.begin(), samples.end());
+  s.median = samples[samples.size() / 2];
+  s.min = samples.front();
+  s.max = samples.back();
+  return s;
+}
+
+TrainConfig config_for_model_spec(const std::string& spec_path) {
+  TrainConfig c;
+  c.file = spec_path;
+  c.model_file = spec_path;
+  c.model_spec = parse_json_file(spec_path);
+  if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, spec_path);
+  c.metrics = {"accuracy"};
+  return c;
+}
+
+namespace {
+
+// FLOPs of a MatMul or FusedMatMul node (its product only) with the batch dimension filled in: 2 m n k.
+double matmul_flops(const Graph& g, const Node& n, std::int64_t batch) {
+  auto dim = [&](std::int64_t d) { return static_cast<double>(d < 0 ? batch : d); };
+  const Shape& a = g.node(n.inputs[0]).spec.shape;
+  const bool ta = n.attrs.i_or("transpose_a", 0) != 0;
+  const double k = dim(a[ta ? 0 : 1]);
+  return 2.0 * dim(n.spec.shape[0]) * dim(n.spec.shape[1]) * k;
+}
+
+// Batches of the config's training data, or random batches of the model's input shape.
+std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch, std::int64_t count) {
+  std::vector<std::pair<Tensor, Tensor>> out;
+  const Sequential& net = model.net();
+  if (!c.data.dataset.empty() || !c.data.csv.empty()) {
+    PreparedData data = prepare_data(c, net);
+    const std::int64_t n = data.train.size();
+    for (std::int64_t b = 0; b < count; ++b) {
+      std::vector<std::int64_t> rows;
+      for (std::int64_t i = 0; i < batch; ++i) rows.push_back((b * batch + i) % n);
+      Dataset d = take_rows(data.train, rows);
+      out.emplace_back(d.x, model.targets_for(data.train, rows));
+    }
+    return out;
+  }
+  std::mt19937_64 rng(c.seed);
+  auto uniform = [&] { return static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; };
+  const std::int64_t classes = net.output_shape().num_elements();
+  for (std::int64_t b = 0; b < count; ++b) {
+    Tensor x = Tensor::empty(DType::kF32, Shape::concat(batch, net.input_shape()));
+    for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = uniform();
+    Dataset d;
+    d.x = x;
+    if (loss_is_classification(c.loss)) {
+      std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
+      for (auto& l : labels) l = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(classes));
+      d.y = Tensor::from_ints(Shape{batch}, labels);
+      d.num_classes = static_cast<int>(classes);
+    } else {
+      d.y = Tensor::empty(DType::kF32, Shape::concat(batch, net.output_shape()));
+      for (std::int64_t i = 0; i < d.y.num_elements(); ++i) d.y.mutable_data<float>()[i] = uniform();
+    }
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(batch));
+    for (std::int64_t i = 0; i < batch; ++i) rows[static_cast<std::size_t>(i)] = i;
+    out.emplace_back(x, model.targets_for(d, rows));
+  }
+  return out;
+}
+
+}  // namespace
+
+ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& o) {
+  TrainConfig c = config;
+  c.inter_op_threads = o.inter_op_threads;
+  c.intra_op_threads = o.intra_op_threads;
+  std::unique_ptr<Model> model = build_model(c);
+  const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
+  auto batches = make_batches(c, *model, o.batch_size, 8);
+
+  // Per iteration: kernel time per (layer, phase) and per node, and the step's wall time.
+  std::map<std::string, std::vector<double>> forward, backward;
+  std::map<int, std::vector<double>> per_node;
+  std::vector<double> steps, unprofiled, kernels;
+  ProfileReport report;
+  report.eager = o.eager;
+  report.inter_op_threads = o.inter_op_threads;
+  report.intra_op_threads = o.intra_op_threads;
+  Profiler profiler;
+  auto run_step = [&](std::int64_t it, Profiler* p) {
+    const auto& [x, y] = batches[static_cast<std::size_t>(it) % batches.size()];
+    const auto start = std::chrono::steady_clock::now();
+    if (o.forward_only) {
+      o.eager ? model->eager_forward_step(x, p) : model->forward_step(x, p);
+    } else {
+      o.eager ? model->eager_train_step(x, y, it, p) : model->train_step(x, y, it, p);
+    }
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  };
+  // Measured steps alternate with unprofiled ones (which continue the training), so both see the same
+  // state of the machine and the difference is the profiler's cost.
+  std::int64_t step_number = 0;
+  for (std::int64_t it = 0; it < o.warmup + o.iterations; ++it) {
+    const bool measured = it >= o.warmup;
+    profiler.clear();
+    if (measured) unprofiled.push_back(run_step(step_number++, nullptr));
+    const double step_us = run_step(step_number++, measured ? &profiler : nullptr);
+    if (!measured) continue;
+    steps.push_back(step_us);
+    std::map<std::string, double> f, b;
+    std::map<int, double> nodes;
+    double total = 0;
+    report.last_events = profiler.events();
+    for (const ProfileEvent& e : report.last_events) {
+      const double d = e.end_us - e.start_us;
+      const std::string layer = e.layer.empty() ? "(graph)" : e.layer;
+      (e.phase == Phase::kForward ? f : b)[layer] += d;
+      nodes[e.node_id] += d;
+      total += d;
+    }
+    for (auto& [k, v] : f) forward[k].push_back(v);
+    for (auto& [k, v] : b) backward[k].push_back(v);
+    for (auto& [k, v] : nodes) per_node[k].push_back(v);
+    kernels.push_back(total);
+  }
+
+  // Rows in model order, then the rows outside the model's layers (loss, optimizer).
+  std::vector<std::string> order;
+  const Sequential& net = model->net();
+  for (std::size_t i = 0; i < net.layers().size(); ++i) order.push_back(net.layers()[i]->name());
+  for (const auto& [k, v] : forward)
+    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  for (const auto& [k, v] : backward)
+    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  for (const std::string& name : order) {
+    LayerProfile row;
+    row.name = name;
+    for (std::size_t i = 0; i < net.layers().size(); ++i) {
+      if (net.layers()[i]->name() != name) continue;
+      row.type = net.layers()[i]->type();
+      row.output_shape = Shape::concat(-1, net.layer_output_shapes()[i]).keras_string();
+      row.params = net.layers()[i]->param_count();
+    }
+    if (forward.contains(name)) row.forward = time_stats(forward[name]);
+    if (backward.contains(name)) row.backward = time_stats(backward[name]);
+    for (const Node& n : g.nodes())
+      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul")) row.flops += matmul_flops(g, n, o.batch_size);
+    report.layers.push_back(row);
+  }
+  for (const auto& [id, samples] : per_node) {
+    const Node& n = g.node(id);
+    report.ops.push_back({n.layer, n.name, n.op->name, phase_name(n.phase), time_stats(samples)});
+  }
+  report.step = time_stats(steps);
+  report.unprofiled = time_stats(unprofiled);
+  report.kernels = time_stats(kernels);
+  // Throughput is what a user gets: from the unprofiled steps.
+  report.samples_per_second =
+      report.unprofiled.median > 0 ? static_cast<double>(o.batch_size) * 1e6 / report.unprofiled.median : 0;
+  return report;
+}
+
+}  // namespace tctl

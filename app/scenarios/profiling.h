@@ -1,0 +1,70 @@
+// Profiling a model's training step: per-layer forward and backward kernel times from the executor's
+// profiler, the step's wall time, and what the thread settings buy (`tensorctl profile`).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/profiler.h"
+#include "models/train/train_config.h"
+
+namespace tctl {
+
+struct ProfileOptions {
+  std::int64_t batch_size = 32;
+  std::int64_t iterations = 20;
+  std::int64_t warmup = 3;
+  int inter_op_threads = 1;
+  int intra_op_threads = 1;
+  bool forward_only = false;
+  bool eager = false;  // run the step eagerly (core/eager.h) instead of as one traced graph
+};
+
+// Microseconds over the measured iterations.
+struct TimeStats {
+  double median = 0, min = 0, max = 0;
+};
+TimeStats time_stats(std::vector<double> samples);
+
+// One row of the per-layer table: a layer, or "optimizer" / "loss" for the nodes outside any layer.
+struct LayerProfile {
+  std::string name;
+  std::string type;
+  std::string output_shape;  // "(None, 128)"
+  std::int64_t params = 0;
+  TimeStats forward;
+  TimeStats backward;  // the update phase counts here for the optimizer row
+  double flops = 0;    // per step, forward and backward, from the MatMul shapes
+};
+
+// One graph node, for --ops.
+struct OpProfile {
+  std::string layer;
+  std::string name;
+  std::string op;
+  std::string phase;
+  TimeStats time;
+};
+
+struct ProfileReport {
+  std::vector<LayerProfile> layers;
+  std::vector<OpProfile> ops;
+  TimeStats step;        // wall time of one step, profiled
+  TimeStats unprofiled;  // the same steps without the profiler, run alternately: the profiler's cost
+  TimeStats kernels;     // sum of the kernel times in one step
+  double samples_per_second = 0;
+  std::vector<ProfileEvent> last_events;  // the last measured step, for --trace
+  int inter_op_threads = 1;
+  int intra_op_threads = 1;
+  bool eager = false;
+};
+
+// Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the
+// model's input shape. A model spec without a config is wrapped in a config with default training keys.
+ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& options);
+
+// A TrainConfig for a bare model spec file: random data, Adam, sparse cross-entropy.
+TrainConfig config_for_model_spec(const std::string& spec_path);
+
+}  // namespace tctl

@@ -1,0 +1,288 @@
+#include "models/data/dataset.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <numbers>
+#include <random>
+
+#include "core/errors.h"
+#include "models/data/csv.h"
+
+#ifndef TENSORCTL_DATA_DIR
+#define TENSORCTL_DATA_DIR "configs/data"
+#endif
+
+namespace tctl {
+
+namespace {
+
+constexpr int kMaxClasses = 100000;
+
+// Shortest text that reads back as v ("1.5", not std::to_string's "1.500000").
+std::string format_float(float v) {
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// 53 random bits scaled into [0, 1): exact in double and identical everywhere, unlike
+// std::uniform_real_distribution whose algorithm each standard library picks.
+double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// Box-Muller, one normal per call. 1 - u keeps the log argument in (0, 1].
+double standard_normal(std::mt19937_64& rng) {
+  double u1 = 1.0 - uniform01(rng);
+  double u2 = uniform01(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+// Uniform integer in [0, bound) by rejection: drawing from the largest multiple of `bound` keeps it unbiased,
+// and the arithmetic is the same on every platform (std::uniform_int_distribution's is not).
+std::uint64_t uniform_below(std::mt19937_64& rng, std::uint64_t bound) {
+  const std::uint64_t threshold = (0 - bound) % bound;  // 2^64 mod bound
+  while (true) {
+    std::uint64_t r = rng();
+    if (r >= threshold) return r % bound;
+  }
+}
+
+std::string data_dir() {
+  if (const char* env = std::getenv("TENSORCTL_DATA_DIR"); env != nullptr && *env != '\0') return env;
+  return TENSORCTL_DATA_DIR;
+}
+
+Dataset dataset_from_table(const CsvTable& table, const std::string& path, int label, bool classification) {
+  const std::int64_t n = table.rows;
+  const auto width = static_cast<int>(table.columns.size());
+  const std::int64_t features = width - 1;
+
+  Dataset data;
+  data.name = std::filesystem::path(path).stem().string();
+  for (int c = 0; c < width; ++c)
+    if (c != label) data.feature_names.push_back(table.columns[static_cast<std::size_t>(c)]);
+
+  data.x = Tensor::empty(DType::kF32, Shape{n, features});
+  float* x = data.x.mutable_data<float>();
+  for (std::int64_t r = 0; r < n; ++r)
+    for (int c = 0; c < width; ++c)
+      if (c != label) *x++ = table.at(r, c);
+
+  if (!classification) {
+    data.y = Tensor::empty(DType::kF32, Shape{n, 1});
+    float* y = data.y.mutable_data<float>();
+    for (std::int64_t r = 0; r < n; ++r) y[r] = table.at(r, label);
+    return data;
+  }
+
+  data.y = Tensor::empty(DType::kI32, Shape{n});
+  auto* y = data.y.mutable_data<std::int32_t>();
+  std::int32_t largest = 0;
+  for (std::int64_t r = 0; r < n; ++r) {
+    const float v = table.at(r, label);
+    // The upper bound also stops a regression target mistaken for a label from sizing a huge one-hot layer.
+    if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
+      throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      "column \"" + table.columns[static_cast<std::size_t>(label)] +
+                          "\": class labels must be integers in 0.." + std::to_string(kMaxClasses - 1) + ", got " +
+                          format_float(v));
+    y[r] = static_cast<std::int32_t>(v);
+    largest = std::max(largest, y[r]);
+  }
+  data.num_classes = largest + 1;
+  return data;
+}
+
+// Two interleaved spirals: class k is the arm r = t / t_max at angle t + k*pi. sqrt(u) spreads the points
+// evenly by area instead of crowding the centre, where the two arms meet.
+Dataset make_spirals(std::uint64_t seed) {
+  constexpr std::int64_t kPoints = 1000;
+  constexpr double kTurns = 1.75;
+  constexpr double kNoise = 0.03;
+  const double t_max = 2.0 * std::numbers::pi * kTurns;
+
+  std::mt19937_64 rng(seed);
+  std::vector<float> xs(static_cast<std::size_t>(kPoints * 2));
+  std::vector<std::int32_t> ys(static_cast<std::size_t>(kPoints));
+  for (std::int64_t i = 0; i < kPoints; ++i) {
+    const int cls = static_cast<int>(i % 2);
+    const double t = std::sqrt(uniform01(rng)) * t_max;
+    const double angle = t + cls * std::numbers::pi;
+    const double r = t / t_max;
+    // Draw the two noise values in a fixed order: argument evaluation order is unspecified.
+    const double nx = kNoise * standard_normal(rng);
+    const double ny = kNoise * standard_normal(rng);
+    xs[static_cast<std::size_t>(2 * i)] = static_cast<float>(r * std::cos(angle) + nx);
+    xs[static_cast<std::size_t>(2 * i + 1)] = static_cast<float>(r * std::sin(angle) + ny);
+    ys[static_cast<std::size_t>(i)] = cls;
+  }
+  Dataset data;
+  data.name = "spirals";
+  data.feature_names = {"x0", "x1"};
+  data.num_classes = 2;
+  data.x = Tensor::from_floats(Shape{kPoints, 2}, xs);
+  data.y = Tensor::from_ints(Shape{kPoints}, ys);
+  return data;
+}
+
+// Bytes in one row of t, whose first dimension is the row count.
+std::size_t row_bytes(const Tensor& t) {
+  std::int64_t per_row = 1;
+  for (int d = 1; d < t.shape().rank(); ++d) per_row *= t.shape()[d];
+  return static_cast<std::size_t>(per_row) * dtype_size(t.dtype());
+}
+
+}  // namespace
+
+Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer) {
+  const Shape shape = src.shape().with_batch(static_cast<std::int64_t>(rows.size()));
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != src.dtype())
+    buffer = Tensor::empty(src.dtype(), shape);
+  const std::size_t bytes = row_bytes(src);
+  const auto* from = static_cast<const char*>(src.raw_data());
+  auto* to = buffer.mutable_data<char>();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(to + i * bytes, from + static_cast<std::size_t>(rows[i]) * bytes, bytes);
+  return buffer;
+}
+
+Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer) {
+  const Shape shape{static_cast<std::int64_t>(rows.size()), classes};
+  if (!buffer.unique() || !(buffer.shape() == shape) || buffer.dtype() != DType::kF32)
+    buffer = Tensor::empty(DType::kF32, shape);
+  float* out = buffer.mutable_data<float>();
+  std::fill(out, out + shape.num_elements(), 0.0f);
+  const std::int32_t* y = labels.data<std::int32_t>();
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::int32_t label = y[rows[i]];
+    if (label >= 0 && label < classes) out[static_cast<std::int64_t>(i) * classes + label] = 1.0f;
+  }
+  return buffer;
+}
+
+std::vector<std::string> builtin_dataset_names() { return {"digits", "iris", "spirals"}; }
+
+Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::string& file_for_errors,
+                     const std::string& where) {
+  if (name == "spirals") return make_spirals(seed);
+  if (name != "digits" && name != "iris")
+    throw SpecError(file_for_errors, where,
+                    "unknown dataset \"" + name + "\" (known: " + join(builtin_dataset_names()) + ")");
+
+  const std::string path = (std::filesystem::path(data_dir()) / (name + ".csv")).string();
+  // A missing shipped file is a broken install, not the user's mistake, hence RuntimeError.
+  if (!std::filesystem::exists(path))
+    throw RuntimeError("built-in dataset \"" + name + "\" not found at " + path +
+                       " (set TENSORCTL_DATA_DIR to the folder holding " + name + ".csv)");
+  CsvTable table = read_csv(path);
+  const int label = table.column_index("label");
+  if (label < 0) throw RuntimeError(path + ": built-in dataset has no \"label\" column");
+  Dataset data = dataset_from_table(table, path, label, true);
+  data.name = name;
+  return data;
+}
+
+Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,
+                         const std::string& file_for_errors, const std::string& where) {
+  CsvTable table = read_csv(path);
+  const int label = table.column_index(label_column);
+  if (label < 0)
+    throw SpecError(file_for_errors, where,
+                    "no column \"" + label_column + "\" in " + path + " (columns: " + join(table.columns) + ")");
+  if (table.columns.size() < 2)
+    throw SpecError(file_for_errors, where,
+                    path + " has only the label column \"" + label_column + "\"; no features are left");
+  return dataset_from_table(table, path, label, classification);
+}
+
+Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
+  const std::int64_t n = data.size();
+  for (std::int64_t r : rows) TCTL_CHECK(r >= 0 && r < n, "take_rows: row index out of range");
+  Dataset out;
+  Tensor x, y;
+  out.x = gather_rows(data.x, rows, x);
+  if (data.y.defined()) out.y = gather_rows(data.y, rows, y);
+  out.num_classes = data.num_classes;
+  out.feature_names = data.feature_names;
+  out.name = data.name;
+  return out;
+}
+
+Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle,
+                    std::uint64_t seed) {
+  TCTL_CHECK(test_split >= 0.0 && test_split < 1.0, "test_split must lie in [0, 1)");
+  TCTL_CHECK(validation_split >= 0.0 && validation_split < 1.0, "validation_split must lie in [0, 1)");
+  const std::int64_t n = data.size();
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  if (shuffle) {
+    std::mt19937_64 rng(seed);
+    for (std::int64_t i = n - 1; i > 0; --i) {
+      auto j = static_cast<std::int64_t>(uniform_below(rng, static_cast<std::uint64_t>(i + 1)));
+      std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+    }
+  }
+
+  const auto n_test = static_cast<std::int64_t>(std::llround(static_cast<double>(n) * test_split));
+  const auto n_validation =
+      static_cast<std::int64_t>(std::llround(static_cast<double>(n - n_test) * validation_split));
+  std::span<const std::int64_t> all(order);
+  Split split;
+  split.test = take_rows(data, all.subspan(0, static_cast<std::size_t>(n_test)));
+  split.validation = take_rows(data, all.subspan(static_cast<std::size_t>(n_test),
+                                                 static_cast<std::size_t>(n_validation)));
+  split.train = take_rows(data, all.subspan(static_cast<std::size_t>(n_test + n_validation)));
+  return split;
+}
+
+void Standardizer::fit(const Tensor& x) {
+  TCTL_CHECK(x.dtype() == DType::kF32 && x.shape().rank() == 2, "Standardizer::fit wants f32 [N, F]");
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t f = x.shape()[1];
+  const float* p = x.data<float>();
+  mean.assign(static_cast<std::size_t>(f), 0.0f);
+  std.assign(static_cast<std::size_t>(f), 1.0f);
+  if (n == 0) return;
+  // Two passes in double: the one-pass sum-of-squares formula cancels badly when |mean| >> std.
+  for (std::int64_t c = 0; c < f; ++c) {
+    double sum = 0.0;
+    for (std::int64_t r = 0; r < n; ++r) sum += p[r * f + c];
+    const double m = sum / static_cast<double>(n);
+    double squares = 0.0;
+    for (std::int64_t r = 0; r < n; ++r) {
+      const double d = p[r * f + c] - m;
+      squares += d * d;
+    }
+    const double s = std::sqrt(squares / static_cast<double>(n));
+    mean[static_cast<std::size_t>(c)] = static_cast<float>(m);
+    // A constant column can leave a few ulps of rounding as "deviation"; dividing by that would blow the
+    // noise up to unit size, so anything below float resolution relative to the mean counts as constant.
+    if (s > 1e-6 * std::abs(m) && static_cast<float>(s) > 0.0f)
+      std[static_cast<std::size_t>(c)] = static_cast<float>(s);
+  }
+}
+
+Tensor Standardizer::apply(const Tensor& x) const {
+  TCTL_CHECK(x.dtype() == DType::kF32 && x.shape().rank() == 2, "Standardizer::apply wants f32 [N, F]");
+  TCTL_CHECK(static_cast<std::size_t>(x.shape()[1]) == mean.size(), "Standardizer::apply: feature count differs");
+  const std::int64_t n = x.shape()[0];
+  const std::int64_t f = x.shape()[1];
+  Tensor out = Tensor::empty(DType::kF32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.mutable_data<float>();
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t c = 0; c < f; ++c)
+      dst[r * f + c] = (src[r * f + c] - mean[static_cast<std::size_t>(c)]) / std[static_cast<std::size_t>(c)];
+  return out;
+}
+
+}  // namespace tctl

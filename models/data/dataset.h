@@ -1,0 +1,100 @@
+// Data sets in memory: the built-in ones (digits, iris, spirals), CSV files, train/validation/test splits,
+// row selection for batches, and feature standardisation.
+//
+// Everything here is deterministic: the same inputs and seed give the same bytes on every platform, because
+// random numbers come from std::mt19937_64 (fully specified by the standard) through our own conversions,
+// never through the implementation-defined std::*_distribution classes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tctl {
+
+// A whole data set held as two tensors with one row per sample. Copying a Dataset shares the tensors'
+// buffers (Tensors are immutable values), so copies are cheap and may be read from any thread.
+struct Dataset {
+  Tensor x;  // f32 [N, F] features.
+  Tensor y;  // i32 [N] class labels in 0..num_classes-1 (classification), or f32 [N, T] targets (regression).
+  int num_classes = 0;  // 0 means regression.
+  std::vector<std::string> feature_names;  // F names, the CSV column names for file data.
+  std::string name;  // "digits", "iris", "spirals", or the CSV file's stem.
+
+  // N, the number of samples; 0 for a default-constructed Dataset.
+  std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }
+  // F, the number of features per sample; 0 for a default-constructed Dataset.
+  std::int64_t num_features() const { return x.defined() ? x.shape()[1] : 0; }
+  bool is_classification() const { return num_classes > 0; }
+};
+
+// The names load_builtin knows, sorted: {"digits", "iris", "spirals"}.
+std::vector<std::string> builtin_dataset_names();
+
+// Loads a built-in data set by name, all classification:
+//   "digits"  1797 x 64 pixel counts 0..16, 10 classes (configs/data/digits.csv)
+//   "iris"    150 x 4 measurements in cm, 3 classes    (configs/data/iris.csv)
+//   "spirals" 1000 x 2 points of two interleaved spirals, 2 classes, generated from `seed` (the other two
+//             ignore it). Classes alternate row by row; coordinates lie within about [-1, 1].
+// The CSV files are read from $TENSORCTL_DATA_DIR when set, else from the directory the models library was
+// built with (the source tree's configs/data).
+// Throws SpecError(file_for_errors, where, ...) for an unknown name, listing the known ones; `file_for_errors`
+// and `where` say where the name was written (e.g. the train config and "dataset"). Throws RuntimeError when
+// a built-in file is missing, and SpecError from read_csv when it is malformed.
+Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::string& file_for_errors,
+                     const std::string& where);
+
+// Loads a CSV file (see models/data/csv.h) as a data set: `label_column` is the target, every other column a
+// feature, in file order.
+//   classification: labels must be non-negative integers below 100000 (SpecError naming `path` and the CSV
+//                   line otherwise); y is i32 [N] and num_classes = largest label + 1.
+//   regression:     y is f32 [N, 1] and num_classes = 0.
+// Throws SpecError(file_for_errors, where, ...) when there is no column called `label_column` (the message
+// lists the columns) or no column is left for features; SpecError(path, "line N", ...) from read_csv.
+Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,
+                         const std::string& file_for_errors, const std::string& where);
+
+// A new Dataset holding the given rows of `data`, in the order given (rows may repeat). Copies the data, so
+// the result owns fresh buffers. Every index must lie in [0, data.size()) (checked, aborts otherwise).
+// An empty `rows` gives a Dataset of N = 0 with the same feature count and metadata.
+Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows);
+
+// Rows of a [N, ...] tensor as a [rows, ...] batch in `buffer`, which is reused when this handle is its only
+// owner and the shape fits (so steady-state training steps allocate nothing), else replaced. Returns it.
+Tensor gather_rows(const Tensor& src, std::span<const std::int64_t> rows, Tensor& buffer);
+// Int32 labels of those rows one-hot in a [rows, classes] float batch, reusing `buffer` the same way. A label
+// outside [0, classes) gives a zero row.
+Tensor one_hot_rows(const Tensor& labels, std::span<const std::int64_t> rows, std::int64_t classes, Tensor& buffer);
+
+// The three parts of a data set; together they hold every row of the source exactly once.
+struct Split {
+  Dataset train, validation, test;
+};
+
+// Splits `data` into test, validation and train parts. The rows are put in order first: their file order, or
+// a Fisher-Yates shuffle driven by std::mt19937_64(seed) when `shuffle` is set. The test part is the first
+// round(N * test_split) rows of that order, validation the next round(M * validation_split) where M is the
+// number of rows left, and train the rest; each part keeps that order. A fraction of 0 gives an empty part.
+// Both fractions must lie in [0, 1) (checked: the config reader rejects other values with a SpecError that
+// names the key). With tiny data sets the train part may come out empty; callers check size().
+Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle,
+                    std::uint64_t seed);
+
+// Per-feature standardisation: x' = (x - mean) / std, with the mean and population standard deviation
+// learned from the training rows only, so validation and test data are scaled the same way.
+// A feature with (near) zero deviation, such as the always-blank border pixels of digits, gets std = 1 and so
+// is only centred. Not thread-safe to fit; apply() is const and may run from many threads.
+struct Standardizer {
+  std::vector<float> mean;  // F means; empty until fit().
+  std::vector<float> std;   // F deviations, all > 0.
+
+  // Learns mean and std from x, f32 [N, F]. With N = 0 every mean is 0 and every std 1.
+  void fit(const Tensor& x);
+  // A new f32 [N, F] tensor with the learned scaling applied; x must have the fitted F (checked).
+  Tensor apply(const Tensor& x) const;
+};
+
+}  // namespace tctl

@@ -1,0 +1,261 @@
+#include "models/io/spec_reader.h"
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/io/atomic_file.h"
+
+namespace tctl {
+
+std::string describe_json(const nlohmann::json& v) {
+  if (v.is_string()) return "got \"" + v.get<std::string>() + "\"";
+  if (v.is_object()) return "got an object";
+  if (v.is_array()) return "got a list";
+  if (v.is_null()) return "got null";
+  return "got " + v.dump();
+}
+
+SpecReader::SpecReader(const nlohmann::json& j, std::string file, std::string path)
+    : j_(j), file_(std::move(file)), path_(std::move(path)) {
+  if (!j_.is_object()) throw SpecError(file_, path_.empty() ? "top level" : path_, "expected an object, " + describe_json(j_));
+}
+
+std::string SpecReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+
+bool SpecReader::has(const std::string& key) const { return j_.contains(key); }
+
+void SpecReader::fail(const std::string& key, const std::string& message) const {
+  throw SpecError(file_, path_of(key), message);
+}
+
+void SpecReader::fail_here(const std::string& message) const {
+  throw SpecError(file_, path_.empty() ? "top level" : path_, message);
+}
+
+const nlohmann::json& SpecReader::raw(const std::string& key) {
+  read_.insert(key);
+  if (!j_.contains(key)) fail_here("missing required key \"" + key + "\"");
+  return j_.at(key);
+}
+
+void SpecReader::skip(const std::string& key) { read_.insert(key); }
+
+namespace {
+// nlohmann stores integers above INT64_MAX as unsigned; reading one as int64 would wrap to a negative
+// number and the message would quote a value the user did not write as the reason.
+bool fits_int64(const nlohmann::json& v) {
+  return v.is_number_integer() &&
+         !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
+}
+}  // namespace
+
+std::int64_t SpecReader::positive_int(const std::string& key) {
+  const auto& v = raw(key);
+  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a positive integer of at most 9223372036854775807, " + describe_json(v));
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(key, "expected a positive integer, " + describe_json(v));
+  return v.get<std::int64_t>();
+}
+
+std::int64_t SpecReader::positive_int(const std::string& key, std::int64_t fallback) {
+  return has(key) ? positive_int(key) : (skip(key), fallback);
+}
+
+std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a non-negative integer of at most 9223372036854775807, " + describe_json(v));
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) fail(key, "expected a non-negative integer, " + describe_json(v));
+  return v.get<std::int64_t>();
+}
+
+double SpecReader::number(const std::string& key, double fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "expected a number, " + describe_json(v));
+  return v.get<double>();
+}
+
+double SpecReader::number_in(const std::string& key, double fallback, double lo, double hi, bool hi_inclusive) {
+  double x = number(key, fallback);
+  bool ok = x >= lo && (hi_inclusive ? x <= hi : x < hi);
+  if (!ok) {
+    // An open upper end reads "at least" (JSON would print infinity as null); callers write a tiny positive
+    // lower bound to mean "positive", and the message should say that rather than quote 1e-12.
+    if (std::isinf(hi) && lo > 0.0 && lo <= 1e-12) fail(key, "expected a positive number, " + describe_json(j_.at(key)));
+    if (std::isinf(hi)) fail(key, fmt::format("expected a number of at least {:g}, {}", lo, describe_json(j_.at(key))));
+    std::string range = "[" + nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + (hi_inclusive ? "]" : ")");
+    fail(key, "expected a number in " + range + ", " + describe_json(j_.at(key)));
+  }
+  return x;
+}
+
+bool SpecReader::boolean(const std::string& key, bool fallback) {
+  read_.insert(key);
+  if (!has(key)) return fallback;
+  const auto& v = j_.at(key);
+  if (!v.is_boolean()) fail(key, "expected true or false, " + describe_json(v));
+  return v.get<bool>();
+}
+
+std::string SpecReader::string(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_string()) fail(key, "expected a string, " + describe_json(v));
+  return v.get<std::string>();
+}
+
+std::string SpecReader::string(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : (skip(key), fallback);
+}
+
+std::string SpecReader::one_of(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback) {
+  std::string s = string(key, fallback);
+  for (const auto& c : choices)
+    if (c == s) return s;
+  std::string known;
+  for (const auto& c : choices) known += (known.empty() ? "" : ", ") + c;
+  fail(key, "unknown value \"" + s + "\" (known: " + known + ")");
+}
+
+std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_array() || v.empty()) fail(key, "expected a non-empty list of positive integers, " + describe_json(v));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
+      throw SpecError(file_, path_of(key) + "[" + std::to_string(i) + "]", "expected a positive integer, " + describe_json(v[i]));
+    out.push_back(v[i].get<std::int64_t>());
+  }
+  return out;
+}
+
+SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(key), file_, path_of(key)); }
+
+void SpecReader::finish(const std::vector<std::string>& known_for_message) const {
+  for (auto it = j_.begin(); it != j_.end(); ++it) {
+    if (read_.contains(it.key())) continue;
+    std::string known;
+    const auto& names = known_for_message.empty() ? std::vector<std::string>(read_.begin(), read_.end()) : known_for_message;
+    for (const auto& k : names) known += (known.empty() ? "" : ", ") + k;
+    fail(it.key(), "unknown key (known keys here: " + known + ")");
+  }
+}
+
+namespace {
+
+// Where the parser is, as a JSON path ("layers[2].units"), kept up to date from nlohmann's parse events so
+// that an error found mid-parse (a repeated key, a number out of range, nesting too deep) names its place.
+class JsonPlace {
+ public:
+  explicit JsonPlace(const std::string& file) : file_(file) {}
+
+  bool on_event(nlohmann::json::parse_event_t event, const nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    switch (event) {
+      case Event::object_start:
+      case Event::array_start:
+        step_into_element();
+        if (frames_.size() >= kMaxJsonDepth)
+          throw SpecError(file_, path(), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+        frames_.push_back(Frame{event == Event::array_start});
+        break;
+      case Event::key: {
+        Frame& f = frames_.back();
+        f.key = parsed.get<std::string>();
+        if (!f.keys.insert(f.key).second) throw SpecError(file_, path(), "duplicate key \"" + f.key + "\"");
+        break;
+      }
+      case Event::value:
+        step_into_element();
+        break;
+      case Event::object_end:
+      case Event::array_end:
+        frames_.pop_back();
+        break;
+    }
+    return true;
+  }
+
+  // The path of the value being read: after a key, that key; in a list, the next element.
+  std::string path() const {
+    std::string out;
+    for (const Frame& f : frames_) {
+      if (f.array) {
+        out += "[" + std::to_string(f.index < 0 ? 0 : f.index) + "]";
+      } else if (!f.key.empty() || !f.keys.empty()) {
+        out += (out.empty() ? "" : ".") + f.key;
+      }
+    }
+    return out.empty() ? "top level" : out;
+  }
+
+  // Called when the parser stopped before reporting the value it was reading.
+  void step_past_last_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+ private:
+  struct Frame {
+    bool array = false;
+    std::int64_t index = -1;  // arrays: the element being read
+    std::string key;          // objects: the key being read
+    std::set<std::string> keys;
+  };
+  void step_into_element() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+
+  const std::string& file_;
+  std::vector<Frame> frames_;
+};
+
+// "1e400" from nlohmann's "number overflow parsing '1e400'".
+std::string quoted_token(const std::string& what) {
+  const auto open = what.find('\'');
+  const auto close = what.rfind('\'');
+  if (open == std::string::npos || close <= open) return "";
+  return what.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& file) {
+  JsonPlace place(file);
+  try {
+    return nlohmann::json::parse(text, [&place](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+      return place.on_event(event, parsed);
+    });
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann reports a byte offset; turn it into the line and column an editor shows.
+    std::size_t offset = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    auto pos = what.find("syntax error");
+    throw SpecError(file, "line " + std::to_string(line) + ", column " + std::to_string(column),
+                    "invalid JSON: " + (pos == std::string::npos ? what : what.substr(pos)));
+  } catch (const nlohmann::json::out_of_range& e) {
+    // The only range error of parsing: a number beyond a double's range, which nlohmann reports without a place.
+    place.step_past_last_element();
+    throw SpecError(file, place.path(), "number " + quoted_token(e.what()) + " is out of range (a double holds up to about 1.8e308)");
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(file, place.path(), std::string("invalid JSON: ") + e.what());
+  }
+}
+
+nlohmann::json parse_json_file(const std::string& path) { return parse_json_text(read_file(path, path), path); }
+
+}  // namespace tctl

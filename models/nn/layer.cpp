@@ -1,0 +1,110 @@
+#include "models/nn/layer.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "core/errors.h"
+#include "core/kernel_context.h"
+
+namespace tctl {
+
+std::uint64_t BuildContext::key(std::uint64_t salt) const {
+  return mix64(seed ^ mix64(static_cast<std::uint64_t>(layer_index) + 1) ^ salt);
+}
+
+#define TCTL_LAYER(type, factory) std::unique_ptr<Layer> factory(LayerArgs& args);
+#include "models/nn/layers/layers.def"
+#undef TCTL_LAYER
+
+namespace {
+struct LayerEntry {
+  const char* type;
+  LayerFactory factory;
+};
+constexpr LayerEntry kLayers[] = {
+#define TCTL_LAYER(type, factory) {type, factory},
+#include "models/nn/layers/layers.def"
+#undef TCTL_LAYER
+};
+}  // namespace
+
+std::int64_t Layer::param_count() const {
+  std::int64_t n = 0;
+  for (const auto& v : variables_) n += v->shape().num_elements();
+  return n;
+}
+
+nlohmann::json Layer::to_json() const {
+  nlohmann::json j = {{"type", type_}, {"name", name_}};
+  if (!device_.empty()) j["device"] = device_;
+  const nlohmann::json own = config();
+  for (const auto& [k, v] : own.items()) j[k] = v;
+  return j;
+}
+
+std::shared_ptr<Variable> Layer::add_variable(const BuildContext& ctx, const std::string& short_name, const Shape& shape,
+                                             FunctionRef<Tensor()> init, bool trainable) {
+  if (ctx.budget != nullptr) {
+    ctx.budget->weight_bytes += shape.num_elements() * static_cast<std::int64_t>(sizeof(float));
+    if (!ctx.budget->allocate) return nullptr;
+  }
+  auto v = std::make_shared<Variable>(variable_prefix_ + name_ + "/" + short_name, init(), locking_, trainable);
+  variables_.push_back(v);
+  return v;
+}
+
+std::vector<std::string> layer_type_names() {
+  std::vector<std::string> out;
+  for (const auto& e : kLayers) out.emplace_back(e.type);
+  return out;
+}
+
+std::string layer_name_stem(const std::string& type) {
+  std::string out;
+  for (std::size_t i = 0; i < type.size(); ++i) {
+    char c = type[i];
+    bool upper = std::isupper(static_cast<unsigned char>(c)) != 0;
+    if (upper && i > 0 && std::islower(static_cast<unsigned char>(type[i - 1]))) out += '_';
+    out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+void LayerNamer::reserve(const nlohmann::json& l) {
+  if (l.is_object() && l.contains("name") && l["name"].is_string()) given_.insert(l["name"].get<std::string>());
+}
+
+std::string LayerNamer::next(const nlohmann::json& l) {
+  if (!l.is_object() || !l.contains("type") || !l["type"].is_string()) return {};
+  const std::string stem = layer_name_stem(l["type"].get<std::string>());
+  int& n = counts_[stem];
+  std::string name;
+  do {
+    name = n == 0 ? stem : stem + "_" + std::to_string(n);
+    ++n;
+  } while (given_.contains(name));
+  return name;
+}
+
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name) {
+  std::string type = spec.string("type");
+  const LayerEntry* entry = nullptr;
+  for (const auto& e : kLayers)
+    if (type == e.type) entry = &e;
+  if (entry == nullptr) {
+    std::string known;
+    for (const auto& e : kLayers) known += (known.empty() ? "" : ", ") + std::string(e.type);
+    spec.fail("type", "unknown layer type \"" + type + "\" (known: " + known + ")");
+  }
+  std::string name = spec.string("name", auto_name);
+  if (name.empty() || name.find('/') != std::string::npos) spec.fail("name", "a layer name must be non-empty and contain no '/'");
+  std::string device = spec.string("device", "");
+  if (!device.empty() && !is_device_name(device))
+    spec.fail("device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
+  LayerArgs args{spec, name, device};
+  auto layer = entry->factory(args);
+  spec.finish();
+  return layer;
+}
+
+}  // namespace tctl

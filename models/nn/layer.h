@@ -1,0 +1,117 @@
+// Layer: one entry of a Sequential stack. A layer parses its own JSON keys, creates and owns its Variables
+// when built, and adds its ops to a graph when called. New layers are one file in models/nn/layers/ plus one
+// line in models/nn/layers/layers.def.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/function_ref.h"
+#include "core/graph.h"
+#include "core/variable.h"
+#include "models/nn/memory_budget.h"
+#include "models/io/spec_reader.h"
+
+namespace tctl {
+
+// What building a layer needs besides its input shape: the seed its initializers draw from.
+struct BuildContext {
+  std::uint64_t seed = 0;
+  int layer_index = 0;
+  // Charged for every variable before it is allocated; nullptr: no limit (tests building single layers).
+  MemoryBudget* budget = nullptr;
+  // The 64-bit key of this layer's random draws (initializers, dropout masks), from the seed and the
+  // layer's place; `salt` separates a layer's different uses.
+  std::uint64_t key(std::uint64_t salt = 0) const;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  // The requested device, or "" for the model's default.
+  const std::string& device() const { return device_; }
+
+  // Creates the variables for an input of this shape (batch dimension excluded) and returns the output
+  // shape, also without the batch. Throws SpecError at `where` when the input does not fit.
+  virtual Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) = 0;
+  // Adds this layer's ops for input x; `training` switches dropout and similar behaviour.
+  virtual Output call(Graph& g, Output x, bool training) = 0;
+  // The layer's resolved keys (type-specific), merged into the spec written to model.json.
+  virtual nlohmann::json config() const = 0;
+
+  // Variables in a fixed order (kernel before bias); checkpoints name them "<layer>/<variable>".
+  const std::vector<std::shared_ptr<Variable>>& variables() const { return variables_; }
+  std::int64_t param_count() const;
+  // The full resolved spec entry: type, name, device (when set) and config().
+  nlohmann::json to_json() const;
+
+  // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
+  void set_locking_mode(LockingMode mode) { locking_ = mode; }
+  // Prepended to the names of the variables build() creates, "<prefix><layer>/<variable>"; set before
+  // build(). A container layer gives its sub-layers its own name ("parallel/"), so names stay unique.
+  void set_variable_prefix(std::string prefix) { variable_prefix_ = std::move(prefix); }
+  const std::string& variable_prefix() const { return variable_prefix_; }
+
+ protected:
+  Layer(std::string type, std::string name, std::string device)
+      : type_(std::move(type)), name_(std::move(name)), device_(std::move(device)) {}
+  // Charges `shape` (float32, at most kMaxTensorElements) to the context's budget, then creates the variable
+  // from `init()`; in the budget's counting pass it allocates nothing and returns nullptr.
+  std::shared_ptr<Variable> add_variable(const BuildContext& ctx, const std::string& short_name, const Shape& shape,
+                                         FunctionRef<Tensor()> init, bool trainable = true);
+  // Reads the layer's variables into g (ReadVariable nodes).
+  Output read(Graph& g, std::size_t i) const { return g.read(variables_[i]); }
+  LockingMode locking_mode() const { return locking_; }
+  // A container layer lists the variables of a sub-layer it owns as its own (after its build()).
+  void adopt_variables(const Layer& child) {
+    for (const auto& v : child.variables()) variables_.push_back(v);
+  }
+
+ private:
+  std::string type_;
+  std::string name_;
+  std::string device_;
+  LockingMode locking_ = LockingMode::kMutex;
+  std::string variable_prefix_;
+  std::vector<std::shared_ptr<Variable>> variables_;
+};
+
+// Everything a layer factory needs: the reader positioned on the layer's object, and the resolved name.
+struct LayerArgs {
+  SpecReader& spec;
+  std::string name;
+  std::string device;
+};
+using LayerFactory = std::unique_ptr<Layer> (*)(LayerArgs& args);
+
+// Builds the layer described by `spec` (a "type" key and the type's own keys); an unknown type is an error
+// listing the known ones. `auto_name` is used when the spec has no "name".
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name);
+std::vector<std::string> layer_type_names();
+// "Dense" -> "dense", "MaxPooling2D" -> "max_pooling2d": the Keras stem of automatic names.
+std::string layer_name_stem(const std::string& type);
+
+// Keras-style automatic layer names (dense, dense_1, ...) for one scope of names (a model, a Parallel). An
+// automatic name steps around the names the spec gives, so a layer the user did not name is never reported
+// as a duplicate of one they did. Call reserve() for every layer spec of the scope before next().
+class LayerNamer {
+ public:
+  void reserve(const nlohmann::json& layer_spec);
+  // The automatic name for this layer spec's type, or "" when it has no string "type" (make_layer reports that).
+  std::string next(const nlohmann::json& layer_spec);
+
+ private:
+  std::set<std::string> given_;
+  std::map<std::string, int> counts_;
+};
+
+}  // namespace tctl

@@ -1,0 +1,28 @@
+// Activation: applies an activation function elementwise; no parameters.
+#include "models/nn/activations.h"
+#include "models/nn/layer.h"
+
+namespace tctl {
+namespace {
+
+class Activation final : public Layer {
+ public:
+  explicit Activation(LayerArgs& args) : Layer("Activation", args.name, args.device) {
+    activation_ = args.spec.one_of("activation", activation_names(), "");
+  }
+  Shape build(const Shape& input, const BuildContext&, const SpecReader&) override { return input; }
+  Output call(Graph& g, Output x, bool) override { return apply_activation(g, x, activation_); }
+  nlohmann::json config() const override { return {{"activation", activation_}}; }
+
+ private:
+  std::string activation_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_activation(LayerArgs& args) {
+  if (!args.spec.has("activation")) args.spec.fail_here("missing required key \"activation\"");
+  return std::make_unique<Activation>(args);
+}
+
+}  // namespace tctl

@@ -1,0 +1,87 @@
+// BatchNormalization over the last axis: y = gamma (x - mean) / sqrt(variance + epsilon) + beta.
+//
+// Training normalizes with the batch's statistics (over every axis but the last) and moves the
+// non-trainable moving_mean and moving_variance toward them, m = momentum m + (1 - momentum) batch, as
+// Keras does; inference normalizes with the moving statistics. Variables, in Keras' order: gamma (when
+// scale), beta (when center), moving_mean, moving_variance; checkpoints save all four.
+#include <limits>
+
+#include "models/nn/layer.h"
+
+namespace tctl {
+namespace {
+
+class BatchNormalization final : public Layer {
+ public:
+  explicit BatchNormalization(LayerArgs& args) : Layer("BatchNormalization", args.name, args.device) {
+    if (args.spec.has("axis")) {
+      axis_json_ = args.spec.raw("axis");
+      if (!axis_json_.is_number_integer())
+        args.spec.fail("axis", "expected -1 (the last axis), " + describe_json(axis_json_));
+    }
+    momentum_ = args.spec.number_in("momentum", 0.99, 0.0, 1.0, true);
+    epsilon_ = args.spec.number_in("epsilon", 1e-3, 1e-30, std::numeric_limits<double>::infinity());
+    center_ = args.spec.boolean("center", true);
+    scale_ = args.spec.boolean("scale", true);
+  }
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
+    if (input.rank() < 1) where.fail_here("BatchNormalization needs an input with a feature axis");
+    // Only the last axis is supported; its positive index (counting the batch) names the same axis.
+    const std::int64_t axis = axis_json_.get<std::int64_t>();
+    if (axis != -1 && axis != input.rank())
+      where.fail("axis", "only the last axis (-1) is supported, got " + std::to_string(axis) + " for input " +
+                             Shape::concat(-1, input).keras_string());
+    const std::int64_t c = input[input.rank() - 1];
+    const Shape shape{c};
+    auto ones = [&] { return Tensor::filled(shape, 1.0f); };
+    auto zeros = [&] { return Tensor::zeros(DType::kF32, shape); };
+    if (scale_) add_variable(ctx, "gamma", shape, ones);
+    if (center_) add_variable(ctx, "beta", shape, zeros);
+    moving_mean_ = add_variable(ctx, "moving_mean", shape, zeros, false);
+    moving_variance_ = add_variable(ctx, "moving_variance", shape, ones, false);
+    channels_ = c;
+    return input;
+  }
+
+  Output call(Graph& g, Output x, bool training) override {
+    std::size_t next = 0;
+    const Output gamma = scale_ ? read(g, next++) : g.constant(Tensor::filled(Shape{channels_}, 1.0f));
+    const Output beta = center_ ? read(g, next++) : g.constant(Tensor::zeros(DType::kF32, Shape{channels_}));
+    const Attrs eps{{"epsilon", epsilon_}};
+    if (!training) return g.add("BatchNorm", {x, g.read(moving_mean_), g.read(moving_variance_), gamma, beta}, eps);
+
+    const Output mean = g.add("BatchNormMean", {x});
+    const Output variance = g.add("BatchNormVariance", {x});
+    // The updates are writes to the moving statistics, ordered with other uses of those variables by the
+    // automatic control dependencies. Nothing consumes their outputs, so the normalized output waits for
+    // them (control inputs point to earlier nodes, so the updates come first): whatever runs the layer's
+    // output runs the updates too.
+    const Attrs momentum{{"momentum", momentum_}};
+    const Output update_mean = g.add("AssignMovingAverage", {mean}, momentum, {{moving_mean_, true}});
+    const Output update_variance = g.add("AssignMovingAverage", {variance}, momentum, {{moving_variance_, true}});
+    const Output y = g.add("BatchNorm", {x, mean, variance, gamma, beta}, eps);
+    g.add_control_input(y.node, update_mean.node);
+    g.add_control_input(y.node, update_variance.node);
+    return y;
+  }
+
+  nlohmann::json config() const override {
+    return {{"axis", axis_json_}, {"momentum", momentum_}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
+  }
+
+ private:
+  nlohmann::json axis_json_ = -1;
+  double momentum_ = 0.99;
+  double epsilon_ = 1e-3;
+  bool center_ = true;
+  bool scale_ = true;
+  std::int64_t channels_ = 0;
+  std::shared_ptr<Variable> moving_mean_, moving_variance_;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_batch_normalization(LayerArgs& args) { return std::make_unique<BatchNormalization>(args); }
+
+}  // namespace tctl

@@ -1,0 +1,34 @@
+// Dropout: in training, zeroes a fraction `rate` of the inputs and scales the rest up; identity otherwise.
+#include "models/nn/layer.h"
+
+namespace tctl {
+namespace {
+
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(LayerArgs& args) : Layer("Dropout", args.name, args.device) {
+    if (!args.spec.has("rate")) args.spec.fail_here("missing required key \"rate\"");
+    rate_ = args.spec.number_in("rate", 0.0, 0.0, 1.0);
+  }
+  // The mask's random stream is keyed by the layer's place in the model, so it stays the same when the
+  // graph around the layer gains or loses nodes.
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader&) override {
+    stream_ = static_cast<std::int64_t>(ctx.key(0x44726f70ull) >> 1);
+    return input;
+  }
+  Output call(Graph& g, Output x, bool training) override {
+    if (!training || rate_ == 0.0) return x;
+    return g.add("Dropout", {x}, Attrs{{"rate", rate_}, {"stream", stream_}});
+  }
+  nlohmann::json config() const override { return {{"rate", rate_}}; }
+
+ private:
+  double rate_ = 0.0;
+  std::int64_t stream_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_dropout(LayerArgs& args) { return std::make_unique<Dropout>(args); }
+
+}  // namespace tctl

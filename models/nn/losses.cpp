@@ -1,0 +1,67 @@
+#include "models/nn/losses.h"
+
+#include "core/errors.h"
+
+namespace tctl {
+
+const std::vector<std::string>& loss_names() {
+  static const std::vector<std::string> names{"sparse_categorical_crossentropy", "categorical_crossentropy",
+                                              "binary_crossentropy", "mse", "mean_squared_error", "mae",
+                                              "mean_absolute_error", "huber"};
+  return names;
+}
+
+bool loss_is_classification(const std::string& loss) {
+  return loss == "sparse_categorical_crossentropy" || loss == "categorical_crossentropy";
+}
+
+bool loss_is_binary(const std::string& loss) { return loss == "binary_crossentropy"; }
+
+const std::vector<std::string>& loss_metrics(const std::string& loss) {
+  static const std::vector<std::string> classification{"accuracy", "top_k_accuracy"}, binary{"accuracy", "mae", "mse"},
+      regression{"mae", "mse"};
+  if (loss_is_classification(loss)) return classification;
+  return loss_is_binary(loss) ? binary : regression;
+}
+
+TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_shape) {
+  if (loss == "sparse_categorical_crossentropy") return {DType::kI32, Shape{prediction_shape[0]}};
+  return {DType::kF32, prediction_shape};
+}
+
+std::string check_loss_fits(const Graph& g, const std::string& loss, Output predictions) {
+  const Node& out = g.node(predictions);
+  // A layer's ReLU may be fused into its product (FusedMatMul, FusedConv2D): name the activation.
+  const std::string op = out.op->name.starts_with("Fused") && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
+  if (loss_is_binary(loss)) {
+    if (out.spec.shape.rank() != 2) return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
+    if (op != "Sigmoid") return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + op;
+    return {};
+  }
+  if (!loss_is_classification(loss)) return {};
+  if (out.spec.shape.rank() != 2) return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string();
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh")
+    return "cross-entropy needs a softmax or linear output layer, the model ends in " + op;
+  return {};
+}
+
+LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Output targets) {
+  LossOutputs out;
+  if (loss == "mse" || loss == "mean_squared_error") {
+    out.per_example = g.add("Mse", {predictions, targets});
+  } else if (loss == "mae" || loss == "mean_absolute_error") {
+    out.per_example = g.add("Mae", {predictions, targets});
+  } else if (loss == "huber") {
+    out.per_example = g.add("Huber", {predictions, targets}, Attrs{{"delta", 1.0}});
+  } else if (loss_is_binary(loss)) {
+    out.per_example = g.add("BinaryXent", {predictions, targets}, Attrs{{"epsilon", 1e-7}});
+  } else {
+    const Node& p = g.node(predictions);
+    Output logits = p.op->name == "Softmax" ? Output{p.inputs[0]} : predictions;
+    out.per_example = g.add(loss == "sparse_categorical_crossentropy" ? "SparseSoftmaxXent" : "SoftmaxXent", {logits, targets});
+  }
+  out.mean = g.add("Mean", {out.per_example});
+  return out;
+}
+
+}  // namespace tctl

@@ -1,0 +1,58 @@
+#include "models/nn/memory_budget.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+namespace tctl {
+
+std::optional<std::int64_t> bounded_num_elements(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape.dims()) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  if (n > kMaxTensorElements) return std::nullopt;
+  return n;
+}
+
+std::string approximate_num_elements(const Shape& shape) {
+  double n = 1.0;
+  for (std::int64_t d : shape.dims()) n *= static_cast<double>(d);
+  return fmt::format("about {:.3g}", n);
+}
+
+std::int64_t memory_limit_bytes() {
+  if (const char* text = std::getenv("TENSORCTL_MEMORY_LIMIT")) {
+    std::int64_t value = 0;
+    const char* end = text + std::strlen(text);
+    auto [rest, error] = std::from_chars(text, end, value);
+    int shift = 0;
+    if (rest != end && rest + 1 == end) {
+      const char* units = "KMGT";
+      if (const char* u = std::strchr(units, *rest); u != nullptr && *u != '\0') {
+        shift = 10 * static_cast<int>(u - units + 1);
+        ++rest;
+      }
+    }
+    if (error == std::errc() && rest == end && value > 0 && value <= (std::int64_t{1} << (62 - shift))) return value << shift;
+  }
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::int64_t{1} << 62;
+  return static_cast<std::int64_t>(pages) * page;
+}
+
+std::string byte_size_text(double bytes) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB", "PB", "EB"};
+  int u = 0;
+  while (bytes >= 1024.0 && u < 6) {
+    bytes /= 1024.0;
+    ++u;
+  }
+  return fmt::format("{:.2f} {}", bytes, units[u]);
+}
+
+}  // namespace tctl

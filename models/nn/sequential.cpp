@@ -1,0 +1,129 @@
+#include "models/nn/sequential.h"
+
+#include <map>
+#include <set>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
+                                 std::uint64_t seed, LockingMode locking) {
+  // The counting pass finds a model too large for memory before any of its weights exist.
+  check(spec, file, path);
+  MemoryBudget budget{memory_limit_bytes()};
+  budget.allocate = true;
+  return build_layers(spec, file, path, seed, locking, budget);
+}
+
+Sequential::Size Sequential::check(const nlohmann::json& spec, const std::string& file, const std::string& path) {
+  MemoryBudget budget{memory_limit_bytes()};
+  const Sequential counted = build_layers(spec, file, path, 0, LockingMode::kMutex, budget);
+  return Size{budget.weight_bytes / static_cast<std::int64_t>(sizeof(float)), counted.activation_bytes_per_example()};
+}
+
+Sequential Sequential::build_layers(const nlohmann::json& spec, const std::string& file, const std::string& path,
+                                    std::uint64_t seed, LockingMode locking, MemoryBudget& budget) {
+  Sequential m;
+  m.file_ = file;
+  m.path_ = path;
+  SpecReader top(spec, file, path);
+  m.name_ = top.string("name", "sequential");
+  auto dims = top.positive_int_list("input_shape");
+  if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank - 1))
+    top.fail("input_shape", "at most " + std::to_string(Shape::kMaxRank - 1) + " dimensions are supported");
+  m.input_shape_ = Shape(std::span<const std::int64_t>(dims));
+  if (!bounded_num_elements(m.input_shape_))
+    top.fail("input_shape", m.input_shape_.to_string() + " has " + approximate_num_elements(m.input_shape_) +
+                                " elements per example, more than the 2^36 tensorctl supports");
+  const auto& layers = top.raw("layers");
+  if (!layers.is_array() || layers.empty()) top.fail("layers", "expected a non-empty list of layers, " + describe_json(layers));
+  top.finish({"name", "input_shape", "layers"});
+  LayerNamer namer;
+  for (const auto& l : layers) namer.reserve(l);
+  std::set<std::string> names;
+  std::int64_t first_over_budget = -1;
+  Shape shape = m.input_shape_;
+  for (std::size_t i = 0; i < layers.size(); ++i) {
+    SpecReader reader(layers[i], file, top.path_of("layers") + "[" + std::to_string(i) + "]");
+    auto layer = make_layer(reader, namer.next(layers[i]));
+    if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
+    layer->set_locking_mode(locking);
+    shape = layer->build(shape, BuildContext{seed, static_cast<int>(i), &budget}, reader);
+    if (!bounded_num_elements(shape))
+      reader.fail_here("the output " + Shape::concat(-1, shape).keras_string() + " has " + approximate_num_elements(shape) +
+                       " elements per example, more than the 2^36 tensorctl supports");
+    if (budget.exceeded() && first_over_budget < 0) first_over_budget = static_cast<std::int64_t>(i);
+    m.output_shapes_.push_back(shape);
+    m.layers_.push_back(std::move(layer));
+  }
+  if (budget.exceeded())
+    throw SpecError(file, top.path_of("layers") + "[" + std::to_string(first_over_budget) + "]",
+                    "the model's weights need " + byte_size_text(static_cast<double>(budget.weight_bytes)) +
+                        ", more than the memory limit of " + byte_size_text(static_cast<double>(budget.limit_bytes)) +
+                        " (this machine's memory, or TENSORCTL_MEMORY_LIMIT); this layer passes it");
+  return m;
+}
+
+Output Sequential::call(Graph& g, Output x, bool training, const std::string& default_device) const {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = *layers_[i];
+    Graph::Scope scope(g, layer.name(), layer.device().empty() ? default_device : layer.device(), g.current_phase());
+    try {
+      x = layers_[i]->call(g, x, training);
+    } catch (const ShapeError& e) {
+      throw SpecError(file_, (path_.empty() ? "" : path_ + ".") + "layers[" + std::to_string(i) + "]", e.what());
+    }
+  }
+  return x;
+}
+
+std::vector<std::shared_ptr<Variable>> Sequential::variables() const {
+  std::vector<std::shared_ptr<Variable>> out;
+  for (const auto& l : layers_)
+    for (const auto& v : l->variables()) out.push_back(v);
+  return out;
+}
+
+std::int64_t Sequential::param_count() const {
+  std::int64_t n = 0;
+  for (const auto& l : layers_) n += l->param_count();
+  return n;
+}
+
+std::int64_t Sequential::trainable_param_count() const {
+  std::int64_t n = 0;
+  for (const auto& v : variables())
+    if (v->trainable()) n += v->shape().num_elements();
+  return n;
+}
+
+nlohmann::json Sequential::to_json() const {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : layers_) layers.push_back(l->to_json());
+  std::vector<std::int64_t> dims(input_shape_.dims().begin(), input_shape_.dims().end());
+  return {{"name", name_}, {"input_shape", dims}, {"layers", layers}};
+}
+
+std::int64_t Sequential::activation_bytes_per_example() const {
+  // Each output is at most kMaxTensorElements and a stack has far fewer than 2^25 layers: no overflow.
+  std::int64_t n = 0;
+  for (const Shape& s : output_shapes_) n += s.num_elements();
+  return n * static_cast<std::int64_t>(sizeof(float));
+}
+
+void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots, const std::string& file,
+                           const std::string& where) {
+  // In floating point: a batch size from the user times a large model may pass 2^63.
+  const double weights = 4.0 * static_cast<double>(size.params) * (2.0 + optimizer_slots);
+  const double activations = 2.0 * static_cast<double>(size.activation_bytes_per_example) * static_cast<double>(batch_size);
+  const double limit = static_cast<double>(memory_limit_bytes());
+  if (weights + activations <= limit) return;
+  throw SpecError(file, where,
+                  "training needs about " + byte_size_text(weights + activations) + " (" + byte_size_text(weights) +
+                      " for weights, gradients and optimizer slots, " + byte_size_text(activations) + " for a batch of " +
+                      std::to_string(batch_size) + "), more than the memory limit of " + byte_size_text(limit) +
+                      " (this machine's memory, or TENSORCTL_MEMORY_LIMIT)");
+}
+
+}  // namespace tctl

@@ -1,0 +1,37 @@
+// The training callbacks of a config's "callbacks" list, with Keras' names and defaults:
+//   {"type": "EarlyStopping", "monitor": "val_loss", "patience": 0, "min_delta": 0, "mode": "auto",
+//    "restore_best_weights": false}
+//   {"type": "ModelCheckpoint", "monitor": "val_loss", "mode": "auto", "filename": "best.safetensors"}
+//     (saves the weights into the run directory whenever the monitored value improves: save-best-only)
+//   {"type": "ReduceLROnPlateau", "monitor": "val_loss", "factor": 0.1, "patience": 10, "min_delta": 1e-4,
+//    "cooldown": 0, "min_lr": 0, "mode": "auto"}
+// "mode" auto watches for a maximum when the monitored name holds "acc", else for a minimum.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tctl {
+
+struct CallbackConfig {
+  std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau
+  std::string monitor = "val_loss";
+  bool maximize = false;
+  double min_delta = 0.0;
+  std::int64_t patience = 0;
+  bool restore_best_weights = false;
+  std::string filename = "best.safetensors";
+  double factor = 0.1;
+  std::int64_t cooldown = 0;
+  double min_lr = 0.0;
+
+  nlohmann::json to_json() const;
+};
+
+// Parses the "callbacks" array. `has_validation` tells whether val_* names can be monitored.
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation);
+
+}  // namespace tctl

@@ -1,0 +1,172 @@
+#include "models/train/optimizer.h"
+
+#include <limits>
+
+namespace tctl {
+
+OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
+  OptimizerConfig c;
+  c.type = spec.one_of("type", {"sgd", "adam", "adamw", "rmsprop", "adagrad"}, "adam");
+  for (const std::string key : {"clipnorm", "clipvalue"})
+    if (spec.has(key))
+      spec.fail(key, key + " (per-variable clipping) is not supported; use global_clipnorm, which scales all "
+                           "gradients together when their global norm exceeds it");
+  const double inf = std::numeric_limits<double>::infinity();
+  c.learning_rate = spec.number_in("learning_rate", c.type == "sgd" ? 0.01 : 0.001, 1e-12, inf);
+  if (c.type == "sgd") {
+    c.momentum = spec.number_in("momentum", 0.0, 0.0, 1.0);
+    c.nesterov = spec.boolean("nesterov", false);
+  } else if (c.type == "adam" || c.type == "adamw") {
+    c.beta1 = spec.number_in("beta1", 0.9, 0.0, 1.0);
+    c.beta2 = spec.number_in("beta2", 0.999, 0.0, 1.0);
+    c.epsilon = spec.number_in("epsilon", 1e-7, 1e-30, inf);
+    if (c.type == "adamw") c.weight_decay = spec.number_in("weight_decay", 0.004, 0.0, inf);
+  } else if (c.type == "rmsprop") {
+    c.rho = spec.number_in("rho", 0.9, 0.0, 1.0);
+    c.momentum = spec.number_in("momentum", 0.0, 0.0, 1.0);
+    c.epsilon = spec.number_in("epsilon", 1e-7, 1e-30, inf);
+    c.centered = spec.boolean("centered", false);
+  } else {
+    c.initial_accumulator_value = spec.number_in("initial_accumulator_value", 0.1, 0.0, inf);
+    c.epsilon = spec.number_in("epsilon", 1e-7, 1e-30, inf);
+  }
+  if (spec.has("global_clipnorm")) c.global_clipnorm = spec.number_in("global_clipnorm", 0.0, 1e-12, inf);
+  if (spec.has("schedule")) {
+    SpecReader s = spec.object("schedule");
+    c.schedule = ScheduleConfig::parse(s);
+  }
+  std::vector<std::string> modes;
+  for (auto m : locking_mode_names()) modes.emplace_back(m);
+  c.locking = *parse_locking_mode(spec.one_of("locking", modes, "mutex"));
+  spec.finish();
+  return c;
+}
+
+int OptimizerConfig::slots_per_weight() const {
+  if (type == "adam" || type == "adamw") return 2;
+  if (type == "rmsprop") return 1 + (momentum > 0.0) + centered;
+  if (type == "adagrad") return 1;
+  return momentum > 0.0 ? 1 : 0;
+}
+
+nlohmann::json OptimizerConfig::to_json() const {
+  nlohmann::json j{{"type", type}, {"learning_rate", learning_rate}};
+  if (type == "sgd") {
+    j["momentum"] = momentum;
+    j["nesterov"] = nesterov;
+  } else if (type == "adam" || type == "adamw") {
+    j["beta1"] = beta1;
+    j["beta2"] = beta2;
+    j["epsilon"] = epsilon;
+    if (type == "adamw") j["weight_decay"] = weight_decay;
+  } else if (type == "rmsprop") {
+    j["rho"] = rho;
+    j["momentum"] = momentum;
+    j["epsilon"] = epsilon;
+    j["centered"] = centered;
+  } else {
+    j["initial_accumulator_value"] = initial_accumulator_value;
+    j["epsilon"] = epsilon;
+  }
+  if (global_clipnorm > 0.0) j["global_clipnorm"] = global_clipnorm;
+  if (!schedule.constant()) j["schedule"] = schedule.to_json();
+  j["locking"] = std::string(locking_mode_name(locking));
+  return j;
+}
+
+Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) {
+  iterations_ = std::make_shared<Variable>("optimizer/iterations", Tensor::scalar(0.0f), config_.locking, false);
+  lr_factor_ = std::make_shared<Variable>("optimizer/learning_rate_factor", Tensor::scalar(1.0f), LockingMode::kMutex, false);
+  learning_rate_ = std::make_shared<Variable>("optimizer/learning_rate",
+                                              Tensor::scalar(static_cast<float>(scheduled_learning_rate(0))),
+                                              LockingMode::kMutex, false);
+}
+
+double Optimizer::scheduled_learning_rate(std::int64_t iteration) const {
+  return config_.schedule.rate(config_.learning_rate, iteration) * lr_factor();
+}
+
+// Writes in place through Variable::Update: once the last step's reads are released the buffer is not
+// shared, so nothing is allocated.
+void Optimizer::write_scalar(Variable& v, float value) {
+  Variable::Update u(v);
+  u.apply(0, [value](float) { return value; });
+}
+
+void Optimizer::begin_step(std::int64_t iteration) {
+  const float rate = static_cast<float>(scheduled_learning_rate(iteration));
+  if (learning_rate_->read().item() != rate) write_scalar(*learning_rate_, rate);
+}
+
+double Optimizer::lr_factor() const { return static_cast<double>(lr_factor_->read().item()); }
+
+void Optimizer::set_lr_factor(double factor) {
+  TCTL_CHECK(factor > 0.0 && factor < std::numeric_limits<double>::infinity(), "learning-rate factor must be positive");
+  write_scalar(*lr_factor_, static_cast<float>(factor));
+}
+
+double Optimizer::learning_rate() const { return static_cast<double>(learning_rate_->read().item()); }
+
+std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string& name, float initial) {
+  const std::string full = "optimizer/" + var.name() + "/" + name;
+  for (const auto& s : slots_)
+    if (s->name() == full) return s;
+  auto s = std::make_shared<Variable>(full, Tensor::filled(var.shape(), initial), var.locking_mode(), false);
+  slots_.push_back(s);
+  return s;
+}
+
+std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
+                                     const std::vector<Output>& grads) {
+  Graph::Scope scope(g, "optimizer", "cpu", Phase::kUpdate);
+  const OptimizerConfig& c = config_;
+  const bool adam = c.type == "adam" || c.type == "adamw";
+  std::vector<Output> updates;
+  // Only Adam reads the step counter. An unused read would still run (automatic control dependencies
+  // order it before the increment) and its frame would hold a snapshot of the counter, so every
+  // increment would copy the variable: one buffer allocated per step. The learning rate has no writer in
+  // the graph, so its read shares the buffer and costs nothing.
+  const Output step = adam ? g.read(iterations_) : Output{};
+  const Output lr = g.read(learning_rate_);
+  std::vector<Output> clipped = grads;
+  if (c.global_clipnorm > 0.0 && !grads.empty()) {
+    const Output norm = g.add("GlobalNorm", grads);
+    for (Output& grad : clipped) grad = g.add("ClipByGlobalNorm", {grad, norm}, Attrs{{"clipnorm", c.global_clipnorm}});
+  }
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const auto& v = vars[i];
+    const Output grad = clipped[i];
+    if (c.type == "sgd" && c.momentum == 0.0) {
+      updates.push_back(g.add("ApplySgd", {grad, lr}, {}, {{v, true}}));
+    } else if (c.type == "sgd") {
+      Attrs a{{"momentum", c.momentum}, {"nesterov", std::int64_t{c.nesterov}}};
+      updates.push_back(g.add("ApplyMomentum", {grad, lr}, a, {{v, true}, {slot(*v, "velocity"), true}}));
+    } else if (adam) {
+      Attrs a{{"beta1", c.beta1}, {"beta2", c.beta2}, {"epsilon", c.epsilon},
+              {"weight_decay", c.type == "adamw" ? c.weight_decay : 0.0}};
+      updates.push_back(g.add("ApplyAdam", {grad, lr, step}, a, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}));
+    } else if (c.type == "rmsprop") {
+      Attrs a{{"rho", c.rho}, {"momentum", c.momentum}, {"epsilon", c.epsilon}, {"centered", std::int64_t{c.centered}}};
+      std::vector<VarUse> uses{{v, true}, {slot(*v, "velocity"), true}};
+      if (c.centered) uses.push_back({slot(*v, "average_gradient"), true});
+      if (c.momentum > 0.0) uses.push_back({slot(*v, "momentum"), true});
+      updates.push_back(g.add("ApplyRmsProp", {grad, lr}, a, std::move(uses)));
+    } else {
+      const float init = static_cast<float>(c.initial_accumulator_value);
+      updates.push_back(g.add("ApplyAdagrad", {grad, lr}, Attrs{{"epsilon", c.epsilon}},
+                              {{v, true}, {slot(*v, "accumulator", init), true}}));
+    }
+  }
+  updates.push_back(g.add("Increment", {}, Attrs{{"amount", 1.0}}, {{iterations_, true}}));
+  return updates;
+}
+
+std::vector<std::shared_ptr<Variable>> Optimizer::state() const {
+  std::vector<std::shared_ptr<Variable>> out = slots_;
+  out.push_back(learning_rate_);
+  out.push_back(lr_factor_);
+  out.push_back(iterations_);
+  return out;
+}
+
+}  // namespace tctl

@@ -1,0 +1,218 @@
+#include "models/train/train_config.h"
+
+#include <algorithm>
+
+#include "core/device.h"
+#include "core/errors.h"
+#include "models/data/dataset.h"
+#include "models/io/keras_import.h"
+#include "models/nn/losses.h"
+#include "models/io/spec_reader.h"
+
+namespace tctl {
+
+nlohmann::json DataConfig::to_json() const {
+  nlohmann::json j;
+  if (!dataset.empty()) j["dataset"] = dataset;
+  if (!csv.empty()) {
+    j["csv"] = csv;
+    j["label"] = label;
+  }
+  j["test_split"] = test_split;
+  j["validation_split"] = validation_split;
+  j["shuffle"] = shuffle;
+  j["standardize"] = standardize;
+  return j;
+}
+
+nlohmann::json TrainConfig::to_json() const {
+  return {{"model", model_spec},
+          {"data", data.to_json()},
+          {"loss", loss},
+          {"optimizer", optimizer.to_json()},
+          {"metrics", metrics},
+          {"epochs", epochs},
+          {"batch_size", batch_size},
+          {"prefetch", prefetch},
+          {"seed", seed},
+          {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
+          {"callbacks", callbacks_json()},
+          {"device", device},
+          {"keep_denormals", keep_denormals},
+          {"output", output}};
+}
+
+const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "output"};
+
+namespace {
+
+bool same_file(const nlohmann::json& a, const nlohmann::json& b) {
+  if (!a.is_string() || !b.is_string()) return false;
+  std::error_code ec;
+  return std::filesystem::equivalent(a.get<std::string>(), b.get<std::string>(), ec) && !ec;
+}
+
+// Walks both values in step: objects key by key, lists element by element, so the change found is the
+// innermost key that differs.
+std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlohmann::json& after, const std::string& key) {
+  if (before.is_object() && after.is_object()) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : before.items()) keys.push_back(k);
+    for (const auto& [k, v] : after.items())
+      if (!before.contains(k)) keys.push_back(k);
+    // The model, then the data, before the other keys: when a run resumes another run's directory, they
+    // say best what differs.
+    auto rank = [&](const std::string& k) { return !key.empty() ? 2 : k == "model" ? 0 : k == "data" ? 1 : 2; };
+    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+    for (const auto& k : keys) {
+      const std::string path = key.empty() ? k : key + "." + k;
+      if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end()) continue;
+      const nlohmann::json none;
+      auto change = first_change(before.contains(k) ? before.at(k) : none, after.contains(k) ? after.at(k) : none, path);
+      if (change) return change;
+    }
+    return std::nullopt;
+  }
+  if (before.is_array() && after.is_array() && before.size() == after.size()) {
+    for (std::size_t i = 0; i < before.size(); ++i)
+      if (auto change = first_change(before[i], after[i], key + "[" + std::to_string(i) + "]")) return change;
+    return std::nullopt;
+  }
+  if (before == after || (key == "data.csv" && same_file(before, after))) return std::nullopt;
+  return ConfigChange{key, before, after};
+}
+
+}  // namespace
+
+std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after) {
+  return first_change(before, after, "");
+}
+
+nlohmann::json TrainConfig::callbacks_json() const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& cb : callbacks) out.push_back(cb.to_json());
+  return out;
+}
+
+namespace {
+
+// The error_code overloads throughout: a name too long or a loop of links is the user's mistake, reported
+// with its reason, never a filesystem_error.
+std::string missing_file_message(const std::string& what, const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (std::filesystem::is_directory(status)) return what + " " + path + " is a directory";
+  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot read " + what + " " + path + ": " + ec.message();
+  return what + " " + path + " does not exist";
+}
+
+bool is_regular_file(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
+  DataConfig d;
+  const auto& raw = top.raw("data");
+  if (raw.is_string()) {
+    d.dataset = raw.get<std::string>();
+  } else {
+    SpecReader r = top.object("data");
+    if (r.has("dataset") == r.has("csv")) r.fail_here("give exactly one of \"dataset\" or \"csv\"");
+    if (r.has("dataset")) d.dataset = r.string("dataset");
+    if (r.has("csv")) {
+      std::filesystem::path p = r.string("csv");
+      d.csv = (p.is_absolute() ? p : base / p).lexically_normal().string();
+      if (!is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
+      d.label = r.string("label", "label");
+    }
+    d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
+    d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);
+    d.shuffle = r.boolean("shuffle", true);
+    d.standardize = r.boolean("standardize", true);
+    r.finish();
+  }
+  if (!d.dataset.empty()) {
+    auto names = builtin_dataset_names();
+    if (std::find(names.begin(), names.end(), d.dataset) == names.end()) {
+      std::string known;
+      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
+      throw SpecError(top.file(), raw.is_string() ? "data" : "data.dataset",
+                      "unknown dataset \"" + d.dataset + "\" (known: " + known + ")");
+    }
+  }
+  return d;
+}
+
+int thread_count(SpecReader& r, const std::string& key) {
+  std::int64_t n = r.non_negative_int(key, 0);
+  if (n > 1024) r.fail(key, "at most 1024 threads");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+TrainConfig load_train_config(const std::string& path) {
+  TrainConfig c;
+  c.file = path;
+  nlohmann::json config = parse_json_file(path);
+  SpecReader top(config, path, "");
+  const std::filesystem::path base = std::filesystem::path(path).parent_path();
+
+  const auto& model = top.raw("model");
+  if (model.is_string()) {
+    std::filesystem::path p = model.get<std::string>();
+    c.model_file = (p.is_absolute() ? p : base / p).lexically_normal().string();
+    // Named from the config, so the message says which reference is broken.
+    if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
+    c.model_spec = parse_json_file(c.model_file);
+    if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
+    c.model_path = "";
+  } else if (model.is_object()) {
+    c.model_spec = model;
+    c.model_file = path;
+    c.model_path = "model";
+  } else {
+    top.fail("model", "expected a model spec object or the path of a spec file, " + describe_json(model));
+  }
+
+  c.data = parse_data(top, base);
+  c.loss = top.one_of("loss", loss_names(), "sparse_categorical_crossentropy");
+  if (top.has("optimizer")) {
+    SpecReader opt = top.object("optimizer");
+    c.optimizer = OptimizerConfig::parse(opt);
+  }
+  if (top.has("metrics")) {
+    const auto& m = top.raw("metrics");
+    if (!m.is_array()) top.fail("metrics", "expected a list of metric names, " + describe_json(m));
+    c.metrics.clear();
+    for (std::size_t i = 0; i < m.size(); ++i) {
+      if (!m[i].is_string()) throw SpecError(path, "metrics[" + std::to_string(i) + "]", "expected a string, " + describe_json(m[i]));
+      c.metrics.push_back(m[i].get<std::string>());
+    }
+  } else {
+    c.metrics = {loss_metrics(c.loss).front()};
+  }
+  c.epochs = top.positive_int("epochs", 10);
+  c.batch_size = top.positive_int("batch_size", 32);
+  c.prefetch = top.non_negative_int("prefetch", 2);
+  if (c.prefetch > 64) top.fail("prefetch", "at most 64 batches ahead, got " + std::to_string(c.prefetch));
+  c.seed = static_cast<std::uint64_t>(top.non_negative_int("seed", 0));
+  if (top.has("threads")) {
+    SpecReader t = top.object("threads");
+    c.inter_op_threads = thread_count(t, "inter_op");
+    c.intra_op_threads = thread_count(t, "intra_op");
+    t.finish();
+  }
+  if (top.has("callbacks")) c.callbacks = parse_callbacks(top.raw("callbacks"), path, c.data.validation_split > 0);
+  c.device = top.string("device", "cpu");
+  if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
+  std::string stem = std::filesystem::path(path).stem().string();
+  c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
+  if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
+  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads",
+              "callbacks", "device", "output"});
+  return c;
+}
+
+}  // namespace tctl

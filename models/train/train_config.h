@@ -1,0 +1,81 @@
+// The train config: which model, which data, which loss and optimizer, how long, how many threads, where
+// to write the run. Parsed and validated in full before anything runs; every error names the file and the
+// JSON path.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/train/callback_config.h"
+#include "models/train/optimizer.h"
+
+namespace tctl {
+
+struct DataConfig {
+  std::string dataset;  // built-in name, or empty when `csv` is set
+  std::string csv;      // resolved path of a CSV file
+  std::string label = "label";
+  double test_split = 0.2;
+  double validation_split = 0.1;
+  bool shuffle = true;
+  bool standardize = true;
+
+  nlohmann::json to_json() const;
+};
+
+struct TrainConfig {
+  std::string file;           // the config file, as given
+  nlohmann::json model_spec;  // the model spec object
+  std::string model_file;     // the file the spec came from (the config itself when inline)
+  std::string model_path;     // JSON path of the spec inside model_file ("model" when inline, "" otherwise)
+  DataConfig data;
+  std::string loss = "sparse_categorical_crossentropy";
+  OptimizerConfig optimizer;
+  std::vector<std::string> metrics{"accuracy"};
+  std::int64_t epochs = 10;
+  std::int64_t batch_size = 32;
+  std::int64_t prefetch = 2;  // batches prepared ahead by the input pipeline's producer thread
+  std::uint64_t seed = 0;
+  int inter_op_threads = 0;
+  int intra_op_threads = 0;
+  std::vector<CallbackConfig> callbacks;
+  std::string device = "cpu";
+  bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
+  // `train --strict-placement` and `--log-device-placement` (flags; they change no result).
+  bool strict_placement = false;
+  bool log_device_placement = false;
+  std::string output;  // run directory
+  nlohmann::json callbacks_json() const;
+
+  // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.
+  nlohmann::json to_json() const;
+};
+
+// A key whose value differs between two resolved configs (TrainConfig::to_json()): its JSON path
+// ("batch_size", "optimizer.learning_rate", "model.layers[1].units") and its value on each side (null
+// where a side lacks the key).
+struct ConfigChange {
+  std::string key;
+  nlohmann::json before;
+  nlohmann::json after;
+};
+
+// The first change from the config a checkpoint recorded (`before`) to the config of a run resuming it
+// (`after`) that would alter the run's results. Only the keys of kResumeMayChange may change; any other
+// key, including one added to the config later, counts. A data.csv spelled differently that names the same
+// file is no change. nullopt when nothing else changed.
+std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after);
+
+// The top-level keys a resumed run may change: epochs, threads, prefetch, output.
+extern const std::vector<std::string> kResumeMayChange;
+
+// Reads and validates a train config file. Relative paths inside it (model file, CSV data) are resolved
+// against the config's folder. The default output is runs/<config stem>.
+TrainConfig load_train_config(const std::string& path);
+
+}  // namespace tctl

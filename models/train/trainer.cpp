@@ -1,0 +1,240 @@
+#include "models/train/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/fifo_queue.h"
+
+namespace tctl {
+
+namespace {
+
+// One batch of feeds on its way from the producer to the training loop.
+struct Batch {
+  Tensor x;
+  Tensor y;
+  std::int64_t step = -1;
+};
+
+// With prefetch, a producer thread gathers the next batches while the loop trains: they travel through a
+// FIFOQueue, and their buffers come back through a second one to be refilled. Without, each batch is
+// gathered when asked for, into one reused pair of buffers.
+class BatchSource {
+ public:
+  using Fill = std::function<void(std::int64_t step, Batch& batch)>;
+  BatchSource(std::int64_t prefetch, std::int64_t steps, Fill fill)
+      : prefetch_(prefetch),
+        fill_(std::move(fill)),
+        ready_(static_cast<std::size_t>(std::max<std::int64_t>(prefetch, 1))),
+        spare_(static_cast<std::size_t>(prefetch + 2)) {
+    if (prefetch_ == 0) return;
+    for (std::int64_t i = 0; i < prefetch_ + 2; ++i) spare_.enqueue(Batch{});
+    producer_ = std::thread([this, steps] {
+      for (std::int64_t step = 0; step < steps; ++step) {
+        Batch batch;
+        if (spare_.dequeue(batch) != QueueStatus::kOk) return;
+        fill_(step, batch);
+        if (ready_.enqueue(std::move(batch)) != QueueStatus::kOk) return;
+      }
+    });
+  }
+  // Closing both queues releases the producer however the loop ends, even by an exception.
+  ~BatchSource() {
+    ready_.close();
+    spare_.close();
+    if (producer_.joinable()) producer_.join();
+  }
+  BatchSource(const BatchSource&) = delete;
+  BatchSource& operator=(const BatchSource&) = delete;
+
+  Batch next(std::int64_t step) {
+    if (prefetch_ == 0) {
+      fill_(step, inline_);
+      return inline_;
+    }
+    Batch batch;
+    TCTL_CHECK(ready_.dequeue(batch) == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
+    return batch;
+  }
+  // The loop is done with the batch's buffers.
+  void give_back(Batch&& batch) {
+    if (prefetch_ > 0) spare_.enqueue(std::move(batch));
+  }
+
+ private:
+  std::int64_t prefetch_;
+  Fill fill_;
+  FIFOQueue<Batch> ready_;
+  FIFOQueue<Batch> spare_;
+  std::thread producer_;
+  Batch inline_;
+};
+
+// The epoch's sums are kept as plain values because an interrupted epoch's go into the checkpoint.
+MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics) {
+  MetricAccumulator accumulator;
+  accumulator.add(sums);
+  return accumulator.averages(metrics);
+}
+
+std::int64_t argmax_row(const float* p, std::int64_t n) { return std::max_element(p, p + n) - p; }
+
+// The metric sums of one batch's predictions against the labels of `rows`.
+void add_prediction_sums(const Tensor& pred, const Dataset& data, std::span<const std::int64_t> rows,
+                         const std::string& loss, BatchSums& sums) {
+  const auto b = static_cast<std::int64_t>(rows.size());
+  const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
+  const float* p = pred.data<float>();
+  if (loss_is_classification(loss)) {
+    for (std::int64_t i = 0; i < b; ++i) {
+      const std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
+      const float* row = p + i * width;
+      sums.correct += argmax_row(row, width) == label ? 1.0 : 0.0;
+      // The label's rank: how many classes score strictly higher (ties count in the label's favour).
+      std::int64_t above = 0;
+      for (std::int64_t j = 0; j < width; ++j) above += row[j] > row[label] ? 1 : 0;
+      sums.top_k_correct += above < kTopK ? 1.0 : 0.0;
+    }
+  } else {
+    const bool binary = loss_is_binary(loss);
+    for (std::int64_t i = 0; i < b; ++i) {
+      const float* t = data.y.data<float>() + rows[static_cast<std::size_t>(i)] * width;
+      for (std::int64_t j = 0; j < width; ++j) {
+        const double d = static_cast<double>(p[i * width + j]) - t[j];
+        sums.abs_error += std::abs(d);
+        sums.sq_error += d * d;
+        // Binary accuracy (Keras' threshold 0.5), averaged over the outputs of a row.
+        if (binary) sums.correct += ((p[i * width + j] > 0.5f) == (t[j] > 0.5f)) / static_cast<double>(width);
+      }
+    }
+    sums.values = b * width;
+  }
+  sums.examples = b;
+}
+
+}  // namespace
+
+std::string Trainer::where(std::int64_t step) const {
+  return fmt::format("epoch {}, step {} (step {} of the run)", current_epoch_,
+                     step + 1 - (current_epoch_ - 1) * steps_per_epoch_, step + 1);
+}
+
+std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step) {
+  if (!training) return model_.eval_batch(x, y);
+  std::vector<Tensor> out;
+  try {
+    out = model_.train_batch(x, y, step);
+  } catch (const NonFiniteError& e) {
+    // An update refused a NaN or infinite gradient before writing: find where it began.
+    throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(),
+                                   where(step), model_.find_non_finite(x, y, step)));
+  }
+  const float loss = out[0].item();
+  if (!std::isfinite(loss))
+    throw RuntimeError(fmt::format("loss became {} at {}: {}; lower the learning rate or standardize the data",
+                                   std::isnan(loss) ? "NaN" : "infinite", where(step),
+                                   model_.find_non_finite(x, y, step)));
+  return out;
+}
+
+BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
+                               bool training, std::int64_t first_step, const BatchSums& start,
+                               const StepCallback& on_step) {
+  const auto n = static_cast<std::int64_t>(order.size());
+  const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  const ModelOptions& options = model_.options();
+  steps_run_ = 0;
+  auto rows_of = [&](std::int64_t step) {
+    return order.subspan(static_cast<std::size_t>(step * batch_size),
+                         static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
+  };
+  BatchSource source(training ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
+    batch.step = step;
+    gather_rows(data.x, rows_of(step), batch.x);
+    model_.targets_into(data, rows_of(step), batch.y);
+  });
+  BatchSums totals = start;
+  for (std::int64_t step = 0; step < steps; ++step) {
+    Batch batch = source.next(step);
+    const auto rows = rows_of(step);
+    const std::vector<Tensor> out = run_step(batch.x, batch.y, training, first_step + step);
+    source.give_back(std::move(batch));
+    BatchSums sums;
+    if (training) {
+      sums.loss = static_cast<double>(out[0].item()) * static_cast<double>(rows.size());
+    } else {
+      const float* l = out[0].data<float>();
+      for (std::size_t i = 0; i < rows.size(); ++i) sums.loss += l[i];
+    }
+    add_prediction_sums(out[1], data, rows, options.loss, sums);
+    totals += sums;
+    if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
+    steps_run_ = step + 1;
+    if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;
+  }
+  return totals;
+}
+
+std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
+                                      std::int64_t batch_size, const EpochCallback& on_epoch,
+                                      const StepCallback& on_step, const FitPosition& start) {
+  std::vector<EpochResult> history;
+  interrupted_at_.reset();
+  stop_after_epoch_ = false;
+  const std::int64_t n = train.size();
+  const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
+  TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
+             "fit() resumed past the end of its epoch");
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t epoch = start.epoch; epoch <= epochs; ++epoch) {
+    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+    // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
+    std::mt19937_64 rng(model_.options().seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
+    for (std::int64_t i = n - 1; i > 0; --i)
+      std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
+    // The resumed epoch starts from the sums of the steps taken before the checkpoint, so its row averages
+    // every step of the epoch, added in the same order as in a run that never stopped.
+    const bool resumed = epoch == start.epoch;
+    const std::int64_t skip = resumed ? start.steps_done : 0;
+    const std::span<const std::int64_t> rows =
+        std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
+    const auto started = std::chrono::steady_clock::now();
+    current_epoch_ = epoch;
+    steps_per_epoch_ = steps_per_epoch;
+    const BatchSums sums = run_batches(train, rows, batch_size, true, (epoch - 1) * steps_per_epoch + skip,
+                                       resumed ? start.sums : BatchSums{}, on_step);
+    const std::int64_t done = skip + steps_run_;
+    if (done < steps_per_epoch) {  // interrupted inside the epoch
+      interrupted_at_ = FitPosition{epoch, done, sums};
+      break;
+    }
+    EpochResult r;
+    r.epoch = epoch;
+    r.steps = steps_per_epoch;
+    r.train = averages(sums, model_.options().metrics);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
+    if (on_epoch) on_epoch(r);
+    history.push_back(std::move(r));
+    if (stop_after_epoch_) break;
+    if (interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed) && epoch < epochs) {
+      interrupted_at_ = FitPosition{epoch + 1, 0, {}};
+      break;
+    }
+  }
+  return history;
+}
+
+MetricValues Trainer::evaluate(const Dataset& data, std::int64_t batch_size) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
+  return averages(run_batches(data, order, batch_size, false, 0, {}, {}), model_.options().metrics);
+}
+
+}  // namespace tctl

@@ -1,0 +1,85 @@
+// Trainer: the fit loop around a Model. It shuffles and batches the data, prefetches batches on a producer
+// thread, runs the model's training and evaluation steps, sums the loss and metrics, reports epochs and
+// steps to callbacks, replays a step gone NaN to name the op that began it, and stops on request (early
+// stopping) or on the interrupt flag (Ctrl-C). The Model keeps the network, its graphs and its steps.
+//
+// Not thread-safe: one thread drives a Trainer (its producer thread is its own business).
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "models/data/dataset.h"
+#include "models/train/metric_accumulator.h"
+#include "models/train/model.h"
+
+namespace tctl {
+
+struct EpochResult {
+  std::int64_t epoch = 0;  // 1-based
+  std::int64_t steps = 0;
+  double seconds = 0.0;
+  MetricValues train;
+  MetricValues validation;  // empty without validation data
+};
+
+// Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
+// steps already taken and `sums` the loss and metric sums of those steps.
+struct FitPosition {
+  std::int64_t epoch = 1;
+  std::int64_t steps_done = 0;
+  BatchSums sums;
+};
+
+class Trainer {
+ public:
+  // Borrows the model, which must outlive the trainer.
+  explicit Trainer(Model& model) : model_(model) {}
+
+  using EpochCallback = std::function<void(const EpochResult&)>;
+  // Called after every step with the running averages of the epoch so far.
+  using StepCallback = std::function<void(std::int64_t step, std::int64_t steps, const MetricValues& running)>;
+
+  // Trains for epochs [start.epoch, epochs], shuffling the training rows each epoch with the model's seed.
+  // The first `start.steps_done` steps of start.epoch are taken as done (a run resumed from a mid-epoch
+  // checkpoint) and `start.sums` as their sums, so that epoch's row is the whole epoch's, bit for bit what
+  // a run that never stopped reports. start.steps_done must be below the steps of an epoch.
+  std::vector<EpochResult> fit(const Dataset& train, const Dataset* validation, std::int64_t epochs,
+                               std::int64_t batch_size, const EpochCallback& on_epoch = {},
+                               const StepCallback& on_step = {}, const FitPosition& start = {});
+  // Loss and metrics over every row of `data`, in batches, with the inference graph.
+  MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
+
+  // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
+  // (a SIGINT handler sets it). The trainer borrows the flag.
+  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
+  // Set when the last fit() returned because of the interrupt flag.
+  const std::optional<FitPosition>& interrupted_at() const { return interrupted_at_; }
+  // Called from an epoch callback: fit() returns after this epoch (early stopping).
+  void stop_training() { stop_after_epoch_ = true; }
+
+  Model& model() { return model_; }
+
+ private:
+  // Runs the batches of `order` and returns `start` plus their sums. Training stops early, after a step,
+  // when the interrupt flag is set (steps_run_ says how many ran).
+  BatchSums run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
+                        bool training, std::int64_t first_step, const BatchSums& start, const StepCallback& on_step);
+  // The model's step on one batch; a step gone NaN becomes a RuntimeError naming where, and the op that began it.
+  std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step);
+  // "epoch E, step S (step N of the run)" for messages.
+  std::string where(std::int64_t step) const;
+
+  Model& model_;
+  const std::atomic<bool>* interrupt_ = nullptr;
+  std::optional<FitPosition> interrupted_at_;
+  bool stop_after_epoch_ = false;
+  std::int64_t steps_run_ = 0;  // steps the last run_batches call took
+  std::int64_t current_epoch_ = 1;
+  std::int64_t steps_per_epoch_ = 0;
+};
+
+}  // namespace tctl

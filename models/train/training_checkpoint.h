@@ -1,0 +1,48 @@
+// The checkpoint of a training run, checkpoint.safetensors in the run directory: the model's variables,
+// the optimizer's state (slots, step counter), any tensors the callbacks keep, and, in the metadata, where
+// training stopped, the history so far and the callbacks' state. One file written to a temporary name and
+// renamed, so a process killed at any moment leaves the previous checkpoint whole.
+//
+// Shuffling and dropout are keyed by (seed, epoch) and (seed, node, step), so position plus variables is the
+// whole training state: a resumed run continues exactly as if it had never stopped.
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/io/safetensors.h"
+#include "models/train/trainer.h"
+#include "models/train/model.h"
+#include "models/train/trainer.h"
+
+namespace tctl {
+
+struct TrainingState {
+  std::int64_t next_epoch = 1;  // the epoch to run next (1-based)
+  std::int64_t steps_done = 0;  // steps of next_epoch already taken (a checkpoint written on interrupt)
+  BatchSums partial_sums;       // the loss and metric sums of those steps, so the epoch's row is whole
+  std::vector<EpochResult> history;
+  nlohmann::json callbacks = nlohmann::json::array();
+  // The resolved config (TrainConfig::to_json()), which a resume compares with its own.
+  nlohmann::json config = nlohmann::json::object();
+};
+
+// The tensors a checkpoint of `model` holds: variables then optimizer state, under their names.
+std::vector<NamedTensor> checkpoint_tensors(const Model& model);
+
+void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
+                              const std::vector<NamedTensor>& extra);
+
+// Reads a checkpoint's tensors into `file` and returns its training state, touching no model. A file that is
+// not a tensorctl training checkpoint, or a damaged or truncated one, is a SpecError naming it, never a crash.
+TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file);
+
+// Loads a checkpoint read by read_training_checkpoint into `model` (variables and optimizer state). The file
+// must hold exactly the model's tensors plus `extra_expected` (the callbacks'); otherwise a SpecError names
+// `path` and the first tensor that differs.
+void restore_training_checkpoint(const std::filesystem::path& path, const SafetensorsFile& file, Model& model,
+                                 const std::vector<NamedTensor>& extra_expected);
+
+}  // namespace tctl

@@ -1,0 +1,491 @@
+#include "models/train/training_run.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/io/atomic_file.h"
+#include "models/io/safetensors.h"
+#include "models/data/csv.h"
+#include "models/io/spec_reader.h"
+#include "models/train/callbacks.h"
+#include "models/train/training_checkpoint.h"
+
+namespace tctl {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+// The rows of x reshaped to [N, ...input_shape] once the element counts are known to agree.
+Tensor shape_for_model(const Tensor& x, const Sequential& net) {
+  return x.reshaped(Shape::concat(x.shape()[0], net.input_shape()));
+}
+
+Dataset scaled(const Dataset& d, const Standardizer* s, const Sequential& net) {
+  Dataset out = d;
+  if (d.size() == 0) return out;
+  out.x = shape_for_model(s ? s->apply(d.x) : d.x, net);
+  return out;
+}
+
+ModelOptions model_options(const TrainConfig& c) {
+  ModelOptions o;
+  o.loss = c.loss;
+  o.optimizer = c.optimizer;
+  o.metrics = c.metrics;
+  o.inter_op_threads = c.inter_op_threads;
+  o.intra_op_threads = c.intra_op_threads;
+  o.device = c.device;
+  o.seed = c.seed;
+  o.config_file = c.file;
+  o.prefetch = c.prefetch;
+  o.placement.strict = c.strict_placement;
+  if (c.log_device_placement)
+    o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
+  return o;
+}
+
+nlohmann::json metrics_json(const MetricValues& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : values) j[k] = v;
+  return j;
+}
+
+std::string csv_number(double v) { return fmt::format("{:.6g}", v); }
+
+std::string history_csv(const std::vector<EpochResult>& history) {
+  if (history.empty()) return "epoch\n";
+  std::string out = "epoch";
+  for (const auto& [k, v] : history[0].train) out += "," + k;
+  for (const auto& [k, v] : history[0].validation) out += ",val_" + k;
+  out += ",seconds\n";
+  for (const auto& r : history) {
+    out += std::to_string(r.epoch);
+    for (const auto& [k, v] : r.train) out.append(",").append(csv_number(v));
+    for (const auto& [k, v] : r.validation) out.append(",").append(csv_number(v));
+    out.append(",").append(fmt::format("{:.4f}", r.seconds)).append("\n");
+  }
+  return out;
+}
+
+std::string dataset_csv(const Dataset& d, const std::string& label) {
+  std::string out;
+  for (const auto& f : d.feature_names) out += f + ",";
+  out += label + "\n";
+  const std::int64_t f = d.num_features();
+  const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
+  for (std::int64_t r = 0; r < d.size(); ++r) {
+    for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
+    if (d.num_classes > 0) {
+      out += std::to_string(d.y.data<std::int32_t>()[r]);
+    } else {
+      for (std::int64_t j = 0; j < targets; ++j) out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// "dataset iris" or "data.csv", for messages that compare the data with the model.
+std::string data_source(const TrainConfig& c) {
+  return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
+}
+
+// Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
+std::string model_place(const TrainConfig& c, const std::string& key) {
+  return c.model_file + " " + (c.model_path.empty() ? key : c.model_path + "." + key);
+}
+
+// "layers[3]": the JSON key of the model's last layer, whose size sets the number of classes.
+std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
+
+// Throws a SpecError naming the CSV line of the first label that the model's `outputs` cannot represent.
+// Only called once a label is known to be out of range: it reads the file again to find the line, which the
+// Dataset no longer knows.
+void check_csv_labels(const std::string& csv_path, const std::string& label, std::int64_t outputs,
+                      const std::string& model_place) {
+  CsvTable table = read_csv(csv_path);
+  const int col = table.column_index(label);
+  if (col < 0) return;
+  for (std::int64_t r = 0; r < table.rows; ++r) {
+    const float v = table.at(r, col);
+    if (v >= static_cast<float>(outputs))
+      throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
+                                  outputs, model_place, outputs - 1));
+  }
+}
+
+// The files a run writes into its directory, besides its ModelCheckpoint callbacks' files.
+const std::vector<std::string> kRunFiles{"model.json",  "weights.safetensors", "history.csv",
+                                         "summary.json", "test.csv",            "checkpoint.safetensors"};
+// A directory holding one of these is a tensorctl run's.
+const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkpoint.safetensors"};
+
+void add_callback_files(const nlohmann::json& config, std::vector<std::string>& names) {
+  if (!config.is_object() || !config.contains("callbacks") || !config.at("callbacks").is_array()) return;
+  for (const auto& cb : config.at("callbacks"))
+    if (cb.is_object() && cb.contains("filename") && cb.at("filename").is_string()) names.push_back(cb.at("filename"));
+}
+
+// The names of the files the run in `dir` and the new run `c` write: the fixed ones, and the callbacks' files
+// as the old run's summary or checkpoint recorded them (a damaged record adds none).
+std::vector<std::string> run_file_names(const std::filesystem::path& dir, const TrainConfig& c) {
+  std::vector<std::string> names = kRunFiles;
+  add_callback_files(c.to_json(), names);
+  try {
+    add_callback_files(parse_json_file((dir / "summary.json").string()).value("config", nlohmann::json()), names);
+  } catch (const std::exception&) {
+  }
+  try {
+    SafetensorsFile file;
+    add_callback_files(read_training_checkpoint(dir / "checkpoint.safetensors", file).config, names);
+  } catch (const std::exception&) {
+  }
+  return names;
+}
+
+// One of `names`, or a temporary sibling of one that a killed process left (write_file_atomic's
+// `<name>.tmp.<pid>.<counter>`).
+bool is_run_file(const std::string& entry, const std::vector<std::string>& names) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return entry == n || entry.starts_with(n + ".tmp."); });
+}
+
+// Makes `dir` ready for a new run: a missing or empty directory is; with `overwrite`, so is a run directory
+// once its files are deleted. Everything is checked before the first file is deleted.
+void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c, bool overwrite) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;  // created later (or refused there, if a file blocks it)
+  const std::string d = dir.string();
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
+  if (entries.empty()) return;
+  if (!overwrite)
+    throw SpecError(d, "", "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
+                           "--resume " + d + " to continue it");
+  if (std::none_of(kRunMarkers.begin(), kRunMarkers.end(), [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); }))
+    throw SpecError(d, "", "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
+                           "summary.json or checkpoint.safetensors); choose another --output");
+  std::sort(entries.begin(), entries.end());
+  const std::vector<std::string> names = run_file_names(dir, c);
+  for (const auto& e : entries)
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(e, ec)) || !is_run_file(e.filename().string(), names))
+      throw SpecError(d, "", "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
+                                 " is not one of them; move it away or choose another --output");
+  for (const auto& e : entries)
+    if (!std::filesystem::remove(e, ec) && ec) throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
+}
+
+// A value of the config as a message shows it: JSON, shortened; a list of another length by its length.
+std::string config_value_text(const nlohmann::json& v) {
+  if (v.is_null()) return "nothing";
+  if (v.is_array()) return fmt::format("a list of {}", v.size());
+  std::string text = v.dump();
+  return text.size() > 60 ? text.substr(0, 57) + "..." : text;
+}
+
+// --resume continues a run only with the config it was trained with, but for the keys that change no result.
+void check_resume_config(const TrainingState& saved, const TrainConfig& c, const std::filesystem::path& dir) {
+  const auto change = find_resume_change(saved.config, c.to_json());
+  if (!change) return;
+  throw SpecError(c.file, change->key,
+                  fmt::format("cannot resume {}: its checkpoint was trained with {}, this run has {}; a resumed run may "
+                              "change only {} (to train otherwise, start a new run with --output or --overwrite)",
+                              dir.string(), config_value_text(change->before), config_value_text(change->after),
+                              join(kResumeMayChange)));
+}
+
+// A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
+void check_finite(const SafetensorsFile& file, const std::filesystem::path& path) {
+  for (const auto& t : file.tensors) {
+    if (t.value.dtype() != DType::kF32) continue;
+    const float* v = t.value.data<float>();
+    for (std::int64_t i = 0; i < t.value.num_elements(); ++i)
+      if (!std::isfinite(v[i]))
+        throw RuntimeError(fmt::format("{}: tensor \"{}\": element {} is {}", path.string(), t.name, i,
+                                       std::isnan(v[i]) ? "nan" : (v[i] > 0 ? "inf" : "-inf")));
+  }
+}
+
+}  // namespace
+
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
+  const bool classification = loss_is_classification(c.loss);
+  Dataset data = c.data.csv.empty() ? load_builtin(c.data.dataset, c.seed, c.file, "data")
+                                    : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv");
+  const std::string where = c.data.csv.empty() ? "data" : "data.csv";
+  if (loss_is_binary(c.loss) && data.num_classes > 0) {
+    // Binary cross-entropy takes 0/1 labels as float targets, one column.
+    if (data.num_classes > 2)
+      throw SpecError(c.file, "loss", "loss " + c.loss + " needs two classes, but " + data.name + " has " +
+                                          std::to_string(data.num_classes));
+    std::vector<float> y(static_cast<std::size_t>(data.size()));
+    for (std::int64_t i = 0; i < data.size(); ++i) y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
+    data.y = Tensor::from_floats(Shape{data.size(), 1}, y);
+    data.num_classes = 0;
+  }
+  if (!classification && data.num_classes > 0)
+    throw SpecError(c.file, "loss", "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
+  if (data.num_features() != net.input_shape().num_elements())
+    throw SpecError(c.file, where, fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
+                                               data_source(c), data.num_features(), net.input_shape().to_string(),
+                                               model_place(c, "input_shape"), net.input_shape().num_elements()));
+  const std::int64_t outputs = net.output_shape().num_elements();
+  if (classification && data.num_classes > outputs) {
+    const std::string last = model_place(c, last_layer_key(net));
+    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.label, outputs, last);
+    throw SpecError(c.file, where, fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
+                                               data_source(c), data.num_classes - 1, last, outputs));
+  }
+  if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
+    throw SpecError(c.file, where, fmt::format("the data has {} targets per row, but the model has {} outputs",
+                                               data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
+  Split split = split_dataset(data, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  if (split.train.size() == 0) throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
+
+  PreparedData p;
+  p.test_raw = split.test;
+  p.standardized = c.data.standardize;
+  if (p.standardized) p.standardizer.fit(split.train.x);
+  const Standardizer* s = p.standardized ? &p.standardizer : nullptr;
+  p.train = scaled(split.train, s, net);
+  p.validation = scaled(split.validation, s, net);
+  p.test = scaled(split.test, s, net);
+  return p;
+}
+
+std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies) {
+  auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
+  ModelOptions options = model_options(c);
+  options.auto_control_dependencies = auto_control_dependencies;
+  return std::make_unique<Model>(std::move(net), options);
+}
+
+TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
+                            const Trainer::StepCallback& on_step, const TrainControl& control) {
+  TrainConfig c = config;
+  if (!control.resume.empty()) c.output = control.resume.string();
+  // Everything that can be wrong with the input is found before the run directory is touched.
+  check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
+                        c.optimizer.slots_per_weight(), c.file, "batch_size");
+  std::unique_ptr<Model> model = build_model(c);
+  PreparedData data = prepare_data(c, model->net());
+  const std::filesystem::path dir = c.output;
+  Optimizer& optimizer = model->optimizer();
+  LearningRateControl lr{[&optimizer] { return optimizer.learning_rate(); },
+                         [&optimizer](double f) { optimizer.set_lr_factor(optimizer.lr_factor() * f); }};
+  Trainer trainer(*model);
+  Callbacks callbacks(c.callbacks, trainer, dir, lr);
+  TrainingState state;
+  state.config = c.to_json();
+  const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
+  if (!control.resume.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
+    if (!std::filesystem::exists(checkpoint, ec))
+      throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
+    SafetensorsFile file;
+    TrainingState saved = read_training_checkpoint(checkpoint, file);
+    check_resume_config(saved, c, dir);
+    restore_training_checkpoint(checkpoint, file, *model, callbacks.expected_tensors());
+    try {
+      callbacks.restore(saved.callbacks, file);
+    } catch (const SpecError& e) {
+      throw SpecError(checkpoint.string(), e.where(), e.message());
+    }
+    const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
+    if (saved.steps_done >= steps_per_epoch)
+      throw SpecError(checkpoint.string(), "header",
+                      fmt::format("the checkpoint is {} steps into epoch {}, but an epoch of {} has {} steps: the data "
+                                  "changed since",
+                                  saved.steps_done, saved.next_epoch, data_source(c), steps_per_epoch));
+    // Its weights are part way through that epoch: stopping before it ends would save them as a run of fewer
+    // epochs than they have seen.
+    if (saved.steps_done > 0 && c.epochs < saved.next_epoch)
+      throw SpecError(c.file, "epochs",
+                      fmt::format("the checkpoint in {} is {} steps into epoch {}; resume with --epochs {} or more to "
+                                  "finish that epoch",
+                                  dir.string(), saved.steps_done, saved.next_epoch, saved.next_epoch));
+    state.next_epoch = saved.next_epoch;
+    state.steps_done = saved.steps_done;
+    state.partial_sums = saved.partial_sums;
+    state.history = std::move(saved.history);
+  } else {
+    clear_run_directory(dir, c, control.overwrite);
+  }
+  // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
+  const auto& net = model->net();
+  write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
+  const auto start = std::chrono::steady_clock::now();
+
+  TrainOutcome out;
+  out.first_epoch = state.next_epoch;
+  const std::size_t resumed_epochs = state.history.size();
+  auto epoch_done = [&](const EpochResult& r) {
+    if (on_epoch) on_epoch(r);
+    state.history.push_back(r);
+    for (const std::string& line : callbacks.on_epoch_end(r))
+      if (control.on_message) control.on_message(line);
+    state.next_epoch = r.epoch + 1;
+    state.steps_done = 0;
+    state.partial_sums = {};
+    state.callbacks = callbacks.state();
+    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
+    write_file_atomic(dir / "history.csv", history_csv(state.history));
+  };
+  if (control.on_start) control.on_start(state.next_epoch);
+  trainer.set_interrupt_flag(control.interrupt);
+  trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
+              FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
+  trainer.set_interrupt_flag(nullptr);
+  out.history = state.history;
+  out.placement_warnings = model->placement_warnings();
+  if (trainer.interrupted_at()) {
+    out.interrupted_at = trainer.interrupted_at();
+    state.next_epoch = out.interrupted_at->epoch;
+    state.steps_done = out.interrupted_at->steps_done;
+    state.partial_sums = out.interrupted_at->sums;
+    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
+    write_file_atomic(dir / "history.csv", history_csv(state.history));
+    return out;
+  }
+  const std::string restored = callbacks.on_train_end();
+  if (!restored.empty() && control.on_message) control.on_message(restored);
+  double train_seconds = 0.0;
+  std::int64_t epochs_trained = 0;
+  for (std::size_t i = resumed_epochs; i < out.history.size(); ++i) {
+    train_seconds += out.history[i].seconds;
+    ++epochs_trained;
+  }
+  if (data.test.size() > 0) out.test = trainer.evaluate(data.test, c.batch_size);
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  out.samples_per_second =
+      train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
+
+  nlohmann::json summary = {
+      {"model", net.name()},
+      {"params", net.param_count()},
+      {"epochs", c.epochs},
+      {"epochs_run", out.history.empty() ? 0 : out.history.back().epoch},
+      {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
+      {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
+      {"test", metrics_json(out.test)},
+      {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
+      {"wall_seconds", out.seconds},
+      {"train_seconds", train_seconds},
+      {"samples_per_second", out.samples_per_second},
+      {"data", {{"feature_names", data.test_raw.feature_names}, {"label", c.data.label}, {"num_classes", data.test_raw.num_classes}}},
+      {"preprocessing",
+       {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
+      {"config", c.to_json()},
+      {"output", c.output}};
+  out.summary = summary;
+
+  save_safetensors(dir / "weights.safetensors", variable_values(net.variables()), {{"format", "tensorctl"}, {"model", net.name()}});
+  write_file_atomic(dir / "history.csv", history_csv(out.history));
+  write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
+  write_file_atomic(dir / "summary.json", summary.dump(2) + "\n");
+  return out;
+}
+
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads) {
+  const std::string d = dir.string();
+  std::error_code ec;
+  for (const char* name : {"model.json", "summary.json", "weights.safetensors"})
+    if (!std::filesystem::exists(dir / name, ec))
+      throw SpecError(d, "", std::string("not a run directory: ") + name + " is missing");
+  LoadedRun run;
+  run.dir = dir;
+  const std::string summary_file = (dir / "summary.json").string();
+  run.summary = parse_json_file(summary_file);
+  try {
+    const auto& cfg = run.summary.at("config");
+    TrainConfig& c = run.config;
+    c.file = summary_file;
+    c.model_file = (dir / "model.json").string();
+    c.model_spec = parse_json_file(c.model_file);
+    c.loss = cfg.at("loss").get<std::string>();
+    c.metrics = cfg.at("metrics").get<std::vector<std::string>>();
+    c.seed = cfg.at("seed").get<std::uint64_t>();
+    c.batch_size = cfg.at("batch_size").get<std::int64_t>();
+    c.device = cfg.at("device").get<std::string>();
+    c.output = d;
+    nlohmann::json opt = cfg.at("optimizer");
+    SpecReader opt_reader(opt, summary_file, "config.optimizer");
+    c.optimizer = OptimizerConfig::parse(opt_reader);
+    const auto& data = cfg.at("data");
+    if (data.contains("csv")) c.data.csv = data.at("csv").get<std::string>();
+    if (data.contains("dataset")) c.data.dataset = data.at("dataset").get<std::string>();
+    c.data.label = data.value("label", std::string("label"));
+    c.data.test_split = data.at("test_split").get<double>();
+    c.data.validation_split = data.at("validation_split").get<double>();
+    c.data.shuffle = data.at("shuffle").get<bool>();
+    c.data.standardize = data.at("standardize").get<bool>();
+    const auto& pre = run.summary.at("preprocessing");
+    run.standardized = pre.at("standardize").get<bool>();
+    run.standardizer.mean = pre.at("mean").get<std::vector<float>>();
+    run.standardizer.std = pre.at("std").get<std::vector<float>>();
+    const auto& info = run.summary.at("data");
+    run.feature_names = info.at("feature_names").get<std::vector<std::string>>();
+    run.label = info.at("label").get<std::string>();
+    run.num_classes = info.at("num_classes").get<int>();
+  } catch (const nlohmann::json::exception& e) {
+    throw SpecError(summary_file, "", std::string("damaged run summary: ") + e.what());
+  }
+  run.config.inter_op_threads = inter_op_threads;
+  run.config.intra_op_threads = intra_op_threads;
+  run.model = build_model(run.config);
+  const auto& net = run.model->net();
+  if (run.standardized && run.standardizer.mean.size() != static_cast<std::size_t>(net.input_shape().num_elements()))
+    throw SpecError(summary_file, "preprocessing", "the scaling does not match the model's input_shape");
+
+  const std::filesystem::path weights_path = dir / "weights.safetensors";
+  SafetensorsFile weights = load_safetensors(weights_path);
+  check_against(weights, variable_values(net.variables()), weights_path.string());
+  check_finite(weights, weights_path);
+  assign_from(weights, net.variables());
+  return run;
+}
+
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
+  CsvTable table = read_csv(csv_path);
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  std::vector<int> cols;
+  for (const auto& name : run.feature_names) {
+    int c = table.column_index(name);
+    if (c < 0) throw SpecError(csv_path, "line 1", "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
+    cols.push_back(c);
+  }
+  const int label_col = table.column_index(run.label);
+  RunInput in;
+  in.rows = table.rows;
+  Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j) x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+  Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
+  in.x = shape_for_model(scaled_x, run.model->net());
+  if (label_col >= 0 && table.rows > 0) {
+    Dataset labelled = load_csv_dataset(csv_path, run.label, run.num_classes > 0, csv_path, "");
+    const std::int64_t outputs = run.model->net().output_shape().num_elements();
+    if (run.num_classes > 0 && labelled.num_classes > outputs)
+      check_csv_labels(csv_path, run.label, outputs, (run.dir / "model.json").string() + " " + last_layer_key(run.model->net()));
+    labelled.x = in.x;
+    in.labelled = std::move(labelled);
+  }
+  return in;
+}
+
+}  // namespace tctl

@@ -1,0 +1,107 @@
+// A training run end to end: load and split the config's data, build the model, train it, and write the
+// run directory; and the reverse, loading a run directory back for evaluate and predict.
+//
+// Run directory: model.json (resolved spec), weights.safetensors, history.csv (one row per epoch),
+// summary.json (metrics, timing, resolved config, preprocessing), test.csv (the held-out rows as read),
+// checkpoint.safetensors, and the files of ModelCheckpoint callbacks (best.safetensors). Every file is
+// written to a temporary name and renamed into place. A run directory never mixes two runs: a new run
+// starts only in a directory that is missing or empty, or, with --overwrite, one that holds nothing but
+// another run's files, which are deleted first.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/data/dataset.h"
+#include "models/train/model.h"
+#include "models/train/trainer.h"
+#include "models/train/train_config.h"
+
+namespace tctl {
+
+// The config's data, split and scaled, checked against the model's input and output.
+struct PreparedData {
+  Dataset train, validation, test;
+  Dataset test_raw;  // the test rows before scaling, as written to test.csv
+  Standardizer standardizer;
+  bool standardized = false;
+};
+
+// Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
+// the model's input shape, or labels do not fit its output.
+PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
+
+// Builds the model `config` describes, with its thread counts and seed.
+std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true);
+
+struct TrainOutcome {
+  std::vector<EpochResult> history;  // every epoch of the run, those before a resume included
+  MetricValues test;
+  double seconds = 0.0;
+  double samples_per_second = 0.0;
+  nlohmann::json summary;
+  std::vector<std::string> placement_warnings;  // nodes that fell back to the CPU
+  // Set when the interrupt flag stopped training: where the checkpoint continues. The run directory then
+  // holds model.json, history.csv and checkpoint.safetensors, but no final weights or summary yet.
+  std::optional<FitPosition> interrupted_at;
+  std::int64_t first_epoch = 1;  // the first epoch this call trained (after a resume, the one it continued)
+};
+
+struct TrainControl {
+  // A run directory to continue in place (`tensorctl train CONFIG --resume DIR`), or empty.
+  std::filesystem::path resume;
+  // `--overwrite`: a new run may replace the run in its directory (without, a non-empty directory is refused).
+  bool overwrite = false;
+  // Checked after every step; when it becomes true, the step in progress finishes, a checkpoint is written
+  // and train_and_save returns with interrupted_at set.
+  const std::atomic<bool>* interrupt = nullptr;
+  // Lines from the callbacks (early stopping, best checkpoint saved, learning rate lowered).
+  std::function<void(const std::string&)> on_message;
+  // Called once before training with the epoch it starts at (after a resume, the checkpoint's).
+  std::function<void(std::int64_t epoch)> on_start;
+};
+
+// Trains and writes the run directory, with a checkpoint after every epoch. Callbacks as for Trainer::fit.
+// Without control.resume, the output directory must be missing or empty; with control.overwrite it may hold
+// a run, whose files are deleted before anything is written. A directory holding any file tensorctl did not
+// write is refused either way (SpecError naming the directory, and the file).
+// With control.resume, loads that directory's checkpoint first (SpecError naming the directory or file when
+// it is not a run of this model, or naming the config key and both values when the config changed in a way
+// that alters the results: see find_resume_change) and continues to config.epochs; the directory is the output.
+TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
+                            const Trainer::StepCallback& on_step, const TrainControl& control = {});
+
+// A trained run loaded back: its model with the saved weights, and what is needed to feed it new data.
+struct LoadedRun {
+  std::filesystem::path dir;
+  TrainConfig config;
+  std::unique_ptr<Model> model;
+  Standardizer standardizer;
+  bool standardized = false;
+  std::vector<std::string> feature_names;
+  std::string label = "label";
+  int num_classes = 0;
+  nlohmann::json summary;
+};
+
+// Throws SpecError naming the directory when it is not a run or a file in it is damaged, and RuntimeError
+// naming the file, the tensor and the element when a weight is NaN or infinite.
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0);
+
+// Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
+// the label column is optional. Returns scaled features shaped for the model, and labels when present.
+struct RunInput {
+  Tensor x;
+  Dataset labelled;  // x and y when the CSV has the label column; size() == 0 otherwise
+  std::int64_t rows = 0;
+};
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path);
+
+}  // namespace tctl

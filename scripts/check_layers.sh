@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Checks the direction of #includes between tensorctl's folders (README "Layout"): each folder may include
+# only the folders listed for it. Prints every include that breaks the rule and exits 1 if there is one.
+# Run by ctest (the `layering` test) from any directory.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+# folder: the folders its files may include (besides itself)
+allowed() {
+  case "$1" in
+    core) echo "core" ;;
+    kernels) echo "core kernels" ;;
+    models/io) echo "core models/io" ;;
+    models/data) echo "core models/data" ;;
+    models/nn) echo "core models/io models/nn" ;;
+    models/train) echo "core models/io models/data models/nn models/train" ;;
+    app) echo "core models app" ;;
+  esac
+}
+
+bad=0
+for folder in core kernels models/io models/data models/nn models/train app; do
+  ok="$(allowed "$folder")"
+  while IFS= read -r line; do
+    file="${line%%:*}"
+    target="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$line")"
+    fine=0
+    for prefix in $ok; do
+      case "$target" in "$prefix"/*) fine=1 ;; esac
+    done
+    if [ "$fine" = 0 ]; then
+      echo "$file includes $target, outside what $folder may include ($ok)"
+      bad=1
+    fi
+  done < <(grep -rHE '^#include "[^"]+"' --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' "$folder")
+done
+# models/ holds nothing but its parts.
+stray="$(find models -maxdepth 1 -type f \( -name '*.h' -o -name '*.cpp' \))"
+if [ -n "$stray" ]; then
+  echo "files directly in models/ (put them in io, data, nn or train): $stray"
+  bad=1
+fi
+[ "$bad" = 0 ] && echo "layering: every include goes the allowed way"
+exit "$bad"

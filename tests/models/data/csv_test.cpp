@@ -1,0 +1,155 @@
+#include "models/data/csv.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "core/errors.h"
+#include "models/test_files.h"
+
+namespace fs = std::filesystem;
+using tctl::CsvTable;
+using tctl::read_csv;
+using tctl::SpecError;
+
+namespace {
+
+fs::path temp_dir() { return tctl::testing::scratch_dir(); }
+
+std::string write_file(const std::string& name, const std::string& contents) {
+  return tctl::testing::write_scratch_file(name, contents);
+}
+
+// Reads `path`, expecting a SpecError; returns it so the test can look at every part.
+SpecError read_error(const std::string& path) {
+  try {
+    read_csv(path);
+  } catch (const SpecError& e) {
+    return e;
+  }
+  FAIL("expected a SpecError from " << path);
+  return SpecError("", "", "");
+}
+
+}  // namespace
+
+TEST_CASE("read_csv reads a header and numeric rows") {
+  const std::string path = write_file("good.csv", "a,b,c\n1,2.5,-3\n4e2, +5 ,0.125\n");
+  CsvTable t = read_csv(path);
+  REQUIRE(t.columns == std::vector<std::string>{"a", "b", "c"});
+  CHECK(t.rows == 2);
+  CHECK(t.values == std::vector<float>{1.0f, 2.5f, -3.0f, 400.0f, 5.0f, 0.125f});
+  CHECK(t.row_lines == std::vector<std::int64_t>{2, 3});
+  CHECK(t.at(1, 2) == 0.125f);
+  CHECK(t.column_index("b") == 1);
+  CHECK(t.column_index("z") == -1);
+}
+
+TEST_CASE("read_csv accepts CRLF, no final newline, blank trailing lines, quotes and a BOM") {
+  CsvTable crlf = read_csv(write_file("crlf.csv", "x,y\r\n1,2\r\n3,4\r\n\r\n\r\n"));
+  CHECK(crlf.columns == std::vector<std::string>{"x", "y"});
+  CHECK(crlf.rows == 2);
+  CHECK(crlf.values == std::vector<float>{1, 2, 3, 4});
+
+  CsvTable no_newline = read_csv(write_file("nonl.csv", "x\n7"));
+  CHECK(no_newline.rows == 1);
+  CHECK(no_newline.values == std::vector<float>{7});
+
+  CsvTable quoted = read_csv(write_file("quoted.csv", "\xEF\xBB\xBF\"x\",\"y\"\n\"1\",2\n"));
+  CHECK(quoted.columns == std::vector<std::string>{"x", "y"});
+  CHECK(quoted.values == std::vector<float>{1, 2});
+}
+
+TEST_CASE("read_csv reports a missing file") {
+  const std::string path = (temp_dir() / "does_not_exist.csv").string();
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(std::string(e.what()).find("cannot open file") != std::string::npos);
+  CHECK(std::string(e.what()).find(path) != std::string::npos);
+}
+
+// Found by tests/fuzz/train_config_fuzz in load_train_config; read_csv had the same std::filesystem calls, which
+// throw filesystem_error for a name the file system refuses rather than answer "no".
+TEST_CASE("read_csv reports a file name that is too long") {
+  const std::string path = (temp_dir() / (std::string(300, 'a') + ".csv")).string();
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(e.where() == "");
+  CHECK(e.message() == "cannot open file: File name too long");
+}
+
+TEST_CASE("read_csv reports an empty file and a header with no rows") {
+  const std::string empty = write_file("empty.csv", "");
+  SpecError e = read_error(empty);
+  CHECK(e.file() == empty);
+  CHECK(e.where() == "line 1");
+  CHECK(e.message().find("empty file") != std::string::npos);
+
+  SpecError blank = read_error(write_file("blank.csv", "\n\r\n  \n"));
+  CHECK(blank.message().find("empty file") != std::string::npos);
+
+  const std::string header_only = write_file("header_only.csv", "a,b\n");
+  SpecError h = read_error(header_only);
+  CHECK(h.where() == "line 2");
+  CHECK(h.message().find("no data rows") != std::string::npos);
+}
+
+TEST_CASE("read_csv reports a ragged row with its line") {
+  const std::string path = write_file("ragged.csv", "a,b,c,d,e\n1,2,3,4,5\n1,2,3,4\n");
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(e.where() == "line 3");
+  CHECK(e.message() == "expected 5 cells, got 4");
+  CHECK(std::string(e.what()) == path + ": line 3: expected 5 cells, got 4");
+}
+
+TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text") {
+  const std::string path = write_file("text.csv", "width,height\r\n1,2\r\n3,abc\r\n");
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(e.where() == "line 3");
+  CHECK(e.message().find("\"height\"") != std::string::npos);
+  CHECK(e.message().find("\"abc\"") != std::string::npos);
+
+  CHECK(read_error(write_file("partial.csv", "a\n1.5x\n")).message().find("\"1.5x\"") != std::string::npos);
+  CHECK(read_error(write_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
+  CHECK(read_error(write_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
+  CHECK(read_error(write_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
+}
+
+TEST_CASE("read_csv reports an empty cell") {
+  const std::string path = write_file("empty_cell.csv", "a,b,c\n1,2,3\n4,,6\n");
+  SpecError e = read_error(path);
+  CHECK(e.where() == "line 3");
+  CHECK(e.message() == "column \"b\": empty cell");
+
+  SpecError trailing = read_error(write_file("trailing_comma.csv", "a,b\n1,\n"));
+  CHECK(trailing.where() == "line 2");
+  CHECK(trailing.message() == "column \"b\": empty cell");
+}
+
+TEST_CASE("read_csv reports bad headers and blank lines inside the data") {
+  CHECK(read_error(write_file("dup.csv", "a,b,a\n1,2,3\n")).message().find("appears twice") != std::string::npos);
+  SpecError unnamed = read_error(write_file("unnamed.csv", "a,,c\n1,2,3\n"));
+  CHECK(unnamed.where() == "line 1");
+  CHECK(unnamed.message().find("column 2") != std::string::npos);
+  SpecError gap = read_error(write_file("gap.csv", "a\n1\n\n2\n"));
+  CHECK(gap.where() == "line 3");
+}
+
+// A wide header over many short lines once made read_csv reserve rows x columns cells before reading a row:
+// 100,000 columns and 2,000,000 lines, a 4.7 MB file, asked for 800 GB (std::bad_alloc, or an abort under
+// ASan). What is reserved is now bounded by what the file can hold, and the first short row is the error.
+TEST_CASE("read_csv refuses a wide header over many short rows without reserving rows x columns") {
+  std::string text;
+  for (int c = 0; c < 100'000; ++c) text += (c ? ",c" : "c") + std::to_string(c);
+  text += '\n';
+  text.reserve(text.size() + 4'000'000);
+  for (int r = 0; r < 2'000'000; ++r) text += "1\n";
+  SpecError e = read_error(write_file("wide_and_long.csv", text));
+  CHECK(e.where() == "line 2");
+  CHECK(e.message() == "expected 100000 cells, got 1");
+}

@@ -1,0 +1,293 @@
+// check_layer: the shared harness every layer test starts with (STYLE.md §4).
+//
+//   check_layer(R"({"type":"Dense","units":4})", {8});
+//
+// builds the layer as a one-layer Sequential for inputs of shape (None, 8) and checks
+//   - the traced output shape, for a placeholder of unknown batch and for a concrete batch run through a
+//     Session, against the shape build() returned;
+//   - the gradient of a scalar loss sum(y * r) (r a random constant) with respect to the input and every
+//     variable, against central finite differences;
+//   - the JSON round trip to_json() -> from_json() -> to_json(), which must also rebuild the same weights;
+//   - the summary row: name, type, output shape and parameter count.
+// Failures are reported through doctest CHECKs with the layer's JSON attached.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/autodiff.h"
+#include "core/session.h"
+#include "core/thread_pool.h"
+#include "models/nn/sequential.h"
+
+namespace tctl::testing {
+
+struct LayerCheckOptions {
+  // Trace in training mode (dropout active). Every run of one check uses the same step, so a random mask
+  // is the same in the forward pass, the gradient and each finite difference.
+  bool training = false;
+  std::int64_t batch = 3;
+  std::uint64_t seed = 7;
+  // Central differences in float32: a step of 1e-2 keeps rounding error well below the tolerance.
+  float eps = 1e-2f;
+  float tolerance = 2e-2f;  // relative and absolute
+  // Elements checked per tensor; larger tensors are sampled at a fixed stride.
+  std::int64_t max_checks_per_tensor = 48;
+};
+
+// What check_layer built, for the layer's own follow-up checks.
+struct CheckedLayer {
+  std::shared_ptr<Sequential> net;
+  const Layer& layer() const { return *net->layers().front(); }
+  Shape output_shape;  // without the batch
+};
+
+// Uniform floats in [lo, hi) from a fixed seed; the same on every platform.
+inline std::vector<float> random_floats(std::int64_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> out(static_cast<std::size_t>(n));
+  for (auto& v : out) v = lo + (hi - lo) * static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53);
+  return out;
+}
+
+inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
+  return Tensor::from_floats(shape, random_floats(shape.num_elements(), seed, lo, hi));
+}
+
+// A one-layer model spec around the layer's JSON.
+inline nlohmann::json one_layer_spec(const nlohmann::json& layer, const Shape& input_shape) {
+  std::vector<std::int64_t> dims(input_shape.dims().begin(), input_shape.dims().end());
+  return {{"name", "layer_check"}, {"input_shape", dims}, {"layers", nlohmann::json::array({layer})}};
+}
+
+inline std::shared_ptr<Sequential> build_one_layer(const std::string& json_text, const Shape& input_shape,
+                                                   std::uint64_t seed = 7) {
+  return std::make_shared<Sequential>(
+      Sequential::from_json(one_layer_spec(nlohmann::json::parse(json_text), input_shape), "layer_test.json", "", seed));
+}
+
+// The ops a one-layer model traces to in inference, without its placeholder and variable reads.
+inline std::vector<std::string> layer_op_names(const std::string& json_text, const Shape& input_shape) {
+  auto net = build_one_layer(json_text, input_shape);
+  Graph g;
+  net->call(g, g.placeholder("x", DType::kF32, Shape::concat(-1, input_shape)), false, "cpu");
+  std::vector<std::string> ops;
+  for (const Node& n : g.nodes())
+    if (n.op->name != "Placeholder" && n.op->name != "ReadVariable") ops.push_back(n.op->name);
+  return ops;
+}
+
+// Runs the model on x once (with automatic control dependencies, as training does) on `threads` intra-op
+// threads and returns its output; in training mode that also applies the layers' state updates.
+inline Tensor run_net(const Sequential& net, const Tensor& x, bool training = false, int threads = 1) {
+  auto g = std::make_shared<Graph>();
+  Output in = g->placeholder("x", DType::kF32, Shape::concat(-1, x.shape().without_batch()));
+  Output y = net.call(*g, in, training, "cpu");
+  add_auto_control_dependencies(*g);
+  ThreadPool inter(1), intra(threads);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{in, x}};
+  std::vector<Output> fetches{y};
+  return s.run(feeds, fetches)[0];
+}
+
+namespace detail {
+
+// Compares analytic gradient `analytic` of f at the elements of `values` with central differences.
+// `set(i, v)` sets element i to v, `loss()` evaluates f. A mismatch at a point where the one-sided
+// differences disagree by more than the mismatch is a kink (ReLU at 0), which is skipped, not failed;
+// at most a tenth of the checked points may be kinks.
+template <class SetFn, class LossFn>
+void compare_with_finite_differences(const std::string& what, const std::vector<float>& values,
+                                     const std::vector<float>& analytic, SetFn set, LossFn loss,
+                                     const LayerCheckOptions& o) {
+  const std::int64_t n = static_cast<std::int64_t>(values.size());
+  REQUIRE(analytic.size() == values.size());
+  const std::int64_t stride = std::max<std::int64_t>(1, (n + o.max_checks_per_tensor - 1) / o.max_checks_per_tensor);
+  int checked = 0, kinks = 0, failures = 0;
+  for (std::int64_t i = 0; i < n; i += stride) {
+    const float v = values[static_cast<std::size_t>(i)];
+    set(i, v + o.eps);
+    const double up = loss();
+    set(i, v - o.eps);
+    const double down = loss();
+    set(i, v);
+    const double mid = loss();
+    const double numeric = (up - down) / (2.0 * o.eps);
+    const double a = analytic[static_cast<std::size_t>(i)];
+    const double error = std::abs(a - numeric);
+    const double allowed = o.tolerance * (1.0 + std::max(std::abs(a), std::abs(numeric)));
+    ++checked;
+    if (error <= allowed) continue;
+    const double one_sided_gap = std::abs((up - mid) / o.eps - (mid - down) / o.eps);
+    if (one_sided_gap > error) {
+      ++kinks;
+      continue;
+    }
+    if (++failures <= 5)
+      CHECK_MESSAGE(error <= allowed, what << "[" << i << "]: analytic " << a << ", numeric " << numeric);
+  }
+  INFO(what << ": " << checked << " points, " << kinks << " at kinks, " << failures << " failures");
+  CHECK(failures == 0);
+  CHECK(kinks * 10 <= std::max(checked, 10));
+}
+
+}  // namespace detail
+
+inline CheckedLayer check_layer(const std::string& json_text, const Shape& input_shape,
+                                const LayerCheckOptions& o = {}) {
+  INFO("layer: " << json_text << " on input " << Shape::concat(-1, input_shape).keras_string()
+                 << std::string(o.training ? " (training)" : ""));
+  CheckedLayer result;
+  result.net = build_one_layer(json_text, input_shape, o.seed);
+  const Sequential& net = *result.net;
+  REQUIRE(net.layers().size() == 1);
+  const Layer& layer = *net.layers().front();
+  result.output_shape = net.output_shape();
+  CHECK(net.layer_output_shapes().size() == 1);
+  CHECK(net.input_shape() == input_shape);
+
+  // Traced with an unknown batch: the layer's nodes carry its name, and the output shape is the built one.
+  {
+    Graph g;
+    Output x = g.placeholder("x", DType::kF32, Shape::concat(-1, input_shape));
+    const int first = g.size();
+    Output y = net.call(g, x, o.training, "cpu");
+    CHECK(g.spec(y).dtype == DType::kF32);
+    CHECK(g.spec(y).shape == Shape::concat(-1, result.output_shape));
+    for (int id = first; id < g.size(); ++id) CHECK(g.node(id).layer == layer.name());
+  }
+  // Traced with a concrete batch: the inferred shape is concrete too.
+  {
+    Graph g;
+    Output x = g.placeholder("x", DType::kF32, Shape::concat(o.batch, input_shape));
+    Output y = net.call(g, x, o.training, "cpu");
+    CHECK(g.spec(y).shape == Shape::concat(o.batch, result.output_shape));
+  }
+
+  // Gradients of sum(y * r) with respect to the input and each variable, traced with an unknown batch
+  // and run with a concrete one.
+  auto graph = std::make_shared<Graph>();
+  Output x = graph->placeholder("x", DType::kF32, Shape::concat(-1, input_shape));
+  Output y = net.call(*graph, x, o.training, "cpu");
+  const Shape y_shape = Shape::concat(o.batch, result.output_shape);
+  Output r = graph->constant(random_tensor(y_shape, o.seed + 101));
+  Output loss = graph->add("Sum", {graph->add("Mul", {y, r})});
+  std::vector<Output> xs{x};
+  std::vector<std::size_t> owner{0};  // 0: the input; k: variable k-1
+  const auto& vars = layer.variables();
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    for (const Node& n : graph->nodes()) {
+      if (n.op->name != "ReadVariable" || n.vars[0].var != vars[k]) continue;
+      xs.push_back(Output{n.id});
+      owner.push_back(k + 1);
+    }
+  }
+  std::vector<Output> grads = gradients(*graph, loss, xs);
+  std::vector<Output> fetches{y};
+  fetches.insert(fetches.end(), grads.begin(), grads.end());
+
+  ThreadPool inter(1), intra(1);
+  SessionOptions so;
+  so.seed = o.seed;
+  Session session(graph, inter, intra, so);
+  RunOptions ro;
+  ro.step = 3;
+  std::vector<float> x_values = random_floats(y_shape[0] * input_shape.num_elements(), o.seed + 202);
+  auto feed_x = [&] { return std::vector<Feed>{{x, Tensor::from_floats(Shape::concat(o.batch, input_shape), x_values)}}; };
+
+  std::vector<Tensor> out = session.run(feed_x(), fetches, {}, ro);
+  CHECK(out[0].shape() == y_shape);
+  for (float v : out[0].to_floats()) CHECK(std::isfinite(v));
+  // Per gradient target (input, then variables), the summed analytic gradient.
+  std::vector<std::vector<float>> analytic(vars.size() + 1);
+  analytic[0] = out[1].to_floats();
+  CHECK(out[1].shape() == Shape::concat(o.batch, input_shape));
+  for (std::size_t k = 1; k < xs.size(); ++k) {
+    std::vector<float> g = out[k + 1].to_floats();
+    auto& sum = analytic[owner[k]];
+    if (sum.empty()) sum.assign(g.size(), 0.0f);
+    for (std::size_t i = 0; i < g.size(); ++i) sum[i] += g[i];
+  }
+  std::vector<Output> loss_fetch{loss};
+  auto eval_loss = [&] { return static_cast<double>(session.run(feed_x(), loss_fetch, {}, ro)[0].item()); };
+
+  const std::vector<float> x_original = x_values;
+  detail::compare_with_finite_differences(
+      "d loss / d input", x_original, analytic[0], [&](std::int64_t i, float v) { x_values[static_cast<std::size_t>(i)] = v; },
+      eval_loss, o);
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    Variable& var = *vars[k];
+    if (!var.trainable()) continue;
+    const Tensor original = var.read();
+    std::vector<float> w = original.to_floats();
+    CHECK_MESSAGE(!analytic[k + 1].empty(), var.name() << " is never read by the layer");
+    if (analytic[k + 1].empty()) continue;
+    std::vector<float> current = w;
+    detail::compare_with_finite_differences(
+        "d loss / d " + var.name(), w, analytic[k + 1],
+        [&](std::int64_t i, float v) {
+          current[static_cast<std::size_t>(i)] = v;
+          var.assign(Tensor::from_floats(var.shape(), current));
+        },
+        eval_loss, o);
+    var.assign(original);
+  }
+
+  // JSON round trip: the resolved spec parses back to itself and rebuilds the same weights.
+  const nlohmann::json resolved = net.to_json();
+  CHECK(resolved["layers"][0] == layer.to_json());
+  CHECK(layer.to_json()["type"] == layer.type());
+  CHECK(layer.to_json()["name"] == layer.name());
+  Sequential again = Sequential::from_json(resolved, "model.json", "", o.seed);
+  CHECK(again.to_json() == resolved);
+  REQUIRE(again.variables().size() == vars.size());
+  for (std::size_t k = 0; k < vars.size(); ++k) {
+    CHECK(again.variables()[k]->name() == vars[k]->name());
+    CHECK(again.variables()[k]->read().to_floats() == vars[k]->read().to_floats());
+  }
+  CHECK(again.output_shape() == result.output_shape);
+
+  // Summary row: name, type, output shape, parameters.
+  std::int64_t params = 0, trainable = 0;
+  for (const auto& v : vars) {
+    params += v->shape().num_elements();
+    if (v->trainable()) trainable += v->shape().num_elements();
+    CHECK(v->name().rfind(layer.name() + "/", 0) == 0);
+  }
+  CHECK(layer.param_count() == params);
+  CHECK(net.param_count() == params);
+  CHECK(net.trainable_param_count() == trainable);
+  CHECK(!layer.name().empty());
+  CHECK(layer.type() == nlohmann::json::parse(json_text)["type"].get<std::string>());
+  CHECK(!Shape::concat(-1, result.output_shape).keras_string().empty());
+  return result;
+}
+
+// Expects building the one-layer model to fail with a SpecError at `where` (a JSON path such as
+// "layers[0].units") whose message contains `message_part`.
+inline void check_layer_spec_error(const std::string& json_text, const Shape& input_shape, const std::string& where,
+                                   const std::string& message_part) {
+  INFO("layer: " << json_text);
+  try {
+    build_one_layer(json_text, input_shape);
+    FAIL("expected a SpecError at " << where);
+  } catch (const SpecError& e) {
+    INFO("error: " << std::string(e.what()));
+    CHECK(e.file() == "layer_test.json");
+    CHECK(e.where() == where);
+    CHECK_MESSAGE(e.message().find(message_part) != std::string::npos, "message [" << e.message() << "] part [" << message_part << "]");
+    CHECK(std::string(e.what()).find(where) != std::string::npos);
+  }
+}
+
+}  // namespace tctl::testing

@@ -1,0 +1,254 @@
+#include "models/nn/sequential.h"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "core/errors.h"
+
+namespace tctl {
+namespace {
+
+using nlohmann::json;
+
+Sequential parse(const std::string& text, const std::string& path = "", std::uint64_t seed = 0) {
+  return Sequential::from_json(json::parse(text), "model.json", path, seed);
+}
+
+// Parsing `text` must fail with a SpecError at `where` whose message contains `message_part`.
+void expect_spec_error(const std::string& text, const std::string& where, const std::string& message_part,
+                       const std::string& path = "") {
+  INFO("spec: " << text);
+  try {
+    parse(text, path);
+    FAIL("expected a SpecError at " << where);
+  } catch (const SpecError& e) {
+    INFO("error: " << std::string(e.what()));
+    CHECK(e.file() == "model.json");
+    CHECK(e.where() == where);
+    CHECK(e.message().find(message_part) != std::string::npos);
+  }
+}
+
+std::vector<std::string> names_of(const Sequential& net) {
+  std::vector<std::string> out;
+  for (const auto& l : net.layers()) out.push_back(l->name());
+  return out;
+}
+
+TEST_CASE("Sequential names layers like Keras: dense, dense_1, ...") {
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8}, {"type": "Dropout", "rate": 0.1}, {"type": "Dense", "units": 8},
+      {"type": "Activation", "activation": "relu"}, {"type": "Dense", "units": 3}, {"type": "Dropout", "rate": 0.2}]})");
+  CHECK(names_of(net) == std::vector<std::string>{"dense", "dropout", "dense_1", "activation", "dense_2", "dropout_1"});
+  CHECK(net.name() == "sequential");
+}
+
+TEST_CASE("Sequential keeps given names and counts them in the automatic ones") {
+  Sequential net = parse(R"({"name": "mlp", "input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8, "name": "hidden"}, {"type": "Dense", "units": 3}]})");
+  CHECK(net.name() == "mlp");
+  CHECK(names_of(net) == std::vector<std::string>{"hidden", "dense_1"});
+}
+
+TEST_CASE("Sequential automatic names step around names the spec gives") {
+  // The second layer's automatic name would be dense_1, which the first layer took.
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8, "name": "dense_1"}, {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3}]})");
+  CHECK(names_of(net) == std::vector<std::string>{"dense_1", "dense_2", "dense_3"});
+  Sequential later = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8}, {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3, "name": "dense_1"}]})");
+  CHECK(names_of(later) == std::vector<std::string>{"dense", "dense_2", "dense_1"});
+  Sequential first = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3, "name": "dense"}]})");
+  CHECK(names_of(first) == std::vector<std::string>{"dense_1", "dense"});
+}
+
+TEST_CASE("Sequential rejects duplicate layer names at the later layer") {
+  expect_spec_error(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8, "name": "a"}, {"type": "Dense", "units": 3, "name": "a"}]})",
+                    "layers[1].name", "duplicate layer name \"a\"");
+}
+
+TEST_CASE("Sequential shapes: per-layer outputs, input and output") {
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8}, {"type": "Dropout", "rate": 0.1}, {"type": "Dense", "units": 3}]})");
+  CHECK(net.input_shape() == Shape{4});
+  CHECK(net.output_shape() == Shape{3});
+  CHECK(net.layer_output_shapes() == std::vector<Shape>{Shape{8}, Shape{8}, Shape{3}});
+  CHECK(net.param_count() == (4 + 1) * 8 + (8 + 1) * 3);
+  CHECK(net.trainable_param_count() == net.param_count());
+  std::vector<std::string> vars;
+  for (const auto& v : net.variables()) vars.push_back(v->name());
+  CHECK(vars == std::vector<std::string>{"dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"});
+}
+
+TEST_CASE("Sequential shape errors name layers[i]") {
+  expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "layers[0]",
+                    "Dense expects a flat input of shape (None, features), got (None, 4, 4)");
+  expect_spec_error(R"({"input_shape": [2, 2], "layers": [{"type": "Dropout", "rate": 0.5}, {"type": "Dense", "units": 8}]})",
+                    "layers[1]", "got (None, 2, 2)");
+  // Under a path prefix (a model inlined in a train config), the path carries it.
+  expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "model.layers[0]",
+                    "Dense expects a flat input", "model");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": -1}]})", "model.layers[0].units",
+                    "expected a positive integer", "model");
+}
+
+TEST_CASE("Sequential::call turns an op's shape error into a SpecError naming the layer") {
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Activation", "activation": "relu"}, {"type": "Dense", "units": 3}]})", "model");
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 5});  // not the 4 features the model was built for
+  try {
+    net.call(g, x, false, "cpu");
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    INFO(std::string(e.what()));
+    CHECK(e.file() == "model.json");
+    CHECK(e.where() == "model.layers[1]");
+    CHECK(e.message().find("MatMul") != std::string::npos);
+  }
+}
+
+TEST_CASE("Sequential::call places nodes on the layer's device and scope") {
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8, "device": "cpu"}, {"type": "Dense", "units": 3}]})");
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 4});
+  Output y = net.call(g, x, false, "cuda:0");
+  CHECK(g.spec(y).shape == Shape{-1, 3});
+  for (const Node& n : g.nodes()) {
+    if (n.layer == "dense") CHECK(n.device == "cpu");
+    if (n.layer == "dense_1") CHECK(n.device == "cuda:0");
+    if (n.layer == "dense_1") CHECK(n.name.rfind("dense_1/", 0) == 0);
+  }
+}
+
+TEST_CASE("Sequential::to_json gives the resolved spec, which parses back to itself") {
+  Sequential net = parse(R"({"input_shape": [4], "layers": [
+      {"type": "Dense", "units": 8, "activation": "relu"}, {"type": "Dropout", "rate": 0.25, "device": "cpu"},
+      {"type": "Dense", "units": 3, "activation": "softmax", "name": "out"}]})");
+  const json resolved = net.to_json();
+  const json expected = json::parse(R"({"name": "sequential", "input_shape": [4], "layers": [
+      {"type": "Dense", "name": "dense", "units": 8, "activation": "relu", "use_bias": true,
+       "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"},
+      {"type": "Dropout", "name": "dropout", "device": "cpu", "rate": 0.25},
+      {"type": "Dense", "name": "out", "units": 3, "activation": "softmax", "use_bias": true,
+       "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}]})");
+  CHECK(resolved == expected);
+  CHECK(Sequential::from_json(resolved, "model.json", "", 0).to_json() == resolved);
+}
+
+TEST_CASE("Sequential builds the same weights for the same seed") {
+  const char* spec = R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 8}, {"type": "Dense", "units": 3}]})";
+  Sequential a = parse(spec, "", 3), b = parse(spec, "", 3), c = parse(spec, "", 4);
+  for (std::size_t i = 0; i < a.variables().size(); ++i) {
+    CHECK(a.variables()[i]->read().to_floats() == b.variables()[i]->read().to_floats());
+    // Separate models never share variables.
+    CHECK(a.variables()[i] != b.variables()[i]);
+  }
+  CHECK(a.variables()[0]->read().to_floats() != c.variables()[0]->read().to_floats());
+}
+
+TEST_CASE("Sequential spec errors name their JSON path") {
+  expect_spec_error(R"([1, 2])", "top level", "expected an object, got a list");
+  expect_spec_error(R"({"layers": [{"type": "Dense", "units": 3}]})", "top level", "missing required key \"input_shape\"");
+  expect_spec_error(R"({"input_shape": [4, 0], "layers": [{"type": "Dense", "units": 3}]})", "input_shape[1]",
+                    "expected a positive integer, got 0");
+  expect_spec_error(R"({"input_shape": 4, "layers": [{"type": "Dense", "units": 3}]})", "input_shape",
+                    "expected a non-empty list of positive integers");
+  expect_spec_error(R"({"input_shape": [1, 2, 3, 4, 5, 6], "layers": [{"type": "Dense", "units": 3}]})", "input_shape",
+                    "at most 5 dimensions");
+  expect_spec_error(R"({"input_shape": [4], "layers": []})", "layers", "expected a non-empty list of layers");
+  expect_spec_error(R"({"input_shape": [4]})", "top level", "missing required key \"layers\"");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}], "optimizer": "adam"})",
+                    "optimizer", "unknown key (known keys here: name, input_shape, layers)");
+  expect_spec_error(R"({"input_shape": [4], "layers": [3]})", "layers[0]", "expected an object, got 3");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"units": 3}]})", "layers[0]", "missing required key \"type\"");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv3D"}]})",
+                    "layers[1].type", "unknown layer type \"Conv3D\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
+  expect_spec_error(R"({"name": 5, "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})", "name",
+                    "expected a string, got 5");
+}
+
+// Sets an environment variable for one scope, restoring the previous value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST_CASE("Sequential refuses shapes whose element count overflows, naming the place, never a negative count") {
+  // 2^32 x 2^32 wraps to 0 in 64 bits: this used to reach a division by zero (SIGFPE) in Dense.
+  expect_spec_error(R"({"input_shape": [4294967296, 4294967296], "layers": [{"type": "Flatten"}, {"type": "Dense", "units": 2}]})",
+                    "input_shape", "about 1.84e+19 elements per example, more than the 2^36");
+  // Past 2^63 the product used to print as a negative number.
+  expect_spec_error(R"({"input_shape": [3037000500, 3037000500, 2], "layers": [{"type": "Flatten"}]})", "input_shape",
+                    "about 1.84e+19 elements");
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Reshape", "target_shape": [4294967296, 4294967296, -1]}]})",
+                    "layers[0].target_shape", "more than the 2^36 elements");
+  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 4611686018427387904, "kernel_size": 3}]})",
+                    "layers[0].filters", "larger than the 2^31 elements");
+  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 2, "kernel_size": 9223372036854775807, "padding": "same"}]})",
+                    "layers[0].kernel_size", "at most 65536");
+  expect_spec_error(R"({"input_shape": [65536, 65536, 17], "layers": [{"type": "Flatten"}]})", "input_shape",
+                    "about 7.3e+10 elements per example");
+}
+
+TEST_CASE("Sequential refuses a model whose weights pass the memory limit before allocating any, and says how much it needs") {
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
+  CHECK(memory_limit_bytes() == 1 << 20);
+  // 3 x 512 x 512 floats = 3 MiB: the second layer passes 1 MiB, and the message gives the whole model's need.
+  expect_spec_error(R"({"input_shape": [512], "layers": [{"type": "Dense", "units": 512, "use_bias": false},
+                        {"type": "Dense", "units": 512, "use_bias": false}, {"type": "Dense", "units": 512, "use_bias": false}]})",
+                    "layers[1]", "the model's weights need 3.00 MB, more than the memory limit of 1.00 MB");
+  // Just under the limit builds.
+  CHECK(parse(R"({"input_shape": [511], "layers": [{"type": "Dense", "units": 512, "use_bias": false}]})").param_count() == 511 * 512);
+}
+
+TEST_CASE("check_training_memory counts weights, gradients, slots and one batch of activations") {
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
+  const Sequential::Size net = Sequential::check(json::parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})"), "m.json", "");
+  CHECK(net.params == 64 * 64 + 64);
+  CHECK(net.activation_bytes_per_example == 64 * 4);
+  // 4160 weights x 4 bytes x (2 + 2 Adam slots) = 66,560 bytes, plus 2 x 512 bytes of activations per example.
+  CHECK_NOTHROW(check_training_memory(net, 900, 2, "c.json", "batch_size"));
+  try {
+    check_training_memory(net, 1000000000000, 2, "c.json", "batch_size");
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.where() == "batch_size");
+    CHECK(std::string(e.message()).find("for a batch of 1000000000000") != std::string::npos);
+  }
+}
+
+TEST_CASE("Nested Parallel layers build in time linear in their size") {
+  // 40 levels, each a Parallel of the level below and a Dense: was a copy of the whole subtree per level.
+  std::string layer = R"({"type": "Dense", "units": 2})";
+  for (int i = 0; i < 40; ++i)
+    layer = R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
+  const Sequential net = parse(R"({"input_shape": [3], "layers": [)" + layer + "]}");
+  CHECK(net.output_shape() == Shape{2});
+  CHECK(net.variables().size() == 2 * 41);
+}
+
+}  // namespace
+}  // namespace tctl
