@@ -47,10 +47,11 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
     }
     if (c.type == "EarlyStopping") {
       if (better && c.restore_best_weights) best_weights_ = variable_values(model_.net().variables());
-      if (!better && w.wait > c.patience) {
+      // Keras stops once `wait >= patience`: with patience 1, at the first epoch that does not improve.
+      if (!better && w.wait >= c.patience) {
         trainer_.stop_training();
-        lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epochs (best {:.6g} at epoch {}); stopping",
-                                    c.monitor, w.wait, w.best, w.best_epoch));
+        lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epoch{} (best {:.6g} at epoch {}); stopping",
+                                    c.monitor, w.wait, w.wait == 1 ? "" : "s", w.best, w.best_epoch));
       }
     } else if (c.type == "ModelCheckpoint") {
       if (better) {
@@ -61,23 +62,34 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
                                     (run_dir_ / c.filename).string()));
       }
     } else if (lr_.current && lr_.scale) {
-      if (w.cooldown_left > 0) {
-        --w.cooldown_left;
-        w.wait = 0;
-      } else if (!better && w.wait >= c.patience) {
-        const double now = lr_.current();
-        const double next = std::max(now * c.factor, c.min_lr);
-        if (next < now) {
-          lr_.scale(next / now);
-          lines.push_back(fmt::format("ReduceLROnPlateau: {} has not improved for {} epochs; learning rate {:.6g} -> {:.6g}",
-                                      c.monitor, w.wait, now, next));
-        }
-        w.wait = 0;
-        w.cooldown_left = c.cooldown;
-      }
+      reduce_on_plateau(w, better, lines);
     }
   }
   return lines;
+}
+
+// Keras' order: a cooldown epoch first counts the cooldown down and clears the wait; an epoch that does not
+// improve counts towards patience only once the cooldown is over, the epoch that ends it included. The rate
+// is lowered (and the cooldown started) only while it is above min_lr.
+void Callbacks::reduce_on_plateau(Watch& w, bool better, std::vector<std::string>& lines) {
+  const CallbackConfig& c = w.config;
+  const bool was_cooling = w.cooldown_left > 0;
+  if (was_cooling) --w.cooldown_left;
+  if (better) return;  // on_epoch_end cleared the wait
+  if (w.cooldown_left > 0) {
+    w.wait = 0;
+    return;
+  }
+  if (was_cooling) w.wait = 1;  // the cooldown cleared it; this epoch counts
+  if (w.wait < c.patience) return;
+  const double now = lr_.current();
+  if (!(static_cast<float>(now) > static_cast<float>(c.min_lr))) return;
+  const double next = std::max(now * c.factor, c.min_lr);
+  lr_.scale(next / now);
+  lines.push_back(fmt::format("ReduceLROnPlateau: {} has not improved for {} epoch{}; learning rate {:.6g} -> {:.6g}",
+                              c.monitor, w.wait, w.wait == 1 ? "" : "s", now, next));
+  w.wait = 0;
+  w.cooldown_left = c.cooldown;
 }
 
 std::string Callbacks::on_train_end() {

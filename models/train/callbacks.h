@@ -55,6 +55,7 @@ class Callbacks {
     std::int64_t best_epoch = 0;
   };
   bool improved(const Watch& w, double value) const;
+  void reduce_on_plateau(Watch& w, bool better, std::vector<std::string>& lines);
 
   std::vector<Watch> watches_;
   Trainer& trainer_;

@@ -184,18 +184,19 @@ TEST_CASE("a checkpoint write that fails (file too large) exits 1 naming the fil
 
 TEST_CASE("EarlyStopping stops and restores the best weights; ModelCheckpoint saves the best epoch") {
   TempDir dir;
-  // min_delta so large that nothing after the first epoch counts as better: training stops after epoch 2,
-  // and restoring the best weights gives exactly the weights of a one-epoch run.
+  // min_delta so large that nothing after the first epoch counts as better: with patience 1, Keras stops at
+  // the first epoch that does not improve (wait >= patience), epoch 2, and restoring the best weights gives
+  // exactly the weights of a one-epoch run.
   dir.write("early.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() + R"(",
     "data": {"dataset": "digits"}, "epochs": 10, "seed": 42,
     "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 1, "min_delta": 1000, "restore_best_weights": true},
                   {"type": "ModelCheckpoint", "monitor": "val_accuracy"}]})");
   CommandResult r = run_tensorctl("train early.json --output early", dir.path());
   REQUIRE(r.status == 0);
-  CHECK(r.out.find("EarlyStopping: val_loss has not improved for 2 epochs") != std::string::npos);
+  CHECK(r.out.find("EarlyStopping: val_loss has not improved for 1 epoch (best") != std::string::npos);
   CHECK(r.out.find("EarlyStopping: restored the weights of epoch 1") != std::string::npos);
   CHECK(r.out.find("ModelCheckpoint: val_accuracy improved") != std::string::npos);
-  CHECK(split_lines(read_text(dir / "early/history.csv")).size() == 4);  // header + epochs 1..3
+  CHECK(split_lines(read_text(dir / "early/history.csv")).size() == 3);  // header + epochs 1..2
   REQUIRE(run_tensorctl("train early.json --epochs 1 --output one --quiet", dir.path()).status == 0);
   CHECK(read_text(dir / "early/weights.safetensors") == read_text(dir / "one/weights.safetensors"));
   const auto best = tctl::load_safetensors(dir / "early/best.safetensors");
