@@ -135,17 +135,16 @@ void Variable::assign(const Tensor& given) {
   for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float) { return src[i]; });
 }
 
-void Variable::add_scaled(const Tensor& delta, float sign, int widen) {
+void Variable::add_scaled(const Tensor& delta, float sign) {
   TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "update of " + name_ + " with another size");
   const Tensor on_device = delta.to(device());
   Update u(*this);
-  u.set_widen(widen);
   const float* d = on_device.data<float>();
   for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float old) { return old + sign * d[i]; });
 }
 
-void Variable::assign_add(const Tensor& delta, int widen) { add_scaled(delta, 1.0f, widen); }
-void Variable::assign_sub(const Tensor& delta, int widen) { add_scaled(delta, -1.0f, widen); }
+void Variable::assign_add(const Tensor& delta) { add_scaled(delta, 1.0f); }
+void Variable::assign_sub(const Tensor& delta) { add_scaled(delta, -1.0f); }
 
 Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
   lock_ = v.lock_for_mode();

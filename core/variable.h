@@ -16,7 +16,6 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "core/errors.h"
 #include "core/locking_mode.h"
@@ -57,10 +56,8 @@ class Variable {
   void place_on(Device* device);
 
   void assign(const Tensor& value);
-  // `widen` yields that many times between the read and the write of each element, in mode none only, so
-  // lost updates show even on two cores (race-check --widen).
-  void assign_add(const Tensor& delta, int widen = 0);
-  void assign_sub(const Tensor& delta, int widen = 0);
+  void assign_add(const Tensor& delta);
+  void assign_sub(const Tensor& delta);
 
   // Write access for a kernel that updates the variable (an optimizer step), for as long as it lives.
   // It holds the mode's lock, if any. Elements are changed with apply(i, f), which sets element i to
@@ -90,11 +87,8 @@ class Variable {
         return;
       }
       const float old = cell.load(std::memory_order_relaxed);
-      for (int k = 0; k < widen_; ++k) std::this_thread::yield();
       cell.store(f(old), std::memory_order_relaxed);
     }
-    // race-check --widen, honoured in mode none only.
-    void set_widen(int widen) { widen_ = v_.mode_ == LockingMode::kNone ? widen : 0; }
 
    private:
     Variable& v_;
@@ -104,7 +98,6 @@ class Variable {
     std::int64_t size_ = 0;
     bool shared_ = false;
     bool cas_ = false;
-    int widen_ = 0;
   };
 
  private:
@@ -114,7 +107,7 @@ class Variable {
   void make_unique_locked();
   // value_'s handle, read under the mode's lock (or mu_ in the lock-free modes).
   Tensor locked_value() const;
-  void add_scaled(const Tensor& delta, float sign, int widen);
+  void add_scaled(const Tensor& delta, float sign);
 
   std::string name_;
   Shape shape_;

@@ -9,6 +9,7 @@
 #include "core/autodiff.h"
 #include "core/errors.h"
 #include "core/fifo_queue.h"
+#include "core/kernel_context.h"
 #include "core/session.h"
 #include "models/data/dataset.h"
 #include "models/train/model.h"
@@ -62,6 +63,28 @@ void record_updates(RaceRow& r, std::int64_t operations, double expected, double
   r.ops_per_second = static_cast<double>(operations) / std::max(elapsed, 1e-9);
 }
 
+// --widen, the scenarios' own delay: `widen` yields between each element's read and its write, inside the
+// variable's read-modify-write (Variable::Update::apply calls the function between the two), so the updates
+// mode none loses show even on two cores. Other modes get no delay: they hold a lock or retry anyway.
+void add_widened(Variable& v, const float* delta, float scale, int widen) {
+  Variable::Update u(v);
+  if (v.locking_mode() != LockingMode::kNone) widen = 0;
+  for (std::int64_t i = 0; i < u.size(); ++i)
+    u.apply(i, [&](float old) {
+      for (int k = 0; k < widen; ++k) std::this_thread::yield();
+      return old + scale * delta[i];
+    });
+}
+
+// ApplySgd with the delay, for the sgd scenario under --widen: w += -lr * g, the same arithmetic.
+void widened_sgd_kernel(KernelContext& ctx) {
+  const float lr = ctx.input(1).data<float>()[0];
+  add_widened(ctx.var(0), ctx.input(0).data<float>(), -lr, static_cast<int>(ctx.attrs().i("widen")));
+}
+TCTL_REGISTER_OP({.name = "RaceCheckWidenedSgd", .num_inputs = 2,
+                  .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }});
+TCTL_REGISTER_KERNEL("RaceCheckWidenedSgd", DeviceKind::kCpu, widened_sgd_kernel);
+
 bool keeps_updates(LockingMode m) { return m != LockingMode::kNone; }
 bool never_tears(LockingMode m) { return m != LockingMode::kNone && m != LockingMode::kAtomic; }
 
@@ -85,7 +108,7 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
   } else {
     const Tensor one = Tensor::filled(Shape{o.size}, 1.0f);
     run_threads(o.threads, [&](int) {
-      for (std::int64_t i = 0; i < o.iterations; ++i) v->assign_add(one, o.widen);
+      for (std::int64_t i = 0; i < o.iterations; ++i) add_widened(*v, one.data<float>(), 1.0f, o.widen);
     });
   }
   const double elapsed = seconds_since(start);
@@ -100,14 +123,15 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
 RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   RaceRow r = make_row("sgd", std::string(locking_mode_name(mode)), o);
   auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{o.size}), mode);
-  const Attrs sgd_attrs{{"widen", std::int64_t{o.widen}}};
+  const bool widened = o.widen > 0 && mode == LockingMode::kNone;
   // Adds thread t's gradient step to g, built the way a user would: trace the loss, differentiate, update.
   auto add_step = [&](Graph& g, int t) {
     Output w = g.read(v);
     Output loss = g.add("Sum", {g.add("Mul", {w, g.constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))})});
     std::vector<Output> wrt{w};
     Output grad = gradients(g, loss, wrt)[0];
-    return g.add("ApplySgd", {grad, g.scalar(1.0f)}, sgd_attrs, {{v, true}});
+    if (widened) return g.add("RaceCheckWidenedSgd", {grad, g.scalar(1.0f)}, Attrs{{"widen", std::int64_t{o.widen}}}, {{v, true}});
+    return g.add("ApplySgd", {grad, g.scalar(1.0f)}, {}, {{v, true}});
   };
   double expected_per_round = 0.0;
   for (int t = 0; t < o.threads; ++t) expected_per_round += t + 1;

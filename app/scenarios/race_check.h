@@ -15,7 +15,7 @@ struct RaceOptions {
   int threads = 4;
   std::int64_t iterations = 1000;  // per thread; for `train`, the total number of steps
   std::int64_t size = 16;          // elements per variable
-  int widen = 0;                   // yields inside each read-modify-write, in none/dataflow
+  int widen = 0;                   // yields inside each read-modify-write, in mode none (the scenario's own delay)
   std::uint64_t seed = 0;
 };
 

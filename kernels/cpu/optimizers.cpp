@@ -65,8 +65,6 @@ void apply_sgd_cpu(KernelContext& ctx) {
   const float lr = learning_rate(ctx);
   const float* g = ctx.input(0).data<float>();
   Variable::Update w(ctx.var(0));
-  // race-check --widen: yields between each element's read and write, in the unsynchronized modes only.
-  w.set_widen(static_cast<int>(ctx.attrs().i_or("widen", 0)));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) w.apply(i, [&](float x) { return x - lr * g[i]; });
   });

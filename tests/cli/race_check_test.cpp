@@ -69,7 +69,10 @@ TEST_CASE("sgd and train keep every update under the locking modes, and train re
   for (const char* mode : kModes) {
     CAPTURE(mode);
     const auto& train = rows.at(std::string("train/") + mode);
+    // Untrained, the ten-class MLP's cross-entropy is about ln 10 = 2.30; 60 shared steps bring it near 0.5 in
+    // every mode (even none, whose lost updates only slow it). Above 1.5, training did not happen.
     CHECK(train.at("final_loss").get<double>() > 0.0);
+    CHECK(train.at("final_loss").get<double>() < 1.5);
     CHECK(train.at("ops_per_second").get<double>() > 0.0);
     if (std::string(mode) == "none") continue;
     CHECK(rows.at(std::string("sgd/") + mode).at("lost_updates").get<std::int64_t>() == 0);

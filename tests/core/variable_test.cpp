@@ -53,7 +53,15 @@ float count_with(LockingMode mode, int iterations, int widen) {
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
-      for (int i = 0; i < iterations; ++i) v.assign_add(one, widen);
+      for (int i = 0; i < iterations; ++i) {
+        // The widened read-modify-write race-check uses: yields between each element's read and write.
+        Variable::Update u(v);
+        for (std::int64_t k = 0; k < u.size(); ++k)
+          u.apply(k, [&](float old) {
+            for (int y = 0; y < widen; ++y) std::this_thread::yield();
+            return old + one.data<float>()[k];
+          });
+      }
     });
   for (auto& t : threads) t.join();
   auto values = v.read().to_floats();
