@@ -27,7 +27,8 @@ int ThreadPool::hardware_threads() {
   return n == 0 ? 1 : static_cast<int>(n);
 }
 
-ThreadPool::ThreadPool(int threads) : size_(threads <= 0 ? hardware_threads() : threads) {
+ThreadPool::ThreadPool(int threads, bool ignore_grain)
+    : size_(threads <= 0 ? hardware_threads() : threads), ignore_grain_(ignore_grain) {
   for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -125,7 +126,7 @@ struct ParallelState {
 
 void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<void(std::int64_t, std::int64_t)> fn) {
   if (n <= 0) return;
-  grain = std::max<std::int64_t>(grain, 1);
+  grain = ignore_grain_ ? 1 : std::max<std::int64_t>(grain, 1);
   std::int64_t max_blocks = (n + grain - 1) / grain;
   std::int64_t blocks = std::min<std::int64_t>(size_, max_blocks);
   if (blocks <= 1) {

@@ -21,8 +21,10 @@ namespace tctl {
 
 class ThreadPool {
  public:
-  // `threads` >= 1; 0 means one per hardware thread.
-  explicit ThreadPool(int threads);
+  // `threads` >= 1; 0 means one per hardware thread. With `ignore_grain` (for tests), parallel_for cuts every
+  // range of two or more indices over all threads whatever its grain, so small inputs take the parallel path
+  // and a comparison of thread counts compares something.
+  explicit ThreadPool(int threads, bool ignore_grain = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -54,6 +56,7 @@ class ThreadPool {
 
   int size_;
   std::vector<std::thread> workers_;
+  bool ignore_grain_ = false;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_ TCTL_GUARDED_BY(mu_);

@@ -164,3 +164,79 @@ TEST_CASE("inter-op x intra-op never runs more busy threads than asked") {
     CHECK(static_cast<int>(g_busy.threads.size()) <= inter_n + intra_n - 1);
   }
 }
+
+namespace {
+// The chunks of one parallel_for meet as g_meeting's nodes do: each waits (up to 10 s) until `want` chunks
+// are running at once.
+void chunk_meet_cpu(KernelContext& ctx) {
+  ctx.parallel_for(g_meeting.want, 1, [](std::int64_t, std::int64_t) {
+    std::unique_lock lock(g_meeting.mu);
+    ++g_meeting.arrived;
+    g_meeting.cv.notify_all();
+    if (g_meeting.cv.wait_for(lock, std::chrono::seconds(10), [] { return g_meeting.arrived >= g_meeting.want; }))
+      g_meeting.met.fetch_add(1);
+  });
+  ctx.output().mutable_data<float>()[0] = 1.0f;
+}
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "TestChunkMeet", .num_inputs = 0, .infer = scalar_spec});
+TCTL_REGISTER_KERNEL("TestChunkMeet", DeviceKind::kCpu, chunk_meet_cpu);
+
+TEST_CASE("the pools reach the concurrency asked: three inter-op threads run three nodes at once, two intra-op threads two chunks") {
+  // Lower bounds, without timing: each participant waits for the others, so a serial run would leave the
+  // first one waiting alone until its 10 s are up and the count short.
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(g->add("TestMeet", {}));
+  Output sum = g->add("AddN", nodes);
+  g_meeting.arrived = 0;
+  g_meeting.met = 0;
+  g_meeting.want = 3;
+  {
+    ThreadPool inter(3), intra(1);
+    Session s(g, inter, intra);
+    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 3.0f);
+  }
+  CHECK(g_meeting.met == 3);
+
+  auto chunks = std::make_shared<Graph>();
+  Output one = chunks->add("TestChunkMeet", {});
+  g_meeting.arrived = 0;
+  g_meeting.met = 0;
+  g_meeting.want = 2;
+  {
+    ThreadPool inter(1), intra(2);
+    Session s(chunks, inter, intra);
+    CHECK(s.run({}, std::vector<Output>{one})[0].item() == 1.0f);
+  }
+  CHECK(g_meeting.met == 2);
+}
+
+namespace {
+std::atomic<int> g_after_failure{0};
+void count_cpu(KernelContext& ctx) {
+  g_after_failure.fetch_add(1);
+  ctx.output().mutable_data<float>()[0] = 1.0f;
+}
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "TestCountRun", .num_inputs = 1, .infer = scalar_spec});
+TCTL_REGISTER_KERNEL("TestCountRun", DeviceKind::kCpu, count_cpu);
+
+TEST_CASE("a kernel's error cancels the nodes not yet started") {
+  // A chain behind a failing node: none of its 20 nodes may start once the failure is recorded.
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{});
+  Output y = g->add("TestFail", {x});
+  for (int i = 0; i < 20; ++i) y = g->add("TestCountRun", {y});
+  for (int threads : {1, 3}) {
+    CAPTURE(threads);
+    g_after_failure = 0;
+    ThreadPool inter(threads), intra(1);
+    Session s(g, inter, intra);
+    const std::vector<Feed> feeds{{x, Tensor::scalar(1.0f)}};
+    CHECK_THROWS_WITH_AS(s.run(feeds, std::vector<Output>{y}), doctest::Contains("failed on purpose"), RuntimeError);
+    CHECK(g_after_failure == 0);
+  }
+}

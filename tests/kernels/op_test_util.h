@@ -62,15 +62,18 @@ inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& i
   return o;
 }
 
-// Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count.
+// Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count; with more than one, the
+// pool ignores the kernels' grains, so even small inputs are cut over the threads and a comparison with one
+// thread compares a parallel run (else both would run on one thread below the split size).
 inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1) {
   OpGraph o = make_op_graph(op, inputs, attrs);
-  ThreadPool inter(1), pool(intra);
+  ThreadPool inter(1), pool(intra, /*ignore_grain=*/intra > 1);
   Session s(o.graph, inter, pool);
   std::vector<Output> fetch{o.y};
   RunOptions ro;
   ro.step = 3;
-  return s.run(o.feeds, fetch, {}, ro)[0];
+  Tensor out = s.run(o.feeds, fetch, {}, ro)[0];
+  return out;
 }
 
 inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& inputs, const OpCheck& check = {}) {

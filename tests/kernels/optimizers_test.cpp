@@ -17,7 +17,7 @@ void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector
     ins.insert(ins.end(), more.begin(), more.end());
   }
   Output u = g->add(op, ins, attrs, std::move(vars));
-  ThreadPool inter_pool(1), intra_pool(intra);
+  ThreadPool inter_pool(1), intra_pool(intra, /*ignore_grain=*/intra > 1);
   Session s(g, inter_pool, intra_pool);
   std::vector<Output> targets{u};
   s.run({}, {}, targets);
