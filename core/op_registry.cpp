@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "core/errors.h"
+#include "core/ops/ops.h"
 
 namespace tctl {
 
@@ -15,14 +16,41 @@ struct Entry {
   bool defined = false;
 };
 
-// Function-local so registrars in other translation units may run in any order.
-std::map<std::string, std::unique_ptr<Entry>, std::less<>>& registry() {
-  static std::map<std::string, std::unique_ptr<Entry>, std::less<>> ops;
+using Entries = std::map<std::string, std::unique_ptr<Entry>, std::less<>>;
+
+// Every op and kernel registered so far. Function-local so registrars in other translation units may run
+// in any order.
+Entries& entries() {
+  static Entries ops;
   return ops;
 }
 
-Entry& entry(std::string_view name) {
-  auto& ops = registry();
+// core's own op definitions (core/ops/), one call per family.
+void define_core_ops() {
+  define_activations_ops();
+  define_batch_norm_ops();
+  define_concat_ops();
+  define_conv_ops();
+  define_delay_ops();
+  define_dropout_ops();
+  define_elementwise_ops();
+  define_losses_ops();
+  define_matmul_ops();
+  define_optimizers_ops();
+  define_pooling_ops();
+  define_reduce_ops();
+  define_reshape_ops();
+}
+
+// The entries with core's ops defined: core is a static library, where static registrars would be dropped,
+// so the first lookup or kernel registration defines them, once. register_op itself goes to entries(), so
+// the definitions can enter the same way as any other op without recursing into this initialisation.
+Entries& registry() {
+  [[maybe_unused]] static const bool core_defined = (define_core_ops(), true);
+  return entries();
+}
+
+Entry& entry(Entries& ops, std::string_view name) {
   auto it = ops.find(name);
   if (it == ops.end()) it = ops.emplace(std::string(name), std::make_unique<Entry>()).first;
   return *it->second;
@@ -46,7 +74,7 @@ void InferContext::expect_dtype(int i, DType dtype) const {
 }
 
 bool register_op(OpDef def) {
-  Entry& e = entry(def.name);
+  Entry& e = entry(entries(), def.name);
   TCTL_CHECK(!e.defined, "op registered twice: " + def.name);
   TCTL_CHECK(static_cast<bool>(def.infer), "op without a shape function: " + def.name);
   const KernelFn cpu = def.cpu;
@@ -59,7 +87,7 @@ bool register_op(OpDef def) {
 }
 
 bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn) {
-  Entry& e = entry(op);
+  Entry& e = entry(registry(), op);
   KernelFn& slot = e.def.kernels[static_cast<std::size_t>(kind)];
   TCTL_CHECK(slot == nullptr, "two " + std::string(device_kind_name(kind)) + " kernels for op " + std::string(op));
   TCTL_CHECK(fn != nullptr, "a null kernel for op " + std::string(op));
@@ -87,6 +115,17 @@ std::vector<std::string> op_names() {
 
 InferFn same_as_input(int i) {
   return [i](const InferContext& c) { return c.input(i); };
+}
+
+InferFn same_shape_inputs() {
+  return [](const InferContext& c) {
+    for (int i = 1; i < c.num_inputs(); ++i) {
+      if (!c.shape(i).compatible(c.shape(0)) || c.input(i).dtype != c.input(0).dtype)
+        c.fail("input " + std::to_string(i) + " has shape " + c.shape(i).to_string() + " but input 0 has " +
+               c.shape(0).to_string());
+    }
+    return c.input(0);
+  };
 }
 
 }  // namespace tctl
