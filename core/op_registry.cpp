@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "core/errors.h"
+#include "core/ops/ops.h"
 #include "core/ops/state.h"
 
 namespace tctl {
@@ -37,6 +38,19 @@ void define_core_ops() {
   if (started) return;
   started = true;
   ops::define_state_ops();
+  define_activations_ops();
+  define_batch_norm_ops();
+  define_concat_ops();
+  define_conv_ops();
+  define_delay_ops();
+  define_dropout_ops();
+  define_elementwise_ops();
+  define_losses_ops();
+  define_matmul_ops();
+  define_optimizers_ops();
+  define_pooling_ops();
+  define_reduce_ops();
+  define_reshape_ops();
   done.store(true, std::memory_order_release);
 }
 
@@ -110,6 +124,17 @@ std::vector<std::string> op_names() {
 
 InferFn same_as_input(int i) {
   return [i](const InferContext& c) { return c.input(i); };
+}
+
+InferFn same_shape_inputs() {
+  return [](const InferContext& c) {
+    for (int i = 1; i < c.num_inputs(); ++i) {
+      if (!c.shape(i).compatible(c.shape(0)) || c.input(i).dtype != c.input(0).dtype)
+        c.fail("input " + std::to_string(i) + " has shape " + c.shape(i).to_string() + " but input 0 has " +
+               c.shape(0).to_string());
+    }
+    return c.input(0);
+  };
 }
 
 }  // namespace tctl

@@ -1,8 +1,10 @@
 // The op registry. An op is defined once (name, inputs, shape function, gradient); kernels are registered
 // apart from it, one per (op, device kind), so a backend adds kernels without touching any op's definition.
 //
-// Ops and kernels register from static registrars (TCTL_REGISTER_OP, TCTL_REGISTER_KERNEL) in any order;
-// the registry is filled before main() and read-only afterwards, so lookups need no lock.
+// core defines its ops in core/ops/, and the registry adds them itself before its first lookup or kernel
+// registration. Kernels, and ops defined outside core (a test's own; for now kernels/cpu/state.cpp's), register
+// from static registrars (TCTL_REGISTER_KERNEL, TCTL_REGISTER_OP) in any order; the registry is filled before
+// main() and read-only afterwards, so lookups need no lock.
 #pragma once
 
 #include <array>
@@ -87,12 +89,15 @@ std::vector<std::string> op_names();
 
 // Shape functions used by many ops.
 InferFn same_as_input(int i);
+// Inputs 0..n-1 must all have input 0's dtype and shape; the output has them too.
+InferFn same_shape_inputs();
 
 }  // namespace tctl
 
 #define TCTL_CONCAT_INNER(a, b) a##b
 #define TCTL_CONCAT(a, b) TCTL_CONCAT_INNER(a, b)
-// TCTL_REGISTER_OP({.name = "Relu", .infer = ..., .grad = ..., .cpu = relu_cpu});
+// TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec, .cpu = meet_cpu}); for an op
+// defined outside core (a test's own).
 #define TCTL_REGISTER_OP(...) \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
 // TCTL_REGISTER_KERNEL("Relu", ::tctl::DeviceKind::kCpu, relu_cpu);

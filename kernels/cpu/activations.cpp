@@ -1,4 +1,5 @@
-// Activations and their gradients: ReLU, leaky ReLU, ELU, GELU, sigmoid, tanh, softmax.
+// CPU kernels of the activations and their gradients: ReLU, leaky ReLU, ELU, GELU, sigmoid, tanh, softmax
+// (definitions in core/ops/activations.cpp).
 #include <cmath>
 
 #include "kernels/cpu/kernel_util.h"
@@ -94,53 +95,21 @@ void softmax_grad_cpu(KernelContext& ctx) {
   });
 }
 
-TensorSpec float_input(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  return c.input(0);
-}
-
-TensorSpec softmax_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  if (c.shape(0).rank() < 1) c.fail("softmax needs at least one dimension");
-  return c.input(0);
-}
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Relu",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("ReluGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = relu_cpu});
-TCTL_REGISTER_OP({.name = "ReluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = relu_grad_cpu});
-TCTL_REGISTER_OP({.name = "LeakyRelu",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("LeakyReluGrad", {g.dy(), g.x(0)}, g.attrs())}; },
-                  .cpu = leaky_relu_cpu});
-TCTL_REGISTER_OP({.name = "LeakyReluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = leaky_relu_grad_cpu});
-TCTL_REGISTER_OP({.name = "Elu",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("EluGrad", {g.dy(), g.x(0)}, g.attrs())}; },
-                  .cpu = elu_cpu});
-TCTL_REGISTER_OP({.name = "EluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = elu_grad_cpu});
-TCTL_REGISTER_OP({.name = "Gelu",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("GeluGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = gelu_cpu});
-TCTL_REGISTER_OP({.name = "GeluGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = gelu_grad_cpu});
-TCTL_REGISTER_OP({.name = "Sigmoid",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SigmoidGrad", {g.dy(), g.y()})}; },
-                  .cpu = sigmoid_cpu});
-TCTL_REGISTER_OP({.name = "SigmoidGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = sigmoid_grad_cpu});
-TCTL_REGISTER_OP({.name = "Tanh",
-                  .infer = float_input,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("TanhGrad", {g.dy(), g.y()})}; },
-                  .cpu = tanh_cpu});
-TCTL_REGISTER_OP({.name = "TanhGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = tanh_grad_cpu});
-TCTL_REGISTER_OP({.name = "Softmax",
-                  .infer = softmax_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SoftmaxGrad", {g.dy(), g.y()})}; },
-                  .cpu = softmax_cpu});
-TCTL_REGISTER_OP({.name = "SoftmaxGrad", .num_inputs = 2, .infer = same_shape_inputs(), .cpu = softmax_grad_cpu});
+TCTL_REGISTER_KERNEL("Relu", DeviceKind::kCpu, relu_cpu);
+TCTL_REGISTER_KERNEL("ReluGrad", DeviceKind::kCpu, relu_grad_cpu);
+TCTL_REGISTER_KERNEL("LeakyRelu", DeviceKind::kCpu, leaky_relu_cpu);
+TCTL_REGISTER_KERNEL("LeakyReluGrad", DeviceKind::kCpu, leaky_relu_grad_cpu);
+TCTL_REGISTER_KERNEL("Elu", DeviceKind::kCpu, elu_cpu);
+TCTL_REGISTER_KERNEL("EluGrad", DeviceKind::kCpu, elu_grad_cpu);
+TCTL_REGISTER_KERNEL("Gelu", DeviceKind::kCpu, gelu_cpu);
+TCTL_REGISTER_KERNEL("GeluGrad", DeviceKind::kCpu, gelu_grad_cpu);
+TCTL_REGISTER_KERNEL("Sigmoid", DeviceKind::kCpu, sigmoid_cpu);
+TCTL_REGISTER_KERNEL("SigmoidGrad", DeviceKind::kCpu, sigmoid_grad_cpu);
+TCTL_REGISTER_KERNEL("Tanh", DeviceKind::kCpu, tanh_cpu);
+TCTL_REGISTER_KERNEL("TanhGrad", DeviceKind::kCpu, tanh_grad_cpu);
+TCTL_REGISTER_KERNEL("Softmax", DeviceKind::kCpu, softmax_cpu);
+TCTL_REGISTER_KERNEL("SoftmaxGrad", DeviceKind::kCpu, softmax_grad_cpu);
 
 }  // namespace tctl::cpu

@@ -1,7 +1,6 @@
-// Batch normalization over the last axis: the batch statistics (BatchNormMean, BatchNormVariance), the
-// normalization itself (BatchNorm) and the moving-average update of the inference statistics
-// (AssignMovingAverage). A training-mode layer wires BatchNorm to the batch statistics, so autodiff
-// differentiates through them; an inference-mode layer wires it to the moving ones.
+// CPU kernels of batch normalization over the last axis: the batch statistics (BatchNormMean,
+// BatchNormVariance), the normalization itself (BatchNorm) and the moving-average update of the inference
+// statistics (AssignMovingAverage), with their gradients (definitions in core/ops/batch_norm.cpp).
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
@@ -40,12 +39,6 @@ void for_each_row_element(const KernelContext& ctx, std::int64_t rows, std::int6
     for (std::int64_t r = begin; r < end; ++r)
       for (std::int64_t j = 0; j < c; ++j) fn(r, j, r * c + j);
   });
-}
-
-TensorSpec channels_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  if (c.shape(0).rank() < 2) c.fail("input must have a batch and a channel dimension, got " + c.shape(0).to_string());
-  return {DType::kF32, Shape{c.shape(0)[c.shape(0).rank() - 1]}};
 }
 
 void mean_cpu(KernelContext& ctx) {
@@ -93,18 +86,6 @@ void variance_grad_cpu(KernelContext& ctx) {
   for_each_row_element(ctx, rows, c, [&](std::int64_t, std::int64_t j, std::int64_t i) {
     dx[i] = dv[j] * scale * (px[i] - static_cast<float>(mean[static_cast<std::size_t>(j)]));
   });
-}
-
-// Inputs: x [..., C], mean, variance, gamma, beta (each [C]).
-TensorSpec batch_norm_infer(const InferContext& c) {
-  const TensorSpec channels = channels_infer(c);
-  for (int i = 1; i < 5; ++i) {
-    c.expect_dtype(i, DType::kF32);
-    if (!(c.shape(i) == channels.shape))
-      c.fail("input " + std::to_string(i) + " has shape " + c.shape(i).to_string() + " but the input " +
-             c.shape(0).to_string() + " has " + std::to_string(channels.shape[0]) + " channels");
-  }
-  return c.input(0);
 }
 
 // 1 / sqrt(variance + epsilon) per channel.
@@ -164,17 +145,6 @@ void batch_norm_grad_cpu(KernelContext& ctx) {
   }
 }
 
-TensorSpec batch_norm_grad_infer(const InferContext& c) { return c.attrs().i("wrt") == 0 ? c.input(1) : c.input(2); }
-
-std::vector<Output> batch_norm_grad(GradBuilder& g) {
-  std::vector<Output> grads;
-  for (std::int64_t wrt = 0; wrt < 4; ++wrt)
-    grads.push_back(g.op("BatchNormGrad", {g.dy(), g.x(0), g.x(1), g.x(2), g.x(3)},
-                         Attrs{{"epsilon", g.attrs().f("epsilon")}, {"wrt", wrt}}));
-  grads.push_back(g.op("BiasAddGrad", {g.dy()}));
-  return grads;
-}
-
 // var = momentum var + (1 - momentum) value, through the variable's locking mode; Keras' update of the
 // moving statistics. The output is unused.
 void assign_moving_average_cpu(KernelContext& ctx) {
@@ -184,25 +154,14 @@ void assign_moving_average_cpu(KernelContext& ctx) {
   for (std::int64_t i = 0; i < v.size(); ++i) v.apply(i, [&](float old) { return momentum * old + (1.0f - momentum) * value[i]; });
 }
 
-TensorSpec assign_moving_average_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  return {DType::kF32, Shape{}};
-}
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "BatchNorm", .num_inputs = 5, .infer = batch_norm_infer, .grad = batch_norm_grad, .cpu = batch_norm_cpu});
-TCTL_REGISTER_OP({.name = "BatchNormGrad", .num_inputs = 5, .infer = batch_norm_grad_infer, .cpu = batch_norm_grad_cpu});
-TCTL_REGISTER_OP({.name = "BatchNormMean",
-                  .infer = channels_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormMeanGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = mean_cpu});
-TCTL_REGISTER_OP({.name = "BatchNormMeanGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }, .cpu = mean_grad_cpu});
-TCTL_REGISTER_OP({.name = "BatchNormVariance",
-                  .infer = channels_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormVarianceGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = variance_cpu});
-TCTL_REGISTER_OP({.name = "BatchNormVarianceGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }, .cpu = variance_grad_cpu});
-TCTL_REGISTER_OP({.name = "AssignMovingAverage", .infer = assign_moving_average_infer, .cpu = assign_moving_average_cpu});
+TCTL_REGISTER_KERNEL("BatchNorm", DeviceKind::kCpu, batch_norm_cpu);
+TCTL_REGISTER_KERNEL("BatchNormGrad", DeviceKind::kCpu, batch_norm_grad_cpu);
+TCTL_REGISTER_KERNEL("BatchNormMean", DeviceKind::kCpu, mean_cpu);
+TCTL_REGISTER_KERNEL("BatchNormMeanGrad", DeviceKind::kCpu, mean_grad_cpu);
+TCTL_REGISTER_KERNEL("BatchNormVariance", DeviceKind::kCpu, variance_cpu);
+TCTL_REGISTER_KERNEL("BatchNormVarianceGrad", DeviceKind::kCpu, variance_grad_cpu);
+TCTL_REGISTER_KERNEL("AssignMovingAverage", DeviceKind::kCpu, assign_moving_average_cpu);
 
 }  // namespace tctl::cpu

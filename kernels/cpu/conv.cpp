@@ -1,14 +1,15 @@
-// Conv2D on NHWC float32 inputs with [kh, kw, C, F] kernels (Keras' layout), by im2col and OpenBLAS sgemm
-// (summed directly for kernels with few taps), and its two gradients: Conv2DInputGrad (col2im of dY K^T)
-// and Conv2DKernelGrad (im2col^T dY).
+// CPU kernels of Conv2D on NHWC float32 inputs with [kh, kw, C, F] kernels (Keras' layout), by im2col and
+// OpenBLAS sgemm (summed directly for kernels with few taps), of FusedConv2D, and of the two gradients:
+// Conv2DInputGrad (col2im of dY K^T) and Conv2DKernelGrad (im2col^T dY) (definitions in core/ops/conv.cpp).
 #include <cblas.h>
 
 #include <array>
 #include <cstring>
 #include <vector>
 
+#include "core/ops/fused.h"
+#include "core/ops/window.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/window.h"
 
 namespace tctl::cpu {
 namespace {
@@ -41,10 +42,6 @@ float* scratch(std::int64_t floats, Scratch which = Scratch::kPatches) {
   auto& buffer = buffers[static_cast<int>(which)];
   if (buffer.size() < static_cast<std::size_t>(floats)) buffer.resize(static_cast<std::size_t>(floats));
   return buffer.data();
-}
-
-Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
-  return Attrs{{"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
 }
 
 // Copies n floats, 16 at a time where it can: the runs here are short (3 floats for a 3x3 kernel on one
@@ -266,20 +263,6 @@ void kernel_grad_direct(const float* x, const float* dy, const WindowGeometry& g
   });
 }
 
-TensorSpec conv2d_infer(const InferContext& c) {
-  c.expect_rank(0, 4);
-  c.expect_rank(1, 4);
-  c.expect_dtype(0, DType::kF32);
-  c.expect_dtype(1, DType::kF32);
-  const Shape& x = c.shape(0);
-  const Shape& k = c.shape(1);
-  if (x[3] >= 0 && k[2] != x[3])
-    c.fail("kernel " + k.to_string() + " expects " + std::to_string(k[2]) + " input channels but the input " + x.to_string() +
-           " has " + std::to_string(x[3]));
-  const WindowGeometry g = infer_window(c, x, k[0], k[1], "kernel");
-  return {DType::kF32, Shape{x[0], g.h.out, g.w.out, k[3]}};
-}
-
 // The convolution of input 0 by kernel 1, block by block; `finish(first, n)` runs on output rows
 // [first, first + n) right after their sgemm, by the same thread, while they are still in cache.
 template <class Finish>
@@ -377,8 +360,6 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
   });
 }
 
-TensorSpec conv2d_input_grad_infer(const InferContext& c) { return c.input(2); }
-
 // Inputs: x, dy. The sum over all output pixels is cut into partials, one per row block (by shape, not
 // by thread count), each one sgemm, then added in block order.
 void conv2d_kernel_grad_cpu(KernelContext& ctx) {
@@ -424,35 +405,11 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   });
 }
 
-TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
-  const auto& window = c.attrs().ints("window");
-  return {DType::kF32, Shape{window[0], window[1], c.shape(0)[3], c.shape(1)[3]}};
-}
-
-// The gradients of conv(x, kernel) for the output gradient dy.
-std::vector<Output> convolution_grads(GradBuilder& g, Output dy) {
-  const Shape& k = g.spec(g.x(1)).shape;
-  const Attrs attrs = window_attrs(g.attrs(), k[0], k[1]);
-  // The first layer's input gradient is dead work: made only when needed.
-  Output dx = g.needs(0) ? g.op("Conv2DInputGrad", {dy, g.x(1), g.x(0)}, attrs) : Output{};
-  return {dx, g.needs(1) ? g.op("Conv2DKernelGrad", {g.x(0), dy}, attrs) : Output{}};
-}
-
-std::vector<Output> conv2d_grad(GradBuilder& g) { return convolution_grads(g, g.dy()); }
-
-std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
-  return fused_grads(g, [&](Output dz) { return convolution_grads(g, dz); });
-}
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad, .cpu = conv2d_cpu});
-TCTL_REGISTER_OP({.name = "FusedConv2D",
-                  .num_inputs = 3,
-                  .infer = fused_infer(conv2d_infer, "filters"),
-                  .grad = fused_conv2d_grad,
-                  .cpu = fused_conv2d_cpu});
-TCTL_REGISTER_OP({.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer, .cpu = conv2d_input_grad_cpu});
-TCTL_REGISTER_OP({.name = "Conv2DKernelGrad", .num_inputs = 2, .infer = conv2d_kernel_grad_infer, .cpu = conv2d_kernel_grad_cpu});
+TCTL_REGISTER_KERNEL("Conv2D", DeviceKind::kCpu, conv2d_cpu);
+TCTL_REGISTER_KERNEL("FusedConv2D", DeviceKind::kCpu, fused_conv2d_cpu);
+TCTL_REGISTER_KERNEL("Conv2DInputGrad", DeviceKind::kCpu, conv2d_input_grad_cpu);
+TCTL_REGISTER_KERNEL("Conv2DKernelGrad", DeviceKind::kCpu, conv2d_kernel_grad_cpu);
 
 }  // namespace tctl::cpu

@@ -1,6 +1,5 @@
-// Delay: a blocking op for profiles and executor tests. The forward kernel sleeps `ms` milliseconds (attr,
-// a double) and then copies its input to its output. The gradient passes dy through unchanged and does not
-// sleep: only the forward pass blocks.
+// The CPU kernel of Delay, a blocking op for profiles and executor tests: sleeps `ms` milliseconds (attr, a
+// double), then copies its input to its output (definition in core/ops/delay.cpp).
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -9,12 +8,6 @@
 
 namespace tctl::cpu {
 namespace {
-
-TensorSpec delay_infer(const InferContext& c) {
-  const double ms = c.attrs().f("ms");
-  if (!(ms >= 0.0)) c.fail("ms must be non-negative, got " + std::to_string(ms));
-  return c.input(0);
-}
 
 void delay_cpu(KernelContext& ctx) {
   const double ms = ctx.attrs().f("ms");
@@ -26,9 +19,6 @@ void delay_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Delay",
-                  .infer = delay_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy()}; },
-                  .cpu = delay_cpu});
+TCTL_REGISTER_KERNEL("Delay", DeviceKind::kCpu, delay_cpu);
 
 }  // namespace tctl::cpu

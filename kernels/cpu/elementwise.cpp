@@ -1,4 +1,5 @@
-// Elementwise arithmetic: Add, Sub, Mul, Scale, AddN, and the bias add of a dense layer with its gradient.
+// CPU kernels of the elementwise arithmetic: Add, Sub, Mul, Scale, AddN, ZerosLike, and the bias add of a
+// dense layer with its gradient (definitions in core/ops/elementwise.cpp).
 #include <cstring>
 
 #include "kernels/cpu/kernel_util.h"
@@ -41,15 +42,6 @@ void zeros_like_cpu(KernelContext& ctx) {
   std::memset(y.mutable_data<char>(), 0, y.bytes());
 }
 
-TensorSpec bias_add_infer(const InferContext& c) {
-  c.expect_rank(1, 1);
-  if (c.shape(0).rank() < 1) c.fail("input must have at least one dimension");
-  std::int64_t features = c.shape(0)[c.shape(0).rank() - 1];
-  if (features >= 0 && c.shape(1)[0] >= 0 && features != c.shape(1)[0])
-    c.fail("bias of shape " + c.shape(1).to_string() + " does not fit input " + c.shape(0).to_string());
-  return c.input(0);
-}
-
 void bias_add_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const float* b = ctx.input(1).data<float>();
@@ -61,11 +53,6 @@ void bias_add_cpu(KernelContext& ctx) {
     for (std::int64_t r = begin; r < end; ++r)
       for (std::int64_t j = 0; j < f; ++j) y[r * f + j] = px[r * f + j] + b[j];
   });
-}
-
-TensorSpec bias_add_grad_infer(const InferContext& c) {
-  const Shape& s = c.shape(0);
-  return {DType::kF32, Shape{s[s.rank() - 1]}};
 }
 
 // Column sums, each over rows in order; the split is over columns, so no sum is ever cut.
@@ -96,44 +83,13 @@ void bias_add_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Add",
-                  .num_inputs = 2,
-                  .infer = same_shape_inputs(),
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.dy()}; },
-                  .cpu = add_cpu});
-TCTL_REGISTER_OP({.name = "Sub",
-                  .num_inputs = 2,
-                  .infer = same_shape_inputs(),
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.dy(), g.op("Scale", {g.dy()}, Attrs{{"factor", -1.0}})};
-                  },
-                  .cpu = sub_cpu});
-TCTL_REGISTER_OP({.name = "Mul",
-                  .num_inputs = 2,
-                  .infer = same_shape_inputs(),
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("Mul", {g.dy(), g.x(1)}), g.op("Mul", {g.dy(), g.x(0)})};
-                  },
-                  .cpu = mul_cpu});
-TCTL_REGISTER_OP({.name = "Scale",
-                  .infer = same_as_input(0),
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("Scale", {g.dy()}, Attrs{{"factor", g.attrs().f("factor")}})};
-                  },
-                  .cpu = scale_cpu});
-TCTL_REGISTER_OP({.name = "AddN",
-                  .num_inputs = -1,
-                  .infer = same_shape_inputs(),
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>(g.graph().node(g.y()).inputs.size(), g.dy());
-                  },
-                  .cpu = add_n_cpu});
-TCTL_REGISTER_OP({.name = "ZerosLike", .infer = same_as_input(0), .cpu = zeros_like_cpu});
-TCTL_REGISTER_OP({.name = "BiasAdd",
-                  .num_inputs = 2,
-                  .infer = bias_add_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.op("BiasAddGrad", {g.dy()})}; },
-                  .cpu = bias_add_cpu});
-TCTL_REGISTER_OP({.name = "BiasAddGrad", .infer = bias_add_grad_infer, .cpu = bias_add_grad_cpu});
+TCTL_REGISTER_KERNEL("Add", DeviceKind::kCpu, add_cpu);
+TCTL_REGISTER_KERNEL("Sub", DeviceKind::kCpu, sub_cpu);
+TCTL_REGISTER_KERNEL("Mul", DeviceKind::kCpu, mul_cpu);
+TCTL_REGISTER_KERNEL("Scale", DeviceKind::kCpu, scale_cpu);
+TCTL_REGISTER_KERNEL("AddN", DeviceKind::kCpu, add_n_cpu);
+TCTL_REGISTER_KERNEL("ZerosLike", DeviceKind::kCpu, zeros_like_cpu);
+TCTL_REGISTER_KERNEL("BiasAdd", DeviceKind::kCpu, bias_add_cpu);
+TCTL_REGISTER_KERNEL("BiasAddGrad", DeviceKind::kCpu, bias_add_grad_cpu);
 
 }  // namespace tctl::cpu

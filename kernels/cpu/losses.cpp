@@ -1,6 +1,6 @@
-// Per-example losses and their gradients: fused softmax cross-entropy (sparse int labels or one-hot), binary
-// cross-entropy on probabilities, mean squared error, mean absolute error and Huber. Each returns a [N]
-// vector; the mean over the batch is a Mean op after it.
+// CPU kernels of the per-example losses and their gradients: fused softmax cross-entropy (sparse int labels
+// or one-hot), binary cross-entropy on probabilities, mean squared error, mean absolute error and Huber
+// (definitions in core/ops/losses.cpp). Each returns a [N] vector.
 #include <cmath>
 
 #include "kernels/cpu/kernel_util.h"
@@ -14,22 +14,6 @@ std::int32_t checked_label(const KernelContext& ctx, std::int64_t row, std::int6
     throw RuntimeError(ctx.node().name + ": label " + std::to_string(label) + " in row " + std::to_string(row) +
                        " is outside [0, " + std::to_string(classes) + ")");
   return label;
-}
-
-TensorSpec sparse_xent_infer(const InferContext& c) {
-  c.expect_rank(0, 2);
-  c.expect_rank(1, 1);
-  c.expect_dtype(1, DType::kI32);
-  if (!Shape{c.shape(0)[0]}.compatible(c.shape(1)))
-    c.fail("logits " + c.shape(0).to_string() + " and labels " + c.shape(1).to_string() + " differ in batch size");
-  return {DType::kF32, Shape{c.shape(0)[0]}};
-}
-
-TensorSpec dense_xent_infer(const InferContext& c) {
-  c.expect_rank(0, 2);
-  if (!c.shape(1).compatible(c.shape(0)))
-    c.fail("logits " + c.shape(0).to_string() + " and targets " + c.shape(1).to_string() + " differ");
-  return {DType::kF32, Shape{c.shape(0)[0]}};
 }
 
 // Rows are independent, so the split over rows cannot change any value.
@@ -91,13 +75,6 @@ void dense_xent_grad_cpu(KernelContext& ctx) {
     for (std::int64_t j = 0; j < c; ++j) total += t[r * c + j];
     for (std::int64_t j = 0; j < c; ++j) dx[r * c + j] = (dx[r * c + j] * total - t[r * c + j]) * dy[r];
   });
-}
-
-TensorSpec mse_infer(const InferContext& c) {
-  if (c.shape(0).rank() < 1) c.fail("predictions need a batch dimension");
-  if (!c.shape(1).compatible(c.shape(0)))
-    c.fail("predictions " + c.shape(0).to_string() + " and targets " + c.shape(1).to_string() + " differ");
-  return {DType::kF32, Shape{c.shape(0)[0]}};
 }
 
 // The elementwise losses: loss[r] = mean_j f(p[r, j], t[r, j]), and dp = f'(p, t) / F * dy[r].
@@ -178,57 +155,19 @@ void binary_xent_grad_cpu(KernelContext& ctx) {
   });
 }
 
-TensorSpec grad_like_logits(const InferContext& c) { return c.input(0); }
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "SparseSoftmaxXent",
-                  .num_inputs = 2,
-                  .infer = sparse_xent_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("SparseSoftmaxXentGrad", {g.x(0), g.x(1), g.dy()}), Output{}};
-                  },
-                  .cpu = sparse_xent_cpu});
-TCTL_REGISTER_OP({.name = "SparseSoftmaxXentGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = sparse_xent_grad_cpu});
-TCTL_REGISTER_OP({.name = "SoftmaxXent",
-                  .num_inputs = 2,
-                  .infer = dense_xent_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("SoftmaxXentGrad", {g.x(0), g.x(1), g.dy()}), Output{}};
-                  },
-                  .cpu = dense_xent_cpu});
-TCTL_REGISTER_OP({.name = "SoftmaxXentGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = dense_xent_grad_cpu});
-TCTL_REGISTER_OP({.name = "Mse",
-                  .num_inputs = 2,
-                  .infer = mse_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("MseGrad", {g.x(0), g.x(1), g.dy()}), Output{}};
-                  },
-                  .cpu = mse_cpu});
-TCTL_REGISTER_OP({.name = "MseGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = mse_grad_cpu});
-TCTL_REGISTER_OP({.name = "Mae",
-                  .num_inputs = 2,
-                  .infer = mse_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("MaeGrad", {g.x(0), g.x(1), g.dy()}), Output{}};
-                  },
-                  .cpu = mae_cpu});
-TCTL_REGISTER_OP({.name = "MaeGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = mae_grad_cpu});
-TCTL_REGISTER_OP({.name = "Huber",
-                  .num_inputs = 2,
-                  .infer = mse_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("HuberGrad", {g.x(0), g.x(1), g.dy()}, g.attrs()), Output{}};
-                  },
-                  .cpu = huber_cpu});
-TCTL_REGISTER_OP({.name = "HuberGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = huber_grad_cpu});
-TCTL_REGISTER_OP({.name = "BinaryXent",
-                  .num_inputs = 2,
-                  .infer = mse_infer,
-                  .grad = [](GradBuilder& g) {
-                    return std::vector<Output>{g.op("BinaryXentGrad", {g.x(0), g.x(1), g.dy()}, g.attrs()), Output{}};
-                  },
-                  .cpu = binary_xent_cpu});
-TCTL_REGISTER_OP({.name = "BinaryXentGrad", .num_inputs = 3, .infer = grad_like_logits, .cpu = binary_xent_grad_cpu});
+TCTL_REGISTER_KERNEL("SparseSoftmaxXent", DeviceKind::kCpu, sparse_xent_cpu);
+TCTL_REGISTER_KERNEL("SparseSoftmaxXentGrad", DeviceKind::kCpu, sparse_xent_grad_cpu);
+TCTL_REGISTER_KERNEL("SoftmaxXent", DeviceKind::kCpu, dense_xent_cpu);
+TCTL_REGISTER_KERNEL("SoftmaxXentGrad", DeviceKind::kCpu, dense_xent_grad_cpu);
+TCTL_REGISTER_KERNEL("Mse", DeviceKind::kCpu, mse_cpu);
+TCTL_REGISTER_KERNEL("MseGrad", DeviceKind::kCpu, mse_grad_cpu);
+TCTL_REGISTER_KERNEL("Mae", DeviceKind::kCpu, mae_cpu);
+TCTL_REGISTER_KERNEL("MaeGrad", DeviceKind::kCpu, mae_grad_cpu);
+TCTL_REGISTER_KERNEL("Huber", DeviceKind::kCpu, huber_cpu);
+TCTL_REGISTER_KERNEL("HuberGrad", DeviceKind::kCpu, huber_grad_cpu);
+TCTL_REGISTER_KERNEL("BinaryXent", DeviceKind::kCpu, binary_xent_cpu);
+TCTL_REGISTER_KERNEL("BinaryXentGrad", DeviceKind::kCpu, binary_xent_grad_cpu);
 
 }  // namespace tctl::cpu

@@ -1,9 +1,10 @@
-// Optimizer updates. Each is one fused pass per variable that writes the variable (and its slots) in
-// place under the variable's lock. Inputs: the gradient, the learning rate (a float scalar read of the
-// optimizer's learning-rate variable, so a schedule changes it without retracing), and for Adam the number
-// of steps completed before this one (a float scalar read of the step counter). The output is unused.
-// Every update first checks its gradient and throws NonFiniteError, naming the variable, before writing.
-// Also here: GlobalNorm and ClipByGlobalNorm, the gradient clipping that feeds the updates.
+// CPU kernels of the optimizer updates (definitions in core/ops/optimizers.cpp). Each is one fused pass per
+// variable that writes the variable (and its slots) in place under the variable's lock. Inputs: the
+// gradient, the learning rate (a float scalar read of the optimizer's learning-rate variable, so a schedule
+// changes it without retracing), and for Adam the number of steps completed before this one (a float scalar
+// read of the step counter). The output is unused. Every update first checks its gradient and throws
+// NonFiniteError, naming the variable, before writing. Also here: GlobalNorm and ClipByGlobalNorm, the
+// gradient clipping that feeds the updates.
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -13,15 +14,6 @@
 
 namespace tctl::cpu {
 namespace {
-
-// Inputs: gradient (float, any shape), learning rate (float scalar), then `extra` float scalars.
-InferFn update_infer(int extra = 0) {
-  return [extra](const InferContext& c) {
-    for (int i = 0; i < 2 + extra; ++i) c.expect_dtype(i, DType::kF32);
-    for (int i = 1; i < 2 + extra; ++i) c.expect_rank(i, 0);
-    return TensorSpec{DType::kF32, Shape{}};
-  };
-}
 
 // Elements per intra-op block of an update pass.
 constexpr std::int64_t kUpdateGrain = 32768;
@@ -238,12 +230,6 @@ void increment_cpu(KernelContext& ctx) {
   for (std::int64_t i = 0; i < w.size(); ++i) w.apply(i, [&](float x) { return x + amount; });
 }
 
-TensorSpec global_norm_infer(const InferContext& c) {
-  if (c.num_inputs() == 0) c.fail("needs at least one gradient");
-  for (int i = 0; i < c.num_inputs(); ++i) c.expect_dtype(i, DType::kF32);
-  return {DType::kF32, Shape{}};
-}
-
 // sqrt of the sum of squares of every element of every input, summed in double in one fixed order, so
 // the norm is the same for any thread count.
 void global_norm_cpu(KernelContext& ctx) {
@@ -254,14 +240,6 @@ void global_norm_cpu(KernelContext& ctx) {
     for (std::int64_t i = 0; i < n; ++i) sum += static_cast<double>(g[i]) * g[i];
   }
   ctx.output().mutable_data<float>()[0] = static_cast<float>(std::sqrt(sum));
-}
-
-TensorSpec clip_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  c.expect_dtype(1, DType::kF32);
-  c.expect_rank(1, 0);
-  if (!(c.attrs().f("clipnorm") > 0.0)) c.fail("clipnorm must be positive");
-  return c.input(0);
 }
 
 // Inputs: gradient, global norm. y = g * min(1, clipnorm / norm). A norm that is not finite leaves the
@@ -277,13 +255,13 @@ void clip_by_global_norm_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "ApplySgd", .num_inputs = 2, .infer = update_infer(), .cpu = apply_sgd_cpu});
-TCTL_REGISTER_OP({.name = "ApplyMomentum", .num_inputs = 2, .infer = update_infer(), .cpu = apply_momentum_cpu});
-TCTL_REGISTER_OP({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1), .cpu = apply_adam_cpu});
-TCTL_REGISTER_OP({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer(), .cpu = apply_rmsprop_cpu});
-TCTL_REGISTER_OP({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer(), .cpu = apply_adagrad_cpu});
-TCTL_REGISTER_OP({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }, .cpu = increment_cpu});
-TCTL_REGISTER_OP({.name = "GlobalNorm", .num_inputs = -1, .infer = global_norm_infer, .cpu = global_norm_cpu});
-TCTL_REGISTER_OP({.name = "ClipByGlobalNorm", .num_inputs = 2, .infer = clip_infer, .cpu = clip_by_global_norm_cpu});
+TCTL_REGISTER_KERNEL("ApplySgd", DeviceKind::kCpu, apply_sgd_cpu);
+TCTL_REGISTER_KERNEL("ApplyMomentum", DeviceKind::kCpu, apply_momentum_cpu);
+TCTL_REGISTER_KERNEL("ApplyAdam", DeviceKind::kCpu, apply_adam_cpu);
+TCTL_REGISTER_KERNEL("ApplyRmsProp", DeviceKind::kCpu, apply_rmsprop_cpu);
+TCTL_REGISTER_KERNEL("ApplyAdagrad", DeviceKind::kCpu, apply_adagrad_cpu);
+TCTL_REGISTER_KERNEL("Increment", DeviceKind::kCpu, increment_cpu);
+TCTL_REGISTER_KERNEL("GlobalNorm", DeviceKind::kCpu, global_norm_cpu);
+TCTL_REGISTER_KERNEL("ClipByGlobalNorm", DeviceKind::kCpu, clip_by_global_norm_cpu);
 
 }  // namespace tctl::cpu

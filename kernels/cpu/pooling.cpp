@@ -1,10 +1,11 @@
-// MaxPool2D and AvgPool2D on NHWC float32 inputs, and their gradients. Padding never takes part: a max
-// is over the input elements a window covers, and an average divides by their count, as TF does.
+// CPU kernels of MaxPool2D and AvgPool2D on NHWC float32 inputs, and of their gradients (definitions in
+// core/ops/pooling.cpp). Padding never takes part: a max is over the input elements a window covers, and an
+// average divides by their count, as TF does.
 #include <limits>
 #include <vector>
 
+#include "core/ops/window.h"
 #include "kernels/cpu/kernel_util.h"
-#include "kernels/cpu/window.h"
 
 namespace tctl::cpu {
 namespace {
@@ -24,15 +25,6 @@ Span2D window_span(const WindowGeometry& g, std::int64_t oh, std::int64_t ow) {
 WindowGeometry pool_geometry(const KernelContext& ctx, const Shape& input) {
   const auto& window = ctx.attrs().ints("window");
   return window_geometry(ctx.attrs(), input, window[0], window[1]);
-}
-
-TensorSpec pool_infer(const InferContext& c) {
-  c.expect_rank(0, 4);
-  c.expect_dtype(0, DType::kF32);
-  const auto& window = c.attrs().ints("window");
-  if (window.size() != 2) c.fail("window must be two positive integers");
-  const WindowGeometry g = infer_window(c, c.shape(0), window[0], window[1], "pool");
-  return {DType::kF32, Shape{c.shape(0)[0], g.h.out, g.w.out, g.channels}};
 }
 
 // Calls fn(span, x_image, y_pixel) for every output pixel of the batch, split over the intra-op pool.
@@ -193,19 +185,11 @@ void avg_pool_grad_cpu(KernelContext& ctx) {
   });
 }
 
-TensorSpec pool_grad_infer(const InferContext& c) { return c.input(1); }
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "MaxPool2D",
-                  .infer = pool_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; },
-                  .cpu = max_pool_cpu});
-TCTL_REGISTER_OP({.name = "MaxPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .cpu = max_pool_grad_cpu});
-TCTL_REGISTER_OP({.name = "AvgPool2D",
-                  .infer = pool_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; },
-                  .cpu = avg_pool_cpu});
-TCTL_REGISTER_OP({.name = "AvgPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .cpu = avg_pool_grad_cpu});
+TCTL_REGISTER_KERNEL("MaxPool2D", DeviceKind::kCpu, max_pool_cpu);
+TCTL_REGISTER_KERNEL("MaxPool2DGrad", DeviceKind::kCpu, max_pool_grad_cpu);
+TCTL_REGISTER_KERNEL("AvgPool2D", DeviceKind::kCpu, avg_pool_cpu);
+TCTL_REGISTER_KERNEL("AvgPool2DGrad", DeviceKind::kCpu, avg_pool_grad_cpu);
 
 }  // namespace tctl::cpu

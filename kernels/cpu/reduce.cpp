@@ -1,4 +1,5 @@
-// Reductions to a scalar (Sum, Mean) and their gradients, which broadcast the scalar back.
+// CPU kernels of the reductions to a scalar (Sum, Mean) and their gradients, which broadcast the scalar back
+// (definitions in core/ops/reduce.cpp).
 #include "kernels/cpu/kernel_util.h"
 
 namespace tctl::cpu {
@@ -11,11 +12,6 @@ double ordered_sum(const Tensor& x) {
   const float* p = x.data<float>();
   for (std::int64_t i = 0; i < x.num_elements(); ++i) s += p[i];
   return s;
-}
-
-TensorSpec scalar_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  return {DType::kF32, Shape{}};
 }
 
 void sum_cpu(KernelContext& ctx) {
@@ -39,19 +35,11 @@ void broadcast_grad(KernelContext& ctx, bool mean) {
 void sum_grad_cpu(KernelContext& ctx) { broadcast_grad(ctx, false); }
 void mean_grad_cpu(KernelContext& ctx) { broadcast_grad(ctx, true); }
 
-TensorSpec like_second(const InferContext& c) { return c.input(1); }
-
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Sum",
-                  .infer = scalar_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SumGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = sum_cpu});
-TCTL_REGISTER_OP({.name = "SumGrad", .num_inputs = 2, .infer = like_second, .cpu = sum_grad_cpu});
-TCTL_REGISTER_OP({.name = "Mean",
-                  .infer = scalar_infer,
-                  .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("MeanGrad", {g.dy(), g.x(0)})}; },
-                  .cpu = mean_cpu});
-TCTL_REGISTER_OP({.name = "MeanGrad", .num_inputs = 2, .infer = like_second, .cpu = mean_grad_cpu});
+TCTL_REGISTER_KERNEL("Sum", DeviceKind::kCpu, sum_cpu);
+TCTL_REGISTER_KERNEL("SumGrad", DeviceKind::kCpu, sum_grad_cpu);
+TCTL_REGISTER_KERNEL("Mean", DeviceKind::kCpu, mean_cpu);
+TCTL_REGISTER_KERNEL("MeanGrad", DeviceKind::kCpu, mean_grad_cpu);
 
 }  // namespace tctl::cpu

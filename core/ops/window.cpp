@@ -1,10 +1,10 @@
-#include "kernels/cpu/window.h"
+#include "core/ops/window.h"
 
 #include <algorithm>
 
 #include "core/errors.h"
 
-namespace tctl::cpu {
+namespace tctl {
 
 bool window_dim(std::int64_t in, std::int64_t window, std::int64_t stride, bool same, WindowDim& d) {
   d = WindowDim{in, window, stride, -1, 0};
@@ -54,4 +54,4 @@ WindowGeometry window_geometry(const Attrs& attrs, const Shape& input, std::int6
   return g;
 }
 
-}  // namespace tctl::cpu
+}  // namespace tctl

@@ -1,5 +1,6 @@
-// Sliding-window geometry shared by the Conv2D and pooling kernels (NHWC float32): output sizes and
-// padding for TF/Keras "valid" and "same", read from a node's attributes.
+// Sliding-window geometry shared by the Conv2D and pooling ops (NHWC float32): output sizes and padding for
+// TF/Keras "valid" and "same", read from a node's attributes. The shape functions vet it, and every
+// device's kernels read the same numbers from it.
 //
 // Attributes: "window" [kh, kw] (pooling; Conv2D takes it from its kernel), "strides" [sh, sw],
 // "padding" "valid" or "same".
@@ -11,7 +12,7 @@
 #include "core/op_registry.h"
 #include "core/tensor.h"
 
-namespace tctl::cpu {
+namespace tctl {
 
 // One spatial dimension: input size, window, stride, output size and padding before the first element.
 struct WindowDim {
@@ -37,4 +38,4 @@ WindowGeometry infer_window(const InferContext& c, const Shape& input, std::int6
 // The same for a kernel, where the shape function already vetted everything.
 WindowGeometry window_geometry(const Attrs& attrs, const Shape& input, std::int64_t kh, std::int64_t kw);
 
-}  // namespace tctl::cpu
+}  // namespace tctl

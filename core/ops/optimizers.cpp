@@ -1,0 +1,49 @@
+// Optimizer updates and the gradient clipping that feeds them. An update writes its variables (the weight
+// and its slots) in place; its inputs are the gradient, the learning rate (a float scalar) and for Adam the
+// number of steps completed before this one (a float scalar), and its output is unused. Increment adds its
+// "amount" to a variable (the step counter). GlobalNorm is the norm of all its inputs together;
+// ClipByGlobalNorm(gradient, norm) scales a gradient by min(1, clipnorm / norm).
+#include "core/ops/ops.h"
+
+#include "core/op_registry.h"
+
+namespace tctl {
+namespace {
+
+// Inputs: gradient (float, any shape), learning rate (float scalar), then `extra` float scalars.
+InferFn update_infer(int extra = 0) {
+  return [extra](const InferContext& c) {
+    for (int i = 0; i < 2 + extra; ++i) c.expect_dtype(i, DType::kF32);
+    for (int i = 1; i < 2 + extra; ++i) c.expect_rank(i, 0);
+    return TensorSpec{DType::kF32, Shape{}};
+  };
+}
+
+TensorSpec global_norm_infer(const InferContext& c) {
+  if (c.num_inputs() == 0) c.fail("needs at least one gradient");
+  for (int i = 0; i < c.num_inputs(); ++i) c.expect_dtype(i, DType::kF32);
+  return {DType::kF32, Shape{}};
+}
+
+TensorSpec clip_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  c.expect_dtype(1, DType::kF32);
+  c.expect_rank(1, 0);
+  if (!(c.attrs().f("clipnorm") > 0.0)) c.fail("clipnorm must be positive");
+  return c.input(0);
+}
+
+}  // namespace
+
+void define_optimizers_ops() {
+  register_op({.name = "ApplySgd", .num_inputs = 2, .infer = update_infer()});
+  register_op({.name = "ApplyMomentum", .num_inputs = 2, .infer = update_infer()});
+  register_op({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1)});
+  register_op({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer()});
+  register_op({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer()});
+  register_op({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }});
+  register_op({.name = "GlobalNorm", .num_inputs = -1, .infer = global_norm_infer});
+  register_op({.name = "ClipByGlobalNorm", .num_inputs = 2, .infer = clip_infer});
+}
+
+}  // namespace tctl
