@@ -61,12 +61,8 @@ int index_after(std::string_view name, std::string_view prefix) {
 }  // namespace
 
 std::string_view device_kind_name(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::kCpu: return "cpu";
-    case DeviceKind::kCuda: return "cuda";
-    case DeviceKind::kSim: return "sim";
-  }
-  return "?";
+  constexpr std::string_view kNames[kNumDeviceKinds] = {"cpu", "cuda", "sim"};
+  return kNames[static_cast<std::size_t>(kind)];
 }
 
 Device* cpu_device() {

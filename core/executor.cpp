@@ -75,6 +75,23 @@ class CopyInserter {
   Plan& plan_;
   std::map<std::pair<int, Device*>, int> made_;
 };
+// Successors, predecessor counts, use counts and roots: each edge counted once per predecessor, so a node
+// that reads one input twice is released once. `slot` maps graph node ids to plan indices.
+void link_edges(Plan& plan, const std::vector<int>& slot) {
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
+    PlanNode& pn = plan.nodes[i];
+    if (pn.feed >= 0) continue;
+    std::vector<int> preds = pn.inputs;
+    for (int c : pn.node->control_inputs) preds.push_back(slot[static_cast<std::size_t>(c)]);
+    std::sort(preds.begin(), preds.end());
+    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
+    for (int p : preds) plan.nodes[static_cast<std::size_t>(p)].successors.push_back(static_cast<int>(i));
+    pn.num_predecessors = static_cast<int>(preds.size());
+    for (int in : pn.inputs) ++plan.nodes[static_cast<std::size_t>(in)].num_uses;
+  }
+  for (std::size_t i = 0; i < plan.nodes.size(); ++i)
+    if (plan.nodes[i].num_predecessors == 0) plan.roots.push_back(static_cast<int>(i));
+}
 }  // namespace
 
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
@@ -137,23 +154,10 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     plan.nodes.push_back(std::move(pn));
   }
 
-  // Edges, counted once per predecessor so a node that reads one input twice is released once.
   // Fetched values leave on the host.
   std::vector<int> fetch_slots;
   for (Output o : fetches) fetch_slots.push_back(copies.on(slot[static_cast<std::size_t>(o.node)], cpu_device()));
-  for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
-    PlanNode& pn = plan.nodes[i];
-    if (pn.feed >= 0) continue;
-    std::vector<int> preds = pn.inputs;
-    for (int c : pn.node->control_inputs) preds.push_back(slot[static_cast<std::size_t>(c)]);
-    std::sort(preds.begin(), preds.end());
-    preds.erase(std::unique(preds.begin(), preds.end()), preds.end());
-    for (int p : preds) plan.nodes[static_cast<std::size_t>(p)].successors.push_back(static_cast<int>(i));
-    pn.num_predecessors = static_cast<int>(preds.size());
-    for (int in : pn.inputs) ++plan.nodes[static_cast<std::size_t>(in)].num_uses;
-  }
-  for (std::size_t i = 0; i < plan.nodes.size(); ++i)
-    if (plan.nodes[i].num_predecessors == 0) plan.roots.push_back(static_cast<int>(i));
+  link_edges(plan, slot);
   mark_kept_reads(plan);
   for (int s : fetch_slots) {
     plan.fetch_slots.push_back(s);

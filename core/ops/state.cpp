@@ -1,5 +1,7 @@
 #include "core/ops/state.h"
 
+#include <array>
+
 #include "core/errors.h"
 #include "core/graph.h"
 #include "core/kernel_context.h"
@@ -42,30 +44,21 @@ void copy_kernel(KernelContext& ctx) {
   copy_between(*in.device(), in.raw_data(), ctx.device(), out.raw_mutable_data(), in.bytes());
 }
 
-const OpDef& find(const char* name) { return op_def(name); }
+// The definitions, looked up once: code compares a node's op with them by address.
+enum StateOp { kPlaceholder, kConst, kReadVariable, kAssignVariable, kCopy };
+const OpDef& state_op(StateOp which) {
+  static const std::array<const OpDef*, 5> defs{&op_def("Placeholder"), &op_def("Const"), &op_def("ReadVariable"),
+                                                &op_def("AssignVariable"), &op_def("Copy")};
+  return *defs[which];
+}
 
 }  // namespace
 
-const OpDef& placeholder() {
-  static const OpDef& d = find("Placeholder");
-  return d;
-}
-const OpDef& constant() {
-  static const OpDef& d = find("Const");
-  return d;
-}
-const OpDef& read_variable() {
-  static const OpDef& d = find("ReadVariable");
-  return d;
-}
-const OpDef& assign_variable() {
-  static const OpDef& d = find("AssignVariable");
-  return d;
-}
-const OpDef& copy() {
-  static const OpDef& d = find("Copy");
-  return d;
-}
+const OpDef& placeholder() { return state_op(kPlaceholder); }
+const OpDef& constant() { return state_op(kConst); }
+const OpDef& read_variable() { return state_op(kReadVariable); }
+const OpDef& assign_variable() { return state_op(kAssignVariable); }
+const OpDef& copy() { return state_op(kCopy); }
 
 void define_state_ops() {
   register_op({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs});
