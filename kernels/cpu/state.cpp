@@ -35,13 +35,14 @@ TensorSpec assign_infer(const InferContext& c) { return {DType::kF32, Shape{}}; 
 
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs, .cpu = placeholder_cpu});
-TCTL_REGISTER_OP({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .cpu = const_cpu, .aliases_output = true});
-TCTL_REGISTER_OP({.name = "AssignVariable", .infer = assign_infer, .cpu = assign_variable_cpu});
-TCTL_REGISTER_OP({.name = "ReadVariable",
-                  .num_inputs = 0,
-                  .infer = spec_from_attrs,
-                  .cpu = read_variable_cpu,
-                  .aliases_output = true});
+TCTL_REGISTER_OP({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs});
+TCTL_REGISTER_OP({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+TCTL_REGISTER_OP({.name = "AssignVariable", .infer = assign_infer});
+TCTL_REGISTER_OP({.name = "ReadVariable", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+
+TCTL_REGISTER_KERNEL("Placeholder", DeviceKind::kCpu, placeholder_cpu);
+TCTL_REGISTER_KERNEL("Const", DeviceKind::kCpu, const_cpu);
+TCTL_REGISTER_KERNEL("AssignVariable", DeviceKind::kCpu, assign_variable_cpu);
+TCTL_REGISTER_KERNEL("ReadVariable", DeviceKind::kCpu, read_variable_cpu);
 
 }  // namespace tctl::cpu
