@@ -83,12 +83,9 @@ bool register_op(OpDef def) {
   Entry& e = entry(def.name);
   TCTL_CHECK(!e.defined, "op registered twice: " + def.name);
   TCTL_CHECK(static_cast<bool>(def.infer), "op without a shape function: " + def.name);
-  const KernelFn cpu = def.cpu;
   def.kernels = e.def.kernels;
-  def.cpu = nullptr;
   e.def = std::move(def);
   e.defined = true;
-  if (cpu != nullptr) register_kernel(e.def.name, DeviceKind::kCpu, cpu);
   return true;
 }
 

@@ -63,8 +63,6 @@ struct OpDef {
   int num_inputs = 1;
   InferFn infer;
   GradFn grad;  // empty: not differentiable
-  // Transitional: a CPU kernel given with the definition is registered as if by register_kernel.
-  KernelFn cpu = nullptr;
   // The output shares its buffer with state it does not own (a variable read, a feed); the executor drops
   // it as soon as its last consumer has run, so a later in-place update need not copy.
   bool aliases_output = false;
@@ -96,8 +94,8 @@ InferFn same_shape_inputs();
 
 #define TCTL_CONCAT_INNER(a, b) a##b
 #define TCTL_CONCAT(a, b) TCTL_CONCAT_INNER(a, b)
-// TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec, .cpu = meet_cpu}); for an op
-// defined outside core (a test's own).
+// TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec}); for an op defined outside
+// core (a test's own), with its kernels registered apart.
 #define TCTL_REGISTER_OP(...) \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
 // TCTL_REGISTER_KERNEL("Relu", ::tctl::DeviceKind::kCpu, relu_cpu);

@@ -42,8 +42,10 @@ void fail_cpu(KernelContext& ctx) { throw RuntimeError("kernel " + ctx.node().na
 TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec, .cpu = meet_cpu});
-TCTL_REGISTER_OP({.name = "TestFail", .num_inputs = 1, .infer = same_as_input(0), .cpu = fail_cpu});
+TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec});
+TCTL_REGISTER_OP({.name = "TestFail", .num_inputs = 1, .infer = same_as_input(0)});
+TCTL_REGISTER_KERNEL("TestMeet", DeviceKind::kCpu, meet_cpu);
+TCTL_REGISTER_KERNEL("TestFail", DeviceKind::kCpu, fail_cpu);
 
 TEST_CASE("independent nodes run at the same time with two inter-op threads") {
   auto g = std::make_shared<Graph>();
@@ -142,7 +144,8 @@ void busy_probe_cpu(KernelContext& ctx) {
 }
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "TestBusyProbe", .num_inputs = 0, .infer = scalar_spec, .cpu = busy_probe_cpu});
+TCTL_REGISTER_OP({.name = "TestBusyProbe", .num_inputs = 0, .infer = scalar_spec});
+TCTL_REGISTER_KERNEL("TestBusyProbe", DeviceKind::kCpu, busy_probe_cpu);
 
 TEST_CASE("inter-op x intra-op never runs more busy threads than asked") {
   auto g = std::make_shared<Graph>();

@@ -34,7 +34,8 @@ void profiler_meet_cpu(KernelContext& ctx) {
 TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
-TCTL_REGISTER_OP({.name = "TestProfilerMeet", .num_inputs = 0, .infer = scalar_spec, .cpu = profiler_meet_cpu});
+TCTL_REGISTER_OP({.name = "TestProfilerMeet", .num_inputs = 0, .infer = scalar_spec});
+TCTL_REGISTER_KERNEL("TestProfilerMeet", DeviceKind::kCpu, profiler_meet_cpu);
 
 TEST_CASE("a profiled run records every executed node once, with end >= start") {
   auto g = std::make_shared<Graph>();
