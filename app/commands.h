@@ -3,12 +3,23 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 
 #include <CLI/CLI.hpp>
 
 namespace tctl::app {
 
 using Command = std::function<int()>;
+
+// Registers subcommand `name`: `define` adds its flags, bound to one Flags that lives as long as the
+// Command, which runs `run` on them.
+template <class Flags>
+Command add_command(CLI::App& app, const char* name, const char* help, void (*define)(CLI::App&, Flags&),
+                    int (*run)(const Flags&)) {
+  auto flags = std::make_shared<Flags>();
+  define(*app.add_subcommand(name, help), *flags);
+  return [flags, run] { return run(*flags); };
+}
 
 Command add_train_command(CLI::App& app);
 Command add_predict_command(CLI::App& app);

@@ -52,16 +52,18 @@ int run_evaluate(const EvaluateFlags& f) {
   std::printf("%lld rows from %s%s\n", static_cast<long long>(data.size()), source.c_str(), metrics_text(m).c_str());
   return 0;
 }
+
+void define_flags(CLI::App& cmd, EvaluateFlags& flags) {
+  cmd.add_option("--run", flags.run, "Run directory written by train")->required();
+  cmd.add_option("--data", flags.data, "Train config (its test split is used) or labelled CSV")->required();
+  cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());
+  cmd.add_flag("--json", flags.json, "Print the result as JSON");
+}
+
 }  // namespace
 
 Command add_evaluate_command(CLI::App& app) {
-  auto flags = std::make_shared<EvaluateFlags>();
-  CLI::App* cmd = app.add_subcommand("evaluate", "Loss and metrics of a trained run on a config's test split or a labelled CSV");
-  cmd->add_option("--run", flags->run, "Run directory written by train")->required();
-  cmd->add_option("--data", flags->data, "Train config (its test split is used) or labelled CSV")->required();
-  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(positive_integer());
-  cmd->add_flag("--json", flags->json, "Print the result as JSON");
-  return [flags] { return run_evaluate(*flags); };
+  return add_command<EvaluateFlags>(app, "evaluate", "Loss and metrics of a trained run on a config's test split or a labelled CSV", define_flags, run_evaluate);
 }
 
 }  // namespace tctl::app

@@ -58,14 +58,16 @@ int run_import_keras(const ImportKerasFlags& f) {
                f.output.empty() ? "" : (" to " + f.output).c_str());
   return 0;
 }
+
+void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
+  cmd.add_option("file", flags.input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")->required();
+  cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout");
+}
+
 }  // namespace
 
 Command add_import_keras_command(CLI::App& app) {
-  auto flags = std::make_shared<ImportKerasFlags>();
-  CLI::App* cmd = app.add_subcommand("import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec");
-  cmd->add_option("file", flags->input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")->required();
-  cmd->add_option("-o,--output", flags->output, "Write the spec to this file instead of stdout");
-  return [flags] { return run_import_keras(*flags); };
+  return add_command<ImportKerasFlags>(app, "import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec", define_flags, run_import_keras);
 }
 
 }  // namespace tctl::app

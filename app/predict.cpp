@@ -57,16 +57,18 @@ int run_predict(const PredictFlags& f) {
                  static_cast<long long>(correct), static_cast<long long>(n));
   return 0;
 }
+
+void define_flags(CLI::App& cmd, PredictFlags& flags) {
+  cmd.add_option("--run", flags.run, "Run directory written by train")->required();
+  cmd.add_option("--input", flags.input, "CSV with the model's feature columns (a label column is optional)")->required();
+  cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout");
+  cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());
+}
+
 }  // namespace
 
 Command add_predict_command(CLI::App& app) {
-  auto flags = std::make_shared<PredictFlags>();
-  CLI::App* cmd = app.add_subcommand("predict", "Predict with a trained run on the rows of a CSV file");
-  cmd->add_option("--run", flags->run, "Run directory written by train")->required();
-  cmd->add_option("--input", flags->input, "CSV with the model's feature columns (a label column is optional)")->required();
-  cmd->add_option("--output", flags->output, "Write the predictions to this CSV instead of stdout");
-  cmd->add_option("--batch-size", flags->batch_size, "Rows per batch")->check(positive_integer());
-  return [flags] { return run_predict(*flags); };
+  return add_command<PredictFlags>(app, "predict", "Predict with a trained run on the rows of a CSV file", define_flags, run_predict);
 }
 
 }  // namespace tctl::app

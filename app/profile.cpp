@@ -165,23 +165,25 @@ int run_profile(const ProfileFlags& f) {
   if (!f.trace.empty()) std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
   return 0;
 }
+
+void define_flags(CLI::App& cmd, ProfileFlags& f) {
+  cmd.add_option("config", f.path, "Train config, or a model spec (profiled on random inputs)")->required();
+  cmd.add_option("--batch-size", f.options.batch_size, "Batch size")->check(positive_integer());
+  cmd.add_option("--iterations", f.options.iterations, "Measured steps")->check(positive_integer());
+  cmd.add_option("--warmup", f.options.warmup, "Steps run before measuring")->check(non_negative_integer());
+  cmd.add_option("--inter-op-threads", f.inter, "Inter-op thread counts, a comma list for a sweep (default 1)");
+  cmd.add_option("--intra-op-threads", f.intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
+  cmd.add_option("--mode", f.mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
+  cmd.add_flag("--forward-only", f.options.forward_only, "Profile inference only");
+  cmd.add_flag("--ops", f.ops, "Break each layer into its graph nodes");
+  cmd.add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) of the last measured step");
+  cmd.add_flag("--json", f.json, "Print the report as JSON");
+}
+
 }  // namespace
 
 Command add_profile_command(CLI::App& app) {
-  auto f = std::make_shared<ProfileFlags>();
-  CLI::App* cmd = app.add_subcommand("profile", "Time a training step per layer and per op, across thread counts");
-  cmd->add_option("config", f->path, "Train config, or a model spec (profiled on random inputs)")->required();
-  cmd->add_option("--batch-size", f->options.batch_size, "Batch size")->check(positive_integer());
-  cmd->add_option("--iterations", f->options.iterations, "Measured steps")->check(positive_integer());
-  cmd->add_option("--warmup", f->options.warmup, "Steps run before measuring")->check(non_negative_integer());
-  cmd->add_option("--inter-op-threads", f->inter, "Inter-op thread counts, a comma list for a sweep (default 1)");
-  cmd->add_option("--intra-op-threads", f->intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
-  cmd->add_option("--mode", f->mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
-  cmd->add_flag("--forward-only", f->options.forward_only, "Profile inference only");
-  cmd->add_flag("--ops", f->ops, "Break each layer into its graph nodes");
-  cmd->add_option("--trace", f->trace, "Write a Chrome trace (Perfetto) of the last measured step");
-  cmd->add_flag("--json", f->json, "Print the report as JSON");
-  return [f] { return run_profile(*f); };
+  return add_command<ProfileFlags>(app, "profile", "Time a training step per layer and per op, across thread counts", define_flags, run_profile);
 }
 
 }  // namespace tctl::app

@@ -156,23 +156,25 @@ int run_race_check(const RaceFlags& f) {
   std::printf("%s\n", broken ? "A mode broke its promise." : "Every mode that promises consistency kept it.");
   return broken ? 1 : 0;
 }
+
+void define_flags(CLI::App& cmd, RaceFlags& f) {
+  cmd.add_option("--scenario", f.scenario, "counter, sgd, train, torn-read, queue, defaults, or all (a comma list works)");
+  cmd.add_option("--modes", f.modes, "Locking modes to run: none, mutex, process, atomic, snapshot, dataflow, or all");
+  cmd.add_option("--threads", f.options.threads, "Threads sharing the state")->check(integer_in(1, 256));
+  cmd.add_option("--iterations", f.options.iterations, "Operations per thread (train: steps in all)")->check(positive_integer());
+  cmd.add_option("--size", f.options.size, "Elements per variable")->check(integer_in(1, 1 << 24));
+  cmd.add_option("--widen", f.options.widen, "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
+      ->check(integer_in(0, 1000000));
+  cmd.add_option("--seed", f.options.seed, "Seed of the train scenario")->check(non_negative_integer());
+  cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
+  cmd.add_flag("--json", f.json, "Print the report as JSON");
+  cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");
+}
+
 }  // namespace
 
 Command add_race_check_command(CLI::App& app) {
-  auto f = std::make_shared<RaceFlags>();
-  CLI::App* cmd = app.add_subcommand("race-check", "Measure what happens when threads share variables, under each locking mode");
-  cmd->add_option("--scenario", f->scenario, "counter, sgd, train, torn-read, queue, defaults, or all (a comma list works)");
-  cmd->add_option("--modes", f->modes, "Locking modes to run: none, mutex, process, atomic, snapshot, dataflow, or all");
-  cmd->add_option("--threads", f->options.threads, "Threads sharing the state")->check(integer_in(1, 256));
-  cmd->add_option("--iterations", f->options.iterations, "Operations per thread (train: steps in all)")->check(positive_integer());
-  cmd->add_option("--size", f->options.size, "Elements per variable")->check(integer_in(1, 1 << 24));
-  cmd->add_option("--widen", f->options.widen, "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
-      ->check(integer_in(0, 1000000));
-  cmd->add_option("--seed", f->options.seed, "Seed of the train scenario")->check(non_negative_integer());
-  cmd->add_option("--graph", f->graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
-  cmd->add_flag("--json", f->json, "Print the report as JSON");
-  cmd->add_flag("--explain", f->explain, "Print what each mode promises and its TensorFlow counterpart");
-  return [f] { return run_race_check(*f); };
+  return add_command<RaceFlags>(app, "race-check", "Measure what happens when threads share variables, under each locking mode", define_flags, run_race_check);
 }
 
 }  // namespace tctl::app

@@ -59,14 +59,16 @@ int run_summary(const SummaryFlags& f) {
               human_bytes(4.0 * static_cast<double>(total - trainable)).c_str());
   return 0;
 }
+
+void define_flags(CLI::App& cmd, SummaryFlags& flags) {
+  cmd.add_option("spec", flags.path, "Model spec, train config, run directory, or Keras model JSON")->required();
+  cmd.add_flag("--json", flags.json, "Print the summary as JSON");
+}
+
 }  // namespace
 
 Command add_summary_command(CLI::App& app) {
-  auto flags = std::make_shared<SummaryFlags>();
-  CLI::App* cmd = app.add_subcommand("summary", "Print a model's layers, output shapes and parameter counts");
-  cmd->add_option("spec", flags->path, "Model spec, train config, run directory, or Keras model JSON")->required();
-  cmd->add_flag("--json", flags->json, "Print the summary as JSON");
-  return [flags] { return run_summary(*flags); };
+  return add_command<SummaryFlags>(app, "summary", "Print a model's layers, output shapes and parameter counts", define_flags, run_summary);
 }
 
 }  // namespace tctl::app

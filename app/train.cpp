@@ -163,36 +163,38 @@ int run_train(const TrainFlags& f) {
                    .c_str());
   return 0;
 }
+
+void define_flags(CLI::App& cmd, TrainFlags& flags) {
+  cmd.add_option("config", flags.config, "Train config (JSON)")->required();
+  cmd.add_option("--epochs", flags.epochs, "Override the number of epochs")->check(positive_integer());
+  cmd.add_option("--batch-size", flags.batch_size, "Override the batch size")->check(positive_integer());
+  cmd.add_option("--seed", flags.seed, "Override the seed")->check(non_negative_integer());
+  cmd.add_option("--inter-op-threads", flags.inter_op, "Threads running independent graph nodes (0: one per core)")
+      ->check(integer_in(0, 1024));
+  cmd.add_option("--intra-op-threads", flags.intra_op, "Threads splitting the work inside one op (0: one per core)")
+      ->check(integer_in(0, 1024));
+  cmd.add_option("--output", flags.output, "Run directory to write (default from the config, else runs/<config name>)");
+  cmd.add_option("--resume", flags.resume,
+                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
+                  "thread counts and output flags may differ from the run's)");
+  cmd.add_flag("--overwrite", flags.overwrite,
+                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
+                "non-empty run directory is refused)");
+  cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim:N");
+  cmd.add_flag("--json", flags.json, "Print the final summary as JSON on stdout (progress goes to stderr)");
+  cmd.add_flag("--quiet", flags.quiet, "No progress output");
+  cmd.add_flag("--strict-placement", flags.strict_placement,
+                "Refuse (exit 2) a node whose device is missing or has no kernel for its op, instead of running it on the cpu");
+  cmd.add_flag("--log-device-placement", flags.log_device_placement,
+                "Print every node of each graph the run prepares, with its op and the device it runs on, copies included");
+  cmd.add_flag("--keep-denormals", flags.keep_denormals,
+                "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
+}
+
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  auto flags = std::make_shared<TrainFlags>();
-  CLI::App* cmd = app.add_subcommand("train", "Train a model from a train config and write its run directory");
-  cmd->add_option("config", flags->config, "Train config (JSON)")->required();
-  cmd->add_option("--epochs", flags->epochs, "Override the number of epochs")->check(positive_integer());
-  cmd->add_option("--batch-size", flags->batch_size, "Override the batch size")->check(positive_integer());
-  cmd->add_option("--seed", flags->seed, "Override the seed")->check(non_negative_integer());
-  cmd->add_option("--inter-op-threads", flags->inter_op, "Threads running independent graph nodes (0: one per core)")
-      ->check(integer_in(0, 1024));
-  cmd->add_option("--intra-op-threads", flags->intra_op, "Threads splitting the work inside one op (0: one per core)")
-      ->check(integer_in(0, 1024));
-  cmd->add_option("--output", flags->output, "Run directory to write (default from the config, else runs/<config name>)");
-  cmd->add_option("--resume", flags->resume,
-                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
-                  "thread counts and output flags may differ from the run's)");
-  cmd->add_flag("--overwrite", flags->overwrite,
-                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
-                "non-empty run directory is refused)");
-  cmd->add_option("--device", flags->device, "Default device for every layer: cpu, cuda, cuda:N, sim:N");
-  cmd->add_flag("--json", flags->json, "Print the final summary as JSON on stdout (progress goes to stderr)");
-  cmd->add_flag("--quiet", flags->quiet, "No progress output");
-  cmd->add_flag("--strict-placement", flags->strict_placement,
-                "Refuse (exit 2) a node whose device is missing or has no kernel for its op, instead of running it on the cpu");
-  cmd->add_flag("--log-device-placement", flags->log_device_placement,
-                "Print every node of each graph the run prepares, with its op and the device it runs on, copies included");
-  cmd->add_flag("--keep-denormals", flags->keep_denormals,
-                "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
-  return [flags] { return run_train(*flags); };
+  return add_command<TrainFlags>(app, "train", "Train a model from a train config and write its run directory", define_flags, run_train);
 }
 
 }  // namespace tctl::app

@@ -98,6 +98,11 @@ bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn) {
   return true;
 }
 
+bool register_kernels(DeviceKind kind, std::initializer_list<KernelEntry> kernels) {
+  for (const KernelEntry& k : kernels) register_kernel(k.op, kind, k.fn);
+  return true;
+}
+
 const OpDef& op_def(std::string_view name) {
   define_core_ops();
   auto& ops = registry();

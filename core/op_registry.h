@@ -9,6 +9,7 @@
 
 #include <array>
 #include <functional>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,6 +79,12 @@ bool register_op(OpDef def);
 // op may be defined before or after (registrars run in any order); a kernel whose op is never defined is
 // reported by check_op_registry.
 bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn);
+// A backend file's kernels for one device kind, as one table: register_kernel for each entry.
+struct KernelEntry {
+  std::string_view op;
+  KernelFn fn;
+};
+bool register_kernels(DeviceKind kind, std::initializer_list<KernelEntry> kernels);
 // The op with this name; an unknown name is an internal error (ops are named by code, not by users).
 const OpDef& op_def(std::string_view name);
 // Internal error unless every registered kernel belongs to a defined op. Called once by tests and main.
@@ -102,3 +109,7 @@ InferFn same_shape_inputs();
 #define TCTL_REGISTER_KERNEL(op, kind, fn)                                                   \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernel_, __COUNTER__) = \
       ::tctl::register_kernel(op, kind, fn)
+// TCTL_REGISTER_KERNELS(::tctl::DeviceKind::kCpu, {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu});
+#define TCTL_REGISTER_KERNELS(kind, ...)                                                   \
+  [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernels_, __COUNTER__) = \
+      ::tctl::register_kernels(kind, {__VA_ARGS__})

@@ -97,19 +97,10 @@ void softmax_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("Relu", DeviceKind::kCpu, relu_cpu);
-TCTL_REGISTER_KERNEL("ReluGrad", DeviceKind::kCpu, relu_grad_cpu);
-TCTL_REGISTER_KERNEL("LeakyRelu", DeviceKind::kCpu, leaky_relu_cpu);
-TCTL_REGISTER_KERNEL("LeakyReluGrad", DeviceKind::kCpu, leaky_relu_grad_cpu);
-TCTL_REGISTER_KERNEL("Elu", DeviceKind::kCpu, elu_cpu);
-TCTL_REGISTER_KERNEL("EluGrad", DeviceKind::kCpu, elu_grad_cpu);
-TCTL_REGISTER_KERNEL("Gelu", DeviceKind::kCpu, gelu_cpu);
-TCTL_REGISTER_KERNEL("GeluGrad", DeviceKind::kCpu, gelu_grad_cpu);
-TCTL_REGISTER_KERNEL("Sigmoid", DeviceKind::kCpu, sigmoid_cpu);
-TCTL_REGISTER_KERNEL("SigmoidGrad", DeviceKind::kCpu, sigmoid_grad_cpu);
-TCTL_REGISTER_KERNEL("Tanh", DeviceKind::kCpu, tanh_cpu);
-TCTL_REGISTER_KERNEL("TanhGrad", DeviceKind::kCpu, tanh_grad_cpu);
-TCTL_REGISTER_KERNEL("Softmax", DeviceKind::kCpu, softmax_cpu);
-TCTL_REGISTER_KERNEL("SoftmaxGrad", DeviceKind::kCpu, softmax_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu}, {"LeakyRelu", leaky_relu_cpu},
+                      {"LeakyReluGrad", leaky_relu_grad_cpu}, {"Elu", elu_cpu}, {"EluGrad", elu_grad_cpu},
+                      {"Gelu", gelu_cpu}, {"GeluGrad", gelu_grad_cpu}, {"Sigmoid", sigmoid_cpu},
+                      {"SigmoidGrad", sigmoid_grad_cpu}, {"Tanh", tanh_cpu}, {"TanhGrad", tanh_grad_cpu},
+                      {"Softmax", softmax_cpu}, {"SoftmaxGrad", softmax_grad_cpu});
 
 }  // namespace tctl::cpu

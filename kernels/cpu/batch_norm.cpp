@@ -156,12 +156,9 @@ void assign_moving_average_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("BatchNorm", DeviceKind::kCpu, batch_norm_cpu);
-TCTL_REGISTER_KERNEL("BatchNormGrad", DeviceKind::kCpu, batch_norm_grad_cpu);
-TCTL_REGISTER_KERNEL("BatchNormMean", DeviceKind::kCpu, mean_cpu);
-TCTL_REGISTER_KERNEL("BatchNormMeanGrad", DeviceKind::kCpu, mean_grad_cpu);
-TCTL_REGISTER_KERNEL("BatchNormVariance", DeviceKind::kCpu, variance_cpu);
-TCTL_REGISTER_KERNEL("BatchNormVarianceGrad", DeviceKind::kCpu, variance_grad_cpu);
-TCTL_REGISTER_KERNEL("AssignMovingAverage", DeviceKind::kCpu, assign_moving_average_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"BatchNorm", batch_norm_cpu}, {"BatchNormGrad", batch_norm_grad_cpu},
+                      {"BatchNormMean", mean_cpu}, {"BatchNormMeanGrad", mean_grad_cpu},
+                      {"BatchNormVariance", variance_cpu}, {"BatchNormVarianceGrad", variance_grad_cpu},
+                      {"AssignMovingAverage", assign_moving_average_cpu});
 
 }  // namespace tctl::cpu

@@ -61,8 +61,7 @@ void pad_last_axis_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("Concat", DeviceKind::kCpu, concat_cpu);
-TCTL_REGISTER_KERNEL("SliceLastAxis", DeviceKind::kCpu, slice_last_axis_cpu);
-TCTL_REGISTER_KERNEL("PadLastAxis", DeviceKind::kCpu, pad_last_axis_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Concat", concat_cpu}, {"SliceLastAxis", slice_last_axis_cpu},
+                      {"PadLastAxis", pad_last_axis_cpu});
 
 }  // namespace tctl::cpu

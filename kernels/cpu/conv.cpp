@@ -407,9 +407,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("Conv2D", DeviceKind::kCpu, conv2d_cpu);
-TCTL_REGISTER_KERNEL("FusedConv2D", DeviceKind::kCpu, fused_conv2d_cpu);
-TCTL_REGISTER_KERNEL("Conv2DInputGrad", DeviceKind::kCpu, conv2d_input_grad_cpu);
-TCTL_REGISTER_KERNEL("Conv2DKernelGrad", DeviceKind::kCpu, conv2d_kernel_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Conv2D", conv2d_cpu}, {"FusedConv2D", fused_conv2d_cpu},
+                      {"Conv2DInputGrad", conv2d_input_grad_cpu}, {"Conv2DKernelGrad", conv2d_kernel_grad_cpu});
 
 }  // namespace tctl::cpu

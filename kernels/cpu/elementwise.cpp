@@ -83,13 +83,8 @@ void bias_add_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("Add", DeviceKind::kCpu, add_cpu);
-TCTL_REGISTER_KERNEL("Sub", DeviceKind::kCpu, sub_cpu);
-TCTL_REGISTER_KERNEL("Mul", DeviceKind::kCpu, mul_cpu);
-TCTL_REGISTER_KERNEL("Scale", DeviceKind::kCpu, scale_cpu);
-TCTL_REGISTER_KERNEL("AddN", DeviceKind::kCpu, add_n_cpu);
-TCTL_REGISTER_KERNEL("ZerosLike", DeviceKind::kCpu, zeros_like_cpu);
-TCTL_REGISTER_KERNEL("BiasAdd", DeviceKind::kCpu, bias_add_cpu);
-TCTL_REGISTER_KERNEL("BiasAddGrad", DeviceKind::kCpu, bias_add_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Add", add_cpu}, {"Sub", sub_cpu}, {"Mul", mul_cpu}, {"Scale", scale_cpu},
+                      {"AddN", add_n_cpu}, {"ZerosLike", zeros_like_cpu}, {"BiasAdd", bias_add_cpu},
+                      {"BiasAddGrad", bias_add_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -157,17 +157,10 @@ void binary_xent_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("SparseSoftmaxXent", DeviceKind::kCpu, sparse_xent_cpu);
-TCTL_REGISTER_KERNEL("SparseSoftmaxXentGrad", DeviceKind::kCpu, sparse_xent_grad_cpu);
-TCTL_REGISTER_KERNEL("SoftmaxXent", DeviceKind::kCpu, dense_xent_cpu);
-TCTL_REGISTER_KERNEL("SoftmaxXentGrad", DeviceKind::kCpu, dense_xent_grad_cpu);
-TCTL_REGISTER_KERNEL("Mse", DeviceKind::kCpu, mse_cpu);
-TCTL_REGISTER_KERNEL("MseGrad", DeviceKind::kCpu, mse_grad_cpu);
-TCTL_REGISTER_KERNEL("Mae", DeviceKind::kCpu, mae_cpu);
-TCTL_REGISTER_KERNEL("MaeGrad", DeviceKind::kCpu, mae_grad_cpu);
-TCTL_REGISTER_KERNEL("Huber", DeviceKind::kCpu, huber_cpu);
-TCTL_REGISTER_KERNEL("HuberGrad", DeviceKind::kCpu, huber_grad_cpu);
-TCTL_REGISTER_KERNEL("BinaryXent", DeviceKind::kCpu, binary_xent_cpu);
-TCTL_REGISTER_KERNEL("BinaryXentGrad", DeviceKind::kCpu, binary_xent_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"SparseSoftmaxXent", sparse_xent_cpu},
+                      {"SparseSoftmaxXentGrad", sparse_xent_grad_cpu}, {"SoftmaxXent", dense_xent_cpu},
+                      {"SoftmaxXentGrad", dense_xent_grad_cpu}, {"Mse", mse_cpu}, {"MseGrad", mse_grad_cpu},
+                      {"Mae", mae_cpu}, {"MaeGrad", mae_grad_cpu}, {"Huber", huber_cpu}, {"HuberGrad", huber_grad_cpu},
+                      {"BinaryXent", binary_xent_cpu}, {"BinaryXentGrad", binary_xent_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -255,13 +255,9 @@ void clip_by_global_norm_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("ApplySgd", DeviceKind::kCpu, apply_sgd_cpu);
-TCTL_REGISTER_KERNEL("ApplyMomentum", DeviceKind::kCpu, apply_momentum_cpu);
-TCTL_REGISTER_KERNEL("ApplyAdam", DeviceKind::kCpu, apply_adam_cpu);
-TCTL_REGISTER_KERNEL("ApplyRmsProp", DeviceKind::kCpu, apply_rmsprop_cpu);
-TCTL_REGISTER_KERNEL("ApplyAdagrad", DeviceKind::kCpu, apply_adagrad_cpu);
-TCTL_REGISTER_KERNEL("Increment", DeviceKind::kCpu, increment_cpu);
-TCTL_REGISTER_KERNEL("GlobalNorm", DeviceKind::kCpu, global_norm_cpu);
-TCTL_REGISTER_KERNEL("ClipByGlobalNorm", DeviceKind::kCpu, clip_by_global_norm_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"ApplySgd", apply_sgd_cpu}, {"ApplyMomentum", apply_momentum_cpu},
+                      {"ApplyAdam", apply_adam_cpu}, {"ApplyRmsProp", apply_rmsprop_cpu},
+                      {"ApplyAdagrad", apply_adagrad_cpu}, {"Increment", increment_cpu},
+                      {"GlobalNorm", global_norm_cpu}, {"ClipByGlobalNorm", clip_by_global_norm_cpu});
 
 }  // namespace tctl::cpu

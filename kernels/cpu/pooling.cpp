@@ -187,9 +187,7 @@ void avg_pool_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("MaxPool2D", DeviceKind::kCpu, max_pool_cpu);
-TCTL_REGISTER_KERNEL("MaxPool2DGrad", DeviceKind::kCpu, max_pool_grad_cpu);
-TCTL_REGISTER_KERNEL("AvgPool2D", DeviceKind::kCpu, avg_pool_cpu);
-TCTL_REGISTER_KERNEL("AvgPool2DGrad", DeviceKind::kCpu, avg_pool_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"MaxPool2D", max_pool_cpu}, {"MaxPool2DGrad", max_pool_grad_cpu},
+                      {"AvgPool2D", avg_pool_cpu}, {"AvgPool2DGrad", avg_pool_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -37,9 +37,7 @@ void mean_grad_cpu(KernelContext& ctx) { broadcast_grad(ctx, true); }
 
 }  // namespace
 
-TCTL_REGISTER_KERNEL("Sum", DeviceKind::kCpu, sum_cpu);
-TCTL_REGISTER_KERNEL("SumGrad", DeviceKind::kCpu, sum_grad_cpu);
-TCTL_REGISTER_KERNEL("Mean", DeviceKind::kCpu, mean_cpu);
-TCTL_REGISTER_KERNEL("MeanGrad", DeviceKind::kCpu, mean_grad_cpu);
+TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Sum", sum_cpu}, {"SumGrad", sum_grad_cpu}, {"Mean", mean_cpu},
+                      {"MeanGrad", mean_grad_cpu});
 
 }  // namespace tctl::cpu
