@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "core/errors.h"
+#include "core/op_registry.h"
 #include "core/placement.h"
 
 namespace {
@@ -49,6 +50,8 @@ int main(int argc, char** argv) {
   // message and exit 1, instead of a signal that ends the process mid-write without one.
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGXFSZ, SIG_IGN);
+  // Every kernel linked in belongs to a defined op (an internal error otherwise, found before any work).
+  tctl::check_op_registry();
   CLI::App app{"tensorctl: define, train, run and inspect neural networks from JSON specs", "tensorctl"};
   app.set_version_flag("--version", std::string("tensorctl ") + TENSORCTL_VERSION);
   app.require_subcommand(1);

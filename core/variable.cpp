@@ -101,9 +101,7 @@ void Variable::place_on(Device* device) {
   while (device_.load(std::memory_order_acquire) != device) {
     const Tensor current = mode_ == LockingMode::kSnapshot ? *current_version() : locked_value();
     const Tensor moved = current.to(device);
-    std::unique_lock lock = lock_for_mode();
-    std::unique_lock<std::mutex> own;  // the lock-free modes take none for updates; a move still needs one
-    if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
+    HandleLock lock(*this);
     const bool unchanged = mode_ == LockingMode::kSnapshot ? current_version()->shares_buffer_with(current)
                                                            : value_.shares_buffer_with(current);
     if (unchanged) {
@@ -114,17 +112,18 @@ void Variable::place_on(Device* device) {
       }
       device_.store(device, std::memory_order_release);
     }
-    unlock_for_mode(lock);
   }
 }
 
+Variable::HandleLock::HandleLock(const Variable& v) : v_(v), mode_lock_(v.lock_for_mode()) {
+  if (!mode_lock_.owns_lock() && v.mode_ != LockingMode::kProcess) own_ = std::unique_lock(v.mu_);
+}
+
+Variable::HandleLock::~HandleLock() { v_.unlock_for_mode(mode_lock_); }
+
 Tensor Variable::locked_value() const {
-  std::unique_lock lock = lock_for_mode();
-  std::unique_lock<std::mutex> own;
-  if (!lock.owns_lock() && mode_ != LockingMode::kProcess) own = std::unique_lock(mu_);
-  Tensor out = value_;
-  unlock_for_mode(lock);
-  return out;
+  HandleLock lock(*this);
+  return value_;
 }
 
 void Variable::assign(const Tensor& given) {

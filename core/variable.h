@@ -105,7 +105,21 @@ class Variable {
   std::unique_lock<std::mutex> lock_for_mode() const;
   void unlock_for_mode(std::unique_lock<std::mutex>& lock) const;
   void make_unique_locked();
-  // value_'s handle, read under the mode's lock (or mu_ in the lock-free modes).
+  // Held while value_'s handle is read or replaced outside an update: the mode's lock, or mu_ in the
+  // lock-free modes (whose updates take none; there it excludes only another holder).
+  class HandleLock {
+   public:
+    explicit HandleLock(const Variable& v);
+    ~HandleLock();
+    HandleLock(const HandleLock&) = delete;
+    HandleLock& operator=(const HandleLock&) = delete;
+
+   private:
+    const Variable& v_;
+    std::unique_lock<std::mutex> mode_lock_;
+    std::unique_lock<std::mutex> own_;
+  };
+  // value_'s handle, read under a HandleLock.
   Tensor locked_value() const;
   void add_scaled(const Tensor& delta, float sign);
 

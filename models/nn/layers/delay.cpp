@@ -1,6 +1,6 @@
 // Delay: the identity, after sleeping `ms` milliseconds in the forward pass (training and inference), so a
 // blocking layer shows in a profile and the executor's inter-op concurrency can be seen. The backward pass
-// does not sleep (see kernels/cpu/delay.cpp).
+// does not sleep (see core/ops/delay.cpp).
 #include "models/nn/layer.h"
 
 namespace tctl {
