@@ -27,13 +27,19 @@ struct Meeting {
 };
 Meeting g_meeting;
 
-void meet_cpu(KernelContext& ctx) {
+// Arrives at g_meeting and waits (up to 10 s) until `want` participants are there at once; counts itself in
+// `met` when they were.
+void arrive_and_wait() {
   std::unique_lock lock(g_meeting.mu);
   ++g_meeting.arrived;
   g_meeting.runs.fetch_add(1);
   g_meeting.cv.notify_all();
   if (g_meeting.cv.wait_for(lock, std::chrono::seconds(10), [] { return g_meeting.arrived >= g_meeting.want; }))
     g_meeting.met.fetch_add(1);
+}
+
+void meet_cpu(KernelContext& ctx) {
+  arrive_and_wait();
   ctx.output().mutable_data<float>()[0] = 1.0f;
 }
 
@@ -169,16 +175,9 @@ TEST_CASE("inter-op x intra-op never runs more busy threads than asked") {
 }
 
 namespace {
-// The chunks of one parallel_for meet as g_meeting's nodes do: each waits (up to 10 s) until `want` chunks
-// are running at once.
+// The chunks of one parallel_for meet as g_meeting's nodes do.
 void chunk_meet_cpu(KernelContext& ctx) {
-  ctx.parallel_for(g_meeting.want, 1, [](std::int64_t, std::int64_t) {
-    std::unique_lock lock(g_meeting.mu);
-    ++g_meeting.arrived;
-    g_meeting.cv.notify_all();
-    if (g_meeting.cv.wait_for(lock, std::chrono::seconds(10), [] { return g_meeting.arrived >= g_meeting.want; }))
-      g_meeting.met.fetch_add(1);
-  });
+  ctx.parallel_for(g_meeting.want, 1, [](std::int64_t, std::int64_t) { arrive_and_wait(); });
   ctx.output().mutable_data<float>()[0] = 1.0f;
 }
 }  // namespace
