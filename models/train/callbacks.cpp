@@ -50,8 +50,10 @@ namespace {
 
 std::string epochs_text(std::int64_t n) { return fmt::format("{} epoch{}", n, n == 1 ? "" : "s"); }
 
-// Keras 3's EarlyStopping (keras/src/callbacks/early_stopping.py): stops once the wait reaches patience; with
-// restore_best_weights, holds the best epoch's weights and puts them back at the end.
+// Keras 3's EarlyStopping (keras/src/callbacks/early_stopping.py): stops once the wait reaches patience, but
+// never after the first epoch (`epoch > 0` there, 0-based); with restore_best_weights, holds the best epoch's
+// weights and puts them back at the end, and until an epoch improves (a NaN first epoch) the first epoch's,
+// so a checkpoint always has them.
 class EarlyStopping final : public Callback {
  public:
   EarlyStopping(const CallbackConfig& config, const CallbackContext& context)
@@ -59,8 +61,11 @@ class EarlyStopping final : public Callback {
 
   std::vector<std::string> on_epoch_end(const EpochResult& r) override {
     const bool better = record(monitored(r), r.epoch);
-    if (better && config_.restore_best_weights) best_weights_ = variable_values(model_.net().variables());
-    if (better || watch_.wait < config_.patience) return {};
+    if (config_.restore_best_weights && (better || best_weights_.empty())) {
+      best_weights_ = variable_values(model_.net().variables());
+      if (!better) watch_.best_epoch = r.epoch;
+    }
+    if (better || watch_.wait < config_.patience || r.epoch <= 1) return {};
     trainer_.stop_training();
     return {fmt::format("EarlyStopping: {} has not improved for {} (best {:.6g} at epoch {}); stopping",
                         config_.monitor, epochs_text(watch_.wait), watch_.best, watch_.best_epoch)};
@@ -71,6 +76,7 @@ class EarlyStopping final : public Callback {
     for (const auto& v : model_.net().variables())
       for (const auto& t : best_weights_)
         if (t.name == v->name()) v->assign(t.value);
+    if (!watch_.has_best) return fmt::format("EarlyStopping: restored the weights of epoch {}", watch_.best_epoch);
     return fmt::format("EarlyStopping: restored the weights of epoch {} ({} {:.6g})", watch_.best_epoch,
                        config_.monitor, watch_.best);
   }
