@@ -411,29 +411,15 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   run.dir = dir;
   const std::string summary_file = (dir / "summary.json").string();
   run.summary = parse_json_file(summary_file);
+  if (!run.summary.is_object() || !run.summary.contains("config"))
+    throw SpecError(summary_file, "", "damaged run summary: it records no config");
+  run.config = TrainConfig::from_json(run.summary.at("config"), summary_file, "config", ConfigOrigin::kRunRecord);
+  // The model as the run built it, whose variables the weights are.
+  run.config.model_file = (dir / "model.json").string();
+  run.config.model_spec = parse_json_file(run.config.model_file);
+  run.config.model_path = "";
+  run.config.output = d;
   try {
-    const auto& cfg = run.summary.at("config");
-    TrainConfig& c = run.config;
-    c.file = summary_file;
-    c.model_file = (dir / "model.json").string();
-    c.model_spec = parse_json_file(c.model_file);
-    c.loss = cfg.at("loss").get<std::string>();
-    c.metrics = cfg.at("metrics").get<std::vector<std::string>>();
-    c.seed = cfg.at("seed").get<std::uint64_t>();
-    c.batch_size = cfg.at("batch_size").get<std::int64_t>();
-    c.device = cfg.at("device").get<std::string>();
-    c.output = d;
-    nlohmann::json opt = cfg.at("optimizer");
-    SpecReader opt_reader(opt, summary_file, "config.optimizer");
-    c.optimizer = OptimizerConfig::parse(opt_reader);
-    const auto& data = cfg.at("data");
-    if (data.contains("csv")) c.data.csv = data.at("csv").get<std::string>();
-    if (data.contains("dataset")) c.data.dataset = data.at("dataset").get<std::string>();
-    c.data.label = data.value("label", std::string("label"));
-    c.data.test_split = data.at("test_split").get<double>();
-    c.data.validation_split = data.at("validation_split").get<double>();
-    c.data.shuffle = data.at("shuffle").get<bool>();
-    c.data.standardize = data.at("standardize").get<bool>();
     const auto& pre = run.summary.at("preprocessing");
     run.standardized = pre.at("standardize").get<bool>();
     run.standardizer.mean = pre.at("mean").get<std::vector<float>>();
