@@ -23,12 +23,13 @@ nlohmann::json CallbackConfig::to_json() const {
   return j;
 }
 
-std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation) {
-  if (!list.is_array()) throw SpecError(file, "callbacks", "expected a list of callbacks, got " + describe_json(list));
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
+                                            const std::string& path) {
+  if (!list.is_array()) throw SpecError(file, path, "expected a list of callbacks, " + describe_json(list));
   std::vector<CallbackConfig> out;
   const double inf = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < list.size(); ++i) {
-    SpecReader r(list[i], file, "callbacks[" + std::to_string(i) + "]");
+    SpecReader r(list[i], file, path + "[" + std::to_string(i) + "]");
     CallbackConfig c;
     c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}, "");
     if (c.type.empty()) r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
@@ -47,6 +48,7 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
       c.patience = r.non_negative_int("patience", 0);
       c.restore_best_weights = r.boolean("restore_best_weights", false);
     } else if (c.type == "ModelCheckpoint") {
+      c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
       c.filename = r.string("filename", "best.safetensors");
       if (c.filename.empty() || c.filename.find('/') != std::string::npos || c.filename.find('\\') != std::string::npos ||
           c.filename == "." || c.filename == ".." || c.filename == "weights.safetensors" || c.filename == "checkpoint.safetensors")

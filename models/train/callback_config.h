@@ -1,8 +1,9 @@
 // The training callbacks of a config's "callbacks" list, with Keras' names and defaults:
 //   {"type": "EarlyStopping", "monitor": "val_loss", "patience": 0, "min_delta": 0, "mode": "auto",
 //    "restore_best_weights": false}
-//   {"type": "ModelCheckpoint", "monitor": "val_loss", "mode": "auto", "filename": "best.safetensors"}
-//     (saves the weights into the run directory whenever the monitored value improves: save-best-only)
+//   {"type": "ModelCheckpoint", "monitor": "val_loss", "mode": "auto", "min_delta": 0, "filename": "best.safetensors"}
+//     (saves the weights into the run directory whenever the monitored value improves: save-best-only; min_delta
+//     is tensorctl's, read because to_json() records it and every callback's improvement test uses it)
 //   {"type": "ReduceLROnPlateau", "monitor": "val_loss", "factor": 0.1, "patience": 10, "min_delta": 1e-4,
 //    "cooldown": 0, "min_lr": 0, "mode": "auto"}
 // "mode" auto watches for a maximum when the monitored name holds "acc", else for a minimum.
@@ -31,7 +32,9 @@ struct CallbackConfig {
   nlohmann::json to_json() const;
 };
 
-// Parses the "callbacks" array. `has_validation` tells whether val_* names can be monitored.
-std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation);
+// Parses the "callbacks" array, which lies at JSON path `path` in `file`. `has_validation` tells whether
+// val_* names can be monitored.
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
+                                            const std::string& path = "callbacks");
 
 }  // namespace tctl

@@ -1,7 +1,7 @@
 #include "models/train/callbacks.h"
 
+#include <algorithm>
 #include <cmath>
-#include <limits>
 
 #include <fmt/format.h>
 
@@ -9,142 +9,224 @@
 
 namespace tctl {
 
+double Callback::monitored(const EpochResult& r) const {
+  const bool val = config_.monitor.rfind("val_", 0) == 0;
+  return metric(val ? r.validation : r.train, val ? config_.monitor.substr(4) : config_.monitor);
+}
+
+bool Callback::record(double value, std::int64_t epoch) {
+  const bool better = std::isfinite(value) &&
+                      (!watch_.has_best || (config_.maximize ? value > watch_.best + config_.min_delta
+                                                             : value < watch_.best - config_.min_delta));
+  if (!better) {
+    ++watch_.wait;
+    return false;
+  }
+  watch_.best = value;
+  watch_.has_best = true;
+  watch_.best_epoch = epoch;
+  watch_.wait = 0;
+  return true;
+}
+
+nlohmann::json Callback::state() const {
+  return {{"type", config_.type},        {"best", watch_.best},
+          {"has_best", watch_.has_best}, {"wait", watch_.wait},
+          {"cooldown_left", watch_.cooldown_left}, {"best_epoch", watch_.best_epoch}};
+}
+
+void Callback::restore(const nlohmann::json& state, const std::string& where) {
+  const std::string type = state.at("type").get<std::string>();
+  if (type != config_.type)
+    throw SpecError("", where, "the checkpoint has a " + type + " here, the config a " + config_.type);
+  watch_.best = state.at("best").get<double>();
+  watch_.has_best = state.at("has_best").get<bool>();
+  watch_.wait = state.at("wait").get<std::int64_t>();
+  watch_.cooldown_left = state.at("cooldown_left").get<std::int64_t>();
+  watch_.best_epoch = state.at("best_epoch").get<std::int64_t>();
+}
+
 namespace {
 
-double monitored(const EpochResult& r, const std::string& monitor) {
-  const bool val = monitor.rfind("val_", 0) == 0;
-  return metric(val ? r.validation : r.train, val ? monitor.substr(4) : monitor);
+std::string epochs_text(std::int64_t n) { return fmt::format("{} epoch{}", n, n == 1 ? "" : "s"); }
+
+// Keras 3's EarlyStopping (keras/src/callbacks/early_stopping.py): stops once the wait reaches patience, but
+// never after the first epoch (`epoch > 0` there, 0-based); with restore_best_weights, holds the best epoch's
+// weights and puts them back at the end, and until an epoch improves (a NaN first epoch) the first epoch's,
+// so a checkpoint always has them.
+class EarlyStopping final : public Callback {
+ public:
+  EarlyStopping(const CallbackConfig& config, const CallbackContext& context)
+      : Callback(config), trainer_(context.trainer), model_(context.trainer.model()) {}
+
+  std::vector<std::string> on_epoch_end(const EpochResult& r) override {
+    const bool better = record(monitored(r), r.epoch);
+    if (config_.restore_best_weights && (better || best_weights_.empty())) {
+      best_weights_ = variable_values(model_.net().variables());
+      if (!better) watch_.best_epoch = r.epoch;
+    }
+    if (better || watch_.wait < config_.patience || r.epoch <= 1) return {};
+    trainer_.stop_training();
+    return {fmt::format("EarlyStopping: {} has not improved for {} (best {:.6g} at epoch {}); stopping",
+                        config_.monitor, epochs_text(watch_.wait), watch_.best, watch_.best_epoch)};
+  }
+
+  std::string on_train_end() override {
+    if (!config_.restore_best_weights || best_weights_.empty()) return "";
+    for (const auto& v : model_.net().variables())
+      for (const auto& t : best_weights_)
+        if (t.name == v->name()) v->assign(t.value);
+    if (!watch_.has_best) return fmt::format("EarlyStopping: restored the weights of epoch {}", watch_.best_epoch);
+    return fmt::format("EarlyStopping: restored the weights of epoch {} ({} {:.6g})", watch_.best_epoch,
+                       config_.monitor, watch_.best);
+  }
+
+  std::vector<NamedTensor> tensors() const override { return as_best(best_weights_); }
+  std::vector<NamedTensor> expected_tensors() const override {
+    if (!config_.restore_best_weights) return {};
+    return as_best(variable_values(model_.net().variables()));
+  }
+  void restore_tensors(const SafetensorsFile& file) override {
+    best_weights_.clear();
+    for (const auto& t : file.tensors)
+      if (t.name.rfind("best/", 0) == 0) best_weights_.push_back({t.name.substr(5), t.value});
+  }
+
+ private:
+  static std::vector<NamedTensor> as_best(const std::vector<NamedTensor>& weights) {
+    std::vector<NamedTensor> out;
+    for (const auto& t : weights) out.push_back({"best/" + t.name, t.value});
+    return out;
+  }
+
+  Trainer& trainer_;
+  Model& model_;
+  std::vector<NamedTensor> best_weights_;
+};
+
+// Saves the weights into the run directory whenever the monitored value improves (Keras' save_best_only).
+class ModelCheckpoint final : public Callback {
+ public:
+  ModelCheckpoint(const CallbackConfig& config, const CallbackContext& context)
+      : Callback(config), model_(context.trainer.model()), path_(context.run_dir / config.filename) {}
+
+  std::vector<std::string> on_epoch_end(const EpochResult& r) override {
+    const double value = monitored(r);
+    if (!record(value, r.epoch)) return {};
+    save_safetensors(path_, variable_values(model_.net().variables()),
+                     {{"format", "tensorctl"}, {"model", model_.net().name()}, {"epoch", std::to_string(r.epoch)},
+                      {"monitor", config_.monitor}, {"value", fmt::format("{:.9g}", value)}});
+    return {fmt::format("ModelCheckpoint: {} improved to {:.6g}; weights saved to {}", config_.monitor, value,
+                        path_.string())};
+  }
+
+ private:
+  Model& model_;
+  std::filesystem::path path_;
+};
+
+// Keras 3's ReduceLROnPlateau (keras/src/callbacks/reduce_lr_on_plateau.py).
+class ReduceLROnPlateau final : public Callback {
+ public:
+  ReduceLROnPlateau(const CallbackConfig& config, const CallbackContext& context)
+      : Callback(config), lr_(context.lr) {}
+
+  std::vector<std::string> on_epoch_end(const EpochResult& r) override {
+    const bool better = record(monitored(r), r.epoch);
+    if (!lr_.current || !lr_.scale) return {};
+    return reduce(better);
+  }
+
+ private:
+  // Keras' order: a cooldown epoch first counts the cooldown down and clears the wait; an epoch that does not
+  // improve counts towards patience only once the cooldown is over, the epoch that ends it included. The rate
+  // is lowered (and the cooldown started) only while it is above min_lr.
+  std::vector<std::string> reduce(bool better) {
+    const bool was_cooling = watch_.cooldown_left > 0;
+    if (was_cooling) --watch_.cooldown_left;
+    if (better) return {};  // record() cleared the wait
+    if (watch_.cooldown_left > 0) {
+      watch_.wait = 0;
+      return {};
+    }
+    if (was_cooling) watch_.wait = 1;  // the cooldown cleared it; this epoch counts
+    if (watch_.wait < config_.patience) return {};
+    const double now = lr_.current();
+    if (!(static_cast<float>(now) > static_cast<float>(config_.min_lr))) return {};
+    const double next = std::max(now * config_.factor, config_.min_lr);
+    lr_.scale(next / now);
+    const std::string line = fmt::format("ReduceLROnPlateau: {} has not improved for {}; learning rate {:.6g} -> {:.6g}",
+                                         config_.monitor, epochs_text(watch_.wait), now, next);
+    watch_.wait = 0;
+    watch_.cooldown_left = config_.cooldown;
+    return {line};
+  }
+
+  LearningRateControl lr_;
+};
+
+// Appends the tensors of `more` whose names `out` does not hold yet.
+void append_new(std::vector<NamedTensor>& out, std::vector<NamedTensor> more) {
+  for (auto& t : more)
+    if (std::none_of(out.begin(), out.end(), [&](const NamedTensor& o) { return o.name == t.name; }))
+      out.push_back(std::move(t));
 }
 
 }  // namespace
 
-Callbacks::Callbacks(std::vector<CallbackConfig> configs, Trainer& trainer, std::filesystem::path run_dir,
-                     LearningRateControl lr)
-    : trainer_(trainer),
-      model_(trainer.model()), run_dir_(std::move(run_dir)), lr_(std::move(lr)) {
-  for (auto& c : configs) watches_.push_back(Watch{std::move(c)});
+std::unique_ptr<Callback> make_callback(const CallbackConfig& config, const CallbackContext& context) {
+  if (config.type == "EarlyStopping") return std::make_unique<EarlyStopping>(config, context);
+  if (config.type == "ModelCheckpoint") return std::make_unique<ModelCheckpoint>(config, context);
+  TCTL_CHECK(config.type == "ReduceLROnPlateau", "unknown callback type");
+  return std::make_unique<ReduceLROnPlateau>(config, context);
 }
 
-bool Callbacks::improved(const Watch& w, double value) const {
-  if (!std::isfinite(value)) return false;
-  if (!w.has_best) return true;
-  return w.config.maximize ? value > w.best + w.config.min_delta : value < w.best - w.config.min_delta;
+Callbacks::Callbacks(const std::vector<CallbackConfig>& configs, Trainer& trainer, std::filesystem::path run_dir,
+                     LearningRateControl lr) {
+  const CallbackContext context{trainer, std::move(run_dir), std::move(lr)};
+  for (const auto& c : configs) callbacks_.push_back(make_callback(c, context));
 }
 
 std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
   std::vector<std::string> lines;
-  for (Watch& w : watches_) {
-    const CallbackConfig& c = w.config;
-    const double value = monitored(r, c.monitor);
-    const bool better = improved(w, value);
-    if (better) {
-      w.best = value;
-      w.has_best = true;
-      w.best_epoch = r.epoch;
-      w.wait = 0;
-    } else {
-      ++w.wait;
-    }
-    if (c.type == "EarlyStopping") {
-      if (better && c.restore_best_weights) best_weights_ = variable_values(model_.net().variables());
-      // Keras stops once `wait >= patience`: with patience 1, at the first epoch that does not improve.
-      if (!better && w.wait >= c.patience) {
-        trainer_.stop_training();
-        lines.push_back(fmt::format("EarlyStopping: {} has not improved for {} epoch{} (best {:.6g} at epoch {}); stopping",
-                                    c.monitor, w.wait, w.wait == 1 ? "" : "s", w.best, w.best_epoch));
-      }
-    } else if (c.type == "ModelCheckpoint") {
-      if (better) {
-        save_safetensors(run_dir_ / c.filename, variable_values(model_.net().variables()),
-                         {{"format", "tensorctl"}, {"model", model_.net().name()}, {"epoch", std::to_string(r.epoch)},
-                          {"monitor", c.monitor}, {"value", fmt::format("{:.9g}", value)}});
-        lines.push_back(fmt::format("ModelCheckpoint: {} improved to {:.6g}; weights saved to {}", c.monitor, value,
-                                    (run_dir_ / c.filename).string()));
-      }
-    } else if (lr_.current && lr_.scale) {
-      reduce_on_plateau(w, better, lines);
-    }
-  }
+  for (auto& cb : callbacks_)
+    for (auto& line : cb->on_epoch_end(r)) lines.push_back(std::move(line));
   return lines;
 }
 
-// Keras' order: a cooldown epoch first counts the cooldown down and clears the wait; an epoch that does not
-// improve counts towards patience only once the cooldown is over, the epoch that ends it included. The rate
-// is lowered (and the cooldown started) only while it is above min_lr.
-void Callbacks::reduce_on_plateau(Watch& w, bool better, std::vector<std::string>& lines) {
-  const CallbackConfig& c = w.config;
-  const bool was_cooling = w.cooldown_left > 0;
-  if (was_cooling) --w.cooldown_left;
-  if (better) return;  // on_epoch_end cleared the wait
-  if (w.cooldown_left > 0) {
-    w.wait = 0;
-    return;
-  }
-  if (was_cooling) w.wait = 1;  // the cooldown cleared it; this epoch counts
-  if (w.wait < c.patience) return;
-  const double now = lr_.current();
-  if (!(static_cast<float>(now) > static_cast<float>(c.min_lr))) return;
-  const double next = std::max(now * c.factor, c.min_lr);
-  lr_.scale(next / now);
-  lines.push_back(fmt::format("ReduceLROnPlateau: {} has not improved for {} epoch{}; learning rate {:.6g} -> {:.6g}",
-                              c.monitor, w.wait, w.wait == 1 ? "" : "s", now, next));
-  w.wait = 0;
-  w.cooldown_left = c.cooldown;
-}
-
 std::string Callbacks::on_train_end() {
-  for (const Watch& w : watches_) {
-    if (w.config.type != "EarlyStopping" || !w.config.restore_best_weights || best_weights_.empty()) continue;
-    for (const auto& v : model_.net().variables())
-      for (const auto& t : best_weights_)
-        if (t.name == v->name()) v->assign(t.value);
-    return fmt::format("EarlyStopping: restored the weights of epoch {} ({} {:.6g})", w.best_epoch, w.config.monitor, w.best);
+  for (auto& cb : callbacks_) {
+    std::string line = cb->on_train_end();
+    if (!line.empty()) return line;
   }
   return "";
 }
 
 nlohmann::json Callbacks::state() const {
   nlohmann::json out = nlohmann::json::array();
-  for (const Watch& w : watches_)
-    out.push_back({{"type", w.config.type}, {"best", w.best}, {"has_best", w.has_best}, {"wait", w.wait},
-                   {"cooldown_left", w.cooldown_left}, {"best_epoch", w.best_epoch}});
+  for (const auto& cb : callbacks_) out.push_back(cb->state());
   return out;
 }
 
 std::vector<NamedTensor> Callbacks::tensors() const {
   std::vector<NamedTensor> out;
-  for (const auto& t : best_weights_) out.push_back({"best/" + t.name, t.value});
+  for (const auto& cb : callbacks_) append_new(out, cb->tensors());
   return out;
 }
 
 std::vector<NamedTensor> Callbacks::expected_tensors() const {
-  for (const Watch& w : watches_)
-    if (w.config.type == "EarlyStopping" && w.config.restore_best_weights) {
-      std::vector<NamedTensor> out;
-      for (const auto& t : variable_values(model_.net().variables())) out.push_back({"best/" + t.name, t.value});
-      return out;
-    }
-  return {};
+  std::vector<NamedTensor> out;
+  for (const auto& cb : callbacks_) append_new(out, cb->expected_tensors());
+  return out;
 }
 
 void Callbacks::restore(const nlohmann::json& state, const SafetensorsFile& tensors) {
-  if (!state.is_array() || state.size() != watches_.size())
+  if (!state.is_array() || state.size() != callbacks_.size())
     throw SpecError("", "callbacks", "the checkpoint was written with other callbacks than the config lists");
-  for (std::size_t i = 0; i < watches_.size(); ++i) {
-    Watch& w = watches_[i];
-    const auto& s = state[i];
-    if (s.at("type").get<std::string>() != w.config.type)
-      throw SpecError("", "callbacks[" + std::to_string(i) + "]", "the checkpoint has a " + s.at("type").get<std::string>() +
-                                                                     " here, the config a " + w.config.type);
-    w.best = s.at("best").get<double>();
-    w.has_best = s.at("has_best").get<bool>();
-    w.wait = s.at("wait").get<std::int64_t>();
-    w.cooldown_left = s.at("cooldown_left").get<std::int64_t>();
-    w.best_epoch = s.at("best_epoch").get<std::int64_t>();
+  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+    callbacks_[i]->restore(state[i], "callbacks[" + std::to_string(i) + "]");
+    callbacks_[i]->restore_tensors(tensors);
   }
-  best_weights_.clear();
-  for (const auto& t : tensors.tensors)
-    if (t.name.rfind("best/", 0) == 0) best_weights_.push_back({t.name.substr(5), t.value});
 }
 
 }  // namespace tctl

@@ -1,22 +1,24 @@
 // Training callbacks (models/train/callback_config.h has the config they are made from): after each epoch they
-// may stop the trainer, save the best weights, lower the learning rate.
+// may stop the trainer, save the best weights, lower the learning rate. One class per callback, behind the
+// Callback interface, made by make_callback; Callbacks is the list a training run holds.
 //
 // Their state (best values, waits, best weights) is part of a training checkpoint, so a resumed run makes
 // the same decisions as one that never stopped.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "models/io/safetensors.h"
+#include "models/train/callback_config.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
-#include "models/io/spec_reader.h"
-#include "models/train/callback_config.h"
 
 namespace tctl {
 
@@ -26,43 +28,86 @@ struct LearningRateControl {
   std::function<void(double factor)> scale;
 };
 
+// What a callback may act on. Borrows the trainer: early stopping stops it, and the weights saved and
+// restored are its model's. Without `lr`, ReduceLROnPlateau watches but lowers nothing.
+struct CallbackContext {
+  Trainer& trainer;
+  std::filesystem::path run_dir;  // where ModelCheckpoint writes its file
+  LearningRateControl lr;
+};
+
+// The watch every callback keeps on its monitored value, as Keras' callbacks keep it; the state a checkpoint
+// records for it (names as in the checkpoint's JSON).
+struct MonitorState {
+  double best = 0;
+  bool has_best = false;
+  std::int64_t wait = 0;           // epochs since the last improvement
+  std::int64_t cooldown_left = 0;  // ReduceLROnPlateau's epochs of cooldown still to come
+  std::int64_t best_epoch = 0;
+};
+
+// One training callback. Not thread-safe: the thread driving the trainer calls it.
+class Callback {
+ public:
+  explicit Callback(CallbackConfig config) : config_(std::move(config)) {}
+  virtual ~Callback() = default;
+  Callback(const Callback&) = delete;
+  Callback& operator=(const Callback&) = delete;
+
+  // After each epoch, with its results. Returns one line per action taken, for the progress output.
+  virtual std::vector<std::string> on_epoch_end(const EpochResult& r) = 0;
+  // After the last epoch. Returns a line, or "" when it did nothing.
+  virtual std::string on_train_end() { return ""; }
+
+  // The state to checkpoint: {"type", "best", "has_best", "wait", "cooldown_left", "best_epoch"}.
+  virtual nlohmann::json state() const;
+  // Restores state() from a checkpoint. Throws SpecError at `where` ("callbacks[1]") when the state names
+  // another type of callback.
+  virtual void restore(const nlohmann::json& state, const std::string& where);
+  // The tensors it checkpoints; the names and shapes it expects in a checkpoint before any epoch ran (to
+  // check a checkpoint against); and restoring them from a checkpoint that holds at least those names.
+  virtual std::vector<NamedTensor> tensors() const { return {}; }
+  virtual std::vector<NamedTensor> expected_tensors() const { return {}; }
+  virtual void restore_tensors(const SafetensorsFile& /*file*/) {}
+
+ protected:
+  // The monitored value in r (val_* from the validation metrics).
+  double monitored(const EpochResult& r) const;
+  // Records epoch's value: an improvement (by more than min_delta, in the config's direction; never a NaN or
+  // an infinity) becomes the best and clears the wait, anything else adds an epoch to it. Returns whether
+  // it improved.
+  bool record(double value, std::int64_t epoch);
+
+  const CallbackConfig config_;
+  MonitorState watch_;
+};
+
+// The callback `config` describes (its type is one parse_callbacks accepts).
+std::unique_ptr<Callback> make_callback(const CallbackConfig& config, const CallbackContext& context);
+
+// The callbacks of a config, in its order: what a training run calls after each epoch and checkpoints.
 class Callbacks {
  public:
-  // Borrows the trainer: early stopping stops it, and the weights saved and restored are its model's.
-  Callbacks(std::vector<CallbackConfig> configs, Trainer& trainer, std::filesystem::path run_dir, LearningRateControl lr = {});
+  Callbacks(const std::vector<CallbackConfig>& configs, Trainer& trainer, std::filesystem::path run_dir,
+            LearningRateControl lr = {});
 
-  // After each epoch, with its results: may stop the model, save the best weights, lower the learning
-  // rate. Returns one line per action taken, for the progress output.
+  // Every callback's lines, in order.
   std::vector<std::string> on_epoch_end(const EpochResult& r);
-  // After the last epoch: restores the best weights when an EarlyStopping asks for it. Returns a line or "".
+  // The first line a callback gives at the end (an EarlyStopping restoring its best weights), or "".
   std::string on_train_end();
 
-  // The state to checkpoint, and the tensors it holds (the best weights of restore_best_weights).
+  // The state to checkpoint, one entry per callback, and the tensors they hold (the best weights of
+  // restore_best_weights, "best/<variable>"; two callbacks holding a name share it, the first one's kept).
   nlohmann::json state() const;
   std::vector<NamedTensor> tensors() const;
-  // Restores both from a checkpoint; `tensors` holds at least the names tensors() gives.
+  // Restores both from a checkpoint; `tensors` holds at least the names tensors() gives. Throws SpecError
+  // when the checkpoint lists other callbacks than the config.
   void restore(const nlohmann::json& state, const SafetensorsFile& tensors);
   // The names and shapes tensors() will have, before any epoch ran (to check a checkpoint against).
   std::vector<NamedTensor> expected_tensors() const;
 
  private:
-  struct Watch {
-    CallbackConfig config;
-    double best = 0;
-    bool has_best = false;
-    std::int64_t wait = 0;
-    std::int64_t cooldown_left = 0;
-    std::int64_t best_epoch = 0;
-  };
-  bool improved(const Watch& w, double value) const;
-  void reduce_on_plateau(Watch& w, bool better, std::vector<std::string>& lines);
-
-  std::vector<Watch> watches_;
-  Trainer& trainer_;
-  Model& model_;
-  std::filesystem::path run_dir_;
-  LearningRateControl lr_;
-  std::vector<NamedTensor> best_weights_;
+  std::vector<std::unique_ptr<Callback>> callbacks_;
 };
 
 }  // namespace tctl

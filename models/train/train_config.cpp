@@ -111,19 +111,31 @@ bool is_regular_file(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
-DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
+// Where relative paths in a config point, and whether the files they name must exist now.
+struct PathRules {
+  std::filesystem::path base;
+  bool check_files = true;
+};
+
+std::string resolved(const std::string& path, const PathRules& rules) {
+  const std::filesystem::path p = path;
+  return (p.is_absolute() ? p : rules.base / p).lexically_normal().string();
+}
+
+DataConfig parse_data(SpecReader& top, const PathRules& rules) {
   DataConfig d;
   const auto& raw = top.raw("data");
+  std::string dataset_path = top.path_of("data");
   if (raw.is_string()) {
     d.dataset = raw.get<std::string>();
   } else {
     SpecReader r = top.object("data");
     if (r.has("dataset") == r.has("csv")) r.fail_here("give exactly one of \"dataset\" or \"csv\"");
     if (r.has("dataset")) d.dataset = r.string("dataset");
+    dataset_path = r.path_of("dataset");
     if (r.has("csv")) {
-      std::filesystem::path p = r.string("csv");
-      d.csv = (p.is_absolute() ? p : base / p).lexically_normal().string();
-      if (!is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
+      d.csv = resolved(r.string("csv"), rules);
+      if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
       d.label = r.string("label", "label");
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
@@ -137,11 +149,42 @@ DataConfig parse_data(SpecReader& top, const std::filesystem::path& base) {
     if (std::find(names.begin(), names.end(), d.dataset) == names.end()) {
       std::string known;
       for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      throw SpecError(top.file(), raw.is_string() ? "data" : "data.dataset",
-                      "unknown dataset \"" + d.dataset + "\" (known: " + known + ")");
+      throw SpecError(top.file(), dataset_path, "unknown dataset \"" + d.dataset + "\" (known: " + known + ")");
     }
   }
   return d;
+}
+
+// The model spec inline, or read from the file the config names (a Keras export converted).
+void parse_model(SpecReader& top, const PathRules& rules, TrainConfig& c) {
+  const auto& model = top.raw("model");
+  if (model.is_string()) {
+    c.model_file = resolved(model.get<std::string>(), rules);
+    // Named from the config, so the message says which reference is broken.
+    if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
+    c.model_spec = parse_json_file(c.model_file);
+    if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
+    c.model_path = "";
+  } else if (model.is_object()) {
+    c.model_spec = model;
+    c.model_file = top.file();
+    c.model_path = top.path_of("model");
+  } else {
+    top.fail("model", "expected a model spec object or the path of a spec file, " + describe_json(model));
+  }
+}
+
+std::vector<std::string> parse_metrics(SpecReader& top, const std::string& loss) {
+  if (!top.has("metrics")) return {loss_metrics(loss).front()};
+  const auto& m = top.raw("metrics");
+  if (!m.is_array()) top.fail("metrics", "expected a list of metric names, " + describe_json(m));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    if (!m[i].is_string())
+      throw SpecError(top.file(), top.path_of("metrics") + "[" + std::to_string(i) + "]", "expected a string, " + describe_json(m[i]));
+    out.push_back(m[i].get<std::string>());
+  }
+  return out;
 }
 
 int thread_count(SpecReader& r, const std::string& key) {
@@ -150,49 +193,8 @@ int thread_count(SpecReader& r, const std::string& key) {
   return static_cast<int>(n);
 }
 
-}  // namespace
-
-TrainConfig load_train_config(const std::string& path) {
-  TrainConfig c;
-  c.file = path;
-  nlohmann::json config = parse_json_file(path);
-  SpecReader top(config, path, "");
-  const std::filesystem::path base = std::filesystem::path(path).parent_path();
-
-  const auto& model = top.raw("model");
-  if (model.is_string()) {
-    std::filesystem::path p = model.get<std::string>();
-    c.model_file = (p.is_absolute() ? p : base / p).lexically_normal().string();
-    // Named from the config, so the message says which reference is broken.
-    if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
-    c.model_spec = parse_json_file(c.model_file);
-    if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
-    c.model_path = "";
-  } else if (model.is_object()) {
-    c.model_spec = model;
-    c.model_file = path;
-    c.model_path = "model";
-  } else {
-    top.fail("model", "expected a model spec object or the path of a spec file, " + describe_json(model));
-  }
-
-  c.data = parse_data(top, base);
-  c.loss = top.one_of("loss", loss_names(), "sparse_categorical_crossentropy");
-  if (top.has("optimizer")) {
-    SpecReader opt = top.object("optimizer");
-    c.optimizer = OptimizerConfig::parse(opt);
-  }
-  if (top.has("metrics")) {
-    const auto& m = top.raw("metrics");
-    if (!m.is_array()) top.fail("metrics", "expected a list of metric names, " + describe_json(m));
-    c.metrics.clear();
-    for (std::size_t i = 0; i < m.size(); ++i) {
-      if (!m[i].is_string()) throw SpecError(path, "metrics[" + std::to_string(i) + "]", "expected a string, " + describe_json(m[i]));
-      c.metrics.push_back(m[i].get<std::string>());
-    }
-  } else {
-    c.metrics = {loss_metrics(c.loss).front()};
-  }
+// The keys after the metrics, in the order of to_json().
+void parse_training_keys(SpecReader& top, TrainConfig& c) {
   c.epochs = top.positive_int("epochs", 10);
   c.batch_size = top.positive_int("batch_size", 32);
   c.prefetch = top.non_negative_int("prefetch", 2);
@@ -204,15 +206,42 @@ TrainConfig load_train_config(const std::string& path) {
     c.intra_op_threads = thread_count(t, "intra_op");
     t.finish();
   }
-  if (top.has("callbacks")) c.callbacks = parse_callbacks(top.raw("callbacks"), path, c.data.validation_split > 0);
+  if (top.has("callbacks"))
+    c.callbacks = parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"));
   c.device = top.string("device", "cpu");
   if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
-  std::string stem = std::filesystem::path(path).stem().string();
+}
+
+}  // namespace
+
+TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& file, const std::string& json_path,
+                                   ConfigOrigin origin) {
+  const bool recorded = origin == ConfigOrigin::kRunRecord;
+  // A recorded config's paths were resolved when it was read, against the working directory of that run.
+  const PathRules rules{recorded ? std::filesystem::path() : std::filesystem::path(file).parent_path(), !recorded};
+  TrainConfig c;
+  c.file = file;
+  SpecReader top(j, file, json_path);
+  parse_model(top, rules, c);
+  c.data = parse_data(top, rules);
+  c.loss = top.one_of("loss", loss_names(), "sparse_categorical_crossentropy");
+  if (top.has("optimizer")) {
+    SpecReader opt = top.object("optimizer");
+    c.optimizer = OptimizerConfig::parse(opt);
+  }
+  c.metrics = parse_metrics(top, c.loss);
+  parse_training_keys(top, c);
+  if (recorded) c.keep_denormals = top.boolean("keep_denormals", false);
+  const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
-  top.finish({"model", "data", "loss", "optimizer", "metrics", "epochs", "batch_size", "prefetch", "seed", "threads",
-              "callbacks", "device", "output"});
+  std::vector<std::string> known{"model",   "data", "loss",    "optimizer", "metrics", "epochs", "batch_size",
+                                 "prefetch", "seed", "threads", "callbacks", "device",  "output"};
+  if (recorded) known.push_back("keep_denormals");
+  top.finish(known);
   return c;
 }
+
+TrainConfig load_train_config(const std::string& path) { return TrainConfig::from_json(parse_json_file(path), path); }
 
 }  // namespace tctl

@@ -28,6 +28,16 @@ struct DataConfig {
   nlohmann::json to_json() const;
 };
 
+// Where the JSON that TrainConfig::from_json reads came from.
+enum class ConfigOrigin {
+  // A config file as written: relative paths inside it are resolved against its folder, and the data file
+  // must exist.
+  kConfigFile,
+  // The resolved config a run recorded (TrainConfig::to_json() in summary.json): its paths are resolved
+  // already, its data file may have moved since, and it holds keep_denormals (a flag at train time).
+  kRunRecord,
+};
+
 struct TrainConfig {
   std::string file;           // the config file, as given
   nlohmann::json model_spec;  // the model spec object
@@ -54,6 +64,12 @@ struct TrainConfig {
 
   // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.
   nlohmann::json to_json() const;
+
+  // Reads and validates the config `j`, which lies at `json_path` ("" for the whole file) in `file`. Every
+  // mistake is a SpecError naming `file` and the JSON path: `runs/a/summary.json: config.batch_size: ...`.
+  // The default output is runs/<stem of file>. Reads the model file a config names, nothing else.
+  static TrainConfig from_json(const nlohmann::json& j, const std::string& file, const std::string& json_path = "",
+                               ConfigOrigin origin = ConfigOrigin::kConfigFile);
 };
 
 // A key whose value differs between two resolved configs (TrainConfig::to_json()): its JSON path
@@ -74,8 +90,8 @@ std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, con
 // The top-level keys a resumed run may change: epochs, threads, prefetch, output.
 extern const std::vector<std::string> kResumeMayChange;
 
-// Reads and validates a train config file. Relative paths inside it (model file, CSV data) are resolved
-// against the config's folder. The default output is runs/<config stem>.
+// Reads and validates a train config file (TrainConfig::from_json of its JSON). Relative paths inside it
+// (model file, CSV data) are resolved against the config's folder. The default output is runs/<config stem>.
 TrainConfig load_train_config(const std::string& path);
 
 }  // namespace tctl

@@ -270,70 +270,73 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   return std::make_unique<Model>(std::move(net), options);
 }
 
-TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
-                            const Trainer::StepCallback& on_step, const TrainControl& control) {
-  TrainConfig c = config;
-  if (!control.resume.empty()) c.output = control.resume.string();
-  // Everything that can be wrong with the input is found before the run directory is touched.
-  check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
-                        c.optimizer.slots_per_weight(), c.file, "batch_size");
-  std::unique_ptr<Model> model = build_model(c);
-  PreparedData data = prepare_data(c, model->net());
-  const std::filesystem::path dir = c.output;
-  Optimizer& optimizer = model->optimizer();
-  LearningRateControl lr{[&optimizer] { return optimizer.learning_rate(); },
-                         [&optimizer](double f) { optimizer.set_lr_factor(optimizer.lr_factor() * f); }};
-  Trainer trainer(*model);
-  Callbacks callbacks(c.callbacks, trainer, dir, lr);
-  TrainingState state;
-  state.config = c.to_json();
+namespace {
+
+LearningRateControl learning_rate_control(Optimizer& optimizer) {
+  return {[&optimizer] { return optimizer.learning_rate(); },
+          [&optimizer](double f) { optimizer.set_lr_factor(optimizer.lr_factor() * f); }};
+}
+
+// The state a resumed run continues from: the checkpoint in `dir`, read into the model and the callbacks
+// once it is known to be a run of this config at a point this data can continue.
+TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem::path& dir, const PreparedData& data,
+                                     Model& model, Callbacks& callbacks) {
   const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
-  if (!control.resume.empty()) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec))
-      throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
-    if (!std::filesystem::exists(checkpoint, ec))
-      throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
-    SafetensorsFile file;
-    TrainingState saved = read_training_checkpoint(checkpoint, file);
-    check_resume_config(saved, c, dir);
-    restore_training_checkpoint(checkpoint, file, *model, callbacks.expected_tensors());
-    try {
-      callbacks.restore(saved.callbacks, file);
-    } catch (const SpecError& e) {
-      throw SpecError(checkpoint.string(), e.where(), e.message());
-    }
-    const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
-    if (saved.steps_done >= steps_per_epoch)
-      throw SpecError(checkpoint.string(), "header",
-                      fmt::format("the checkpoint is {} steps into epoch {}, but an epoch of {} has {} steps: the data "
-                                  "changed since",
-                                  saved.steps_done, saved.next_epoch, data_source(c), steps_per_epoch));
-    // Its weights are part way through that epoch: stopping before it ends would save them as a run of fewer
-    // epochs than they have seen.
-    if (saved.steps_done > 0 && c.epochs < saved.next_epoch)
-      throw SpecError(c.file, "epochs",
-                      fmt::format("the checkpoint in {} is {} steps into epoch {}; resume with --epochs {} or more to "
-                                  "finish that epoch",
-                                  dir.string(), saved.steps_done, saved.next_epoch, saved.next_epoch));
-    state.next_epoch = saved.next_epoch;
-    state.steps_done = saved.steps_done;
-    state.partial_sums = saved.partial_sums;
-    state.history = std::move(saved.history);
-  } else {
-    clear_run_directory(dir, c, control.overwrite);
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
+  if (!std::filesystem::exists(checkpoint, ec))
+    throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
+  SafetensorsFile file;
+  TrainingState saved = read_training_checkpoint(checkpoint, file);
+  check_resume_config(saved, c, dir);
+  restore_training_checkpoint(checkpoint, file, model, callbacks.expected_tensors());
+  try {
+    callbacks.restore(saved.callbacks, file);
+  } catch (const SpecError& e) {
+    throw SpecError(checkpoint.string(), e.where(), e.message());
   }
-  // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
+  const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
+  if (saved.steps_done >= steps_per_epoch)
+    throw SpecError(checkpoint.string(), "header",
+                    fmt::format("the checkpoint is {} steps into epoch {}, but an epoch of {} has {} steps: the data "
+                                "changed since",
+                                saved.steps_done, saved.next_epoch, data_source(c), steps_per_epoch));
+  // Its weights are part way through that epoch: stopping before it ends would save them as a run of fewer
+  // epochs than they have seen.
+  if (saved.steps_done > 0 && c.epochs < saved.next_epoch)
+    throw SpecError(c.file, "epochs",
+                    fmt::format("the checkpoint in {} is {} steps into epoch {}; resume with --epochs {} or more to "
+                                "finish that epoch",
+                                dir.string(), saved.steps_done, saved.next_epoch, saved.next_epoch));
+  TrainingState state;
+  state.next_epoch = saved.next_epoch;
+  state.steps_done = saved.steps_done;
+  state.partial_sums = saved.partial_sums;
+  state.history = std::move(saved.history);
+  return state;
+}
+
+// Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
+void start_run_directory(const std::filesystem::path& dir, const Sequential& net) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
-  const auto& net = model->net();
   write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
-  const auto start = std::chrono::steady_clock::now();
+}
 
-  TrainOutcome out;
-  out.first_epoch = state.next_epoch;
-  const std::size_t resumed_epochs = state.history.size();
+void write_checkpoint(const std::filesystem::path& dir, const Model& model, const TrainingState& state,
+                      const Callbacks& callbacks) {
+  save_training_checkpoint(dir / "checkpoint.safetensors", model, state, callbacks.tensors());
+  write_file_atomic(dir / "history.csv", history_csv(state.history));
+}
+
+// Trains from `state` to c.epochs, or until a callback stops it or the interrupt flag is set; after every
+// epoch the callbacks act and a checkpoint is written. `state` ends where training ended.
+void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Trainer& trainer, Callbacks& callbacks,
+                          TrainingState& state, const Trainer::EpochCallback& on_epoch,
+                          const Trainer::StepCallback& on_step, const TrainControl& control) {
+  const std::filesystem::path dir = c.output;
   auto epoch_done = [&](const EpochResult& r) {
     if (on_epoch) on_epoch(r);
     state.history.push_back(r);
@@ -343,27 +346,40 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
     state.steps_done = 0;
     state.partial_sums = {};
     state.callbacks = callbacks.state();
-    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
-    write_file_atomic(dir / "history.csv", history_csv(state.history));
+    write_checkpoint(dir, trainer.model(), state, callbacks);
   };
   if (control.on_start) control.on_start(state.next_epoch);
   trainer.set_interrupt_flag(control.interrupt);
   trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
               FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
   trainer.set_interrupt_flag(nullptr);
-  out.history = state.history;
-  out.placement_warnings = model->placement_warnings();
-  if (trainer.interrupted_at()) {
-    out.interrupted_at = trainer.interrupted_at();
-    state.next_epoch = out.interrupted_at->epoch;
-    state.steps_done = out.interrupted_at->steps_done;
-    state.partial_sums = out.interrupted_at->sums;
-    save_training_checkpoint(checkpoint, *model, state, callbacks.tensors());
-    write_file_atomic(dir / "history.csv", history_csv(state.history));
-    return out;
-  }
-  const std::string restored = callbacks.on_train_end();
-  if (!restored.empty() && control.on_message) control.on_message(restored);
+}
+
+nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const PreparedData& data,
+                           const TrainOutcome& out, double train_seconds) {
+  return {{"model", net.name()},
+          {"params", net.param_count()},
+          {"epochs", c.epochs},
+          {"epochs_run", out.history.empty() ? 0 : out.history.back().epoch},
+          {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
+          {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
+          {"test", metrics_json(out.test)},
+          {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
+          {"wall_seconds", out.seconds},
+          {"train_seconds", train_seconds},
+          {"samples_per_second", out.samples_per_second},
+          {"data",
+           {{"feature_names", data.test_raw.feature_names}, {"label", c.data.label}, {"num_classes", data.test_raw.num_classes}}},
+          {"preprocessing",
+           {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
+          {"config", c.to_json()},
+          {"output", c.output}};
+}
+
+// After the last epoch: the test metrics, the timing of the epochs this call trained (from `resumed_epochs`
+// on), and the run directory's final files.
+void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data, std::size_t resumed_epochs,
+                std::chrono::steady_clock::time_point start, TrainOutcome& out) {
   double train_seconds = 0.0;
   std::int64_t epochs_trained = 0;
   for (std::size_t i = resumed_epochs; i < out.history.size(); ++i) {
@@ -374,30 +390,56 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
       train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
+  out.summary = run_summary(c, trainer.model().net(), data, out, train_seconds);
 
-  nlohmann::json summary = {
-      {"model", net.name()},
-      {"params", net.param_count()},
-      {"epochs", c.epochs},
-      {"epochs_run", out.history.empty() ? 0 : out.history.back().epoch},
-      {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
-      {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
-      {"test", metrics_json(out.test)},
-      {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
-      {"wall_seconds", out.seconds},
-      {"train_seconds", train_seconds},
-      {"samples_per_second", out.samples_per_second},
-      {"data", {{"feature_names", data.test_raw.feature_names}, {"label", c.data.label}, {"num_classes", data.test_raw.num_classes}}},
-      {"preprocessing",
-       {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
-      {"config", c.to_json()},
-      {"output", c.output}};
-  out.summary = summary;
-
+  const std::filesystem::path dir = c.output;
+  const Sequential& net = trainer.model().net();
   save_safetensors(dir / "weights.safetensors", variable_values(net.variables()), {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
-  write_file_atomic(dir / "summary.json", summary.dump(2) + "\n");
+  write_file_atomic(dir / "summary.json", out.summary.dump(2) + "\n");
+}
+
+}  // namespace
+
+TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallback& on_epoch,
+                            const Trainer::StepCallback& on_step, const TrainControl& control) {
+  TrainConfig c = config;
+  if (!control.resume.empty()) c.output = control.resume.string();
+  // Everything that can be wrong with the input is found before the run directory is touched.
+  check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
+                        c.optimizer.slots_per_weight(), c.file, "batch_size");
+  std::unique_ptr<Model> model = build_model(c);
+  PreparedData data = prepare_data(c, model->net());
+  const std::filesystem::path dir = c.output;
+  Trainer trainer(*model);
+  Callbacks callbacks(c.callbacks, trainer, dir, learning_rate_control(model->optimizer()));
+  TrainingState state;
+  if (!control.resume.empty())
+    state = resume_from_checkpoint(c, dir, data, *model, callbacks);
+  else
+    clear_run_directory(dir, c, control.overwrite);
+  state.config = c.to_json();
+  start_run_directory(dir, model->net());
+  const auto start = std::chrono::steady_clock::now();
+
+  TrainOutcome out;
+  out.first_epoch = state.next_epoch;
+  const std::size_t resumed_epochs = state.history.size();
+  fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control);
+  out.history = state.history;
+  out.placement_warnings = model->placement_warnings();
+  if (trainer.interrupted_at()) {
+    out.interrupted_at = trainer.interrupted_at();
+    state.next_epoch = out.interrupted_at->epoch;
+    state.steps_done = out.interrupted_at->steps_done;
+    state.partial_sums = out.interrupted_at->sums;
+    write_checkpoint(dir, *model, state, callbacks);
+    return out;
+  }
+  const std::string restored = callbacks.on_train_end();
+  if (!restored.empty() && control.on_message) control.on_message(restored);
+  finish_run(c, trainer, data, resumed_epochs, start, out);
   return out;
 }
 
@@ -411,29 +453,15 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   run.dir = dir;
   const std::string summary_file = (dir / "summary.json").string();
   run.summary = parse_json_file(summary_file);
+  if (!run.summary.is_object() || !run.summary.contains("config"))
+    throw SpecError(summary_file, "", "damaged run summary: it records no config");
+  run.config = TrainConfig::from_json(run.summary.at("config"), summary_file, "config", ConfigOrigin::kRunRecord);
+  // The model as the run built it, whose variables the weights are.
+  run.config.model_file = (dir / "model.json").string();
+  run.config.model_spec = parse_json_file(run.config.model_file);
+  run.config.model_path = "";
+  run.config.output = d;
   try {
-    const auto& cfg = run.summary.at("config");
-    TrainConfig& c = run.config;
-    c.file = summary_file;
-    c.model_file = (dir / "model.json").string();
-    c.model_spec = parse_json_file(c.model_file);
-    c.loss = cfg.at("loss").get<std::string>();
-    c.metrics = cfg.at("metrics").get<std::vector<std::string>>();
-    c.seed = cfg.at("seed").get<std::uint64_t>();
-    c.batch_size = cfg.at("batch_size").get<std::int64_t>();
-    c.device = cfg.at("device").get<std::string>();
-    c.output = d;
-    nlohmann::json opt = cfg.at("optimizer");
-    SpecReader opt_reader(opt, summary_file, "config.optimizer");
-    c.optimizer = OptimizerConfig::parse(opt_reader);
-    const auto& data = cfg.at("data");
-    if (data.contains("csv")) c.data.csv = data.at("csv").get<std::string>();
-    if (data.contains("dataset")) c.data.dataset = data.at("dataset").get<std::string>();
-    c.data.label = data.value("label", std::string("label"));
-    c.data.test_split = data.at("test_split").get<double>();
-    c.data.validation_split = data.at("validation_split").get<double>();
-    c.data.shuffle = data.at("shuffle").get<bool>();
-    c.data.standardize = data.at("standardize").get<bool>();
     const auto& pre = run.summary.at("preprocessing");
     run.standardized = pre.at("standardize").get<bool>();
     run.standardizer.mean = pre.at("mean").get<std::vector<float>>();

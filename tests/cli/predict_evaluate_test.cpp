@@ -194,6 +194,21 @@ TEST_CASE("predict and evaluate refuse weights holding NaN or infinity, naming t
   }
 }
 
+TEST_CASE("predict and evaluate read a run's recorded config as train reads a config: a bad key names summary.json") {
+  TempDir d;
+  d.write("train.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() + R"(", "data": "iris",
+    "epochs": 1, "callbacks": [{"type": "ModelCheckpoint"}, {"type": "EarlyStopping"}, {"type": "ReduceLROnPlateau"}]})");
+  REQUIRE(run_tensorctl("train train.json --output run --quiet", d.path()).status == 0);
+  // Every key the run recorded reads back, each callback's included.
+  CHECK(run_tensorctl("predict --run run --input run/test.csv", d.path()).status == 0);
+  nlohmann::json summary = read_json(d / "run/summary.json");
+  summary["config"]["batch_size"] = -3;
+  d.write("run/summary.json", summary.dump(2));
+  const std::string message = "run/summary.json: config.batch_size: expected a positive integer, got -3";
+  expect_user_error(d, "predict --run run --input run/test.csv", {message});
+  expect_user_error(d, "evaluate --run run --data run/test.csv", {message});
+}
+
 TEST_CASE("--version prints the version") {
   TempDir d;
   CommandResult r = run_tensorctl("--version", d.path());

@@ -3,7 +3,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <filesystem>
+#include <limits>
 
 namespace tctl {
 namespace {
@@ -90,6 +92,42 @@ TEST_CASE("EarlyStopping stops at the first epoch where the wait reaches patienc
   const std::vector<std::string> lines = callbacks.on_epoch_end(epoch(3, 1.0));  // wait 2 >= patience 2
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "EarlyStopping: val_loss has not improved for 2 epochs (best 1 at epoch 1); stopping");
+}
+
+TEST_CASE("EarlyStopping never stops after the first epoch, even with patience 0 and a NaN loss") {
+  // Keras: `if self.wait >= self.patience and epoch > 0`, so the first epoch (0 in Keras, 1 here) never stops.
+  Harness h;
+  Callbacks callbacks = h.make(R"([{"type": "EarlyStopping", "monitor": "val_loss", "patience": 0}])");
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK(callbacks.on_epoch_end(epoch(1, nan)).empty());
+  const std::vector<std::string> lines = callbacks.on_epoch_end(epoch(2, nan));
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].rfind("EarlyStopping: val_loss has not improved for 2 epochs", 0) == 0);
+}
+
+TEST_CASE("EarlyStopping with restore_best_weights holds the first epoch's weights until an epoch improves") {
+  // Keras: `if self.restore_best_weights and self.best_weights is None: self.best_weights = get_weights()`.
+  // A NaN first epoch is no improvement, yet its weights are the best ones held, so a checkpoint written after
+  // it has the best/ tensors it is checked against, and the end of training puts them back.
+  Harness h;
+  Callbacks callbacks = h.make(R"([{"type": "EarlyStopping", "monitor": "val_loss", "patience": 5,
+                                    "restore_best_weights": true}])");
+  const std::vector<NamedTensor> first = variable_values(h.net->variables());
+  callbacks.on_epoch_end(epoch(1, std::numeric_limits<double>::quiet_NaN()));
+  const std::vector<NamedTensor> held = callbacks.tensors();
+  REQUIRE(held.size() == callbacks.expected_tensors().size());
+  REQUIRE(held.size() == first.size());
+  for (const auto& v : h.net->variables()) v->assign(Tensor::filled(v->shape(), 7.0f));
+  callbacks.on_epoch_end(epoch(2, std::numeric_limits<double>::quiet_NaN()));
+  CHECK(callbacks.on_train_end() == "EarlyStopping: restored the weights of epoch 1");
+  const std::vector<NamedTensor> restored = variable_values(h.net->variables());
+  for (std::size_t i = 0; i < first.size(); ++i) {
+    CAPTURE(first[i].name);
+    CHECK(held[i].name == "best/" + first[i].name);
+    REQUIRE(restored[i].value.num_elements() == first[i].value.num_elements());
+    CHECK(std::memcmp(restored[i].value.data<float>(), first[i].value.data<float>(),
+                      sizeof(float) * static_cast<std::size_t>(first[i].value.num_elements())) == 0);
+  }
 }
 
 }  // namespace tctl

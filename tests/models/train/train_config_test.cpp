@@ -1,0 +1,61 @@
+// TrainConfig::from_json reads a config file and the config a run recorded with the same code.
+#include "models/train/train_config.h"
+
+#include <doctest/doctest.h>
+
+#include "core/errors.h"
+
+namespace tctl {
+namespace {
+
+// Inline model and a built-in data set, so no file is read; every key and every callback type.
+const char* kConfig = R"({
+  "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
+  "data": {"dataset": "iris", "test_split": 0.25, "validation_split": 0.2, "shuffle": false},
+  "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.01},
+  "metrics": ["accuracy"], "epochs": 7, "batch_size": 8, "prefetch": 3, "seed": 11,
+  "threads": {"inter_op": 2, "intra_op": 1}, "device": "cpu", "output": "runs/x",
+  "callbacks": [{"type": "EarlyStopping", "patience": 2, "restore_best_weights": true},
+                {"type": "ModelCheckpoint", "monitor": "val_accuracy", "filename": "top.safetensors"},
+                {"type": "ReduceLROnPlateau", "monitor": "loss", "factor": 0.5, "cooldown": 1, "min_lr": 0.001}]})";
+
+}  // namespace
+
+TEST_CASE("a run's recorded config reads back as the config it was resolved from") {
+  TrainConfig c = TrainConfig::from_json(nlohmann::json::parse(kConfig), "train.json");
+  c.keep_denormals = true;  // a flag at train time, recorded with the config
+  const nlohmann::json recorded = c.to_json();
+  const TrainConfig back = TrainConfig::from_json(recorded, "run/summary.json", "config", ConfigOrigin::kRunRecord);
+  CHECK(back.to_json() == recorded);
+  CHECK(back.file == "run/summary.json");
+}
+
+TEST_CASE("a bad field of a recorded config is a SpecError naming the summary and the key under config") {
+  nlohmann::json recorded = TrainConfig::from_json(nlohmann::json::parse(kConfig), "train.json").to_json();
+  const auto refusal = [&](const nlohmann::json& config) {
+    try {
+      TrainConfig::from_json(config, "run/summary.json", "config", ConfigOrigin::kRunRecord);
+    } catch (const SpecError& e) {
+      CHECK(e.file() == "run/summary.json");
+      return e.where() + ": " + e.message();
+    }
+    FAIL("no SpecError");
+    return std::string();
+  };
+  nlohmann::json bad = recorded;
+  bad["batch_size"] = -3;
+  CHECK(refusal(bad) == "config.batch_size: expected a positive integer, got -3");
+  bad = recorded;
+  bad["callbacks"][1]["monitor"] = "val_los";
+  CHECK(refusal(bad).starts_with("config.callbacks[1].monitor: unknown quantity \"val_los\""));
+  bad = recorded;
+  bad["data"]["dataset"] = "irises";
+  CHECK(refusal(bad).starts_with("config.data.dataset: unknown dataset \"irises\""));
+  bad = recorded;
+  bad["metrics"][0] = 1;
+  CHECK(refusal(bad) == "config.metrics[0]: expected a string, got 1");
+  // keep_denormals is recorded from a flag: a config file may not set it.
+  CHECK_THROWS_AS(TrainConfig::from_json(recorded, "train.json"), SpecError);
+}
+
+}  // namespace tctl
