@@ -82,8 +82,10 @@ class EarlyStopping final : public Callback {
   }
 
   std::vector<NamedTensor> tensors() const override { return as_best(best_weights_); }
+  // It holds best weights from the end of the first epoch on (best_epoch is set then); a run interrupted
+  // during its first epoch has none.
   std::vector<NamedTensor> expected_tensors() const override {
-    if (!config_.restore_best_weights) return {};
+    if (!config_.restore_best_weights || watch_.best_epoch == 0) return {};
     return as_best(variable_values(model_.net().variables()));
   }
   void restore_tensors(const SafetensorsFile& file) override {
@@ -220,13 +222,15 @@ std::vector<NamedTensor> Callbacks::expected_tensors() const {
   return out;
 }
 
-void Callbacks::restore(const nlohmann::json& state, const SafetensorsFile& tensors) {
+void Callbacks::restore_state(const nlohmann::json& state) {
   if (!state.is_array() || state.size() != callbacks_.size())
     throw SpecError("", "callbacks", "the checkpoint was written with other callbacks than the config lists");
-  for (std::size_t i = 0; i < callbacks_.size(); ++i) {
+  for (std::size_t i = 0; i < callbacks_.size(); ++i)
     callbacks_[i]->restore(state[i], "callbacks[" + std::to_string(i) + "]");
-    callbacks_[i]->restore_tensors(tensors);
-  }
+}
+
+void Callbacks::restore_tensors(const SafetensorsFile& tensors) {
+  for (const auto& cb : callbacks_) cb->restore_tensors(tensors);
 }
 
 }  // namespace tctl

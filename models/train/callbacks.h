@@ -64,8 +64,8 @@ class Callback {
   // Restores state() from a checkpoint. Throws SpecError at `where` ("callbacks[1]") when the state names
   // another type of callback.
   virtual void restore(const nlohmann::json& state, const std::string& where);
-  // The tensors it checkpoints; the names and shapes it expects in a checkpoint before any epoch ran (to
-  // check a checkpoint against); and restoring them from a checkpoint that holds at least those names.
+  // The tensors it checkpoints; the names and shapes a checkpoint of its restored state must hold (to check
+  // a checkpoint against); and restoring them from a checkpoint that holds at least those names.
   virtual std::vector<NamedTensor> tensors() const { return {}; }
   virtual std::vector<NamedTensor> expected_tensors() const { return {}; }
   virtual void restore_tensors(const SafetensorsFile& /*file*/) {}
@@ -100,11 +100,12 @@ class Callbacks {
   // restore_best_weights, "best/<variable>"; two callbacks holding a name share it, the first one's kept).
   nlohmann::json state() const;
   std::vector<NamedTensor> tensors() const;
-  // Restores both from a checkpoint; `tensors` holds at least the names tensors() gives. Throws SpecError
-  // when the checkpoint lists other callbacks than the config.
-  void restore(const nlohmann::json& state, const SafetensorsFile& tensors);
-  // The names and shapes tensors() will have, before any epoch ran (to check a checkpoint against).
+  // Resuming takes three steps: restore_state from the checkpoint's JSON (a SpecError when it lists other
+  // callbacks than the config); expected_tensors, the names and shapes the checkpoint must then hold (none
+  // before the first epoch ended); and restore_tensors, once the checkpoint has been checked against them.
+  void restore_state(const nlohmann::json& state);
   std::vector<NamedTensor> expected_tensors() const;
+  void restore_tensors(const SafetensorsFile& tensors);
 
  private:
   std::vector<std::unique_ptr<Callback>> callbacks_;

@@ -290,12 +290,13 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
   SafetensorsFile file;
   TrainingState saved = read_training_checkpoint(checkpoint, file);
   check_resume_config(saved, c, dir);
-  restore_training_checkpoint(checkpoint, file, model, callbacks.expected_tensors());
   try {
-    callbacks.restore(saved.callbacks, file);
+    callbacks.restore_state(saved.callbacks);
   } catch (const SpecError& e) {
     throw SpecError(checkpoint.string(), e.where(), e.message());
   }
+  restore_training_checkpoint(checkpoint, file, model, callbacks.expected_tensors());
+  callbacks.restore_tensors(file);
   const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
   if (saved.steps_done >= steps_per_epoch)
     throw SpecError(checkpoint.string(), "header",
@@ -325,8 +326,10 @@ void start_run_directory(const std::filesystem::path& dir, const Sequential& net
   write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
 }
 
-void write_checkpoint(const std::filesystem::path& dir, const Model& model, const TrainingState& state,
+// With the callbacks' state as it is now: an interrupt before the first epoch's end writes it too.
+void write_checkpoint(const std::filesystem::path& dir, const Model& model, TrainingState& state,
                       const Callbacks& callbacks) {
+  state.callbacks = callbacks.state();
   save_training_checkpoint(dir / "checkpoint.safetensors", model, state, callbacks.tensors());
   write_file_atomic(dir / "history.csv", history_csv(state.history));
 }
@@ -345,7 +348,6 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
     state.next_epoch = r.epoch + 1;
     state.steps_done = 0;
     state.partial_sums = {};
-    state.callbacks = callbacks.state();
     write_checkpoint(dir, trainer.model(), state, callbacks);
   };
   if (control.on_start) control.on_start(state.next_epoch);

@@ -77,7 +77,8 @@ TEST_CASE("callback state survives a checkpoint: a resumed run lowers the rate a
     Harness second;
     second.lr = first.lr;  // the optimizer's rate travels in the checkpoint with the weights
     Callbacks after = second.make(both);
-    after.restore(state, SafetensorsFile{});
+    after.restore_state(state);
+    after.restore_tensors(SafetensorsFile{});
     for (std::size_t e = cut; e < losses.size(); ++e)
       CHECK(after.on_epoch_end(epoch(static_cast<std::int64_t>(e) + 1, losses[e])) == lines[e]);
     CHECK(second.lr == straight.lr);
