@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   add(tctl::app::add_race_check_command);
   add(tctl::app::add_profile_command);
   add(tctl::app::add_import_keras_command);
+  add(tctl::app::add_devices_command);
 
   std::string known;
   bool known_command = false;

@@ -1,7 +1,10 @@
 #include "core/device.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <thread>
 
 #include "core/errors.h"
 #include "core/sim_device.h"
@@ -36,9 +39,47 @@ class CpuDevice final : public Device {
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override { copy(dst, src, bytes); }
   void enqueue(std::function<void()> work) override { work(); }
   void synchronize() override {}
-  std::shared_ptr<Event> record_event() override { return std::make_shared<DoneEvent>(); }
+  std::shared_ptr<Event> record_event() override { return done_event(); }
+  std::vector<std::pair<std::string, std::string>> properties() const override {
+    return {{"processor", cpu_model()},
+            {"cores", std::to_string(std::thread::hardware_concurrency())},
+            {"simd", simd_supported()},
+            {"built for", simd_built_for()}};
+  }
 
  private:
+  // The "model name" line of /proc/cpuinfo, or "unknown".
+  static std::string cpu_model() {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos)
+        return line.substr(line.find(':') + 2);
+    return "unknown";
+  }
+  static std::string simd_supported() {
+#if !defined(__x86_64__)
+    return "n/a";
+#else
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return "AVX-512";
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "AVX2+FMA";
+    if (__builtin_cpu_supports("avx")) return "AVX";
+    return "SSE2";
+#endif
+  }
+  // The widest vector instructions this binary was compiled to use (-march=native builds for the machine
+  // that built it).
+  static std::string simd_built_for() {
+#if defined(__AVX512F__)
+    return "AVX-512";
+#elif defined(__AVX2__) && defined(__FMA__)
+    return "AVX2+FMA";
+#elif defined(__AVX__)
+    return "AVX";
+#else
+    return "SSE2";
+#endif
+  }
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);
   }
@@ -70,8 +111,33 @@ Device* cpu_device() {
   return &device;
 }
 
+namespace {
+std::vector<DeviceProvider>& providers() {
+  static std::vector<DeviceProvider> list;
+  return list;
+}
+std::atomic<bool> g_registry_made{false};
+}  // namespace
+
+bool add_device_provider(DeviceProvider provider) {
+  TCTL_CHECK(!g_registry_made.load(), "a device provider registered after the device registry was made");
+  providers().push_back(provider);
+  return true;
+}
+
+std::shared_ptr<Event> done_event() {
+  static const std::shared_ptr<Event> done = std::make_shared<DoneEvent>();
+  return done;
+}
+
 DeviceRegistry::DeviceRegistry() {
+  g_registry_made.store(true);
   for (int i = 0; i < kSimDevices; ++i) devices_.push_back(std::make_unique<SimDevice>(i));
+  for (DeviceProvider provider : providers()) {
+    ProvidedDevices provided = provider();
+    backends_.push_back({provided.backend, provided.devices.empty() ? provided.why_none : ""});
+    for (auto& d : provided.devices) devices_.push_back(std::move(d));
+  }
 }
 
 DeviceRegistry& DeviceRegistry::instance() {
@@ -79,8 +145,6 @@ DeviceRegistry& DeviceRegistry::instance() {
   static DeviceRegistry* registry = new DeviceRegistry;
   return *registry;
 }
-
-void DeviceRegistry::add(std::unique_ptr<Device> device) { devices_.push_back(std::move(device)); }
 
 Device* DeviceRegistry::find(std::string_view name) const {
   if (name == "cpu" || name == "cpu:0") return cpu_device();
@@ -95,6 +159,17 @@ std::vector<std::string> DeviceRegistry::names() const {
   std::vector<std::string> out{"cpu"};
   for (const auto& d : devices_) out.push_back(d->name());
   return out;
+}
+
+std::string DeviceRegistry::why_absent(std::string_view name) const {
+  const std::string_view kind = name.substr(0, name.find(':'));
+  std::string present;
+  for (const auto& d : devices_)
+    if (device_kind_name(d->kind()) == kind) present += (present.empty() ? "" : ", ") + d->name();
+  if (!present.empty()) return "present: " + present;
+  for (const Backend& b : backends_)
+    if (b.name == kind) return b.why_none;
+  return "this tensorctl was built without " + (kind == "cuda" ? std::string("CUDA") : std::string(kind));
 }
 
 bool is_device_name(std::string_view name) {

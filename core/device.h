@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace tctl {
@@ -39,6 +40,7 @@ struct DeviceMemoryStats {
   std::uint64_t deferred_reuses = 0;  // times a free block was passed over because queued work may read it
   std::size_t bytes_reserved = 0;   // held by the pool, in use or free
   std::size_t bytes_in_use = 0;
+  std::size_t bytes_peak = 0;       // the most bytes_in_use has been
 };
 
 // A place memory lives and kernels run. Thread-safe: every member may be called from any thread.
@@ -71,24 +73,52 @@ class Device {
   virtual std::shared_ptr<Event> record_event() = 0;
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
+  // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",
+  // "9.0"), ... in the order to print.
+  virtual std::vector<std::pair<std::string, std::string>> properties() const { return {}; }
 };
 
 // The host CPU; one process-wide instance.
 Device* cpu_device();
+// An event that is done already (the CPU's, whose work is done when its call returns).
+std::shared_ptr<Event> done_event();
 
-// Every device of the process, by name. Filled at start-up, read-only afterwards.
+// A backend's devices (one per GPU, say), made when the registry is first used: a backend registers its
+// provider from a static registrar, and the devices are looked for only when a run asks for one.
+struct ProvidedDevices {
+  std::string backend;  // "cuda"
+  std::vector<std::unique_ptr<Device>> devices;
+  std::string why_none;  // when there are none: why ("no CUDA-capable device is detected")
+};
+using DeviceProvider = ProvidedDevices (*)();
+// Returns true, to initialise a static. An internal error once the registry exists.
+bool add_device_provider(DeviceProvider provider);
+
+// Every device of the process, by name. Made on first use (the CPU, sim:0 and sim:1, then each provider's
+// devices), read-only afterwards.
 class DeviceRegistry {
  public:
   static DeviceRegistry& instance();
-  void add(std::unique_ptr<Device> device);
+  // The devices present besides the CPU, in the order names() lists them.
+  const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
+  // Each backend built in, with why it has no device where it has none ("" where it has some).
+  struct Backend {
+    std::string name;
+    std::string why_none;
+  };
+  const std::vector<Backend>& backends() const { return backends_; }
   // The device with this name ("cuda" means "cuda:0", "sim" "sim:0"), or nullptr when absent.
   Device* find(std::string_view name) const;
   // The names of the devices present, the CPU first.
   std::vector<std::string> names() const;
+  // Why `name` (which find() did not find) is absent, for a message: "no CUDA-capable device is detected",
+  // "this tensorctl was built without CUDA", "present: cuda:0".
+  std::string why_absent(std::string_view name) const;
 
  private:
   DeviceRegistry();
   std::vector<std::unique_ptr<Device>> devices_;
+  std::vector<Backend> backends_;
 };
 
 // How a device is spelled, for messages: "cpu, cuda, cuda:N, sim or sim:N".

@@ -59,7 +59,8 @@ Placement place_nodes(const Graph& g, const std::vector<char>& needed, const std
     }
     Device* d = DeviceRegistry::instance().find(node.device);
     if (d == nullptr) {
-      fall_back(node, "device " + node.device + " is not available");
+      fall_back(node, "device " + node.device + " is not available (" +
+                          DeviceRegistry::instance().why_absent(node.device) + ")");
       d = cpu_device();
     }
     p.devices[id] = d;

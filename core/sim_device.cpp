@@ -29,61 +29,20 @@ class SimEvent final : public Event {
   std::uint64_t position_;
 };
 
-SimDevice::SimDevice(int index) : name_("sim:" + std::to_string(index)) {}
+SimDevice::SimDevice(int index)
+    : name_("sim:" + std::to_string(index)),
+      pool_(name_, [](std::size_t size) { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); }) {}
 
-SimDevice::~SimDevice() {
-  for (auto& [size, block] : free_) std::free(block.p);
-  for (auto& [p, size] : in_use_) std::free(const_cast<void*>(p));
-}
+SimDevice::~SimDevice() = default;
 
-void* SimDevice::allocate(std::size_t bytes) {
-  // Blocks come in multiples of 256 bytes, as in a GPU's caching allocator, so sizes that differ a little
-  // share blocks.
-  const std::size_t size = bytes == 0 ? 256 : (bytes + 255) / 256 * 256;
-  const std::uint64_t finished = finished_.load(std::memory_order_acquire);
-  std::lock_guard lock(pool_mu_);
-  auto [first, last] = free_.equal_range(size);
-  for (auto it = first; it != last; ++it) {
-    if (it->second.release_after > finished) {
-      ++stats_.deferred_reuses;
-      continue;
-    }
-    void* p = it->second.p;
-    free_.erase(it);
-    in_use_.emplace(p, size);
-    ++stats_.reused_blocks;
-    stats_.bytes_in_use += size;
-    return p;
-  }
-  void* p = std::aligned_alloc(256, size);
-  if (p == nullptr) throw RuntimeError("out of memory on " + name_ + " allocating " + std::to_string(bytes) + " bytes");
-  in_use_.emplace(p, size);
-  ++stats_.fresh_blocks;
-  stats_.bytes_reserved += size;
-  stats_.bytes_in_use += size;
-  return p;
-}
+void* SimDevice::allocate(std::size_t bytes) { return pool_.allocate(bytes); }
 
-void SimDevice::deallocate(void* p, std::size_t) {
-  // Work queued so far may still read the block: it is free once the stream has finished that work.
-  const std::uint64_t queued = queued_.load(std::memory_order_acquire);
-  std::lock_guard lock(pool_mu_);
-  auto it = in_use_.find(p);
-  TCTL_CHECK(it != in_use_.end(), name_ + " was given back a block it never handed out");
-  free_.emplace(it->second, FreeBlock{p, queued});
-  stats_.bytes_in_use -= it->second;
-  in_use_.erase(it);
-}
+// Work queued so far may still read the block: it is free once the stream has finished that work.
+void SimDevice::deallocate(void* p, std::size_t) { pool_.deallocate(p, record_event()); }
 
-bool SimDevice::owns(const void* p) const {
-  std::lock_guard lock(pool_mu_);
-  return in_use_.contains(p);
-}
+bool SimDevice::owns(const void* p) const { return pool_.owns(p); }
 
-DeviceMemoryStats SimDevice::memory_stats() const {
-  std::lock_guard lock(pool_mu_);
-  return stats_;
-}
+DeviceMemoryStats SimDevice::memory_stats() const { return pool_.stats(); }
 
 void SimDevice::run_one_locked(std::function<void()>& work) {
   const SimDevice* outer = std::exchange(t_running, this);

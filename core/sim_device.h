@@ -12,11 +12,10 @@
 #include <atomic>
 #include <deque>
 #include <exception>
-#include <map>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 
+#include "core/caching_pool.h"
 #include "core/device.h"
 
 namespace tctl {
@@ -41,6 +40,9 @@ class SimDevice final : public Device {
   void synchronize() override;
   std::shared_ptr<Event> record_event() override;
   DeviceMemoryStats memory_stats() const override;
+  std::vector<std::pair<std::string, std::string>> properties() const override {
+    return {{"simulated", "host memory in a pool of its own, a stream of its own; for tests"}};
+  }
 
   // For tests: while paused, queued work waits; resume() runs it in order. Kernels may not run meanwhile.
   void pause();
@@ -63,15 +65,7 @@ class SimDevice final : public Device {
   std::exception_ptr error_;
   std::atomic<std::uint64_t> queued_{0};     // work items queued so far
   std::atomic<std::uint64_t> finished_{0};   // work items finished so far, in queue order
-  // The pool: free blocks by size, each with the stream position its release waited for.
-  struct FreeBlock {
-    void* p;
-    std::uint64_t release_after;
-  };
-  mutable std::mutex pool_mu_;
-  std::multimap<std::size_t, FreeBlock> free_;
-  std::unordered_map<const void*, std::size_t> in_use_;
-  DeviceMemoryStats stats_;
+  CachingPool pool_;
 };
 
 }  // namespace tctl

@@ -76,3 +76,26 @@ TEST_CASE("a device name tensorctl does not know is refused where it is written"
   expect_user_error(dir, "train train.json --output run", {"tpu.json", "layers[0].device", "unknown device", "sim:N"});
   expect_user_error(dir, "train train.json --output run --device sim:x", {"--device", "unknown device \"sim:x\""});
 }
+
+TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's devices or why there are none") {
+  TempDir dir;
+  const CommandResult text = run_tensorctl("devices", dir.path());
+  REQUIRE(text.status == 0);
+  CHECK(text.out.rfind("cpu      processor ", 0) == 0);
+  CHECK(text.out.find(", cores ") != std::string::npos);
+  CHECK(text.out.find(", blas ") != std::string::npos);
+  CHECK(text.out.find("\nsim:0    simulated ") != std::string::npos);
+  CHECK(text.out.find("\nsim:1    simulated ") != std::string::npos);
+  // Either a GPU line or the reason there is none; a build without CUDA says so too.
+  CHECK((text.out.find("\ncuda:0   gpu ") != std::string::npos || text.out.find("\ncuda     none: ") != std::string::npos));
+
+  const CommandResult json = run_tensorctl("devices --json", dir.path());
+  REQUIRE(json.status == 0);
+  const auto doc = nlohmann::json::parse(json.out);
+  REQUIRE(doc.at("devices").size() >= 3);
+  CHECK(doc["devices"][0]["name"] == "cpu");
+  CHECK(doc["devices"][0].contains("simd"));
+  CHECK(doc["devices"][1]["name"] == "sim:0");
+  for (const auto& d : doc["devices"])
+    if (d["name"].get<std::string>().rfind("cuda:", 0) == 0) CHECK(d.contains("compute capability"));
+}

@@ -1,0 +1,209 @@
+#include "kernels/cuda/cuda_device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "kernels/cuda/cuda_util.h"
+
+namespace tctl::cuda {
+
+namespace {
+
+class CudaEvent final : public Event {
+ public:
+  explicit CudaEvent(CudaDevice& device) : device_(device) {
+    CurrentDevice current(device.ordinal(), device.name());
+    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), device.name(), "cudaEventCreate");
+    check(cudaEventRecord(event_, device.stream()), device.name(), "cudaEventRecord");
+  }
+  ~CudaEvent() override { cudaEventDestroy(event_); }
+  // A failed query counts as done: the failure itself is reported by the next wait or synchronize.
+  bool done() const override { return cudaEventQuery(event_) != cudaErrorNotReady; }
+  void wait() override {
+    check(cudaEventSynchronize(event_), device_.name(), "cudaEventSynchronize");
+    device_.rethrow_host_error();
+  }
+
+ private:
+  CudaDevice& device_;
+  cudaEvent_t event_ = nullptr;
+};
+
+ProvidedDevices cuda_devices() {
+  ProvidedDevices out{.backend = "cuda"};
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    out.why_none = status == cudaErrorInsufficientDriver
+                       ? "no CUDA driver, or one older than the CUDA runtime this tensorctl was built with"
+                       : cudaGetErrorString(status);
+    return out;
+  }
+  try {
+    for (int i = 0; i < count; ++i) out.devices.push_back(std::make_unique<CudaDevice>(i));
+  } catch (const RuntimeError& e) {
+    out.devices.clear();
+    out.why_none = e.what();
+  }
+  if (count == 0) out.why_none = "no CUDA-capable device is detected";
+  return out;
+}
+
+[[maybe_unused]] const bool registered = add_device_provider(cuda_devices);
+
+}  // namespace
+
+struct CudaDevice::HostWork {
+  CudaDevice* device;
+  std::function<void()> work;
+};
+
+CudaDevice::CudaDevice(int ordinal)
+    : ordinal_(ordinal),
+      name_("cuda:" + std::to_string(ordinal)),
+      pool_(
+          name_,
+          [this](std::size_t size) -> void* {
+            CurrentDevice current(ordinal_, name_);
+            void* p = nullptr;
+            if (cudaMalloc(&p, size) != cudaSuccess) {
+              cudaGetLastError();
+              return nullptr;
+            }
+            return p;
+          },
+          [this](void* p) {
+            CurrentDevice current(ordinal_, name_);
+            cudaFree(p);
+          }) {
+  CurrentDevice current(ordinal_, name_);
+  check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), name_, "cudaStreamCreate");
+  for (std::size_t k = 0; k < staging_.size(); ++k) {
+    check(cudaMallocHost(&staging_[k], kStagingBytes), name_, "cudaMallocHost");
+    check(cudaEventCreateWithFlags(&staging_done_[k], cudaEventDisableTiming), name_, "cudaEventCreate");
+  }
+}
+
+CudaDevice::~CudaDevice() {
+  CurrentDevice current(ordinal_, name_);
+  cudaStreamSynchronize(stream_);
+  for (std::size_t k = 0; k < staging_.size(); ++k) {
+    cudaFreeHost(staging_[k]);
+    cudaEventDestroy(staging_done_[k]);
+  }
+  cudaStreamDestroy(stream_);
+}
+
+void* CudaDevice::allocate(std::size_t bytes) { return pool_.allocate(bytes); }
+
+// Every use of device memory is ordered on the one stream, and the host never touches it but through that
+// stream, so a block given back may be handed out again at once: whatever reads it next is queued after
+// whatever read it last. (A second stream will need an event here, as the simulated device has.)
+void CudaDevice::deallocate(void* p, std::size_t) { pool_.deallocate(p, done_event()); }
+
+void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) {
+  std::lock_guard lock(staging_mu_);
+  std::size_t k = 0;
+  for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
+    const std::size_t n = std::min(kStagingBytes, bytes - off);
+    check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
+    std::memcpy(staging_[k], src + off, n);
+    check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream_), name_, "cudaMemcpyAsync");
+    check(cudaEventRecord(staging_done_[k], stream_), name_, "cudaEventRecord");
+  }
+}
+
+void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
+  std::lock_guard lock(staging_mu_);
+  // Chunk i+1 is on its way while chunk i is copied out of its staging buffer.
+  struct Pending {
+    std::size_t k, off, n;
+  };
+  std::optional<Pending> pending;
+  auto drain = [&](const Pending& p) {
+    check(cudaEventSynchronize(staging_done_[p.k]), name_, "cudaEventSynchronize");
+    std::memcpy(dst + p.off, staging_[p.k], p.n);
+  };
+  std::size_t k = 0;
+  for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
+    const std::size_t n = std::min(kStagingBytes, bytes - off);
+    check(cudaMemcpyAsync(staging_[k], src + off, n, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
+    check(cudaEventRecord(staging_done_[k], stream_), name_, "cudaEventRecord");
+    if (pending) drain(*pending);
+    pending = Pending{k, off, n};
+  }
+  if (pending) drain(*pending);
+  rethrow_host_error();
+}
+
+void CudaDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
+  CurrentDevice current(ordinal_, name_);
+  stage_from_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+}
+
+void CudaDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  CurrentDevice current(ordinal_, name_);
+  stage_to_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+}
+
+void CudaDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
+  CurrentDevice current(ordinal_, name_);
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), name_, "cudaMemcpyAsync");
+}
+
+void CUDART_CB CudaDevice::run_host_work(void* data) {
+  std::unique_ptr<HostWork> w(static_cast<HostWork*>(data));
+  try {
+    w->work();
+  } catch (...) {
+    std::lock_guard lock(w->device->error_mu_);
+    if (!w->device->host_error_) w->device->host_error_ = std::current_exception();
+  }
+}
+
+void CudaDevice::enqueue(std::function<void()> work) {
+  CurrentDevice current(ordinal_, name_);
+  auto w = std::make_unique<HostWork>(HostWork{this, std::move(work)});
+  check(cudaLaunchHostFunc(stream_, run_host_work, w.get()), name_, "cudaLaunchHostFunc");
+  w.release();  // run_host_work owns it now
+}
+
+void CudaDevice::rethrow_host_error() {
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(error_mu_);
+    e = std::exchange(host_error_, nullptr);
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+void CudaDevice::synchronize() {
+  CurrentDevice current(ordinal_, name_);
+  check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
+  rethrow_host_error();
+}
+
+std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this); }
+
+std::vector<std::pair<std::string, std::string>> CudaDevice::properties() const {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, ordinal_), name_, "cudaGetDeviceProperties");
+  int driver = 0, runtime = 0;
+  check(cudaDriverGetVersion(&driver), name_, "cudaDriverGetVersion");
+  check(cudaRuntimeGetVersion(&runtime), name_, "cudaRuntimeGetVersion");
+  auto version = [](int v) { return fmt::format("{}.{}", v / 1000, v % 1000 / 10); };
+  return {{"gpu", prop.name},
+          {"memory", fmt::format("{:.1f} GiB", static_cast<double>(prop.totalGlobalMem) / (1 << 30))},
+          {"compute capability", fmt::format("{}.{}", prop.major, prop.minor)},
+          {"multiprocessors", std::to_string(prop.multiProcessorCount)},
+          {"driver", version(driver)},
+          {"runtime", version(runtime)}};
+}
+
+}  // namespace tctl::cuda

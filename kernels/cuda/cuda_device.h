@@ -1,0 +1,66 @@
+// A CUDA GPU as a tensorctl Device, `cuda:N`: device memory from a caching pool (no cudaMalloc in steady
+// state; a freed block is handed out again once the work queued before its release is done), one stream
+// on which kernels, copies and host work run in order, and copies staged through pinned host memory.
+// Plain device memory only (no managed memory): the host never touches a cuda buffer through a pointer.
+#pragma once
+
+#include <array>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <cuda_runtime.h>
+
+#include "core/caching_pool.h"
+#include "core/device.h"
+
+namespace tctl::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  explicit CudaDevice(int ordinal);
+  ~CudaDevice() override;
+
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  const std::string& name() const override { return name_; }
+  bool host_addressable() const override { return false; }
+  void* allocate(std::size_t bytes) override;
+  void deallocate(void* p, std::size_t bytes) override;
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override;
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override;
+  // Host work runs on the stream through cudaLaunchHostFunc; it must not call CUDA itself.
+  void enqueue(std::function<void()> work) override;
+  void synchronize() override;
+  std::shared_ptr<Event> record_event() override;
+  DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
+  std::vector<std::pair<std::string, std::string>> properties() const override;
+
+  int ordinal() const { return ordinal_; }
+  cudaStream_t stream() const { return stream_; }
+  // Rethrows the first error of host work queued with enqueue, once.
+  void rethrow_host_error();
+
+ private:
+  struct HostWork;
+  static void CUDART_CB run_host_work(void* data);
+  // Copies between the host and the device through the pinned staging buffers, a chunk at a time.
+  void stage_from_host(char* dst, const char* src, std::size_t bytes);
+  void stage_to_host(char* dst, const char* src, std::size_t bytes);
+
+  int ordinal_;
+  std::string name_;
+  cudaStream_t stream_ = nullptr;
+  CachingPool pool_;
+  // Two pinned buffers, so that filling one overlaps the transfer of the other; each one's event marks the
+  // end of the last transfer that read or wrote it.
+  static constexpr std::size_t kStagingBytes = std::size_t{4} << 20;
+  std::mutex staging_mu_;
+  std::array<void*, 2> staging_{};
+  std::array<cudaEvent_t, 2> staging_done_{};
+  std::mutex error_mu_;
+  std::exception_ptr host_error_;
+};
+
+}  // namespace tctl::cuda

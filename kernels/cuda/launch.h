@@ -1,0 +1,35 @@
+// Launch helpers of the CUDA kernels: the device's stream, the grid for n elements, and a check after each
+// launch that names the node (a bad launch is one line naming the op and the layer, exit 1).
+#pragma once
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "core/kernel_context.h"
+#include "kernels/cuda/cuda_device.h"
+
+namespace tctl::cuda {
+
+inline CudaDevice& device_of(const KernelContext& ctx) { return static_cast<CudaDevice&>(ctx.device()); }
+inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).stream(); }
+
+inline constexpr int kBlock = 256;
+inline unsigned grid_for(std::int64_t n) {
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
+}
+
+// Throws RuntimeError("<node> (<op>) on cuda:0: <launch error>") when the last launch failed.
+void check_launch(const KernelContext& ctx);
+
+template <class T>
+const T* in(const KernelContext& ctx, int i) {
+  return static_cast<const T*>(ctx.input(i).raw_data());
+}
+template <class T>
+T* out(KernelContext& ctx) {
+  return static_cast<T*>(ctx.output().raw_mutable_data());
+}
+
+}  // namespace tctl::cuda
