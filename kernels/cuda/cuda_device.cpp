@@ -93,6 +93,8 @@ CudaDevice::CudaDevice(int ordinal)
 CudaDevice::~CudaDevice() {
   CurrentDevice current(ordinal_, name_);
   cudaStreamSynchronize(stream_);
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   for (std::size_t k = 0; k < staging_.size(); ++k) {
     cudaFreeHost(staging_[k]);
     cudaEventDestroy(staging_done_[k]);
@@ -187,6 +189,20 @@ void CudaDevice::synchronize() {
   CurrentDevice current(ordinal_, name_);
   check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
   rethrow_host_error();
+}
+
+cublasHandle_t CudaDevice::cublas() {
+  std::call_once(cublas_once_, [this] {
+    CurrentDevice current(ordinal_, name_);
+    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw RuntimeError(name_ + ": cublasCreate failed");
+    constexpr std::size_t kWorkspace = std::size_t{32} << 20;
+    check(cudaMalloc(&cublas_workspace_, kWorkspace), name_, "cudaMalloc (cuBLAS workspace)");
+    if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(cublas_, cublas_workspace_, kWorkspace) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)
+      throw RuntimeError(name_ + ": setting up cuBLAS failed");
+  });
+  return cublas_;
 }
 
 std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this); }

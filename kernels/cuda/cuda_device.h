@@ -10,6 +10,7 @@
 #include <mutex>
 #include <string>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "core/caching_pool.h"
@@ -39,6 +40,9 @@ class CudaDevice final : public Device {
 
   int ordinal() const { return ordinal_; }
   cudaStream_t stream() const { return stream_; }
+  // The device's cuBLAS handle, bound to its stream, made on first use: FP32 math without TF32 (exact
+  // float products, as on the CPU) and a fixed workspace, so a product gives the same bits every run.
+  cublasHandle_t cublas();
   // Rethrows the first error of host work queued with enqueue, once.
   void rethrow_host_error();
 
@@ -59,6 +63,9 @@ class CudaDevice final : public Device {
   std::mutex staging_mu_;
   std::array<void*, 2> staging_{};
   std::array<cudaEvent_t, 2> staging_done_{};
+  std::once_flag cublas_once_;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr host_error_;
 };

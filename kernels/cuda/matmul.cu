@@ -1,0 +1,93 @@
+// CUDA kernels of MatMul on cuBLAS sgemm, with transposes for the gradients, and of FusedMatMul (product,
+// bias, ReLU): the product by cuBLAS, then one pass that adds the bias and applies the activation. Also
+// BiasAdd and BiasAddGrad, whose column sums add the rows in order, one thread per column (no atomics), so
+// every run gives the same bits. Definitions in core/ops/matmul.cpp and core/ops/elementwise.cpp.
+#include <cublas_v2.h>
+
+#include "core/errors.h"
+#include "core/ops/fused.h"
+#include "core/op_registry.h"
+#include "kernels/cuda/launch.h"
+
+namespace tctl::cuda {
+namespace {
+
+// y[m, n] = op(A) op(B), row-major. cuBLAS is column-major, where the same memory holds y^T, so it computes
+// y^T = op(B)^T op(A)^T: the operands swap places and keep their transposes.
+void gemm(KernelContext& ctx, bool ta, bool tb) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& y = ctx.output();
+  const int m = static_cast<int>(y.shape()[0]), n = static_cast<int>(y.shape()[1]);
+  const int k = static_cast<int>(a.shape()[ta ? 0 : 1]);
+  const int lda = static_cast<int>(a.shape()[1]), ldb = static_cast<int>(b.shape()[1]);
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t status =
+      cublasSgemm(device_of(ctx).cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
+                  &one, static_cast<const float*>(b.raw_data()), ldb, static_cast<const float*>(a.raw_data()), lda,
+                  &zero, static_cast<float*>(y.raw_mutable_data()), n);
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
+                       ": cublasSgemm failed: " + cublasGetStatusString(status));
+}
+
+__global__ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols, bool relu) {
+  const std::int64_t n = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float v = y[i] + bias[i % cols];
+    y[i] = relu && !(v > 0.0f) ? 0.0f : v;
+  }
+}
+
+__global__ void bias_add(const float* x, const float* bias, float* y, std::int64_t n, std::int64_t cols) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    y[i] = x[i] + bias[i % cols];
+}
+
+// Column j's sum over the rows, first to last, as the CPU adds them.
+__global__ void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; j < cols;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float s = 0.0f;
+    for (std::int64_t r = 0; r < rows; ++r) s += dy[r * cols + j];
+    db[j] = s;
+  }
+}
+
+void matmul_cuda(KernelContext& ctx) {
+  gemm(ctx, ctx.attrs().i_or("transpose_a", 0) != 0, ctx.attrs().i_or("transpose_b", 0) != 0);
+}
+
+void fused_matmul_cuda(KernelContext& ctx) {
+  const bool relu = fused_relu(ctx.attrs());
+  gemm(ctx, false, false);
+  const Tensor& y = ctx.output();
+  const std::int64_t rows = y.shape()[0], cols = y.shape()[1];
+  if (rows * cols > 0)
+    add_bias<<<grid_for(rows * cols), kBlock, 0, stream_of(ctx)>>>(out<float>(ctx), in<float>(ctx, 2), rows, cols, relu);
+  check_launch(ctx);
+}
+
+void bias_add_cuda(KernelContext& ctx) {
+  const std::int64_t n = ctx.input(0).num_elements(), cols = ctx.input(1).num_elements();
+  float* y = out<float>(ctx);
+  if (n > 0) bias_add<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), in<float>(ctx, 1), y, n, cols);
+  check_launch(ctx);
+}
+
+void bias_add_grad_cuda(KernelContext& ctx) {
+  const std::int64_t cols = ctx.output().num_elements();
+  const std::int64_t rows = cols == 0 ? 0 : ctx.input(0).num_elements() / cols;
+  float* db = out<float>(ctx);
+  if (cols > 0) column_sums<<<grid_for(cols), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), db, rows, cols);
+  check_launch(ctx);
+}
+
+}  // namespace
+
+TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"MatMul", matmul_cuda}, {"FusedMatMul", fused_matmul_cuda},
+                      {"BiasAdd", bias_add_cuda}, {"BiasAddGrad", bias_add_grad_cuda});
+
+}  // namespace tctl::cuda
