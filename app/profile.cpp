@@ -100,8 +100,7 @@ int run_profile(const ProfileFlags& f) {
   const auto intras = thread_list(f.intra, "--intra-op-threads");
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
 
-  nlohmann::json doc = parse_json_file(f.path);
-  TrainConfig config = doc.is_object() && doc.contains("model") ? load_train_config(f.path) : config_for_model_spec(f.path);
+  TrainConfig config = load_model_file(f.path);
   check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), f.options.batch_size,
                         config.optimizer.slots_per_weight(), "", "--batch-size");
 

@@ -9,6 +9,7 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
+#include "core/text.h"
 #include "app/scenarios/race_check.h"
 
 namespace tctl::app {
@@ -32,12 +33,6 @@ std::vector<std::string> split_list(const std::string& s) {
     out.push_back(s.substr(pos, comma - pos));
     pos = comma + 1;
   }
-  return out;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
 }
 

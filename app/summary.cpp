@@ -5,7 +5,6 @@
 #include "app/commands.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/io/keras_import.h"
 #include "models/nn/sequential.h"
 #include "models/io/spec_reader.h"
 #include "models/train/train_config.h"
@@ -21,15 +20,9 @@ struct SummaryFlags {
 int run_summary(const SummaryFlags& f) {
   std::string file = f.path;
   if (std::error_code ec; std::filesystem::is_directory(file, ec)) file = (std::filesystem::path(file) / "model.json").string();
-  nlohmann::json doc = parse_json_file(file);
-  if (is_keras_model_json(doc)) doc = keras_to_spec(doc, file);
+  const TrainConfig c = load_model_file(file);
   std::optional<Sequential> net;
-  if (doc.is_object() && doc.contains("model")) {
-    TrainConfig c = load_train_config(file);
-    net.emplace(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
-  } else {
-    net.emplace(Sequential::from_json(doc, file, "", 0));
-  }
+  net.emplace(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
   if (f.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (std::size_t i = 0; i < net->layers().size(); ++i) {

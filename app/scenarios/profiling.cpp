@@ -6,7 +6,6 @@
 #include <random>
 
 #include "core/errors.h"
-#include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
 #include "models/train/training_run.h"
 
@@ -20,16 +19,6 @@ TimeStats time_stats(std::vector<double> samples) {
   s.min = samples.front();
   s.max = samples.back();
   return s;
-}
-
-TrainConfig config_for_model_spec(const std::string& spec_path) {
-  TrainConfig c;
-  c.file = spec_path;
-  c.model_file = spec_path;
-  c.model_spec = parse_json_file(spec_path);
-  if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, spec_path);
-  c.metrics = {"accuracy"};
-  return c;
 }
 
 namespace {
@@ -82,50 +71,19 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
   return out;
 }
 
-}  // namespace
-
-ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& o) {
-  TrainConfig c = config;
-  c.inter_op_threads = o.inter_op_threads;
-  c.intra_op_threads = o.intra_op_threads;
-  std::unique_ptr<Model> model = build_model(c);
-  const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
-  auto batches = make_batches(c, *model, o.batch_size, 8);
-
-  // Per iteration: kernel time per (layer, phase) and per node, and the step's wall time.
+// What the measured steps gave: kernel time per (layer, phase) and per node, each step's wall time with and
+// without the profiler, and the last measured step's events.
+struct StepSamples {
   std::map<std::string, std::vector<double>> forward, backward;
   std::map<int, std::vector<double>> per_node;
   std::vector<double> steps, unprofiled, kernels;
-  ProfileReport report;
-  report.eager = o.eager;
-  report.inter_op_threads = o.inter_op_threads;
-  report.intra_op_threads = o.intra_op_threads;
-  Profiler profiler;
-  auto run_step = [&](std::int64_t it, Profiler* p) {
-    const auto& [x, y] = batches[static_cast<std::size_t>(it) % batches.size()];
-    const auto start = std::chrono::steady_clock::now();
-    if (o.forward_only) {
-      o.eager ? model->eager_forward_step(x, p) : model->forward_step(x, p);
-    } else {
-      o.eager ? model->eager_train_step(x, y, it, p) : model->train_step(x, y, it, p);
-    }
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
-  };
-  // Measured steps alternate with unprofiled ones (which continue the training), so both see the same
-  // state of the machine and the difference is the profiler's cost.
-  std::int64_t step_number = 0;
-  for (std::int64_t it = 0; it < o.warmup + o.iterations; ++it) {
-    const bool measured = it >= o.warmup;
-    profiler.clear();
-    if (measured) unprofiled.push_back(run_step(step_number++, nullptr));
-    const double step_us = run_step(step_number++, measured ? &profiler : nullptr);
-    if (!measured) continue;
-    steps.push_back(step_us);
+  std::vector<ProfileEvent> last_events;
+
+  void add(const std::vector<ProfileEvent>& events) {
     std::map<std::string, double> f, b;
     std::map<int, double> nodes;
     double total = 0;
-    report.last_events = profiler.events();
-    for (const ProfileEvent& e : report.last_events) {
+    for (const ProfileEvent& e : events) {
       const double d = e.end_us - e.start_us;
       const std::string layer = e.layer.empty() ? "(graph)" : e.layer;
       (e.phase == Phase::kForward ? f : b)[layer] += d;
@@ -136,16 +94,46 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
     for (auto& [k, v] : b) backward[k].push_back(v);
     for (auto& [k, v] : nodes) per_node[k].push_back(v);
     kernels.push_back(total);
+    last_events = events;
   }
+};
 
-  // Rows in model order, then the rows outside the model's layers (loss, optimizer).
+// Runs the warm-up and the measured steps. Measured steps alternate with unprofiled ones (which continue
+// the training), so both see the same state of the machine and the difference is the profiler's cost.
+StepSamples measure_steps(Model& model, const std::vector<std::pair<Tensor, Tensor>>& batches, const ProfileOptions& o) {
+  auto run_step = [&](std::int64_t it, Profiler* p) {
+    const auto& [x, y] = batches[static_cast<std::size_t>(it) % batches.size()];
+    const auto start = std::chrono::steady_clock::now();
+    if (o.forward_only) {
+      o.eager ? model.eager_forward_step(x, p) : model.forward_step(x, p);
+    } else {
+      o.eager ? model.eager_train_step(x, y, it, p) : model.train_step(x, y, it, p);
+    }
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  };
+  StepSamples samples;
+  Profiler profiler;
+  std::int64_t step_number = 0;
+  for (std::int64_t it = 0; it < o.warmup + o.iterations; ++it) {
+    const bool measured = it >= o.warmup;
+    profiler.clear();
+    if (measured) samples.unprofiled.push_back(run_step(step_number++, nullptr));
+    const double step_us = run_step(step_number++, measured ? &profiler : nullptr);
+    if (!measured) continue;
+    samples.steps.push_back(step_us);
+    samples.add(profiler.events());
+  }
+  return samples;
+}
+
+// One row per layer in model order, then the rows outside the model's layers (loss, optimizer).
+std::vector<LayerProfile> layer_rows(const Sequential& net, const Graph& g, StepSamples& s, std::int64_t batch_size) {
   std::vector<std::string> order;
-  const Sequential& net = model->net();
-  for (std::size_t i = 0; i < net.layers().size(); ++i) order.push_back(net.layers()[i]->name());
-  for (const auto& [k, v] : forward)
-    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
-  for (const auto& [k, v] : backward)
-    if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  for (const auto& layer : net.layers()) order.push_back(layer->name());
+  for (const auto* times : {&s.forward, &s.backward})
+    for (const auto& [k, v] : *times)
+      if (std::find(order.begin(), order.end(), k) == order.end()) order.push_back(k);
+  std::vector<LayerProfile> rows;
   for (const std::string& name : order) {
     LayerProfile row;
     row.name = name;
@@ -155,19 +143,38 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
       row.output_shape = Shape::concat(-1, net.layer_output_shapes()[i]).keras_string();
       row.params = net.layers()[i]->param_count();
     }
-    if (forward.contains(name)) row.forward = time_stats(forward[name]);
-    if (backward.contains(name)) row.backward = time_stats(backward[name]);
+    if (s.forward.contains(name)) row.forward = time_stats(s.forward[name]);
+    if (s.backward.contains(name)) row.backward = time_stats(s.backward[name]);
     for (const Node& n : g.nodes())
-      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul")) row.flops += matmul_flops(g, n, o.batch_size);
-    report.layers.push_back(row);
+      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul")) row.flops += matmul_flops(g, n, batch_size);
+    rows.push_back(row);
   }
-  for (const auto& [id, samples] : per_node) {
+  return rows;
+}
+
+}  // namespace
+
+ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& o) {
+  TrainConfig c = config;
+  c.inter_op_threads = o.inter_op_threads;
+  c.intra_op_threads = o.intra_op_threads;
+  std::unique_ptr<Model> model = build_model(c);
+  const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
+  StepSamples samples = measure_steps(*model, make_batches(c, *model, o.batch_size, 8), o);
+
+  ProfileReport report;
+  report.eager = o.eager;
+  report.inter_op_threads = o.inter_op_threads;
+  report.intra_op_threads = o.intra_op_threads;
+  report.last_events = samples.last_events;
+  report.layers = layer_rows(model->net(), g, samples, o.batch_size);
+  for (const auto& [id, times] : samples.per_node) {
     const Node& n = g.node(id);
-    report.ops.push_back({n.layer, n.name, n.op->name, phase_name(n.phase), time_stats(samples)});
+    report.ops.push_back({n.layer, n.name, n.op->name, phase_name(n.phase), time_stats(times)});
   }
-  report.step = time_stats(steps);
-  report.unprofiled = time_stats(unprofiled);
-  report.kernels = time_stats(kernels);
+  report.step = time_stats(samples.steps);
+  report.unprofiled = time_stats(samples.unprofiled);
+  report.kernels = time_stats(samples.kernels);
   // Throughput is what a user gets: from the unprofiled steps.
   report.samples_per_second =
       report.unprofiled.median > 0 ? static_cast<double>(o.batch_size) * 1e6 / report.unprofiled.median : 0;

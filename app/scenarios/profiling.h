@@ -64,7 +64,4 @@ struct ProfileReport {
 // model's input shape. A model spec without a config is wrapped in a config with default training keys.
 ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& options);
 
-// A TrainConfig for a bare model spec file: random data, Adam, sparse cross-entropy.
-TrainConfig config_for_model_spec(const std::string& spec_path);
-
 }  // namespace tctl

@@ -1,5 +1,6 @@
 // Activations and their gradients: ReLU, leaky ReLU, ELU, GELU, sigmoid, tanh, softmax. Each gradient is
 // its own op taking (dy, z), where z is the forward input or output as its formula needs.
+#include "core/ops/activations.h"
 #include "core/ops/ops.h"
 
 #include "core/autodiff.h"
@@ -19,6 +20,13 @@ TensorSpec softmax_infer(const InferContext& c) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& activation_names() {
+  static const std::vector<std::string> names{"elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh"};
+  return names;
+}
+
+bool fusable_activation(std::string_view name) { return name == "relu" || name == "linear"; }
 
 void define_activations_ops() {
   register_op({.name = "Relu",

@@ -1,12 +1,13 @@
 #include "core/ops/fused.h"
 
 #include "core/errors.h"
+#include "core/ops/activations.h"
 
 namespace tctl {
 
 bool fused_relu(const Attrs& attrs) {
   const std::string& activation = attrs.s("activation");
-  TCTL_CHECK(activation == "relu" || activation == "linear", "a fused op cannot apply activation " + activation);
+  TCTL_CHECK(fusable_activation(activation), "a fused op cannot apply activation " + activation);
   return activation == "relu";
 }
 

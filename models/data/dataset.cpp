@@ -10,6 +10,8 @@
 #include <random>
 
 #include "core/errors.h"
+#include "core/random.h"
+#include "core/text.h"
 #include "models/data/csv.h"
 
 #ifndef TENSORCTL_DATA_DIR
@@ -29,21 +31,10 @@ std::string format_float(float v) {
   return std::string(buf, end);
 }
 
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
-// 53 random bits scaled into [0, 1): exact in double and identical everywhere, unlike
-// std::uniform_real_distribution whose algorithm each standard library picks.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
-
-// Box-Muller, one normal per call. 1 - u keeps the log argument in (0, 1].
+// One normal per call. 1 - u keeps the log argument in (0, 1].
 double standard_normal(std::mt19937_64& rng) {
-  double u1 = 1.0 - uniform01(rng);
-  double u2 = uniform01(rng);
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+  const double u1 = 1.0 - uniform01(rng);
+  return box_muller(u1, uniform01(rng));
 }
 
 // Uniform integer in [0, bound) by rejection: drawing from the largest multiple of `bound` keeps it unbiased,

@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/ops/activations.h"
+#include "core/text.h"
 #include "models/io/spec_reader.h"
 
 namespace tctl {
 namespace {
 
 using nlohmann::json;
-
-std::string join(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
 
 bool contains(const std::vector<std::string>& names, const std::string& name) {
   for (const auto& n : names)
@@ -51,11 +47,6 @@ const std::vector<std::string>& supported_layer_classes() {
   static const std::vector<std::string> names{"Activation", "AveragePooling2D", "BatchNormalization", "Conv2D",
                                               "Dense", "Dropout", "Flatten", "InputLayer", "MaxPooling2D",
                                               "Reshape"};
-  return names;
-}
-
-const std::vector<std::string>& supported_activations() {
-  static const std::vector<std::string> names{"linear", "relu", "leaky_relu", "elu", "gelu", "sigmoid", "tanh", "softmax"};
   return names;
 }
 
@@ -179,10 +170,10 @@ class KerasConfig {
       name = v->at("config").get<std::string>();
     } else {
       fail(key, "activation " + describe_keras_value(*v).substr(4) + " is not supported (supported: " +
-                    join(supported_activations()) + ")");
+                    join(activation_names()) + ")");
     }
-    if (!contains(supported_activations(), name))
-      fail(key, "activation \"" + name + "\" is not supported (supported: " + join(supported_activations()) + ")");
+    if (!contains(activation_names(), name))
+      fail(key, "activation \"" + name + "\" is not supported (supported: " + join(activation_names()) + ")");
     return name;
   }
 
@@ -433,7 +424,10 @@ std::string keras_source_description(const json& doc) {
   return "Keras " + major + (details.empty() ? "" : " (" + join(details) + ")");
 }
 
-json keras_to_spec(const json& doc, const std::string& file) {
+namespace {
+
+// Refuses anything but a Keras Sequential model, each with its own message.
+void check_sequential(const json& doc, const std::string& file) {
   if (!is_keras_model_json(doc))
     throw SpecError(file, "top level", "not a Keras model file: expected an object with a \"class_name\", " + describe_json(doc));
   const std::string model_class = doc.at("class_name").get<std::string>();
@@ -443,95 +437,133 @@ json keras_to_spec(const json& doc, const std::string& file) {
   if (model_class != "Sequential")
     throw SpecError(file, "class_name", "\"" + model_class + "\" is not a Keras Sequential model; only Sequential models can be imported");
   if (!doc.contains("config")) throw SpecError(file, "config", "missing: a Keras model file lists its layers under \"config\"");
+}
 
-  const json& config = doc.at("config");
+// What a Sequential model's config says besides its layers: its name, where its layer list is, and the
+// input shape it may keep for models without an InputLayer.
+struct SequentialHeader {
   std::string name = "sequential";
   std::string layers_path = "config";
-  const json* layers = &config;
+  const json* layers = nullptr;
   const json* model_shape = nullptr;
   std::string model_shape_path;
+};
+
+// Keras 2 and 3 keep {"name", "layers": [...], "build_input_shape"} under "config"; the oldest files keep
+// the bare layer list there.
+SequentialHeader read_header(const json& doc, const std::string& file) {
+  const json& config = doc.at("config");
+  SequentialHeader h;
+  h.layers = &config;
   if (config.is_object()) {
     KerasConfig model(config, file, "config", "Sequential model");
-    name = model.common();
-    if (name.empty()) name = "sequential";
+    h.name = model.common();
+    if (h.name.empty()) h.name = "sequential";
     const json* list = model.take("layers");
     if (!list || !list->is_array()) model.fail("layers", "expected the list of layers, " + (list ? describe_json(*list) : "missing"));
-    layers = list;
-    layers_path = "config.layers";
+    h.layers = list;
+    h.layers_path = "config.layers";
     if (const json* s = model.take("build_input_shape"); s && !s->is_null()) {
-      model_shape = s;
-      model_shape_path = "config.build_input_shape";
+      h.model_shape = s;
+      h.model_shape_path = "config.build_input_shape";
     }
     model.finish();
   } else if (!config.is_array()) {
     throw SpecError(file, "config", "expected the model's config object, " + describe_json(config));
   }
-  if (!model_shape && build_input_shape(doc)) {
-    model_shape = build_input_shape(doc);
-    model_shape_path = "build_config.input_shape";
+  if (!h.model_shape && build_input_shape(doc)) {
+    h.model_shape = build_input_shape(doc);
+    h.model_shape_path = "build_config.input_shape";
   }
-  if (layers->empty()) throw SpecError(file, layers_path, "the Keras model has no layers");
+  if (h.layers->empty()) throw SpecError(file, h.layers_path, "the Keras model has no layers");
+  return h;
+}
 
+// One entry of the layer list: its class, its config, and how messages name it.
+struct LayerEntry {
+  std::string path;
+  std::string cls;
+  const json* config;
+  std::string name;
+  std::string who;
+};
+
+LayerEntry read_entry(const json& entry, const std::string& file, const std::string& path) {
+  static const json empty = json::object();
+  if (!entry.is_object() || !entry.contains("class_name") || !entry.at("class_name").is_string())
+    throw SpecError(file, path, "expected a Keras layer object with a \"class_name\", " + describe_json(entry));
+  LayerEntry e{path, entry.at("class_name").get<std::string>(), entry.contains("config") ? &entry.at("config") : &empty, "", ""};
+  if (entry.contains("module") && entry.at("module").is_string() && !entry.at("module").get<std::string>().starts_with("keras"))
+    throw SpecError(file, path + ".module", "layer " + e.cls + " comes from module \"" + entry.at("module").get<std::string>() +
+                                                "\"; custom layers are not supported");
+  if (e.config->is_object() && e.config->contains("name") && e.config->at("name").is_string())
+    e.name = e.config->at("name").get<std::string>();
+  e.who = e.cls + " layer" + (e.name.empty() ? "" : " \"" + e.name + "\"");
+  return e;
+}
+
+// An InputLayer's shape, from batch_shape (Keras 3), batch_input_shape (Keras 2) or its build_config.
+std::optional<std::vector<std::int64_t>> input_layer_shape(const json& entry, const LayerEntry& e, const std::string& file) {
+  KerasConfig c(*e.config, file, e.path + ".config", e.who);
+  c.common();
+  std::optional<std::vector<std::int64_t>> shape;
+  const char* key = c.has("batch_shape") ? "batch_shape" : "batch_input_shape";
+  if (const json* s = c.take(key); s && !s->is_null()) shape = read_batch_shape(*s, file, c.path_of(key));
+  else if (const json* s = build_input_shape(entry)) shape = read_batch_shape(*s, file, e.path + ".build_config.input_shape");
+  c.require_false({"sparse", "ragged", "optional"});
+  c.finish();
+  return shape;
+}
+
+// Without an InputLayer: older Keras 2 put the shape on the first layer, Keras 3 on its build_config, and
+// both may keep it on the model.
+std::vector<std::int64_t> first_layer_shape(const json& entry, const LayerEntry& e, const SequentialHeader& h,
+                                            const std::string& file) {
+  const json& config = *e.config;
+  if (config.is_object() && config.contains("batch_input_shape") && !config.at("batch_input_shape").is_null())
+    return read_batch_shape(config.at("batch_input_shape"), file, e.path + ".config.batch_input_shape");
+  if (const json* s = build_input_shape(entry)) return read_batch_shape(*s, file, e.path + ".build_config.input_shape");
+  if (h.model_shape) return read_batch_shape(*h.model_shape, file, h.model_shape_path);
+  throw SpecError(file, h.layers_path, "the Keras model has no input shape (it was saved before it was built); "
+                                       "start it with keras.Input(shape=...) and export it again");
+}
+
+}  // namespace
+
+json keras_to_spec(const json& doc, const std::string& file) {
+  check_sequential(doc, file);
+  const SequentialHeader h = read_header(doc, file);
   std::optional<std::vector<std::int64_t>> input_shape;
   Walk walk;
   json out_layers = json::array();
-  for (std::size_t i = 0; i < layers->size(); ++i) {
-    const std::string path = layers_path + "[" + std::to_string(i) + "]";
-    const json& entry = (*layers)[i];
-    if (!entry.is_object() || !entry.contains("class_name") || !entry.at("class_name").is_string())
-      throw SpecError(file, path, "expected a Keras layer object with a \"class_name\", " + describe_json(entry));
-    const std::string cls = entry.at("class_name").get<std::string>();
-    if (entry.contains("module") && entry.at("module").is_string() && !entry.at("module").get<std::string>().starts_with("keras"))
-      throw SpecError(file, path + ".module", "layer " + cls + " comes from module \"" + entry.at("module").get<std::string>() +
-                                                  "\"; custom layers are not supported");
-    const json empty = json::object();
-    const json& layer_config = entry.contains("config") ? entry.at("config") : empty;
-    const std::string layer_name = layer_config.is_object() && layer_config.contains("name") && layer_config.at("name").is_string()
-                                       ? layer_config.at("name").get<std::string>()
-                                       : std::string();
-    const std::string who = cls + " layer" + (layer_name.empty() ? "" : " \"" + layer_name + "\"");
-
-    if (cls == "InputLayer") {
-      if (i != 0) throw SpecError(file, path, who + ": an InputLayer can only be the first layer");
-      KerasConfig c(layer_config, file, path + ".config", who);
-      c.common();
-      const char* key = c.has("batch_shape") ? "batch_shape" : "batch_input_shape";
-      if (const json* s = c.take(key); s && !s->is_null()) input_shape = read_batch_shape(*s, file, c.path_of(key));
-      else if (const json* s = build_input_shape(entry)) input_shape = read_batch_shape(*s, file, path + ".build_config.input_shape");
-      c.require_false({"sparse", "ragged", "optional"});
-      c.finish();
+  for (std::size_t i = 0; i < h.layers->size(); ++i) {
+    const json& entry = (*h.layers)[i];
+    const LayerEntry e = read_entry(entry, file, h.layers_path + "[" + std::to_string(i) + "]");
+    if (e.cls == "InputLayer") {
+      if (i != 0) throw SpecError(file, e.path, e.who + ": an InputLayer can only be the first layer");
+      input_shape = input_layer_shape(entry, e, file);
       if (input_shape) walk.rank = input_shape->size();
       continue;
     }
-    auto conv = converters().find(cls);
+    auto conv = converters().find(e.cls);
     if (conv == converters().end())
-      throw SpecError(file, path, "layer type " + cls + (layer_name.empty() ? "" : " (\"" + layer_name + "\")") +
-                                      " is not supported (supported: " + join(supported_layer_classes()) + ")");
+      throw SpecError(file, e.path, "layer type " + e.cls + (e.name.empty() ? "" : " (\"" + e.name + "\")") +
+                                        " is not supported (supported: " + join(supported_layer_classes()) + ")");
     if (!input_shape) {
-      // No InputLayer: older Keras 2 put the shape on the first layer, Keras 3 on its build_config, and
-      // both may keep it on the model.
-      if (layer_config.is_object() && layer_config.contains("batch_input_shape") && !layer_config.at("batch_input_shape").is_null())
-        input_shape = read_batch_shape(layer_config.at("batch_input_shape"), file, path + ".config.batch_input_shape");
-      else if (const json* s = build_input_shape(entry))
-        input_shape = read_batch_shape(*s, file, path + ".build_config.input_shape");
-      else if (model_shape)
-        input_shape = read_batch_shape(*model_shape, file, model_shape_path);
-      else
-        throw SpecError(file, layers_path, "the Keras model has no input shape (it was saved before it was built); "
-                                           "start it with keras.Input(shape=...) and export it again");
+      input_shape = first_layer_shape(entry, e, h, file);
       walk.rank = input_shape->size();
     }
-    KerasConfig c(layer_config, file, path + ".config", who);
+    KerasConfig c(*e.config, file, e.path + ".config", e.who);
     json out = json::object();
-    out["type"] = cls;
+    out["type"] = e.cls;
     if (std::string n = c.common(); !n.empty()) out["name"] = n;
     conv->second(c, out, walk);
     c.finish();
     out_layers.push_back(std::move(out));
   }
   if (!input_shape)
-    throw SpecError(file, layers_path, "the Keras model has only an InputLayer; tensorctl needs at least one layer after it");
-  return {{"name", name}, {"input_shape", *input_shape}, {"layers", out_layers}};
+    throw SpecError(file, h.layers_path, "the Keras model has only an InputLayer; tensorctl needs at least one layer after it");
+  return {{"name", h.name}, {"input_shape", *input_shape}, {"layers", out_layers}};
 }
 
 }  // namespace tctl

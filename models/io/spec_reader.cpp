@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/text.h"
 #include "models/io/atomic_file.h"
 
 namespace tctl {
@@ -118,9 +119,7 @@ std::string SpecReader::one_of(const std::string& key, const std::vector<std::st
   std::string s = string(key, fallback);
   for (const auto& c : choices)
     if (c == s) return s;
-  std::string known;
-  for (const auto& c : choices) known += (known.empty() ? "" : ", ") + c;
-  fail(key, "unknown value \"" + s + "\" (known: " + known + ")");
+  fail(key, "unknown value \"" + s + "\" (known: " + join(choices) + ")");
 }
 
 std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) {
@@ -140,10 +139,8 @@ SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(ke
 void SpecReader::finish(const std::vector<std::string>& known_for_message) const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     if (read_.contains(it.key())) continue;
-    std::string known;
     const auto& names = known_for_message.empty() ? std::vector<std::string>(read_.begin(), read_.end()) : known_for_message;
-    for (const auto& k : names) known += (known.empty() ? "" : ", ") + k;
-    fail(it.key(), "unknown key (known keys here: " + known + ")");
+    fail(it.key(), "unknown key (known keys here: " + join(names) + ")");
   }
 }
 

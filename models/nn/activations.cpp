@@ -4,11 +4,6 @@
 
 namespace tctl {
 
-const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names{"elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh"};
-  return names;
-}
-
 Output apply_activation(Graph& g, Output x, const std::string& name) {
   if (name == "linear") return x;
   if (name == "relu") return g.add("Relu", {x});
@@ -25,7 +20,7 @@ Output apply_activation(Graph& g, Output x, const std::string& name) {
 
 Output add_fused_with_bias(Graph& g, std::string_view op, std::vector<Output> inputs, Attrs attrs,
                            const std::string& activation) {
-  const bool fuses = activation == "relu" || activation == "linear";
+  const bool fuses = fusable_activation(activation);
   attrs.set("activation", fuses ? activation : "linear");
   const Output y = g.add(op, std::move(inputs), std::move(attrs));
   return fuses ? y : apply_activation(g, y, activation);

@@ -5,11 +5,10 @@
 #include <vector>
 
 #include "core/graph.h"
+#include "core/ops/activations.h"
 
 namespace tctl {
 
-// "elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh" (sorted).
-const std::vector<std::string>& activation_names();
 // Adds the activation's op after x; "linear" returns x unchanged.
 Output apply_activation(Graph& g, Output x, const std::string& name);
 // A layer's product and bias as one fused node (`op`: FusedMatMul or FusedConv2D, on `inputs` x, kernel,

@@ -4,17 +4,15 @@
 #include <random>
 
 #include "core/errors.h"
+#include "core/random.h"
 
 namespace tctl {
 
 namespace {
-// mt19937_64's output sequence is fixed by the standard; these turn it into floats portably.
-double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * (1.0 / 9007199254740992.0); }
-
+// A draw of u1 below 1e-300 (never seen in practice) is raised to it, keeping log finite.
 double standard_normal(std::mt19937_64& rng) {
-  double u1 = uniform01(rng), u2 = uniform01(rng);
-  if (u1 < 1e-300) u1 = 1e-300;
-  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  const double u1 = uniform01(rng), u2 = uniform01(rng);
+  return box_muller(u1 < 1e-300 ? 1e-300 : u1, u2);
 }
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include "core/autodiff.h"
 #include "core/eager.h"
 #include "core/errors.h"
+#include "core/text.h"
 #include "core/ops/state.h"
 
 #include <fmt/format.h>
@@ -37,10 +38,8 @@ void check_metrics(const ModelOptions& o) {
     const std::string& m = o.metrics[i];
     const auto& known = loss_metrics(o.loss);
     if (std::find(known.begin(), known.end(), m) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
       throw SpecError(o.config_file, "metrics[" + std::to_string(i) + "]",
-                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " + list + ")");
+                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " + join(known) + ")");
     }
   }
 }

@@ -4,6 +4,7 @@
 
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/text.h"
 #include "models/data/dataset.h"
 #include "models/io/keras_import.h"
 #include "models/nn/losses.h"
@@ -147,9 +148,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
   if (!d.dataset.empty()) {
     auto names = builtin_dataset_names();
     if (std::find(names.begin(), names.end(), d.dataset) == names.end()) {
-      std::string known;
-      for (const auto& n : names) known += (known.empty() ? "" : ", ") + n;
-      throw SpecError(top.file(), dataset_path, "unknown dataset \"" + d.dataset + "\" (known: " + known + ")");
+      throw SpecError(top.file(), dataset_path, "unknown dataset \"" + d.dataset + "\" (known: " + join(names) + ")");
     }
   }
   return d;
@@ -162,8 +161,7 @@ void parse_model(SpecReader& top, const PathRules& rules, TrainConfig& c) {
     c.model_file = resolved(model.get<std::string>(), rules);
     // Named from the config, so the message says which reference is broken.
     if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
-    c.model_spec = parse_json_file(c.model_file);
-    if (is_keras_model_json(c.model_spec)) c.model_spec = keras_to_spec(c.model_spec, c.model_file);
+    c.model_spec = model_spec_from(parse_json_file(c.model_file), c.model_file);
     c.model_path = "";
   } else if (model.is_object()) {
     c.model_spec = model;
@@ -243,5 +241,26 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
 }
 
 TrainConfig load_train_config(const std::string& path) { return TrainConfig::from_json(parse_json_file(path), path); }
+
+ModelFileKind classify_model_file(const nlohmann::json& doc) {
+  if (is_keras_model_json(doc)) return ModelFileKind::kKerasExport;
+  if (doc.is_object() && doc.contains("model")) return ModelFileKind::kTrainConfig;
+  return ModelFileKind::kSpec;
+}
+
+nlohmann::json model_spec_from(const nlohmann::json& doc, const std::string& file) {
+  return classify_model_file(doc) == ModelFileKind::kKerasExport ? keras_to_spec(doc, file) : doc;
+}
+
+TrainConfig load_model_file(const std::string& path) {
+  const nlohmann::json doc = parse_json_file(path);
+  if (classify_model_file(doc) == ModelFileKind::kTrainConfig) return TrainConfig::from_json(doc, path);
+  TrainConfig c;
+  c.file = path;
+  c.model_file = path;
+  c.model_spec = model_spec_from(doc, path);
+  c.metrics = {"accuracy"};
+  return c;
+}
 
 }  // namespace tctl

@@ -94,4 +94,14 @@ extern const std::vector<std::string> kResumeMayChange;
 // (model file, CSV data) are resolved against the config's folder. The default output is runs/<config stem>.
 TrainConfig load_train_config(const std::string& path);
 
+// What a JSON file given where a model is expected holds: a train config (an object with a "model"), a
+// Keras export (an object with a "class_name"), or else a tensorctl model spec. Decided here only.
+enum class ModelFileKind { kTrainConfig, kSpec, kKerasExport };
+ModelFileKind classify_model_file(const nlohmann::json& doc);
+// The model spec of a spec file's or a Keras export's JSON (converted; `file` names it in errors).
+nlohmann::json model_spec_from(const nlohmann::json& doc, const std::string& file);
+// The train config of any model file: a train config's own (load_train_config); for a spec or a Keras
+// export, the defaults around it (no data: callers feed random inputs; metrics: accuracy).
+TrainConfig load_model_file(const std::string& path);
+
 }  // namespace tctl

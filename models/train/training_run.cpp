@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/text.h"
 #include "models/io/atomic_file.h"
 #include "models/io/safetensors.h"
 #include "models/data/csv.h"
@@ -16,12 +17,6 @@
 namespace tctl {
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
-  return out;
-}
 
 // The rows of x reshaped to [N, ...input_shape] once the element counts are known to agree.
 Tensor shape_for_model(const Tensor& x, const Sequential& net) {
