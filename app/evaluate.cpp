@@ -33,7 +33,8 @@ int run_evaluate(const EvaluateFlags& f) {
     data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
     data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
     source = f.data + " (test split)";
-    if (data.size() == 0) throw SpecError(f.data, "data.test_split", "the test split is empty, so there is nothing to evaluate");
+    if (data.size() == 0)
+      throw SpecError(f.data, "data.test_split", "the test split is empty, so there is nothing to evaluate");
   } else {
     RunInput in = read_run_input(run, f.data);
     if (in.labelled.size() == 0 && in.rows > 0)
@@ -63,7 +64,9 @@ void define_flags(CLI::App& cmd, EvaluateFlags& flags) {
 }  // namespace
 
 Command add_evaluate_command(CLI::App& app) {
-  return add_command<EvaluateFlags>(app, "evaluate", "Loss and metrics of a trained run on a config's test split or a labelled CSV", define_flags, run_evaluate);
+  return add_command<EvaluateFlags>(app, "evaluate",
+                                    "Loss and metrics of a trained run on a config's test split or a labelled CSV",
+                                    define_flags, run_evaluate);
 }
 
 }  // namespace tctl::app

@@ -10,7 +10,8 @@ namespace {
 
 // CLI11 runs validators on the text before converting it, so a non-number is reported here too, with the
 // same wording as an out-of-range value.
-CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const std::string& expected, const std::string& type_name) {
+CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const std::string& expected,
+                             const std::string& type_name) {
   return CLI::Validator(
       [lo, hi, expected](std::string& text) -> std::string {
         std::int64_t v = 0;

@@ -7,8 +7,8 @@
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/io/keras_import.h"
-#include "models/nn/sequential.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/sequential.h"
 
 namespace tctl::app {
 
@@ -67,7 +67,9 @@ void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
 }  // namespace
 
 Command add_import_keras_command(CLI::App& app) {
-  return add_command<ImportKerasFlags>(app, "import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec", define_flags, run_import_keras);
+  return add_command<ImportKerasFlags>(app, "import-keras",
+                                       "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec",
+                                       define_flags, run_import_keras);
 }
 
 }  // namespace tctl::app

@@ -39,8 +39,9 @@ int finish_stdout(int status) {
   if (std::fclose(stdout) != 0 && error == 0) error = errno;
   if (error == 0 && !failed_before) return status;
   // An earlier write that failed leaves only the error flag, not its reason.
-  return print_error(std::string("cannot write standard output: ") + (error != 0 ? std::strerror(error) : "write error"),
-                     status == 0 ? 1 : status);
+  return print_error(
+      std::string("cannot write standard output: ") + (error != 0 ? std::strerror(error) : "write error"),
+      status == 0 ? 1 : status);
 }
 
 }  // namespace

@@ -32,7 +32,8 @@ int run_predict(const PredictFlags& f) {
   const bool classes = run.num_classes > 0;
 
   std::string csv;
-  for (std::int64_t j = 0; j < width; ++j) csv += std::string(j ? "," : "") + (classes ? "prob_" : "value_") + std::to_string(j);
+  for (std::int64_t j = 0; j < width; ++j)
+    csv += std::string(j ? "," : "") + (classes ? "prob_" : "value_") + std::to_string(j);
   csv += classes ? ",predicted\n" : "\n";
   std::int64_t correct = 0;
   for (std::int64_t r = 0; r < n; ++r) {
@@ -53,14 +54,16 @@ int run_predict(const PredictFlags& f) {
     std::fprintf(stderr, "wrote %lld predictions to %s\n", static_cast<long long>(n), f.output.c_str());
   }
   if (classes && in.labelled.size() > 0)
-    std::fprintf(stderr, "accuracy: %.4f (%lld of %lld labelled rows)\n", static_cast<double>(correct) / static_cast<double>(n),
-                 static_cast<long long>(correct), static_cast<long long>(n));
+    std::fprintf(stderr, "accuracy: %.4f (%lld of %lld labelled rows)\n",
+                 static_cast<double>(correct) / static_cast<double>(n), static_cast<long long>(correct),
+                 static_cast<long long>(n));
   return 0;
 }
 
 void define_flags(CLI::App& cmd, PredictFlags& flags) {
   cmd.add_option("--run", flags.run, "Run directory written by train")->required();
-  cmd.add_option("--input", flags.input, "CSV with the model's feature columns (a label column is optional)")->required();
+  cmd.add_option("--input", flags.input, "CSV with the model's feature columns (a label column is optional)")
+      ->required();
   cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout");
   cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());
 }
@@ -68,7 +71,8 @@ void define_flags(CLI::App& cmd, PredictFlags& flags) {
 }  // namespace
 
 Command add_predict_command(CLI::App& app) {
-  return add_command<PredictFlags>(app, "predict", "Predict with a trained run on the rows of a CSV file", define_flags, run_predict);
+  return add_command<PredictFlags>(app, "predict", "Predict with a trained run on the rows of a CSV file", define_flags,
+                                   run_predict);
 }
 
 }  // namespace tctl::app

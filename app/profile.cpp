@@ -8,12 +8,12 @@
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
+#include "app/scenarios/profiling.h"
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
-#include "models/nn/sequential.h"
-#include "app/scenarios/profiling.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/sequential.h"
 
 namespace tctl::app {
 
@@ -54,7 +54,9 @@ std::string ms_range(const TimeStats& t) {
   return fmt::format("{:.3f} [{:.3f}-{:.3f}]", t.median / 1000.0, t.min / 1000.0, t.max / 1000.0);
 }
 
-nlohmann::json stats_json(const TimeStats& t) { return {{"median_ms", t.median / 1000}, {"min_ms", t.min / 1000}, {"max_ms", t.max / 1000}}; }
+nlohmann::json stats_json(const TimeStats& t) {
+  return {{"median_ms", t.median / 1000}, {"min_ms", t.min / 1000}, {"max_ms", t.max / 1000}};
+}
 
 void print_layers(const ProfileReport& r, bool ops) {
   std::vector<std::vector<std::string>> rows;
@@ -63,31 +65,38 @@ void print_layers(const ProfileReport& r, bool ops) {
     const double total = l.forward.median + l.backward.median;
     layer_sum += total;
     const double gflops = total > 0 ? l.flops / (total * 1e3) : 0;
-    rows.push_back({l.type.empty() ? l.name : l.name + " (" + l.type + ")", l.output_shape, l.type.empty() ? "" : thousands(l.params),
-                    ms_range(l.forward), ms_range(l.backward), fmt::format("{:.1f}%", 100.0 * total / r.step.median),
-                    l.flops > 0 ? fmt::format("{:.2f}", l.flops / 1e6) : "", l.flops > 0 ? fmt::format("{:.1f}", gflops) : ""});
+    rows.push_back({l.type.empty() ? l.name : l.name + " (" + l.type + ")", l.output_shape,
+                    l.type.empty() ? "" : thousands(l.params), ms_range(l.forward), ms_range(l.backward),
+                    fmt::format("{:.1f}%", 100.0 * total / r.step.median),
+                    l.flops > 0 ? fmt::format("{:.2f}", l.flops / 1e6) : "",
+                    l.flops > 0 ? fmt::format("{:.1f}", gflops) : ""});
     if (!ops) continue;
     for (const auto& o : r.ops) {
       if ((o.layer.empty() ? "(graph)" : o.layer) != l.name) continue;
       rows.push_back({"  " + o.name, o.op, o.phase, o.phase == "forward" ? ms(o.time.median) : "",
-                      o.phase == "forward" ? "" : ms(o.time.median), fmt::format("{:.1f}%", 100.0 * o.time.median / r.step.median), "", ""});
+                      o.phase == "forward" ? "" : ms(o.time.median),
+                      fmt::format("{:.1f}%", 100.0 * o.time.median / r.step.median), "", ""});
     }
   }
-  std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #", "forward ms [min-max]", "backward ms [min-max]", "share", "MFLOP", "GFLOP/s"},
+  std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #", "forward ms [min-max]",
+                               "backward ms [min-max]", "share", "MFLOP", "GFLOP/s"},
                               rows, {false, false, true, true, true, true, true, true})
                         .c_str());
-  std::printf("step %s ms [%s-%s] profiled (median [min-max] of the wall time); %s ms without the profiler (%+.1f%%), %s samples/s\n",
-              ms(r.step.median).c_str(), ms(r.step.min).c_str(), ms(r.step.max).c_str(), ms(r.unprofiled.median).c_str(),
-              100.0 * (r.step.median - r.unprofiled.median) / r.unprofiled.median,
-              thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
+  std::printf(
+      "step %s ms [%s-%s] profiled (median [min-max] of the wall time); %s ms without the profiler (%+.1f%%), %s "
+      "samples/s\n",
+      ms(r.step.median).c_str(), ms(r.step.min).c_str(), ms(r.step.max).c_str(), ms(r.unprofiled.median).c_str(),
+      100.0 * (r.step.median - r.unprofiled.median) / r.unprofiled.median,
+      thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
   if (layer_sum > r.step.median) {
     // Concurrent nodes: more kernel time than wall time.
-    std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n", ms(layer_sum).c_str(),
-                ms(r.step.median).c_str(), layer_sum / r.step.median);
+    std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n",
+                ms(layer_sum).c_str(), ms(r.step.median).c_str(), layer_sum / r.step.median);
     return;
   }
   std::printf("kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n", ms(layer_sum).c_str(),
-              r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead", ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
+              r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead",
+              ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
 }
 
 int run_profile(const ProfileFlags& f) {
@@ -101,8 +110,8 @@ int run_profile(const ProfileFlags& f) {
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
 
   TrainConfig config = load_model_file(f.path);
-  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), f.options.batch_size,
-                        config.optimizer.slots_per_weight(), "", "--batch-size");
+  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path),
+                        f.options.batch_size, config.optimizer.slots_per_weight(), "", "--batch-size");
 
   std::vector<ProfileReport> reports;
   for (bool eager : eager_modes) {
@@ -129,15 +138,29 @@ int run_profile(const ProfileFlags& f) {
     for (const auto& r : reports) {
       nlohmann::json layers = nlohmann::json::array();
       for (const auto& l : r.layers)
-        layers.push_back({{"name", l.name}, {"type", l.type}, {"output_shape", l.output_shape}, {"params", l.params},
-                          {"forward", stats_json(l.forward)}, {"backward", stats_json(l.backward)}, {"flops", l.flops}});
+        layers.push_back({{"name", l.name},
+                          {"type", l.type},
+                          {"output_shape", l.output_shape},
+                          {"params", l.params},
+                          {"forward", stats_json(l.forward)},
+                          {"backward", stats_json(l.backward)},
+                          {"flops", l.flops}});
       nlohmann::json ops = nlohmann::json::array();
-      for (const auto& o : r.ops) ops.push_back({{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
-      out.push_back({{"mode", mode_name(r)}, {"inter_op_threads", r.inter_op_threads}, {"intra_op_threads", r.intra_op_threads},
-                     {"step", stats_json(r.step)}, {"unprofiled_step", stats_json(r.unprofiled)},
-                     {"kernels", stats_json(r.kernels)}, {"samples_per_second", r.samples_per_second}, {"layers", layers}, {"ops", ops}});
+      for (const auto& o : r.ops)
+        ops.push_back(
+            {{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
+      out.push_back({{"mode", mode_name(r)},
+                     {"inter_op_threads", r.inter_op_threads},
+                     {"intra_op_threads", r.intra_op_threads},
+                     {"step", stats_json(r.step)},
+                     {"unprofiled_step", stats_json(r.unprofiled)},
+                     {"kernels", stats_json(r.kernels)},
+                     {"samples_per_second", r.samples_per_second},
+                     {"layers", layers},
+                     {"ops", ops}});
     }
-    std::printf("%s\n", nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", out}}.dump(2).c_str());
+    std::printf("%s\n",
+                nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", out}}.dump(2).c_str());
     return 0;
   }
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
@@ -145,14 +168,15 @@ int run_profile(const ProfileFlags& f) {
     std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d\n",
                 m > 0 ? "\n" : "", f.path.c_str(), static_cast<long long>(f.options.batch_size),
                 static_cast<long long>(f.options.iterations), static_cast<long long>(f.options.warmup),
-                f.options.forward_only ? "forward only" : "training step", mode_name(r), r.inter_op_threads, r.intra_op_threads);
+                f.options.forward_only ? "forward only" : "training step", mode_name(r), r.inter_op_threads,
+                r.intra_op_threads);
     print_layers(r, f.ops);
   }
   if (reports.size() > 1) {
     std::vector<std::vector<std::string>> rows;
     for (const auto& r : reports)
-      rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads), ms(r.unprofiled.median),
-                      thousands(static_cast<std::int64_t>(r.samples_per_second)),
+      rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads),
+                      ms(r.unprofiled.median), thousands(static_cast<std::int64_t>(r.samples_per_second)),
                       fmt::format("{:.2f}x", reports[0].unprofiled.median / r.unprofiled.median)});
     std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
                 eager_modes.size() > 1 ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
@@ -161,7 +185,8 @@ int run_profile(const ProfileFlags& f) {
                                 {false, true, true, true, true, true})
                           .c_str());
   }
-  if (!f.trace.empty()) std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
+  if (!f.trace.empty())
+    std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
   return 0;
 }
 
@@ -182,7 +207,8 @@ void define_flags(CLI::App& cmd, ProfileFlags& f) {
 }  // namespace
 
 Command add_profile_command(CLI::App& app) {
-  return add_command<ProfileFlags>(app, "profile", "Time a training step per layer and per op, across thread counts", define_flags, run_profile);
+  return add_command<ProfileFlags>(app, "profile", "Time a training step per layer and per op, across thread counts",
+                                   define_flags, run_profile);
 }
 
 }  // namespace tctl::app

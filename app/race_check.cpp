@@ -7,10 +7,10 @@
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
+#include "app/scenarios/race_check.h"
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "core/text.h"
-#include "app/scenarios/race_check.h"
 
 namespace tctl::app {
 
@@ -67,7 +67,8 @@ std::vector<std::string> parse_scenarios(const std::string& list) {
 }
 
 std::string number(double v) {
-  if (std::abs(v - std::round(v)) < 1e-9 && std::abs(v) < 1e15) return thousands(static_cast<std::int64_t>(std::llround(v)));
+  if (std::abs(v - std::round(v)) < 1e-9 && std::abs(v) < 1e15)
+    return thousands(static_cast<std::int64_t>(std::llround(v)));
   return fmt::format("{:.2f}", v);
 }
 
@@ -95,7 +96,8 @@ int run_race_check(const RaceFlags& f) {
   const auto scenarios = parse_scenarios(f.scenario);
   const auto modes = parse_modes(f.modes);
   if (f.explain && !f.json) {
-    for (LockingMode m : modes) std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
+    for (LockingMode m : modes)
+      std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
     std::printf("\n");
   }
   std::vector<RaceRow> rows;
@@ -112,10 +114,18 @@ int run_race_check(const RaceFlags& f) {
   if (f.json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& r : rows) {
-      nlohmann::json j = {{"scenario", r.scenario}, {"mode", r.mode}, {"threads", r.threads}, {"operations", r.operations},
-                          {"expected", r.expected}, {"observed", r.observed}, {"lost_updates", r.lost_updates},
-                          {"torn_reads", r.torn_reads}, {"ops_per_second", r.ops_per_second}, {"promised", r.promised},
-                          {"broken", r.broken}, {"verdict", r.verdict}};
+      nlohmann::json j = {{"scenario", r.scenario},
+                          {"mode", r.mode},
+                          {"threads", r.threads},
+                          {"operations", r.operations},
+                          {"expected", r.expected},
+                          {"observed", r.observed},
+                          {"lost_updates", r.lost_updates},
+                          {"torn_reads", r.torn_reads},
+                          {"ops_per_second", r.ops_per_second},
+                          {"promised", r.promised},
+                          {"broken", r.broken},
+                          {"verdict", r.verdict}};
       if (r.final_loss >= 0) j["final_loss"] = r.final_loss;
       out.push_back(j);
     }
@@ -132,14 +142,21 @@ int run_race_check(const RaceFlags& f) {
   bool any_loss = false;
   for (const auto& r : rows) any_loss |= r.final_loss >= 0;
   for (const auto& r : rows) {
-    std::vector<std::string> row{r.scenario, r.mode, std::to_string(r.threads), thousands(r.operations), number(r.expected),
-                                 number(r.observed), thousands(r.lost_updates), thousands(r.torn_reads),
+    std::vector<std::string> row{r.scenario,
+                                 r.mode,
+                                 std::to_string(r.threads),
+                                 thousands(r.operations),
+                                 number(r.expected),
+                                 number(r.observed),
+                                 thousands(r.lost_updates),
+                                 thousands(r.torn_reads),
                                  thousands(static_cast<std::int64_t>(r.ops_per_second))};
     if (any_loss) row.push_back(r.final_loss >= 0 ? fmt::format("{:.4f}", r.final_loss) : "");
     row.push_back(r.verdict);
     table.push_back(row);
   }
-  std::vector<std::string> header{"scenario", "mode", "threads", "operations", "expected", "observed", "lost", "torn", "ops/s"};
+  std::vector<std::string> header{"scenario", "mode", "threads", "operations", "expected",
+                                  "observed", "lost", "torn",    "ops/s"};
   std::vector<bool> right{false, false, true, true, true, true, true, true, true};
   if (any_loss) {
     header.push_back("final loss");
@@ -153,12 +170,15 @@ int run_race_check(const RaceFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, RaceFlags& f) {
-  cmd.add_option("--scenario", f.scenario, "counter, sgd, train, torn-read, queue, defaults, or all (a comma list works)");
+  cmd.add_option("--scenario", f.scenario,
+                 "counter, sgd, train, torn-read, queue, defaults, or all (a comma list works)");
   cmd.add_option("--modes", f.modes, "Locking modes to run: none, mutex, process, atomic, snapshot, dataflow, or all");
   cmd.add_option("--threads", f.options.threads, "Threads sharing the state")->check(integer_in(1, 256));
-  cmd.add_option("--iterations", f.options.iterations, "Operations per thread (train: steps in all)")->check(positive_integer());
+  cmd.add_option("--iterations", f.options.iterations, "Operations per thread (train: steps in all)")
+      ->check(positive_integer());
   cmd.add_option("--size", f.options.size, "Elements per variable")->check(integer_in(1, 1 << 24));
-  cmd.add_option("--widen", f.options.widen, "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
+  cmd.add_option("--widen", f.options.widen,
+                 "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
       ->check(integer_in(0, 1000000));
   cmd.add_option("--seed", f.options.seed, "Seed of the train scenario")->check(non_negative_integer());
   cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
@@ -169,7 +189,9 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
 }  // namespace
 
 Command add_race_check_command(CLI::App& app) {
-  return add_command<RaceFlags>(app, "race-check", "Measure what happens when threads share variables, under each locking mode", define_flags, run_race_check);
+  return add_command<RaceFlags>(app, "race-check",
+                                "Measure what happens when threads share variables, under each locking mode",
+                                define_flags, run_race_check);
 }
 
 }  // namespace tctl::app

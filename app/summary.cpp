@@ -5,8 +5,8 @@
 #include "app/commands.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/nn/sequential.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/sequential.h"
 #include "models/train/train_config.h"
 
 namespace tctl::app {
@@ -19,7 +19,8 @@ struct SummaryFlags {
 
 int run_summary(const SummaryFlags& f) {
   std::string file = f.path;
-  if (std::error_code ec; std::filesystem::is_directory(file, ec)) file = (std::filesystem::path(file) / "model.json").string();
+  if (std::error_code ec; std::filesystem::is_directory(file, ec))
+    file = (std::filesystem::path(file) / "model.json").string();
   const TrainConfig c = load_model_file(file);
   std::optional<Sequential> net;
   net.emplace(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
@@ -32,7 +33,9 @@ int run_summary(const SummaryFlags& f) {
       dims.insert(dims.end(), shape.dims().begin(), shape.dims().end());
       layers.push_back({{"name", l.name()}, {"type", l.type()}, {"output_shape", dims}, {"params", l.param_count()}});
     }
-    nlohmann::json j = {{"name", net->name()}, {"layers", layers}, {"total_params", net->param_count()},
+    nlohmann::json j = {{"name", net->name()},
+                        {"layers", layers},
+                        {"total_params", net->param_count()},
                         {"trainable_params", net->trainable_param_count()}};
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -46,8 +49,10 @@ int run_summary(const SummaryFlags& f) {
   const std::int64_t total = net->param_count(), trainable = net->trainable_param_count();
   std::printf("Model: \"%s\"\n", net->name().c_str());
   std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #"}, rows, {false, false, true}).c_str());
-  std::printf(" Total params: %s (%s)\n", thousands(total).c_str(), human_bytes(4.0 * static_cast<double>(total)).c_str());
-  std::printf(" Trainable params: %s (%s)\n", thousands(trainable).c_str(), human_bytes(4.0 * static_cast<double>(trainable)).c_str());
+  std::printf(" Total params: %s (%s)\n", thousands(total).c_str(),
+              human_bytes(4.0 * static_cast<double>(total)).c_str());
+  std::printf(" Trainable params: %s (%s)\n", thousands(trainable).c_str(),
+              human_bytes(4.0 * static_cast<double>(trainable)).c_str());
   std::printf(" Non-trainable params: %s (%s)\n", thousands(total - trainable).c_str(),
               human_bytes(4.0 * static_cast<double>(total - trainable)).c_str());
   return 0;
@@ -61,7 +66,8 @@ void define_flags(CLI::App& cmd, SummaryFlags& flags) {
 }  // namespace
 
 Command add_summary_command(CLI::App& app) {
-  return add_command<SummaryFlags>(app, "summary", "Print a model's layers, output shapes and parameter counts", define_flags, run_summary);
+  return add_command<SummaryFlags>(app, "summary", "Print a model's layers, output shapes and parameter counts",
+                                   define_flags, run_summary);
 }
 
 }  // namespace tctl::app

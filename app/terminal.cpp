@@ -1,9 +1,9 @@
 #include "app/terminal.h"
 
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -87,7 +87,8 @@ void ProgressPrinter::on_epoch(const EpochResult& r) {
   const double step_time = r.seconds / static_cast<double>(std::max<std::int64_t>(r.steps, 1));
   if (live_) {
     std::fprintf(out_, "\r%lld/%lld \033[32m%s\033[0m %.0fs %s%s\033[K\n", static_cast<long long>(r.steps),
-                 static_cast<long long>(r.steps), repeat("━", 20).c_str(), r.seconds, per_step(step_time).c_str(), text.c_str());
+                 static_cast<long long>(r.steps), repeat("━", 20).c_str(), r.seconds, per_step(step_time).c_str(),
+                 text.c_str());
   } else {
     std::fprintf(out_, "%lld/%lld - %.0fs - %s%s\n", static_cast<long long>(r.steps), static_cast<long long>(r.steps),
                  r.seconds, per_step(step_time).c_str(), text.c_str());

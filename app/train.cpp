@@ -107,9 +107,11 @@ int run_train(const TrainFlags& f) {
   if (f.seed) c.seed = static_cast<std::uint64_t>(*f.seed);
   if (f.inter_op) c.inter_op_threads = *f.inter_op;
   if (f.intra_op) c.intra_op_threads = *f.intra_op;
-  if (f.output && f.resume) throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
+  if (f.output && f.resume)
+    throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.overwrite && f.resume)
-    throw SpecError("", "--overwrite", "--resume continues the run in its directory and --overwrite replaces it; give one");
+    throw SpecError("", "--overwrite",
+                    "--resume continues the run in its directory and --overwrite replaces it; give one");
   if ((f.output && f.output->empty()) || (f.resume && f.resume->empty()))
     throw SpecError("", f.output ? "--output" : "--resume", "expected the run directory's path, got an empty string");
   if (f.output) c.output = *f.output;
@@ -119,7 +121,8 @@ int run_train(const TrainFlags& f) {
   c.log_device_placement = f.log_device_placement;
   if (f.keep_denormals) set_denormal_flushing(false);
   if (f.device) {
-    if (!is_device_name(*f.device)) throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected " + kDeviceSpellings + ")");
+    if (!is_device_name(*f.device))
+      throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected " + kDeviceSpellings + ")");
     c.device = *f.device;
   }
 
@@ -144,23 +147,26 @@ int run_train(const TrainFlags& f) {
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
   if (out.interrupted_at) {
     const auto& at = *out.interrupted_at;
-    std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n", static_cast<long long>(at.epoch),
-                 static_cast<long long>(at.steps_done), (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
+    std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n",
+                 static_cast<long long>(at.epoch), static_cast<long long>(at.steps_done),
+                 (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
     std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());
     return 130;
   }
   const auto& warnings = out.placement_warnings;
   for (std::size_t i = 0; i < warnings.size() && i < 3; ++i) std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());
-  if (warnings.size() > 3) std::fprintf(stderr, "warning: ... and %zu more nodes fell back to cpu\n", warnings.size() - 3);
+  if (warnings.size() > 3)
+    std::fprintf(stderr, "warning: ... and %zu more nodes fell back to cpu\n", warnings.size() - 3);
   if (f.json) {
     std::printf("%s\n", out.summary.dump(2).c_str());
     return 0;
   }
   if (!out.test.empty()) std::fprintf(log, "Test%s\n", metrics_text(out.test).c_str());
-  std::fprintf(log, "%s\n",
-               fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
-                           epochs_text(out), out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
-                   .c_str());
+  std::fprintf(
+      log, "%s\n",
+      fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
+                  epochs_text(out), out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
+          .c_str());
   return 0;
 }
 
@@ -175,26 +181,29 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
       ->check(integer_in(0, 1024));
   cmd.add_option("--output", flags.output, "Run directory to write (default from the config, else runs/<config name>)");
   cmd.add_option("--resume", flags.resume,
-                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
-                  "thread counts and output flags may differ from the run's)");
+                 "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
+                 "thread counts and output flags may differ from the run's)");
   cmd.add_flag("--overwrite", flags.overwrite,
-                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
-                "non-empty run directory is refused)");
+               "Train into a run directory that holds another run, deleting that run's files first (without it, a "
+               "non-empty run directory is refused)");
   cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim:N");
   cmd.add_flag("--json", flags.json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd.add_flag("--quiet", flags.quiet, "No progress output");
-  cmd.add_flag("--strict-placement", flags.strict_placement,
-                "Refuse (exit 2) a node whose device is missing or has no kernel for its op, instead of running it on the cpu");
-  cmd.add_flag("--log-device-placement", flags.log_device_placement,
-                "Print every node of each graph the run prepares, with its op and the device it runs on, copies included");
+  cmd.add_flag(
+      "--strict-placement", flags.strict_placement,
+      "Refuse (exit 2) a node whose device is missing or has no kernel for its op, instead of running it on the cpu");
+  cmd.add_flag(
+      "--log-device-placement", flags.log_device_placement,
+      "Print every node of each graph the run prepares, with its op and the device it runs on, copies included");
   cmd.add_flag("--keep-denormals", flags.keep_denormals,
-                "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
+               "Compute with denormal floats instead of flushing them to zero (slower; to compare results)");
 }
 
 }  // namespace
 
 Command add_train_command(CLI::App& app) {
-  return add_command<TrainFlags>(app, "train", "Train a model from a train config and write its run directory", define_flags, run_train);
+  return add_command<TrainFlags>(app, "train", "Train a model from a train config and write its run directory",
+                                 define_flags, run_train);
 }
 
 }  // namespace tctl::app

@@ -25,8 +25,8 @@ inline double gemm_seconds(int m, int n, int k, bool ta, bool tb, int runs) {
   for (int t = 0; t <= runs; ++t) {
     const auto start = std::chrono::steady_clock::now();
     for (int r = 0; r < reps; ++r)
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a.data(),
-                  ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f,
+                  a.data(), ta ? m : k, b.data(), tb ? k : n, 0.0f, c.data(), n);
     if (t > 0) times.push_back(seconds_since(start) / reps);
   }
   return median(times);

@@ -9,10 +9,10 @@
 //
 // --threads sets ATen's intra-op threads (at::set_num_threads). Debian's libtorch does its matrix products in
 // OpenBLAS, whose thread count comes from OPENBLAS_NUM_THREADS in the environment (set it before starting);
-// "threads" in the output is the larger of the two (the thread count T of compare_pytorch.sh's grid). Training workloads report samples/s with Adam
-// (lr 1e-3, eps 1e-7) on fixed random batches; infer_b1 reports microseconds per forward call of the
-// 64-128-64-10 MLP at batch 1 under NoGradGuard. Warm-up is not timed; the value is the median of the
-// repetitions, all of which are listed in "reps".
+// "threads" in the output is the larger of the two (the thread count T of compare_pytorch.sh's grid). Training
+// workloads report samples/s with Adam (lr 1e-3, eps 1e-7) on fixed random batches; infer_b1 reports microseconds per
+// forward call of the 64-128-64-10 MLP at batch 1 under NoGradGuard. Warm-up is not timed; the value is the median of
+// the repetitions, all of which are listed in "reps".
 //
 // Built by compare_pytorch.sh: g++ -O2 -std=c++17 against Debian's libtorch-dev.
 #include <torch/torch.h>
@@ -35,10 +35,8 @@ struct Workload {
 };
 
 const std::map<std::string, Workload> kWorkloads = {
-    {"mlp_digits_b32", {"mlp64", 32, 200, 30}},
-    {"mlp_digits_b256", {"mlp64", 256, 200, 30}},
-    {"mlp784_b128", {"mlp784", 128, 30, 5}},
-    {"cnn_digits_b64", {"cnn", 64, 200, 30}},
+    {"mlp_digits_b32", {"mlp64", 32, 200, 30}}, {"mlp_digits_b256", {"mlp64", 256, 200, 30}},
+    {"mlp784_b128", {"mlp784", 128, 30, 5}},    {"cnn_digits_b64", {"cnn", 64, 200, 30}},
     {"infer_b1", {"infer", 1, 5000, 500}},
 };
 constexpr int kBatches = 16;  // distinct random batches, cycled through
@@ -58,8 +56,8 @@ torch::nn::Sequential make_mlp(const std::vector<int64_t>& sizes) {
 torch::nn::Sequential make_cnn() {
   using namespace torch::nn;
   return Sequential(Conv2d(Conv2dOptions(1, 16, 3).padding(1)), ReLU(), MaxPool2d(MaxPool2dOptions(2)),
-                    Conv2d(Conv2dOptions(16, 32, 3).padding(1)), ReLU(), MaxPool2d(MaxPool2dOptions(2)),
-                    Flatten(), Linear(128, 64), ReLU(), Linear(64, 10));
+                    Conv2d(Conv2dOptions(16, 32, 3).padding(1)), ReLU(), MaxPool2d(MaxPool2dOptions(2)), Flatten(),
+                    Linear(128, 64), ReLU(), Linear(64, 10));
 }
 
 torch::nn::Sequential make_model(const std::string& kind, std::vector<int64_t>& example_shape) {
@@ -149,10 +147,14 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (i + 1 >= argc) return usage(argv[0]);
-    if (a == "--workload") name = argv[++i];
-    else if (a == "--threads") threads = std::atoi(argv[++i]);
-    else if (a == "--reps") reps = std::atoi(argv[++i]);
-    else return usage(argv[0]);
+    if (a == "--workload")
+      name = argv[++i];
+    else if (a == "--threads")
+      threads = std::atoi(argv[++i]);
+    else if (a == "--reps")
+      reps = std::atoi(argv[++i]);
+    else
+      return usage(argv[0]);
   }
   const auto it = kWorkloads.find(name);
   if (it == kWorkloads.end() || threads < 1 || reps < 1) return usage(argv[0]);

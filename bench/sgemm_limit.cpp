@@ -28,8 +28,8 @@ int main() {
   for (const Mlp& mlp : mlps) {
     for (int threads : {1, 2}) {
       const auto [seconds, flops] = tctl::bench::mlp_gemm_step(mlp.widths, mlp.batch, threads, 7);
-      fmt::print("{:<32} {:>8} {:>14.2f} {:>10.1f} {:>16.0f}\n", mlp.name, threads, seconds * 1e6, flops / seconds / 1e9,
-                 mlp.batch / seconds);
+      fmt::print("{:<32} {:>8} {:>14.2f} {:>10.1f} {:>16.0f}\n", mlp.name, threads, seconds * 1e6,
+                 flops / seconds / 1e9, mlp.batch / seconds);
     }
   }
   return 0;

@@ -34,7 +34,8 @@ double time_per_call(int calls, Fn fn) {
 
 // The work of one block: enough arithmetic that the split is worth doing.
 void work(std::vector<float>& data, std::int64_t begin, std::int64_t end) {
-  for (std::int64_t i = begin; i < end; ++i) data[static_cast<std::size_t>(i)] = data[static_cast<std::size_t>(i)] * 0.999f + 0.5f;
+  for (std::int64_t i = begin; i < end; ++i)
+    data[static_cast<std::size_t>(i)] = data[static_cast<std::size_t>(i)] * 0.999f + 0.5f;
 }
 
 }  // namespace
@@ -46,7 +47,8 @@ int main() {
   tctl::ThreadPool ours(threads);
   Eigen::ThreadPool eigen(threads - 1);  // like ours: workers plus the calling thread
 
-  double ours_pf = time_per_call(2000, [&] { ours.parallel_for(n, 4096, [&](std::int64_t b, std::int64_t e) { work(data, b, e); }); });
+  double ours_pf = time_per_call(
+      2000, [&] { ours.parallel_for(n, 4096, [&](std::int64_t b, std::int64_t e) { work(data, b, e); }); });
   double eigen_pf = time_per_call(2000, [&] {
     // Eigen's pool has no parallel_for of its own; Eigen::Barrier is how its users wait for a split.
     Eigen::Barrier barrier(1);
@@ -73,7 +75,9 @@ int main() {
 
   fmt::print("thread pools, {} threads (median of 7)\n", threads);
   fmt::print("{:<44} {:>10} {:>10}\n", "pattern", "tensorctl", "Eigen");
-  fmt::print("{:<44} {:>9.2f}us {:>9.2f}us   (serial {:.2f}us)\n", "parallel_for over 64K floats, 2 blocks", ours_pf, eigen_pf, serial);
-  fmt::print("{:<44} {:>9.3f}us {:>9.3f}us\n", "64 tiny scheduled tasks, per task", ours_burst / burst, eigen_burst / burst);
+  fmt::print("{:<44} {:>9.2f}us {:>9.2f}us   (serial {:.2f}us)\n", "parallel_for over 64K floats, 2 blocks", ours_pf,
+             eigen_pf, serial);
+  fmt::print("{:<44} {:>9.3f}us {:>9.3f}us\n", "64 tiny scheduled tasks, per task", ours_burst / burst,
+             eigen_burst / burst);
   return 0;
 }

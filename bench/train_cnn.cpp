@@ -12,8 +12,8 @@
 
 #include "bench/bench_util.h"
 #include "core/thread_pool.h"
-#include "models/train/model.h"
 #include "models/io/spec_reader.h"
+#include "models/train/model.h"
 
 using namespace tctl;
 

@@ -95,7 +95,8 @@ class ReferenceMlp {
         for (int j = 0; j < out; ++j) L.gb[static_cast<std::size_t>(j)] += dy[r * out + j];
       if (l > 0) {
         float* dx = grads_[l].data();
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch_, in, out, 1.0f, dy, out, L.w.data(), out, 0.0f, dx, in);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch_, in, out, 1.0f, dy, out, L.w.data(), out, 0.0f, dx,
+                    in);
         const float* a = acts_[l].data();
         for (std::size_t i = 0; i < grads_[l].size(); ++i)
           if (a[i] <= 0.0f) dx[i] = 0.0f;

@@ -1,5 +1,6 @@
 // tensorctl's side of bench/compare_pytorch.sh: one workload at one thread count, printed as one JSON line,
-//   {"workload": "mlp_digits_b32", "threads": 2, "value": 412345.6, "unit": "samples/s", "setting": "inter 2 x intra 1"}
+//   {"workload": "mlp_digits_b32", "threads": 2, "value": 412345.6, "unit": "samples/s", "setting": "inter 2 x intra
+//   1"}
 // Workloads (Adam, learning rate 1e-3, epsilon 1e-7; random inputs in [-1, 1], random labels):
 //   mlp_digits_b32, mlp_digits_b256  MLP 64-128-64-10 (relu, relu, softmax), training, batch 32 / 256
 //   mlp784_b128                      MLP 784-512-512-10, training, batch 128
@@ -32,9 +33,9 @@
 #include "bench/gemm_limit.h"
 #include "core/thread_pool.h"
 #include "models/data/dataset.h"
+#include "models/io/spec_reader.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
-#include "models/io/spec_reader.h"
 
 using namespace tctl;
 
@@ -144,7 +145,8 @@ int memory() {
     ModelOptions warm;
     warm.inter_op_threads = warm.intra_op_threads = 1;
     Model m(std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(kDigitsMlp), "w", "", 1)), warm);
-    m.train_step(Tensor::zeros(DType::kF32, Shape{32, 64}), Tensor::from_ints(Shape{32}, std::vector<std::int32_t>(32, 0)), 0);
+    m.train_step(Tensor::zeros(DType::kF32, Shape{32, 64}),
+                 Tensor::from_ints(Shape{32}, std::vector<std::int32_t>(32, 0)), 0);
   }
   const double base = rss_now();
   const std::int64_t rows = 8192, batch = 128;
@@ -173,9 +175,10 @@ int memory() {
   }
   std::string epochs;
   for (double a : after_epoch) epochs += (epochs.empty() ? "" : ", ") + fmt::format("{:.2f}", a / 1e6);
-  fmt::print(R"({{"workload": "memory_mlp784_b128", "budget_mb": {:.2f}, "peak_added_mb": {:.2f}, "ratio": {:.2f}, "after_epoch_mb": [{}]}})"
-             "\n",
-             budget / 1e6, (rss_peak() - base) / 1e6, (rss_peak() - base) / budget, epochs);
+  fmt::print(
+      R"({{"workload": "memory_mlp784_b128", "budget_mb": {:.2f}, "peak_added_mb": {:.2f}, "ratio": {:.2f}, "after_epoch_mb": [{}]}})"
+      "\n",
+      budget / 1e6, (rss_peak() - base) / 1e6, (rss_peak() - base) / budget, epochs);
   return 0;
 }
 

@@ -37,9 +37,7 @@ const std::string& Attrs::s(std::string_view name) const { return get<std::strin
 const std::vector<std::int64_t>& Attrs::ints(std::string_view name) const {
   return get<std::vector<std::int64_t>>(find(name), name);
 }
-std::int64_t Attrs::i_or(std::string_view name, std::int64_t fallback) const {
-  return has(name) ? i(name) : fallback;
-}
+std::int64_t Attrs::i_or(std::string_view name, std::int64_t fallback) const { return has(name) ? i(name) : fallback; }
 double Attrs::f_or(std::string_view name, double fallback) const { return has(name) ? f(name) : fallback; }
 
 }  // namespace tctl

@@ -37,7 +37,8 @@ class GradBuilder {
 };
 
 // d loss / d x for each x, for a scalar `loss`. An x the loss does not depend on gets zeros of its shape
-// (a ZerosLike node, so an unknown batch dimension is fine). Gradients reaching a node along several paths are summed in a fixed order.
+// (a ZerosLike node, so an unknown batch dimension is fine). Gradients reaching a node along several paths are summed
+// in a fixed order.
 std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs);
 
 // Adds control edges so stateful ops on the same variable run in program (node id) order, after

@@ -35,12 +35,12 @@ class Event {
 
 // What a device's memory pool has done so far; tests use it to show steady-state steps allocate nothing.
 struct DeviceMemoryStats {
-  std::uint64_t fresh_blocks = 0;   // blocks taken from the system
-  std::uint64_t reused_blocks = 0;  // allocations served from the pool
+  std::uint64_t fresh_blocks = 0;     // blocks taken from the system
+  std::uint64_t reused_blocks = 0;    // allocations served from the pool
   std::uint64_t deferred_reuses = 0;  // times a free block was passed over because queued work may read it
-  std::size_t bytes_reserved = 0;   // held by the pool, in use or free
+  std::size_t bytes_reserved = 0;     // held by the pool, in use or free
   std::size_t bytes_in_use = 0;
-  std::size_t bytes_peak = 0;       // the most bytes_in_use has been
+  std::size_t bytes_peak = 0;  // the most bytes_in_use has been
 };
 
 // A place memory lives and kernels run. Thread-safe: every member may be called from any thread.

@@ -29,8 +29,7 @@ NonFiniteValue::NonFiniteValue(const Node& node, bool nan)
                    (node.layer.empty() ? "" : ", layer " + node.layer) + ")"),
       op_name(node.name) {}
 
-EagerRunner::EagerRunner(Graph& g, ThreadPool& intra, EagerOptions options)
-    : g_(g), intra_(intra), options_(options) {
+EagerRunner::EagerRunner(Graph& g, ThreadPool& intra, EagerOptions options) : g_(g), intra_(intra), options_(options) {
   g_.set_node_hook([this](const Node& node) { run(node); });
 }
 

@@ -21,8 +21,8 @@ namespace tctl {
 class Profiler;
 
 struct EagerOptions {
-  std::uint64_t seed = 0;   // as SessionOptions::seed
-  std::int64_t step = 0;    // as RunOptions::step
+  std::uint64_t seed = 0;  // as SessionOptions::seed
+  std::int64_t step = 0;   // as RunOptions::step
   Profiler* profiler = nullptr;
   // Diagnosis of a step gone NaN: after every op, check its float output and throw NonFiniteValue naming the
   // first op whose output holds a NaN or an infinity; update ops are skipped, so variables stay as they are.

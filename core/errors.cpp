@@ -18,8 +18,7 @@ SpecError::SpecError(std::string file, std::string where, const std::string& mes
     : Error(compose(file, where, message)), file_(std::move(file)), where_(std::move(where)), message_(message) {}
 
 void check_failed(const char* file, int line, const char* condition, const std::string& message) {
-  std::fprintf(stderr, "tensorctl: internal check failed at %s:%d: %s (%s)\n", file, line, condition,
-               message.c_str());
+  std::fprintf(stderr, "tensorctl: internal check failed at %s:%d: %s (%s)\n", file, line, condition, message.c_str());
   std::abort();
 }
 

@@ -57,10 +57,10 @@ class NonFiniteError : public RuntimeError {
 }  // namespace tctl
 
 // Aborts with file, line and condition in every build. For invariants only, never for user input.
-#define TCTL_CHECK(cond, msg)                                              \
-  do {                                                                     \
-    if (!(cond)) [[unlikely]]                                              \
-      ::tctl::check_failed(__FILE__, __LINE__, #cond, (msg));              \
+#define TCTL_CHECK(cond, msg)                                 \
+  do {                                                        \
+    if (!(cond)) [[unlikely]]                                 \
+      ::tctl::check_failed(__FILE__, __LINE__, #cond, (msg)); \
   } while (false)
 
 // The same check for hot loops, compiled out of Release builds.

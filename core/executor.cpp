@@ -213,8 +213,9 @@ struct Run {
       // buffers (a Copy node excepted, whose input is on the other side by definition).
       if (pn.node->op != &ops::copy())
         for (std::size_t k = 0; k < pn.inputs.size(); ++k)
-          TCTL_CHECK(inputs[k]->device() == pn.device || !inputs[k]->defined(),
-                     pn.node->name + " on " + pn.device->name() + " was given an input on " + inputs[k]->device()->name());
+          TCTL_CHECK(
+              inputs[k]->device() == pn.device || !inputs[k]->defined(),
+              pn.node->name + " on " + pn.device->name() + " was given an input on " + inputs[k]->device()->name());
       KernelContext kc(*pn.node, *pn.device, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed,
                        ctx.step);
       if (pn.keep_read) kc.set_kept_read(&frame.read_writes_[i]);
@@ -327,8 +328,16 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
     std::lock_guard lock(frame.mu_);
     frame.done_ = n == 0;
   }
-  Run run{plan, frame, feeds, ctx, frame.values_, frame.pending_.get(), frame.uses_left_.get(), frame.remaining_,
-          frame.failed_, can_hand_off};
+  Run run{plan,
+          frame,
+          feeds,
+          ctx,
+          frame.values_,
+          frame.pending_.get(),
+          frame.uses_left_.get(),
+          frame.remaining_,
+          frame.failed_,
+          can_hand_off};
   for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
     int root = plan.roots[r];
     ctx.inter->schedule([&run, root] {

@@ -28,8 +28,8 @@ struct PlanNode {
   std::vector<int> inputs;      // plan indices of the data inputs
   std::vector<int> successors;  // plan indices waiting on this node (data or control), each once
   int num_predecessors = 0;
-  int num_uses = 0;             // data edges leaving this node
-  int feed = -1;                // index into the run's feeds, for a fed placeholder
+  int num_uses = 0;  // data edges leaving this node
+  int feed = -1;     // index into the run's feeds, for a fed placeholder
   bool release_after_use = false;
   // A variable read in a plan that writes no variable: the frame keeps its value between runs and reads
   // the variable again only after a write (ReadVariable's kernel).

@@ -17,8 +17,8 @@ class FunctionRef<R(Args...)> {
  public:
   // The callable must outlive every call through this reference.
   template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> && std::is_invocable_r_v<R, F&, Args...>)
-  FunctionRef(F&& f)  // NOLINT: implicit, so a lambda converts at the call site as it did to std::function
+  requires(!std::is_same_v<std::remove_cvref_t<F>, FunctionRef> && std::is_invocable_r_v<R, F&, Args...>)
+      FunctionRef(F&& f)  // NOLINT: implicit, so a lambda converts at the call site as it did to std::function
       : object_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
         call_([](void* object, Args... args) -> R {
           return (*static_cast<std::remove_reference_t<F>*>(object))(std::forward<Args>(args)...);

@@ -71,8 +71,10 @@ Output Graph::add_node(std::string_view op_name, std::vector<Output> inputs, Att
 }
 
 Output Graph::placeholder(std::string_view name, DType dtype, const Shape& shape) {
-  Output o = add_node("Placeholder", {}, Attrs{{"dtype", static_cast<std::int64_t>(dtype)},
-                                          {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}}, {});
+  Output o = add_node("Placeholder", {},
+                      Attrs{{"dtype", static_cast<std::int64_t>(dtype)},
+                            {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}},
+                      {});
   nodes_[static_cast<std::size_t>(o.node)].name = std::string(name);
   return notify(o);
 }

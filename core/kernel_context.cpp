@@ -3,8 +3,8 @@
 namespace tctl {
 
 Tensor& KernelContext::output() {
-  if (!output_.unique() || !(output_.shape() == spec_.shape) ||
-      output_.dtype() != spec_.dtype || output_.device() != &device_) {
+  if (!output_.unique() || !(output_.shape() == spec_.shape) || output_.dtype() != spec_.dtype ||
+      output_.device() != &device_) {
     output_ = Tensor::empty(spec_.dtype, spec_.shape, &device_);
   }
   return output_;

@@ -11,9 +11,15 @@ namespace tctl {
 
 class KernelContext {
  public:
-  KernelContext(const Node& node, Device& device, const TensorSpec& spec, const Tensor* const* inputs,
-                Tensor& output, ThreadPool& intra, std::uint64_t seed, std::int64_t step)
-      : node_(node), device_(device), spec_(spec), inputs_(inputs), output_(output), intra_(intra), seed_(seed),
+  KernelContext(const Node& node, Device& device, const TensorSpec& spec, const Tensor* const* inputs, Tensor& output,
+                ThreadPool& intra, std::uint64_t seed, std::int64_t step)
+      : node_(node),
+        device_(device),
+        spec_(spec),
+        inputs_(inputs),
+        output_(output),
+        intra_(intra),
+        seed_(seed),
         step_(step) {}
 
   const Node& node() const { return node_; }

@@ -113,7 +113,8 @@ const OpDef& op_def(std::string_view name) {
 
 void check_op_registry() {
   define_core_ops();
-  for (const auto& [name, e] : registry()) TCTL_CHECK(e->defined, "a kernel is registered for op " + name + ", which is never defined");
+  for (const auto& [name, e] : registry())
+    TCTL_CHECK(e->defined, "a kernel is registered for op " + name + ", which is never defined");
 }
 
 std::vector<std::string> op_names() {

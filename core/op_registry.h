@@ -103,13 +103,14 @@ InferFn same_shape_inputs();
 #define TCTL_CONCAT(a, b) TCTL_CONCAT_INNER(a, b)
 // TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec}); for an op defined outside
 // core (a test's own), with its kernels registered apart.
-#define TCTL_REGISTER_OP(...) \
-  [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
+#define TCTL_REGISTER_OP(...)                                                        \
+  [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = \
+      ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
 // TCTL_REGISTER_KERNEL("Relu", ::tctl::DeviceKind::kCpu, relu_cpu);
-#define TCTL_REGISTER_KERNEL(op, kind, fn)                                                   \
+#define TCTL_REGISTER_KERNEL(op, kind, fn)                                               \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernel_, __COUNTER__) = \
       ::tctl::register_kernel(op, kind, fn)
 // TCTL_REGISTER_KERNELS(::tctl::DeviceKind::kCpu, {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu});
-#define TCTL_REGISTER_KERNELS(kind, ...)                                                   \
+#define TCTL_REGISTER_KERNELS(kind, ...)                                                  \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernels_, __COUNTER__) = \
       ::tctl::register_kernels(kind, {__VA_ARGS__})

@@ -86,7 +86,8 @@ Placement place_nodes(const Graph& g, const std::vector<char>& needed, const std
   // A group that fell back part-way moves whole, nodes placed before the fall-back included.
   for (const Node& node : g.nodes()) {
     const auto id = static_cast<std::size_t>(node.id);
-    if (needed[id] && !lives_on_host(node, fed[id] != 0)) p.devices[id] = group_device[static_cast<std::size_t>(groups.root(node.id))];
+    if (needed[id] && !lives_on_host(node, fed[id] != 0))
+      p.devices[id] = group_device[static_cast<std::size_t>(groups.root(node.id))];
   }
   return p;
 }

@@ -47,8 +47,9 @@ Session::DefaultScope::~DefaultScope() { t_default_session = previous_; }
 
 Session& default_session() {
   if (t_default_session == nullptr)
-    throw GraphError("this thread has no default session; a thread that continues another thread's model must "
-                     "install its session with session.as_default()");
+    throw GraphError(
+        "this thread has no default session; a thread that continues another thread's model must "
+        "install its session with session.as_default()");
   return *t_default_session;
 }
 

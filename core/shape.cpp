@@ -4,7 +4,8 @@
 
 namespace tctl {
 
-Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
+Shape::Shape(std::initializer_list<std::int64_t> dims)
+    : Shape(std::span<const std::int64_t>(dims.begin(), dims.size())) {}
 
 Shape::Shape(std::span<const std::int64_t> dims) {
   TCTL_CHECK(dims.size() <= kMaxRank, "rank above Shape::kMaxRank");

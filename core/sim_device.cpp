@@ -31,7 +31,8 @@ class SimEvent final : public Event {
 
 SimDevice::SimDevice(int index)
     : name_("sim:" + std::to_string(index)),
-      pool_(name_, [](std::size_t size) { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); }) {}
+      pool_(
+          name_, [](std::size_t size) { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); }) {}
 
 SimDevice::~SimDevice() = default;
 
@@ -78,7 +79,8 @@ void SimDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
     submit_locked([=] { std::memcpy(dst, src, bytes); });
     return;
   }
-  auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+  auto staged =
+      std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
   submit_locked([dst, staged] { std::memcpy(dst, staged->data(), staged->size()); });
 }
 

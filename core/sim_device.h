@@ -63,8 +63,8 @@ class SimDevice final : public Device {
   std::deque<std::function<void()>> queue_;
   bool paused_ = false;
   std::exception_ptr error_;
-  std::atomic<std::uint64_t> queued_{0};     // work items queued so far
-  std::atomic<std::uint64_t> finished_{0};   // work items finished so far, in queue order
+  std::atomic<std::uint64_t> queued_{0};    // work items queued so far
+  std::atomic<std::uint64_t> finished_{0};  // work items finished so far, in queue order
   CachingPool pool_;
 };
 

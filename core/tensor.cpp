@@ -123,9 +123,15 @@ std::vector<float> Tensor::to_floats() const {
   std::vector<float> out(static_cast<std::size_t>(num_elements()));
   for (std::size_t i = 0; i < out.size(); ++i) {
     switch (dtype_) {
-      case DType::kF32: out[i] = data<float>()[i]; break;
-      case DType::kI32: out[i] = static_cast<float>(data<std::int32_t>()[i]); break;
-      case DType::kI64: out[i] = static_cast<float>(data<std::int64_t>()[i]); break;
+      case DType::kF32:
+        out[i] = data<float>()[i];
+        break;
+      case DType::kI32:
+        out[i] = static_cast<float>(data<std::int32_t>()[i]);
+        break;
+      case DType::kI64:
+        out[i] = static_cast<float>(data<std::int64_t>()[i]);
+        break;
     }
   }
   return out;

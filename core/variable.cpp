@@ -21,11 +21,7 @@ std::unique_lock<std::mutex> lock_process() {
 }  // namespace
 
 Variable::Variable(std::string name, Tensor initial, LockingMode mode, bool trainable)
-    : name_(std::move(name)),
-      shape_(initial.shape()),
-      dtype_(initial.dtype()),
-      mode_(mode),
-      trainable_(trainable) {
+    : name_(std::move(name)), shape_(initial.shape()), dtype_(initial.dtype()), mode_(mode), trainable_(trainable) {
   if (initial.defined()) device_.store(initial.device(), std::memory_order_relaxed);
   if (mode_ == LockingMode::kSnapshot) {
     version_ = std::make_shared<const Tensor>(std::move(initial));

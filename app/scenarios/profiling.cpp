@@ -33,7 +33,8 @@ double matmul_flops(const Graph& g, const Node& n, std::int64_t batch) {
 }
 
 // Batches of the config's training data, or random batches of the model's input shape.
-std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch, std::int64_t count) {
+std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch,
+                                                    std::int64_t count) {
   std::vector<std::pair<Tensor, Tensor>> out;
   const Sequential& net = model.net();
   if (!c.data.dataset.empty() || !c.data.csv.empty()) {
@@ -48,7 +49,9 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
     return out;
   }
   std::mt19937_64 rng(c.seed);
-  auto uniform = [&] { return static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f; };
+  auto uniform = [&] {
+    return static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+  };
   const std::int64_t classes = net.output_shape().num_elements();
   for (std::int64_t b = 0; b < count; ++b) {
     Tensor x = Tensor::empty(DType::kF32, Shape::concat(batch, net.input_shape()));
@@ -100,7 +103,8 @@ struct StepSamples {
 
 // Runs the warm-up and the measured steps. Measured steps alternate with unprofiled ones (which continue
 // the training), so both see the same state of the machine and the difference is the profiler's cost.
-StepSamples measure_steps(Model& model, const std::vector<std::pair<Tensor, Tensor>>& batches, const ProfileOptions& o) {
+StepSamples measure_steps(Model& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
+                          const ProfileOptions& o) {
   auto run_step = [&](std::int64_t it, Profiler* p) {
     const auto& [x, y] = batches[static_cast<std::size_t>(it) % batches.size()];
     const auto start = std::chrono::steady_clock::now();
@@ -146,7 +150,8 @@ std::vector<LayerProfile> layer_rows(const Sequential& net, const Graph& g, Step
     if (s.forward.contains(name)) row.forward = time_stats(s.forward[name]);
     if (s.backward.contains(name)) row.backward = time_stats(s.backward[name]);
     for (const Node& n : g.nodes())
-      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul")) row.flops += matmul_flops(g, n, batch_size);
+      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul"))
+        row.flops += matmul_flops(g, n, batch_size);
     rows.push_back(row);
   }
   return rows;

@@ -1,9 +1,9 @@
 #include "app/scenarios/race_check.h"
 
+#include <fmt/format.h>
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 #include <thread>
 
 #include "core/autodiff.h"
@@ -81,8 +81,9 @@ void widened_sgd_kernel(KernelContext& ctx) {
   const float lr = ctx.input(1).data<float>()[0];
   add_widened(ctx.var(0), ctx.input(0).data<float>(), -lr, static_cast<int>(ctx.attrs().i("widen")));
 }
-TCTL_REGISTER_OP({.name = "RaceCheckWidenedSgd", .num_inputs = 2,
-                  .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }});
+TCTL_REGISTER_OP({.name = "RaceCheckWidenedSgd", .num_inputs = 2, .infer = [](const InferContext&) {
+                    return TensorSpec{DType::kF32, Shape{}};
+                  }});
 TCTL_REGISTER_KERNEL("RaceCheckWidenedSgd", DeviceKind::kCpu, widened_sgd_kernel);
 
 bool keeps_updates(LockingMode m) { return m != LockingMode::kNone; }
@@ -99,7 +100,8 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
     // `threads` inter-op threads runs it, so the graph, not a lock, orders the updates.
     auto g = std::make_shared<Graph>();
     std::vector<Output> updates;
-    for (std::int64_t i = 0; i < total; ++i) updates.push_back(g->add("Increment", {}, Attrs{{"amount", 1.0}}, {{v, true}}));
+    for (std::int64_t i = 0; i < total; ++i)
+      updates.push_back(g->add("Increment", {}, Attrs{{"amount", 1.0}}, {{v, true}}));
     add_auto_control_dependencies(*g);
     ThreadPool inter(o.threads), intra(1);
     Session s(g, inter, intra);
@@ -127,10 +129,12 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   // Adds thread t's gradient step to g, built the way a user would: trace the loss, differentiate, update.
   auto add_step = [&](Graph& g, int t) {
     Output w = g.read(v);
-    Output loss = g.add("Sum", {g.add("Mul", {w, g.constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))})});
+    Output loss =
+        g.add("Sum", {g.add("Mul", {w, g.constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))})});
     std::vector<Output> wrt{w};
     Output grad = gradients(g, loss, wrt)[0];
-    if (widened) return g.add("RaceCheckWidenedSgd", {grad, g.scalar(1.0f)}, Attrs{{"widen", std::int64_t{o.widen}}}, {{v, true}});
+    if (widened)
+      return g.add("RaceCheckWidenedSgd", {grad, g.scalar(1.0f)}, Attrs{{"widen", std::int64_t{o.widen}}}, {{v, true}});
     return g.add("ApplySgd", {grad, g.scalar(1.0f)}, {}, {{v, true}});
   };
   double expected_per_round = 0.0;
@@ -236,7 +240,8 @@ RaceRow torn_read(LockingMode mode, const RaceOptions& o) {
     auto g = std::make_shared<Graph>();
     std::vector<Output> fetches, targets;
     for (int t = 0; t < o.threads; ++t) {
-      targets.push_back(g->add("AssignVariable", {g->constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))}, {}, {{v, true}}));
+      targets.push_back(g->add(
+          "AssignVariable", {g->constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))}, {}, {{v, true}}));
       fetches.push_back(g->read(v));
     }
     add_auto_control_dependencies(*g);

@@ -22,40 +22,41 @@ TensorSpec softmax_infer(const InferContext& c) {
 }  // namespace
 
 const std::vector<std::string>& activation_names() {
-  static const std::vector<std::string> names{"elu", "gelu", "leaky_relu", "linear", "relu", "sigmoid", "softmax", "tanh"};
+  static const std::vector<std::string> names{"elu",  "gelu",    "leaky_relu", "linear",
+                                              "relu", "sigmoid", "softmax",    "tanh"};
   return names;
 }
 
 bool fusable_activation(std::string_view name) { return name == "relu" || name == "linear"; }
 
 void define_activations_ops() {
-  register_op({.name = "Relu",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("ReluGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "Relu", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("ReluGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "ReluGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "LeakyRelu",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("LeakyReluGrad", {g.dy(), g.x(0)}, g.attrs())}; }});
+  register_op({.name = "LeakyRelu", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("LeakyReluGrad", {g.dy(), g.x(0)}, g.attrs())};
+               }});
   register_op({.name = "LeakyReluGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "Elu",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("EluGrad", {g.dy(), g.x(0)}, g.attrs())}; }});
+  register_op({.name = "Elu", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("EluGrad", {g.dy(), g.x(0)}, g.attrs())};
+               }});
   register_op({.name = "EluGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "Gelu",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("GeluGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "Gelu", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("GeluGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "GeluGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "Sigmoid",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SigmoidGrad", {g.dy(), g.y()})}; }});
+  register_op({.name = "Sigmoid", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("SigmoidGrad", {g.dy(), g.y()})};
+               }});
   register_op({.name = "SigmoidGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "Tanh",
-               .infer = float_input,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("TanhGrad", {g.dy(), g.y()})}; }});
+  register_op({.name = "Tanh", .infer = float_input, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("TanhGrad", {g.dy(), g.y()})};
+               }});
   register_op({.name = "TanhGrad", .num_inputs = 2, .infer = same_shape_inputs()});
-  register_op({.name = "Softmax",
-               .infer = softmax_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SoftmaxGrad", {g.dy(), g.y()})}; }});
+  register_op({.name = "Softmax", .infer = softmax_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("SoftmaxGrad", {g.dy(), g.y()})};
+               }});
   register_op({.name = "SoftmaxGrad", .num_inputs = 2, .infer = same_shape_inputs()});
 }
 

@@ -54,13 +54,13 @@ TensorSpec assign_moving_average_infer(const InferContext& c) {
 void define_batch_norm_ops() {
   register_op({.name = "BatchNorm", .num_inputs = 5, .infer = batch_norm_infer, .grad = batch_norm_grad});
   register_op({.name = "BatchNormGrad", .num_inputs = 5, .infer = batch_norm_grad_infer});
-  register_op({.name = "BatchNormMean",
-               .infer = channels_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormMeanGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "BatchNormMean", .infer = channels_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("BatchNormMeanGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "BatchNormMeanGrad", .num_inputs = 2, .infer = like_second});
-  register_op({.name = "BatchNormVariance",
-               .infer = channels_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("BatchNormVarianceGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "BatchNormVariance", .infer = channels_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("BatchNormVarianceGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "BatchNormVarianceGrad", .num_inputs = 2, .infer = like_second});
   register_op({.name = "AssignMovingAverage", .infer = assign_moving_average_infer});
 }

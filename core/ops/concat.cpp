@@ -40,7 +40,8 @@ TensorSpec slice_last_axis_infer(const InferContext& c) {
   const std::int64_t begin = c.attrs().i("begin"), size = c.attrs().i("size");
   if (begin < 0 || size < 0) c.fail("begin and size must be non-negative");
   if (last_dim(s) >= 0 && begin + size > last_dim(s))
-    c.fail("slice [" + std::to_string(begin) + ", " + std::to_string(begin + size) + ") is outside input " + s.to_string());
+    c.fail("slice [" + std::to_string(begin) + ", " + std::to_string(begin + size) + ") is outside input " +
+           s.to_string());
   Shape out = s;
   out.set_dim(s.rank() - 1, size);
   return {c.input(0).dtype, out};
@@ -51,7 +52,8 @@ TensorSpec pad_last_axis_infer(const InferContext& c) {
   if (s.rank() < 1) c.fail("PadLastAxis needs an input of at least one dimension");
   const std::int64_t begin = c.attrs().i("begin"), width = c.attrs().i("width");
   if (begin < 0 || last_dim(s) < 0 || begin + last_dim(s) > width)
-    c.fail("input " + s.to_string() + " at offset " + std::to_string(begin) + " does not fit width " + std::to_string(width));
+    c.fail("input " + s.to_string() + " at offset " + std::to_string(begin) + " does not fit width " +
+           std::to_string(width));
   Shape out = s;
   out.set_dim(s.rank() - 1, width);
   return {c.input(0).dtype, out};

@@ -18,8 +18,8 @@ TensorSpec conv2d_infer(const InferContext& c) {
   const Shape& x = c.shape(0);
   const Shape& k = c.shape(1);
   if (x[3] >= 0 && k[2] != x[3])
-    c.fail("kernel " + k.to_string() + " expects " + std::to_string(k[2]) + " input channels but the input " + x.to_string() +
-           " has " + std::to_string(x[3]));
+    c.fail("kernel " + k.to_string() + " expects " + std::to_string(k[2]) + " input channels but the input " +
+           x.to_string() + " has " + std::to_string(x[3]));
   const WindowGeometry g = infer_window(c, x, k[0], k[1], "kernel");
   return {DType::kF32, Shape{x[0], g.h.out, g.w.out, k[3]}};
 }
@@ -32,7 +32,8 @@ TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
 }
 
 Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
-  return Attrs{{"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
+  return Attrs{
+      {"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
 }
 
 // The gradients of conv(x, kernel) for the output gradient dy.
@@ -54,7 +55,10 @@ std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
 
 void define_conv_ops() {
   register_op({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad});
-  register_op({.name = "FusedConv2D", .num_inputs = 3, .infer = fused_infer(conv2d_infer, "filters"), .grad = fused_conv2d_grad});
+  register_op({.name = "FusedConv2D",
+               .num_inputs = 3,
+               .infer = fused_infer(conv2d_infer, "filters"),
+               .grad = fused_conv2d_grad});
   register_op({.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer});
   register_op({.name = "Conv2DKernelGrad", .num_inputs = 2, .infer = conv2d_kernel_grad_infer});
 }

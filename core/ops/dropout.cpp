@@ -9,12 +9,10 @@
 namespace tctl {
 
 void define_dropout_ops() {
-  register_op({.name = "Dropout",
-               .infer = same_as_input(0),
-               .grad = [](GradBuilder& g) {
-                 return std::vector<Output>{g.op("DropoutGrad", {g.dy()},
-                                                 Attrs{{"rate", g.attrs().f("rate")},
-                                                       {"stream", dropout_stream(g.graph().node(g.y()))}})};
+  register_op({.name = "Dropout", .infer = same_as_input(0), .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{
+                     g.op("DropoutGrad", {g.dy()},
+                          Attrs{{"rate", g.attrs().f("rate")}, {"stream", dropout_stream(g.graph().node(g.y()))}})};
                }});
   register_op({.name = "DropoutGrad", .infer = same_as_input(0)});
 }

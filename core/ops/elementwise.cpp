@@ -24,38 +24,25 @@ TensorSpec bias_add_grad_infer(const InferContext& c) {
 }  // namespace
 
 void define_elementwise_ops() {
-  register_op({.name = "Add",
-               .num_inputs = 2,
-               .infer = same_shape_inputs(),
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.dy()}; }});
-  register_op({.name = "Sub",
-               .num_inputs = 2,
-               .infer = same_shape_inputs(),
-               .grad = [](GradBuilder& g) {
+  register_op({.name = "Add", .num_inputs = 2, .infer = same_shape_inputs(), .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.dy(), g.dy()};
+               }});
+  register_op({.name = "Sub", .num_inputs = 2, .infer = same_shape_inputs(), .grad = [](GradBuilder& g) {
                  return std::vector<Output>{g.dy(), g.op("Scale", {g.dy()}, Attrs{{"factor", -1.0}})};
                }});
-  register_op({.name = "Mul",
-               .num_inputs = 2,
-               .infer = same_shape_inputs(),
-               .grad = [](GradBuilder& g) {
+  register_op({.name = "Mul", .num_inputs = 2, .infer = same_shape_inputs(), .grad = [](GradBuilder& g) {
                  return std::vector<Output>{g.op("Mul", {g.dy(), g.x(1)}), g.op("Mul", {g.dy(), g.x(0)})};
                }});
-  register_op({.name = "Scale",
-               .infer = same_as_input(0),
-               .grad = [](GradBuilder& g) {
+  register_op({.name = "Scale", .infer = same_as_input(0), .grad = [](GradBuilder& g) {
                  return std::vector<Output>{g.op("Scale", {g.dy()}, Attrs{{"factor", g.attrs().f("factor")}})};
                }});
-  register_op({.name = "AddN",
-               .num_inputs = -1,
-               .infer = same_shape_inputs(),
-               .grad = [](GradBuilder& g) {
+  register_op({.name = "AddN", .num_inputs = -1, .infer = same_shape_inputs(), .grad = [](GradBuilder& g) {
                  return std::vector<Output>(g.graph().node(g.y()).inputs.size(), g.dy());
                }});
   register_op({.name = "ZerosLike", .infer = same_as_input(0)});
-  register_op({.name = "BiasAdd",
-               .num_inputs = 2,
-               .infer = bias_add_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy(), g.op("BiasAddGrad", {g.dy()})}; }});
+  register_op({.name = "BiasAdd", .num_inputs = 2, .infer = bias_add_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.dy(), g.op("BiasAddGrad", {g.dy()})};
+               }});
   register_op({.name = "BiasAddGrad", .infer = bias_add_grad_infer});
 }
 

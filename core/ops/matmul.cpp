@@ -18,8 +18,8 @@ TensorSpec matmul_infer(const InferContext& c) {
   std::int64_t m = c.shape(0)[ta ? 1 : 0], ka = c.shape(0)[ta ? 0 : 1];
   std::int64_t kb = c.shape(1)[tb ? 1 : 0], n = c.shape(1)[tb ? 0 : 1];
   if (ka >= 0 && kb >= 0 && ka != kb)
-    c.fail("cannot multiply " + c.shape(0).to_string() + " by " + c.shape(1).to_string() +
-           ": inner dimensions " + std::to_string(ka) + " and " + std::to_string(kb) + " differ");
+    c.fail("cannot multiply " + c.shape(0).to_string() + " by " + c.shape(1).to_string() + ": inner dimensions " +
+           std::to_string(ka) + " and " + std::to_string(kb) + " differ");
   return {DType::kF32, Shape{m, n}};
 }
 

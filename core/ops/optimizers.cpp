@@ -41,7 +41,9 @@ void define_optimizers_ops() {
   register_op({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1)});
   register_op({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer()});
   register_op({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer()});
-  register_op({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) { return TensorSpec{DType::kF32, Shape{}}; }});
+  register_op({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) {
+                 return TensorSpec{DType::kF32, Shape{}};
+               }});
   register_op({.name = "GlobalNorm", .num_inputs = -1, .infer = global_norm_infer});
   register_op({.name = "ClipByGlobalNorm", .num_inputs = 2, .infer = clip_infer});
 }

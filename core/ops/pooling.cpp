@@ -23,13 +23,13 @@ TensorSpec pool_grad_infer(const InferContext& c) { return c.input(1); }
 }  // namespace
 
 void define_pooling_ops() {
-  register_op({.name = "MaxPool2D",
-               .infer = pool_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; }});
+  register_op({.name = "MaxPool2D", .infer = pool_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
+               }});
   register_op({.name = "MaxPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer});
-  register_op({.name = "AvgPool2D",
-               .infer = pool_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())}; }});
+  register_op({.name = "AvgPool2D", .infer = pool_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
+               }});
   register_op({.name = "AvgPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer});
 }
 

@@ -17,13 +17,13 @@ TensorSpec like_second(const InferContext& c) { return c.input(1); }
 }  // namespace
 
 void define_reduce_ops() {
-  register_op({.name = "Sum",
-               .infer = scalar_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("SumGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "Sum", .infer = scalar_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("SumGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "SumGrad", .num_inputs = 2, .infer = like_second});
-  register_op({.name = "Mean",
-               .infer = scalar_infer,
-               .grad = [](GradBuilder& g) { return std::vector<Output>{g.op("MeanGrad", {g.dy(), g.x(0)})}; }});
+  register_op({.name = "Mean", .infer = scalar_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("MeanGrad", {g.dy(), g.x(0)})};
+               }});
   register_op({.name = "MeanGrad", .num_inputs = 2, .infer = like_second});
 }
 

@@ -38,8 +38,8 @@ WindowGeometry infer_window(const InferContext& c, const Shape& input, std::int6
   g.channels = input[3];
   const bool same = is_same(padding);
   if (!window_dim(input[1], kh, strides[0], same, g.h) || !window_dim(input[2], kw, strides[1], same, g.w))
-    c.fail(what + " " + std::to_string(kh) + "x" + std::to_string(kw) + " is larger than the input " + input.to_string() +
-           " with \"valid\" padding");
+    c.fail(what + " " + std::to_string(kh) + "x" + std::to_string(kw) + " is larger than the input " +
+           input.to_string() + " with \"valid\" padding");
   return g;
 }
 

@@ -23,8 +23,12 @@ void grad_cpu(KernelContext& ctx, Fn fn) {
   for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { dx[i] = fn(dy[i], z[i]); });
 }
 
-void relu_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return x > 0.0f ? x : 0.0f; }); }
-void relu_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }); }
+void relu_cpu(KernelContext& ctx) {
+  unary_cpu(ctx, [](float x) { return x > 0.0f ? x : 0.0f; });
+}
+void relu_grad_cpu(KernelContext& ctx) {
+  grad_cpu(ctx, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; });
+}
 
 // alpha x for x < 0; the "alpha" attribute (models/nn/activations.cpp passes Keras 3's 0.2).
 void leaky_relu_cpu(KernelContext& ctx) {
@@ -60,11 +64,19 @@ void gelu_grad_cpu(KernelContext& ctx) {
   });
 }
 
-void sigmoid_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }); }
-void sigmoid_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float y) { return dy * y * (1.0f - y); }); }
+void sigmoid_cpu(KernelContext& ctx) {
+  unary_cpu(ctx, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+}
+void sigmoid_grad_cpu(KernelContext& ctx) {
+  grad_cpu(ctx, [](float dy, float y) { return dy * y * (1.0f - y); });
+}
 
-void tanh_cpu(KernelContext& ctx) { unary_cpu(ctx, [](float x) { return std::tanh(x); }); }
-void tanh_grad_cpu(KernelContext& ctx) { grad_cpu(ctx, [](float dy, float y) { return dy * (1.0f - y * y); }); }
+void tanh_cpu(KernelContext& ctx) {
+  unary_cpu(ctx, [](float x) { return std::tanh(x); });
+}
+void tanh_grad_cpu(KernelContext& ctx) {
+  grad_cpu(ctx, [](float dy, float y) { return dy * (1.0f - y * y); });
+}
 
 // Row-wise over the last dimension.
 void softmax_cpu(KernelContext& ctx) {

@@ -60,7 +60,8 @@ void variance_cpu(KernelContext& ctx) {
     return d * d;
   });
   float* out = ctx.output().mutable_data<float>();
-  for (std::int64_t j = 0; j < c; ++j) out[j] = static_cast<float>(var[static_cast<std::size_t>(j)] / static_cast<double>(rows));
+  for (std::int64_t j = 0; j < c; ++j)
+    out[j] = static_cast<float>(var[static_cast<std::size_t>(j)] / static_cast<double>(rows));
 }
 
 // Inputs (d mean, x): every element gets d mean / rows.
@@ -92,7 +93,8 @@ void variance_grad_cpu(KernelContext& ctx) {
 std::vector<float> inverse_std(const Tensor& variance, double epsilon) {
   const float* v = variance.data<float>();
   std::vector<float> out(static_cast<std::size_t>(variance.num_elements()));
-  for (std::size_t j = 0; j < out.size(); ++j) out[j] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(v[j]) + epsilon));
+  for (std::size_t j = 0; j < out.size(); ++j)
+    out[j] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(v[j]) + epsilon));
   return out;
 }
 
@@ -151,7 +153,8 @@ void assign_moving_average_cpu(KernelContext& ctx) {
   const float momentum = static_cast<float>(ctx.attrs().f("momentum"));
   const float* value = ctx.input(0).data<float>();
   Variable::Update v(ctx.var(0));
-  for (std::int64_t i = 0; i < v.size(); ++i) v.apply(i, [&](float old) { return momentum * old + (1.0f - momentum) * value[i]; });
+  for (std::int64_t i = 0; i < v.size(); ++i)
+    v.apply(i, [&](float old) { return momentum * old + (1.0f - momentum) * value[i]; });
 }
 
 }  // namespace

@@ -20,10 +20,11 @@ void concat_cpu(KernelContext& ctx) {
     const std::int64_t w = last_dim(x.shape());
     const float* in = x.data<float>();
     if (w > 0)
-      ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / w), [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t r = begin; r < end; ++r)
-          std::memcpy(out + r * width + offset, in + r * w, static_cast<std::size_t>(w) * sizeof(float));
-      });
+      ctx.parallel_for(
+          rows, std::max<std::int64_t>(1, kElementwiseGrain / w), [&](std::int64_t begin, std::int64_t end) {
+            for (std::int64_t r = begin; r < end; ++r)
+              std::memcpy(out + r * width + offset, in + r * w, static_cast<std::size_t>(w) * sizeof(float));
+          });
     offset += w;
   }
 }
@@ -46,7 +47,8 @@ void pad_last_axis_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const std::int64_t begin = ctx.attrs().i("begin"), width = ctx.attrs().i("width");
   const std::int64_t size = last_dim(x.shape());
-  const std::int64_t rows = size == 0 ? ctx.output().num_elements() / std::max<std::int64_t>(width, 1) : x.num_elements() / size;
+  const std::int64_t rows =
+      size == 0 ? ctx.output().num_elements() / std::max<std::int64_t>(width, 1) : x.num_elements() / size;
   const float* in = x.data<float>();
   float* out = ctx.output().mutable_data<float>();
   if (width == 0) return;

@@ -134,7 +134,8 @@ class PaddedImage {
     TCTL_CHECK(taps_ <= kDirectDepth, "a direct convolution with " + std::to_string(taps_) + " taps");
     for (std::int64_t i = 0, t = 0; i < g.h.window; ++i)
       for (std::int64_t j = 0; j < g.w.window; ++j)
-        for (std::int64_t c = 0; c < g.channels; ++c) offsets_[static_cast<std::size_t>(t++)] = (i * cols_ + j) * g.channels + c;
+        for (std::int64_t c = 0; c < g.channels; ++c)
+          offsets_[static_cast<std::size_t>(t++)] = (i * cols_ + j) * g.channels + c;
   }
 
   // Copies image n of x into this thread's padded buffer.
@@ -144,7 +145,8 @@ class PaddedImage {
     std::fill(data_, data_ + rows_ * row, 0.0f);
     const float* image = x + n * g_.h.in * in_row;
     for (std::int64_t h = 0; h < g_.h.in; ++h)
-      std::copy(image + h * in_row, image + (h + 1) * in_row, data_ + (g_.h.pad_before + h) * row + g_.w.pad_before * c);
+      std::copy(image + h * in_row, image + (h + 1) * in_row,
+                data_ + (g_.h.pad_before + h) * row + g_.w.pad_before * c);
   }
   // The first tap of output pixel (oh, ow)'s window; tap t is at window(oh, ow)[offset(t)].
   const float* window(std::int64_t oh, std::int64_t ow) const {
@@ -184,8 +186,8 @@ void for_each_padded(const float* x, const WindowGeometry& g, std::int64_t first
 // The outputs of images [first, first + images), summed directly: each output adds up its taps in
 // (i, j, c) order, 16 filters at a time in a register, for 4 neighbouring pixels at once so their sums
 // proceed side by side rather than wait on each other.
-void convolve_direct(const float* x, const float* k, const WindowGeometry& g, std::int64_t filters,
-                     std::int64_t first, std::int64_t images, float* y) {
+void convolve_direct(const float* x, const float* k, const WindowGeometry& g, std::int64_t filters, std::int64_t first,
+                     std::int64_t images, float* y) {
   constexpr int kPixels = 4;
   const std::int64_t full = filters / 16 * 16;
   for_each_padded(x, g, first, images, [&](const PaddedImage& image, std::int64_t n) {
@@ -348,12 +350,13 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
         // col2im: each patch row's run inside the image adds back onto the input it was read from.
         for (std::int64_t p = 0; p < pixels; ++p) {
           const float* patch = cols + (m * pixels + p) * depth;
-          patch_rows(g, p / g.w.out, p % g.w.out, [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
-            if (at < 0) return;
-            const float* src = patch + (i * kw + j0) * c;
-            float* target = out + at;
-            for (std::int64_t t = 0; t < (j1 - j0) * c; ++t) target[t] += src[t];
-          });
+          patch_rows(g, p / g.w.out, p % g.w.out,
+                     [&](std::int64_t i, std::int64_t j0, std::int64_t j1, std::int64_t at) {
+                       if (at < 0) return;
+                       const float* src = patch + (i * kw + j0) * c;
+                       float* target = out + at;
+                       for (std::int64_t t = 0; t < (j1 - j0) * c; ++t) target[t] += src[t];
+                     });
         }
       }
     }

@@ -15,9 +15,15 @@ void binary_cpu(KernelContext& ctx, Op op) {
   for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) { y[i] = op(a[i], b[i]); });
 }
 
-void add_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a + b; }); }
-void sub_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a - b; }); }
-void mul_cpu(KernelContext& ctx) { binary_cpu(ctx, [](float a, float b) { return a * b; }); }
+void add_cpu(KernelContext& ctx) {
+  binary_cpu(ctx, [](float a, float b) { return a + b; });
+}
+void sub_cpu(KernelContext& ctx) {
+  binary_cpu(ctx, [](float a, float b) { return a - b; });
+}
+void mul_cpu(KernelContext& ctx) {
+  binary_cpu(ctx, [](float a, float b) { return a * b; });
+}
 
 void scale_cpu(KernelContext& ctx) {
   const float factor = static_cast<float>(ctx.attrs().f("factor"));

@@ -2,7 +2,8 @@
 
 namespace tctl::cpu {
 
-void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias, bool relu) {
+void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias,
+                         bool relu) {
   for (std::int64_t r = 0; r < rows; ++r) {
     float* out = y + r * ld;
     if (relu) {

@@ -19,10 +19,11 @@ std::int32_t checked_label(const KernelContext& ctx, std::int64_t row, std::int6
 // Rows are independent, so the split over rows cannot change any value.
 template <class RowFn>
 void for_each_row(KernelContext& ctx, std::int64_t rows, std::int64_t width, RowFn fn) {
-  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / width), [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> p(static_cast<std::size_t>(width));
-    for (std::int64_t r = begin; r < end; ++r) fn(r, p.data());
-  });
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / width),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     std::vector<float> p(static_cast<std::size_t>(width));
+                     for (std::int64_t r = begin; r < end; ++r) fn(r, p.data());
+                   });
 }
 
 void sparse_xent_cpu(KernelContext& ctx) {

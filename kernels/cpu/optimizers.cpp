@@ -172,10 +172,14 @@ void apply_rmsprop_cpu(KernelContext& ctx) {
           pw[i] -= step;
         }
       };
-      if (pmg && pmom) run.template operator()<true, true>();
-      else if (pmg) run.template operator()<true, false>();
-      else if (pmom) run.template operator()<false, true>();
-      else run.template operator()<false, false>();
+      if (pmg && pmom)
+        run.template operator()<true, true>();
+      else if (pmg)
+        run.template operator()<true, false>();
+      else if (pmom)
+        run.template operator()<false, true>();
+      else
+        run.template operator()<false, false>();
       return;
     }
     for (std::int64_t i = b; i < e; ++i) {

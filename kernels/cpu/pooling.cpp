@@ -37,12 +37,13 @@ void for_each_window(KernelContext& ctx, Fn fn) {
   float* py = ctx.output().mutable_data<float>();
   const std::int64_t c = g.channels, pixels = g.out_pixels();
   const std::int64_t work = std::max<std::int64_t>(1, c * g.h.window * g.w.window);
-  ctx.parallel_for(g.batch * pixels, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t r = begin; r < end; ++r) {
-      const std::int64_t n = r / pixels, p = r % pixels;
-      fn(window_span(g, p / g.w.out, p % g.w.out), px + n * g.h.in * g.w.in * c, py + r * c, g);
-    }
-  });
+  ctx.parallel_for(g.batch * pixels, std::max<std::int64_t>(1, kElementwiseGrain / work),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t r = begin; r < end; ++r) {
+                       const std::int64_t n = r / pixels, p = r % pixels;
+                       fn(window_span(g, p / g.w.out, p % g.w.out), px + n * g.h.in * g.w.in * c, py + r * c, g);
+                     }
+                   });
 }
 
 void max_pool_cpu(KernelContext& ctx) {
@@ -90,14 +91,16 @@ void scatter_windows(KernelContext& ctx, Fn fn) {
   const float* px = x.data<float>();
   float* dx = ctx.output().mutable_data<float>();
   const std::int64_t work = std::max<std::int64_t>(1, pixels * c * g.h.window * g.w.window);
-  ctx.parallel_for(g.batch, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    ArgmaxScratch scratch(c);
-    for (std::int64_t n = begin; n < end; ++n) {
-      std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
-      for (std::int64_t p = 0; p < pixels; ++p)
-        fn(window_span(g, p / g.w.out, p % g.w.out), px + n * image, dy + (n * pixels + p) * c, dx + n * image, g, scratch);
-    }
-  });
+  ctx.parallel_for(g.batch, std::max<std::int64_t>(1, kElementwiseGrain / work),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     ArgmaxScratch scratch(c);
+                     for (std::int64_t n = begin; n < end; ++n) {
+                       std::fill(dx + n * image, dx + (n + 1) * image, 0.0f);
+                       for (std::int64_t p = 0; p < pixels; ++p)
+                         fn(window_span(g, p / g.w.out, p % g.w.out), px + n * image, dy + (n * pixels + p) * c,
+                            dx + n * image, g, scratch);
+                     }
+                   });
 }
 
 // Per channel, the offset (within the image) and value of window s's first maximum in scan order, into
@@ -127,7 +130,9 @@ inline void window_argmax(const Span2D& s, const float* x, const WindowGeometry&
 
 // Whether every input element lies in exactly one window: no overlap (stride equal to the pool size, the
 // usual 2x2 pool with stride 2) and no element left over at the end.
-bool windows_tile(const WindowDim& d) { return d.stride == d.window && (d.out - 1) * d.stride + d.window - d.pad_before >= d.in; }
+bool windows_tile(const WindowDim& d) {
+  return d.stride == d.window && (d.out - 1) * d.stride + d.window - d.pad_before >= d.in;
+}
 
 // MaxPool2DGrad where the windows tile the input: each element's gradient is written once, dy where the
 // element is its window's first maximum and zero elsewhere, with no zero fill first and no scatter. The
@@ -139,25 +144,27 @@ void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
   const std::int64_t c = g.channels, image = g.h.in * g.w.in * c;
   // Tasks of whole rows of windows, so the loop below steps along a row without dividing.
   const std::int64_t work = std::max<std::int64_t>(1, g.w.out * c * g.h.window * g.w.window);
-  ctx.parallel_for(g.batch * g.h.out, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t begin, std::int64_t end) {
-    ArgmaxScratch best(c);
-    const std::int64_t* __restrict index = best.index.data();
-    for (std::int64_t row = begin; row < end; ++row) {
-      const std::int64_t n = row / g.h.out, oh = row % g.h.out;
-      const float* x = px + n * image;
-      float* out = dx + n * image;
-      for (std::int64_t ow = 0; ow < g.w.out; ++ow) {
-        const Span2D s = window_span(g, oh, ow);
-        const float* d = dy + ((n * g.h.out + oh) * g.w.out + ow) * c;
-        window_argmax(s, x, g, best);
-        for (std::int64_t h = s.h0; h < s.h1; ++h)
-          for (std::int64_t w = s.w0; w < s.w1; ++w) {
-            const std::int64_t at = (h * g.w.in + w) * c;
-            for (std::int64_t ch = 0; ch < c; ++ch) out[at + ch] = index[ch] == at + ch ? 0.0f + d[ch] : 0.0f;
-          }
-      }
-    }
-  });
+  ctx.parallel_for(g.batch * g.h.out, std::max<std::int64_t>(1, kElementwiseGrain / work),
+                   [&](std::int64_t begin, std::int64_t end) {
+                     ArgmaxScratch best(c);
+                     const std::int64_t* __restrict index = best.index.data();
+                     for (std::int64_t row = begin; row < end; ++row) {
+                       const std::int64_t n = row / g.h.out, oh = row % g.h.out;
+                       const float* x = px + n * image;
+                       float* out = dx + n * image;
+                       for (std::int64_t ow = 0; ow < g.w.out; ++ow) {
+                         const Span2D s = window_span(g, oh, ow);
+                         const float* d = dy + ((n * g.h.out + oh) * g.w.out + ow) * c;
+                         window_argmax(s, x, g, best);
+                         for (std::int64_t h = s.h0; h < s.h1; ++h)
+                           for (std::int64_t w = s.w0; w < s.w1; ++w) {
+                             const std::int64_t at = (h * g.w.in + w) * c;
+                             for (std::int64_t ch = 0; ch < c; ++ch)
+                               out[at + ch] = index[ch] == at + ch ? 0.0f + d[ch] : 0.0f;
+                           }
+                       }
+                     }
+                   });
 }
 
 // The whole gradient goes to the first maximum in scan order (row by row), as TF's does on ties.
@@ -175,14 +182,15 @@ void max_pool_grad_cpu(KernelContext& ctx) {
 }
 
 void avg_pool_grad_cpu(KernelContext& ctx) {
-  scatter_windows(ctx, [](const Span2D& s, const float*, const float* dy, float* dx, const WindowGeometry& g, ArgmaxScratch&) {
-    const float inv = 1.0f / static_cast<float>(s.count());
-    for (std::int64_t h = s.h0; h < s.h1; ++h)
-      for (std::int64_t w = s.w0; w < s.w1; ++w) {
-        float* target = dx + (h * g.w.in + w) * g.channels;
-        for (std::int64_t ch = 0; ch < g.channels; ++ch) target[ch] += dy[ch] * inv;
-      }
-  });
+  scatter_windows(
+      ctx, [](const Span2D& s, const float*, const float* dy, float* dx, const WindowGeometry& g, ArgmaxScratch&) {
+        const float inv = 1.0f / static_cast<float>(s.count());
+        for (std::int64_t h = s.h0; h < s.h1; ++h)
+          for (std::int64_t w = s.w0; w < s.w1; ++w) {
+            float* target = dx + (h * g.w.in + w) * g.channels;
+            for (std::int64_t ch = 0; ch < g.channels; ++ch) target[ch] += dy[ch] * inv;
+          }
+      });
 }
 
 }  // namespace

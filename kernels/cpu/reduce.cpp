@@ -20,7 +20,8 @@ void sum_cpu(KernelContext& ctx) {
 
 void mean_cpu(KernelContext& ctx) {
   const std::int64_t n = ctx.input(0).num_elements();
-  ctx.output().mutable_data<float>()[0] = n == 0 ? 0.0f : static_cast<float>(ordered_sum(ctx.input(0)) / static_cast<double>(n));
+  ctx.output().mutable_data<float>()[0] =
+      n == 0 ? 0.0f : static_cast<float>(ordered_sum(ctx.input(0)) / static_cast<double>(n));
 }
 
 // Inputs: dy (scalar), x (for the shape). Output: dy * factor everywhere, factor 1 for Sum and 1/n for Mean.

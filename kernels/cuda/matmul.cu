@@ -5,8 +5,8 @@
 #include <cublas_v2.h>
 
 #include "core/errors.h"
-#include "core/ops/fused.h"
 #include "core/op_registry.h"
+#include "core/ops/fused.h"
 #include "kernels/cuda/launch.h"
 
 namespace tctl::cuda {
@@ -66,7 +66,8 @@ void fused_matmul_cuda(KernelContext& ctx) {
   const Tensor& y = ctx.output();
   const std::int64_t rows = y.shape()[0], cols = y.shape()[1];
   if (rows * cols > 0)
-    add_bias<<<grid_for(rows * cols), kBlock, 0, stream_of(ctx)>>>(out<float>(ctx), in<float>(ctx, 2), rows, cols, relu);
+    add_bias<<<grid_for(rows * cols), kBlock, 0, stream_of(ctx)>>>(out<float>(ctx), in<float>(ctx, 2), rows, cols,
+                                                                   relu);
   check_launch(ctx);
 }
 

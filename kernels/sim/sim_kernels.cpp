@@ -38,8 +38,9 @@ void run_on_stream(KernelContext& ctx) {
 }
 
 constexpr const char* kSimulatedOps[] = {
-    "MatMul", "FusedMatMul", "BiasAdd", "BiasAddGrad", "Relu", "ReluGrad", "AddN", "Softmax",
-    "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent", "SoftmaxXentGrad", "ApplyAdam", "ApplySgd",
+    "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",        "ReluGrad",
+    "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent", "SoftmaxXentGrad",
+    "ApplyAdam", "ApplySgd",
 };
 
 bool register_all() {

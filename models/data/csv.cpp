@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <filesystem>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string_view>

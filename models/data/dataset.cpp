@@ -208,8 +208,7 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   return out;
 }
 
-Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle,
-                    std::uint64_t seed) {
+Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle, std::uint64_t seed) {
   TCTL_CHECK(test_split >= 0.0 && test_split < 1.0, "test_split must lie in [0, 1)");
   TCTL_CHECK(validation_split >= 0.0 && validation_split < 1.0, "validation_split must lie in [0, 1)");
   const std::int64_t n = data.size();
@@ -224,13 +223,12 @@ Split split_dataset(const Dataset& data, double test_split, double validation_sp
   }
 
   const auto n_test = static_cast<std::int64_t>(std::llround(static_cast<double>(n) * test_split));
-  const auto n_validation =
-      static_cast<std::int64_t>(std::llround(static_cast<double>(n - n_test) * validation_split));
+  const auto n_validation = static_cast<std::int64_t>(std::llround(static_cast<double>(n - n_test) * validation_split));
   std::span<const std::int64_t> all(order);
   Split split;
   split.test = take_rows(data, all.subspan(0, static_cast<std::size_t>(n_test)));
-  split.validation = take_rows(data, all.subspan(static_cast<std::size_t>(n_test),
-                                                 static_cast<std::size_t>(n_validation)));
+  split.validation =
+      take_rows(data, all.subspan(static_cast<std::size_t>(n_test), static_cast<std::size_t>(n_validation)));
   split.train = take_rows(data, all.subspan(static_cast<std::size_t>(n_test + n_validation)));
   return split;
 }

@@ -20,9 +20,9 @@ namespace tctl {
 struct Dataset {
   Tensor x;  // f32 [N, F] features.
   Tensor y;  // i32 [N] class labels in 0..num_classes-1 (classification), or f32 [N, T] targets (regression).
-  int num_classes = 0;  // 0 means regression.
+  int num_classes = 0;                     // 0 means regression.
   std::vector<std::string> feature_names;  // F names, the CSV column names for file data.
-  std::string name;  // "digits", "iris", "spirals", or the CSV file's stem.
+  std::string name;                        // "digits", "iris", "spirals", or the CSV file's stem.
 
   // N, the number of samples; 0 for a default-constructed Dataset.
   std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }
@@ -80,8 +80,7 @@ struct Split {
 // number of rows left, and train the rest; each part keeps that order. A fraction of 0 gives an empty part.
 // Both fractions must lie in [0, 1) (checked: the config reader rejects other values with a SpecError that
 // names the key). With tiny data sets the train part may come out empty; callers check size().
-Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle,
-                    std::uint64_t seed);
+Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 
 // Per-feature standardisation: x' = (x - mean) / std, with the mean and population standard deviation
 // learned from the training rows only, so validation and test data are scaled the same way.

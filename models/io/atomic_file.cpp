@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 
@@ -79,7 +79,8 @@ void write_in_place(const std::filesystem::path& path, std::string_view bytes) {
 }
 
 void write_stdout(std::string_view bytes) {
-  if ((!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) || std::fflush(stdout) != 0)
+  if ((!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) ||
+      std::fflush(stdout) != 0)
     throw RuntimeError(std::string("cannot write standard output: ") + std::strerror(errno));
 }
 

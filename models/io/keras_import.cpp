@@ -44,9 +44,9 @@ const json& unwrap_list(const json& v) {
 }
 
 const std::vector<std::string>& supported_layer_classes() {
-  static const std::vector<std::string> names{"Activation", "AveragePooling2D", "BatchNormalization", "Conv2D",
-                                              "Dense", "Dropout", "Flatten", "InputLayer", "MaxPooling2D",
-                                              "Reshape"};
+  static const std::vector<std::string> names{
+      "Activation", "AveragePooling2D", "BatchNormalization", "Conv2D",       "Dense",
+      "Dropout",    "Flatten",          "InputLayer",         "MaxPooling2D", "Reshape"};
   return names;
 }
 
@@ -61,12 +61,14 @@ const std::map<std::string, std::string>& initializer_classes() {
 std::vector<std::int64_t> read_batch_shape(const json& value, const std::string& file, const std::string& path) {
   const json& v = unwrap_list(value);
   if (!v.is_array() || v.size() < 2)
-    throw SpecError(file, path, "expected a shape with the batch dimension first, like [null, 28, 28, 1], " + describe_json(value));
+    throw SpecError(file, path,
+                    "expected a shape with the batch dimension first, like [null, 28, 28, 1], " + describe_json(value));
   std::vector<std::int64_t> dims;
   for (std::size_t i = 1; i < v.size(); ++i) {
     const std::string where = path + "[" + std::to_string(i) + "]";
     if (v[i].is_null())
-      throw SpecError(file, where, "dimension " + std::to_string(i) + " of the input shape is None; tensorctl needs a fixed size");
+      throw SpecError(file, where,
+                      "dimension " + std::to_string(i) + " of the input shape is None; tensorctl needs a fixed size");
     if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
       throw SpecError(file, where, "expected a positive integer, " + describe_json(v[i]));
     dims.push_back(v[i].get<std::int64_t>());
@@ -101,7 +103,8 @@ class KerasConfig {
   void require_null(const std::initializer_list<const char*> keys) {
     for (const char* key : keys) {
       const json* v = take(key);
-      if (v && !v->is_null()) fail(key, std::string(key) + " is not supported (only null), " + describe_keras_value(*v));
+      if (v && !v->is_null())
+        fail(key, std::string(key) + " is not supported (only null), " + describe_keras_value(*v));
     }
   }
 
@@ -109,7 +112,8 @@ class KerasConfig {
   void require_false(const std::initializer_list<const char*> keys) {
     for (const char* key : keys) {
       const json* v = take(key);
-      if (v && !v->is_null() && *v != json(false)) fail(key, std::string(key) + " is not supported (only false), " + describe_json(*v));
+      if (v && !v->is_null() && *v != json(false))
+        fail(key, std::string(key) + " is not supported (only false), " + describe_json(*v));
     }
   }
 
@@ -130,7 +134,8 @@ class KerasConfig {
   std::int64_t positive_int(const std::string& key) {
     const json* v = take(key);
     if (!v) fail(key, "missing required option " + key);
-    if (!v->is_number_integer() || v->get<std::int64_t>() <= 0) fail(key, "expected a positive integer, " + describe_json(*v));
+    if (!v->is_number_integer() || v->get<std::int64_t>() <= 0)
+      fail(key, "expected a positive integer, " + describe_json(*v));
     return v->get<std::int64_t>();
   }
 
@@ -169,8 +174,8 @@ class KerasConfig {
     } else if (v->is_object() && v->contains("config") && v->at("config").is_string()) {
       name = v->at("config").get<std::string>();
     } else {
-      fail(key, "activation " + describe_keras_value(*v).substr(4) + " is not supported (supported: " +
-                    join(activation_names()) + ")");
+      fail(key, "activation " + describe_keras_value(*v).substr(4) +
+                    " is not supported (supported: " + join(activation_names()) + ")");
     }
     if (!contains(activation_names(), name))
       fail(key, "activation \"" + name + "\" is not supported (supported: " + join(activation_names()) + ")");
@@ -180,7 +185,8 @@ class KerasConfig {
   // An initializer as a string ("glorot_uniform") or a Keras object ({"class_name": "GlorotUniform", "config":
   // {"seed": null}}); the result is one of `allowed` (snake_case). A seed is accepted and not carried over:
   // tensorctl draws from its own seeded generator, so Keras' draws are not reproduced either way.
-  std::string initializer(const std::string& key, const std::vector<std::string>& allowed, const std::string& fallback) {
+  std::string initializer(const std::string& key, const std::vector<std::string>& allowed,
+                          const std::string& fallback) {
     const json* v = take(key);
     if (!v || v->is_null()) return fallback;
     std::vector<std::string> allowed_classes;
@@ -250,7 +256,9 @@ class KerasConfig {
     if (scale == json(1.0) && mode == "fan_avg" && distribution == "uniform") return "glorot_uniform";
     if (scale == json(2.0) && mode == "fan_in" && (distribution == "normal" || distribution == "truncated_normal"))
       return "he_normal";
-    fail(key, "initializer VarianceScaling with these settings is not supported (only the glorot_uniform and he_normal forms)");
+    fail(key,
+         "initializer VarianceScaling with these settings is not supported (only the glorot_uniform and he_normal "
+         "forms)");
   }
 
   static bool is_float32(const json& v) {
@@ -295,7 +303,8 @@ void convert_dense(KerasConfig& c, json& out, Walk&) {
   out["use_bias"] = c.boolean("use_bias", true);
   out["kernel_initializer"] = c.initializer("kernel_initializer", kWeightInitializers, "glorot_uniform");
   out["bias_initializer"] = c.initializer("bias_initializer", kWeightInitializers, "zeros");
-  c.require_null({"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
+  c.require_null(
+      {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
 }
 
 void convert_dropout(KerasConfig& c, json& out, Walk&) {
@@ -325,7 +334,8 @@ void convert_conv2d(KerasConfig& c, json& out, Walk&) {
     c.fail("dilation_rate", "dilation_rate " + dilation->dump() + " is not supported (only 1)");
   if (const json* groups = c.take("groups"); groups && !groups->is_null() && *groups != json(1))
     c.fail("groups", "groups " + groups->dump() + " is not supported (only 1)");
-  c.require_null({"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
+  c.require_null(
+      {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
 }
 
 void convert_pooling(KerasConfig& c, json& out, Walk&) {
@@ -364,8 +374,8 @@ void convert_batch_norm(KerasConfig& c, json& out, Walk& walk) {
   if (const json* raw = c.take("axis"); raw && !raw->is_null()) {
     const json& v = unwrap_list(*raw);
     const json& axis = v.is_array() && v.size() == 1 ? v[0] : v;
-    const bool last = axis.is_number_integer() &&
-                      (axis.get<std::int64_t>() == -1 || axis.get<std::int64_t>() == static_cast<std::int64_t>(walk.rank));
+    const bool last = axis.is_number_integer() && (axis.get<std::int64_t>() == -1 ||
+                                                   axis.get<std::int64_t>() == static_cast<std::int64_t>(walk.rank));
     if (!last) c.fail("axis", "axis " + raw->dump() + " is not supported (only the last axis, -1)");
   }
   out["axis"] = -1;
@@ -386,12 +396,15 @@ void convert_batch_norm(KerasConfig& c, json& out, Walk& walk) {
 using Converter = std::function<void(KerasConfig&, json&, Walk&)>;
 
 const std::map<std::string, Converter>& converters() {
-  static const std::map<std::string, Converter> table{
-      {"Activation", convert_activation}, {"AveragePooling2D", convert_pooling},
-      {"BatchNormalization", convert_batch_norm}, {"Conv2D", convert_conv2d},
-      {"Dense", convert_dense}, {"Dropout", convert_dropout},
-      {"Flatten", convert_flatten}, {"MaxPooling2D", convert_pooling},
-      {"Reshape", convert_reshape}};
+  static const std::map<std::string, Converter> table{{"Activation", convert_activation},
+                                                      {"AveragePooling2D", convert_pooling},
+                                                      {"BatchNormalization", convert_batch_norm},
+                                                      {"Conv2D", convert_conv2d},
+                                                      {"Dense", convert_dense},
+                                                      {"Dropout", convert_dropout},
+                                                      {"Flatten", convert_flatten},
+                                                      {"MaxPooling2D", convert_pooling},
+                                                      {"Reshape", convert_reshape}};
   return table;
 }
 
@@ -405,7 +418,9 @@ const json* build_input_shape(const json& holder) {
 
 }  // namespace
 
-bool is_keras_model_json(const json& doc) { return doc.is_object() && doc.contains("class_name") && doc.at("class_name").is_string(); }
+bool is_keras_model_json(const json& doc) {
+  return doc.is_object() && doc.contains("class_name") && doc.at("class_name").is_string();
+}
 
 std::string keras_source_description(const json& doc) {
   if (!doc.is_object()) return "Keras";
@@ -429,14 +444,19 @@ namespace {
 // Refuses anything but a Keras Sequential model, each with its own message.
 void check_sequential(const json& doc, const std::string& file) {
   if (!is_keras_model_json(doc))
-    throw SpecError(file, "top level", "not a Keras model file: expected an object with a \"class_name\", " + describe_json(doc));
+    throw SpecError(file, "top level",
+                    "not a Keras model file: expected an object with a \"class_name\", " + describe_json(doc));
   const std::string model_class = doc.at("class_name").get<std::string>();
   if (model_class == "Functional" || model_class == "Model")
-    throw SpecError(file, "class_name", "this is a Keras " + model_class +
-                                            " model; only Sequential models can be imported (rebuild it with keras.Sequential, or write a tensorctl spec)");
+    throw SpecError(file, "class_name",
+                    "this is a Keras " + model_class +
+                        " model; only Sequential models can be imported (rebuild it with keras.Sequential, or write a "
+                        "tensorctl spec)");
   if (model_class != "Sequential")
-    throw SpecError(file, "class_name", "\"" + model_class + "\" is not a Keras Sequential model; only Sequential models can be imported");
-  if (!doc.contains("config")) throw SpecError(file, "config", "missing: a Keras model file lists its layers under \"config\"");
+    throw SpecError(file, "class_name",
+                    "\"" + model_class + "\" is not a Keras Sequential model; only Sequential models can be imported");
+  if (!doc.contains("config"))
+    throw SpecError(file, "config", "missing: a Keras model file lists its layers under \"config\"");
 }
 
 // What a Sequential model's config says besides its layers: its name, where its layer list is, and the
@@ -460,7 +480,8 @@ SequentialHeader read_header(const json& doc, const std::string& file) {
     h.name = model.common();
     if (h.name.empty()) h.name = "sequential";
     const json* list = model.take("layers");
-    if (!list || !list->is_array()) model.fail("layers", "expected the list of layers, " + (list ? describe_json(*list) : "missing"));
+    if (!list || !list->is_array())
+      model.fail("layers", "expected the list of layers, " + (list ? describe_json(*list) : "missing"));
     h.layers = list;
     h.layers_path = "config.layers";
     if (const json* s = model.take("build_input_shape"); s && !s->is_null()) {
@@ -492,10 +513,13 @@ LayerEntry read_entry(const json& entry, const std::string& file, const std::str
   static const json empty = json::object();
   if (!entry.is_object() || !entry.contains("class_name") || !entry.at("class_name").is_string())
     throw SpecError(file, path, "expected a Keras layer object with a \"class_name\", " + describe_json(entry));
-  LayerEntry e{path, entry.at("class_name").get<std::string>(), entry.contains("config") ? &entry.at("config") : &empty, "", ""};
-  if (entry.contains("module") && entry.at("module").is_string() && !entry.at("module").get<std::string>().starts_with("keras"))
-    throw SpecError(file, path + ".module", "layer " + e.cls + " comes from module \"" + entry.at("module").get<std::string>() +
-                                                "\"; custom layers are not supported");
+  LayerEntry e{path, entry.at("class_name").get<std::string>(), entry.contains("config") ? &entry.at("config") : &empty,
+               "", ""};
+  if (entry.contains("module") && entry.at("module").is_string() &&
+      !entry.at("module").get<std::string>().starts_with("keras"))
+    throw SpecError(file, path + ".module",
+                    "layer " + e.cls + " comes from module \"" + entry.at("module").get<std::string>() +
+                        "\"; custom layers are not supported");
   if (e.config->is_object() && e.config->contains("name") && e.config->at("name").is_string())
     e.name = e.config->at("name").get<std::string>();
   e.who = e.cls + " layer" + (e.name.empty() ? "" : " \"" + e.name + "\"");
@@ -503,13 +527,16 @@ LayerEntry read_entry(const json& entry, const std::string& file, const std::str
 }
 
 // An InputLayer's shape, from batch_shape (Keras 3), batch_input_shape (Keras 2) or its build_config.
-std::optional<std::vector<std::int64_t>> input_layer_shape(const json& entry, const LayerEntry& e, const std::string& file) {
+std::optional<std::vector<std::int64_t>> input_layer_shape(const json& entry, const LayerEntry& e,
+                                                           const std::string& file) {
   KerasConfig c(*e.config, file, e.path + ".config", e.who);
   c.common();
   std::optional<std::vector<std::int64_t>> shape;
   const char* key = c.has("batch_shape") ? "batch_shape" : "batch_input_shape";
-  if (const json* s = c.take(key); s && !s->is_null()) shape = read_batch_shape(*s, file, c.path_of(key));
-  else if (const json* s = build_input_shape(entry)) shape = read_batch_shape(*s, file, e.path + ".build_config.input_shape");
+  if (const json* s = c.take(key); s && !s->is_null())
+    shape = read_batch_shape(*s, file, c.path_of(key));
+  else if (const json* s = build_input_shape(entry))
+    shape = read_batch_shape(*s, file, e.path + ".build_config.input_shape");
   c.require_false({"sparse", "ragged", "optional"});
   c.finish();
   return shape;
@@ -524,8 +551,9 @@ std::vector<std::int64_t> first_layer_shape(const json& entry, const LayerEntry&
     return read_batch_shape(config.at("batch_input_shape"), file, e.path + ".config.batch_input_shape");
   if (const json* s = build_input_shape(entry)) return read_batch_shape(*s, file, e.path + ".build_config.input_shape");
   if (h.model_shape) return read_batch_shape(*h.model_shape, file, h.model_shape_path);
-  throw SpecError(file, h.layers_path, "the Keras model has no input shape (it was saved before it was built); "
-                                       "start it with keras.Input(shape=...) and export it again");
+  throw SpecError(file, h.layers_path,
+                  "the Keras model has no input shape (it was saved before it was built); "
+                  "start it with keras.Input(shape=...) and export it again");
 }
 
 }  // namespace
@@ -547,8 +575,9 @@ json keras_to_spec(const json& doc, const std::string& file) {
     }
     auto conv = converters().find(e.cls);
     if (conv == converters().end())
-      throw SpecError(file, e.path, "layer type " + e.cls + (e.name.empty() ? "" : " (\"" + e.name + "\")") +
-                                        " is not supported (supported: " + join(supported_layer_classes()) + ")");
+      throw SpecError(file, e.path,
+                      "layer type " + e.cls + (e.name.empty() ? "" : " (\"" + e.name + "\")") +
+                          " is not supported (supported: " + join(supported_layer_classes()) + ")");
     if (!input_shape) {
       input_shape = first_layer_shape(entry, e, h, file);
       walk.rank = input_shape->size();
@@ -562,7 +591,8 @@ json keras_to_spec(const json& doc, const std::string& file) {
     out_layers.push_back(std::move(out));
   }
   if (!input_shape)
-    throw SpecError(file, h.layers_path, "the Keras model has only an InputLayer; tensorctl needs at least one layer after it");
+    throw SpecError(file, h.layers_path,
+                    "the Keras model has only an InputLayer; tensorctl needs at least one layer after it");
   return {{"name", h.name}, {"input_shape", *input_shape}, {"layers", out_layers}};
 }
 

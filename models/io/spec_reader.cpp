@@ -23,7 +23,8 @@ std::string describe_json(const nlohmann::json& v) {
 
 SpecReader::SpecReader(const nlohmann::json& j, std::string file, std::string path)
     : j_(j), file_(std::move(file)), path_(std::move(path)) {
-  if (!j_.is_object()) throw SpecError(file_, path_.empty() ? "top level" : path_, "expected an object, " + describe_json(j_));
+  if (!j_.is_object())
+    throw SpecError(file_, path_.empty() ? "top level" : path_, "expected an object, " + describe_json(j_));
 }
 
 std::string SpecReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
@@ -57,8 +58,10 @@ bool fits_int64(const nlohmann::json& v) {
 
 std::int64_t SpecReader::positive_int(const std::string& key) {
   const auto& v = raw(key);
-  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a positive integer of at most 9223372036854775807, " + describe_json(v));
-  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) fail(key, "expected a positive integer, " + describe_json(v));
+  if (v.is_number_integer() && !fits_int64(v))
+    fail(key, "expected a positive integer of at most 9223372036854775807, " + describe_json(v));
+  if (!v.is_number_integer() || v.get<std::int64_t>() <= 0)
+    fail(key, "expected a positive integer, " + describe_json(v));
   return v.get<std::int64_t>();
 }
 
@@ -70,8 +73,10 @@ std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t f
   read_.insert(key);
   if (!has(key)) return fallback;
   const auto& v = j_.at(key);
-  if (v.is_number_integer() && !fits_int64(v)) fail(key, "expected a non-negative integer of at most 9223372036854775807, " + describe_json(v));
-  if (!v.is_number_integer() || v.get<std::int64_t>() < 0) fail(key, "expected a non-negative integer, " + describe_json(v));
+  if (v.is_number_integer() && !fits_int64(v))
+    fail(key, "expected a non-negative integer of at most 9223372036854775807, " + describe_json(v));
+  if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+    fail(key, "expected a non-negative integer, " + describe_json(v));
   return v.get<std::int64_t>();
 }
 
@@ -89,7 +94,8 @@ double SpecReader::number_in(const std::string& key, double fallback, double lo,
   if (!ok) {
     // An open upper end reads "at least" (JSON would print infinity as null); callers write a tiny positive
     // lower bound to mean "positive", and the message should say that rather than quote 1e-12.
-    if (std::isinf(hi) && lo > 0.0 && lo <= 1e-12) fail(key, "expected a positive number, " + describe_json(j_.at(key)));
+    if (std::isinf(hi) && lo > 0.0 && lo <= 1e-12)
+      fail(key, "expected a positive number, " + describe_json(j_.at(key)));
     if (std::isinf(hi)) fail(key, fmt::format("expected a number of at least {:g}, {}", lo, describe_json(j_.at(key))));
     std::string range = "[" + nlohmann::json(lo).dump() + ", " + nlohmann::json(hi).dump() + (hi_inclusive ? "]" : ")");
     fail(key, "expected a number in " + range + ", " + describe_json(j_.at(key)));
@@ -115,7 +121,8 @@ std::string SpecReader::string(const std::string& key, const std::string& fallba
   return has(key) ? string(key) : (skip(key), fallback);
 }
 
-std::string SpecReader::one_of(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback) {
+std::string SpecReader::one_of(const std::string& key, const std::vector<std::string>& choices,
+                               const std::string& fallback) {
   std::string s = string(key, fallback);
   for (const auto& c : choices)
     if (c == s) return s;
@@ -128,7 +135,8 @@ std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) 
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
-      throw SpecError(file_, path_of(key) + "[" + std::to_string(i) + "]", "expected a positive integer, " + describe_json(v[i]));
+      throw SpecError(file_, path_of(key) + "[" + std::to_string(i) + "]",
+                      "expected a positive integer, " + describe_json(v[i]));
     out.push_back(v[i].get<std::int64_t>());
   }
   return out;
@@ -139,7 +147,8 @@ SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(ke
 void SpecReader::finish(const std::vector<std::string>& known_for_message) const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
     if (read_.contains(it.key())) continue;
-    const auto& names = known_for_message.empty() ? std::vector<std::string>(read_.begin(), read_.end()) : known_for_message;
+    const auto& names =
+        known_for_message.empty() ? std::vector<std::string>(read_.begin(), read_.end()) : known_for_message;
     fail(it.key(), "unknown key (known keys here: " + join(names) + ")");
   }
 }
@@ -247,7 +256,8 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file)
   } catch (const nlohmann::json::out_of_range& e) {
     // The only range error of parsing: a number beyond a double's range, which nlohmann reports without a place.
     place.step_past_last_element();
-    throw SpecError(file, place.path(), "number " + quoted_token(e.what()) + " is out of range (a double holds up to about 1.8e308)");
+    throw SpecError(file, place.path(),
+                    "number " + quoted_token(e.what()) + " is out of range (a double holds up to about 1.8e308)");
   } catch (const nlohmann::json::exception& e) {
     throw SpecError(file, place.path(), std::string("invalid JSON: ") + e.what());
   }

@@ -42,8 +42,8 @@ nlohmann::json Layer::to_json() const {
   return j;
 }
 
-std::shared_ptr<Variable> Layer::add_variable(const BuildContext& ctx, const std::string& short_name, const Shape& shape,
-                                             FunctionRef<Tensor()> init, bool trainable) {
+std::shared_ptr<Variable> Layer::add_variable(const BuildContext& ctx, const std::string& short_name,
+                                              const Shape& shape, FunctionRef<Tensor()> init, bool trainable) {
   if (ctx.budget != nullptr) {
     ctx.budget->weight_bytes += shape.num_elements() * static_cast<std::int64_t>(sizeof(float));
     if (!ctx.budget->allocate) return nullptr;
@@ -97,7 +97,8 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
     spec.fail("type", "unknown layer type \"" + type + "\" (known: " + known + ")");
   }
   std::string name = spec.string("name", auto_name);
-  if (name.empty() || name.find('/') != std::string::npos) spec.fail("name", "a layer name must be non-empty and contain no '/'");
+  if (name.empty() || name.find('/') != std::string::npos)
+    spec.fail("name", "a layer name must be non-empty and contain no '/'");
   std::string device = spec.string("device", "");
   if (!device.empty() && !is_device_name(device))
     spec.fail("device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");

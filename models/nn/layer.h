@@ -5,8 +5,8 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,8 +15,8 @@
 #include "core/function_ref.h"
 #include "core/graph.h"
 #include "core/variable.h"
-#include "models/nn/memory_budget.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/memory_budget.h"
 
 namespace tctl {
 

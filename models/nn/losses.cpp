@@ -5,9 +5,14 @@
 namespace tctl {
 
 const std::vector<std::string>& loss_names() {
-  static const std::vector<std::string> names{"sparse_categorical_crossentropy", "categorical_crossentropy",
-                                              "binary_crossentropy", "mse", "mean_squared_error", "mae",
-                                              "mean_absolute_error", "huber"};
+  static const std::vector<std::string> names{"sparse_categorical_crossentropy",
+                                              "categorical_crossentropy",
+                                              "binary_crossentropy",
+                                              "mse",
+                                              "mean_squared_error",
+                                              "mae",
+                                              "mean_absolute_error",
+                                              "huber"};
   return names;
 }
 
@@ -32,14 +37,18 @@ TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_sha
 std::string check_loss_fits(const Graph& g, const std::string& loss, Output predictions) {
   const Node& out = g.node(predictions);
   // A layer's ReLU may be fused into its product (FusedMatMul, FusedConv2D): name the activation.
-  const std::string op = out.op->name.starts_with("Fused") && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
+  const std::string op =
+      out.op->name.starts_with("Fused") && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
   if (loss_is_binary(loss)) {
-    if (out.spec.shape.rank() != 2) return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
-    if (op != "Sigmoid") return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + op;
+    if (out.spec.shape.rank() != 2)
+      return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
+    if (op != "Sigmoid")
+      return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + op;
     return {};
   }
   if (!loss_is_classification(loss)) return {};
-  if (out.spec.shape.rank() != 2) return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string();
+  if (out.spec.shape.rank() != 2)
+    return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string();
   if (op == "Relu" || op == "Sigmoid" || op == "Tanh")
     return "cross-entropy needs a softmax or linear output layer, the model ends in " + op;
   return {};
@@ -58,7 +67,8 @@ LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Ou
   } else {
     const Node& p = g.node(predictions);
     Output logits = p.op->name == "Softmax" ? Output{p.inputs[0]} : predictions;
-    out.per_example = g.add(loss == "sparse_categorical_crossentropy" ? "SparseSoftmaxXent" : "SoftmaxXent", {logits, targets});
+    out.per_example =
+        g.add(loss == "sparse_categorical_crossentropy" ? "SparseSoftmaxXent" : "SoftmaxXent", {logits, targets});
   }
   out.mean = g.add("Mean", {out.per_example});
   return out;

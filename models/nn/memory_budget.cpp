@@ -38,7 +38,8 @@ std::int64_t memory_limit_bytes() {
         ++rest;
       }
     }
-    if (error == std::errc() && rest == end && value > 0 && value <= (std::int64_t{1} << (62 - shift))) return value << shift;
+    if (error == std::errc() && rest == end && value > 0 && value <= (std::int64_t{1} << (62 - shift)))
+      return value << shift;
   }
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages <= 0 || page <= 0) return std::int64_t{1} << 62;

@@ -37,7 +37,8 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
     top.fail("input_shape", m.input_shape_.to_string() + " has " + approximate_num_elements(m.input_shape_) +
                                 " elements per example, more than the 2^36 tensorctl supports");
   const auto& layers = top.raw("layers");
-  if (!layers.is_array() || layers.empty()) top.fail("layers", "expected a non-empty list of layers, " + describe_json(layers));
+  if (!layers.is_array() || layers.empty())
+    top.fail("layers", "expected a non-empty list of layers, " + describe_json(layers));
   top.finish({"name", "input_shape", "layers"});
   LayerNamer namer;
   for (const auto& l : layers) namer.reserve(l);
@@ -51,7 +52,8 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
     layer->set_locking_mode(locking);
     shape = layer->build(shape, BuildContext{seed, static_cast<int>(i), &budget}, reader);
     if (!bounded_num_elements(shape))
-      reader.fail_here("the output " + Shape::concat(-1, shape).keras_string() + " has " + approximate_num_elements(shape) +
+      reader.fail_here("the output " + Shape::concat(-1, shape).keras_string() + " has " +
+                       approximate_num_elements(shape) +
                        " elements per example, more than the 2^36 tensorctl supports");
     if (budget.exceeded() && first_over_budget < 0) first_over_budget = static_cast<std::int64_t>(i);
     m.output_shapes_.push_back(shape);
@@ -112,18 +114,19 @@ std::int64_t Sequential::activation_bytes_per_example() const {
   return n * static_cast<std::int64_t>(sizeof(float));
 }
 
-void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots, const std::string& file,
-                           const std::string& where) {
+void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots,
+                           const std::string& file, const std::string& where) {
   // In floating point: a batch size from the user times a large model may pass 2^63.
   const double weights = 4.0 * static_cast<double>(size.params) * (2.0 + optimizer_slots);
-  const double activations = 2.0 * static_cast<double>(size.activation_bytes_per_example) * static_cast<double>(batch_size);
+  const double activations =
+      2.0 * static_cast<double>(size.activation_bytes_per_example) * static_cast<double>(batch_size);
   const double limit = static_cast<double>(memory_limit_bytes());
   if (weights + activations <= limit) return;
   throw SpecError(file, where,
                   "training needs about " + byte_size_text(weights + activations) + " (" + byte_size_text(weights) +
-                      " for weights, gradients and optimizer slots, " + byte_size_text(activations) + " for a batch of " +
-                      std::to_string(batch_size) + "), more than the memory limit of " + byte_size_text(limit) +
-                      " (this machine's memory, or TENSORCTL_MEMORY_LIMIT)");
+                      " for weights, gradients and optimizer slots, " + byte_size_text(activations) +
+                      " for a batch of " + std::to_string(batch_size) + "), more than the memory limit of " +
+                      byte_size_text(limit) + " (this machine's memory, or TENSORCTL_MEMORY_LIMIT)");
 }
 
 }  // namespace tctl

@@ -69,7 +69,7 @@ class Sequential {
 // Throws SpecError(`file`, `where`) when training a model of `size` with batches of `batch_size` and `optimizer_slots`
 // slot tensors per weight would need more than memory_limit_bytes(): the weights, their gradients and slots,
 // and one batch's activations with their gradients. Called before anything for training is allocated.
-void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots, const std::string& file,
-                           const std::string& where);
+void check_training_memory(const Sequential::Size& size, std::int64_t batch_size, int optimizer_slots,
+                           const std::string& file, const std::string& where);
 
 }  // namespace tctl

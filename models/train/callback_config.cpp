@@ -8,7 +8,8 @@
 namespace tctl {
 
 nlohmann::json CallbackConfig::to_json() const {
-  nlohmann::json j = {{"type", type}, {"monitor", monitor}, {"mode", maximize ? "max" : "min"}, {"min_delta", min_delta}};
+  nlohmann::json j = {
+      {"type", type}, {"monitor", monitor}, {"mode", maximize ? "max" : "min"}, {"min_delta", min_delta}};
   if (type == "EarlyStopping") {
     j["patience"] = patience;
     j["restore_best_weights"] = restore_best_weights;
@@ -32,15 +33,18 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     SpecReader r(list[i], file, path + "[" + std::to_string(i) + "]");
     CallbackConfig c;
     c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}, "");
-    if (c.type.empty()) r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
+    if (c.type.empty())
+      r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
     c.monitor = r.string("monitor", "val_loss");
     static const std::vector<std::string> names{"loss", "accuracy", "top_k_accuracy", "mae", "mse"};
     const bool val = c.monitor.rfind("val_", 0) == 0;
     const std::string base = val ? c.monitor.substr(4) : c.monitor;
     if (std::find(names.begin(), names.end(), base) == names.end())
-      r.fail("monitor", "unknown quantity \"" + c.monitor + "\" (known: loss, accuracy, top_k_accuracy, mae, mse, each with or without val_)");
+      r.fail("monitor", "unknown quantity \"" + c.monitor +
+                            "\" (known: loss, accuracy, top_k_accuracy, mae, mse, each with or without val_)");
     if (val && !has_validation)
-      r.fail("monitor", c.monitor + " needs validation data, but data.validation_split is 0; monitor \"" + base + "\" instead");
+      r.fail("monitor",
+             c.monitor + " needs validation data, but data.validation_split is 0; monitor \"" + base + "\" instead");
     const std::string mode = r.one_of("mode", {"auto", "min", "max"}, "auto");
     c.maximize = mode == "max" || (mode == "auto" && base.find("accuracy") != std::string::npos);
     if (c.type == "EarlyStopping") {
@@ -50,10 +54,13 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     } else if (c.type == "ModelCheckpoint") {
       c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
       c.filename = r.string("filename", "best.safetensors");
-      if (c.filename.empty() || c.filename.find('/') != std::string::npos || c.filename.find('\\') != std::string::npos ||
-          c.filename == "." || c.filename == ".." || c.filename == "weights.safetensors" || c.filename == "checkpoint.safetensors")
-        r.fail("filename", "expected a plain file name inside the run directory, other than weights.safetensors and "
-                           "checkpoint.safetensors, got \"" + c.filename + "\"");
+      if (c.filename.empty() || c.filename.find('/') != std::string::npos ||
+          c.filename.find('\\') != std::string::npos || c.filename == "." || c.filename == ".." ||
+          c.filename == "weights.safetensors" || c.filename == "checkpoint.safetensors")
+        r.fail("filename",
+               "expected a plain file name inside the run directory, other than weights.safetensors and "
+               "checkpoint.safetensors, got \"" +
+                   c.filename + "\"");
     } else {
       c.factor = r.number_in("factor", 0.1, 0.0, 1.0);
       if (c.factor <= 0.0) r.fail("factor", "expected a factor above 0 and below 1");

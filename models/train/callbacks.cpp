@@ -15,9 +15,9 @@ double Callback::monitored(const EpochResult& r) const {
 }
 
 bool Callback::record(double value, std::int64_t epoch) {
-  const bool better = std::isfinite(value) &&
-                      (!watch_.has_best || (config_.maximize ? value > watch_.best + config_.min_delta
-                                                             : value < watch_.best - config_.min_delta));
+  const bool better =
+      std::isfinite(value) && (!watch_.has_best || (config_.maximize ? value > watch_.best + config_.min_delta
+                                                                     : value < watch_.best - config_.min_delta));
   if (!better) {
     ++watch_.wait;
     return false;
@@ -30,9 +30,12 @@ bool Callback::record(double value, std::int64_t epoch) {
 }
 
 nlohmann::json Callback::state() const {
-  return {{"type", config_.type},        {"best", watch_.best},
-          {"has_best", watch_.has_best}, {"wait", watch_.wait},
-          {"cooldown_left", watch_.cooldown_left}, {"best_epoch", watch_.best_epoch}};
+  return {{"type", config_.type},
+          {"best", watch_.best},
+          {"has_best", watch_.has_best},
+          {"wait", watch_.wait},
+          {"cooldown_left", watch_.cooldown_left},
+          {"best_epoch", watch_.best_epoch}};
 }
 
 void Callback::restore(const nlohmann::json& state, const std::string& where) {
@@ -116,8 +119,11 @@ class ModelCheckpoint final : public Callback {
     const double value = monitored(r);
     if (!record(value, r.epoch)) return {};
     save_safetensors(path_, variable_values(model_.net().variables()),
-                     {{"format", "tensorctl"}, {"model", model_.net().name()}, {"epoch", std::to_string(r.epoch)},
-                      {"monitor", config_.monitor}, {"value", fmt::format("{:.9g}", value)}});
+                     {{"format", "tensorctl"},
+                      {"model", model_.net().name()},
+                      {"epoch", std::to_string(r.epoch)},
+                      {"monitor", config_.monitor},
+                      {"value", fmt::format("{:.9g}", value)}});
     return {fmt::format("ModelCheckpoint: {} improved to {:.6g}; weights saved to {}", config_.monitor, value,
                         path_.string())};
   }
@@ -130,8 +136,7 @@ class ModelCheckpoint final : public Callback {
 // Keras 3's ReduceLROnPlateau (keras/src/callbacks/reduce_lr_on_plateau.py).
 class ReduceLROnPlateau final : public Callback {
  public:
-  ReduceLROnPlateau(const CallbackConfig& config, const CallbackContext& context)
-      : Callback(config), lr_(context.lr) {}
+  ReduceLROnPlateau(const CallbackConfig& config, const CallbackContext& context) : Callback(config), lr_(context.lr) {}
 
   std::vector<std::string> on_epoch_end(const EpochResult& r) override {
     const bool better = record(monitored(r), r.epoch);
@@ -157,8 +162,9 @@ class ReduceLROnPlateau final : public Callback {
     if (!(static_cast<float>(now) > static_cast<float>(config_.min_lr))) return {};
     const double next = std::max(now * config_.factor, config_.min_lr);
     lr_.scale(next / now);
-    const std::string line = fmt::format("ReduceLROnPlateau: {} has not improved for {}; learning rate {:.6g} -> {:.6g}",
-                                         config_.monitor, epochs_text(watch_.wait), now, next);
+    const std::string line =
+        fmt::format("ReduceLROnPlateau: {} has not improved for {}; learning rate {:.6g} -> {:.6g}", config_.monitor,
+                    epochs_text(watch_.wait), now, next);
     watch_.wait = 0;
     watch_.cooldown_left = config_.cooldown;
     return {line};

@@ -17,11 +17,11 @@ using MetricValues = std::vector<std::pair<std::string, double>>;
 
 // The sums one batch contributes.
 struct BatchSums {
-  double loss = 0.0;       // sum of per-example losses
-  double correct = 0.0;    // examples classified right
+  double loss = 0.0;           // sum of per-example losses
+  double correct = 0.0;        // examples classified right
   double top_k_correct = 0.0;  // examples whose label is among the kTopK most probable classes
-  double abs_error = 0.0;  // regression: sum |prediction - target|
-  double sq_error = 0.0;   // regression: sum (prediction - target)^2
+  double abs_error = 0.0;      // regression: sum |prediction - target|
+  double sq_error = 0.0;       // regression: sum (prediction - target)^2
   std::int64_t examples = 0;
   std::int64_t values = 0;  // regression: predicted values
 };

@@ -8,8 +8,8 @@
 #include "core/autodiff.h"
 #include "core/eager.h"
 #include "core/errors.h"
-#include "core/text.h"
 #include "core/ops/state.h"
+#include "core/text.h"
 
 #include <fmt/format.h>
 
@@ -64,7 +64,8 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
 
   // A device strict placement refuses is found now, before a caller writes anything, not at the first step.
   if (options_.placement.strict)
-    for (const auto& [graph, pass] : {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
+    for (const auto& [graph, pass] :
+         {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
       const Output fed[] = {pass->x, pass->targets};
       place_all(*graph, fed, options_.placement);
     }

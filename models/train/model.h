@@ -5,9 +5,9 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
-#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,9 +18,9 @@
 #include "core/thread_pool.h"
 #include "models/data/dataset.h"
 #include "models/nn/losses.h"
+#include "models/nn/sequential.h"
 #include "models/train/metric_accumulator.h"
 #include "models/train/optimizer.h"
-#include "models/nn/sequential.h"
 
 namespace tctl {
 

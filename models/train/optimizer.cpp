@@ -9,8 +9,9 @@ OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
   c.type = spec.one_of("type", {"sgd", "adam", "adamw", "rmsprop", "adagrad"}, "adam");
   for (const std::string key : {"clipnorm", "clipvalue"})
     if (spec.has(key))
-      spec.fail(key, key + " (per-variable clipping) is not supported; use global_clipnorm, which scales all "
-                           "gradients together when their global norm exceeds it");
+      spec.fail(key, key +
+                         " (per-variable clipping) is not supported; use global_clipnorm, which scales all "
+                         "gradients together when their global norm exceeds it");
   const double inf = std::numeric_limits<double>::infinity();
   c.learning_rate = spec.number_in("learning_rate", c.type == "sgd" ? 0.01 : 0.001, 1e-12, inf);
   if (c.type == "sgd") {
@@ -76,7 +77,8 @@ nlohmann::json OptimizerConfig::to_json() const {
 
 Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) {
   iterations_ = std::make_shared<Variable>("optimizer/iterations", Tensor::scalar(0.0f), config_.locking, false);
-  lr_factor_ = std::make_shared<Variable>("optimizer/learning_rate_factor", Tensor::scalar(1.0f), LockingMode::kMutex, false);
+  lr_factor_ =
+      std::make_shared<Variable>("optimizer/learning_rate_factor", Tensor::scalar(1.0f), LockingMode::kMutex, false);
   learning_rate_ = std::make_shared<Variable>("optimizer/learning_rate",
                                               Tensor::scalar(static_cast<float>(scheduled_learning_rate(0))),
                                               LockingMode::kMutex, false);
@@ -142,9 +144,12 @@ std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr
       Attrs a{{"momentum", c.momentum}, {"nesterov", std::int64_t{c.nesterov}}};
       updates.push_back(g.add("ApplyMomentum", {grad, lr}, a, {{v, true}, {slot(*v, "velocity"), true}}));
     } else if (adam) {
-      Attrs a{{"beta1", c.beta1}, {"beta2", c.beta2}, {"epsilon", c.epsilon},
+      Attrs a{{"beta1", c.beta1},
+              {"beta2", c.beta2},
+              {"epsilon", c.epsilon},
               {"weight_decay", c.type == "adamw" ? c.weight_decay : 0.0}};
-      updates.push_back(g.add("ApplyAdam", {grad, lr, step}, a, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}));
+      updates.push_back(
+          g.add("ApplyAdam", {grad, lr, step}, a, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}));
     } else if (c.type == "rmsprop") {
       Attrs a{{"rho", c.rho}, {"momentum", c.momentum}, {"epsilon", c.epsilon}, {"centered", std::int64_t{c.centered}}};
       std::vector<VarUse> uses{{v, true}, {slot(*v, "velocity"), true}};

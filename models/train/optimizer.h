@@ -19,25 +19,25 @@
 #include <nlohmann/json.hpp>
 
 #include "core/graph.h"
-#include "models/train/schedule.h"
 #include "models/io/spec_reader.h"
+#include "models/train/schedule.h"
 
 namespace tctl {
 
 struct OptimizerConfig {
   std::string type = "adam";  // sgd, adam, adamw, rmsprop, adagrad
   double learning_rate = 0.001;
-  double momentum = 0.0;  // sgd, rmsprop
-  bool nesterov = false;  // sgd
-  double beta1 = 0.9;     // adam, adamw
-  double beta2 = 0.999;   // adam, adamw
-  double epsilon = 1e-7;  // adam, adamw, rmsprop, adagrad
-  double weight_decay = 0.004;               // adamw
-  double rho = 0.9;                          // rmsprop
-  bool centered = false;                     // rmsprop
-  double initial_accumulator_value = 0.1;    // adagrad
-  double global_clipnorm = 0.0;              // 0: no clipping
-  ScheduleConfig schedule;                   // constant unless "schedule" is given
+  double momentum = 0.0;                   // sgd, rmsprop
+  bool nesterov = false;                   // sgd
+  double beta1 = 0.9;                      // adam, adamw
+  double beta2 = 0.999;                    // adam, adamw
+  double epsilon = 1e-7;                   // adam, adamw, rmsprop, adagrad
+  double weight_decay = 0.004;             // adamw
+  double rho = 0.9;                        // rmsprop
+  bool centered = false;                   // rmsprop
+  double initial_accumulator_value = 0.1;  // adagrad
+  double global_clipnorm = 0.0;            // 0: no clipping
+  ScheduleConfig schedule;                 // constant unless "schedule" is given
   // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
   // the slots and the step counter all use it.
   LockingMode locking = LockingMode::kMutex;

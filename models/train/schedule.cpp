@@ -32,7 +32,8 @@ nlohmann::json ScheduleConfig::to_json() const {
   if (type == "step") return {{"type", type}, {"step_size", step_size}, {"gamma", gamma}};
   if (type == "exponential")
     return {{"type", type}, {"decay_steps", decay_steps}, {"decay_rate", decay_rate}, {"staircase", staircase}};
-  if (type == "cosine") return {{"type", type}, {"decay_steps", decay_steps}, {"alpha", alpha}, {"warmup_steps", warmup_steps}};
+  if (type == "cosine")
+    return {{"type", type}, {"decay_steps", decay_steps}, {"alpha", alpha}, {"warmup_steps", warmup_steps}};
   return nullptr;
 }
 

@@ -21,13 +21,13 @@ namespace tctl {
 
 struct ScheduleConfig {
   std::string type = "constant";  // "constant" when the config has no schedule
-  std::int64_t step_size = 1;      // step
-  double gamma = 0.1;              // step
-  std::int64_t decay_steps = 1;    // exponential, cosine
-  double decay_rate = 0.96;        // exponential
-  bool staircase = false;          // exponential
-  double alpha = 0.0;              // cosine
-  std::int64_t warmup_steps = 0;   // cosine
+  std::int64_t step_size = 1;     // step
+  double gamma = 0.1;             // step
+  std::int64_t decay_steps = 1;   // exponential, cosine
+  double decay_rate = 0.96;       // exponential
+  bool staircase = false;         // exponential
+  double alpha = 0.0;             // cosine
+  std::int64_t warmup_steps = 0;  // cosine
 
   // Reads a "schedule" object; throws SpecError with the JSON path of a bad or unknown key.
   static ScheduleConfig parse(SpecReader& spec);

@@ -7,8 +7,8 @@
 #include "core/text.h"
 #include "models/data/dataset.h"
 #include "models/io/keras_import.h"
-#include "models/nn/losses.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/losses.h"
 
 namespace tctl {
 
@@ -55,7 +55,8 @@ bool same_file(const nlohmann::json& a, const nlohmann::json& b) {
 
 // Walks both values in step: objects key by key, lists element by element, so the change found is the
 // innermost key that differs.
-std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlohmann::json& after, const std::string& key) {
+std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlohmann::json& after,
+                                         const std::string& key) {
   if (before.is_object() && after.is_object()) {
     std::vector<std::string> keys;
     for (const auto& [k, v] : before.items()) keys.push_back(k);
@@ -64,12 +65,15 @@ std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlo
     // The model, then the data, before the other keys: when a run resumes another run's directory, they
     // say best what differs.
     auto rank = [&](const std::string& k) { return !key.empty() ? 2 : k == "model" ? 0 : k == "data" ? 1 : 2; };
-    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+    std::stable_sort(keys.begin(), keys.end(),
+                     [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
     for (const auto& k : keys) {
       const std::string path = key.empty() ? k : key + "." + k;
-      if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end()) continue;
+      if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end())
+        continue;
       const nlohmann::json none;
-      auto change = first_change(before.contains(k) ? before.at(k) : none, after.contains(k) ? after.at(k) : none, path);
+      auto change =
+          first_change(before.contains(k) ? before.at(k) : none, after.contains(k) ? after.at(k) : none, path);
       if (change) return change;
     }
     return std::nullopt;
@@ -179,7 +183,8 @@ std::vector<std::string> parse_metrics(SpecReader& top, const std::string& loss)
   std::vector<std::string> out;
   for (std::size_t i = 0; i < m.size(); ++i) {
     if (!m[i].is_string())
-      throw SpecError(top.file(), top.path_of("metrics") + "[" + std::to_string(i) + "]", "expected a string, " + describe_json(m[i]));
+      throw SpecError(top.file(), top.path_of("metrics") + "[" + std::to_string(i) + "]",
+                      "expected a string, " + describe_json(m[i]));
     out.push_back(m[i].get<std::string>());
   }
   return out;
@@ -205,9 +210,11 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
     t.finish();
   }
   if (top.has("callbacks"))
-    c.callbacks = parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"));
+    c.callbacks =
+        parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"));
   c.device = top.string("device", "cpu");
-  if (!is_device_name(c.device)) top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
+  if (!is_device_name(c.device))
+    top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
 }
 
 }  // namespace
@@ -233,7 +240,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
-  std::vector<std::string> known{"model",   "data", "loss",    "optimizer", "metrics", "epochs", "batch_size",
+  std::vector<std::string> known{"model",    "data", "loss",    "optimizer", "metrics", "epochs", "batch_size",
                                  "prefetch", "seed", "threads", "callbacks", "device",  "output"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);

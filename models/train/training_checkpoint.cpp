@@ -15,7 +15,8 @@ nlohmann::json history_json(const std::vector<EpochResult>& history) {
     nlohmann::json train = nlohmann::json::array(), validation = nlohmann::json::array();
     for (const auto& [k, v] : r.train) train.push_back({k, v});
     for (const auto& [k, v] : r.validation) validation.push_back({k, v});
-    out.push_back({{"epoch", r.epoch}, {"steps", r.steps}, {"seconds", r.seconds}, {"train", train}, {"validation", validation}});
+    out.push_back(
+        {{"epoch", r.epoch}, {"steps", r.steps}, {"seconds", r.seconds}, {"train", train}, {"validation", validation}});
   }
   return out;
 }
@@ -28,7 +29,8 @@ std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
     r.steps = e.at("steps").get<std::int64_t>();
     r.seconds = e.at("seconds").get<double>();
     for (const auto& p : e.at("train")) r.train.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
-    for (const auto& p : e.at("validation")) r.validation.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
+    for (const auto& p : e.at("validation"))
+      r.validation.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
     out.push_back(std::move(r));
   }
   return out;
@@ -80,11 +82,15 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
   file = load_safetensors(path);
   auto meta = [&](const char* key) -> const std::string& {
     auto it = file.metadata.find(key);
-    if (it == file.metadata.end()) throw SpecError(name, "header", std::string("not a tensorctl training checkpoint: no \"") + key + "\" in __metadata__");
+    if (it == file.metadata.end())
+      throw SpecError(name, "header",
+                      std::string("not a tensorctl training checkpoint: no \"") + key + "\" in __metadata__");
     return it->second;
   };
   if (meta("format") != kFormat)
-    throw SpecError(name, "header", "not a tensorctl training checkpoint (format \"" + meta("format") + "\", expected " + kFormat + ")");
+    throw SpecError(
+        name, "header",
+        "not a tensorctl training checkpoint (format \"" + meta("format") + "\", expected " + kFormat + ")");
 
   TrainingState state;
   try {
@@ -92,7 +98,8 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
     state.steps_done = std::stoll(meta("steps_done"));
     // Checkpoints written before the sums were kept lack them: the resumed epoch then averages its
     // remaining steps only.
-    if (file.metadata.count("partial_sums")) state.partial_sums = sums_from_json(parse_json_text(meta("partial_sums"), name));
+    if (file.metadata.count("partial_sums"))
+      state.partial_sums = sums_from_json(parse_json_text(meta("partial_sums"), name));
     state.history = history_from_json(parse_json_text(meta("history"), name));
     state.callbacks = parse_json_text(meta("callbacks"), name);
     state.config = parse_json_text(meta("config"), name);
@@ -102,8 +109,9 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
     throw SpecError(name, "header", std::string("damaged training state: ") + e.what());
   }
   if (state.next_epoch < 1 || state.steps_done < 0)
-    throw SpecError(name, "header", "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
-                                        std::to_string(state.steps_done));
+    throw SpecError(name, "header",
+                    "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
+                        std::to_string(state.steps_done));
   return state;
 }
 

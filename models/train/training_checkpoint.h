@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "models/io/safetensors.h"
-#include "models/train/trainer.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
 

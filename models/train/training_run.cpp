@@ -1,15 +1,15 @@
 #include "models/train/training_run.h"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fmt/format.h>
 
 #include "core/errors.h"
 #include "core/text.h"
+#include "models/data/csv.h"
 #include "models/io/atomic_file.h"
 #include "models/io/safetensors.h"
-#include "models/data/csv.h"
 #include "models/io/spec_reader.h"
 #include "models/train/callbacks.h"
 #include "models/train/training_checkpoint.h"
@@ -81,7 +81,8 @@ std::string dataset_csv(const Dataset& d, const std::string& label) {
     if (d.num_classes > 0) {
       out += std::to_string(d.y.data<std::int32_t>()[r]);
     } else {
-      for (std::int64_t j = 0; j < targets; ++j) out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
+      for (std::int64_t j = 0; j < targets; ++j)
+        out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
     }
     out += "\n";
   }
@@ -89,9 +90,7 @@ std::string dataset_csv(const Dataset& d, const std::string& label) {
 }
 
 // "dataset iris" or "data.csv", for messages that compare the data with the model.
-std::string data_source(const TrainConfig& c) {
-  return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
-}
+std::string data_source(const TrainConfig& c) { return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv; }
 
 // Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
 std::string model_place(const TrainConfig& c, const std::string& key) {
@@ -119,8 +118,8 @@ void check_csv_labels(const std::string& csv_path, const std::string& label, std
 }
 
 // The files a run writes into its directory, besides its ModelCheckpoint callbacks' files.
-const std::vector<std::string> kRunFiles{"model.json",  "weights.safetensors", "history.csv",
-                                         "summary.json", "test.csv",            "checkpoint.safetensors"};
+const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",   "history.csv", "summary.json",
+                                         "test.csv",   "checkpoint.safetensors"};
 // A directory holding one of these is a tensorctl run's.
 const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkpoint.safetensors"};
 
@@ -165,17 +164,23 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
   if (entries.empty()) return;
   if (!overwrite)
-    throw SpecError(d, "", "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
-                           "--resume " + d + " to continue it");
-  if (std::none_of(kRunMarkers.begin(), kRunMarkers.end(), [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); }))
-    throw SpecError(d, "", "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
-                           "summary.json or checkpoint.safetensors); choose another --output");
+    throw SpecError(d, "",
+                    "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
+                    "--resume " +
+                        d + " to continue it");
+  if (std::none_of(kRunMarkers.begin(), kRunMarkers.end(),
+                   [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); }))
+    throw SpecError(d, "",
+                    "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
+                    "summary.json or checkpoint.safetensors); choose another --output");
   std::sort(entries.begin(), entries.end());
   const std::vector<std::string> names = run_file_names(dir, c);
   for (const auto& e : entries)
-    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(e, ec)) || !is_run_file(e.filename().string(), names))
-      throw SpecError(d, "", "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
-                                 " is not one of them; move it away or choose another --output");
+    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(e, ec)) ||
+        !is_run_file(e.filename().string(), names))
+      throw SpecError(d, "",
+                      "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
+                          " is not one of them; move it away or choose another --output");
   for (const auto& e : entries)
     if (!std::filesystem::remove(e, ec) && ec) throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
 }
@@ -192,11 +197,12 @@ std::string config_value_text(const nlohmann::json& v) {
 void check_resume_config(const TrainingState& saved, const TrainConfig& c, const std::filesystem::path& dir) {
   const auto change = find_resume_change(saved.config, c.to_json());
   if (!change) return;
-  throw SpecError(c.file, change->key,
-                  fmt::format("cannot resume {}: its checkpoint was trained with {}, this run has {}; a resumed run may "
-                              "change only {} (to train otherwise, start a new run with --output or --overwrite)",
-                              dir.string(), config_value_text(change->before), config_value_text(change->after),
-                              join(kResumeMayChange)));
+  throw SpecError(
+      c.file, change->key,
+      fmt::format("cannot resume {}: its checkpoint was trained with {}, this run has {}; a resumed run may "
+                  "change only {} (to train otherwise, start a new run with --output or --overwrite)",
+                  dir.string(), config_value_text(change->before), config_value_text(change->after),
+                  join(kResumeMayChange)));
 }
 
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
@@ -221,31 +227,38 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
     // Binary cross-entropy takes 0/1 labels as float targets, one column.
     if (data.num_classes > 2)
-      throw SpecError(c.file, "loss", "loss " + c.loss + " needs two classes, but " + data.name + " has " +
-                                          std::to_string(data.num_classes));
+      throw SpecError(
+          c.file, "loss",
+          "loss " + c.loss + " needs two classes, but " + data.name + " has " + std::to_string(data.num_classes));
     std::vector<float> y(static_cast<std::size_t>(data.size()));
-    for (std::int64_t i = 0; i < data.size(); ++i) y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
+    for (std::int64_t i = 0; i < data.size(); ++i)
+      y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
     data.y = Tensor::from_floats(Shape{data.size(), 1}, y);
     data.num_classes = 0;
   }
   if (!classification && data.num_classes > 0)
-    throw SpecError(c.file, "loss", "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
+    throw SpecError(c.file, "loss",
+                    "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
   if (data.num_features() != net.input_shape().num_elements())
-    throw SpecError(c.file, where, fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
-                                               data_source(c), data.num_features(), net.input_shape().to_string(),
-                                               model_place(c, "input_shape"), net.input_shape().num_elements()));
+    throw SpecError(c.file, where,
+                    fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
+                                data_source(c), data.num_features(), net.input_shape().to_string(),
+                                model_place(c, "input_shape"), net.input_shape().num_elements()));
   const std::int64_t outputs = net.output_shape().num_elements();
   if (classification && data.num_classes > outputs) {
     const std::string last = model_place(c, last_layer_key(net));
     if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.label, outputs, last);
-    throw SpecError(c.file, where, fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
-                                               data_source(c), data.num_classes - 1, last, outputs));
+    throw SpecError(c.file, where,
+                    fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
+                                data_source(c), data.num_classes - 1, last, outputs));
   }
   if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
-    throw SpecError(c.file, where, fmt::format("the data has {} targets per row, but the model has {} outputs",
-                                               data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
+    throw SpecError(c.file, where,
+                    fmt::format("the data has {} targets per row, but the model has {} outputs",
+                                data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
   Split split = split_dataset(data, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
-  if (split.train.size() == 0) throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
+  if (split.train.size() == 0)
+    throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
 
   PreparedData p;
   p.test_raw = split.test;
@@ -259,7 +272,8 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
 }
 
 std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies) {
-  auto net = std::make_shared<Sequential>(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
+  auto net = std::make_shared<Sequential>(
+      Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
   ModelOptions options = model_options(c);
   options.auto_control_dependencies = auto_control_dependencies;
   return std::make_unique<Model>(std::move(net), options);
@@ -366,7 +380,9 @@ nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const Pr
           {"train_seconds", train_seconds},
           {"samples_per_second", out.samples_per_second},
           {"data",
-           {{"feature_names", data.test_raw.feature_names}, {"label", c.data.label}, {"num_classes", data.test_raw.num_classes}}},
+           {{"feature_names", data.test_raw.feature_names},
+            {"label", c.data.label},
+            {"num_classes", data.test_raw.num_classes}}},
           {"preprocessing",
            {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
           {"config", c.to_json()},
@@ -391,7 +407,8 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
 
   const std::filesystem::path dir = c.output;
   const Sequential& net = trainer.model().net();
-  save_safetensors(dir / "weights.safetensors", variable_values(net.variables()), {{"format", "tensorctl"}, {"model", net.name()}});
+  save_safetensors(dir / "weights.safetensors", variable_values(net.variables()),
+                   {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
   write_file_atomic(dir / "summary.json", out.summary.dump(2) + "\n");
@@ -491,7 +508,9 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
   std::vector<int> cols;
   for (const auto& name : run.feature_names) {
     int c = table.column_index(name);
-    if (c < 0) throw SpecError(csv_path, "line 1", "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
+    if (c < 0)
+      throw SpecError(csv_path, "line 1",
+                      "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
     cols.push_back(c);
   }
   const int label_col = table.column_index(run.label);
@@ -499,14 +518,16 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
   in.rows = table.rows;
   Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
   for (std::int64_t r = 0; r < table.rows; ++r)
-    for (std::int64_t j = 0; j < f; ++j) x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+    for (std::int64_t j = 0; j < f; ++j)
+      x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
   in.x = shape_for_model(scaled_x, run.model->net());
   if (label_col >= 0 && table.rows > 0) {
     Dataset labelled = load_csv_dataset(csv_path, run.label, run.num_classes > 0, csv_path, "");
     const std::int64_t outputs = run.model->net().output_shape().num_elements();
     if (run.num_classes > 0 && labelled.num_classes > outputs)
-      check_csv_labels(csv_path, run.label, outputs, (run.dir / "model.json").string() + " " + last_layer_key(run.model->net()));
+      check_csv_labels(csv_path, run.label, outputs,
+                       (run.dir / "model.json").string() + " " + last_layer_key(run.model->net()));
     labelled.x = in.x;
     in.labelled = std::move(labelled);
   }

@@ -21,8 +21,8 @@
 
 #include "models/data/dataset.h"
 #include "models/train/model.h"
-#include "models/train/trainer.h"
 #include "models/train/train_config.h"
+#include "models/train/trainer.h"
 
 namespace tctl {
 

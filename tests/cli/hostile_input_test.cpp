@@ -22,7 +22,8 @@ std::string iris_config(const std::string& model) {
 std::string nested_parallel(int levels) {
   std::string layer = R"({"type": "Dense", "units": 2})";
   for (int i = 0; i < levels; ++i)
-    layer = R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
+    layer =
+        R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
   return R"({"input_shape": [4], "layers": [)" + layer + "]}";
 }
 
@@ -39,7 +40,8 @@ TEST_CASE("a shape whose element count overflows 64 bits is refused by summary, 
       {"class_name": "Dense", "config": {"name": "d", "units": 2, "activation": "linear", "use_bias": true,
         "kernel_initializer": {"class_name": "GlorotUniform", "config": {"seed": null}},
         "bias_initializer": {"class_name": "Zeros", "config": {}}}}]}, "keras_version": "2.15.0", "backend": "tensorflow"})");
-  expect_user_error(dir, "import-keras keras.json -o spec.json", {"keras.json: the converted spec's input_shape:", "about 1.84e+19"});
+  expect_user_error(dir, "import-keras keras.json -o spec.json",
+                    {"keras.json: the converted spec's input_shape:", "about 1.84e+19"});
 }
 
 TEST_CASE("a model too large for memory is refused before anything is allocated, saying what it needs") {
@@ -48,7 +50,8 @@ TEST_CASE("a model too large for memory is refused before anything is allocated,
   std::string layers;
   for (int i = 0; i < 40; ++i) layers += R"({"type": "Dense", "units": 32768, "use_bias": false}, )";
   dir.write("big.json", R"({"input_shape": [32768], "layers": [)" + layers + R"({"type": "Dense", "units": 2}]})");
-  expect_user_error(dir, "summary big.json", {"big.json: layers[", "the model's weights need 160.00 GB, more than the memory limit"});
+  expect_user_error(dir, "summary big.json",
+                    {"big.json: layers[", "the model's weights need 160.00 GB, more than the memory limit"});
   // Small weights, but a batch no machine holds.
   dir.write("config.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
   expect_user_error(dir, "train config.json --quiet --batch-size 1000000000000",
@@ -58,7 +61,8 @@ TEST_CASE("a model too large for memory is refused before anything is allocated,
 TEST_CASE("nesting thousands of levels deep is one clear error, not minutes, gigabytes or a stack overflow") {
   TempDir dir;
   dir.write("deep.json", nested_parallel(3000));  // about 200 KB
-  expect_user_error(dir, "summary deep.json", {"deep.json: layers[0].branches[0][0].branches", "nested deeper than 128 levels"});
+  expect_user_error(dir, "summary deep.json",
+                    {"deep.json: layers[0].branches[0][0].branches", "nested deeper than 128 levels"});
   std::string brackets(100000, '[');
   dir.write("brackets.json", brackets + std::string(100000, ']'));
   expect_user_error(dir, "summary brackets.json", {"brackets.json: [0][0][0]", "nested deeper than 128 levels"});
@@ -70,12 +74,16 @@ TEST_CASE("nesting thousands of levels deep is one clear error, not minutes, gig
 
 TEST_CASE("numbers past a double, repeated keys and an empty output name the file and the place") {
   TempDir dir;
-  dir.write("lr.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"},
+  dir.write("lr.json",
+            R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"},
                            "optimizer": {"type": "adam", "learning_rate": 1e400}})");
-  expect_user_error(dir, "train lr.json --quiet", {"lr.json: optimizer.learning_rate:", "number 1e400 is out of range"});
+  expect_user_error(dir, "train lr.json --quiet",
+                    {"lr.json: optimizer.learning_rate:", "number 1e400 is out of range"});
   dir.write("dup.json", R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "units": 30}]})");
   expect_user_error(dir, "summary dup.json", {"dup.json: layers[0].units:", "duplicate key \"units\""});
-  dir.write("out.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"}, "output": ""})");
+  dir.write(
+      "out.json",
+      R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]}, "data": {"dataset": "iris"}, "output": ""})");
   expect_user_error(dir, "train out.json --quiet", {"out.json: output:", "empty string"});
   dir.write("ok.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
   expect_user_error(dir, "train ok.json --quiet --output ''", {"--output", "empty string"});
@@ -87,7 +95,8 @@ TEST_CASE("a path the file system refuses is a user's error with its reason, not
   dir.write("config.json", R"({"model": ")" + too_long + R"(.json", "data": {"dataset": "iris"}})");
   expect_user_error(dir, "train config.json --quiet", {"config.json: model:", "File name too long"});
   expect_user_error(dir, "summary " + too_long + ".json", {"File name too long"});
-  expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --quiet --resume " + too_long, {"cannot resume"});
+  expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --quiet --resume " + too_long,
+                    {"cannot resume"});
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ TEST_CASE("a standard output that cannot be written fails the command with exit 
   TempDir dir;
   for (const std::string& args : {"summary " + kSpec, "summary " + kSpec + " --json", "import-keras " + kKeras}) {
     INFO("tensorctl " << args);
-    check_stdout_failure(run_shell(dir, "$T " + args + " >/dev/full 2>err; echo $? >status"), "No space left on device");
+    check_stdout_failure(run_shell(dir, "$T " + args + " >/dev/full 2>err; echo $? >status"),
+                         "No space left on device");
     check_stdout_failure(run_shell(dir, "$T " + args + " >&- 2>err; echo $? >status"), "Bad file descriptor");
     // The reader is gone before tensorctl writes: EPIPE, not death by SIGPIPE.
     check_stdout_failure(run_shell(dir, "(sleep 0.3; $T " + args + " 2>err; echo $? >status) | true"), "Broken pipe");
@@ -59,7 +60,8 @@ TEST_CASE("a standard output that cannot be written fails the command with exit 
 TEST_CASE("train --json, predict and evaluate fail when standard output cannot be written") {
   TempDir dir;
   const std::string config = quoted(source_path("configs/iris_mlp.json"));
-  check_stdout_failure(run_shell(dir, "$T train " + config + " --quiet --epochs 2 --output run --json >/dev/full 2>err; echo $? >status"),
+  check_stdout_failure(run_shell(dir, "$T train " + config +
+                                          " --quiet --epochs 2 --output run --json >/dev/full 2>err; echo $? >status"),
                        "No space left on device");
   REQUIRE(fs::exists(dir / "run" / "summary.json"));
   check_stdout_failure(run_shell(dir, "$T predict --run run --input run/test.csv >/dev/full 2>err; echo $? >status"),
@@ -80,13 +82,15 @@ TEST_CASE("outputs: - and /dev/stdout are standard output, a FIFO is written in 
   CHECK_FALSE(fs::exists(dir / "-"));
 
   // Through a pipe, as `tensorctl ... -o /dev/stdout | less` would: /dev/stdout must stay the system's link.
-  ShellResult piped = run_shell(dir, "$T import-keras " + kKeras + " -o /dev/stdout 2>err | cat >piped; echo 0 >status");
+  ShellResult piped =
+      run_shell(dir, "$T import-keras " + kKeras + " -o /dev/stdout 2>err | cat >piped; echo 0 >status");
   CHECK(piped.status == 0);
   CHECK(read_text(dir / "piped") == direct.out);
   CHECK(fs::is_symlink("/dev/stdout"));
 
   REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
-  ShellResult fifo = run_shell(dir, "cat fifo >from_fifo & $T import-keras " + kKeras + " -o fifo 2>err; echo $? >status; wait");
+  ShellResult fifo =
+      run_shell(dir, "cat fifo >from_fifo & $T import-keras " + kKeras + " -o fifo 2>err; echo $? >status; wait");
   CHECK(fifo.status == 0);
   CHECK(read_text(dir / "from_fifo") == direct.out);
   CHECK(fs::is_fifo(dir / "fifo"));

@@ -14,8 +14,10 @@ namespace {
 // `activation` in the first.
 std::string digits_spec(const std::string& hidden_device, const std::string& activation = "relu") {
   return R"({"name": "digits_mlp", "input_shape": [64], "layers": [
-    {"type": "Dense", "units": 128, "activation": ")" + activation + R"(", "device": ")" + hidden_device + R"("},
-    {"type": "Dense", "units": 64, "activation": "relu", "device": ")" + hidden_device + R"("},
+    {"type": "Dense", "units": 128, "activation": ")" +
+         activation + R"(", "device": ")" + hidden_device + R"("},
+    {"type": "Dense", "units": 64, "activation": "relu", "device": ")" +
+         hidden_device + R"("},
     {"type": "Dropout", "rate": 0.1},
     {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 }
@@ -31,7 +33,8 @@ const std::string kOneThread = " --inter-op-threads 1 --intra-op-threads 1 --qui
 
 }  // namespace
 
-TEST_CASE("a digits MLP with its hidden layers on sim:0 trains to the CPU's weights, bit for bit, with its copies logged") {
+TEST_CASE(
+    "a digits MLP with its hidden layers on sim:0 trains to the CPU's weights, bit for bit, with its copies logged") {
   TempDir dir;
   dir.write("cpu.json", digits_spec("cpu"));
   dir.write("sim.json", digits_spec("sim:0"));
@@ -39,25 +42,29 @@ TEST_CASE("a digits MLP with its hidden layers on sim:0 trains to the CPU's weig
   dir.write("train_sim.json", digits_config("sim.json"));
   const CommandResult cpu = run_tensorctl("train train_cpu.json --output cpu" + kOneThread, dir.path());
   REQUIRE(cpu.status == 0);
-  const CommandResult sim = run_tensorctl("train train_sim.json --output sim --log-device-placement" + kOneThread, dir.path());
+  const CommandResult sim =
+      run_tensorctl("train train_sim.json --output sim --log-device-placement" + kOneThread, dir.path());
   check_no_crash(sim);
   REQUIRE(sim.status == 0);
   CHECK(read_text(dir / "sim/weights.safetensors") == read_text(dir / "cpu/weights.safetensors"));
   // The batch goes to sim:0 once, the second hidden layer's output comes back for Dropout, and the gradient
   // goes back to sim:0 for the hidden layers' backward pass and their Adam updates.
-  for (const char* line : {"placement: x/copy_to_sim:0 (Copy): sim:0", "placement: dense/FusedMatMul (FusedMatMul): sim:0",
-                           "placement: dense_1/FusedMatMul/copy_to_cpu (Copy): cpu",
-                           "placement: dropout/DropoutGrad/copy_to_sim:0 (Copy): sim:0",
-                           "placement: optimizer/ApplyAdam (ApplyAdam): sim:0", "placement: dense_2/Softmax (Softmax): cpu"})
+  for (const char* line :
+       {"placement: x/copy_to_sim:0 (Copy): sim:0", "placement: dense/FusedMatMul (FusedMatMul): sim:0",
+        "placement: dense_1/FusedMatMul/copy_to_cpu (Copy): cpu",
+        "placement: dropout/DropoutGrad/copy_to_sim:0 (Copy): sim:0",
+        "placement: optimizer/ApplyAdam (ApplyAdam): sim:0", "placement: dense_2/Softmax (Softmax): cpu"})
     CHECK_MESSAGE(sim.err.find(line) != std::string::npos, line);
   CHECK(sim.err.find("warning") == std::string::npos);
   // Once per graph (training, inference), though every batch size prepares a plan of its own.
   std::size_t copies = 0;
-  for (std::size_t at = 0; (at = sim.err.find("placement: x/copy_to_sim:0 (Copy)", at)) != std::string::npos; ++at) ++copies;
+  for (std::size_t at = 0; (at = sim.err.find("placement: x/copy_to_sim:0 (Copy)", at)) != std::string::npos; ++at)
+    ++copies;
   CHECK(copies == 2);
 }
 
-TEST_CASE("an op sim has no kernel for runs on the CPU with a warning naming it; --strict-placement refuses it, exit 2") {
+TEST_CASE(
+    "an op sim has no kernel for runs on the CPU with a warning naming it; --strict-placement refuses it, exit 2") {
   TempDir dir;
   dir.write("tanh.json", digits_spec("sim:0", "tanh"));
   dir.write("train.json", digits_config("tanh.json"));
@@ -87,7 +94,8 @@ TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's de
   CHECK(text.out.find("\nsim:0    simulated ") != std::string::npos);
   CHECK(text.out.find("\nsim:1    simulated ") != std::string::npos);
   // Either a GPU line or the reason there is none; a build without CUDA says so too.
-  CHECK((text.out.find("\ncuda:0   gpu ") != std::string::npos || text.out.find("\ncuda     none: ") != std::string::npos));
+  CHECK((text.out.find("\ncuda:0   gpu ") != std::string::npos ||
+         text.out.find("\ncuda     none: ") != std::string::npos));
 
   const CommandResult json = run_tensorctl("devices --json", dir.path());
   REQUIRE(json.status == 0);

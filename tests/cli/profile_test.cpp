@@ -13,16 +13,16 @@ TEST_CASE("profile prints the per-layer table, the overhead and a thread sweep")
                                       " --iterations 3 --warmup 1 --inter-op-threads 1,2 --ops",
                                   dir.path());
   REQUIRE(r.status == 0);
-  for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul", "forward ms",
-                             "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up"})
+  for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul",
+                             "forward ms", "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up"})
     CHECK(r.out.find(needle) != std::string::npos);
 }
 
 TEST_CASE("profile of a bare model spec runs on random inputs; --json has every layer") {
   TempDir dir;
-  CommandResult r = run_tensorctl("profile " + quoted(source_path("configs/models/iris_mlp.json")) +
-                                      " --iterations 2 --batch-size 8 --json",
-                                  dir.path());
+  CommandResult r = run_tensorctl(
+      "profile " + quoted(source_path("configs/models/iris_mlp.json")) + " --iterations 2 --batch-size 8 --json",
+      dir.path());
   REQUIRE(r.status == 0);
   auto doc = parse_json(r.out);
   const auto& run = doc.at("runs").at(0);
@@ -57,15 +57,18 @@ TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter
 }
 
 TEST_SUITE("bad input") {
-TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writing nothing") {
-  TempDir dir;
-  const std::string config = quoted(source_path("configs/digits_mlp.json"));
-  expect_user_error(dir, "profile " + config + " --mode warp", {"--mode: unknown mode \"warp\" (known: traced, eager, both)"});
-  expect_user_error(dir, "profile " + config + " --inter-op-threads 0", {"--inter-op-threads: expected a comma-separated list"});
-  expect_user_error(dir, "profile " + config + " --intra-op-threads 1,,2", {"--intra-op-threads"});
-  expect_user_error(dir, "profile " + config + " --iterations 0", {"--iterations"});
-  expect_user_error(dir, "profile " + config + " --trace missing/trace.json", {"--trace: directory missing does not exist"});
-}
+  TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writing nothing") {
+    TempDir dir;
+    const std::string config = quoted(source_path("configs/digits_mlp.json"));
+    expect_user_error(dir, "profile " + config + " --mode warp",
+                      {"--mode: unknown mode \"warp\" (known: traced, eager, both)"});
+    expect_user_error(dir, "profile " + config + " --inter-op-threads 0",
+                      {"--inter-op-threads: expected a comma-separated list"});
+    expect_user_error(dir, "profile " + config + " --intra-op-threads 1,,2", {"--intra-op-threads"});
+    expect_user_error(dir, "profile " + config + " --iterations 0", {"--iterations"});
+    expect_user_error(dir, "profile " + config + " --trace missing/trace.json",
+                      {"--trace: directory missing does not exist"});
+  }
 }
 
 TEST_CASE("a Parallel of two Delay branches leaves events on two thread tracks with two inter-op threads") {

@@ -16,7 +16,8 @@ std::map<std::string, nlohmann::json> race_rows(const std::string& args, int* st
   if (status) *status = r.status;
   std::map<std::string, nlohmann::json> rows;
   nlohmann::json doc = parse_json(r.out);
-  for (const auto& row : doc.at("rows")) rows[row.at("scenario").get<std::string>() + "/" + row.at("mode").get<std::string>()] = row;
+  for (const auto& row : doc.at("rows"))
+    rows[row.at("scenario").get<std::string>() + "/" + row.at("mode").get<std::string>()] = row;
   return rows;
 }
 
@@ -55,9 +56,12 @@ TEST_CASE("torn-read: only none and atomic tear") {
     for (const char* mode : kModes) {
       CAPTURE(mode);
       const auto torn = rows.at(std::string("torn-read/") + mode).at("torn_reads").get<std::int64_t>();
-      if (std::string(mode) == "none") none_tore |= torn > 0;
-      else if (std::string(mode) == "atomic") atomic_tore |= torn > 0;
-      else CHECK(torn == 0);
+      if (std::string(mode) == "none")
+        none_tore |= torn > 0;
+      else if (std::string(mode) == "atomic")
+        atomic_tore |= torn > 0;
+      else
+        CHECK(torn == 0);
     }
   }
   CHECK(none_tore);
@@ -91,7 +95,8 @@ TEST_CASE("queue and defaults keep their promises") {
 
 TEST_CASE("the table, --explain, and the static graph check") {
   TempDir dir;
-  CommandResult r = run_tensorctl("race-check --scenario counter --modes mutex,none --iterations 20 --explain", dir.path());
+  CommandResult r =
+      run_tensorctl("race-check --scenario counter --modes mutex,none --iterations 20 --explain", dir.path());
   CHECK(r.status == 0);
   CHECK(r.out.find("use_locking=true") != std::string::npos);
   CHECK(r.out.find("Hogwild") != std::string::npos);
@@ -106,12 +111,13 @@ TEST_CASE("the table, --explain, and the static graph check") {
 }
 
 TEST_SUITE("bad input") {
-TEST_CASE("race-check refuses unknown scenarios and modes and bad counts") {
-  TempDir dir;
-  expect_user_error(dir, "race-check --scenario deadlock", {"--scenario: unknown scenario \"deadlock\"", "known: counter, sgd"});
-  expect_user_error(dir, "race-check --modes mutex,spin", {"--modes: unknown locking mode \"spin\""});
-  expect_user_error(dir, "race-check --threads 0", {"--threads"});
-  expect_user_error(dir, "race-check --iterations -5", {"--iterations"});
-  expect_user_error(dir, "race-check --graph missing.json", {"missing.json"});
-}
+  TEST_CASE("race-check refuses unknown scenarios and modes and bad counts") {
+    TempDir dir;
+    expect_user_error(dir, "race-check --scenario deadlock",
+                      {"--scenario: unknown scenario \"deadlock\"", "known: counter, sgd"});
+    expect_user_error(dir, "race-check --modes mutex,spin", {"--modes: unknown locking mode \"spin\""});
+    expect_user_error(dir, "race-check --threads 0", {"--threads"});
+    expect_user_error(dir, "race-check --iterations -5", {"--iterations"});
+    expect_user_error(dir, "race-check --graph missing.json", {"missing.json"});
+  }
 }

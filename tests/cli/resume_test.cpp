@@ -27,8 +27,8 @@ namespace {
 
 // Starts `tensorctl ARGS` in `cwd` without waiting; stdout and stderr go to files in `cwd`/../.
 pid_t spawn_tensorctl(const std::string& args, const TempDir& dir) {
-  const std::string command = "cd " + quoted(dir.path()) + " && exec " + quoted(TENSORCTL_BINARY) + " " + args +
-                              " >" + quoted(dir.path() / "out.txt") + " 2>" + quoted(dir.path() / "err.txt") + " </dev/null";
+  const std::string command = "cd " + quoted(dir.path()) + " && exec " + quoted(TENSORCTL_BINARY) + " " + args + " >" +
+                              quoted(dir.path() / "out.txt") + " 2>" + quoted(dir.path() / "err.txt") + " </dev/null";
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
   pid_t pid = -1;
   REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
@@ -100,7 +100,9 @@ TEST_CASE("4 epochs straight and 2 then resumed to 4 give bit-identical weights 
   CHECK(r.out.find("no more epochs") != std::string::npos);
 }
 
-TEST_CASE("Ctrl-C finishes the step, writes a checkpoint, says how to resume and exits 130; resuming matches a straight run") {
+TEST_CASE(
+    "Ctrl-C finishes the step, writes a checkpoint, says how to resume and exits 130; resuming matches a straight "
+    "run") {
   TempDir dir;
   // The config under a name the shell must have quoted, and overrides the printed command has to repeat.
   fs::copy(source_path("configs/digits_mlp.json"), dir / "my digits.json");
@@ -201,65 +203,80 @@ TEST_CASE("EarlyStopping stops and restores the best weights; ModelCheckpoint sa
 }
 
 TEST_SUITE("bad input") {
-TEST_CASE("resume refuses a config change that alters the results, naming the key and both values, writing nothing") {
-  TempDir dir;
-  const std::string model = source_path("configs/models/digits_mlp.json").string();
-  // The shipped config, spelled out here so one key at a time can change.
-  auto config = [&](const std::string& extra) {
-    return R"({"model": ")" + model + R"(", "data": {"dataset": "digits", "test_split": 0.2, "validation_split": 0.1},
-      "optimizer": {"type": "adam", "learning_rate": 0.001}, "epochs": 4, "seed": 42)" + extra + "}";
-  };
-  dir.write("base.json", config(""));
-  REQUIRE(run_tensorctl("train base.json --epochs 1 --output run --quiet", dir.path()).status == 0);
-  const std::string checkpoint = read_text(dir / "run/checkpoint.safetensors");
-  expect_user_error(dir, "train base.json --resume run --batch-size 64", {"base.json: batch_size: cannot resume run", "with 32, this run has 64"});
-  expect_user_error(dir, "train base.json --resume run --seed 7", {"seed", "with 42, this run has 7"});
-  expect_user_error(dir, "train base.json --resume run --keep-denormals", {"keep_denormals", "with false, this run has true"});
-  expect_user_error(dir, "train base.json --resume run --device cuda", {"device", "\"cpu\"", "\"cuda\""});
-  dir.write("lr.json", config("").replace(config("").find("0.001"), 5, "0.002"));
-  expect_user_error(dir, "train lr.json --resume run", {"lr.json: optimizer.learning_rate", "with 0.001, this run has 0.002"});
-  dir.write("loss.json", config(R"(, "loss": "categorical_crossentropy")"));
-  expect_user_error(dir, "train loss.json --resume run", {"loss", "\"sparse_categorical_crossentropy\"", "\"categorical_crossentropy\""});
-  dir.write("split.json", config("").replace(config("").find("0.2"), 3, "0.3"));
-  expect_user_error(dir, "train split.json --resume run", {"data.test_split", "with 0.2, this run has 0.3"});
-  dir.write("cb.json", config(R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 3}])"));
-  expect_user_error(dir, "train cb.json --resume run", {"callbacks", "a list of 0", "a list of 1"});
-  dir.write("inline.json", R"({"model": {"input_shape": [64], "layers": [{"type": "Dense", "units": 10, "activation": "softmax"}]},
+  TEST_CASE("resume refuses a config change that alters the results, naming the key and both values, writing nothing") {
+    TempDir dir;
+    const std::string model = source_path("configs/models/digits_mlp.json").string();
+    // The shipped config, spelled out here so one key at a time can change.
+    auto config = [&](const std::string& extra) {
+      return R"({"model": ")" + model + R"(", "data": {"dataset": "digits", "test_split": 0.2, "validation_split": 0.1},
+      "optimizer": {"type": "adam", "learning_rate": 0.001}, "epochs": 4, "seed": 42)" +
+             extra + "}";
+    };
+    dir.write("base.json", config(""));
+    REQUIRE(run_tensorctl("train base.json --epochs 1 --output run --quiet", dir.path()).status == 0);
+    const std::string checkpoint = read_text(dir / "run/checkpoint.safetensors");
+    expect_user_error(dir, "train base.json --resume run --batch-size 64",
+                      {"base.json: batch_size: cannot resume run", "with 32, this run has 64"});
+    expect_user_error(dir, "train base.json --resume run --seed 7", {"seed", "with 42, this run has 7"});
+    expect_user_error(dir, "train base.json --resume run --keep-denormals",
+                      {"keep_denormals", "with false, this run has true"});
+    expect_user_error(dir, "train base.json --resume run --device cuda", {"device", "\"cpu\"", "\"cuda\""});
+    dir.write("lr.json", config("").replace(config("").find("0.001"), 5, "0.002"));
+    expect_user_error(dir, "train lr.json --resume run",
+                      {"lr.json: optimizer.learning_rate", "with 0.001, this run has 0.002"});
+    dir.write("loss.json", config(R"(, "loss": "categorical_crossentropy")"));
+    expect_user_error(dir, "train loss.json --resume run",
+                      {"loss", "\"sparse_categorical_crossentropy\"", "\"categorical_crossentropy\""});
+    dir.write("split.json", config("").replace(config("").find("0.2"), 3, "0.3"));
+    expect_user_error(dir, "train split.json --resume run", {"data.test_split", "with 0.2, this run has 0.3"});
+    dir.write("cb.json", config(R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 3}])"));
+    expect_user_error(dir, "train cb.json --resume run", {"callbacks", "a list of 0", "a list of 1"});
+    dir.write("inline.json",
+              R"({"model": {"input_shape": [64], "layers": [{"type": "Dense", "units": 10, "activation": "softmax"}]},
     "data": "digits", "seed": 42})");
-  expect_user_error(dir, "train inline.json --resume run", {"inline.json: "});
-  CHECK(read_text(dir / "run/checkpoint.safetensors") == checkpoint);
-  // What changes no result may change: epochs, the thread counts, prefetch, and where the config lives.
-  dir.write("sub/prefetch.json", config(R"(, "prefetch": 0, "threads": {"inter_op": 1, "intra_op": 1})"));
-  REQUIRE(run_tensorctl("train sub/prefetch.json --resume run --epochs 2 --inter-op-threads 2 --quiet", dir.path()).status == 0);
-  REQUIRE(run_tensorctl("train base.json --epochs 2 --output straight --quiet", dir.path()).status == 0);
-  CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
-}
+    expect_user_error(dir, "train inline.json --resume run", {"inline.json: "});
+    CHECK(read_text(dir / "run/checkpoint.safetensors") == checkpoint);
+    // What changes no result may change: epochs, the thread counts, prefetch, and where the config lives.
+    dir.write("sub/prefetch.json", config(R"(, "prefetch": 0, "threads": {"inter_op": 1, "intra_op": 1})"));
+    REQUIRE(run_tensorctl("train sub/prefetch.json --resume run --epochs 2 --inter-op-threads 2 --quiet", dir.path())
+                .status == 0);
+    REQUIRE(run_tensorctl("train base.json --epochs 2 --output straight --quiet", dir.path()).status == 0);
+    CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+  }
 
-TEST_CASE("resume refuses what is not a run of this model, and bad callbacks, writing nothing") {
-  TempDir dir;
-  dir.write("empty/readme.txt", "not a run");
-  expect_user_error(dir, "train " + kDigits + " --resume empty", {"empty", "not a run directory (checkpoint.safetensors is missing)"});
-  expect_user_error(dir, "train " + kDigits + " --resume missing", {"missing", "the run directory does not exist"});
-  expect_user_error(dir, "train " + kDigits + " --resume x --output y", {"--output"});
-  REQUIRE(run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --output iris --quiet", dir.path()).status == 0);
-  expect_user_error(dir, "train " + kDigits + " --resume iris", {"digits_mlp.json: model.", "cannot resume iris"});
-  // A truncated checkpoint is refused, never a crash.
-  const std::string bytes = read_text(dir / "iris/checkpoint.safetensors");
-  dir.write("iris/checkpoint.safetensors", bytes.substr(0, bytes.size() / 2));
-  expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --resume iris", {"checkpoint.safetensors"});
-  dir.write("cb.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() + R"(", "data": {"dataset": "iris"},
+  TEST_CASE("resume refuses what is not a run of this model, and bad callbacks, writing nothing") {
+    TempDir dir;
+    dir.write("empty/readme.txt", "not a run");
+    expect_user_error(dir, "train " + kDigits + " --resume empty",
+                      {"empty", "not a run directory (checkpoint.safetensors is missing)"});
+    expect_user_error(dir, "train " + kDigits + " --resume missing", {"missing", "the run directory does not exist"});
+    expect_user_error(dir, "train " + kDigits + " --resume x --output y", {"--output"});
+    REQUIRE(run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --output iris --quiet",
+                          dir.path())
+                .status == 0);
+    expect_user_error(dir, "train " + kDigits + " --resume iris", {"digits_mlp.json: model.", "cannot resume iris"});
+    // A truncated checkpoint is refused, never a crash.
+    const std::string bytes = read_text(dir / "iris/checkpoint.safetensors");
+    dir.write("iris/checkpoint.safetensors", bytes.substr(0, bytes.size() / 2));
+    expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --resume iris",
+                      {"checkpoint.safetensors"});
+    dir.write("cb.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                             R"(", "data": {"dataset": "iris"},
     "callbacks": [{"type": "EarlyStopping", "monitor": "val_los"}]})");
-  expect_user_error(dir, "train cb.json", {"cb.json", "callbacks[0].monitor", "unknown quantity \"val_los\""});
-  dir.write("cb2.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() + R"(", "data": {"dataset": "iris"},
+    expect_user_error(dir, "train cb.json", {"cb.json", "callbacks[0].monitor", "unknown quantity \"val_los\""});
+    dir.write("cb2.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                              R"(", "data": {"dataset": "iris"},
     "callbacks": [{"type": "ReduceLROnPlateau", "factor": 1.5}]})");
-  expect_user_error(dir, "train cb2.json", {"cb2.json", "callbacks[0].factor"});
-}
+    expect_user_error(dir, "train cb2.json", {"cb2.json", "callbacks[0].factor"});
+  }
 }
 
 TEST_CASE("a step gone NaN stops training with the epoch, step and first op, and the last good checkpoint stays") {
   TempDir dir;
   std::string rows = "a,b,label\n";
-  for (int i = 0; i < 200; ++i) rows += std::to_string((i * 37 % 200) / 100.0 - 1.0) + "," + std::to_string((i * 91 % 200) / 100.0 - 1.0) + "," + std::to_string(i % 2) + "\n";
+  for (int i = 0; i < 200; ++i)
+    rows += std::to_string((i * 37 % 200) / 100.0 - 1.0) + "," + std::to_string((i * 91 % 200) / 100.0 - 1.0) + "," +
+            std::to_string(i % 2) + "\n";
   dir.write("data.csv", rows);
   const std::string model = R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
                                 {"type": "Dense", "units": 2, "activation": "softmax"}]})";

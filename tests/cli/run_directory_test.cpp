@@ -14,7 +14,8 @@ const std::string kIris = quoted(source_path("configs/iris_mlp.json"));
 // The iris config with a ModelCheckpoint callback writing `filename`.
 std::string iris_with_checkpoint(const std::string& filename) {
   return R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() + R"(", "data": "iris", "epochs": 2,
-    "callbacks": [{"type": "ModelCheckpoint", "monitor": "val_loss", "filename": ")" + filename + R"("}]})";
+    "callbacks": [{"type": "ModelCheckpoint", "monitor": "val_loss", "filename": ")" +
+         filename + R"("}]})";
 }
 
 }  // namespace
@@ -23,7 +24,8 @@ TEST_CASE("train refuses a run directory that is not empty, naming --overwrite a
   TempDir dir;
   REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
   const std::string weights = read_text(dir / "run/weights.safetensors");
-  expect_user_error(dir, "train " + kIris + " --epochs 2 --output run", {"run: ", "not empty", "--overwrite", "--resume run"});
+  expect_user_error(dir, "train " + kIris + " --epochs 2 --output run",
+                    {"run: ", "not empty", "--overwrite", "--resume run"});
   CHECK(read_text(dir / "run/weights.safetensors") == weights);
   // A directory holding anything at all is refused the same way.
   dir.write("notes/readme.txt", "mine\n");
@@ -55,23 +57,24 @@ TEST_CASE("--overwrite deletes every file of the old run first, callbacks' files
   dir.write("new.json", iris_with_checkpoint("new_best.safetensors"));
   REQUIRE(run_tensorctl("train new.json --output interrupted --quiet", dir.path()).status == 0);
   fs::remove(dir / "interrupted/summary.json");
-  REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output interrupted --overwrite --quiet", dir.path()).status == 0);
+  REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output interrupted --overwrite --quiet", dir.path()).status ==
+          0);
   CHECK(names("interrupted") == names("fresh"));
 }
 
 TEST_SUITE("bad input") {
-TEST_CASE("--overwrite never deletes a file tensorctl did not write, and is refused with --resume") {
-  TempDir dir;
-  REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
-  dir.write("run/notes.txt", "mine\n");
-  expect_user_error(dir, "train " + kIris + " --output run --overwrite", {"run: ", "notes.txt", "not one of them"});
-  CHECK(fs::exists(dir / "run/weights.safetensors"));
-  fs::remove(dir / "run/notes.txt");
-  fs::create_directory(dir / "run/plots");
-  expect_user_error(dir, "train " + kIris + " --output run --overwrite", {"run: ", "plots"});
-  // A directory that holds no run at all is not tensorctl's to clear.
-  dir.write("data/points.csv", "x,label\n1,0\n");
-  expect_user_error(dir, "train " + kIris + " --output data --overwrite", {"data: ", "holds none"});
-  expect_user_error(dir, "train " + kIris + " --resume run --overwrite", {"--overwrite", "--resume"});
-}
+  TEST_CASE("--overwrite never deletes a file tensorctl did not write, and is refused with --resume") {
+    TempDir dir;
+    REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
+    dir.write("run/notes.txt", "mine\n");
+    expect_user_error(dir, "train " + kIris + " --output run --overwrite", {"run: ", "notes.txt", "not one of them"});
+    CHECK(fs::exists(dir / "run/weights.safetensors"));
+    fs::remove(dir / "run/notes.txt");
+    fs::create_directory(dir / "run/plots");
+    expect_user_error(dir, "train " + kIris + " --output run --overwrite", {"run: ", "plots"});
+    // A directory that holds no run at all is not tensorctl's to clear.
+    dir.write("data/points.csv", "x,label\n1,0\n");
+    expect_user_error(dir, "train " + kIris + " --output data --overwrite", {"data: ", "holds none"});
+    expect_user_error(dir, "train " + kIris + " --resume run --overwrite", {"--overwrite", "--resume"});
+  }
 }

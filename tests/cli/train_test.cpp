@@ -50,218 +50,227 @@ nlohmann::json train_shipped(const std::string& config, const TempDir& d) {
 }  // namespace
 
 TEST_SUITE("train") {
+  TEST_CASE("configs/digits_mlp.json reaches test accuracy >= 0.95") {
+    TempDir d;
+    CommandResult r =
+        run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) + " --json --output run", d.path());
+    REQUIRE(r.status == 0);
+    const nlohmann::json printed = parse_json(r.out);
+    const nlohmann::json saved = read_json(d / "run/summary.json");
+    CHECK(printed == saved);
+    CHECK(saved.at("epochs") == 20);
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.95);
+    CHECK(saved.at("rows").at("test") == 359);  // round(1797 * 0.2)
+  }
 
-TEST_CASE("configs/digits_mlp.json reaches test accuracy >= 0.95") {
-  TempDir d;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) + " --json --output run", d.path());
-  REQUIRE(r.status == 0);
-  const nlohmann::json printed = parse_json(r.out);
-  const nlohmann::json saved = read_json(d / "run/summary.json");
-  CHECK(printed == saved);
-  CHECK(saved.at("epochs") == 20);
-  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.95);
-  CHECK(saved.at("rows").at("test") == 359);  // round(1797 * 0.2)
-}
+  TEST_CASE("configs/digits_cnn.json reaches test accuracy >= 0.97") {
+    TempDir d;
+    const nlohmann::json saved = train_shipped("configs/digits_cnn.json", d);
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.97);
+    CHECK(saved.at("rows").at("test") == 359);
+  }
 
-TEST_CASE("configs/digits_cnn.json reaches test accuracy >= 0.97") {
-  TempDir d;
-  const nlohmann::json saved = train_shipped("configs/digits_cnn.json", d);
-  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.97);
-  CHECK(saved.at("rows").at("test") == 359);
-}
+  TEST_CASE("configs/digits_mlp_bn.json reaches test accuracy >= 0.96") {
+    TempDir d;
+    const nlohmann::json saved = train_shipped("configs/digits_mlp_bn.json", d);
+    // Test accuracy comes from inference mode, which normalizes with the moving statistics: it is only
+    // this high when the training steps kept them updated.
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.96);
+    CHECK(saved.at("rows").at("test") == 359);
+  }
 
-TEST_CASE("configs/digits_mlp_bn.json reaches test accuracy >= 0.96") {
-  TempDir d;
-  const nlohmann::json saved = train_shipped("configs/digits_mlp_bn.json", d);
-  // Test accuracy comes from inference mode, which normalizes with the moving statistics: it is only
-  // this high when the training steps kept them updated.
-  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.96);
-  CHECK(saved.at("rows").at("test") == 359);
-}
+  TEST_CASE("configs/iris_mlp.json reaches test accuracy >= 0.93") {
+    TempDir d;
+    const nlohmann::json saved = train_shipped("configs/iris_mlp.json", d);
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.93);
+    CHECK(saved.at("rows").at("test") == 30);
+  }
 
-TEST_CASE("configs/iris_mlp.json reaches test accuracy >= 0.93") {
-  TempDir d;
-  const nlohmann::json saved = train_shipped("configs/iris_mlp.json", d);
-  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.93);
-  CHECK(saved.at("rows").at("test") == 30);
-}
+  TEST_CASE("configs/spirals.json reaches test accuracy >= 0.98") {
+    TempDir d;
+    CHECK(train_shipped("configs/spirals.json", d).at("test").at("accuracy").get<double>() >= 0.98);
+  }
 
-TEST_CASE("configs/spirals.json reaches test accuracy >= 0.98") {
-  TempDir d;
-  CHECK(train_shipped("configs/spirals.json", d).at("test").at("accuracy").get<double>() >= 0.98);
-}
-
-TEST_CASE("binary cross-entropy trains a sigmoid output on a built-in two-class set") {
-  TempDir d;
-  d.write("bce.json", R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 64, "activation": "tanh"},
+  TEST_CASE("binary cross-entropy trains a sigmoid output on a built-in two-class set") {
+    TempDir d;
+    d.write("bce.json",
+            R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 64, "activation": "tanh"},
       {"type": "Dense", "units": 64, "activation": "tanh"}, {"type": "Dense", "units": 1, "activation": "sigmoid"}]},
       "data": "spirals", "loss": "binary_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.01}, "epochs": 100, "seed": 5})");
-  CommandResult r = run_tensorctl("train bce.json --quiet --output run", d.path());
-  REQUIRE(r.status == 0);
-  CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.85);
-}
+    CommandResult r = run_tensorctl("train bce.json --quiet --output run", d.path());
+    REQUIRE(r.status == 0);
+    CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.85);
+  }
 
-TEST_CASE("top_k_accuracy (k = 5) is reported beside accuracy and is never below it") {
-  TempDir d;
-  d.write("topk.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() +
-                           R"(", "data": "digits", "metrics": ["accuracy", "top_k_accuracy"], "epochs": 1})");
-  CommandResult r = run_tensorctl("train topk.json --output topk --quiet", d.path());
-  REQUIRE(r.status == 0);
-  const auto test = read_json(d / "topk/summary.json").at("test");
-  CHECK(test.at("top_k_accuracy").get<double>() >= test.at("accuracy").get<double>());
-  CHECK(test.at("top_k_accuracy").get<double>() > 0.9);
-}
-
-TEST_CASE("configs/wine_mlp.json reaches test accuracy >= 0.94") {
-  TempDir d;
-  const nlohmann::json saved = train_shipped("configs/wine_mlp.json", d);
-  CHECK(saved.at("test").at("accuracy").get<double>() >= 0.94);
-  CHECK(saved.at("rows").at("test") == 36);  // round(178 * 0.2)
-}
-
-TEST_CASE("configs/diabetes_regression.json reaches a test MAE under 50 (the README documents it)") {
-  TempDir d;
-  const nlohmann::json saved = train_shipped("configs/diabetes_regression.json", d);
-  // The targets range from 25 to 346; predicting the mean everywhere gives an MAE of about 65.
-  CHECK(saved.at("test").at("mae").get<double>() < 50.0);
-}
-
-TEST_CASE("1 and 2 inter-op and intra-op threads give identical losses and weights") {
-  TempDir d;
-  const std::string config = quoted(source_path("configs/digits_mlp.json"));
-  CommandResult one = run_tensorctl("train " + config + " --epochs 3 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
-  CommandResult two = run_tensorctl("train " + config + " --epochs 3 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
-  REQUIRE(one.status == 0);
-  REQUIRE(two.status == 0);
-
-  const auto h1 = history_without_seconds(d / "one");
-  const auto h2 = history_without_seconds(d / "two");
-  REQUIRE(h1.size() == 4);  // header and 3 epochs
-  CHECK(h1[0] == std::vector<std::string>{"epoch", "loss", "accuracy", "val_loss", "val_accuracy"});
-  CHECK(h1 == h2);
-  CHECK(printed_epoch_metrics(one.out).size() == 3);
-  CHECK(printed_epoch_metrics(one.out) == printed_epoch_metrics(two.out));
-
-  const std::string w1 = read_text(d / "one/weights.safetensors");
-  CHECK(!w1.empty());
-  CHECK(w1 == read_text(d / "two/weights.safetensors"));
-  CHECK(read_json(d / "one/summary.json").at("test") == read_json(d / "two/summary.json").at("test"));
-}
-
-TEST_CASE("the CNN and batch-norm configs train to identical weights on 1 and 2 threads") {
-  for (const std::string name : {"digits_cnn", "digits_mlp_bn"}) {
-    CAPTURE(name);
+  TEST_CASE("top_k_accuracy (k = 5) is reported beside accuracy and is never below it") {
     TempDir d;
-    const std::string config = quoted(source_path("configs/" + name + ".json"));
-    CommandResult one = run_tensorctl("train " + config + " --epochs 2 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
-    CommandResult two = run_tensorctl("train " + config + " --epochs 2 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
+    d.write("topk.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() +
+                             R"(", "data": "digits", "metrics": ["accuracy", "top_k_accuracy"], "epochs": 1})");
+    CommandResult r = run_tensorctl("train topk.json --output topk --quiet", d.path());
+    REQUIRE(r.status == 0);
+    const auto test = read_json(d / "topk/summary.json").at("test");
+    CHECK(test.at("top_k_accuracy").get<double>() >= test.at("accuracy").get<double>());
+    CHECK(test.at("top_k_accuracy").get<double>() > 0.9);
+  }
+
+  TEST_CASE("configs/wine_mlp.json reaches test accuracy >= 0.94") {
+    TempDir d;
+    const nlohmann::json saved = train_shipped("configs/wine_mlp.json", d);
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.94);
+    CHECK(saved.at("rows").at("test") == 36);  // round(178 * 0.2)
+  }
+
+  TEST_CASE("configs/diabetes_regression.json reaches a test MAE under 50 (the README documents it)") {
+    TempDir d;
+    const nlohmann::json saved = train_shipped("configs/diabetes_regression.json", d);
+    // The targets range from 25 to 346; predicting the mean everywhere gives an MAE of about 65.
+    CHECK(saved.at("test").at("mae").get<double>() < 50.0);
+  }
+
+  TEST_CASE("1 and 2 inter-op and intra-op threads give identical losses and weights") {
+    TempDir d;
+    const std::string config = quoted(source_path("configs/digits_mlp.json"));
+    CommandResult one = run_tensorctl(
+        "train " + config + " --epochs 3 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
+    CommandResult two = run_tensorctl(
+        "train " + config + " --epochs 3 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
     REQUIRE(one.status == 0);
     REQUIRE(two.status == 0);
-    CHECK(history_without_seconds(d / "one") == history_without_seconds(d / "two"));
-    // The checkpoint holds the moving statistics too, so their updates are covered.
+
+    const auto h1 = history_without_seconds(d / "one");
+    const auto h2 = history_without_seconds(d / "two");
+    REQUIRE(h1.size() == 4);  // header and 3 epochs
+    CHECK(h1[0] == std::vector<std::string>{"epoch", "loss", "accuracy", "val_loss", "val_accuracy"});
+    CHECK(h1 == h2);
+    CHECK(printed_epoch_metrics(one.out).size() == 3);
+    CHECK(printed_epoch_metrics(one.out) == printed_epoch_metrics(two.out));
+
     const std::string w1 = read_text(d / "one/weights.safetensors");
-    if (name == "digits_mlp_bn") CHECK(w1.find("batch_normalization/moving_mean") != std::string::npos);
+    CHECK(!w1.empty());
     CHECK(w1 == read_text(d / "two/weights.safetensors"));
+    CHECK(read_json(d / "one/summary.json").at("test") == read_json(d / "two/summary.json").at("test"));
   }
-}
 
-TEST_CASE("the run directory holds the documented files") {
-  TempDir d;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run", d.path());
-  REQUIRE(r.status == 0);
-  CHECK(d.listing() == std::set<std::string>{"run", "run/checkpoint.safetensors", "run/history.csv", "run/model.json",
-                                             "run/summary.json", "run/test.csv", "run/weights.safetensors"});
-
-  // Progress on stdout, one "Epoch e/E" line and one metrics line per epoch, then the test metrics.
-  CHECK(r.out.find("Epoch 1/2\n") != std::string::npos);
-  CHECK(r.out.find("Epoch 2/2\n") != std::string::npos);
-  CHECK(r.out.find("Test - accuracy: ") != std::string::npos);
-  CHECK(r.out.find("run saved to run") != std::string::npos);
-  CHECK(r.err.empty());
-
-  const nlohmann::json model = read_json(d / "run/model.json");
-  CHECK(model.at("name") == "iris_mlp");
-  CHECK(model.at("input_shape") == nlohmann::json::array({4}));
-  CHECK(model.at("layers").size() == 2);
-
-  const nlohmann::json summary = read_json(d / "run/summary.json");
-  for (const char* key : {"model", "params", "epochs", "train", "validation", "test", "rows", "wall_seconds",
-                          "samples_per_second", "config", "preprocessing", "data"})
-    CHECK_MESSAGE(summary.contains(key), key);
-  CHECK(summary.at("epochs") == 2);
-  CHECK(summary.at("params") == 4 * 32 + 32 + 32 * 3 + 3);
-  CHECK(summary.at("config").at("epochs") == 2);
-
-  const auto test_rows = split_lines(read_text(d / "run/test.csv"));
-  CHECK(test_rows.size() == 31);
-  CHECK(test_rows[0] == "sepal_length,sepal_width,petal_length,petal_width,label");
-  CHECK(split_lines(read_text(d / "run/history.csv")).size() == 3);
-
-  // safetensors: u64 little-endian header length, JSON header, then exactly the bytes the header describes.
-  const std::string w = read_text(d / "run/weights.safetensors");
-  REQUIRE(w.size() >= 8);
-  const std::uint64_t n = little_endian_u64(w);
-  REQUIRE(8 + n <= w.size());
-  const nlohmann::json header = parse_json(w.substr(8, n));
-  std::uint64_t data_bytes = 0;
-  std::int64_t elements = 0;
-  for (const auto& [name, entry] : header.items()) {
-    if (name == "__metadata__") continue;
-    CHECK(entry.at("dtype") == "F32");
-    std::int64_t count = 1;
-    for (const auto& dim : entry.at("shape")) count *= dim.get<std::int64_t>();
-    const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
-    CHECK(offsets[1] - offsets[0] == static_cast<std::uint64_t>(count) * 4);
-    data_bytes = std::max(data_bytes, offsets[1]);
-    elements += count;
+  TEST_CASE("the CNN and batch-norm configs train to identical weights on 1 and 2 threads") {
+    for (const std::string name : {"digits_cnn", "digits_mlp_bn"}) {
+      CAPTURE(name);
+      TempDir d;
+      const std::string config = quoted(source_path("configs/" + name + ".json"));
+      CommandResult one = run_tensorctl(
+          "train " + config + " --epochs 2 --inter-op-threads 1 --intra-op-threads 1 --output one", d.path());
+      CommandResult two = run_tensorctl(
+          "train " + config + " --epochs 2 --inter-op-threads 2 --intra-op-threads 2 --output two", d.path());
+      REQUIRE(one.status == 0);
+      REQUIRE(two.status == 0);
+      CHECK(history_without_seconds(d / "one") == history_without_seconds(d / "two"));
+      // The checkpoint holds the moving statistics too, so their updates are covered.
+      const std::string w1 = read_text(d / "one/weights.safetensors");
+      if (name == "digits_mlp_bn") CHECK(w1.find("batch_normalization/moving_mean") != std::string::npos);
+      CHECK(w1 == read_text(d / "two/weights.safetensors"));
+    }
   }
-  CHECK(elements == summary.at("params").get<std::int64_t>());
-  CHECK(8 + n + data_bytes == w.size());
-}
 
-TEST_CASE("--json prints only the summary on stdout and the progress on stderr") {
-  TempDir d;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --json --output run", d.path());
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = parse_json(r.out);
-  for (const char* key : {"train", "validation", "test", "epochs", "samples_per_second", "output"}) CHECK_MESSAGE(j.contains(key), key);
-  CHECK(j.at("test").contains("accuracy"));
-  CHECK(j.at("test").contains("loss"));
-  CHECK(r.err.find("Epoch 1/1") != std::string::npos);
-}
+  TEST_CASE("the run directory holds the documented files") {
+    TempDir d;
+    CommandResult r =
+        run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run", d.path());
+    REQUIRE(r.status == 0);
+    CHECK(d.listing() == std::set<std::string>{"run", "run/checkpoint.safetensors", "run/history.csv", "run/model.json",
+                                               "run/summary.json", "run/test.csv", "run/weights.safetensors"});
 
-TEST_CASE("flags override the config") {
-  TempDir d;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
-                                      " --epochs 2 --batch-size 8 --seed 3 --quiet --output run",
-                                  d.path());
-  REQUIRE(r.status == 0);
-  CHECK(r.out.find("Epoch") == std::string::npos);
-  const nlohmann::json config = read_json(d / "run/summary.json").at("config");
-  CHECK(config.at("epochs") == 2);
-  CHECK(config.at("batch_size") == 8);
-  CHECK(config.at("seed") == 3);
-  CHECK(config.at("output") == "run");
-}
+    // Progress on stdout, one "Epoch e/E" line and one metrics line per epoch, then the test metrics.
+    CHECK(r.out.find("Epoch 1/2\n") != std::string::npos);
+    CHECK(r.out.find("Epoch 2/2\n") != std::string::npos);
+    CHECK(r.out.find("Test - accuracy: ") != std::string::npos);
+    CHECK(r.out.find("run saved to run") != std::string::npos);
+    CHECK(r.err.empty());
 
-TEST_CASE("a config written in a temp dir with an inline model and a CSV file trains") {
-  TempDir d;
-  d.write("data/points.csv",
-          "x,y,label\n0,0,0\n0,1,1\n1,0,1\n1,1,0\n0.1,0.1,0\n0.1,0.9,1\n0.9,0.1,1\n0.9,0.9,0\n0.2,0.2,0\n0.2,0.8,1\n");
-  d.write("config.json", R"({
+    const nlohmann::json model = read_json(d / "run/model.json");
+    CHECK(model.at("name") == "iris_mlp");
+    CHECK(model.at("input_shape") == nlohmann::json::array({4}));
+    CHECK(model.at("layers").size() == 2);
+
+    const nlohmann::json summary = read_json(d / "run/summary.json");
+    for (const char* key : {"model", "params", "epochs", "train", "validation", "test", "rows", "wall_seconds",
+                            "samples_per_second", "config", "preprocessing", "data"})
+      CHECK_MESSAGE(summary.contains(key), key);
+    CHECK(summary.at("epochs") == 2);
+    CHECK(summary.at("params") == 4 * 32 + 32 + 32 * 3 + 3);
+    CHECK(summary.at("config").at("epochs") == 2);
+
+    const auto test_rows = split_lines(read_text(d / "run/test.csv"));
+    CHECK(test_rows.size() == 31);
+    CHECK(test_rows[0] == "sepal_length,sepal_width,petal_length,petal_width,label");
+    CHECK(split_lines(read_text(d / "run/history.csv")).size() == 3);
+
+    // safetensors: u64 little-endian header length, JSON header, then exactly the bytes the header describes.
+    const std::string w = read_text(d / "run/weights.safetensors");
+    REQUIRE(w.size() >= 8);
+    const std::uint64_t n = little_endian_u64(w);
+    REQUIRE(8 + n <= w.size());
+    const nlohmann::json header = parse_json(w.substr(8, n));
+    std::uint64_t data_bytes = 0;
+    std::int64_t elements = 0;
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") continue;
+      CHECK(entry.at("dtype") == "F32");
+      std::int64_t count = 1;
+      for (const auto& dim : entry.at("shape")) count *= dim.get<std::int64_t>();
+      const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+      CHECK(offsets[1] - offsets[0] == static_cast<std::uint64_t>(count) * 4);
+      data_bytes = std::max(data_bytes, offsets[1]);
+      elements += count;
+    }
+    CHECK(elements == summary.at("params").get<std::int64_t>());
+    CHECK(8 + n + data_bytes == w.size());
+  }
+
+  TEST_CASE("--json prints only the summary on stdout and the progress on stderr") {
+    TempDir d;
+    CommandResult r = run_tensorctl(
+        "train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --json --output run", d.path());
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = parse_json(r.out);
+    for (const char* key : {"train", "validation", "test", "epochs", "samples_per_second", "output"})
+      CHECK_MESSAGE(j.contains(key), key);
+    CHECK(j.at("test").contains("accuracy"));
+    CHECK(j.at("test").contains("loss"));
+    CHECK(r.err.find("Epoch 1/1") != std::string::npos);
+  }
+
+  TEST_CASE("flags override the config") {
+    TempDir d;
+    CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
+                                        " --epochs 2 --batch-size 8 --seed 3 --quiet --output run",
+                                    d.path());
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("Epoch") == std::string::npos);
+    const nlohmann::json config = read_json(d / "run/summary.json").at("config");
+    CHECK(config.at("epochs") == 2);
+    CHECK(config.at("batch_size") == 8);
+    CHECK(config.at("seed") == 3);
+    CHECK(config.at("output") == "run");
+  }
+
+  TEST_CASE("a config written in a temp dir with an inline model and a CSV file trains") {
+    TempDir d;
+    d.write(
+        "data/points.csv",
+        "x,y,label\n0,0,0\n0,1,1\n1,0,1\n1,1,0\n0.1,0.1,0\n0.1,0.9,1\n0.9,0.1,1\n0.9,0.9,0\n0.2,0.2,0\n0.2,0.8,1\n");
+    d.write("config.json", R"({
     "model": {"name": "xor", "input_shape": [2],
               "layers": [{"type": "Dense", "units": 8, "activation": "tanh"}, {"type": "Dense", "units": 2, "activation": "softmax"}]},
     "data": {"csv": "data/points.csv", "label": "label", "test_split": 0.2, "validation_split": 0},
     "optimizer": {"type": "sgd", "learning_rate": 0.1, "momentum": 0.9},
     "epochs": 3, "batch_size": 4, "output": "run"})");
-  CommandResult r = run_tensorctl("train config.json --json", d.path());
-  REQUIRE(r.status == 0);
-  const nlohmann::json j = parse_json(r.out);
-  CHECK(j.at("model") == "xor");
-  CHECK(j.at("rows").at("test") == 2);
-  CHECK(j.at("data").at("feature_names") == nlohmann::json::array({"x", "y"}));
-  CHECK(fs::exists(d / "run/weights.safetensors"));
-}
+    CommandResult r = run_tensorctl("train config.json --json", d.path());
+    REQUIRE(r.status == 0);
+    const nlohmann::json j = parse_json(r.out);
+    CHECK(j.at("model") == "xor");
+    CHECK(j.at("rows").at("test") == 2);
+    CHECK(j.at("data").at("feature_names") == nlohmann::json::array({"x", "y"}));
+    CHECK(fs::exists(d / "run/weights.safetensors"));
+  }
 
 }  // TEST_SUITE
 
@@ -270,8 +279,8 @@ TEST_CASE("a config written in a temp dir with an inline model and a CSV file tr
 TEST_CASE("a device that is not there falls back to the CPU with a warning") {
   using namespace tctl::cli_test;
   TempDir dir;
-  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --quiet --device cuda:3 --output " +
-                                      quoted(dir / "run"),
+  CommandResult r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
+                                      " --epochs 2 --quiet --device cuda:3 --output " + quoted(dir / "run"),
                                   dir.path());
   CHECK(r.status == 0);
   CHECK(r.err.find("warning: dense/") != std::string::npos);
@@ -280,8 +289,8 @@ TEST_CASE("a device that is not there falls back to the CPU with a warning") {
   CHECK(r.err.find("), running on cpu") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "run/weights.safetensors"));
 
-  r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --quiet --device sim:7 --output " +
-                        quoted(dir / "run_sim"),
+  r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
+                        " --epochs 1 --quiet --device sim:7 --output " + quoted(dir / "run_sim"),
                     dir.path());
   CHECK(r.status == 0);
   CHECK(r.err.find("device sim:7 is not available (present: sim:0, sim:1), running on cpu") != std::string::npos);
@@ -293,12 +302,14 @@ TEST_CASE("one training thread gives the same weights under every locking mode")
   std::string reference;
   for (const char* mode : {"mutex", "none", "process", "atomic", "snapshot", "dataflow"}) {
     CAPTURE(mode);
-    dir.write("config.json", std::string(R"({"model": )") + nlohmann::json(source_path("configs/models/iris_mlp.json").string()).dump() +
+    dir.write("config.json", std::string(R"({"model": )") +
+                                 nlohmann::json(source_path("configs/models/iris_mlp.json").string()).dump() +
                                  R"(, "data": "iris", "optimizer": {"type": "adam", "locking": ")" + mode +
                                  R"("}, "epochs": 5, "threads": {"inter_op": 1, "intra_op": 1}})");
     CommandResult r = run_tensorctl(std::string("train config.json --quiet --output run_") + mode, dir.path());
     REQUIRE(r.status == 0);
-    CHECK(read_json(dir / (std::string("run_") + mode + "/summary.json")).at("config").at("optimizer").at("locking") == mode);
+    CHECK(read_json(dir / (std::string("run_") + mode + "/summary.json")).at("config").at("optimizer").at("locking") ==
+          mode);
     std::string weights = read_text(dir / (std::string("run_") + mode + "/weights.safetensors"));
     if (reference.empty()) reference = weights;
     CHECK(weights == reference);

@@ -88,7 +88,8 @@ TEST_CASE("no gradient is built for an input nothing differentiated depends on (
   gradients(g, loss, wrt);
   // The forward product and the weight gradient; the input gradient (dy W^T) would be dead work that a later
   // update of w still waited for.
-  const auto matmuls = std::count_if(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op->name == "MatMul"; });
+  const auto matmuls =
+      std::count_if(g.nodes().begin(), g.nodes().end(), [](const Node& n) { return n.op->name == "MatMul"; });
   CHECK(matmuls == 2);
   // Asking for x's gradient too builds it.
   Graph g2;

@@ -185,7 +185,9 @@ void chunk_meet_cpu(KernelContext& ctx) {
 TCTL_REGISTER_OP({.name = "TestChunkMeet", .num_inputs = 0, .infer = scalar_spec});
 TCTL_REGISTER_KERNEL("TestChunkMeet", DeviceKind::kCpu, chunk_meet_cpu);
 
-TEST_CASE("the pools reach the concurrency asked: three inter-op threads run three nodes at once, two intra-op threads two chunks") {
+TEST_CASE(
+    "the pools reach the concurrency asked: three inter-op threads run three nodes at once, two intra-op threads two "
+    "chunks") {
   // Lower bounds, without timing: each participant waits for the others, so a serial run would leave the
   // first one waiting alone until its 10 s are up and the count short.
   auto g = std::make_shared<Graph>();

@@ -112,7 +112,9 @@ TEST_CASE("a variable's reads and updates run on one device: the one its first u
   CHECK(w->read().to_floats() == std::vector<float>{0, 0, 0});
 }
 
-TEST_CASE("a node whose op has no kernel on its device runs on the CPU with one warning, or is refused under strict placement") {
+TEST_CASE(
+    "a node whose op has no kernel on its device runs on the CPU with one warning, or is refused under strict "
+    "placement") {
   auto g = std::make_shared<Graph>();
   Output x = g->placeholder("x", DType::kF32, Shape{2});
   Output y;
@@ -134,7 +136,8 @@ TEST_CASE("a node whose op has no kernel on its device runs on the CPU with one 
   strict.placement.strict = true;
   Session refusing(g, inter, intra, strict);
   CHECK_THROWS_WITH_AS(refusing.run(feeds, fetch),
-                       "cannot place hidden/Tanh: op Tanh has no kernel for sim:0 (--strict-placement)", PlacementError);
+                       "cannot place hidden/Tanh: op Tanh has no kernel for sim:0 (--strict-placement)",
+                       PlacementError);
 }
 
 TEST_CASE("the placement log names every node with its op and device, copies included, once per session") {

@@ -24,9 +24,10 @@ TEST_CASE("parallel_for covers every index exactly once") {
 
 TEST_CASE("an exception inside parallel_for reaches the caller") {
   ThreadPool pool(2);
-  CHECK_THROWS_AS(pool.parallel_for(100, 1, [](std::int64_t b, std::int64_t) {
-                    if (b > 0) throw RuntimeError("boom");
-                  }),
+  CHECK_THROWS_AS(pool.parallel_for(100, 1,
+                                    [](std::int64_t b, std::int64_t) {
+                                      if (b > 0) throw RuntimeError("boom");
+                                    }),
                   RuntimeError);
   std::atomic<int> after{0};
   pool.parallel_for(10, 1, [&](std::int64_t b, std::int64_t e) { after.fetch_add(static_cast<int>(e - b)); });

@@ -18,6 +18,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                "read_csv returned an inconsistent table");
   });
   for (bool classification : {true, false})
-    tctl::fuzz::accept_refusal([&] { (void)tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv"); });
+    tctl::fuzz::accept_refusal(
+        [&] { (void)tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv"); });
   return 0;
 }

@@ -62,7 +62,8 @@ inline void build_model(const nlohmann::json& spec, const std::string& file) {
     const Sequential again = Sequential::from_json(resolved, "model.json", "", 1);
     TCTL_CHECK(again.to_json() == resolved, "the resolved spec builds into a different model: " + resolved.dump());
   } catch (const SpecError& e) {
-    TCTL_CHECK(false, std::string("the resolved spec of a built model is refused: ") + e.what() + "\n" + resolved.dump());
+    TCTL_CHECK(false,
+               std::string("the resolved spec of a built model is refused: ") + e.what() + "\n" + resolved.dump());
   }
 }
 

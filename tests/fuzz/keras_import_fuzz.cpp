@@ -6,8 +6,8 @@
 #include <string>
 
 #include "models/io/keras_import.h"
-#include "models/nn/sequential.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/sequential.h"
 #include "tests/fuzz/fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

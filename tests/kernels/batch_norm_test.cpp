@@ -18,12 +18,12 @@ TEST_CASE("BatchNorm gradients with respect to x, mean, variance, gamma and beta
   };
   const Attrs eps{{"epsilon", 1e-3}};
   check_op_inputs("BatchNorm",
-                  {random_tensor(Shape{4, 3}, 1), random_tensor(Shape{3}, 2), positive(Shape{3}, 3), random_tensor(Shape{3}, 4),
-                   random_tensor(Shape{3}, 5)},
+                  {random_tensor(Shape{4, 3}, 1), random_tensor(Shape{3}, 2), positive(Shape{3}, 3),
+                   random_tensor(Shape{3}, 4), random_tensor(Shape{3}, 5)},
                   OpCheck{.attrs = eps});
   check_op_inputs("BatchNorm",
-                  {random_tensor(Shape{2, 3, 2, 2}, 6), random_tensor(Shape{2}, 7), positive(Shape{2}, 8), random_tensor(Shape{2}, 9),
-                   random_tensor(Shape{2}, 10)},
+                  {random_tensor(Shape{2, 3, 2, 2}, 6), random_tensor(Shape{2}, 7), positive(Shape{2}, 8),
+                   random_tensor(Shape{2}, 9), random_tensor(Shape{2}, 10)},
                   OpCheck{.attrs = eps});
   check_op("BatchNormMean", {{5, 3}});
   check_op("BatchNormMean", {{2, 3, 4}});

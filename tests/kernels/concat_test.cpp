@@ -73,7 +73,8 @@ TEST_CASE("Concat checks the leading dimensions when the node is added") {
   CHECK_THROWS_AS(g.add("Concat", {a, c}), ShapeError);
   Output u = g.placeholder("u", DType::kF32, Shape{-1, 2});
   CHECK(g.spec(g.add("Concat", {a, u})).shape == Shape{3, 4});
-  CHECK_THROWS_AS(g.add("SliceLastAxis", {a}, Attrs{{"begin", std::int64_t{1}}, {"size", std::int64_t{2}}}), ShapeError);
+  CHECK_THROWS_AS(g.add("SliceLastAxis", {a}, Attrs{{"begin", std::int64_t{1}}, {"size", std::int64_t{2}}}),
+                  ShapeError);
 }
 
 }  // namespace

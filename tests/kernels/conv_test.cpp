@@ -70,10 +70,10 @@ TEST_CASE("Conv2D matches a direct convolution") {
   // 4 x 9 x 10 spans more than one 64-pixel block; kernels of even and odd sizes shift "same" padding.
   // Kernels of up to 32 taps are summed directly (16 filters at a time, then the rest one by one), larger
   // ones by im2col and sgemm: the cases cover 16, 20 and 5 filters directly and 72 and 50 taps by sgemm.
-  const std::vector<Case> cases{{{4, 9, 10, 3}, {3, 3, 3, 5}, 1, 1},  {{2, 8, 11, 2}, {2, 4, 2, 3}, 2, 3},
-                                {{3, 5, 5, 1}, {5, 5, 1, 2}, 2, 2},   {{1, 1, 1, 4}, {1, 1, 4, 2}, 1, 1},
-                                {{3, 7, 9, 1}, {3, 3, 1, 16}, 2, 1},  {{2, 6, 7, 2}, {3, 3, 2, 20}, 1, 1},
-                                {{2, 6, 6, 8}, {3, 3, 8, 5}, 1, 1},   {{2, 7, 5, 2}, {5, 5, 2, 17}, 2, 2}};
+  const std::vector<Case> cases{{{4, 9, 10, 3}, {3, 3, 3, 5}, 1, 1}, {{2, 8, 11, 2}, {2, 4, 2, 3}, 2, 3},
+                                {{3, 5, 5, 1}, {5, 5, 1, 2}, 2, 2},  {{1, 1, 1, 4}, {1, 1, 4, 2}, 1, 1},
+                                {{3, 7, 9, 1}, {3, 3, 1, 16}, 2, 1}, {{2, 6, 7, 2}, {3, 3, 2, 20}, 1, 1},
+                                {{2, 6, 6, 8}, {3, 3, 8, 5}, 1, 1},  {{2, 7, 5, 2}, {5, 5, 2, 17}, 2, 2}};
   for (const auto& tc : cases)
     for (bool same : {false, true}) {
       CAPTURE(tc.x.to_string());
@@ -180,8 +180,8 @@ TEST_CASE("FusedConv2D gives the bits of Conv2D, BiasAdd and Relu run apart, gra
   // 40 images of 12x12 make several blocks of im2col rows.
   for (const char* padding : {"same", "valid"}) {
     CAPTURE(padding);
-    tctl::testing::check_fused_matches_parts("FusedConv2D", "Conv2D",
-                                             {random_tensor(Shape{40, 12, 12, 3}, 6), random_tensor(Shape{3, 3, 3, 8}, 7)},
-                                             random_tensor(Shape{8}, 8), conv_attrs(2, 1, padding));
+    tctl::testing::check_fused_matches_parts(
+        "FusedConv2D", "Conv2D", {random_tensor(Shape{40, 12, 12, 3}, 6), random_tensor(Shape{3, 3, 3, 8}, 7)},
+        random_tensor(Shape{8}, 8), conv_attrs(2, 1, padding));
   }
 }

@@ -39,14 +39,18 @@ TEST_CASE("one-hot softmax cross-entropy and MSE gradients") {
   std::vector<float> onehot(12, 0.0f);
   onehot[1] = onehot[4 + 3] = onehot[8] = 1.0f;
   check_op_inputs("SoftmaxXent", {logits, Tensor::from_floats(Shape{3, 4}, onehot)}, OpCheck{.constant_inputs = {1}});
-  check_op_inputs("Mse", {random_tensor(Shape{3, 2}, 9), random_tensor(Shape{3, 2}, 10)}, OpCheck{.constant_inputs = {1}});
-  auto mse = run_op("Mse", {Tensor::from_floats(Shape{1, 2}, std::vector<float>{1, 3}),
-                            Tensor::from_floats(Shape{1, 2}, std::vector<float>{0, 0})}, {});
+  check_op_inputs("Mse", {random_tensor(Shape{3, 2}, 9), random_tensor(Shape{3, 2}, 10)},
+                  OpCheck{.constant_inputs = {1}});
+  auto mse = run_op("Mse",
+                    {Tensor::from_floats(Shape{1, 2}, std::vector<float>{1, 3}),
+                     Tensor::from_floats(Shape{1, 2}, std::vector<float>{0, 0})},
+                    {});
   CHECK(mse.item() == doctest::Approx(5.0));
 }
 
 TEST_CASE("mae, huber and binary cross-entropy gradients") {
-  check_op_inputs("Mae", {random_tensor(Shape{3, 2}, 11), random_tensor(Shape{3, 2}, 12, 0.3f)}, OpCheck{.constant_inputs = {1}});
+  check_op_inputs("Mae", {random_tensor(Shape{3, 2}, 11), random_tensor(Shape{3, 2}, 12, 0.3f)},
+                  OpCheck{.constant_inputs = {1}});
   // Differences in [-2, 2] cross both sides of delta = 1.
   check_op_inputs("Huber", {random_tensor(Shape{4, 3}, 13), random_tensor(Shape{4, 3}, 14)},
                   OpCheck{.attrs = Attrs{{"delta", 1.0}}, .constant_inputs = {1}});

@@ -78,7 +78,8 @@ TEST_CASE("FusedMatMul gradients") {
 
 TEST_CASE("FusedMatMul gives the bits of MatMul, BiasAdd and Relu run apart, gradients too") {
   // 600 x 540 outputs make four tiles of uneven sizes.
-  tctl::testing::check_fused_matches_parts("FusedMatMul", "MatMul", {random_tensor(Shape{600, 37}, 3), random_tensor(Shape{37, 540}, 4)},
+  tctl::testing::check_fused_matches_parts("FusedMatMul", "MatMul",
+                                           {random_tensor(Shape{600, 37}, 3), random_tensor(Shape{37, 540}, 4)},
                                            random_tensor(Shape{540}, 5), {});
 }
 

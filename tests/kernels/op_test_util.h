@@ -98,7 +98,8 @@ inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& in
   std::vector<int> wrt;
   std::vector<Output> xs;
   for (int i = 0; i < static_cast<int>(inputs.size()); ++i) {
-    if (std::find(check.constant_inputs.begin(), check.constant_inputs.end(), i) != check.constant_inputs.end()) continue;
+    if (std::find(check.constant_inputs.begin(), check.constant_inputs.end(), i) != check.constant_inputs.end())
+      continue;
     wrt.push_back(i);
     xs.push_back(ins[static_cast<std::size_t>(i)]);
   }
@@ -160,8 +161,8 @@ std::vector<Tensor> input_gradients(const std::vector<Tensor>& inputs, Build bui
 // A fused op (FusedMatMul, FusedConv2D) against its parts run one after another: `plain` on `inputs` with
 // `attrs`, then BiasAdd with `bias`, then Relu or nothing. The fused op, on the inputs and the bias with
 // the attrs and the activation, must give the same bits on 1 and 2 threads, and so must its gradients.
-inline void check_fused_matches_parts(const std::string& fused, const std::string& plain, const std::vector<Tensor>& inputs,
-                                      const Tensor& bias, const Attrs& attrs) {
+inline void check_fused_matches_parts(const std::string& fused, const std::string& plain,
+                                      const std::vector<Tensor>& inputs, const Tensor& bias, const Attrs& attrs) {
   const Tensor biased = run_op("BiasAdd", {run_op(plain, inputs, attrs), bias}, {});
   std::vector<Tensor> fused_inputs = inputs;
   fused_inputs.push_back(bias);
@@ -174,7 +175,8 @@ inline void check_fused_matches_parts(const std::string& fused, const std::strin
     Attrs fused_attrs = attrs;
     fused_attrs.set("activation", activation);
     for (int threads : {1, 2})
-      same_bits(run_op(fused, fused_inputs, fused_attrs, threads), activation == "relu" ? run_op("Relu", {biased}, {}) : biased);
+      same_bits(run_op(fused, fused_inputs, fused_attrs, threads),
+                activation == "relu" ? run_op("Relu", {biased}, {}) : biased);
     const std::vector<Tensor> apart = input_gradients(fused_inputs, [&](Graph& g, const std::vector<Output>& in) {
       const Output z = g.add("BiasAdd", {g.add(plain, {in.begin(), in.end() - 1}, attrs), in.back()});
       return activation == "relu" ? g.add("Relu", {z}) : z;

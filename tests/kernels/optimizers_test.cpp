@@ -96,7 +96,8 @@ TEST_CASE("every update refuses a NaN or infinite gradient before writing anythi
           run_update(c.op, 0.1f, c.attrs, uses, grad, c.adam ? &step_zero : nullptr);
           FAIL("expected a NonFiniteError");
         } catch (const NonFiniteError& e) {
-          const std::string expected = std::string("gradient of dense/kernel is ") + (std::isnan(bad) ? "NaN" : "infinite");
+          const std::string expected =
+              std::string("gradient of dense/kernel is ") + (std::isnan(bad) ? "NaN" : "infinite");
           CHECK(std::string(e.what()).rfind(expected, 0) == 0);
           CHECK(std::string(e.what()).find("element 2 of 4") != std::string::npos);
         }

@@ -23,7 +23,8 @@ Attrs pool_attrs(std::int64_t ph, std::int64_t pw, std::int64_t sh, std::int64_t
 Tensor distinct_tensor(const Shape& shape) {
   const std::int64_t n = shape.num_elements();
   std::vector<float> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = static_cast<float>((i * 37 + 11) % n) * 0.05f - 1.0f;
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = static_cast<float>((i * 37 + 11) % n) * 0.05f - 1.0f;
   return Tensor::from_floats(shape, v);
 }
 

@@ -67,7 +67,8 @@ class BatchNormalization final : public Layer {
   }
 
   nlohmann::json config() const override {
-    return {{"axis", axis_json_}, {"momentum", momentum_}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
+    return {
+        {"axis", axis_json_}, {"momentum", momentum_}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
   }
 
  private:

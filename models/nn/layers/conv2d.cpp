@@ -32,15 +32,17 @@ class Conv2D final : public Layer {
     constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
     const auto kernel_elements = bounded_num_elements(kernel);
     if (!kernel_elements || *kernel_elements > kMaxKernelElements)
-      where.fail("filters", "a kernel of " + kernel.to_string() + " (" +
-                                (kernel_elements ? std::to_string(*kernel_elements) : approximate_num_elements(kernel)) +
-                                " weights) is larger than the 2^31 elements tensorctl supports");
+      where.fail("filters",
+                 "a kernel of " + kernel.to_string() + " (" +
+                     (kernel_elements ? std::to_string(*kernel_elements) : approximate_num_elements(kernel)) +
+                     " weights) is larger than the 2^31 elements tensorctl supports");
     const std::int64_t receptive = kernel_size_[0] * kernel_size_[1];
     // Keras' fans for a convolution: the receptive field times the input or output channels.
     const std::int64_t fan_in = receptive * channels, fan_out = receptive * filters_;
     const std::uint64_t base = ctx.key();
     add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, fan_in, fan_out, base); });
-    if (use_bias_) add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, fan_in, fan_out, mix64(base + 1)); });
+    if (use_bias_)
+      add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, fan_in, fan_out, mix64(base + 1)); });
     return Shape{out[0], out[1], filters_};
   }
 
@@ -52,10 +54,14 @@ class Conv2D final : public Layer {
   }
 
   nlohmann::json config() const override {
-    return {{"filters", filters_},         {"kernel_size", detail::pair_json(kernel_size_)},
-            {"strides", detail::pair_json(strides_)}, {"padding", padding_},
-            {"activation", activation_},   {"use_bias", use_bias_},
-            {"kernel_initializer", kernel_init_}, {"bias_initializer", bias_init_}};
+    return {{"filters", filters_},
+            {"kernel_size", detail::pair_json(kernel_size_)},
+            {"strides", detail::pair_json(strides_)},
+            {"padding", padding_},
+            {"activation", activation_},
+            {"use_bias", use_bias_},
+            {"kernel_initializer", kernel_init_},
+            {"bias_initializer", bias_init_}};
   }
 
  private:

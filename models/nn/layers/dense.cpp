@@ -20,8 +20,8 @@ class Dense final : public Layer {
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() != 1)
-      where.fail_here("Dense expects a flat input of shape (None, features), got " + Shape::concat(-1, input).keras_string() +
-                      "; add a Flatten layer first");
+      where.fail_here("Dense expects a flat input of shape (None, features), got " +
+                      Shape::concat(-1, input).keras_string() + "; add a Flatten layer first");
     const std::int64_t in = input[0];
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
@@ -31,7 +31,8 @@ class Dense final : public Layer {
     const std::uint64_t base = ctx.key();
     const Shape kernel{in, units_}, bias{units_};
     add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, in, units_, base); });
-    if (use_bias_) add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, in, units_, mix64(base + 1)); });
+    if (use_bias_)
+      add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, in, units_, mix64(base + 1)); });
     return Shape{units_};
   }
 
@@ -42,8 +43,11 @@ class Dense final : public Layer {
   }
 
   nlohmann::json config() const override {
-    return {{"units", units_}, {"activation", activation_}, {"use_bias", use_bias_},
-            {"kernel_initializer", kernel_init_}, {"bias_initializer", bias_init_}};
+    return {{"units", units_},
+            {"activation", activation_},
+            {"use_bias", use_bias_},
+            {"kernel_initializer", kernel_init_},
+            {"bias_initializer", bias_init_}};
   }
 
  private:

@@ -27,7 +27,8 @@ class Parallel final : public Layer {
     const nlohmann::json& spec = args.spec.raw("branches");
     branches_path_ = args.spec.path_of("branches");
     if (!spec.is_array() || spec.size() < 2)
-      args.spec.fail("branches", "expected a list of at least 2 branches (each a list of layers), " + describe_json(spec));
+      args.spec.fail("branches",
+                     "expected a list of at least 2 branches (each a list of layers), " + describe_json(spec));
     merge_ = args.spec.one_of("merge", {"add", "concat"}, "concat");
     // One name scope across all branches, so sub-layer (and variable) names are unique in the Parallel.
     LayerNamer namer;
@@ -73,17 +74,21 @@ class Parallel final : public Layer {
     if (merge_ == "add") {
       for (std::size_t i = 1; i < outputs.size(); ++i)
         if (outputs[i] != outputs[0])
-          where.fail_here("Parallel layer \"" + name() + "\" merges by \"add\", which needs equal branch outputs, but branch 0 gives " +
+          where.fail_here("Parallel layer \"" + name() +
+                          "\" merges by \"add\", which needs equal branch outputs, but branch 0 gives " +
                           keras(outputs[0]) + " and branch " + std::to_string(i) + " gives " + keras(outputs[i]));
       return outputs[0];
     }
     std::int64_t features = 0;
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       if (outputs[i].rank() != 1)
-        where.fail_here("Parallel layer \"" + name() + "\" merges by \"concat\", which needs flat branch outputs (None, features), but branch " +
-                        std::to_string(i) + " gives " + keras(outputs[i]) + " (branch 0 gives " + keras(outputs[0]) + ")");
+        where.fail_here("Parallel layer \"" + name() +
+                        "\" merges by \"concat\", which needs flat branch outputs (None, features), but branch " +
+                        std::to_string(i) + " gives " + keras(outputs[i]) + " (branch 0 gives " + keras(outputs[0]) +
+                        ")");
       if (__builtin_add_overflow(features, outputs[i][0], &features) || features > kMaxTensorElements)
-        where.fail_here("Parallel layer \"" + name() + "\" concatenates more than the 2^36 features per example tensorctl supports");
+        where.fail_here("Parallel layer \"" + name() +
+                        "\" concatenates more than the 2^36 features per example tensorctl supports");
     }
     return Shape{features};
   }

@@ -8,7 +8,8 @@ namespace {
 
 class Pooling2D final : public Layer {
  public:
-  Pooling2D(LayerArgs& args, std::string type, std::string op) : Layer(type, args.name, args.device), op_(std::move(op)) {
+  Pooling2D(LayerArgs& args, std::string type, std::string op)
+      : Layer(type, args.name, args.device), op_(std::move(op)) {
     pool_size_ = detail::positive_int_pair(args.spec, "pool_size", {2, 2});
     // Keras writes strides null for "the pool size".
     if (args.spec.has("strides") && args.spec.raw("strides").is_null())
@@ -31,7 +32,8 @@ class Pooling2D final : public Layer {
   }
 
   nlohmann::json config() const override {
-    return {{"pool_size", detail::pair_json(pool_size_)}, {"strides", detail::pair_json(strides_)}, {"padding", padding_}};
+    return {
+        {"pool_size", detail::pair_json(pool_size_)}, {"strides", detail::pair_json(strides_)}, {"padding", padding_}};
   }
 
  private:
@@ -42,7 +44,9 @@ class Pooling2D final : public Layer {
 
 }  // namespace
 
-std::unique_ptr<Layer> make_max_pooling2d(LayerArgs& args) { return std::make_unique<Pooling2D>(args, "MaxPooling2D", "MaxPool2D"); }
+std::unique_ptr<Layer> make_max_pooling2d(LayerArgs& args) {
+  return std::make_unique<Pooling2D>(args, "MaxPooling2D", "MaxPool2D");
+}
 std::unique_ptr<Layer> make_average_pooling2d(LayerArgs& args) {
   return std::make_unique<Pooling2D>(args, "AveragePooling2D", "AvgPool2D");
 }

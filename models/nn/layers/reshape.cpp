@@ -31,14 +31,16 @@ class Reshape final : public Layer {
     std::int64_t known = 1;
     for (std::int64_t d : target_)
       if (d != -1 && (__builtin_mul_overflow(known, d, &known) || known > kMaxTensorElements))
-        where.fail("target_shape", nlohmann::json(target_).dump() + " has more than the 2^36 elements per example tensorctl supports");
+        where.fail("target_shape",
+                   nlohmann::json(target_).dump() + " has more than the 2^36 elements per example tensorctl supports");
     resolved_ = target_;
     for (auto& d : resolved_)
       if (d == -1 && known > 0 && total % known == 0) d = total / known;
     const Shape out{std::span<const std::int64_t>(resolved_)};
     if (out.num_elements() != total || std::find(resolved_.begin(), resolved_.end(), -1) != resolved_.end())
-      where.fail("target_shape", "cannot reshape " + Shape::concat(-1, input).keras_string() + " (" + std::to_string(total) +
-                                     " elements per example) to " + nlohmann::json(target_).dump());
+      where.fail("target_shape", "cannot reshape " + Shape::concat(-1, input).keras_string() + " (" +
+                                     std::to_string(total) + " elements per example) to " +
+                                     nlohmann::json(target_).dump());
     return out;
   }
 

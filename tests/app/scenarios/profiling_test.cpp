@@ -13,10 +13,11 @@ namespace tctl {
 namespace {
 
 std::unique_ptr<Model> digits_mlp(int inter) {
-  auto net = std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(R"({"input_shape": [64], "layers": [
+  auto net =
+      std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(R"({"input_shape": [64], "layers": [
       {"type": "Dense", "units": 128, "activation": "relu"}, {"type": "Dense", "units": 64, "activation": "relu"},
       {"type": "Dense", "units": 10, "activation": "softmax"}]})"),
-                                                                "model.json", "", 42));
+                                                         "model.json", "", 42));
   ModelOptions o;
   o.metrics = {"accuracy"};
   o.inter_op_threads = inter;

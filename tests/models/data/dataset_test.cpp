@@ -128,8 +128,7 @@ TEST_CASE("unknown builtin lists the known names") {
     load_builtin("mnist", 0, "train.json", "dataset");
     FAIL("expected a SpecError");
   } catch (const SpecError& e) {
-    CHECK(std::string(e.what()) ==
-          "train.json: dataset: unknown dataset \"mnist\" (known: digits, iris, spirals)");
+    CHECK(std::string(e.what()) == "train.json: dataset: unknown dataset \"mnist\" (known: digits, iris, spirals)");
   }
 }
 
@@ -163,8 +162,8 @@ TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
     CHECK(e.message().find("1.5") != std::string::npos);
   }
   const std::string negative = write_file("negative.csv", "a,label\r\n1,-1\r\n");
-  CHECK_THROWS_WITH_AS(load_csv_dataset(negative, "label", true, "t.json", "x"),
-                       doctest::Contains("line 2"), SpecError);
+  CHECK_THROWS_WITH_AS(load_csv_dataset(negative, "label", true, "t.json", "x"), doctest::Contains("line 2"),
+                       SpecError);
   // The same file is fine as regression.
   CHECK(load_csv_dataset(path, "label", false, "t.json", "x").size() == 2);
 

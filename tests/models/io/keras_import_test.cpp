@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 #include "core/errors.h"
-#include "models/nn/sequential.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/sequential.h"
 
 namespace tctl {
 namespace {
@@ -40,42 +40,41 @@ const json kMlpLayers = json::parse(R"([
    "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}])");
 
 TEST_SUITE("keras_import") {
+  TEST_CASE("the Keras 2 and Keras 3 exports of one MLP convert to the same spec") {
+    const json two = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
+    const json three = keras_to_spec(keras_file("mlp_keras3.json"), "mlp_keras3.json");
+    CHECK(two == three);
+    CHECK(two.at("name") == "iris_keras_mlp");
+    CHECK(two.at("input_shape") == json::array({4}));
+    CHECK(two.at("layers") == kMlpLayers);
+  }
 
-TEST_CASE("the Keras 2 and Keras 3 exports of one MLP convert to the same spec") {
-  const json two = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
-  const json three = keras_to_spec(keras_file("mlp_keras3.json"), "mlp_keras3.json");
-  CHECK(two == three);
-  CHECK(two.at("name") == "iris_keras_mlp");
-  CHECK(two.at("input_shape") == json::array({4}));
-  CHECK(two.at("layers") == kMlpLayers);
-}
+  TEST_CASE("an old Keras 2 file with a bare layer list and VarianceScaling initializers converts too") {
+    const json spec = keras_to_spec(keras_file("mlp_keras2_legacy.json"), "legacy.json");
+    CHECK(spec.at("name") == "sequential");
+    CHECK(spec.at("input_shape") == json::array({4}));
+    CHECK(spec.at("layers") == kMlpLayers);
+  }
 
-TEST_CASE("an old Keras 2 file with a bare layer list and VarianceScaling initializers converts too") {
-  const json spec = keras_to_spec(keras_file("mlp_keras2_legacy.json"), "legacy.json");
-  CHECK(spec.at("name") == "sequential");
-  CHECK(spec.at("input_shape") == json::array({4}));
-  CHECK(spec.at("layers") == kMlpLayers);
-}
+  TEST_CASE("the imported MLP builds, with the parameter count of the Keras summary") {
+    // Keras' summary of this model: dense 4*16+16 = 80, dropout 0, dense_1 16*8+8 = 136, activation 0,
+    // dense_2 8*3+3 = 27; total 243.
+    const json spec = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
+    Sequential net = Sequential::from_json(spec, "mlp_keras2.json", "", 1);
+    CHECK(net.param_count() == 243);
+    REQUIRE(net.layers().size() == 5);
+    CHECK(net.layers()[0]->param_count() == 80);
+    CHECK(net.layers()[2]->param_count() == 136);
+    CHECK(net.layers()[4]->param_count() == 27);
+    CHECK(net.layers()[2]->name() == "dense_1");
+    CHECK(net.output_shape() == Shape{3});
+  }
 
-TEST_CASE("the imported MLP builds, with the parameter count of the Keras summary") {
-  // Keras' summary of this model: dense 4*16+16 = 80, dropout 0, dense_1 16*8+8 = 136, activation 0,
-  // dense_2 8*3+3 = 27; total 243.
-  const json spec = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
-  Sequential net = Sequential::from_json(spec, "mlp_keras2.json", "", 1);
-  CHECK(net.param_count() == 243);
-  REQUIRE(net.layers().size() == 5);
-  CHECK(net.layers()[0]->param_count() == 80);
-  CHECK(net.layers()[2]->param_count() == 136);
-  CHECK(net.layers()[4]->param_count() == 27);
-  CHECK(net.layers()[2]->name() == "dense_1");
-  CHECK(net.output_shape() == Shape{3});
-}
-
-TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec") {
-  const json two = keras_to_spec(keras_file("cnn_keras2.json"), "cnn_keras2.json");
-  const json three = keras_to_spec(keras_file("cnn_keras3.json"), "cnn_keras3.json");
-  CHECK(two == three);
-  const json expected = json::parse(R"({"name": "small_cnn", "input_shape": [8, 8, 1], "layers": [
+  TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec") {
+    const json two = keras_to_spec(keras_file("cnn_keras2.json"), "cnn_keras2.json");
+    const json three = keras_to_spec(keras_file("cnn_keras3.json"), "cnn_keras3.json");
+    CHECK(two == three);
+    const json expected = json::parse(R"({"name": "small_cnn", "input_shape": [8, 8, 1], "layers": [
     {"type": "Conv2D", "name": "conv2d", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same",
      "activation": "relu", "use_bias": true, "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"},
     {"type": "BatchNormalization", "name": "batch_normalization", "axis": -1, "momentum": 0.99, "epsilon": 0.001,
@@ -84,169 +83,199 @@ TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec")
     {"type": "Flatten", "name": "flatten"},
     {"type": "Dense", "name": "dense", "units": 10, "activation": "softmax", "use_bias": true,
      "kernel_initializer": "glorot_uniform", "bias_initializer": "zeros"}]})");
-  CHECK(two == expected);
-  // It builds, with the parameter count Keras' summary gives: conv 3*3*1*4+4 = 40, batch norm 4*4 = 16 (8 of
-  // them the non-trainable moving statistics), dense 4*4*4*10+10 = 650.
-  const Sequential net = Sequential::from_json(two, "cnn_keras2.json", "", 1);
-  CHECK(net.param_count() == 706);
-  CHECK(net.output_shape() == Shape{10});
-}
-
-TEST_CASE("sizes given as one integer become pairs, and pooling strides default to the pool size") {
-  json doc = keras_file("cnn_keras2.json");
-  auto& layers = doc["config"]["layers"];
-  layers[1]["config"]["kernel_size"] = 5;
-  layers[1]["config"]["strides"] = 2;
-  layers[3]["class_name"] = "AveragePooling2D";
-  layers[3]["config"]["pool_size"] = 3;
-  layers[3]["config"]["strides"] = nullptr;
-  const json spec = keras_to_spec(doc, "m.json");
-  CHECK(spec["layers"][0]["kernel_size"] == json::array({5, 5}));
-  CHECK(spec["layers"][0]["strides"] == json::array({2, 2}));
-  CHECK(spec["layers"][2]["type"] == "AveragePooling2D");
-  CHECK(spec["layers"][2]["pool_size"] == json::array({3, 3}));
-  CHECK(spec["layers"][2]["strides"] == json::array({3, 3}));
-}
-
-TEST_CASE("Reshape keeps its target shape, and a later BatchNormalization's last axis follows it") {
-  json doc = keras_file("cnn_keras2.json");
-  auto& layers = doc["config"]["layers"];
-  layers[4] = json::parse(R"({"class_name": "Reshape", "config": {"name": "reshape", "trainable": true, "dtype": "float32",
-                                                                  "target_shape": [16, 4]}})");
-  layers.insert(layers.begin() + 5, json::parse(R"({"class_name": "BatchNormalization", "config": {"name": "bn2", "axis": [2]}})"));
-  layers[2]["config"]["renorm"] = false;
-  layers[2]["config"]["renorm_momentum"] = 0.99;
-  const json spec = keras_to_spec(doc, "m.json");
-  CHECK(spec["layers"][3] == json::parse(R"({"type": "Reshape", "name": "reshape", "target_shape": [16, 4]})"));
-  CHECK(spec["layers"][4]["axis"] == -1);
-}
-
-TEST_CASE("layers without an InputLayer take the shape from a Keras 3 build_config or the model") {
-  json doc = keras_file("mlp_keras3.json");
-  doc["config"]["layers"].erase(0);
-  CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
-  doc["config"]["layers"][0].erase("build_config");
-  CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
-  doc["config"].erase("build_input_shape");
-  CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
-  doc.erase("build_config");
-  expect_refusal(doc, "config.layers", {"no input shape"});
-}
-
-TEST_CASE("a layer class we do not have is refused by name") {
-  expect_refusal(keras_file("lstm_keras2.json"), "config.layers[1]",
-                 {"layer type LSTM (\"lstm\") is not supported", "supported: Activation, AveragePooling2D"});
-}
-
-TEST_CASE("an option that changes the maths is refused, naming the layer and the option") {
-  expect_refusal(keras_file("regularizer_keras3.json"), "config.layers[1].config.kernel_regularizer",
-                 {"Dense layer \"hidden\"", "kernel_regularizer is not supported", "got L2"});
-
-  struct Case {
-    int layer;
-    std::string key;
-    json value;
-    std::vector<std::string> parts;
-  };
-  const std::vector<Case> cnn_cases{
-      {1, "dilation_rate", json::array({2, 2}), {"Conv2D layer \"conv2d\"", "dilation_rate [2,2] is not supported"}},
-      {1, "groups", 2, {"groups 2 is not supported"}},
-      {1, "data_format", "channels_first", {"data_format \"channels_first\" is not supported"}},
-      {1, "activity_regularizer", json::parse(R"({"class_name": "L1", "config": {"l1": 0.1}})"), {"activity_regularizer", "got L1"}},
-      {1, "kernel_constraint", json::parse(R"({"class_name": "MaxNorm", "config": {}})"), {"kernel_constraint", "got MaxNorm"}},
-      {1, "activation", "swish", {"activation \"swish\" is not supported", "leaky_relu"}},
-      {1, "kernel_initializer", json::parse(R"({"class_name": "RandomNormal", "config": {"mean": 0.0}})"),
-       {"initializer RandomNormal is not supported", "GlorotUniform"}},
-      {1, "padding", "causal", {"padding \"causal\" is not supported"}},
-      {1, "trainable", false, {"trainable false is not supported"}},
-      {1, "dtype", "float64", {"dtype \"float64\" is not supported"}},
-      {2, "axis", json::array({1}), {"BatchNormalization layer \"batch_normalization\"", "axis [1] is not supported"}},
-      {2, "gamma_initializer", "zeros", {"initializer zeros is not supported here"}},
-      {2, "synchronized", true, {"synchronized is not supported"}},
-      {2, "renorm", true, {"renorm is not supported (only false)"}},
-      {3, "data_format", "channels_first", {"MaxPooling2D layer", "data_format"}},
-      {5, "lora_rank", 4, {"option lora_rank is not supported", "got 4"}},
-  };
-  for (const auto& c : cnn_cases) {
-    CAPTURE(c.key);
-    json doc = keras_file("cnn_keras2.json");
-    doc["config"]["layers"][c.layer]["config"][c.key] = c.value;
-    expect_refusal(doc, "config.layers[" + std::to_string(c.layer) + "].config." + c.key, c.parts);
+    CHECK(two == expected);
+    // It builds, with the parameter count Keras' summary gives: conv 3*3*1*4+4 = 40, batch norm 4*4 = 16 (8 of
+    // them the non-trainable moving statistics), dense 4*4*4*10+10 = 650.
+    const Sequential net = Sequential::from_json(two, "cnn_keras2.json", "", 1);
+    CHECK(net.param_count() == 706);
+    CHECK(net.output_shape() == Shape{10});
   }
 
-  json doc = keras_file("mlp_keras2.json");
-  doc["config"]["layers"][2]["config"]["seed"] = 3;
-  expect_refusal(doc, "config.layers[2].config.seed", {"Dropout layer \"dropout\"", "seed is not supported (only null)"});
-  doc = keras_file("mlp_keras3.json");
-  doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = "mixed_float16";
-  expect_refusal(doc, "config.layers[1].config.dtype", {"dtype \"mixed_float16\" is not supported"});
-}
+  TEST_CASE("sizes given as one integer become pairs, and pooling strides default to the pool size") {
+    json doc = keras_file("cnn_keras2.json");
+    auto& layers = doc["config"]["layers"];
+    layers[1]["config"]["kernel_size"] = 5;
+    layers[1]["config"]["strides"] = 2;
+    layers[3]["class_name"] = "AveragePooling2D";
+    layers[3]["config"]["pool_size"] = 3;
+    layers[3]["config"]["strides"] = nullptr;
+    const json spec = keras_to_spec(doc, "m.json");
+    CHECK(spec["layers"][0]["kernel_size"] == json::array({5, 5}));
+    CHECK(spec["layers"][0]["strides"] == json::array({2, 2}));
+    CHECK(spec["layers"][2]["type"] == "AveragePooling2D");
+    CHECK(spec["layers"][2]["pool_size"] == json::array({3, 3}));
+    CHECK(spec["layers"][2]["strides"] == json::array({3, 3}));
+  }
 
-TEST_CASE("unknown keys are accepted only when null") {
-  json doc = keras_file("mlp_keras3.json");
-  doc["config"]["layers"][1]["config"]["quantization_config"] = nullptr;
-  CHECK(keras_to_spec(doc, "m.json").at("layers") == kMlpLayers);
-}
+  TEST_CASE("Reshape keeps its target shape, and a later BatchNormalization's last axis follows it") {
+    json doc = keras_file("cnn_keras2.json");
+    auto& layers = doc["config"]["layers"];
+    layers[4] =
+        json::parse(R"({"class_name": "Reshape", "config": {"name": "reshape", "trainable": true, "dtype": "float32",
+                                                                  "target_shape": [16, 4]}})");
+    layers.insert(layers.begin() + 5,
+                  json::parse(R"({"class_name": "BatchNormalization", "config": {"name": "bn2", "axis": [2]}})"));
+    layers[2]["config"]["renorm"] = false;
+    layers[2]["config"]["renorm_momentum"] = 0.99;
+    const json spec = keras_to_spec(doc, "m.json");
+    CHECK(spec["layers"][3] == json::parse(R"({"type": "Reshape", "name": "reshape", "target_shape": [16, 4]})"));
+    CHECK(spec["layers"][4]["axis"] == -1);
+  }
 
-TEST_CASE("input shapes must be fixed") {
-  json doc = keras_file("mlp_keras2.json");
-  doc["config"]["layers"][0]["config"]["batch_input_shape"] = json::array({nullptr, nullptr});
-  expect_refusal(doc, "config.layers[0].config.batch_input_shape[1]", {"None", "fixed size"});
-}
+  TEST_CASE("layers without an InputLayer take the shape from a Keras 3 build_config or the model") {
+    json doc = keras_file("mlp_keras3.json");
+    doc["config"]["layers"].erase(0);
+    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    doc["config"]["layers"][0].erase("build_config");
+    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    doc["config"].erase("build_input_shape");
+    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    doc.erase("build_config");
+    expect_refusal(doc, "config.layers", {"no input shape"});
+  }
 
-TEST_CASE("a file that is not a Sequential model is refused") {
-  expect_refusal(keras_file("functional_keras2.json"), "class_name", {"Keras Functional model", "only Sequential models"});
-  expect_refusal(json::parse(R"({"class_name": "MyModel", "config": {}})"), "class_name", {"\"MyModel\" is not a Keras Sequential model"});
-  expect_refusal(json::parse(R"({"class_name": "Sequential"})"), "config", {"missing"});
-  expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": 3}})"), "config.layers", {"expected the list of layers"});
-  expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": []}})"), "config.layers", {"no layers"});
-  expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": [7]}})"), "config.layers[0]", {"expected a Keras layer"});
-  expect_refusal(json::parse(R"({"module": "keras", "class_name": "Sequential", "config": {"layers": [
+  TEST_CASE("a layer class we do not have is refused by name") {
+    expect_refusal(keras_file("lstm_keras2.json"), "config.layers[1]",
+                   {"layer type LSTM (\"lstm\") is not supported", "supported: Activation, AveragePooling2D"});
+  }
+
+  TEST_CASE("an option that changes the maths is refused, naming the layer and the option") {
+    expect_refusal(keras_file("regularizer_keras3.json"), "config.layers[1].config.kernel_regularizer",
+                   {"Dense layer \"hidden\"", "kernel_regularizer is not supported", "got L2"});
+
+    struct Case {
+      int layer;
+      std::string key;
+      json value;
+      std::vector<std::string> parts;
+    };
+    const std::vector<Case> cnn_cases{
+        {1, "dilation_rate", json::array({2, 2}), {"Conv2D layer \"conv2d\"", "dilation_rate [2,2] is not supported"}},
+        {1, "groups", 2, {"groups 2 is not supported"}},
+        {1, "data_format", "channels_first", {"data_format \"channels_first\" is not supported"}},
+        {1,
+         "activity_regularizer",
+         json::parse(R"({"class_name": "L1", "config": {"l1": 0.1}})"),
+         {"activity_regularizer", "got L1"}},
+        {1,
+         "kernel_constraint",
+         json::parse(R"({"class_name": "MaxNorm", "config": {}})"),
+         {"kernel_constraint", "got MaxNorm"}},
+        {1, "activation", "swish", {"activation \"swish\" is not supported", "leaky_relu"}},
+        {1,
+         "kernel_initializer",
+         json::parse(R"({"class_name": "RandomNormal", "config": {"mean": 0.0}})"),
+         {"initializer RandomNormal is not supported", "GlorotUniform"}},
+        {1, "padding", "causal", {"padding \"causal\" is not supported"}},
+        {1, "trainable", false, {"trainable false is not supported"}},
+        {1, "dtype", "float64", {"dtype \"float64\" is not supported"}},
+        {2,
+         "axis",
+         json::array({1}),
+         {"BatchNormalization layer \"batch_normalization\"", "axis [1] is not supported"}},
+        {2, "gamma_initializer", "zeros", {"initializer zeros is not supported here"}},
+        {2, "synchronized", true, {"synchronized is not supported"}},
+        {2, "renorm", true, {"renorm is not supported (only false)"}},
+        {3, "data_format", "channels_first", {"MaxPooling2D layer", "data_format"}},
+        {5, "lora_rank", 4, {"option lora_rank is not supported", "got 4"}},
+    };
+    for (const auto& c : cnn_cases) {
+      CAPTURE(c.key);
+      json doc = keras_file("cnn_keras2.json");
+      doc["config"]["layers"][c.layer]["config"][c.key] = c.value;
+      expect_refusal(doc, "config.layers[" + std::to_string(c.layer) + "].config." + c.key, c.parts);
+    }
+
+    json doc = keras_file("mlp_keras2.json");
+    doc["config"]["layers"][2]["config"]["seed"] = 3;
+    expect_refusal(doc, "config.layers[2].config.seed",
+                   {"Dropout layer \"dropout\"", "seed is not supported (only null)"});
+    doc = keras_file("mlp_keras3.json");
+    doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = "mixed_float16";
+    expect_refusal(doc, "config.layers[1].config.dtype", {"dtype \"mixed_float16\" is not supported"});
+  }
+
+  TEST_CASE("unknown keys are accepted only when null") {
+    json doc = keras_file("mlp_keras3.json");
+    doc["config"]["layers"][1]["config"]["quantization_config"] = nullptr;
+    CHECK(keras_to_spec(doc, "m.json").at("layers") == kMlpLayers);
+  }
+
+  TEST_CASE("input shapes must be fixed") {
+    json doc = keras_file("mlp_keras2.json");
+    doc["config"]["layers"][0]["config"]["batch_input_shape"] = json::array({nullptr, nullptr});
+    expect_refusal(doc, "config.layers[0].config.batch_input_shape[1]", {"None", "fixed size"});
+  }
+
+  TEST_CASE("a file that is not a Sequential model is refused") {
+    expect_refusal(keras_file("functional_keras2.json"), "class_name",
+                   {"Keras Functional model", "only Sequential models"});
+    expect_refusal(json::parse(R"({"class_name": "MyModel", "config": {}})"), "class_name",
+                   {"\"MyModel\" is not a Keras Sequential model"});
+    expect_refusal(json::parse(R"({"class_name": "Sequential"})"), "config", {"missing"});
+    expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": 3}})"), "config.layers",
+                   {"expected the list of layers"});
+    expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": []}})"), "config.layers",
+                   {"no layers"});
+    expect_refusal(json::parse(R"({"class_name": "Sequential", "config": {"layers": [7]}})"), "config.layers[0]",
+                   {"expected a Keras layer"});
+    expect_refusal(json::parse(R"({"module": "keras", "class_name": "Sequential", "config": {"layers": [
                    {"module": "my_project.layers", "class_name": "Dense", "config": {}}]}})"),
-                 "config.layers[0].module", {"custom layers are not supported"});
-}
+                   "config.layers[0].module", {"custom layers are not supported"});
+  }
 
-TEST_CASE("any odd value in any layer option is converted or refused as a SpecError, never another exception") {
-  const std::vector<json> odd_values{-1, 0, 2, 1e300, "x", true, json::object(), json::array(), json::array({1}),
-                                     json::array({nullptr, "a"}), json::parse(R"({"class_name": 3})"),
-                                     json::parse(R"({"class_name": "X", "config": 5, "items": 7})"),
-                                     json::parse(R"({"config": {"name": 5, "mode": 1, "scale": "s"}, "class_name": "VarianceScaling"})"),
-                                     json(std::uint64_t{18446744073709551615ULL})};
-  int refused = 0;
-  for (const char* file : {"mlp_keras2.json", "mlp_keras3.json", "cnn_keras2.json", "cnn_keras3.json"}) {
-    const json original = keras_file(file);
-    for (std::size_t i = 0; i < original["config"]["layers"].size(); ++i) {
-      for (const auto& [key, unused] : original["config"]["layers"][i]["config"].items()) {
-        for (const auto& value : odd_values) {
-          json doc = original;
-          doc["config"]["layers"][i]["config"][key] = value;
-          CAPTURE(file);
-          CAPTURE(i);
-          CAPTURE(key);
-          CAPTURE(value.dump());
-          try {
-            keras_to_spec(doc, "m.json");
-          } catch (const SpecError&) {
-            ++refused;
-          } catch (const std::exception& e) {
-            FAIL("not a SpecError: " << e.what());
+  TEST_CASE("any odd value in any layer option is converted or refused as a SpecError, never another exception") {
+    const std::vector<json> odd_values{
+        -1,
+        0,
+        2,
+        1e300,
+        "x",
+        true,
+        json::object(),
+        json::array(),
+        json::array({1}),
+        json::array({nullptr, "a"}),
+        json::parse(R"({"class_name": 3})"),
+        json::parse(R"({"class_name": "X", "config": 5, "items": 7})"),
+        json::parse(R"({"config": {"name": 5, "mode": 1, "scale": "s"}, "class_name": "VarianceScaling"})"),
+        json(std::uint64_t{18446744073709551615ULL})};
+    int refused = 0;
+    for (const char* file : {"mlp_keras2.json", "mlp_keras3.json", "cnn_keras2.json", "cnn_keras3.json"}) {
+      const json original = keras_file(file);
+      for (std::size_t i = 0; i < original["config"]["layers"].size(); ++i) {
+        for (const auto& [key, unused] : original["config"]["layers"][i]["config"].items()) {
+          for (const auto& value : odd_values) {
+            json doc = original;
+            doc["config"]["layers"][i]["config"][key] = value;
+            CAPTURE(file);
+            CAPTURE(i);
+            CAPTURE(key);
+            CAPTURE(value.dump());
+            try {
+              keras_to_spec(doc, "m.json");
+            } catch (const SpecError&) {
+              ++refused;
+            } catch (const std::exception& e) {
+              FAIL("not a SpecError: " << e.what());
+            }
           }
         }
       }
     }
+    CHECK(refused > 500);
   }
-  CHECK(refused > 500);
-}
 
-TEST_CASE("Keras files are told apart from tensorctl specs, and their writer is named") {
-  CHECK(is_keras_model_json(keras_file("mlp_keras2.json")));
-  CHECK(is_keras_model_json(keras_file("functional_keras2.json")));
-  CHECK_FALSE(is_keras_model_json(json::parse(R"({"name": "m", "input_shape": [4], "layers": []})")));
-  CHECK_FALSE(is_keras_model_json(json::array()));
-  CHECK(keras_source_description(keras_file("mlp_keras2.json")) == "Keras 2 (keras 2.10.0, tensorflow backend)");
-  CHECK(keras_source_description(keras_file("mlp_keras2_legacy.json")) == "Keras 2 (keras 2.1.6, tensorflow backend, legacy layer list)");
-  CHECK(keras_source_description(keras_file("mlp_keras3.json")) == "Keras 3");
-}
+  TEST_CASE("Keras files are told apart from tensorctl specs, and their writer is named") {
+    CHECK(is_keras_model_json(keras_file("mlp_keras2.json")));
+    CHECK(is_keras_model_json(keras_file("functional_keras2.json")));
+    CHECK_FALSE(is_keras_model_json(json::parse(R"({"name": "m", "input_shape": [4], "layers": []})")));
+    CHECK_FALSE(is_keras_model_json(json::array()));
+    CHECK(keras_source_description(keras_file("mlp_keras2.json")) == "Keras 2 (keras 2.10.0, tensorflow backend)");
+    CHECK(keras_source_description(keras_file("mlp_keras2_legacy.json")) ==
+          "Keras 2 (keras 2.1.6, tensorflow backend, legacy layer list)");
+    CHECK(keras_source_description(keras_file("mlp_keras3.json")) == "Keras 3");
+  }
 
 }  // TEST_SUITE
 

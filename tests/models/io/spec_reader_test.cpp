@@ -25,14 +25,15 @@ void expect_parse_error(const std::string& text, const std::string& where, const
 
 TEST_CASE("parse_json_text refuses a repeated key, naming the key and its place") {
   expect_parse_error(R"({"units": 2, "units": 3})", "units", "duplicate key \"units\"");
-  expect_parse_error(R"({"layers": [{"type": "Dense"}, {"type": "Dense", "units": 1, "type": "Flatten"}]})", "layers[1].type",
-                     "duplicate key \"type\"");
+  expect_parse_error(R"({"layers": [{"type": "Dense"}, {"type": "Dense", "units": 1, "type": "Flatten"}]})",
+                     "layers[1].type", "duplicate key \"type\"");
   // The same key in different objects is fine.
   CHECK(parse_json_text(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]})", "spec.json")["c"][1]["x"] == 4);
 }
 
 TEST_CASE("parse_json_text refuses a number beyond a double's range, naming its place") {
-  expect_parse_error(R"({"optimizer": {"learning_rate": 1e400}})", "optimizer.learning_rate", "number 1e400 is out of range");
+  expect_parse_error(R"({"optimizer": {"learning_rate": 1e400}})", "optimizer.learning_rate",
+                     "number 1e400 is out of range");
   expect_parse_error(R"({"input_shape": [4, -1e999]})", "input_shape[1]", "number -1e999 is out of range");
   expect_parse_error("[1e400]", "[0]", "out of range");
   // Small numbers round to zero, as in every JSON reader; large integers become doubles.

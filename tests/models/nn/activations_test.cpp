@@ -32,8 +32,8 @@ TEST_CASE("apply_activation adds one op per name, none for linear") {
   CHECK(apply_activation(g, x, "linear") == x);
   CHECK(g.size() == 1);
   const std::vector<std::pair<std::string, std::string>> ops{
-      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"softmax", "Softmax"},
-      {"leaky_relu", "LeakyRelu"}, {"elu", "Elu"}, {"gelu", "Gelu"}};
+      {"relu", "Relu"}, {"sigmoid", "Sigmoid"}, {"tanh", "Tanh"}, {"softmax", "Softmax"}, {"leaky_relu", "LeakyRelu"},
+      {"elu", "Elu"},   {"gelu", "Gelu"}};
   for (const auto& [name, op] : ops) {
     CAPTURE(name);
     Output y = apply_activation(g, x, name);

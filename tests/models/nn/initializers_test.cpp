@@ -83,7 +83,8 @@ TEST_CASE("he_normal has standard deviation sqrt(2 / fan_in), truncated at two o
   CHECK(m.max_abs <= 2.0 * underlying * (1 + 1e-6));
   CHECK(m.max_abs > 1.9 * underlying);
   // fan_out does not matter to he_normal.
-  CHECK(initialize("he_normal", Shape{4, 4}, 4, 4, 1).to_floats() == initialize("he_normal", Shape{4, 4}, 4, 9, 1).to_floats());
+  CHECK(initialize("he_normal", Shape{4, 4}, 4, 4, 1).to_floats() ==
+        initialize("he_normal", Shape{4, 4}, 4, 9, 1).to_floats());
 }
 
 }  // namespace

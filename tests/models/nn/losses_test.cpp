@@ -56,7 +56,8 @@ TEST_CASE("loss names and kinds") {
                                                  "mean_absolute_error", "huber"});
   CHECK(loss_is_classification("sparse_categorical_crossentropy"));
   CHECK(loss_is_classification("categorical_crossentropy"));
-  for (const std::string name : {"binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error", "huber"}) {
+  for (const std::string name :
+       {"binary_crossentropy", "mse", "mean_squared_error", "mae", "mean_absolute_error", "huber"}) {
     CAPTURE(name);
     CHECK_FALSE(loss_is_classification(name));
     CHECK(loss_is_binary(name) == (name == "binary_crossentropy"));
@@ -135,7 +136,8 @@ TEST_CASE("categorical cross-entropy with one-hot targets equals the sparse loss
   for (int r = 0; r < 3; ++r) {
     std::vector<double> row(kLogits.begin() + r * 3, kLogits.begin() + r * 3 + 3);
     double expected = 0.0;
-    for (int j = 0; j < 3; ++j) expected += soft[static_cast<std::size_t>(r * 3 + j)] * (logsumexp(row) - row[static_cast<std::size_t>(j)]);
+    for (int j = 0; j < 3; ++j)
+      expected += soft[static_cast<std::size_t>(r * 3 + j)] * (logsumexp(row) - row[static_cast<std::size_t>(j)]);
     CHECK(out[0].to_floats()[static_cast<std::size_t>(r)] == doctest::Approx(expected).epsilon(1e-6));
   }
 }
@@ -182,7 +184,8 @@ TEST_CASE("check_loss_fits: cross-entropy needs a (None, classes) softmax or lin
     CHECK(check_loss_fits(g, "mse", g.add(op, {x})).empty());
   }
   Output flat = g.placeholder("flat", DType::kF32, Shape{-1});
-  CHECK(check_loss_fits(g, "categorical_crossentropy", flat).find("cross-entropy needs a (None, classes) output, got (None") == 0);
+  CHECK(check_loss_fits(g, "categorical_crossentropy", flat)
+            .find("cross-entropy needs a (None, classes) output, got (None") == 0);
 }
 
 // Per-example losses, mean and d mean / d p for a regression-style loss on [2, 2] predictions.
@@ -211,7 +214,8 @@ TEST_CASE("mae and mean_absolute_error: mean |p - t| over features, gradient sig
     CHECK(out[1].item() == doctest::Approx(1.25));
     CHECK(out[2].to_floats() == std::vector<float>{0.25f, 0.25f, 0.0f, -0.25f});
   }
-  CHECK(run_pointwise("mean_squared_error", {1, 2, 3, 4}, {0, 0, 3, 6})[0].to_floats() == std::vector<float>{2.5f, 2.0f});
+  CHECK(run_pointwise("mean_squared_error", {1, 2, 3, 4}, {0, 0, 3, 6})[0].to_floats() ==
+        std::vector<float>{2.5f, 2.0f});
 }
 
 TEST_CASE("huber (delta 1): quadratic inside, linear outside") {
@@ -253,10 +257,13 @@ TEST_CASE("check_loss_fits: binary cross-entropy needs a (None, units) sigmoid o
   CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Sigmoid", {x})).empty());
   CHECK(check_loss_fits(g, "binary_crossentropy", x) ==
         "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in Placeholder");
-  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Softmax", {x})).find("the model ends in Softmax") != std::string::npos);
+  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Softmax", {x})).find("the model ends in Softmax") !=
+        std::string::npos);
   Output flat = g.placeholder("flat", DType::kF32, Shape{-1});
-  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Sigmoid", {flat})).find("needs a (None, units) output") != std::string::npos);
-  for (const std::string name : {"mae", "huber", "mean_squared_error"}) CHECK(check_loss_fits(g, name, g.add("Relu", {x})).empty());
+  CHECK(check_loss_fits(g, "binary_crossentropy", g.add("Sigmoid", {flat})).find("needs a (None, units) output") !=
+        std::string::npos);
+  for (const std::string name : {"mae", "huber", "mean_squared_error"})
+    CHECK(check_loss_fits(g, name, g.add("Relu", {x})).empty());
 }
 
 }  // namespace

@@ -88,8 +88,9 @@ TEST_CASE("Sequential shapes: per-layer outputs, input and output") {
 TEST_CASE("Sequential shape errors name layers[i]") {
   expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "layers[0]",
                     "Dense expects a flat input of shape (None, features), got (None, 4, 4)");
-  expect_spec_error(R"({"input_shape": [2, 2], "layers": [{"type": "Dropout", "rate": 0.5}, {"type": "Dense", "units": 8}]})",
-                    "layers[1]", "got (None, 2, 2)");
+  expect_spec_error(
+      R"({"input_shape": [2, 2], "layers": [{"type": "Dropout", "rate": 0.5}, {"type": "Dense", "units": 8}]})",
+      "layers[1]", "got (None, 2, 2)");
   // Under a path prefix (a model inlined in a train config), the path carries it.
   expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "model.layers[0]",
                     "Dense expects a flat input", "model");
@@ -99,7 +100,8 @@ TEST_CASE("Sequential shape errors name layers[i]") {
 
 TEST_CASE("Sequential::call turns an op's shape error into a SpecError naming the layer") {
   Sequential net = parse(R"({"input_shape": [4], "layers": [
-      {"type": "Activation", "activation": "relu"}, {"type": "Dense", "units": 3}]})", "model");
+      {"type": "Activation", "activation": "relu"}, {"type": "Dense", "units": 3}]})",
+                         "model");
   Graph g;
   Output x = g.placeholder("x", DType::kF32, Shape{-1, 5});  // not the 4 features the model was built for
   try {
@@ -143,7 +145,8 @@ TEST_CASE("Sequential::to_json gives the resolved spec, which parses back to its
 }
 
 TEST_CASE("Sequential builds the same weights for the same seed") {
-  const char* spec = R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 8}, {"type": "Dense", "units": 3}]})";
+  const char* spec =
+      R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 8}, {"type": "Dense", "units": 3}]})";
   Sequential a = parse(spec, "", 3), b = parse(spec, "", 3), c = parse(spec, "", 4);
   for (std::size_t i = 0; i < a.variables().size(); ++i) {
     CHECK(a.variables()[i]->read().to_floats() == b.variables()[i]->read().to_floats());
@@ -155,7 +158,8 @@ TEST_CASE("Sequential builds the same weights for the same seed") {
 
 TEST_CASE("Sequential spec errors name their JSON path") {
   expect_spec_error(R"([1, 2])", "top level", "expected an object, got a list");
-  expect_spec_error(R"({"layers": [{"type": "Dense", "units": 3}]})", "top level", "missing required key \"input_shape\"");
+  expect_spec_error(R"({"layers": [{"type": "Dense", "units": 3}]})", "top level",
+                    "missing required key \"input_shape\"");
   expect_spec_error(R"({"input_shape": [4, 0], "layers": [{"type": "Dense", "units": 3}]})", "input_shape[1]",
                     "expected a positive integer, got 0");
   expect_spec_error(R"({"input_shape": 4, "layers": [{"type": "Dense", "units": 3}]})", "input_shape",
@@ -169,7 +173,9 @@ TEST_CASE("Sequential spec errors name their JSON path") {
   expect_spec_error(R"({"input_shape": [4], "layers": [3]})", "layers[0]", "expected an object, got 3");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"units": 3}]})", "layers[0]", "missing required key \"type\"");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv3D"}]})",
-                    "layers[1].type", "unknown layer type \"Conv3D\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
+                    "layers[1].type",
+                    "unknown layer type \"Conv3D\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, "
+                    "Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
   expect_spec_error(R"({"name": 5, "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})", "name",
                     "expected a string, got 5");
 }
@@ -198,22 +204,28 @@ class ScopedEnv {
 
 TEST_CASE("Sequential refuses shapes whose element count overflows, naming the place, never a negative count") {
   // 2^32 x 2^32 wraps to 0 in 64 bits: this used to reach a division by zero (SIGFPE) in Dense.
-  expect_spec_error(R"({"input_shape": [4294967296, 4294967296], "layers": [{"type": "Flatten"}, {"type": "Dense", "units": 2}]})",
-                    "input_shape", "about 1.84e+19 elements per example, more than the 2^36");
+  expect_spec_error(
+      R"({"input_shape": [4294967296, 4294967296], "layers": [{"type": "Flatten"}, {"type": "Dense", "units": 2}]})",
+      "input_shape", "about 1.84e+19 elements per example, more than the 2^36");
   // Past 2^63 the product used to print as a negative number.
   expect_spec_error(R"({"input_shape": [3037000500, 3037000500, 2], "layers": [{"type": "Flatten"}]})", "input_shape",
                     "about 1.84e+19 elements");
-  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Reshape", "target_shape": [4294967296, 4294967296, -1]}]})",
-                    "layers[0].target_shape", "more than the 2^36 elements");
-  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 4611686018427387904, "kernel_size": 3}]})",
-                    "layers[0].filters", "larger than the 2^31 elements");
-  expect_spec_error(R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 2, "kernel_size": 9223372036854775807, "padding": "same"}]})",
-                    "layers[0].kernel_size", "at most 65536");
+  expect_spec_error(
+      R"({"input_shape": [4], "layers": [{"type": "Reshape", "target_shape": [4294967296, 4294967296, -1]}]})",
+      "layers[0].target_shape", "more than the 2^36 elements");
+  expect_spec_error(
+      R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 4611686018427387904, "kernel_size": 3}]})",
+      "layers[0].filters", "larger than the 2^31 elements");
+  expect_spec_error(
+      R"({"input_shape": [8, 8, 1], "layers": [{"type": "Conv2D", "filters": 2, "kernel_size": 9223372036854775807, "padding": "same"}]})",
+      "layers[0].kernel_size", "at most 65536");
   expect_spec_error(R"({"input_shape": [65536, 65536, 17], "layers": [{"type": "Flatten"}]})", "input_shape",
                     "about 7.3e+10 elements per example");
 }
 
-TEST_CASE("Sequential refuses a model whose weights pass the memory limit before allocating any, and says how much it needs") {
+TEST_CASE(
+    "Sequential refuses a model whose weights pass the memory limit before allocating any, and says how much it "
+    "needs") {
   ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
   CHECK(memory_limit_bytes() == 1 << 20);
   // 3 x 512 x 512 floats = 3 MiB: the second layer passes 1 MiB, and the message gives the whole model's need.
@@ -221,12 +233,14 @@ TEST_CASE("Sequential refuses a model whose weights pass the memory limit before
                         {"type": "Dense", "units": 512, "use_bias": false}, {"type": "Dense", "units": 512, "use_bias": false}]})",
                     "layers[1]", "the model's weights need 3.00 MB, more than the memory limit of 1.00 MB");
   // Just under the limit builds.
-  CHECK(parse(R"({"input_shape": [511], "layers": [{"type": "Dense", "units": 512, "use_bias": false}]})").param_count() == 511 * 512);
+  CHECK(parse(R"({"input_shape": [511], "layers": [{"type": "Dense", "units": 512, "use_bias": false}]})")
+            .param_count() == 511 * 512);
 }
 
 TEST_CASE("check_training_memory counts weights, gradients, slots and one batch of activations") {
   ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1M");
-  const Sequential::Size net = Sequential::check(json::parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})"), "m.json", "");
+  const Sequential::Size net = Sequential::check(
+      json::parse(R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 64}]})"), "m.json", "");
   CHECK(net.params == 64 * 64 + 64);
   CHECK(net.activation_bytes_per_example == 64 * 4);
   // 4160 weights x 4 bytes x (2 + 2 Adam slots) = 66,560 bytes, plus 2 x 512 bytes of activations per example.
@@ -244,7 +258,8 @@ TEST_CASE("Nested Parallel layers build in time linear in their size") {
   // 40 levels, each a Parallel of the level below and a Dense: was a copy of the whole subtree per level.
   std::string layer = R"({"type": "Dense", "units": 2})";
   for (int i = 0; i < 40; ++i)
-    layer = R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
+    layer =
+        R"({"type": "Parallel", "merge": "add", "branches": [[)" + layer + R"(], [{"type": "Dense", "units": 2}]]})";
   const Sequential net = parse(R"({"input_shape": [3], "layers": [)" + layer + "]}");
   CHECK(net.output_shape() == Shape{2});
   CHECK(net.variables().size() == 2 * 41);

@@ -12,7 +12,8 @@ namespace {
 
 struct Harness {
   std::shared_ptr<Sequential> net = std::make_shared<Sequential>(Sequential::from_json(
-      nlohmann::json::parse(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "softmax"}]})"),
+      nlohmann::json::parse(
+          R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "softmax"}]})"),
       "model.json", "", 1));
   Model model{net, ModelOptions{}};
   Trainer trainer{model};
@@ -66,7 +67,8 @@ TEST_CASE("callback state survives a checkpoint: a resumed run lowers the rate a
   Harness straight;
   Callbacks unbroken = straight.make(both);
   std::vector<std::vector<std::string>> lines;
-  for (std::size_t e = 0; e < losses.size(); ++e) lines.push_back(unbroken.on_epoch_end(epoch(static_cast<std::int64_t>(e) + 1, losses[e])));
+  for (std::size_t e = 0; e < losses.size(); ++e)
+    lines.push_back(unbroken.on_epoch_end(epoch(static_cast<std::int64_t>(e) + 1, losses[e])));
 
   for (std::size_t cut = 1; cut < losses.size(); ++cut) {
     CAPTURE(cut);
@@ -89,7 +91,7 @@ TEST_CASE("EarlyStopping stops at the first epoch where the wait reaches patienc
   Harness h;
   Callbacks callbacks = h.make(R"([{"type": "EarlyStopping", "monitor": "val_loss", "patience": 2}])");
   CHECK(callbacks.on_epoch_end(epoch(1, 1.0)).empty());
-  CHECK(callbacks.on_epoch_end(epoch(2, 1.0)).empty());  // wait 1
+  CHECK(callbacks.on_epoch_end(epoch(2, 1.0)).empty());                          // wait 1
   const std::vector<std::string> lines = callbacks.on_epoch_end(epoch(3, 1.0));  // wait 2 >= patience 2
   REQUIRE(lines.size() == 1);
   CHECK(lines[0] == "EarlyStopping: val_loss has not improved for 2 epochs (best 1 at epoch 1); stopping");

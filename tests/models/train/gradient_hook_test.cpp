@@ -12,10 +12,12 @@ std::vector<std::vector<float>> weights_of(const Sequential& net) {
   return out;
 }
 
-float train_once(ModelOptions options, std::vector<std::vector<float>>* before, std::vector<std::vector<float>>* after) {
-  auto net = std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(R"({"input_shape": [3], "layers": [
+float train_once(ModelOptions options, std::vector<std::vector<float>>* before,
+                 std::vector<std::vector<float>>* after) {
+  auto net =
+      std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(R"({"input_shape": [3], "layers": [
       {"type": "Dense", "units": 4, "activation": "relu"}, {"type": "Dense", "units": 2, "activation": "softmax"}]})"),
-                                                                "model.json", "", 7));
+                                                         "model.json", "", 7));
   options.inter_op_threads = 1;
   options.intra_op_threads = 1;
   Model model(net, options);

@@ -19,7 +19,9 @@ std::shared_ptr<Sequential> make_net(const std::string& spec, std::uint64_t seed
   return std::make_shared<Sequential>(Sequential::from_json(json::parse(spec), "model.json", "", seed));
 }
 
-float uniform(std::mt19937_64& rng) { return static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53) * 2.0f - 1.0f; }
+float uniform(std::mt19937_64& rng) {
+  return static_cast<float>(static_cast<double>(rng() >> 11) * 0x1.0p-53) * 2.0f - 1.0f;
+}
 
 // n points in [-1, 1]^features; the class is which of `classes` sectors the sum of the first two
 // coordinates falls in (classes 2: the sign of x0 + x1).
@@ -29,7 +31,8 @@ Dataset classification_data(std::int64_t n, std::int64_t features, int classes, 
   std::vector<std::int32_t> y(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     for (std::int64_t j = 0; j < features; ++j) x[static_cast<std::size_t>(i * features + j)] = uniform(rng);
-    const float s = (x[static_cast<std::size_t>(i * features)] + x[static_cast<std::size_t>(i * features + 1)] + 2.0f) / 4.0f;
+    const float s =
+        (x[static_cast<std::size_t>(i * features)] + x[static_cast<std::size_t>(i * features + 1)] + 2.0f) / 4.0f;
     y[static_cast<std::size_t>(i)] = std::min(classes - 1, static_cast<int>(s * static_cast<float>(classes)));
   }
   Dataset d;
@@ -154,7 +157,9 @@ TEST_CASE("categorical cross-entropy trains on one-hot targets built from labels
   ModelOptions o = classifier_options();
   o.loss = "categorical_crossentropy";
   Model model(make_net(R"({"input_shape": [2], "layers": [
-      {"type": "Dense", "units": 16, "activation": "tanh"}, {"type": "Dense", "units": 3, "activation": "softmax"}]})", 3), o);
+      {"type": "Dense", "units": 16, "activation": "tanh"}, {"type": "Dense", "units": 3, "activation": "softmax"}]})",
+                       3),
+              o);
   std::vector<std::int64_t> rows{0, 1, 2, 3};
   Tensor t = model.targets_for(train, rows);
   REQUIRE(t.shape() == Shape{4, 3});
@@ -199,11 +204,13 @@ TEST_CASE("Model rejects metrics and losses that do not suit the model, naming t
   } catch (const SpecError& e) {
     CHECK(e.file() == "train.json");
     CHECK(e.where() == "metrics[1]");
-    CHECK(e.message() == "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy, top_k_accuracy)");
+    CHECK(e.message() ==
+          "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy, top_k_accuracy)");
   }
   ModelOptions xent = classifier_options();
   try {
-    Model m(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "relu"}]})", 0), xent);
+    Model m(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "relu"}]})", 0),
+            xent);
     FAIL("expected a SpecError");
   } catch (const SpecError& e) {
     CHECK(e.file() == "train.json");
@@ -244,7 +251,8 @@ TEST_CASE("training is bit-identical with 1 and 2 inter-op and intra-op threads"
   Model a(make_net(kWide, 11), o);
   o.seed = 4;
   Model b(make_net(kWide, 11), o);
-  CHECK(metric(Trainer(a).fit(train, nullptr, 1, 128)[0].train, "loss") != metric(Trainer(b).fit(train, nullptr, 1, 128)[0].train, "loss"));
+  CHECK(metric(Trainer(a).fit(train, nullptr, 1, 128)[0].train, "loss") !=
+        metric(Trainer(b).fit(train, nullptr, 1, 128)[0].train, "loss"));
 }
 
 TEST_CASE("eager and traced training steps give the same losses, predictions and weights") {
@@ -305,7 +313,9 @@ TEST_CASE("steady-state train_step allocates no buffers") {
   o.loss = "mse";
   o.inter_op_threads = o.intra_op_threads = 1;
   Model regression(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "sigmoid"},
-      {"type": "Dense", "units": 1}]})", 1), o);
+      {"type": "Dense", "units": 1}]})",
+                            1),
+                   o);
   Dataset data = regression_data(64, 3);
   CHECK(steady_state_allocations(regression, data.x, data.y, 3, 10) == 0);
 }
@@ -345,7 +355,9 @@ TEST_CASE("binary cross-entropy trains on float 0/1 targets; accuracy thresholds
   o.metrics = {"accuracy", "mae"};
   o.optimizer.learning_rate = 0.05;
   Model model(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 8, "activation": "relu"},
-      {"type": "Dense", "units": 1, "activation": "sigmoid"}]})", 2), o);
+      {"type": "Dense", "units": 1, "activation": "sigmoid"}]})",
+                       2),
+              o);
   Trainer(model).fit(data, nullptr, 15, 32);
   const MetricValues m = Trainer(model).evaluate(data, 64);
   CHECK(metric(m, "accuracy") > 0.9);
@@ -357,10 +369,11 @@ TEST_CASE("binary cross-entropy trains on float 0/1 targets; accuracy thresholds
 
 TEST_CASE("the new optimizers, schedules and clipping train bit-identically with 1 and 2 threads") {
   Dataset train = classification_data(256, 16, 4, 9);
-  for (const std::string text :
-       {R"({"type": "adamw", "global_clipnorm": 0.5, "schedule": {"type": "cosine", "decay_steps": 10, "warmup_steps": 3}})",
-        R"({"type": "rmsprop", "momentum": 0.5, "centered": true, "schedule": {"type": "step", "step_size": 4}})",
-        R"({"type": "adagrad", "learning_rate": 0.05, "schedule": {"type": "exponential", "decay_steps": 5, "decay_rate": 0.5}})"}) {
+  for (
+      const std::string text :
+      {R"({"type": "adamw", "global_clipnorm": 0.5, "schedule": {"type": "cosine", "decay_steps": 10, "warmup_steps": 3}})",
+       R"({"type": "rmsprop", "momentum": 0.5, "centered": true, "schedule": {"type": "step", "step_size": 4}})",
+       R"({"type": "adagrad", "learning_rate": 0.05, "schedule": {"type": "exponential", "decay_steps": 5, "decay_rate": 0.5}})"}) {
     CAPTURE(text);
     const json j = json::parse(text);
     SpecReader reader(j, "train.json", "optimizer");
@@ -419,8 +432,9 @@ TEST_CASE("the prefetching input pipeline changes no result") {
   using namespace tctl;
   std::vector<double> losses[2];
   for (int k = 0; k < 2; ++k) {
-    nlohmann::json spec = {{"input_shape", {4}},
-                           {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
+    nlohmann::json spec = {
+        {"input_shape", {4}},
+        {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
     ModelOptions o;
     o.prefetch = k == 0 ? 0 : 3;
     o.inter_op_threads = 1;

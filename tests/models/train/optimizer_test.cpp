@@ -45,7 +45,8 @@ struct OneVariable {
   ThreadPool inter{1}, intra{1};
   std::unique_ptr<Session> session;
 
-  explicit OneVariable(OptimizerConfig config, const std::vector<float>& gradient = kGrad) : optimizer(std::move(config)) {
+  explicit OneVariable(OptimizerConfig config, const std::vector<float>& gradient = kGrad)
+      : optimizer(std::move(config)) {
     Output grad = g->constant(Tensor::from_floats(Shape{3}, gradient));
     updates = optimizer.apply(*g, {w}, {grad});
     add_auto_control_dependencies(*g);
@@ -161,7 +162,8 @@ TEST_CASE("optimizer steps update in place: no buffer is allocated once running"
   OptimizerConfig rmsprop = parse_config(R"({"type": "rmsprop"})");
   OptimizerConfig rmsprop_all = parse_config(R"({"type": "rmsprop", "momentum": 0.5, "centered": true})");
   OptimizerConfig adagrad = parse_config(R"({"type": "adagrad"})");
-  for (const OptimizerConfig& config : {sgd(0.1), sgd(0.1, 0.9), sgd(0.1, 0.9, true), adam, adamw, rmsprop, rmsprop_all, adagrad}) {
+  for (const OptimizerConfig& config :
+       {sgd(0.1), sgd(0.1, 0.9), sgd(0.1, 0.9, true), adam, adamw, rmsprop, rmsprop_all, adagrad}) {
     INFO(config.to_json().dump());
     OneVariable v(config);
     v.session->run({}, {}, v.updates);
@@ -209,8 +211,9 @@ TEST_CASE("OptimizerConfig defaults follow Keras") {
 }
 
 TEST_CASE("OptimizerConfig::to_json parses back to the same config") {
-  for (const std::string text : {R"({"type": "adam", "learning_rate": 0.02, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-8})",
-                           R"({"type": "sgd", "momentum": 0.5, "nesterov": true})"}) {
+  for (const std::string text :
+       {R"({"type": "adam", "learning_rate": 0.02, "beta1": 0.8, "beta2": 0.99, "epsilon": 1e-8})",
+        R"({"type": "sgd", "momentum": 0.5, "nesterov": true})"}) {
     CAPTURE(text);
     OptimizerConfig c = parse_config(text);
     const json j = c.to_json();
@@ -223,10 +226,14 @@ TEST_CASE("OptimizerConfig::to_json parses back to the same config") {
 }
 
 TEST_CASE("OptimizerConfig errors name the JSON path") {
-  expect_config_error(R"({"locking": "spin"})", "optimizer.locking", "unknown value \"spin\" (known: none, mutex, process, atomic, snapshot, dataflow)");
-  expect_config_error(R"({"type": "nadam"})", "optimizer.type", "unknown value \"nadam\" (known: sgd, adam, adamw, rmsprop, adagrad)");
-  expect_config_error(R"({"type": "sgd", "learning_rate": -0.1})", "optimizer.learning_rate", "expected a positive number, got -0.1");
-  expect_config_error(R"({"type": "sgd", "learning_rate": 0})", "optimizer.learning_rate", "expected a positive number");
+  expect_config_error(R"({"locking": "spin"})", "optimizer.locking",
+                      "unknown value \"spin\" (known: none, mutex, process, atomic, snapshot, dataflow)");
+  expect_config_error(R"({"type": "nadam"})", "optimizer.type",
+                      "unknown value \"nadam\" (known: sgd, adam, adamw, rmsprop, adagrad)");
+  expect_config_error(R"({"type": "sgd", "learning_rate": -0.1})", "optimizer.learning_rate",
+                      "expected a positive number, got -0.1");
+  expect_config_error(R"({"type": "sgd", "learning_rate": 0})", "optimizer.learning_rate",
+                      "expected a positive number");
   expect_config_error(R"({"learning_rate": "fast"})", "optimizer.learning_rate", "expected a number, got \"fast\"");
   expect_config_error(R"({"type": "sgd", "momentum": 1.0})", "optimizer.momentum", "expected a number in");
   expect_config_error(R"({"type": "sgd", "momentum": -0.5})", "optimizer.momentum", "expected a number in");
@@ -263,9 +270,10 @@ TEST_CASE("adamw: w -= lr * wd * w, then Keras' Adam step") {
 }
 
 TEST_CASE("rmsprop: Keras' update, plain, with momentum, and centered") {
-  for (const std::string text : {R"({"type": "rmsprop", "learning_rate": 0.01})",
-                                 R"({"type": "rmsprop", "learning_rate": 0.01, "momentum": 0.5})",
-                                 R"({"type": "rmsprop", "learning_rate": 0.01, "rho": 0.8, "momentum": 0.5, "centered": true})"}) {
+  for (const std::string text :
+       {R"({"type": "rmsprop", "learning_rate": 0.01})",
+        R"({"type": "rmsprop", "learning_rate": 0.01, "momentum": 0.5})",
+        R"({"type": "rmsprop", "learning_rate": 0.01, "rho": 0.8, "momentum": 0.5, "centered": true})"}) {
     CAPTURE(text);
     const OptimizerConfig c = parse_config(text);
     OneVariable v(c);
@@ -336,8 +344,9 @@ TEST_CASE("global_clipnorm takes the norm over all variables together") {
   c.global_clipnorm = 6.5;
   Optimizer opt(c);
   // Global norm sqrt(12^2 + 3^2 + 4^2) = 13: every gradient is halved.
-  std::vector<Output> updates = opt.apply(*g, {a, b}, {g->constant(Tensor::filled(Shape{1}, 12.0f)),
-                                                       g->constant(Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 4.0f}))});
+  std::vector<Output> updates = opt.apply(*g, {a, b},
+                                          {g->constant(Tensor::filled(Shape{1}, 12.0f)),
+                                           g->constant(Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 4.0f}))});
   add_auto_control_dependencies(*g);
   ThreadPool inter{1}, intra{1};
   Session s(g, inter, intra);
@@ -389,8 +398,9 @@ TEST_CASE("the learning rate is a variable: begin_step changes it without retrac
 }
 
 TEST_CASE("a rate that changes every step still allocates nothing") {
-  for (const std::string text : {R"({"type": "adam", "schedule": {"type": "exponential", "decay_steps": 3, "decay_rate": 0.5}})",
-                                 R"({"type": "sgd", "momentum": 0.9, "schedule": {"type": "cosine", "decay_steps": 10, "warmup_steps": 2}})"}) {
+  for (const std::string text :
+       {R"({"type": "adam", "schedule": {"type": "exponential", "decay_steps": 3, "decay_rate": 0.5}})",
+        R"({"type": "sgd", "momentum": 0.9, "schedule": {"type": "cosine", "decay_steps": 10, "warmup_steps": 2}})"}) {
     CAPTURE(text);
     OneVariable v(parse_config(text));
     v.optimizer.begin_step(0);
@@ -420,11 +430,12 @@ TEST_CASE("new optimizers' defaults follow Keras and round-trip through to_json"
   CHECK(a.learning_rate == 0.001);
   CHECK(a.initial_accumulator_value == 0.1);
   CHECK(a.epsilon == 1e-7);
-  for (const std::string text :
-       {R"({"type": "adamw", "weight_decay": 0.01, "global_clipnorm": 1.0})",
-        R"({"type": "rmsprop", "rho": 0.8, "momentum": 0.1, "centered": true, "schedule": {"type": "step", "step_size": 10}})",
-        R"({"type": "adagrad", "initial_accumulator_value": 0.5, "schedule": {"type": "cosine", "decay_steps": 100, "alpha": 0.1, "warmup_steps": 5}})",
-        R"({"type": "sgd", "schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": 0.9, "staircase": true}})"}) {
+  for (
+      const std::string text :
+      {R"({"type": "adamw", "weight_decay": 0.01, "global_clipnorm": 1.0})",
+       R"({"type": "rmsprop", "rho": 0.8, "momentum": 0.1, "centered": true, "schedule": {"type": "step", "step_size": 10}})",
+       R"({"type": "adagrad", "initial_accumulator_value": 0.5, "schedule": {"type": "cosine", "decay_steps": 100, "alpha": 0.1, "warmup_steps": 5}})",
+       R"({"type": "sgd", "schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": 0.9, "staircase": true}})"}) {
     CAPTURE(text);
     const json j = parse_config(text).to_json();
     SpecReader reader(j, "summary.json", "config.optimizer");
@@ -437,21 +448,32 @@ TEST_CASE("optimizer and schedule config errors name the JSON path") {
   expect_config_error(R"({"type": "sgd", "clipvalue": 1.0})", "optimizer.clipvalue", "use global_clipnorm");
   expect_config_error(R"({"global_clipnorm": 0})", "optimizer.global_clipnorm", "expected a positive number");
   expect_config_error(R"({"global_clipnorm": -1})", "optimizer.global_clipnorm", "expected a positive number");
-  expect_config_error(R"({"type": "adamw", "weight_decay": -0.1})", "optimizer.weight_decay", "expected a number of at least 0");
+  expect_config_error(R"({"type": "adamw", "weight_decay": -0.1})", "optimizer.weight_decay",
+                      "expected a number of at least 0");
   expect_config_error(R"({"type": "adam", "weight_decay": 0.1})", "optimizer.weight_decay", "unknown key");
   expect_config_error(R"({"type": "rmsprop", "rho": 1.0})", "optimizer.rho", "expected a number in");
   expect_config_error(R"({"type": "rmsprop", "nesterov": true})", "optimizer.nesterov", "unknown key");
-  expect_config_error(R"({"type": "adagrad", "initial_accumulator_value": -1})", "optimizer.initial_accumulator_value", "expected a number of at least 0");
-  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": 0}})", "optimizer.schedule.decay_rate", "expected a positive number");
-  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": -0.5}})", "optimizer.schedule.decay_rate", "expected a positive number");
-  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 0, "decay_rate": 0.5}})", "optimizer.schedule.decay_steps", "expected a positive integer");
-  expect_config_error(R"({"schedule": {"type": "step", "step_size": -3}})", "optimizer.schedule.step_size", "expected a positive integer");
-  expect_config_error(R"({"schedule": {"type": "step", "step_size": 3, "gamma": 0}})", "optimizer.schedule.gamma", "expected a positive number");
-  expect_config_error(R"({"schedule": {"type": "cosine", "decay_steps": 3, "warmup_steps": -1}})", "optimizer.schedule.warmup_steps", "expected a non-negative integer");
-  expect_config_error(R"({"schedule": {"type": "cosine", "decay_steps": 3, "alpha": 1.5}})", "optimizer.schedule.alpha", "expected a number in");
-  expect_config_error(R"({"schedule": {"type": "linear"}})", "optimizer.schedule.type", "unknown value \"linear\" (known: step, exponential, cosine)");
+  expect_config_error(R"({"type": "adagrad", "initial_accumulator_value": -1})", "optimizer.initial_accumulator_value",
+                      "expected a number of at least 0");
+  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": 0}})",
+                      "optimizer.schedule.decay_rate", "expected a positive number");
+  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 10, "decay_rate": -0.5}})",
+                      "optimizer.schedule.decay_rate", "expected a positive number");
+  expect_config_error(R"({"schedule": {"type": "exponential", "decay_steps": 0, "decay_rate": 0.5}})",
+                      "optimizer.schedule.decay_steps", "expected a positive integer");
+  expect_config_error(R"({"schedule": {"type": "step", "step_size": -3}})", "optimizer.schedule.step_size",
+                      "expected a positive integer");
+  expect_config_error(R"({"schedule": {"type": "step", "step_size": 3, "gamma": 0}})", "optimizer.schedule.gamma",
+                      "expected a positive number");
+  expect_config_error(R"({"schedule": {"type": "cosine", "decay_steps": 3, "warmup_steps": -1}})",
+                      "optimizer.schedule.warmup_steps", "expected a non-negative integer");
+  expect_config_error(R"({"schedule": {"type": "cosine", "decay_steps": 3, "alpha": 1.5}})", "optimizer.schedule.alpha",
+                      "expected a number in");
+  expect_config_error(R"({"schedule": {"type": "linear"}})", "optimizer.schedule.type",
+                      "unknown value \"linear\" (known: step, exponential, cosine)");
   expect_config_error(R"({"schedule": {"decay_steps": 3}})", "optimizer.schedule.type", "needs a \"type\"");
-  expect_config_error(R"({"schedule": {"type": "step", "step_size": 3, "decay_rate": 0.5}})", "optimizer.schedule.decay_rate", "unknown key");
+  expect_config_error(R"({"schedule": {"type": "step", "step_size": 3, "decay_rate": 0.5}})",
+                      "optimizer.schedule.decay_rate", "unknown key");
   expect_config_error(R"({"schedule": 3})", "optimizer.schedule", "");
 }
 

@@ -37,7 +37,8 @@ TEST_CASE("exponential: base * rate^(t / decay_steps), staircase floors the expo
   CHECK(smooth.rate(1.0, 2) == doctest::Approx(0.5).epsilon(1e-15));
   CHECK(smooth.rate(1.0, 4) == 0.25);
   CHECK(smooth.rate(1.0, 6) == doctest::Approx(0.125).epsilon(1e-15));
-  const ScheduleConfig stairs = parse_schedule(R"({"type": "exponential", "decay_steps": 4, "decay_rate": 0.25, "staircase": true})");
+  const ScheduleConfig stairs =
+      parse_schedule(R"({"type": "exponential", "decay_steps": 4, "decay_rate": 0.25, "staircase": true})");
   CHECK(stairs.rate(1.0, 3) == 1.0);
   CHECK(stairs.rate(1.0, 4) == 0.25);
   CHECK(stairs.rate(1.0, 7) == 0.25);
@@ -45,7 +46,8 @@ TEST_CASE("exponential: base * rate^(t / decay_steps), staircase floors the expo
 }
 
 TEST_CASE("cosine: linear warm-up from 0, then cosine down to alpha * base (Keras' CosineDecay)") {
-  const ScheduleConfig c = parse_schedule(R"({"type": "cosine", "decay_steps": 100, "alpha": 0.1, "warmup_steps": 10})");
+  const ScheduleConfig c =
+      parse_schedule(R"({"type": "cosine", "decay_steps": 100, "alpha": 0.1, "warmup_steps": 10})");
   CHECK(c.rate(0.2, 0) == 0.0);
   CHECK(c.rate(0.2, 5) == doctest::Approx(0.1).epsilon(1e-15));
   CHECK(c.rate(0.2, 10) == doctest::Approx(0.2).epsilon(1e-15));

@@ -17,8 +17,8 @@ namespace {
 
 // A directory under the system's temporary one, removed with its contents at the end of the test.
 struct ScratchDir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("tctl_training_run_" + std::to_string(std::random_device{}()));
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("tctl_training_run_" + std::to_string(std::random_device{}()));
   ScratchDir() { std::filesystem::create_directories(path); }
   ~ScratchDir() { std::filesystem::remove_all(path); }
 };
@@ -32,7 +32,8 @@ TrainConfig iris_config(const ScratchDir& dir, const std::string& output) {
     "metrics": ["accuracy"], "epochs": 3, "batch_size": 8, "seed": 7, "threads": {"inter_op": 1, "intra_op": 1},
     "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "patience": 5, "restore_best_weights": true},
                   {"type": "ReduceLROnPlateau", "monitor": "val_loss", "factor": 0.5, "patience": 1}],
-    "output": ")" + (dir.path / output).string() + R"("})";
+    "output": ")" + (dir.path / output).string() +
+                             R"("})";
   return load_train_config(file.string());
 }
 
@@ -66,7 +67,8 @@ TEST_CASE("a run with callbacks interrupted before its first epoch ended resumes
     const Tensor& x = a.tensors[i].value;
     const Tensor& y = b.tensors[i].value;
     REQUIRE(x.num_elements() == y.num_elements());
-    CHECK(std::memcmp(x.data<float>(), y.data<float>(), sizeof(float) * static_cast<std::size_t>(x.num_elements())) == 0);
+    CHECK(std::memcmp(x.data<float>(), y.data<float>(), sizeof(float) * static_cast<std::size_t>(x.num_elements())) ==
+          0);
   }
 }
 

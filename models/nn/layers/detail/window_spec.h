@@ -27,7 +27,8 @@ inline Pair positive_int_pair(SpecReader& spec, const std::string& key, Pair fal
     return x.is_number_integer() && x.get<std::int64_t>() > 0 && x.get<std::int64_t>() <= kMaxWindow;
   };
   if (positive(v)) return {v.get<std::int64_t>(), v.get<std::int64_t>()};
-  if (v.is_array() && v.size() == 2 && positive(v[0]) && positive(v[1])) return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
+  if (v.is_array() && v.size() == 2 && positive(v[0]) && positive(v[1]))
+    return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
   spec.fail(key, "expected a positive integer of at most 65536 or a list of two, " + describe_json(v));
 }
 

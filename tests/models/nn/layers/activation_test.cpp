@@ -14,9 +14,7 @@ using testing::build_one_layer;
 using testing::check_layer;
 using testing::check_layer_spec_error;
 
-std::string activation_spec(const std::string& name) {
-  return R"({"type":"Activation","activation":")" + name + "\"}";
-}
+std::string activation_spec(const std::string& name) { return R"({"type":"Activation","activation":")" + name + "\"}"; }
 
 // The layer's output for x ([rows, cols]) in inference mode.
 std::vector<float> run_layer(const std::string& name, const Shape& shape, const std::vector<float>& x) {
@@ -39,7 +37,8 @@ TEST_CASE("Activation passes the layer checks for every name") {
     CHECK(checked.layer().param_count() == 0);
     CHECK(checked.layer().variables().empty());
     CHECK(checked.layer().name() == "activation");
-    CHECK(checked.layer().to_json() == nlohmann::json{{"type", "Activation"}, {"name", "activation"}, {"activation", name}});
+    CHECK(checked.layer().to_json() ==
+          nlohmann::json{{"type", "Activation"}, {"name", "activation"}, {"activation", name}});
   }
   // Elementwise activations keep any input shape.
   check_layer(activation_spec("tanh"), {2, 3});
@@ -73,15 +72,18 @@ TEST_CASE("Activation computes each function") {
     double total = 0.0;
     for (int j = 0; j < 3; ++j) total += std::exp(static_cast<double>(x[row * 3 + j]));
     for (int j = 0; j < 3; ++j)
-      CHECK(softmax[row * 3 + j] == doctest::Approx(std::exp(static_cast<double>(x[row * 3 + j])) / total).epsilon(1e-6));
+      CHECK(softmax[row * 3 + j] ==
+            doctest::Approx(std::exp(static_cast<double>(x[row * 3 + j])) / total).epsilon(1e-6));
   }
 }
 
 TEST_CASE("Activation bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Activation"})", {3}, "layers[0]", "missing required key \"activation\"");
-  check_layer_spec_error(R"({"type":"Activation","activation":"swish"})", {3}, "layers[0].activation",
-                         "unknown value \"swish\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
-  check_layer_spec_error(R"({"type":"Activation","activation":"relu","units":3})", {3}, "layers[0].units", "unknown key");
+  check_layer_spec_error(
+      R"({"type":"Activation","activation":"swish"})", {3}, "layers[0].activation",
+      "unknown value \"swish\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
+  check_layer_spec_error(R"({"type":"Activation","activation":"relu","units":3})", {3}, "layers[0].units",
+                         "unknown key");
   check_layer_spec_error(R"({"type":"Activation","activation":null})", {3}, "layers[0].activation",
                          "expected a string, got null");
 }

@@ -107,15 +107,22 @@ TEST_CASE("BatchNormalization resolves every key in to_json") {
 
 TEST_CASE("BatchNormalization bad keys name their JSON path") {
   const Shape in{3};
-  check_layer_spec_error(R"({"type":"BatchNormalization","axis":0})", in, "layers[0].axis", "only the last axis (-1) is supported, got 0");
+  check_layer_spec_error(R"({"type":"BatchNormalization","axis":0})", in, "layers[0].axis",
+                         "only the last axis (-1) is supported, got 0");
   check_layer_spec_error(R"({"type":"BatchNormalization","axis":1})", {2, 3}, "layers[0].axis", "only the last axis");
   check_layer_spec_error(R"({"type":"BatchNormalization","axis":-2})", {2, 3}, "layers[0].axis", "only the last axis");
-  check_layer_spec_error(R"({"type":"BatchNormalization","axis":[1]})", in, "layers[0].axis", "expected -1 (the last axis)");
-  check_layer_spec_error(R"({"type":"BatchNormalization","momentum":1.5})", in, "layers[0].momentum", "expected a number in [0.0, 1.0]");
-  check_layer_spec_error(R"({"type":"BatchNormalization","epsilon":0})", in, "layers[0].epsilon", "expected a positive number");
-  check_layer_spec_error(R"({"type":"BatchNormalization","center":"yes"})", in, "layers[0].center", "expected true or false");
-  check_layer_spec_error(R"({"type":"BatchNormalization","scale":null})", in, "layers[0].scale", "expected true or false");
-  check_layer_spec_error(R"({"type":"BatchNormalization","beta_initializer":"zeros"})", in, "layers[0].beta_initializer", "unknown key");
+  check_layer_spec_error(R"({"type":"BatchNormalization","axis":[1]})", in, "layers[0].axis",
+                         "expected -1 (the last axis)");
+  check_layer_spec_error(R"({"type":"BatchNormalization","momentum":1.5})", in, "layers[0].momentum",
+                         "expected a number in [0.0, 1.0]");
+  check_layer_spec_error(R"({"type":"BatchNormalization","epsilon":0})", in, "layers[0].epsilon",
+                         "expected a positive number");
+  check_layer_spec_error(R"({"type":"BatchNormalization","center":"yes"})", in, "layers[0].center",
+                         "expected true or false");
+  check_layer_spec_error(R"({"type":"BatchNormalization","scale":null})", in, "layers[0].scale",
+                         "expected true or false");
+  check_layer_spec_error(R"({"type":"BatchNormalization","beta_initializer":"zeros"})", in,
+                         "layers[0].beta_initializer", "unknown key");
 }
 
 }  // namespace

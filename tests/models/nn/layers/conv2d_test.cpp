@@ -18,11 +18,13 @@ TEST_CASE("Conv2D passes the layer checks") {
   auto checked = check_layer(R"({"type":"Conv2D","filters":3,"kernel_size":3})", {5, 6, 2});
   CHECK(checked.output_shape == Shape{3, 4, 3});
   CHECK(checked.layer().name() == "conv2d");
-  CHECK(check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":[3,2],"strides":2,"padding":"same"})", {5, 7, 2}).output_shape ==
-        Shape{3, 4, 2});
-  CHECK(check_layer(R"({"type":"Conv2D","filters":4,"kernel_size":[2,3],"strides":[1,2],"activation":"relu"})", {4, 7, 1})
-            .output_shape == Shape{3, 3, 4});
-  check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":1,"use_bias":false,"kernel_initializer":"he_normal"})", {3, 3, 3});
+  CHECK(check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":[3,2],"strides":2,"padding":"same"})", {5, 7, 2})
+            .output_shape == Shape{3, 4, 2});
+  CHECK(
+      check_layer(R"({"type":"Conv2D","filters":4,"kernel_size":[2,3],"strides":[1,2],"activation":"relu"})", {4, 7, 1})
+          .output_shape == Shape{3, 3, 4});
+  check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":1,"use_bias":false,"kernel_initializer":"he_normal"})",
+              {3, 3, 3});
   check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":3,"padding":"same","activation":"gelu"})", {4, 4, 2});
 }
 
@@ -53,7 +55,8 @@ TEST_CASE("Conv2D computes the correlation plus bias") {
 }
 
 TEST_CASE("Conv2D gives identical output bits on 1 and 2 intra-op threads") {
-  auto net = build_one_layer(R"({"type":"Conv2D","filters":16,"kernel_size":3,"padding":"same","activation":"relu"})", {8, 8, 3});
+  auto net = build_one_layer(R"({"type":"Conv2D","filters":16,"kernel_size":3,"padding":"same","activation":"relu"})",
+                             {8, 8, 3});
   // 16 images of 64 pixels: 16 blocks of 64 rows.
   Tensor x = testing::random_tensor(Shape{16, 8, 8, 3}, 3);
   Tensor one = testing::run_net(*net, x, false, 1), two = testing::run_net(*net, x, false, 2);
@@ -79,37 +82,41 @@ TEST_CASE("Conv2D bad keys name their JSON path") {
   const Shape in{6, 5, 2};
   check_layer_spec_error(R"({"type":"Conv2D","kernel_size":3})", in, "layers[0]", "missing required key \"filters\"");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2})", in, "layers[0]", "missing required key \"kernel_size\"");
-  check_layer_spec_error(R"({"type":"Conv2D","filters":0,"kernel_size":3})", in, "layers[0].filters", "expected a positive integer, got 0");
+  check_layer_spec_error(R"({"type":"Conv2D","filters":0,"kernel_size":3})", in, "layers[0].filters",
+                         "expected a positive integer, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":0})", in, "layers[0].kernel_size",
                          "expected a positive integer of at most 65536 or a list of two, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3,-1]})", in, "layers[0].kernel_size",
                          "expected a positive integer of at most 65536 or a list of two");
-  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3]})", in, "layers[0].kernel_size", "a list of two");
+  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3]})", in, "layers[0].kernel_size",
+                         "a list of two");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"strides":0})", in, "layers[0].strides",
                          "expected a positive integer of at most 65536 or a list of two, got 0");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"padding":"full"})", in, "layers[0].padding",
                          "unknown value \"full\" (known: valid, same)");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":[3,6]})", in, "layers[0].kernel_size",
                          "3x6 is larger than the input (None, 6, 5, 2) with \"valid\" padding");
-  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"activation":"swish"})", in, "layers[0].activation",
-                         "unknown value \"swish\"");
+  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"activation":"swish"})", in,
+                         "layers[0].activation", "unknown value \"swish\"");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"use_bias":1})", in, "layers[0].use_bias",
                          "expected true or false");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"kernel_initializer":"ones"})", in,
                          "layers[0].kernel_initializer", "known: glorot_uniform, he_normal, zeros");
-  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"dilation_rate":2})", in, "layers[0].dilation_rate",
-                         "unknown key");
+  check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"dilation_rate":2})", in,
+                         "layers[0].dilation_rate", "unknown key");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3})", {6, 5}, "layers[0]",
                          "Conv2D expects an input of shape (None, height, width, channels), got (None, 6, 5)");
   // "same" accepts a kernel larger than the input, as Keras does.
-  CHECK(build_one_layer(R"({"type":"Conv2D","filters":2,"kernel_size":7,"padding":"same"})", in)->output_shape() == Shape{6, 5, 2});
+  CHECK(build_one_layer(R"({"type":"Conv2D","filters":2,"kernel_size":7,"padding":"same"})", in)->output_shape() ==
+        Shape{6, 5, 2});
 }
 
 TEST_CASE("Conv2D fuses its convolution, bias and ReLU into one node; other activations follow it") {
   using testing::layer_op_names;
   using Ops = std::vector<std::string>;
   const Shape image{6, 6, 2};
-  CHECK(layer_op_names(R"({"type":"Conv2D","filters":3,"kernel_size":3,"activation":"relu"})", image) == Ops{"FusedConv2D"});
+  CHECK(layer_op_names(R"({"type":"Conv2D","filters":3,"kernel_size":3,"activation":"relu"})", image) ==
+        Ops{"FusedConv2D"});
   CHECK(layer_op_names(R"({"type":"Conv2D","filters":3,"kernel_size":3})", image) == Ops{"FusedConv2D"});
   CHECK(layer_op_names(R"({"type":"Conv2D","filters":3,"kernel_size":3,"activation":"tanh"})", image) ==
         Ops{"FusedConv2D", "Tanh"});

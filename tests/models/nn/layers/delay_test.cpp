@@ -37,7 +37,8 @@ TEST_CASE("Delay adds one Delay node in training and inference and outputs its i
 }
 
 TEST_CASE("Delay bad keys name their JSON path") {
-  check_layer_spec_error(R"({"type":"Delay","ms":-1})", {4}, "layers[0].ms", "expected a number of milliseconds in [0, 60000], got -1");
+  check_layer_spec_error(R"({"type":"Delay","ms":-1})", {4}, "layers[0].ms",
+                         "expected a number of milliseconds in [0, 60000], got -1");
   check_layer_spec_error(R"({"type":"Delay","ms":60001})", {4}, "layers[0].ms", "in [0, 60000], got 60001");
   check_layer_spec_error(R"({"type":"Delay","ms":"20"})", {4}, "layers[0].ms", "expected a number");
   check_layer_spec_error(R"({"type":"Delay"})", {4}, "layers[0]", "missing required key \"ms\"");

@@ -150,15 +150,19 @@ TEST_CASE("Dense resolves every key in to_json") {
 }
 
 TEST_CASE("Dense bad keys name their JSON path") {
-  check_layer_spec_error(R"({"type":"Dense","units":-3})", {4}, "layers[0].units", "expected a positive integer, got -3");
+  check_layer_spec_error(R"({"type":"Dense","units":-3})", {4}, "layers[0].units",
+                         "expected a positive integer, got -3");
   check_layer_spec_error(R"({"type":"Dense","units":0})", {4}, "layers[0].units", "expected a positive integer, got 0");
-  check_layer_spec_error(R"({"type":"Dense","units":2.5})", {4}, "layers[0].units", "expected a positive integer, got 2.5");
+  check_layer_spec_error(R"({"type":"Dense","units":2.5})", {4}, "layers[0].units",
+                         "expected a positive integer, got 2.5");
   check_layer_spec_error(R"({"type":"Dense","units":"4"})", {4}, "layers[0].units", "expected a positive integer");
   check_layer_spec_error(R"({"type":"Dense"})", {4}, "layers[0]", "missing required key \"units\"");
   check_layer_spec_error(R"({"type":"Dense","units":4,"unit":4})", {4}, "layers[0].unit", "unknown key");
-  check_layer_spec_error(R"({"type":"Dense","units":4,"activation":"relux"})", {4}, "layers[0].activation",
-                         "unknown value \"relux\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
-  check_layer_spec_error(R"({"type":"Dense","units":4,"activation":3})", {4}, "layers[0].activation", "expected a string");
+  check_layer_spec_error(
+      R"({"type":"Dense","units":4,"activation":"relux"})", {4}, "layers[0].activation",
+      "unknown value \"relux\" (known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh)");
+  check_layer_spec_error(R"({"type":"Dense","units":4,"activation":3})", {4}, "layers[0].activation",
+                         "expected a string");
   check_layer_spec_error(R"({"type":"Dense","units":4,"use_bias":"yes"})", {4}, "layers[0].use_bias",
                          "expected true or false");
   check_layer_spec_error(R"({"type":"Dense","units":4,"kernel_initializer":"ones"})", {4},
@@ -178,7 +182,8 @@ TEST_CASE("Dense fuses its product, bias and ReLU into one node; other activatio
   CHECK(layer_op_names(R"({"type":"Dense","units":4})", {8}) == Ops{"FusedMatMul"});
   CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"sigmoid"})", {8}) == Ops{"FusedMatMul", "Sigmoid"});
   CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"softmax"})", {8}) == Ops{"FusedMatMul", "Softmax"});
-  CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"relu","use_bias":false})", {8}) == Ops{"MatMul", "Relu"});
+  CHECK(layer_op_names(R"({"type":"Dense","units":4,"activation":"relu","use_bias":false})", {8}) ==
+        Ops{"MatMul", "Relu"});
 }
 
 }  // namespace

@@ -111,9 +111,12 @@ TEST_CASE("Dropout masks do not depend on how many nodes the graph holds before 
 }
 
 TEST_CASE("Dropout bad keys name their JSON path") {
-  check_layer_spec_error(R"({"type":"Dropout","rate":1.0})", {3}, "layers[0].rate", "expected a number in [0.0, 1.0), got 1.0");
-  check_layer_spec_error(R"({"type":"Dropout","rate":-0.1})", {3}, "layers[0].rate", "expected a number in [0.0, 1.0), got -0.1");
-  check_layer_spec_error(R"({"type":"Dropout","rate":"half"})", {3}, "layers[0].rate", "expected a number, got \"half\"");
+  check_layer_spec_error(R"({"type":"Dropout","rate":1.0})", {3}, "layers[0].rate",
+                         "expected a number in [0.0, 1.0), got 1.0");
+  check_layer_spec_error(R"({"type":"Dropout","rate":-0.1})", {3}, "layers[0].rate",
+                         "expected a number in [0.0, 1.0), got -0.1");
+  check_layer_spec_error(R"({"type":"Dropout","rate":"half"})", {3}, "layers[0].rate",
+                         "expected a number, got \"half\"");
   check_layer_spec_error(R"({"type":"Dropout"})", {3}, "layers[0]", "missing required key \"rate\"");
   check_layer_spec_error(R"({"type":"Dropout","rate":0.5,"seed":3})", {3}, "layers[0].seed", "unknown key");
 }

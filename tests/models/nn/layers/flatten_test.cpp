@@ -38,7 +38,8 @@ TEST_CASE("Flatten keeps row-major element order and a Dense layer can follow it
 }
 
 TEST_CASE("Flatten rejects unknown keys") {
-  check_layer_spec_error(R"({"type":"Flatten","data_format":"channels_last"})", {2, 2}, "layers[0].data_format", "unknown key");
+  check_layer_spec_error(R"({"type":"Flatten","data_format":"channels_last"})", {2, 2}, "layers[0].data_format",
+                         "unknown key");
 }
 
 }  // namespace

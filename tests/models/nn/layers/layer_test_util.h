@@ -71,8 +71,8 @@ inline nlohmann::json one_layer_spec(const nlohmann::json& layer, const Shape& i
 
 inline std::shared_ptr<Sequential> build_one_layer(const std::string& json_text, const Shape& input_shape,
                                                    std::uint64_t seed = 7) {
-  return std::make_shared<Sequential>(
-      Sequential::from_json(one_layer_spec(nlohmann::json::parse(json_text), input_shape), "layer_test.json", "", seed));
+  return std::make_shared<Sequential>(Sequential::from_json(
+      one_layer_spec(nlohmann::json::parse(json_text), input_shape), "layer_test.json", "", seed));
 }
 
 // The ops a one-layer model traces to in inference, without its placeholder and variable reads.
@@ -203,7 +203,9 @@ inline CheckedLayer check_layer(const std::string& json_text, const Shape& input
   RunOptions ro;
   ro.step = 3;
   std::vector<float> x_values = random_floats(y_shape[0] * input_shape.num_elements(), o.seed + 202);
-  auto feed_x = [&] { return std::vector<Feed>{{x, Tensor::from_floats(Shape::concat(o.batch, input_shape), x_values)}}; };
+  auto feed_x = [&] {
+    return std::vector<Feed>{{x, Tensor::from_floats(Shape::concat(o.batch, input_shape), x_values)}};
+  };
 
   std::vector<Tensor> out = session.run(feed_x(), fetches, {}, ro);
   CHECK(out[0].shape() == y_shape);
@@ -223,8 +225,8 @@ inline CheckedLayer check_layer(const std::string& json_text, const Shape& input
 
   const std::vector<float> x_original = x_values;
   detail::compare_with_finite_differences(
-      "d loss / d input", x_original, analytic[0], [&](std::int64_t i, float v) { x_values[static_cast<std::size_t>(i)] = v; },
-      eval_loss, o);
+      "d loss / d input", x_original, analytic[0],
+      [&](std::int64_t i, float v) { x_values[static_cast<std::size_t>(i)] = v; }, eval_loss, o);
   for (std::size_t k = 0; k < vars.size(); ++k) {
     Variable& var = *vars[k];
     if (!var.trainable()) continue;
@@ -285,7 +287,8 @@ inline void check_layer_spec_error(const std::string& json_text, const Shape& in
     INFO("error: " << std::string(e.what()));
     CHECK(e.file() == "layer_test.json");
     CHECK(e.where() == where);
-    CHECK_MESSAGE(e.message().find(message_part) != std::string::npos, "message [" << e.message() << "] part [" << message_part << "]");
+    CHECK_MESSAGE(e.message().find(message_part) != std::string::npos,
+                  "message [" << e.message() << "] part [" << message_part << "]");
     CHECK(std::string(e.what()).find(where) != std::string::npos);
   }
 }

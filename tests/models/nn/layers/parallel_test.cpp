@@ -29,7 +29,9 @@ TEST_CASE("Parallel passes the layer checks with an add merge of Dense branches"
           [{"type":"Dense","units":4,"activation":"sigmoid"}],[{"type":"Delay","ms":0},{"type":"Dense","units":4}]]})",
       {5});
   CHECK(checked.output_shape == Shape{4});
-  check_layer(R"({"type":"Parallel","merge":"add","branches":[[{"type":"Dense","units":3}],[{"type":"Dense","units":3}]]})", {2});
+  check_layer(
+      R"({"type":"Parallel","merge":"add","branches":[[{"type":"Dense","units":3}],[{"type":"Dense","units":3}]]})",
+      {2});
 }
 
 TEST_CASE("Parallel names sub-layers uniquely and exposes their variables under its own name") {
@@ -41,9 +43,9 @@ TEST_CASE("Parallel names sub-layers uniquely and exposes their variables under 
   std::vector<std::string> names;
   for (const auto& v : par.variables()) names.push_back(v->name());
   // Automatic names step around the given "dense_1" and count every Dense, like a Sequential's.
-  CHECK(names == std::vector<std::string>{"par/dense/kernel", "par/dense/bias", "par/dense_2/kernel", "par/dense_2/bias",
-                                          "par/dense_1/kernel", "par/dense_1/bias", "par/dense_4/kernel",
-                                          "par/dense_4/bias"});
+  CHECK(names == std::vector<std::string>{"par/dense/kernel", "par/dense/bias", "par/dense_2/kernel",
+                                          "par/dense_2/bias", "par/dense_1/kernel", "par/dense_1/bias",
+                                          "par/dense_4/kernel", "par/dense_4/bias"});
   CHECK(net->variables().size() == 8);
   // Two Dense layers of the same shape in one Parallel start from different weights.
   CHECK(par.variables()[2]->read().to_floats() != par.variables()[6]->read().to_floats());
@@ -71,10 +73,12 @@ TEST_CASE("A Parallel inside a Parallel prefixes variables with both names") {
 }
 
 TEST_CASE("Parallel computes the concatenation and the sum of its branches") {
-  const char* branches = R"([[{"type":"Dense","units":2,"use_bias":false}],[{"type":"Dense","units":2,"use_bias":false}]])";
+  const char* branches =
+      R"([[{"type":"Dense","units":2,"use_bias":false}],[{"type":"Dense","units":2,"use_bias":false}]])";
   for (const std::string merge : {"concat", "add"}) {
     CAPTURE(merge);
-    auto net = build_one_layer(std::string(R"({"type":"Parallel","merge":")") + merge + R"(","branches":)" + branches + "}", {2});
+    auto net = build_one_layer(
+        std::string(R"({"type":"Parallel","merge":")") + merge + R"(","branches":)" + branches + "}", {2});
     const Layer& par = *net->layers()[0];
     par.variables()[0]->assign(Tensor::from_floats(Shape{2, 2}, std::vector<float>{1, 0, 0, 1}));
     par.variables()[1]->assign(Tensor::from_floats(Shape{2, 2}, std::vector<float>{2, 0, 0, 3}));
@@ -86,30 +90,39 @@ TEST_CASE("Parallel computes the concatenation and the sum of its branches") {
     std::vector<Feed> feeds{{x, Tensor::from_floats(Shape{1, 2}, std::vector<float>{1, 2})}};
     std::vector<Output> fetches{y};
     const std::vector<float> out = s.run(feeds, fetches)[0].to_floats();
-    if (merge == "concat") CHECK(out == std::vector<float>{1, 2, 2, 6});
-    else CHECK(out == std::vector<float>{3, 8});
+    if (merge == "concat")
+      CHECK(out == std::vector<float>{1, 2, 2, 6});
+    else
+      CHECK(out == std::vector<float>{3, 8});
   }
 }
 
 TEST_CASE("Parallel bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}]]})", {3}, "layers[0].branches",
                          "at least 2 branches");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Dense","units":2}]],"merge":"mul"})",
-                         {3}, "layers[0].merge", "unknown value \"mul\" (known: add, concat)");
-  check_layer_spec_error(R"({"type":"Parallel","merge":"add","branches":[[{"type":"Dense","units":2}],[{"type":"Dense","units":3}]]})",
-                         {3}, "layers[0]", "Parallel layer \"parallel\" merges by \"add\", which needs equal branch outputs, but branch 0 gives (None, 2) and branch 1 gives (None, 3)");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[]]})", {3}, "layers[0].branches[1]",
-                         "expected a non-empty list of layers");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Delay","ms":1},{"type":"Dense","units":-2}]]})",
-                         {3}, "layers[0].branches[1][1].units", "expected a positive integer, got -2");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2,"name":"a"}],[{"type":"Dense","units":2,"name":"a"}]]})",
-                         {3}, "layers[0].branches[1][0].name", "duplicate layer name \"a\"");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Delay","ms":1}]]})", {2, 2},
-                         "layers[0].branches[0][0]", "(None, 2, 2)");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]]})", {2, 2},
-                         "layers[0]", "merges by \"concat\", which needs flat branch outputs");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]],"brances":1})",
-                         {2}, "layers[0].brances", "unknown key");
+  check_layer_spec_error(
+      R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Dense","units":2}]],"merge":"mul"})",
+      {3}, "layers[0].merge", "unknown value \"mul\" (known: add, concat)");
+  check_layer_spec_error(
+      R"({"type":"Parallel","merge":"add","branches":[[{"type":"Dense","units":2}],[{"type":"Dense","units":3}]]})",
+      {3}, "layers[0]",
+      "Parallel layer \"parallel\" merges by \"add\", which needs equal branch outputs, but branch 0 gives (None, 2) "
+      "and branch 1 gives (None, 3)");
+  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[]]})", {3},
+                         "layers[0].branches[1]", "expected a non-empty list of layers");
+  check_layer_spec_error(
+      R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Delay","ms":1},{"type":"Dense","units":-2}]]})",
+      {3}, "layers[0].branches[1][1].units", "expected a positive integer, got -2");
+  check_layer_spec_error(
+      R"({"type":"Parallel","branches":[[{"type":"Dense","units":2,"name":"a"}],[{"type":"Dense","units":2,"name":"a"}]]})",
+      {3}, "layers[0].branches[1][0].name", "duplicate layer name \"a\"");
+  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Delay","ms":1}]]})",
+                         {2, 2}, "layers[0].branches[0][0]", "(None, 2, 2)");
+  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]]})",
+                         {2, 2}, "layers[0]", "merges by \"concat\", which needs flat branch outputs");
+  check_layer_spec_error(
+      R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]],"brances":1})", {2},
+      "layers[0].brances", "unknown key");
 }
 
 // The two Delay nodes of a run, as profiled.
