@@ -3,12 +3,14 @@
 #   scripts/setup.sh          what the build and the tests need
 #   scripts/setup.sh --fuzz   also clang-14 and its runtimes (libFuzzer, sanitizers; llvm-14 for the symbolizer)
 #                             for scripts/fuzz.sh
+#   scripts/setup.sh --format also clang-format-14, for scripts/format.sh
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev)
-if [ "${1:-}" = "--fuzz" ]; then
-  packages+=(clang-14 libclang-rt-14-dev llvm-14)
-fi
+case "${1:-}" in
+  --fuzz) packages+=(clang-14 libclang-rt-14-dev llvm-14) ;;
+  --format) packages+=(clang-format-14) ;;
+esac
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
