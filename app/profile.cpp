@@ -99,6 +99,51 @@ void print_layers(const ProfileReport& r, bool ops) {
               ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
 }
 
+// Every report as JSON, in the order measured.
+nlohmann::json reports_json(const std::vector<ProfileReport>& reports) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : reports) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const auto& l : r.layers)
+      layers.push_back({{"name", l.name},
+                        {"type", l.type},
+                        {"output_shape", l.output_shape},
+                        {"params", l.params},
+                        {"forward", stats_json(l.forward)},
+                        {"backward", stats_json(l.backward)},
+                        {"flops", l.flops}});
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& o : r.ops)
+      ops.push_back(
+          {{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
+    out.push_back({{"mode", mode_name(r)},
+                   {"inter_op_threads", r.inter_op_threads},
+                   {"intra_op_threads", r.intra_op_threads},
+                   {"step", stats_json(r.step)},
+                   {"unprofiled_step", stats_json(r.unprofiled)},
+                   {"kernels", stats_json(r.kernels)},
+                   {"samples_per_second", r.samples_per_second},
+                   {"layers", layers},
+                   {"ops", ops}});
+  }
+  return out;
+}
+
+// The sweep's summary table: one row per mode and thread counts, with the speed-up over the first.
+void print_sweep(const std::vector<ProfileReport>& reports, bool both_modes) {
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& r : reports)
+    rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads),
+                    ms(r.unprofiled.median), thousands(static_cast<std::int64_t>(r.samples_per_second)),
+                    fmt::format("{:.2f}x", reports[0].unprofiled.median / r.unprofiled.median)});
+  std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
+              both_modes ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
+              reports[0].inter_op_threads, reports[0].intra_op_threads);
+  std::printf("%s", box_table({"mode", "inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows,
+                              {false, true, true, true, true, true})
+                        .c_str());
+}
+
 int run_profile(const ProfileFlags& f) {
   if (f.mode != "traced" && f.mode != "eager" && f.mode != "both")
     throw SpecError("", "--mode", "unknown mode \"" + f.mode + "\" (known: traced, eager, both)");
@@ -134,33 +179,10 @@ int run_profile(const ProfileFlags& f) {
     write_file_atomic(f.trace, chrome_trace_json(last.last_events, t));
   }
   if (f.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : reports) {
-      nlohmann::json layers = nlohmann::json::array();
-      for (const auto& l : r.layers)
-        layers.push_back({{"name", l.name},
-                          {"type", l.type},
-                          {"output_shape", l.output_shape},
-                          {"params", l.params},
-                          {"forward", stats_json(l.forward)},
-                          {"backward", stats_json(l.backward)},
-                          {"flops", l.flops}});
-      nlohmann::json ops = nlohmann::json::array();
-      for (const auto& o : r.ops)
-        ops.push_back(
-            {{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
-      out.push_back({{"mode", mode_name(r)},
-                     {"inter_op_threads", r.inter_op_threads},
-                     {"intra_op_threads", r.intra_op_threads},
-                     {"step", stats_json(r.step)},
-                     {"unprofiled_step", stats_json(r.unprofiled)},
-                     {"kernels", stats_json(r.kernels)},
-                     {"samples_per_second", r.samples_per_second},
-                     {"layers", layers},
-                     {"ops", ops}});
-    }
     std::printf("%s\n",
-                nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", out}}.dump(2).c_str());
+                nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", reports_json(reports)}}
+                    .dump(2)
+                    .c_str());
     return 0;
   }
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
@@ -172,19 +194,7 @@ int run_profile(const ProfileFlags& f) {
                 r.intra_op_threads);
     print_layers(r, f.ops);
   }
-  if (reports.size() > 1) {
-    std::vector<std::vector<std::string>> rows;
-    for (const auto& r : reports)
-      rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads),
-                      ms(r.unprofiled.median), thousands(static_cast<std::int64_t>(r.samples_per_second)),
-                      fmt::format("{:.2f}x", reports[0].unprofiled.median / r.unprofiled.median)});
-    std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
-                eager_modes.size() > 1 ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
-                reports[0].inter_op_threads, reports[0].intra_op_threads);
-    std::printf("%s", box_table({"mode", "inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows,
-                                {false, true, true, true, true, true})
-                          .c_str());
-  }
+  if (reports.size() > 1) print_sweep(reports, eager_modes.size() > 1);
   if (!f.trace.empty())
     std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
   return 0;
