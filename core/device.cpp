@@ -106,6 +106,13 @@ std::string_view device_kind_name(DeviceKind kind) {
   return kNames[static_cast<std::size_t>(kind)];
 }
 
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}  // namespace
+
+void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
+bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+
 Device* cpu_device() {
   static CpuDevice device;
   return &device;

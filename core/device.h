@@ -78,6 +78,12 @@ class Device {
   virtual std::vector<std::pair<std::string, std::string>> properties() const { return {}; }
 };
 
+// Whether matrix products on a GPU may round their inputs to TF32 (a 10-bit mantissa) on tensor cores:
+// several times faster, about 1e-3 relative error. Off unless a run's config says "allow_tf32": true; one
+// setting for the whole process, read at each product.
+void set_allow_tf32(bool allow);
+bool allow_tf32();
+
 // The host CPU; one process-wide instance.
 Device* cpu_device();
 // An event that is done already (the CPU's, whose work is done when its call returns).

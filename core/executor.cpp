@@ -163,6 +163,10 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     plan.fetch_slots.push_back(s);
     plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
   }
+  for (const PlanNode& pn : plan.nodes)
+    if (pn.device != cpu_device() &&
+        std::find(plan.stream_devices.begin(), plan.stream_devices.end(), pn.device) == plan.stream_devices.end())
+      plan.stream_devices.push_back(pn.device);
   if (placement.log)
     for (const PlanNode& pn : plan.nodes)
       plan.placement_log.push_back(pn.node->name + " (" + pn.node->op->name + "): " + pn.device->name());
@@ -369,6 +373,13 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
     }
     std::unique_lock lock(frame.mu_);
     frame.cv_.wait(lock, [&] { return frame.done_; });
+  }
+  for (Device* d : plan.stream_devices) {
+    try {
+      d->synchronize();
+    } catch (...) {
+      run.record_error(std::current_exception());
+    }
   }
   // The thread that finished the run set done_ under the lock, after any error was recorded under it, so
   // the flag read here is the final one. The error leaves the frame, so the next run starts without one.

@@ -48,6 +48,9 @@ struct Plan {
   std::vector<std::string> placement_warnings;
   // With PlacementOptions::log: "node (Op): device" for every node, copies included.
   std::vector<std::string> placement_log;
+  // The devices besides the CPU that run nodes of the plan. A run ends by waiting for their streams, so
+  // its work, and any error its queued work raised (a NaN gradient found on a GPU), belongs to that run.
+  std::vector<Device*> stream_devices;
 };
 
 // Throws ShapeError naming the placeholder when a fed value's spec does not fit it.

@@ -10,13 +10,6 @@ Tensor& KernelContext::output() {
   return output_;
 }
 
-std::uint64_t mix64(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 std::uint64_t KernelContext::random_key(std::int64_t stream) const {
   return mix64(mix64(seed_ ^ mix64(static_cast<std::uint64_t>(stream))) + static_cast<std::uint64_t>(step_));
 }

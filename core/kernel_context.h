@@ -1,9 +1,10 @@
 // KernelContext: everything one kernel invocation sees: its node, its inputs, its output slot, the intra-op
-// pool, and the random stream of this step.
+// pool, and the random stream of this step (drawn with core/counter_random.h).
 #pragma once
 
 #include <cstdint>
 
+#include "core/counter_random.h"
 #include "core/graph.h"
 #include "core/thread_pool.h"
 
@@ -67,12 +68,5 @@ class KernelContext {
   std::int64_t step_;
   std::uint64_t* kept_read_ = nullptr;
 };
-
-// Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser); the base of every random stream.
-std::uint64_t mix64(std::uint64_t x);
-// Uniform float in [0, 1) for element i of the stream with this key: the same value on every thread count.
-inline float uniform_at(std::uint64_t key, std::uint64_t i) {
-  return static_cast<float>(mix64(key ^ (i * 0x9E3779B97F4A7C15ull)) >> 40) * (1.0f / 16777216.0f);
-}
 
 }  // namespace tctl

@@ -61,6 +61,8 @@ Tensor Variable::read() const {
     return read(writes);
   }
   // value_ is never replaced in these modes, so its handle is read without a lock; its elements are not.
+  // A device's own copy (one stream orders it among the updates) is as torn as the host's loop below.
+  if (!value_.device()->host_addressable()) return value_.clone();
   Tensor out = Tensor::empty(dtype_, shape_, value_.device());
   float* dst = out.mutable_data<float>();
   float* src = value_.mutable_data<float>();
@@ -126,12 +128,26 @@ void Variable::assign(const Tensor& given) {
   TCTL_CHECK(given.shape() == shape_ && given.dtype() == dtype_, "assign to " + name_ + " with another shape");
   const Tensor value = given.to(device());
   Update u(*this);
+  if (!value.device()->host_addressable()) {
+    value.device()->copy_on_device(u.device_data(), value.raw_data(), value.bytes());
+    return;
+  }
   const float* src = value.data<float>();
   for (std::int64_t i = 0; i < u.size(); ++i) u.apply(i, [&](float) { return src[i]; });
 }
 
 void Variable::add_scaled(const Tensor& delta, float sign) {
   TCTL_CHECK(delta.num_elements() == shape_.num_elements(), "update of " + name_ + " with another size");
+  if (!device()->host_addressable()) {
+    // Off the host (a GPU): the sum is formed on the host and written back whole; a rare path (tests,
+    // race-check's host scenario), not a training step's, whose updates are device kernels.
+    Tensor sum = read().to(cpu_device());
+    const Tensor d = delta.to(cpu_device());
+    float* s = sum.mutable_data<float>();
+    for (std::int64_t i = 0; i < sum.num_elements(); ++i) s[i] += sign * d.data<float>()[i];
+    assign(sum);
+    return;
+  }
   const Tensor on_device = delta.to(device());
   Update u(*this);
   const float* d = on_device.data<float>();
@@ -147,11 +163,11 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
     case LockingMode::kMutex:
     case LockingMode::kProcess:
       v.make_unique_locked();
-      data_ = v.value_.mutable_data<float>();
+      data_ = static_cast<float*>(v.value_.raw_mutable_data());
       break;
     case LockingMode::kSnapshot:
       next_ = v.current_version()->clone();
-      data_ = next_.mutable_data<float>();
+      data_ = static_cast<float*>(next_.raw_mutable_data());
       break;
     case LockingMode::kAtomic:
       cas_ = true;
@@ -159,7 +175,7 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
     case LockingMode::kNone:
     case LockingMode::kDataflow:
       shared_ = true;
-      data_ = v.value_.mutable_data<float>();
+      data_ = static_cast<float*>(v.value_.raw_mutable_data());
       break;
   }
 }

@@ -72,6 +72,11 @@ class Variable {
     std::int64_t size() const { return size_; }
     // Direct access to a buffer this update owns alone; null in the lock-free modes.
     float* data() const { return shared_ ? nullptr : data_; }
+    // The buffer being written, in every mode, on the variable's device: what a device kernel updates.
+    // In the lock-free modes others write it at the same time (a kernel for `atomic` must add atomically).
+    float* device_data() const { return data_; }
+    bool lock_free() const { return shared_; }
+    bool compare_and_swap() const { return cas_; }
 
     template <class F>
     void apply(std::int64_t i, F f) const {

@@ -6,6 +6,7 @@
 // "padding" "valid" or "same".
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -37,5 +38,21 @@ WindowGeometry infer_window(const InferContext& c, const Shape& input, std::int6
                             const std::string& what);
 // The same for a kernel, where the shape function already vetted everything.
 WindowGeometry window_geometry(const Attrs& attrs, const Shape& input, std::int64_t kh, std::int64_t kw);
+
+// How the convolution kernels, on every device, cut their rows (output pixels, or whole images) into blocks
+// whose size depends on the shapes only, never on the thread count, so each output comes from the same
+// sums on any pool size and on the CPU and a GPU alike. A block holds about kConvBlockFloats floats of
+// im2col patches (128 KB, within L2: large enough that sgemm's packing is paid rarely, small enough to stay
+// in cache), and the blocks come in an even number of equal ones so two threads share them evenly.
+inline constexpr std::int64_t kConvBlockFloats = std::int64_t{1} << 15;
+struct RowBlocks {
+  std::int64_t count = 1, rows = 0;  // rows per block; the last blocks may be shorter or empty
+};
+inline RowBlocks conv_row_blocks(std::int64_t rows, std::int64_t floats_per_row) {
+  std::int64_t count = std::max<std::int64_t>(1, rows * floats_per_row / kConvBlockFloats);
+  if (count > 1) count += count % 2;
+  count = std::min(count, std::max<std::int64_t>(rows, 1));
+  return {count, (rows + count - 1) / count};
+}
 
 }  // namespace tctl

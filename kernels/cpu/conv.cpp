@@ -14,24 +14,9 @@
 namespace tctl::cpu {
 namespace {
 
-// Every kernel here cuts its rows (output pixels over the whole batch) into blocks of a fixed size that
-// depends on the shapes only, never on the thread count, so every output comes from the same calls on any
-// pool size and the results stay bit-identical. A block holds about kBlockFloats floats of im2col
-// patches (128 KB, within L2): large enough that sgemm's packing is paid rarely (a 3x3 kernel on one
-// channel has 9-float rows, so 64-row blocks made 64 sgemm calls of 9x16 per batch), small enough to
-// stay in cache, and cut into an even number of equal blocks so two threads share them evenly.
-constexpr std::int64_t kBlockFloats = std::int64_t{1} << 15;
-
-struct Blocks {
-  std::int64_t count = 1, rows = 0;  // rows per block; the last block may be shorter
-};
-
-Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) {
-  std::int64_t count = std::max<std::int64_t>(1, rows * floats_per_row / kBlockFloats);
-  if (count > 1) count += count % 2;
-  count = std::min(count, std::max<std::int64_t>(rows, 1));
-  return {count, (rows + count - 1) / count};
-}
+// Every kernel here cuts its rows into conv_row_blocks (core/ops/window.h), the same on any thread count.
+using Blocks = RowBlocks;
+Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) { return conv_row_blocks(rows, floats_per_row); }
 
 // Per-thread scratch, grown as needed and kept: no allocation per step. A kernel may hold two at once: its
 // im2col patches, and its kernel-gradient partials, which the calling thread lends its helpers.

@@ -88,6 +88,7 @@ CudaDevice::CudaDevice(int ordinal)
     check(cudaMallocHost(&staging_[k], kStagingBytes), name_, "cudaMallocHost");
     check(cudaEventCreateWithFlags(&staging_done_[k], cudaEventDisableTiming), name_, "cudaEventCreate");
   }
+  check(cudaMallocHost(&report_word_, kReportBytes), name_, "cudaMallocHost");
 }
 
 CudaDevice::~CudaDevice() {
@@ -99,6 +100,7 @@ CudaDevice::~CudaDevice() {
     cudaFreeHost(staging_[k]);
     cudaEventDestroy(staging_done_[k]);
   }
+  cudaFreeHost(report_word_);
   cudaStreamDestroy(stream_);
 }
 
@@ -174,6 +176,14 @@ void CudaDevice::enqueue(std::function<void()> work) {
   auto w = std::make_unique<HostWork>(HostWork{this, std::move(work)});
   check(cudaLaunchHostFunc(stream_, run_host_work, w.get()), name_, "cudaLaunchHostFunc");
   w.release();  // run_host_work owns it now
+}
+
+void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report) {
+  TCTL_CHECK(bytes <= kReportBytes, "enqueue_report of more than kReportBytes");
+  CurrentDevice current(ordinal_, name_);
+  std::lock_guard lock(report_mu_);
+  check(cudaMemcpyAsync(report_word_, src, bytes, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
+  enqueue([word = report_word_, report = std::move(report)] { report(word); });
 }
 
 void CudaDevice::rethrow_host_error() {

@@ -45,6 +45,12 @@ class CudaDevice final : public Device {
   cublasHandle_t cublas();
   // Rethrows the first error of host work queued with enqueue, once.
   void rethrow_host_error();
+  // Copies `bytes` (at most kReportBytes) of device memory to pinned host memory, then runs `report` on that
+  // copy, both queued on the stream: a result computed on the device (an update's numeric guard) reaches
+  // host code without a wait. `report` runs as enqueue's work does: no CUDA calls; what it throws is rethrown
+  // by the next synchronize or copy.
+  static constexpr std::size_t kReportBytes = 8;
+  void enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report);
 
  private:
   struct HostWork;
@@ -68,6 +74,10 @@ class CudaDevice final : public Device {
   void* cublas_workspace_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr host_error_;
+  // enqueue_report's pinned word. Its lock keeps each copy into it next to its report on the stream, so a
+  // report reads its own copy before the next copy lands (host work holds up the stream while it runs).
+  std::mutex report_mu_;
+  void* report_word_ = nullptr;
 };
 
 }  // namespace tctl::cuda

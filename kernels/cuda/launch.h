@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "core/kernel_context.h"
@@ -13,6 +14,14 @@ namespace tctl::cuda {
 
 inline CudaDevice& device_of(const KernelContext& ctx) { return static_cast<CudaDevice&>(ctx.device()); }
 inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).stream(); }
+
+// The device's cuBLAS handle, set for the products of this kernel: exact FP32 unless the run allows TF32
+// (set_allow_tf32, the config's "allow_tf32"). Setting the mode is a host-side field write, cheap per call.
+inline cublasHandle_t cublas_of(const KernelContext& ctx) {
+  cublasHandle_t h = device_of(ctx).cublas();
+  cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  return h;
+}
 
 inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {

@@ -23,9 +23,9 @@ void gemm(KernelContext& ctx, bool ta, bool tb) {
   const int lda = static_cast<int>(a.shape()[1]), ldb = static_cast<int>(b.shape()[1]);
   const float one = 1.0f, zero = 0.0f;
   const cublasStatus_t status =
-      cublasSgemm(device_of(ctx).cublas(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k,
-                  &one, static_cast<const float*>(b.raw_data()), ldb, static_cast<const float*>(a.raw_data()), lda,
-                  &zero, static_cast<float*>(y.raw_mutable_data()), n);
+      cublasSgemm(cublas_of(ctx), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one,
+                  static_cast<const float*>(b.raw_data()), ldb, static_cast<const float*>(a.raw_data()), lda, &zero,
+                  static_cast<float*>(y.raw_mutable_data()), n);
   if (status != CUBLAS_STATUS_SUCCESS)
     throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
                        ": cublasSgemm failed: " + cublasGetStatusString(status));

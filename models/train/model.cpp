@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/autodiff.h"
+#include "core/device.h"
 #include "core/eager.h"
 #include "core/errors.h"
 #include "core/ops/state.h"
@@ -53,6 +54,7 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
       inter_pool_(options_.inter_op_threads),
       intra_pool_(options_.intra_op_threads) {
   check_metrics(options_);
+  set_allow_tf32(options_.allow_tf32);
 
   train_graph_ = std::make_shared<Graph>();
   train_pass_ = std::make_unique<Pass>();

@@ -31,6 +31,8 @@ struct ModelOptions {
   int inter_op_threads = 0;          // 0: one per core
   int intra_op_threads = 0;
   std::string device = "cpu";
+  // GPU products may use TF32 (set process-wide when the model is made: core/device.h set_allow_tf32).
+  bool allow_tf32 = false;
   std::uint64_t seed = 0;
   std::string config_file;  // names the file in errors about the loss or metrics
   // Order stateful ops on one variable by control edges (off only to show what they prevent).

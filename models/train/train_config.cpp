@@ -39,6 +39,7 @@ nlohmann::json TrainConfig::to_json() const {
           {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
           {"callbacks", callbacks_json()},
           {"device", device},
+          {"allow_tf32", allow_tf32},
           {"keep_denormals", keep_denormals},
           {"output", output}};
 }
@@ -215,6 +216,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
   c.device = top.string("device", "cpu");
   if (!is_device_name(c.device))
     top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
+  c.allow_tf32 = top.boolean("allow_tf32", false);
 }
 
 }  // namespace
@@ -240,8 +242,8 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
-  std::vector<std::string> known{"model",    "data", "loss",    "optimizer", "metrics", "epochs", "batch_size",
-                                 "prefetch", "seed", "threads", "callbacks", "device",  "output"};
+  std::vector<std::string> known{"model",    "data", "loss",    "optimizer", "metrics", "epochs",     "batch_size",
+                                 "prefetch", "seed", "threads", "callbacks", "device",  "allow_tf32", "output"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;

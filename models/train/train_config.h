@@ -55,6 +55,8 @@ struct TrainConfig {
   int intra_op_threads = 0;
   std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
+  // GPU matrix products may use TF32 tensor cores (core/device.h set_allow_tf32); off by default.
+  bool allow_tf32 = false;
   bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
   // `train --strict-placement` and `--log-device-placement` (flags; they change no result).
   bool strict_placement = false;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/text.h"
 #include "models/data/csv.h"
@@ -38,6 +39,7 @@ ModelOptions model_options(const TrainConfig& c) {
   o.inter_op_threads = c.inter_op_threads;
   o.intra_op_threads = c.intra_op_threads;
   o.device = c.device;
+  o.allow_tf32 = c.allow_tf32;
   o.seed = c.seed;
   o.config_file = c.file;
   o.prefetch = c.prefetch;
@@ -366,6 +368,22 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
   trainer.set_interrupt_flag(nullptr);
 }
 
+// The memory of each device besides the CPU that this process used: the pool's peak, what it holds, and
+// how often it took fresh memory from the device or reused a block.
+nlohmann::json device_memory_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : DeviceRegistry::instance().devices()) {
+    const DeviceMemoryStats m = d->memory_stats();
+    if (m.fresh_blocks == 0) continue;
+    out.push_back({{"name", d->name()},
+                   {"peak_bytes", m.bytes_peak},
+                   {"reserved_bytes", m.bytes_reserved},
+                   {"fresh_blocks", m.fresh_blocks},
+                   {"reused_blocks", m.reused_blocks}});
+  }
+  return out;
+}
+
 nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const PreparedData& data,
                            const TrainOutcome& out, double train_seconds) {
   return {{"model", net.name()},
@@ -379,6 +397,7 @@ nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const Pr
           {"wall_seconds", out.seconds},
           {"train_seconds", train_seconds},
           {"samples_per_second", out.samples_per_second},
+          {"devices", device_memory_json()},
           {"data",
            {{"feature_names", data.test_raw.feature_names},
             {"label", c.data.label},

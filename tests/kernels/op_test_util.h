@@ -1,18 +1,25 @@
 // check_op: the shared harness for op tests. For one op and concrete inputs it checks that the shape the
 // graph inferred matches what the kernel produced, that the gradient agrees with central finite
 // differences, and that 1 and 2 intra-op threads give bit-identical outputs.
+//
+// In device mode (TCTL_TEST_DEVICE=cuda:0, the kernels_tests_cuda ctest entry) it also runs the op on that
+// device, where it has a kernel there, and compares the result with the CPU's within the op's stated
+// tolerance (device_tolerance), and runs the finite-difference check with the whole graph on the device.
 #pragma once
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/autodiff.h"
+#include "core/op_registry.h"
 #include "core/session.h"
 
 namespace tctl::testing {
@@ -52,8 +59,96 @@ struct OpGraph {
   Output y;
 };
 
-inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs) {
+// The device the op tests also run on ("cuda:0"), or "" when they run on the CPU only.
+inline std::string test_device() {
+  const char* d = std::getenv("TCTL_TEST_DEVICE");
+  return d == nullptr ? "" : d;
+}
+
+// True when the op has a kernel on the test device (so a comparison there means something).
+inline bool runs_on_test_device(const std::string& op) {
+  if (test_device().empty()) return false;
+  const Device* d = DeviceRegistry::instance().find(test_device());
+  return d != nullptr && op_def(op).kernel(d->kind()) != nullptr;
+}
+
+// How far the test device's result may be from the CPU's: |device - cpu| <= t * (1 + |cpu|). The CUDA
+// kernels state theirs (kernels/cuda/*.cu): 0 where they do the CPU's float operations in its order (no
+// fused multiply-add: the CPU is built with -ffp-contract=off and the kernels round each step), 1e-6 where
+// a sum in double is added in another order or a libm function (expf, erff, tanhf) differs by an ulp or
+// two, 1e-5 where a float row sum is a tree instead of left to right, 1e-4 (1e-3 for a kernel gradient's
+// long sums) where cuBLAS and OpenBLAS order a product's sums differently. Anything not listed: 1e-5.
+inline double device_tolerance(const std::string& op) {
+  static const std::map<std::string, double> stated = {
+      {"Add", 0},
+      {"Sub", 0},
+      {"Mul", 0},
+      {"Scale", 0},
+      {"AddN", 0},
+      {"ZerosLike", 0},
+      {"SumGrad", 0},
+      {"MeanGrad", 0},
+      {"Concat", 0},
+      {"SliceLastAxis", 0},
+      {"PadLastAxis", 0},
+      {"Reshape", 0},
+      {"Relu", 0},
+      {"ReluGrad", 0},
+      {"LeakyRelu", 0},
+      {"LeakyReluGrad", 0},
+      {"SigmoidGrad", 0},
+      {"TanhGrad", 0},
+      {"Mse", 0},
+      {"MseGrad", 0},
+      {"Mae", 0},
+      {"MaeGrad", 0},
+      {"Huber", 0},
+      {"HuberGrad", 0},
+      {"BinaryXentGrad", 0},
+      {"BiasAdd", 0},
+      {"ApplySgd", 0},
+      {"ApplyMomentum", 0},
+      {"ApplyRmsProp", 0},
+      {"ApplyAdagrad", 0},
+      {"Increment", 0},
+      {"ClipByGlobalNorm", 0},
+      {"Dropout", 0},
+      {"DropoutGrad", 0},
+      {"MaxPool2D", 0},
+      {"MaxPool2DGrad", 0},
+      {"AvgPool2D", 0},
+      {"AvgPool2DGrad", 0},
+      {"BatchNorm", 0},
+      {"BatchNormMeanGrad", 0},
+      {"AssignMovingAverage", 0},
+      {"BatchNormMean", 1e-6},
+      {"BatchNormVariance", 1e-6},
+      {"BatchNormVarianceGrad", 1e-6},
+      {"BatchNormGrad", 1e-6},
+      {"Conv2D", 1e-4},
+      {"FusedConv2D", 1e-4},
+      {"Conv2DInputGrad", 1e-4},
+      {"Conv2DKernelGrad", 1e-3},
+      {"Sum", 1e-6},
+      {"Mean", 1e-6},
+      {"Elu", 1e-6},
+      {"EluGrad", 1e-6},
+      {"Gelu", 1e-6},
+      {"GeluGrad", 1e-6},
+      {"Sigmoid", 1e-6},
+      {"Tanh", 1e-6},
+      {"BinaryXent", 1e-6},
+      {"ApplyAdam", 1e-6},
+      {"GlobalNorm", 1e-6},
+  };
+  const auto it = stated.find(op);
+  return it == stated.end() ? 1e-5 : it->second;
+}
+
+inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                             const std::string& device = "cpu") {
   OpGraph o;
+  Graph::Scope on_device(*o.graph, "", device, Phase::kForward);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     o.inputs.push_back(o.graph->placeholder("in" + std::to_string(i), inputs[i].dtype(), inputs[i].shape()));
     o.feeds.push_back({o.inputs.back(), inputs[i]});
@@ -65,10 +160,13 @@ inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& i
 // Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count; with more than one, the
 // pool ignores the kernels' grains, so even small inputs are cut over the threads and a comparison with one
 // thread compares a parallel run (else both would run on one thread below the split size).
-inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1) {
-  OpGraph o = make_op_graph(op, inputs, attrs);
+inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1,
+                     const std::string& device = "cpu") {
+  OpGraph o = make_op_graph(op, inputs, attrs, device);
   ThreadPool inter(1), pool(intra, /*ignore_grain=*/intra > 1);
-  Session s(o.graph, inter, pool);
+  SessionOptions options;
+  options.placement.strict = true;
+  Session s(o.graph, inter, pool, options);
   std::vector<Output> fetch{o.y};
   RunOptions ro;
   ro.step = 3;
@@ -76,9 +174,25 @@ inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, c
   return out;
 }
 
+// The op on the test device against the CPU's result `cpu`, element by element.
+inline void compare_on_test_device(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                                   const Tensor& cpu) {
+  const Tensor got = run_op(op, inputs, attrs, 1, test_device());
+  REQUIRE(got.shape() == cpu.shape());
+  REQUIRE(got.dtype() == cpu.dtype());
+  const std::vector<float> a = got.to_floats(), b = cpu.to_floats();
+  const double t = device_tolerance(op);
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(static_cast<double>(a[i]) - b[i]) <= t * (1.0 + std::abs(static_cast<double>(b[i]))));
+  }
+}
+
 inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& inputs, const OpCheck& check = {}) {
   CAPTURE(op);
-  OpGraph o = make_op_graph(op, inputs, check.attrs);
+  const bool on_device = runs_on_test_device(op);
+  // In device mode the gradient check runs on the device: every node there that has a kernel there.
+  OpGraph o = make_op_graph(op, inputs, check.attrs, on_device ? test_device() : "cpu");
   auto& g = o.graph;
   const auto& ins = o.inputs;
   const auto& feeds = o.feeds;
@@ -92,8 +206,10 @@ inline void check_op_inputs(const std::string& op, const std::vector<Tensor>& in
   CHECK(one.dtype() == inferred.dtype);
   REQUIRE(one.bytes() == two.bytes());
   CHECK(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
+  if (on_device) compare_on_test_device(op, inputs, check.attrs, one);
   if (!check.check_gradient) return;
 
+  Graph::Scope device_scope(*g, "", on_device ? test_device() : "cpu", Phase::kBackward);
   Output loss = weighted_sum(*g, y);
   std::vector<int> wrt;
   std::vector<Output> xs;

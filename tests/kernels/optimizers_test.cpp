@@ -7,10 +7,13 @@ using namespace tctl;
 
 namespace {
 // Runs one update op on `var` with gradient g and learning rate lr (and extra variables as slots; Adam's
-// step counter as an extra input), on `intra` intra-op threads.
+// step counter as an extra input), on `intra` intra-op threads. In device mode (TCTL_TEST_DEVICE) the
+// update and its inputs run on the test device when it has a kernel for the op, the variables moved there.
 void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector<VarUse> vars, const Tensor& grad,
-                std::vector<Output> extra_inputs_builder(Graph&) = nullptr, int intra = 1) {
+                std::vector<Output> extra_inputs_builder(Graph&) = nullptr, int intra = 1, bool on_test_device = true) {
   auto g = std::make_shared<Graph>();
+  Graph::Scope scope(*g, "", on_test_device && testing::runs_on_test_device(op) ? testing::test_device() : "cpu",
+                     Phase::kUpdate);
   std::vector<Output> ins{g->constant(grad), g->scalar(lr)};
   if (extra_inputs_builder) {
     auto more = extra_inputs_builder(*g);
@@ -24,6 +27,24 @@ void run_update(const std::string& op, float lr, const Attrs& attrs, std::vector
 }
 
 std::vector<Output> step_zero(Graph& g) { return {g.scalar(0.0f)}; }
+
+// Each update op with every option it has switched on, and how many slot variables it takes.
+struct UpdateCase {
+  std::string op;
+  Attrs attrs;
+  int slots;
+  bool adam;  // takes the step count
+};
+const std::vector<UpdateCase>& update_cases() {
+  static const std::vector<UpdateCase> cases{
+      {"ApplySgd", {}, 0, false},
+      {"ApplyMomentum", {{"momentum", 0.9}, {"nesterov", std::int64_t{1}}}, 1, false},
+      {"ApplyAdam", {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}, {"weight_decay", 0.1}}, 2, true},
+      {"ApplyRmsProp", {{"rho", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-7}, {"centered", std::int64_t{1}}}, 3, false},
+      {"ApplyAdagrad", {{"epsilon", 1e-7}}, 1, false},
+  };
+  return cases;
+}
 }  // namespace
 
 TEST_CASE("ApplySgd and ApplyMomentum follow Keras' formulas") {
@@ -53,6 +74,33 @@ TEST_CASE("ApplyAdam's first step moves each weight by about the learning rate")
   CHECK(m->read().to_floats()[0] == doctest::Approx(0.03));
 }
 
+TEST_CASE("each update gives the CPU's values on the test device, within its stated tolerance") {
+  const Shape shape{3000};
+  for (const UpdateCase& c : update_cases()) {
+    CAPTURE(c.op);
+    // The same variables twice: updated on the CPU, and on the test device (the CPU again outside device mode).
+    std::vector<std::vector<std::shared_ptr<Variable>>> runs(2);
+    for (int run = 0; run < 2; ++run) {
+      std::vector<VarUse> uses;
+      for (int k = 0; k <= c.slots; ++k) {
+        // The weights random, the slots zero as an optimizer makes them (then three steps fill them).
+        const Tensor initial = k == 0 ? testing::random_tensor(shape, 10) : Tensor::zeros(DType::kF32, shape);
+        runs[run].push_back(std::make_shared<Variable>("v" + std::to_string(k), initial));
+        uses.push_back({runs[run].back(), true});
+      }
+      for (int step = 0; step < 3; ++step)
+        run_update(c.op, 0.01f, c.attrs, uses, testing::random_tensor(shape, 100 + step), c.adam ? &step_zero : nullptr,
+                   1, /*on_test_device=*/run == 1);
+    }
+    const double t = testing::device_tolerance(c.op);
+    for (int k = 0; k <= c.slots; ++k) {
+      const std::vector<float> cpu = runs[0][k]->read().to_floats(), dev = runs[1][k]->read().to_floats();
+      for (std::size_t i = 0; i < cpu.size(); ++i)
+        CHECK(std::abs(static_cast<double>(dev[i]) - cpu[i]) <= t * (1.0 + std::abs(static_cast<double>(cpu[i]))));
+    }
+  }
+}
+
 TEST_CASE("an update never changes a snapshot read before it") {
   auto w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 2.0f}));
   Tensor before = w->read();
@@ -64,21 +112,8 @@ TEST_CASE("an update never changes a snapshot read before it") {
 TEST_CASE("every update refuses a NaN or infinite gradient before writing anything") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  struct Case {
-    std::string op;
-    Attrs attrs;
-    int slots;
-    bool adam;
-  };
-  const std::vector<Case> cases{
-      {"ApplySgd", {}, 0, false},
-      {"ApplyMomentum", {{"momentum", 0.9}}, 1, false},
-      {"ApplyAdam", {{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}, {"weight_decay", 0.1}}, 2, true},
-      {"ApplyRmsProp", {{"rho", 0.9}, {"momentum", 0.5}, {"epsilon", 1e-7}, {"centered", std::int64_t{1}}}, 3, false},
-      {"ApplyAdagrad", {{"epsilon", 1e-7}}, 1, false},
-  };
   for (const LockingMode mode : {LockingMode::kMutex, LockingMode::kNone, LockingMode::kSnapshot}) {
-    for (const Case& c : cases) {
+    for (const UpdateCase& c : update_cases()) {
       for (const float bad : {nan, inf, -inf}) {
         CAPTURE(c.op);
         CAPTURE(locking_mode_name(mode));

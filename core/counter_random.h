@@ -1,0 +1,30 @@
+// Counter-based random numbers: a pure function of (key, index), so any thread, on the CPU or a GPU, draws
+// element i of a stream without the ones before it, and every device and thread count gets the same bits.
+// Usable in CUDA device code: the functions are __host__ __device__ under nvcc.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define TCTL_HOST_DEVICE __host__ __device__
+#else
+#define TCTL_HOST_DEVICE
+#endif
+
+namespace tctl {
+
+// Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser); the base of every random stream.
+TCTL_HOST_DEVICE constexpr inline std::uint64_t mix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Uniform float in [0, 1) for element i of the stream with this key: the top 24 bits of the mix, so the
+// float is exact and the same on every device.
+TCTL_HOST_DEVICE constexpr inline float uniform_at(std::uint64_t key, std::uint64_t i) {
+  return static_cast<float>(mix64(key ^ (i * 0x9E3779B97F4A7C15ull)) >> 40) * (1.0f / 16777216.0f);
+}
+
+}  // namespace tctl

@@ -1,0 +1,358 @@
+// CUDA kernels of the optimizer updates, Increment, GlobalNorm and ClipByGlobalNorm (definitions in
+// core/ops/optimizers.cpp), computed as the CPU kernels compute them (kernels/cpu/optimizers.cpp): the same
+// formulas, rounded at every float operation as the CPU's (no FMA contraction), so the updates, Increment
+// and ClipByGlobalNorm give the same bits. Each update is one kernel over all its buffers (weight and slots).
+// Where they differ from the CPU:
+// - The learning rate and Adam's step count are read on the device, inside the kernel (no host wait).
+//   Adam's lr_t comes from the device's double pow, within 2 ulp of glibc's in double: after rounding to
+//   float it is the CPU's value but in the rarest cases.
+// - The numeric guard finds the first non-finite gradient element on the device; the update then writes
+//   nothing, and the CPU's NonFiniteError is thrown on the host in stream order, so the run's synchronize
+//   rethrows it (the CPU throws from the kernel). Snapshot variables still publish an unchanged version.
+// - GlobalNorm sums in double in a fixed tree, not left to right: the same bits on every run, and within
+//   1 ulp of the CPU's float result.
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/errors.h"
+#include "core/op_registry.h"
+#include "core/variable.h"
+#include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/launch.h"
+
+namespace tctl::cuda {
+namespace {
+
+// The CPU is built with -ffp-contract=off; nvcc would fuse a * b + c into one FMA, which rounds once and
+// changes the last bit. These round each operation, as the CPU does.
+__device__ float mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ float sub(float a, float b) { return __fsub_rn(a, b); }
+__device__ float divide(float a, float b) { return __fdiv_rn(a, b); }
+__device__ float root(float a) { return __fsqrt_rn(a); }
+
+// The guard's verdict: 2 * (index of the first non-finite element) + (1 if it is infinite, 0 if NaN), or
+// kAllFinite. The smallest word names the first bad element, so a min over the threads finds it.
+using Verdict = unsigned long long;
+constexpr Verdict kAllFinite = ~Verdict{0};
+
+// atomicMin is exact for integers, so the verdict does not depend on the order the threads meet.
+__global__ void find_non_finite(const float* g, std::int64_t n, Verdict* verdict) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if (isfinite(g[i])) continue;
+    atomicMin(verdict, 2 * static_cast<Verdict>(i) + (isinf(g[i]) ? 1 : 0));
+    return;  // this thread's later elements come after i
+  }
+}
+
+void throw_if_non_finite(Verdict v, const std::string& var, std::int64_t n) {
+  if (v == kAllFinite) return;
+  throw NonFiniteError("gradient of " + var + " is " + ((v & 1) != 0 ? "infinite" : "NaN") + " (element " +
+                       std::to_string(v >> 1) + " of " + std::to_string(n) + ")");
+}
+
+// The numeric guard of an update (input 0, the gradient of var(0)), without a host wait: a kernel writes
+// the verdict into the returned device word, the update kernel writes nothing unless it is kAllFinite, and
+// a copy of it reaches the host in stream order, which throws the CPU's NonFiniteError there. Keep the
+// word alive until the update kernel is queued.
+Tensor check_gradient(const KernelContext& ctx) {
+  const std::int64_t n = ctx.input(0).num_elements();
+  Tensor verdict = Tensor::empty(DType::kI64, Shape{1}, &ctx.device());
+  auto* word = static_cast<Verdict*>(verdict.raw_mutable_data());
+  check(cudaMemsetAsync(word, 0xff, sizeof(Verdict), stream_of(ctx)), ctx.device().name(), "cudaMemsetAsync");
+  if (n == 0) return verdict;
+  find_non_finite<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), n, word);
+  check_launch(ctx);
+  device_of(ctx).enqueue_report(word, sizeof(Verdict), [var = ctx.var(0).name(), n](const void* host) {
+    throw_if_non_finite(*static_cast<const Verdict*>(host), var, n);
+  });
+  return verdict;
+}
+
+// Sets p[i] = f(p[i]) and returns the new value, as Variable::Update::apply does: by compare-and-swap on
+// the float's bits in `atomic` mode (f may run again), else a plain load and store (the locked modes own
+// the buffer; `none` and `dataflow` may lose a concurrent update, as on the CPU).
+template <class F>
+__device__ float apply(float* p, std::int64_t i, bool cas, F f) {
+  if (!cas) return p[i] = f(p[i]);
+  auto* cell = reinterpret_cast<unsigned*>(p + i);
+  unsigned old = *cell;
+  for (;;) {
+    const float y = f(__uint_as_float(old));
+    const unsigned seen = atomicCAS(cell, old, __float_as_uint(y));
+    if (seen == old) return y;
+    old = seen;
+  }
+}
+
+// What every update kernel reads besides its buffers: the gradient, the learning rate (a device scalar),
+// the guard's verdict, the element count and whether the buffers take compare-and-swap.
+struct Step {
+  const float* g;
+  const float* lr;
+  const Verdict* verdict;
+  std::int64_t n;
+  bool cas;
+};
+
+// body(i) for every element, or for none when the guard found a non-finite gradient.
+template <class Body>
+__device__ void for_each_unless_bad(const Step& s, Body body) {
+  if (*s.verdict != kAllFinite) return;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < s.n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    body(i);
+}
+
+// The Updates of one kernel: whether any takes compare-and-swap (the slots share their variable's mode).
+bool any_cas(std::initializer_list<const Variable::Update*> updates) {
+  for (const auto* u : updates)
+    if (u != nullptr && u->compare_and_swap()) return true;
+  return false;
+}
+
+Step step_of(const KernelContext& ctx, const Tensor& verdict, const Variable::Update& w, bool cas) {
+  return {in<float>(ctx, 0), in<float>(ctx, 1), static_cast<const Verdict*>(verdict.raw_data()), w.size(), cas};
+}
+
+// Queues `kernel` over the update's elements; empty variables queue nothing.
+template <class... Args>
+void launch_update(const KernelContext& ctx, void (*kernel)(Step, Args...), const Step& s,
+                   std::type_identity_t<Args>... args) {
+  if (s.n > 0) kernel<<<grid_for(s.n), kBlock, 0, stream_of(ctx)>>>(s, args...);
+  check_launch(ctx);
+}
+
+__global__ void sgd(Step s, float* w) {
+  const float lr = *s.lr;
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    apply(w, i, s.cas, [&](float x) { return sub(x, mul(lr, g)); });
+  });
+}
+
+__global__ void momentum(Step s, float* w, float* v, float mu, bool nesterov) {
+  const float lr = *s.lr;
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    const float vi = apply(v, i, s.cas, [&](float old) { return sub(mul(mu, old), mul(lr, g)); });
+    apply(w, i, s.cas, [&](float x) { return add(x, nesterov ? sub(mul(mu, vi), mul(lr, g)) : vi); });
+  });
+}
+
+struct AdamRule {
+  float b1, b2, eps;
+  double weight_decay;
+};
+
+// lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) and the AdamW decay lr wd, in double as the CPU forms them, then
+// rounded to float; t counts this step. Every thread forms them: two pows, cheaper than a host wait.
+__device__ void adam_rates(const AdamRule& r, float lr_f, float steps_done, float& lr_t, float& decay) {
+  const double lr = lr_f;
+  const double t = static_cast<double>(steps_done) + 1.0;
+  lr_t = static_cast<float>(lr * sqrt(1.0 - pow(static_cast<double>(r.b2), t)) /
+                            (1.0 - pow(static_cast<double>(r.b1), t)));
+  decay = static_cast<float>(lr * r.weight_decay);
+}
+
+__global__ void adam(Step s, float* w, float* m, float* v, const float* steps_done, AdamRule r) {
+  float lr_t = 0.0f, decay = 0.0f;
+  adam_rates(r, *s.lr, *steps_done, lr_t, decay);
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    const float mi = apply(m, i, s.cas, [&](float old) { return add(mul(r.b1, old), mul(sub(1.0f, r.b1), g)); });
+    const float vi =
+        apply(v, i, s.cas, [&](float old) { return add(mul(r.b2, old), mul(mul(sub(1.0f, r.b2), g), g)); });
+    apply(w, i, s.cas, [&](float x) {
+      const float y = sub(x, mul(decay, x));
+      return sub(y, divide(mul(lr_t, mi), add(root(vi), r.eps)));
+    });
+  });
+}
+
+struct RmsPropRule {
+  float rho, mu, eps;
+};
+
+// mg and mom are null when the update is not centered, or has no momentum.
+__global__ void rmsprop(Step s, float* w, float* ms, float* mg, float* mom, RmsPropRule r) {
+  const float lr = *s.lr;
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    const float msi =
+        apply(ms, i, s.cas, [&](float old) { return add(mul(r.rho, old), mul(mul(sub(1.0f, r.rho), g), g)); });
+    float denominator = add(msi, r.eps);
+    if (mg != nullptr) {
+      const float mgi = apply(mg, i, s.cas, [&](float old) { return add(mul(r.rho, old), mul(sub(1.0f, r.rho), g)); });
+      denominator = add(sub(msi, mul(mgi, mgi)), r.eps);
+    }
+    const float increment = divide(mul(lr, g), root(denominator));
+    const float step =
+        mom == nullptr ? increment : apply(mom, i, s.cas, [&](float old) { return add(mul(r.mu, old), increment); });
+    apply(w, i, s.cas, [&](float x) { return sub(x, step); });
+  });
+}
+
+__global__ void adagrad(Step s, float* w, float* acc, float eps) {
+  const float lr = *s.lr;
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    const float ai = apply(acc, i, s.cas, [&](float old) { return add(old, mul(g, g)); });
+    apply(w, i, s.cas, [&](float x) { return sub(x, divide(mul(lr, g), root(add(ai, eps)))); });
+  });
+}
+
+void apply_sgd_cuda(KernelContext& ctx) {
+  const Tensor verdict = check_gradient(ctx);
+  Variable::Update w(ctx.var(0));
+  launch_update(ctx, sgd, step_of(ctx, verdict, w, any_cas({&w})), w.device_data());
+}
+
+void apply_momentum_cuda(KernelContext& ctx) {
+  const Tensor verdict = check_gradient(ctx);
+  const float mu = static_cast<float>(ctx.attrs().f("momentum"));
+  const bool nesterov = ctx.attrs().i_or("nesterov", 0) != 0;
+  Variable::Update w(ctx.var(0));
+  Variable::Update v(ctx.var(1));
+  launch_update(ctx, momentum, step_of(ctx, verdict, w, any_cas({&w, &v})), w.device_data(), v.device_data(), mu,
+                nesterov);
+}
+
+void apply_adam_cuda(KernelContext& ctx) {
+  const Tensor verdict = check_gradient(ctx);
+  const AdamRule rule{static_cast<float>(ctx.attrs().f("beta1")), static_cast<float>(ctx.attrs().f("beta2")),
+                      static_cast<float>(ctx.attrs().f("epsilon")), ctx.attrs().f_or("weight_decay", 0.0)};
+  Variable::Update w(ctx.var(0));
+  Variable::Update m(ctx.var(1));
+  Variable::Update v(ctx.var(2));
+  launch_update(ctx, adam, step_of(ctx, verdict, w, any_cas({&w, &m, &v})), w.device_data(), m.device_data(),
+                v.device_data(), in<float>(ctx, 2), rule);
+}
+
+// Variables: w, ms, then mg when centered, then mom when momentum > 0.
+void apply_rmsprop_cuda(KernelContext& ctx) {
+  const Tensor verdict = check_gradient(ctx);
+  const RmsPropRule rule{static_cast<float>(ctx.attrs().f("rho")), static_cast<float>(ctx.attrs().f("momentum")),
+                         static_cast<float>(ctx.attrs().f("epsilon"))};
+  const bool centered = ctx.attrs().i("centered") != 0;
+  Variable::Update w(ctx.var(0));
+  Variable::Update ms(ctx.var(1));
+  std::optional<Variable::Update> mg, mom;
+  int next = 2;
+  if (centered) mg.emplace(ctx.var(next++));
+  if (rule.mu > 0.0f) mom.emplace(ctx.var(next++));
+  const bool cas = any_cas({&w, &ms, mg ? &*mg : nullptr, mom ? &*mom : nullptr});
+  launch_update(ctx, rmsprop, step_of(ctx, verdict, w, cas), w.device_data(), ms.device_data(),
+                mg ? mg->device_data() : nullptr, mom ? mom->device_data() : nullptr, rule);
+}
+
+void apply_adagrad_cuda(KernelContext& ctx) {
+  const Tensor verdict = check_gradient(ctx);
+  const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
+  Variable::Update w(ctx.var(0));
+  Variable::Update acc(ctx.var(1));
+  launch_update(ctx, adagrad, step_of(ctx, verdict, w, any_cas({&w, &acc})), w.device_data(), acc.device_data(), eps);
+}
+
+__global__ void increment(float* w, std::int64_t n, bool cas, float amount) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    apply(w, i, cas, [&](float x) { return add(x, amount); });
+}
+
+void increment_cuda(KernelContext& ctx) {
+  Variable::Update w(ctx.var(0));
+  const float amount = static_cast<float>(ctx.attrs().f("amount"));
+  if (w.size() > 0)
+    increment<<<grid_for(w.size()), kBlock, 0, stream_of(ctx)>>>(w.device_data(), w.size(), w.compare_and_swap(),
+                                                                 amount);
+  check_launch(ctx);
+}
+
+// The sum of every thread's s in a fixed tree (the same bits on every run). kBlock threads; the result is
+// thread 0's.
+__device__ double block_sum(double s) {
+  __shared__ double sums[kBlock];
+  sums[threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kBlock / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) sums[threadIdx.x] += sums[threadIdx.x + half];
+    __syncthreads();
+  }
+  return sums[0];
+}
+
+// Block b's sum of squares of g, in double, into partials[b]. A float's square is exact in double (so an
+// FMA here changes nothing): only the order of the additions differs from the CPU's.
+__global__ void sum_squares(const float* g, std::int64_t n, double* partials) {
+  double s = 0.0;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    s += static_cast<double>(g[i]) * g[i];
+  const double total = block_sum(s);
+  if (threadIdx.x == 0) partials[blockIdx.x] = total;
+}
+
+// One block: norm = sqrt(sum of the partials), rounded to float as the CPU's.
+__global__ void finish_norm(const double* partials, std::int64_t count, float* norm) {
+  double s = 0.0;
+  for (std::int64_t i = threadIdx.x; i < count; i += kBlock) s += partials[i];
+  const double total = block_sum(s);
+  if (threadIdx.x == 0) *norm = static_cast<float>(sqrt(total));
+}
+
+// Partial sums per input: enough blocks to fill the GPU on a large gradient, one per 256 elements below.
+constexpr std::int64_t kMaxNormBlocks = 512;
+
+void global_norm_cuda(KernelContext& ctx) {
+  std::vector<std::int64_t> blocks(static_cast<std::size_t>(ctx.num_inputs()));
+  std::int64_t total = 0;
+  for (int k = 0; k < ctx.num_inputs(); ++k)
+    total += blocks[static_cast<std::size_t>(k)] =
+        std::min<std::int64_t>(grid_for(ctx.input(k).num_elements()), kMaxNormBlocks);
+  // Doubles, held in 8-byte integers (the tensor's dtype only sizes the scratch).
+  const Tensor scratch = Tensor::empty(DType::kI64, Shape{std::max<std::int64_t>(total, 1)}, &ctx.device());
+  auto* partials = static_cast<double*>(scratch.raw_mutable_data());
+  std::int64_t offset = 0;
+  for (int k = 0; k < ctx.num_inputs(); ++k) {
+    const std::int64_t b = blocks[static_cast<std::size_t>(k)];
+    if (b > 0)
+      sum_squares<<<static_cast<unsigned>(b), kBlock, 0, stream_of(ctx)>>>(
+          in<float>(ctx, k), ctx.input(k).num_elements(), partials + offset);
+    offset += b;
+  }
+  finish_norm<<<1, kBlock, 0, stream_of(ctx)>>>(partials, total, out<float>(ctx));
+  check_launch(ctx);
+}
+
+// y = g * min(1, clipnorm / norm), the scale formed in double from the device's norm; a norm that is not
+// finite leaves g as it is, for the update's guard to report.
+__global__ void clip(const float* g, const float* norm_f, double clipnorm, float* y, std::int64_t n) {
+  const double norm = *norm_f;
+  const float scale = isfinite(norm) && norm > clipnorm ? static_cast<float>(clipnorm / norm) : 1.0f;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    y[i] = g[i] * scale;
+}
+
+void clip_by_global_norm_cuda(KernelContext& ctx) {
+  const std::int64_t n = ctx.input(0).num_elements();
+  float* y = out<float>(ctx);
+  if (n > 0)
+    clip<<<grid_for(n), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), in<float>(ctx, 1), ctx.attrs().f("clipnorm"), y,
+                                                     n);
+  check_launch(ctx);
+}
+
+}  // namespace
+
+TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"ApplySgd", apply_sgd_cuda}, {"ApplyMomentum", apply_momentum_cuda},
+                      {"ApplyAdam", apply_adam_cuda}, {"ApplyRmsProp", apply_rmsprop_cuda},
+                      {"ApplyAdagrad", apply_adagrad_cuda}, {"Increment", increment_cuda},
+                      {"GlobalNorm", global_norm_cuda}, {"ClipByGlobalNorm", clip_by_global_norm_cuda});
+
+}  // namespace tctl::cuda
