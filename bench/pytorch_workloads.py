@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch (eager, CPU) side of bench/compare_pytorch.sh.
+"""PyTorch (eager) side of bench/compare_pytorch.sh (CPU) and bench/compare_pytorch_gpu.sh (--device cuda).
 
 Runs one benchmark workload and prints ONE line of JSON on stdout, in the same format as tensorctl's
 build/bench/bench_workloads:
@@ -20,6 +20,11 @@ both of Adam's CPU implementations (the per-parameter loop and foreach=True, the
 better is reported; the two variants run in alternating repetitions within the process. Warm-up steps are
 not timed; the value is the median of --reps repetitions (default 5) of the winning variant, all of which are
 listed in "reps"; "variants" holds each variant's median.
+
+With --device cuda the model lives on the GPU; each step's batch is copied there from host memory (as
+tensorctl's bench_workloads --device cuda:0 feeds it), TF32 is off for matrix products and convolutions
+(tensorctl's default), Adam's fused CUDA implementation joins the variants, and the clock stops after
+torch.cuda.synchronize().
 """
 import argparse
 import json
@@ -38,6 +43,8 @@ WORKLOADS = {
     "mlp784_b128": ("mlp784", 128, 30, 5),
     "cnn_digits_b64": ("cnn", 64, 200, 30),
     "infer_b1": ("infer", 1, 5000, 500),
+    "mlp2048_b1024": ("mlp2048", 1024, 30, 5),
+    "cnn_digits_b512": ("cnn", 512, 100, 10),
 }
 N_BATCHES = 16  # distinct random batches, cycled through
 
@@ -68,6 +75,8 @@ def make_model(kind):
         return mlp([64, 128, 64, 10]), (64,)
     if kind == "mlp784":
         return mlp([784, 512, 512, 10]), (784,)
+    if kind == "mlp2048":
+        return mlp([784, 2048, 2048, 10]), (784,)
     return cnn(), (1, 8, 8)
 
 
@@ -77,28 +86,32 @@ def random_batches(batch, example_shape, gen):
     return xs, ys
 
 
-def bench_train(kind, batch, steps, warmup, reps):
-    """Samples/s per repetition for each Adam implementation (single-tensor loop and multi-tensor foreach),
-    two independent models trained in alternating repetitions."""
+def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
+    """Samples/s per repetition for each Adam implementation (single-tensor loop and multi-tensor foreach,
+    and on a GPU the fused kernel), independent models trained in alternating repetitions."""
     variants = {}
-    for name, foreach in (("adam single-tensor", False), ("adam foreach", True)):
+    kinds = [("adam single-tensor", {"foreach": False}), ("adam foreach", {"foreach": True})]
+    if device != "cpu":
+        kinds.append(("adam fused", {"fused": True}))
+    for name, how in kinds:
         torch.manual_seed(1)
         gen = torch.Generator().manual_seed(1)
         model, shape = make_model(kind)
+        model.to(device)
         xs, ys = random_batches(batch, shape, gen)
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, foreach=foreach)
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, **how)
         variants[name] = (model, opt, xs, ys)
     loss_fn = nn.CrossEntropyLoss()
 
     def run(name, n):
         model, opt, xs, ys = variants[name]
         for i in range(n):
-            x, y = xs[i % N_BATCHES], ys[i % N_BATCHES]
+            x, y = xs[i % N_BATCHES].to(device), ys[i % N_BATCHES].to(device)
             opt.zero_grad(set_to_none=True)
             loss = loss_fn(model(x), y)
             loss.backward()
             opt.step()
-        return loss.item()  # eager CPU ops are synchronous; this only reads the value
+        return loss.item()  # waits for the GPU's queued work; eager CPU ops have finished already
 
     for name in variants:
         run(name, warmup)
@@ -141,7 +154,12 @@ def main():
     ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU workloads")
     args = ap.parse_args()
+    if args.device != "cpu":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
     blas = os.environ.get("OPENBLAS_NUM_THREADS")
     if blas is None:
@@ -157,10 +175,12 @@ def main():
         results, unit = bench_infer(steps, warmup, args.reps), "us/call"
         best = min(results, key=lambda k: statistics.median(results[k]))
     else:
-        results, unit = bench_train(kind, batch, steps, warmup, args.reps), "samples/s"
+        results, unit = bench_train(kind, batch, steps, warmup, args.reps, args.device), "samples/s"
         best = max(results, key=lambda k: statistics.median(results[k]))
     values = results[best]
     setting = f"torch {args.threads} x openblas {blas}, {best}"
+    if args.device != "cpu":
+        setting = f"{torch.cuda.get_device_name()}, {best}"
     out = {
         "workload": args.workload,
         "threads": max(args.threads, int(blas)),
@@ -169,6 +189,7 @@ def main():
         "setting": setting,
         "reps": [round(v, 3) for v in values],
         "torch": torch.__version__,
+        "device": args.device,
     }
     out["variants"] = {k: round(statistics.median(v), 3) for k, v in results.items()}
     print(json.dumps(out), flush=True)

@@ -6,6 +6,10 @@
 //   mlp784_b128                      MLP 784-512-512-10, training, batch 128
 //   cnn_digits_b64                   the digits CNN of configs/models/digits_cnn.json, training, batch 64
 //   infer_b1                         the 64-128-64-10 MLP's forward pass at batch 1, microseconds per call
+//   mlp2048_b1024                    MLP 784-2048-2048-10, training, batch 1024 (a GPU workload)
+//   cnn_digits_b512                  the digits CNN, training, batch 512 (a GPU workload)
+// `--device cuda:0` runs every layer there (bench/compare_pytorch_gpu.sh); the batches are fed from the
+// host every step, as a data pipeline would, and each step's loss comes back to the host.
 // With T threads every split of the cores that uses at most T busy threads is tried (inter T x intra 1 and
 // inter 1 x intra T) and the best is reported with its setting. Each setting: one warm-up repetition, then
 // the median of 5. For the MLPs, each repetition is followed by a measurement of the step's sgemm limit
@@ -17,7 +21,7 @@
 // the resident memory the training added over the process's baseline (peak and after each epoch) against
 // the budget: weights, gradients, Adam's two moments, one batch of activations and the data set.
 //
-// Usage: bench_workloads --workload NAME --threads T
+// Usage: bench_workloads --workload NAME --threads T [--device DEVICE]
 //        bench_workloads --memory
 #include <sys/resource.h>
 
@@ -45,6 +49,8 @@ const char* kDigitsMlp = R"({"input_shape": [64], "layers": [{"type": "Dense", "
     {"type": "Dense", "units": 64, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 const char* kMlp784 = R"({"input_shape": [784], "layers": [{"type": "Dense", "units": 512, "activation": "relu"},
     {"type": "Dense", "units": 512, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
+const char* kMlp2048 = R"({"input_shape": [784], "layers": [{"type": "Dense", "units": 2048, "activation": "relu"},
+    {"type": "Dense", "units": 2048, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 const char* kCnn = R"({"input_shape": [8, 8, 1], "layers": [
     {"type": "Conv2D", "filters": 16, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
     {"type": "Conv2D", "filters": 32, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
@@ -70,15 +76,20 @@ Workload workload(const std::string& name) {
   if (name == "mlp784_b128") return {kMlp784, 128, 30, false, {784, 512, 512, 10}};
   if (name == "cnn_digits_b64") return {kCnn, 64, 100, false};
   if (name == "infer_b1") return {kDigitsMlp, 1, 5000, true};
+  if (name == "mlp2048_b1024") return {kMlp2048, 1024, 30, false, {784, 2048, 2048, 10}};
+  if (name == "cnn_digits_b512") return {kCnn, 512, 100, false};
   throw std::runtime_error("unknown workload " + name +
-                           " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1)");
+                           " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
+                           "mlp2048_b1024, cnn_digits_b512)");
 }
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
 // MLPs the sgemm limit on `threads` OpenBLAS threads, measured after each repetition.
-Measured measure(const Workload& w, int inter, int intra, int threads) {
+Measured measure(const Workload& w, int inter, int intra, int threads, const std::string& device) {
   const nlohmann::json spec = nlohmann::json::parse(w.spec);
   ModelOptions o;
+  o.device = device;
+  o.placement.strict = true;
   o.inter_op_threads = inter;
   o.intra_op_threads = intra;
   o.seed = 1;
@@ -112,7 +123,7 @@ Measured measure(const Workload& w, int inter, int intra, int threads) {
     const double elapsed = bench::seconds_since(start);
     if (rep == 0) continue;  // warm-up
     values.push_back(w.inference ? elapsed * 1e6 / w.steps : static_cast<double>(w.steps * w.batch) / elapsed);
-    if (w.widths.empty()) continue;
+    if (w.widths.empty() || device != "cpu") continue;  // the CPU's sgemm limit means nothing on a GPU
     const double gemm = bench::mlp_gemm_step(w.widths, static_cast<int>(w.batch), threads, 3).seconds;
     limits.push_back(static_cast<double>(w.batch) / gemm);
     ratios.push_back(values.back() / limits.back());
@@ -188,10 +199,12 @@ int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--memory") return memory();
   std::string name;
   int threads = 1;
+  std::string device = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--workload") name = argv[i + 1];
     if (a == "--threads") threads = std::stoi(argv[i + 1]);
+    if (a == "--device") device = argv[i + 1];
   }
   try {
     const Workload w = workload(name);
@@ -200,17 +213,19 @@ int main(int argc, char** argv) {
     Measured best;
     std::string best_setting;
     for (auto [inter, intra] : settings) {
-      const Measured m = measure(w, inter, intra, threads);
+      const Measured m = measure(w, inter, intra, threads, device);
       const bool better = best_setting.empty() || (w.inference ? m.value < best.value : m.value > best.value);
       if (!better) continue;
       best = m;
       best_setting = fmt::format("inter {} x intra {}", inter, intra);
     }
-    const std::string limit =
-        w.widths.empty() ? "" : fmt::format(R"(, "limit": {:.1f}, "of_limit": {:.3f})", best.limit, best.of_limit);
-    fmt::print(R"({{"workload": "{}", "threads": {}, "value": {:.2f}, "unit": "{}", "setting": "{}"{}}})"
-               "\n",
-               name, threads, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
+    const std::string limit = w.widths.empty() || device != "cpu"
+                                  ? ""
+                                  : fmt::format(R"(, "limit": {:.1f}, "of_limit": {:.3f})", best.limit, best.of_limit);
+    fmt::print(
+        R"({{"workload": "{}", "threads": {}, "device": "{}", "value": {:.2f}, "unit": "{}", "setting": "{}"{}}})"
+        "\n",
+        name, threads, device, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_workloads: {}\n", e.what());
     return 2;

@@ -5,12 +5,14 @@
 #   scripts/gpu-check.sh pack   on the build machine: downloads the .deb files of the build's Debian
 #                               dependencies (headers, OpenBLAS and its Fortran runtime, fmt) into gpu-deps/
 #                               (ignored by git, about 14 MB), to travel with the tree
-#   scripts/gpu-check.sh        on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
-#                               them (python3 reads the .deb archives), builds with TENSORCTL_CUDA=ON in
-#                               build-gpu/ (Release, for this GPU's architecture), prints `tensorctl devices`,
-#                               runs every test (the GPU ones included), the GPU test suite under
-#                               compute-sanitizer (memcheck, racecheck) when it is installed, and the benchmarks
-#                               that compare with PyTorch on the same GPU when python3 has torch.
+#   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
+#                               them (python3 reads the .deb archives), then the stages, all of them by default
+#                               or one (each needs the ones before it to have run on the same machine):
+#                                 build     TENSORCTL_CUDA=ON in build-gpu/ (Release), `tensorctl devices`
+#                                 test      every test, then the GPU ones (ctest -L gpu) with their output
+#                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
+#                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
+#                               The device tool gives a command 10 minutes: run the stages one call each.
 # Results go to stdout and, when $OUT is set (the device tool's folder), to $OUT/gpu-check.log.
 #
 # From the build machine, with the device tool:  scripts/gpu-check.sh pack, then run
@@ -28,10 +30,16 @@ if [ "${1:-}" = "pack" ]; then
   echo "gpu-check: $(ls "$deps"/*.deb | wc -l) packages in gpu-deps/ ($(du -sh "$deps" | cut -f1))"
   exit 0
 fi
-[ $# -eq 0 ] || { echo "usage: scripts/gpu-check.sh [pack]" >&2; exit 2; }
+stage="${1:-all}"
+case "$stage" in all | build | test | sanitize | bench) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack|build|test|sanitize|bench]" >&2
+  exit 2
+  ;;
+esac
+runs() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 [ -d "$deps" ] || { echo "gpu-check: gpu-deps/ is missing; run scripts/gpu-check.sh pack on the build machine" >&2; exit 2; }
 
-log="${OUT:-/tmp}/gpu-check.log"
+log="${OUT:-/tmp}/gpu-check-$stage.log"
 exec > >(tee "$log") 2>&1
 
 # --- the dependencies, unpacked without dpkg ------------------------------------------------------------
@@ -71,21 +79,33 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -DOPENBLAS_INCLUDE_DIR="$sysroot/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DOPENBLAS_LIBRARY="$blas_lib/libopenblas.so"
 fi
-cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || { grep -E "error" "$build/build.log" | head -40; exit 1; }
-echo "gpu-check: built in $build"
-
-# --- what ran where ------------------------------------------------------------------------------------
-"$build/tensorctl" devices
 status=0
-(cd "$build" && ctest --output-on-failure -j "$jobs") || status=1
-if command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck; do
-    echo "gpu-check: compute-sanitizer --tool $tool on the placement tests"
-    compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/cli_tests" -tc="*devices*" || status=1
-  done
+if runs build; then
+  cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || { grep -E "error" "$build/build.log" | head -40; exit 1; }
+  echo "gpu-check: built in $build"
+  "$build/tensorctl" devices
 fi
-if python3 -c "import torch" 2>/dev/null; then
-  echo "gpu-check: PyTorch $(python3 -c 'import torch; print(torch.__version__, torch.cuda.is_available())')"
+if runs test; then
+  (cd "$build" && ctest --output-on-failure -j "$jobs" -LE gpu) || status=1
+  # The GPU suites one at a time, verbose: their messages (accuracies, skips) belong in the log.
+  (cd "$build" && ctest -L gpu -V) || status=1
 fi
-echo "gpu-check: $([ $status -eq 0 ] && echo passed || echo FAILED)"
+if runs sanitize; then
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      echo "gpu-check: compute-sanitizer --tool $tool on the op tests on cuda:0"
+      TCTL_TEST_DEVICE=cuda:0 compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/kernels_tests" || status=1
+    done
+  else
+    echo "gpu-check: compute-sanitizer is not installed; sanitize skipped"
+  fi
+fi
+if runs bench; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    BUILD_DIR="$build" bash "$root/bench/compare_pytorch_gpu.sh" || status=1
+  else
+    echo "gpu-check: python3 has no CUDA-enabled torch; bench skipped"
+  fi
+fi
+echo "gpu-check $stage: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status
