@@ -5,7 +5,12 @@ namespace tctl {
 Tensor& KernelContext::output() {
   if (!output_.unique() || !(output_.shape() == spec_.shape) || output_.dtype() != spec_.dtype ||
       output_.device() != &device_) {
-    output_ = Tensor::empty(spec_.dtype, spec_.shape, &device_);
+    try {
+      output_ = Tensor::empty(spec_.dtype, spec_.shape, &device_);
+    } catch (const RuntimeError& e) {
+      // Out of device memory: say which node asked, and for how much (the layer is in the node's name).
+      throw RuntimeError(node_.name + " (" + node_.op->name + "): output " + spec_.shape.to_string() + ": " + e.what());
+    }
   }
   return output_;
 }
