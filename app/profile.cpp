@@ -58,30 +58,64 @@ nlohmann::json stats_json(const TimeStats& t) {
   return {{"median_ms", t.median / 1000}, {"min_ms", t.min / 1000}, {"max_ms", t.max / 1000}};
 }
 
-void print_layers(const ProfileReport& r, bool ops) {
+// One row of the per-layer table; the device column only where some work ran on a device with a stream.
+std::vector<std::string> layer_row(const ProfileReport& r, const LayerProfile& l, bool device) {
+  const double total = l.forward.median + l.backward.median;
+  const double gflops = total > 0 ? l.flops / (total * 1e3) : 0;
+  std::vector<std::string> row{l.type.empty() ? l.name : l.name + " (" + l.type + ")",
+                               l.output_shape,
+                               l.type.empty() ? "" : thousands(l.params),
+                               ms_range(l.forward),
+                               ms_range(l.backward),
+                               fmt::format("{:.1f}%", 100.0 * total / r.step.median),
+                               l.flops > 0 ? fmt::format("{:.2f}", l.flops / 1e6) : "",
+                               l.flops > 0 ? fmt::format("{:.1f}", gflops) : ""};
+  if (device) row.insert(row.begin() + 5, ms_range(l.device));
+  return row;
+}
+
+std::vector<std::string> op_row(const ProfileReport& r, const OpProfile& o, bool device) {
+  std::vector<std::string> row{"  " + o.name,
+                               o.op,
+                               o.phase,
+                               o.phase == "forward" ? ms(o.time.median) : "",
+                               o.phase == "forward" ? "" : ms(o.time.median),
+                               fmt::format("{:.1f}%", 100.0 * o.time.median / r.step.median),
+                               "",
+                               ""};
+  if (device) row.insert(row.begin() + 5, o.device.max > 0 ? ms(o.device.median) : "");
+  return row;
+}
+
+void print_table(const ProfileReport& r, bool ops) {
+  const bool device = !r.streams.empty();
   std::vector<std::vector<std::string>> rows;
-  double layer_sum = 0;
   for (const auto& l : r.layers) {
-    const double total = l.forward.median + l.backward.median;
-    layer_sum += total;
-    const double gflops = total > 0 ? l.flops / (total * 1e3) : 0;
-    rows.push_back({l.type.empty() ? l.name : l.name + " (" + l.type + ")", l.output_shape,
-                    l.type.empty() ? "" : thousands(l.params), ms_range(l.forward), ms_range(l.backward),
-                    fmt::format("{:.1f}%", 100.0 * total / r.step.median),
-                    l.flops > 0 ? fmt::format("{:.2f}", l.flops / 1e6) : "",
-                    l.flops > 0 ? fmt::format("{:.1f}", gflops) : ""});
+    rows.push_back(layer_row(r, l, device));
     if (!ops) continue;
-    for (const auto& o : r.ops) {
-      if ((o.layer.empty() ? "(graph)" : o.layer) != l.name) continue;
-      rows.push_back({"  " + o.name, o.op, o.phase, o.phase == "forward" ? ms(o.time.median) : "",
-                      o.phase == "forward" ? "" : ms(o.time.median),
-                      fmt::format("{:.1f}%", 100.0 * o.time.median / r.step.median), "", ""});
-    }
+    for (const auto& o : r.ops)
+      if ((o.layer.empty() ? "(graph)" : o.layer) == l.name) rows.push_back(op_row(r, o, device));
   }
-  std::printf("%s", box_table({"Layer (type)", "Output Shape", "Param #", "forward ms [min-max]",
-                               "backward ms [min-max]", "share", "MFLOP", "GFLOP/s"},
-                              rows, {false, false, true, true, true, true, true, true})
-                        .c_str());
+  std::vector<std::string> header{"Layer (type)",          "Output Shape", "Param #", "forward ms [min-max]",
+                                  "backward ms [min-max]", "share",        "MFLOP",   "GFLOP/s"};
+  std::vector<bool> right{false, false, true, true, true, true, true, true};
+  if (device) {
+    header.insert(header.begin() + 5, "device ms [min-max]");
+    right.insert(right.begin() + 5, true);
+  }
+  std::printf("%s", box_table(header, rows, right).c_str());
+  for (const StreamProfile& s : r.streams)
+    std::printf(
+        "%s stream busy %s ms [%s-%s] per step (%.1f%% of the step), timed with its events; forward and "
+        "backward ms are host time, queueing the work\n",
+        s.device.c_str(), ms(s.busy.median).c_str(), ms(s.busy.min).c_str(), ms(s.busy.max).c_str(),
+        100.0 * s.busy.median / r.step.median);
+}
+
+void print_layers(const ProfileReport& r, bool ops) {
+  print_table(r, ops);
+  double layer_sum = 0;
+  for (const auto& l : r.layers) layer_sum += l.forward.median + l.backward.median;
   std::printf(
       "step %s ms [%s-%s] profiled (median [min-max] of the wall time); %s ms without the profiler (%+.1f%%), %s "
       "samples/s\n",
@@ -116,6 +150,11 @@ nlohmann::json reports_json(const std::vector<ProfileReport>& reports) {
     for (const auto& o : r.ops)
       ops.push_back(
           {{"name", o.name}, {"op", o.op}, {"layer", o.layer}, {"phase", o.phase}, {"time", stats_json(o.time)}});
+    // Device times only where some work ran on a device with a stream: a host-only report is as it was.
+    if (!r.streams.empty()) {
+      for (std::size_t i = 0; i < r.layers.size(); ++i) layers[i]["device"] = stats_json(r.layers[i].device);
+      for (std::size_t i = 0; i < r.ops.size(); ++i) ops[i]["device"] = stats_json(r.ops[i].device);
+    }
     out.push_back({{"mode", mode_name(r)},
                    {"inter_op_threads", r.inter_op_threads},
                    {"intra_op_threads", r.intra_op_threads},
@@ -125,6 +164,10 @@ nlohmann::json reports_json(const std::vector<ProfileReport>& reports) {
                    {"samples_per_second", r.samples_per_second},
                    {"layers", layers},
                    {"ops", ops}});
+    if (r.streams.empty()) continue;
+    nlohmann::json streams = nlohmann::json::array();
+    for (const StreamProfile& s : r.streams) streams.push_back({{"device", s.device}, {"busy", stats_json(s.busy)}});
+    out.back()["streams"] = streams;
   }
   return out;
 }

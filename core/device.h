@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -31,6 +32,13 @@ class Event {
   virtual bool done() const = 0;
   // Blocks until done; rethrows the error of failed queued work, as Device::synchronize.
   virtual void wait() = 0;
+  // Microseconds on the device's own clock from `earlier` to this event, once both are done: both timed
+  // events (Device::record_timed_event) of the same device. std::nullopt otherwise: either is not done, is
+  // untimed or belongs elsewhere, or the device cannot time (the CPU). Negative when `earlier` came later.
+  virtual std::optional<double> elapsed_us_since(const Event& earlier) const {
+    (void)earlier;
+    return std::nullopt;
+  }
 };
 
 // What a device's memory pool has done so far; tests use it to show steady-state steps allocate nothing.
@@ -71,6 +79,9 @@ class Device {
   virtual void synchronize() = 0;
   // An event marking the work queued so far.
   virtual std::shared_ptr<Event> record_event() = 0;
+  // The same, able to time (Event::elapsed_us_since): it notes when the stream reaches it. Dearer than
+  // record_event on a GPU, so only the profiler asks for it. The default, record_event(), cannot time.
+  virtual std::shared_ptr<Event> record_timed_event() { return record_event(); }
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
   // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",

@@ -226,13 +226,30 @@ struct Run {
       if (ctx.profiler == nullptr) {
         pn.kernel(kc);
       } else {
-        auto start = Profiler::Clock::now();
-        pn.kernel(kc);
-        ctx.profiler->record(*pn.node, start, Profiler::Clock::now());
+        run_profiled(pn, kc, inputs);
       }
     } catch (...) {
       record_error(std::current_exception());
     }
+  }
+
+  // Runs the kernel timed on the host and, where its work goes to a device with a stream, between two
+  // timed events of that stream, which the profiler resolves once the run has synchronized its devices.
+  void run_profiled(const PlanNode& pn, KernelContext& kc, const Tensor* const* inputs) {
+    // A copy to the host is work on the stream of the device it copies from.
+    Device* stream = pn.device;
+    if (pn.node->op == &ops::copy() && pn.device->kind() == DeviceKind::kCpu && inputs[0]->defined())
+      stream = inputs[0]->device();
+    const auto start = Profiler::Clock::now();
+    if (stream->kind() == DeviceKind::kCpu) {
+      pn.kernel(kc);
+      ctx.profiler->record(*pn.node, start, Profiler::Clock::now(), {.device = stream});
+      return;
+    }
+    DeviceWork work{.device = stream, .before = stream->record_timed_event()};
+    pn.kernel(kc);
+    work.after = stream->record_timed_event();
+    ctx.profiler->record(*pn.node, start, Profiler::Clock::now(), std::move(work));
   }
 
   void record_error(std::exception_ptr e) {

@@ -1,5 +1,6 @@
 #include "core/sim_device.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -12,6 +13,11 @@ namespace {
 // The device whose stream work this thread is running, if any: work it queues from inside (a kernel that
 // clones a buffer) is the current item's own and runs at once, in order, without taking the stream again.
 thread_local const SimDevice* t_running = nullptr;
+
+std::int64_t steady_now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 }  // namespace
 
 class SimEvent final : public Event {
@@ -23,10 +29,22 @@ class SimEvent final : public Event {
     TCTL_CHECK(done() || !device_.paused_, "waiting for an event of " + device_.name() + " while its stream is paused");
     device_.rethrow_locked();
   }
+  std::optional<double> elapsed_us_since(const Event& earlier) const override {
+    const auto* from = dynamic_cast<const SimEvent*>(&earlier);
+    if (from == nullptr || &from->device_ != &device_) return std::nullopt;
+    const std::int64_t to_ns = stamp_ns_.load(std::memory_order_acquire);
+    const std::int64_t from_ns = from->stamp_ns_.load(std::memory_order_acquire);
+    if (to_ns < 0 || from_ns < 0) return std::nullopt;
+    return static_cast<double>(to_ns - from_ns) / 1000.0;
+  }
+  std::uint64_t position() const { return position_; }
+  void stamp(std::int64_t ns) { stamp_ns_.store(ns, std::memory_order_release); }
 
  private:
   SimDevice& device_;
   std::uint64_t position_;
+  // Steady-clock nanoseconds at which the stream reached it; -1 before, and always for an untimed event.
+  std::atomic<std::int64_t> stamp_ns_{-1};
 };
 
 SimDevice::SimDevice(int index)
@@ -53,7 +71,18 @@ void SimDevice::run_one_locked(std::function<void()>& work) {
     if (!error_) error_ = std::current_exception();
   }
   t_running = outer;
+  // Stamped before finished_ moves, so an event seen done already has its time.
+  stamp_reached_locked(finished_.load(std::memory_order_relaxed) + 1);
   finished_.fetch_add(1, std::memory_order_release);
+}
+
+void SimDevice::stamp_reached_locked(std::uint64_t finished) {
+  if (unstamped_.empty() || unstamped_.front()->position() > finished) return;
+  const std::int64_t now = steady_now_ns();
+  while (!unstamped_.empty() && unstamped_.front()->position() <= finished) {
+    unstamped_.front()->stamp(now);
+    unstamped_.pop_front();
+  }
 }
 
 void SimDevice::submit_locked(std::function<void()> work) {
@@ -109,6 +138,19 @@ void SimDevice::synchronize() {
 
 std::shared_ptr<Event> SimDevice::record_event() {
   return std::make_shared<SimEvent>(*this, queued_.load(std::memory_order_acquire));
+}
+
+std::shared_ptr<Event> SimDevice::record_timed_event() {
+  // Work running on the stream holds stream_mu_ already, on this thread.
+  std::unique_lock lock(stream_mu_, std::defer_lock);
+  if (t_running != this) lock.lock();
+  auto event = std::make_shared<SimEvent>(*this, queued_.load(std::memory_order_acquire));
+  if (event->done()) {
+    event->stamp(steady_now_ns());  // the stream has passed that point: it reaches the event as it is recorded
+  } else {
+    unstamped_.push_back(event);
+  }
+  return event;
 }
 
 void SimDevice::pause() {

@@ -6,12 +6,14 @@
 // The stream runs work at once, in the order it is queued, on the thread that queues it (one at a time);
 // a test may pause it, and then work waits in the queue until resume(), the way a GPU's work trails the
 // host. While work waits, a freed block is not handed out again: that is the deferred release every
-// device with a stream needs.
+// device with a stream needs. A timed event notes the steady-clock time at which the stream reached it (the
+// work queued before it had finished), so the profiler sees queued work run later, as on a GPU.
 #pragma once
 
 #include <atomic>
 #include <deque>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -19,6 +21,8 @@
 #include "core/device.h"
 
 namespace tctl {
+
+class SimEvent;
 
 // How many sim devices every process has: sim:0 and sim:1.
 inline constexpr int kSimDevices = 2;
@@ -39,6 +43,7 @@ class SimDevice final : public Device {
   void enqueue(std::function<void()> work) override;
   void synchronize() override;
   std::shared_ptr<Event> record_event() override;
+  std::shared_ptr<Event> record_timed_event() override;
   DeviceMemoryStats memory_stats() const override;
   std::vector<std::pair<std::string, std::string>> properties() const override {
     return {{"simulated", "host memory in a pool of its own, a stream of its own; for tests"}};
@@ -56,6 +61,8 @@ class SimDevice final : public Device {
   void submit_locked(std::function<void()> work);
   void run_one_locked(std::function<void()>& work);
   void rethrow_locked();
+  // Notes the time on the timed events the stream reaches once `finished` items are done.
+  void stamp_reached_locked(std::uint64_t finished);
 
   std::string name_;
   // The stream.
@@ -65,6 +72,8 @@ class SimDevice final : public Device {
   std::exception_ptr error_;
   std::atomic<std::uint64_t> queued_{0};    // work items queued so far
   std::atomic<std::uint64_t> finished_{0};  // work items finished so far, in queue order
+  // Timed events the stream has not reached yet, in queue order; under stream_mu_, as the queue.
+  std::deque<std::shared_ptr<SimEvent>> unstamped_;
   CachingPool pool_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <map>
 #include <random>
 
@@ -74,28 +75,57 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
   return out;
 }
 
-// What the measured steps gave: kernel time per (layer, phase) and per node, each step's wall time with and
-// without the profiler, and the last measured step's events.
+// The time the spans cover together, overlaps counted once.
+double covered_us(std::vector<std::pair<double, double>> spans) {
+  std::sort(spans.begin(), spans.end());
+  double total = 0, reached = -1e300;
+  for (const auto& [start, end] : spans) {
+    total += std::max(0.0, end - std::max(start, reached));
+    reached = std::max(reached, end);
+  }
+  return total;
+}
+
+// What the measured steps gave: kernel time per (layer, phase) and per node, device time per layer, node and
+// stream, each step's wall time with and without the profiler, and the last measured step's events.
 struct StepSamples {
-  std::map<std::string, std::vector<double>> forward, backward;
-  std::map<int, std::vector<double>> per_node;
+  struct NodeSamples {
+    OpProfile info;
+    std::vector<double> host, device;
+  };
+  std::map<std::string, std::vector<double>> forward, backward, device, stream_busy;
+  // By graph node id (the copies placement added, which have none, last), then name.
+  std::map<std::pair<int, std::string>, NodeSamples> per_node;
   std::vector<double> steps, unprofiled, kernels;
   std::vector<ProfileEvent> last_events;
 
   void add(const std::vector<ProfileEvent>& events) {
-    std::map<std::string, double> f, b;
-    std::map<int, double> nodes;
+    std::map<std::string, double> f, b, d;
+    std::map<std::pair<int, std::string>, std::pair<double, double>> nodes;  // host, device
+    std::map<std::string, std::vector<std::pair<double, double>>> spans;
     double total = 0;
     for (const ProfileEvent& e : events) {
-      const double d = e.end_us - e.start_us;
+      const double host = e.end_us - e.start_us;
+      const double on_device = e.device_timed ? e.device_end_us - e.device_start_us : 0;
       const std::string layer = e.layer.empty() ? "(graph)" : e.layer;
-      (e.phase == Phase::kForward ? f : b)[layer] += d;
-      nodes[e.node_id] += d;
-      total += d;
+      (e.phase == Phase::kForward ? f : b)[layer] += host;
+      const auto key = std::pair{e.node_id >= 0 ? e.node_id : std::numeric_limits<int>::max(), e.name};
+      if (!per_node.contains(key)) per_node[key].info = {e.layer, e.name, e.op, phase_name(e.phase), {}, {}};
+      nodes[key].first += host;
+      nodes[key].second += on_device;
+      total += host;
+      if (!e.device_timed) continue;
+      d[layer] += on_device;
+      spans[e.device].emplace_back(e.device_start_us, e.device_end_us);
     }
     for (auto& [k, v] : f) forward[k].push_back(v);
     for (auto& [k, v] : b) backward[k].push_back(v);
-    for (auto& [k, v] : nodes) per_node[k].push_back(v);
+    for (auto& [k, v] : d) device[k].push_back(v);
+    for (auto& [k, v] : spans) stream_busy[k].push_back(covered_us(v));
+    for (auto& [k, v] : nodes) {
+      per_node[k].host.push_back(v.first);
+      per_node[k].device.push_back(v.second);
+    }
     kernels.push_back(total);
     last_events = events;
   }
@@ -149,6 +179,7 @@ std::vector<LayerProfile> layer_rows(const Sequential& net, const Graph& g, Step
     }
     if (s.forward.contains(name)) row.forward = time_stats(s.forward[name]);
     if (s.backward.contains(name)) row.backward = time_stats(s.backward[name]);
+    if (s.device.contains(name)) row.device = time_stats(s.device[name]);
     for (const Node& n : g.nodes())
       if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul"))
         row.flops += matmul_flops(g, n, batch_size);
@@ -173,10 +204,12 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   report.intra_op_threads = o.intra_op_threads;
   report.last_events = samples.last_events;
   report.layers = layer_rows(model->net(), g, samples, o.batch_size);
-  for (const auto& [id, times] : samples.per_node) {
-    const Node& n = g.node(id);
-    report.ops.push_back({n.layer, n.name, n.op->name, phase_name(n.phase), time_stats(times)});
+  for (auto& [key, node] : samples.per_node) {
+    node.info.time = time_stats(node.host);
+    node.info.device = time_stats(node.device);
+    report.ops.push_back(node.info);
   }
+  for (const auto& [device, busy] : samples.stream_busy) report.streams.push_back({device, time_stats(busy)});
   report.step = time_stats(samples.steps);
   report.unprofiled = time_stats(samples.unprofiled);
   report.kernels = time_stats(samples.kernels);

@@ -1,5 +1,7 @@
 // Profiling a model's training step: per-layer forward and backward kernel times from the executor's
-// profiler, the step's wall time, and what the thread settings buy (`tensorctl profile`).
+// profiler, the step's wall time, and what the thread settings buy (`tensorctl profile`). Where layers run
+// on a device with a stream (sim:N, cuda:N), the kernel times are the host's (the time to queue the work)
+// and the device's own times come beside them.
 #pragma once
 
 #include <cstdint>
@@ -36,6 +38,9 @@ struct LayerProfile {
   TimeStats forward;
   TimeStats backward;  // the update phase counts here for the optimizer row
   double flops = 0;    // per step, forward and backward, from the MatMul shapes
+  // Per step, forward and backward, the time its work took on devices with a stream (copies of its values
+  // included), from the devices' events; zero where none of it ran there.
+  TimeStats device;
 };
 
 // One graph node, for --ops.
@@ -45,6 +50,13 @@ struct OpProfile {
   std::string op;
   std::string phase;
   TimeStats time;
+  TimeStats device;  // on its device's stream; zero for work the host does
+};
+
+// A device with a stream that ran work in the step: how long per step its stream was busy with it.
+struct StreamProfile {
+  std::string device;  // "sim:0"
+  TimeStats busy;
 };
 
 struct ProfileReport {
@@ -54,6 +66,7 @@ struct ProfileReport {
   TimeStats unprofiled;  // the same steps without the profiler, run alternately: the profiler's cost
   TimeStats kernels;     // sum of the kernel times in one step
   double samples_per_second = 0;
+  std::vector<StreamProfile> streams;     // by device name; empty when every node ran on the host
   std::vector<ProfileEvent> last_events;  // the last measured step, for --trace
   int inter_op_threads = 1;
   int intra_op_threads = 1;

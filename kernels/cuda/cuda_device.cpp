@@ -16,9 +16,12 @@ namespace {
 
 class CudaEvent final : public Event {
  public:
-  explicit CudaEvent(CudaDevice& device) : device_(device) {
+  // A timed event costs a timestamp on the GPU; an untimed one (cudaEventDisableTiming) is the cheapest
+  // kind, for every path but the profiler's.
+  CudaEvent(CudaDevice& device, bool timed) : device_(device), timed_(timed) {
     CurrentDevice current(device.ordinal(), device.name());
-    check(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming), device.name(), "cudaEventCreate");
+    check(cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming), device.name(),
+          "cudaEventCreate");
     check(cudaEventRecord(event_, device.stream()), device.name(), "cudaEventRecord");
   }
   ~CudaEvent() override { cudaEventDestroy(event_); }
@@ -28,9 +31,21 @@ class CudaEvent final : public Event {
     check(cudaEventSynchronize(event_), device_.name(), "cudaEventSynchronize");
     device_.rethrow_host_error();
   }
+  std::optional<double> elapsed_us_since(const Event& earlier) const override {
+    const auto* from = dynamic_cast<const CudaEvent*>(&earlier);
+    if (from == nullptr || &from->device_ != &device_ || !timed_ || !from->timed_) return std::nullopt;
+    CurrentDevice current(device_.ordinal(), device_.name());
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, from->event_, event_) != cudaSuccess) {
+      cudaGetLastError();  // not ready, or a failure the next synchronize reports: no time either way
+      return std::nullopt;
+    }
+    return static_cast<double>(ms) * 1000.0;
+  }
 
  private:
   CudaDevice& device_;
+  bool timed_;
   cudaEvent_t event_ = nullptr;
 };
 
@@ -215,7 +230,9 @@ cublasHandle_t CudaDevice::cublas() {
   return cublas_;
 }
 
-std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this); }
+std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this, false); }
+
+std::shared_ptr<Event> CudaDevice::record_timed_event() { return std::make_shared<CudaEvent>(*this, true); }
 
 std::vector<std::pair<std::string, std::string>> CudaDevice::properties() const {
   cudaDeviceProp prop{};

@@ -35,6 +35,8 @@ class CudaDevice final : public Device {
   void enqueue(std::function<void()> work) override;
   void synchronize() override;
   std::shared_ptr<Event> record_event() override;
+  // cudaEventElapsedTime times it: microsecond resolution, on the GPU's clock.
+  std::shared_ptr<Event> record_timed_event() override;
   DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
   std::vector<std::pair<std::string, std::string>> properties() const override;
 

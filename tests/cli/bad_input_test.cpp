@@ -72,6 +72,11 @@ TEST_SUITE("bad input") {
     expect_user_error(s.dir, "train config.json", {"model.json: line 3, column", "invalid JSON"});
   }
 
+  TEST_CASE("allow_tf32 that is not true or false names the key") {
+    Scratch s(model_with_layers(kLayers), config_with(R"(, "allow_tf32": "yes")"));
+    expect_user_error(s.dir, "train config.json", {"config.json", "allow_tf32", "expected true or false"});
+  }
+
   TEST_CASE("unknown layer type lists the known types") {
     Scratch s(model_with_layers(R"({"type": "Dense", "units": 8}, {"type": "Conv9", "units": 3})"));
     expect_user_error(s.dir, "train config.json",

@@ -61,6 +61,14 @@ TEST_CASE(
   for (std::size_t at = 0; (at = sim.err.find("placement: x/copy_to_sim:0 (Copy)", at)) != std::string::npos; ++at)
     ++copies;
   CHECK(copies == 2);
+  // The run's summary gives the memory of the device it used besides the CPU (the CPU-only run lists none).
+  const nlohmann::json devices = read_json(dir / "sim/summary.json").at("devices");
+  REQUIRE(devices.size() == 1);
+  CHECK(devices[0].at("name") == "sim:0");
+  CHECK(devices[0].at("peak_bytes").get<double>() > 0);
+  CHECK(devices[0].at("fresh_blocks").get<double>() > 0);
+  CHECK(devices[0].at("reserved_bytes").get<double>() >= devices[0].at("peak_bytes").get<double>());
+  CHECK(read_json(dir / "cpu/summary.json").at("devices").empty());
 }
 
 TEST_CASE(

@@ -1,6 +1,7 @@
 // tensorctl profile end to end: the per-layer table, the sweep, the trace file's schema, bad input.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <set>
 
 #include "cli/cli_test_util.h"
@@ -16,6 +17,9 @@ TEST_CASE("profile prints the per-layer table, the overhead and a thread sweep")
   for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul",
                              "forward ms", "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up"})
     CHECK(r.out.find(needle) != std::string::npos);
+  // Every node ran on the host: no device column, no stream line.
+  CHECK(r.out.find("device ms") == std::string::npos);
+  CHECK(r.out.find(" stream busy ") == std::string::npos);
 }
 
 TEST_CASE("profile of a bare model spec runs on random inputs; --json has every layer") {
@@ -31,6 +35,53 @@ TEST_CASE("profile of a bare model spec runs on random inputs; --json has every 
   CHECK(names.count("dense"));
   CHECK(names.count("dense_1"));
   CHECK(run.at("samples_per_second").get<double>() > 0);
+  // A host-only profile has no device times.
+  CHECK_FALSE(run.contains("streams"));
+  for (const auto& l : run.at("layers")) CHECK_FALSE(l.contains("device"));
+}
+
+TEST_CASE("a profile with hidden layers on sim:0 shows device time per layer and a sim:0 stream track with copies") {
+  TempDir dir;
+  dir.write("sim.json", R"({"name": "digits_mlp", "input_shape": [64], "layers": [
+    {"type": "Dense", "units": 128, "activation": "relu", "device": "sim:0"},
+    {"type": "Dense", "units": 64, "activation": "relu", "device": "sim:0"},
+    {"type": "Dropout", "rate": 0.1},
+    {"type": "Dense", "units": 10, "activation": "softmax"}]})");
+  CommandResult r =
+      run_tensorctl("profile sim.json --iterations 2 --warmup 1 --batch-size 16 --ops --trace trace.json", dir.path());
+  check_no_crash(r);
+  REQUIRE(r.status == 0);
+  for (const char* needle : {"device ms [min-max]", "\nsim:0 stream busy ", "x/copy_to_sim:0", "forward ms"})
+    CHECK_MESSAGE(r.out.find(needle) != std::string::npos, needle);
+
+  // Each sim:0 node shows twice: its launch on an executor thread, its work on the sim:0 stream track.
+  const auto trace = read_json(dir / "trace.json");
+  int stream_tid = -1;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "thread_name" && e.at("args").at("name") == "sim:0 stream")
+      stream_tid = e.at("tid").get<int>();
+  REQUIRE(stream_tid >= 0);
+  std::map<std::string, std::set<int>> tids;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "X") tids[e.at("name").get<std::string>()].insert(e.at("tid").get<int>());
+  for (const char* name : {"dense/FusedMatMul", "x/copy_to_sim:0", "dense_1/FusedMatMul/copy_to_cpu",
+                           "dropout/DropoutGrad/copy_to_sim:0", "optimizer/ApplyAdam"}) {
+    CHECK_MESSAGE(tids[name].count(stream_tid) == 1, name);
+    CHECK_MESSAGE(tids[name].size() == 2, name);
+  }
+  CHECK(tids["dense_2/FusedMatMul"].count(stream_tid) == 0);
+
+  r = run_tensorctl("profile sim.json --iterations 2 --warmup 1 --batch-size 16 --json", dir.path());
+  REQUIRE(r.status == 0);
+  const auto run = parse_json(r.out).at("runs").at(0);
+  REQUIRE(run.at("streams").size() == 1);
+  CHECK(run.at("streams").at(0).at("device") == "sim:0");
+  CHECK(run.at("streams").at(0).at("busy").at("median_ms").get<double>() > 0);
+  for (const auto& l : run.at("layers")) {
+    const double device_ms = l.at("device").at("median_ms").get<double>();
+    if (l.at("name") == "dense") CHECK(device_ms > 0);
+    if (l.at("name") == "dense_2") CHECK(device_ms == 0);
+  }
 }
 
 TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter-op threads give two tracks") {

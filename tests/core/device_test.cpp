@@ -1,6 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "core/device.h"
@@ -93,4 +95,37 @@ TEST_CASE("an error thrown by queued work comes back from synchronize") {
   d.enqueue([] { throw RuntimeError("queued work failed"); });
   CHECK_THROWS_WITH_AS(d.synchronize(), "queued work failed", RuntimeError);
   CHECK_NOTHROW(d.synchronize());
+}
+
+TEST_CASE("a timed sim event notes when the stream reaches it, not when it is recorded") {
+  using namespace std::chrono_literals;
+  SimDevice& d = sim(1);
+  d.synchronize();
+  const std::shared_ptr<Event> untimed = d.record_event();
+  const std::shared_ptr<Event> first = d.record_timed_event();  // an idle stream reaches it at once
+  REQUIRE(first->elapsed_us_since(*first).has_value());
+  CHECK(*first->elapsed_us_since(*first) == 0.0);
+
+  d.pause();
+  d.enqueue([] { std::this_thread::sleep_for(2ms); });
+  std::shared_ptr<Event> inside;  // recorded by work on the stream, which holds the stream already
+  d.enqueue([&] { inside = d.record_timed_event(); });
+  const std::shared_ptr<Event> second = d.record_timed_event();
+  CHECK_FALSE(second->elapsed_us_since(*first).has_value());  // not reached yet
+  std::this_thread::sleep_for(5ms);
+  d.resume();
+  // The stream reached `second` after the 5 ms pause and the 2 ms of work: lower bounds, never flaky.
+  REQUIRE(second->elapsed_us_since(*first).has_value());
+  CHECK(*second->elapsed_us_since(*first) >= 7000.0);
+  CHECK(*first->elapsed_us_since(*second) <= -7000.0);
+  REQUIRE(inside != nullptr);
+  REQUIRE(inside->elapsed_us_since(*first).has_value());
+  CHECK(*inside->elapsed_us_since(*first) >= 7000.0);
+  CHECK(*second->elapsed_us_since(*inside) >= 0.0);
+
+  // Untimed events, another device's events and the CPU's cannot time.
+  CHECK_FALSE(second->elapsed_us_since(*untimed).has_value());
+  CHECK_FALSE(untimed->elapsed_us_since(*first).has_value());
+  CHECK_FALSE(second->elapsed_us_since(*sim(0).record_timed_event()).has_value());
+  CHECK_FALSE(cpu_device()->record_timed_event()->elapsed_us_since(*done_event()).has_value());
 }

@@ -1,15 +1,19 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/kernel_context.h"
 #include "core/profiler.h"
 #include "core/session.h"
+#include "core/sim_device.h"
 
 using namespace tctl;
 
@@ -215,4 +219,137 @@ TEST_CASE("the trace of a real run parses and has one complete event per recorde
     }
   CHECK(complete == static_cast<int>(events.size()));
   CHECK(complete == 6);
+}
+
+namespace {
+// x (fed on the host) -> three Relus on sim:0 -> Scale on the host, profiled: placement adds a copy to sim:0
+// before the Relus and one back to the host after them.
+struct SimChain {
+  std::shared_ptr<Graph> g = std::make_shared<Graph>();
+  Output x, relus[3], y;
+  SimChain() {
+    x = g->placeholder("x", DType::kF32, Shape{4});
+    {
+      Graph::Scope scope(*g, "hidden", "sim:0", Phase::kForward);
+      relus[0] = g->add("Relu", {x});
+      relus[1] = g->add("Relu", {relus[0]});
+      relus[2] = g->add("Relu", {relus[1]});
+    }
+    y = g->add("Scale", {relus[2]}, Attrs{{"factor", 2.0}});
+  }
+  // The nodes whose work runs on sim:0's stream, in the order the stream runs them.
+  std::vector<std::string> stream_order() const {
+    return {"x/copy_to_sim:0", g->node(relus[0]).name, g->node(relus[1]).name, g->node(relus[2]).name,
+            g->node(relus[2]).name + "/copy_to_cpu"};
+  }
+  std::vector<ProfileEvent> profile() const {
+    ThreadPool inter(1), intra(1);
+    Session s(g, inter, intra);
+    Profiler profiler;
+    RunOptions options;
+    options.profiler = &profiler;
+    std::vector<Feed> feeds{{x, Tensor::filled(Shape{4}, -1.0f)}};
+    std::vector<Output> fetch{y};
+    s.run(feeds, fetch, {}, options);
+    return profiler.events();
+  }
+};
+}  // namespace
+
+TEST_CASE("work on sim:0 carries its device and device times, in the order its stream ran it, copies included") {
+  const SimChain chain;
+  const std::vector<ProfileEvent> events = chain.profile();
+  REQUIRE(events.size() == 6);
+  std::vector<ProfileEvent> on_stream;
+  for (const ProfileEvent& e : events) {
+    if (e.op == "Scale") {
+      CHECK(e.device == "cpu");
+      CHECK_FALSE(e.device_timed);
+      continue;
+    }
+    // The copy back to the host runs on the stream it copies from.
+    CHECK_MESSAGE(e.device == "sim:0", e.name);
+    REQUIRE_MESSAGE(e.device_timed, e.name);
+    CHECK(e.device_end_us >= e.device_start_us);
+    // The anchor places device work no earlier than the stream really ran it, so never before its launch.
+    CHECK(e.device_start_us >= e.start_us - 1e-3);
+    on_stream.push_back(e);
+  }
+  std::sort(on_stream.begin(), on_stream.end(),
+            [](const ProfileEvent& a, const ProfileEvent& b) { return a.device_start_us < b.device_start_us; });
+  std::vector<std::string> order;
+  for (const ProfileEvent& e : on_stream) order.push_back(e.name);
+  CHECK(order == chain.stream_order());
+  for (std::size_t i = 1; i < on_stream.size(); ++i)
+    CHECK(on_stream[i].device_start_us >= on_stream[i - 1].device_end_us);
+}
+
+TEST_CASE("the Chrome trace puts sim:0's work on a track of its own, copies too, and keeps every host launch") {
+  const SimChain chain;
+  const std::vector<ProfileEvent> events = chain.profile();
+  nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(events));
+  std::map<int, std::string> tracks;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") tracks[e["tid"].get<int>()] = e["args"]["name"];
+  CHECK(tracks == std::map<int, std::string>{{0, "executor thread 0"}, {1, "sim:0 stream"}});
+  std::vector<std::pair<double, std::string>> on_stream;
+  int on_host = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const bool host_op = e["args"]["op"] == "Scale";
+    CHECK(e["args"].contains("device") == !host_op);  // host work keeps the arguments it always had
+    if (e["tid"] == 0) {
+      ++on_host;
+      continue;
+    }
+    CHECK(e["tid"] == 1);
+    CHECK(e["args"]["device"] == "sim:0");
+    CHECK(e["dur"].get<double>() >= 0);
+    on_stream.emplace_back(e["ts"].get<double>(), e["name"].get<std::string>());
+  }
+  CHECK(on_host == 6);
+  std::sort(on_stream.begin(), on_stream.end());
+  std::vector<std::string> names;
+  for (const auto& [ts, name] : on_stream) names.push_back(name);
+  CHECK(names == chain.stream_order());
+}
+
+TEST_CASE("device work its stream has not run yet gets its device time at a later collect; clear() drops it") {
+  using namespace std::chrono_literals;
+  SimDevice& d = static_cast<SimDevice&>(*DeviceRegistry::instance().find("sim:1"));
+  d.synchronize();
+  auto g = std::make_shared<Graph>();
+  const Node& node = g->node(g->add("Relu", {g->scalar(1.0f)}));
+  Profiler profiler;
+  auto queue_and_record = [&] {
+    const auto start = Profiler::Clock::now();
+    DeviceWork work{.device = &d, .before = d.record_timed_event()};
+    d.enqueue([] { std::this_thread::sleep_for(2ms); });
+    work.after = d.record_timed_event();
+    profiler.record(node, start, Profiler::Clock::now(), std::move(work));
+  };
+  d.pause();
+  queue_and_record();
+  REQUIRE(profiler.events().size() == 1);  // collects: the name is copied, the device time must wait
+  CHECK(profiler.events()[0].device == "sim:1");
+  CHECK_FALSE(profiler.events()[0].device_timed);
+  d.resume();
+  const ProfileEvent e = profiler.events()[0];
+  REQUIRE(e.device_timed);
+  CHECK(e.device_end_us - e.device_start_us >= 2000.0);  // the work slept 2 ms on the stream
+  CHECK(e.device_start_us >= e.start_us - 1e-3);
+  CHECK(e.device_end_us >= e.end_us);  // the stream ran the work after the host had queued it
+
+  profiler.clear();
+  d.pause();
+  queue_and_record();
+  profiler.collect();
+  profiler.clear();
+  // Host work recorded after clear() gets no device time from what clear() dropped.
+  profiler.record(node, Profiler::Clock::now(), Profiler::Clock::now(), {.device = cpu_device()});
+  d.resume();
+  const std::vector<ProfileEvent> after_clear = profiler.events();
+  REQUIRE(after_clear.size() == 1);
+  CHECK(after_clear[0].device == "cpu");
+  CHECK_FALSE(after_clear[0].device_timed);
 }
