@@ -82,6 +82,10 @@ class Device {
   // The same, able to time (Event::elapsed_us_since): it notes when the stream reaches it. Dearer than
   // record_event on a GPU, so only the profiler asks for it. The default, record_event(), cannot time.
   virtual std::shared_ptr<Event> record_timed_event() { return record_event(); }
+  // Makes this device the calling thread's current one, for a backend whose API has such a thing (CUDA's
+  // current device is per thread: a kernel launched on an executor thread goes to it). Called before each
+  // kernel that runs here; cheap when it is current already.
+  virtual void make_current() {}
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
   // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",

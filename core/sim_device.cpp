@@ -47,14 +47,30 @@ class SimEvent final : public Event {
   std::atomic<std::int64_t> stamp_ns_{-1};
 };
 
+namespace {
+// TCTL_SIM_MEMORY_LIMIT: the bytes a sim device may hold in use at once (0, or unset: no limit), so tests
+// meet a device running out of memory the way a GPU does.
+std::size_t sim_memory_limit() {
+  const char* v = std::getenv("TCTL_SIM_MEMORY_LIMIT");
+  return v == nullptr ? 0 : static_cast<std::size_t>(std::strtoull(v, nullptr, 10));
+}
+}  // namespace
+
 SimDevice::SimDevice(int index)
     : name_("sim:" + std::to_string(index)),
+      limit_(sim_memory_limit()),
       pool_(
           name_, [](std::size_t size) { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); }) {}
 
 SimDevice::~SimDevice() = default;
 
-void* SimDevice::allocate(std::size_t bytes) { return pool_.allocate(bytes); }
+void* SimDevice::allocate(std::size_t bytes) {
+  if (limit_ > 0 && pool_.stats().bytes_in_use + bytes > limit_)
+    throw RuntimeError(name_ + ": out of memory allocating " + std::to_string(bytes) + " bytes (" +
+                       std::to_string(pool_.stats().bytes_in_use) + " of its " + std::to_string(limit_) +
+                       " bytes in use)");
+  return pool_.allocate(bytes);
+}
 
 // Work queued so far may still read the block: it is free once the stream has finished that work.
 void SimDevice::deallocate(void* p, std::size_t) { pool_.deallocate(p, record_event()); }

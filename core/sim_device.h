@@ -3,11 +3,12 @@
 // (kernels/sim/) refuse any buffer that lives elsewhere. It exists so that placement, copies between
 // devices, colocation of variables, fall-back and deferred release of buffers are tested without a GPU.
 //
-// The stream runs work at once, in the order it is queued, on the thread that queues it (one at a time);
-// a test may pause it, and then work waits in the queue until resume(), the way a GPU's work trails the
-// host. While work waits, a freed block is not handed out again: that is the deferred release every
-// device with a stream needs. A timed event notes the steady-clock time at which the stream reached it (the
-// work queued before it had finished), so the profiler sees queued work run later, as on a GPU.
+// TCTL_SIM_MEMORY_LIMIT (bytes, in the environment) caps the memory it holds in use, so tests meet a
+// device out of memory. The stream runs work at once, in the order it is queued, on the thread that queues it (one at a
+// time); a test may pause it, and then work waits in the queue until resume(), the way a GPU's work trails the host.
+// While work waits, a freed block is not handed out again: that is the deferred release every device with a stream
+// needs. A timed event notes the steady-clock time at which the stream reached it (the work queued before it had
+// finished), so the profiler sees queued work run later, as on a GPU.
 #pragma once
 
 #include <atomic>
@@ -65,6 +66,7 @@ class SimDevice final : public Device {
   void stamp_reached_locked(std::uint64_t finished);
 
   std::string name_;
+  std::size_t limit_;  // TCTL_SIM_MEMORY_LIMIT, 0 for none
   // The stream.
   mutable std::mutex stream_mu_;
   std::deque<std::function<void()>> queue_;

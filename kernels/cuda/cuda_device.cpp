@@ -210,6 +210,15 @@ void CudaDevice::rethrow_host_error() {
   if (e) std::rethrow_exception(e);
 }
 
+void CudaDevice::make_current() {
+  // The runtime's own check is a driver call; the thread's last choice, remembered, makes the common case
+  // (one GPU, or a thread that stays on one) free.
+  thread_local int current = -1;
+  if (current == ordinal_) return;
+  check(cudaSetDevice(ordinal_), name_, "cudaSetDevice");
+  current = ordinal_;
+}
+
 void CudaDevice::synchronize() {
   CurrentDevice current(ordinal_, name_);
   check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");

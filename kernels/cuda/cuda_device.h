@@ -37,6 +37,7 @@ class CudaDevice final : public Device {
   std::shared_ptr<Event> record_event() override;
   // cudaEventElapsedTime times it: microsecond resolution, on the GPU's clock.
   std::shared_ptr<Event> record_timed_event() override;
+  void make_current() override;
   DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
   std::vector<std::pair<std::string, std::string>> properties() const override;
 

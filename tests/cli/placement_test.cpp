@@ -4,6 +4,8 @@
 // under --strict-placement.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+
 #include "cli/cli_test_util.h"
 
 using namespace tctl::cli_test;
@@ -114,4 +116,20 @@ TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's de
   CHECK(doc["devices"][1]["name"] == "sim:0");
   for (const auto& d : doc["devices"])
     if (d["name"].get<std::string>().rfind("cuda:", 0) == 0) CHECK(d.contains("compute capability"));
+}
+
+TEST_CASE("a device out of memory is one line naming the node, exit 1, and the checkpoint before it stays whole") {
+  TempDir dir;
+  dir.write("sim.json", digits_spec("sim:0"));
+  std::string config = digits_config("sim.json");
+  config.replace(config.find("\"batch_size\": 32"), 16, "\"batch_size\": 1024");
+  dir.write("train.json", config);
+  REQUIRE(run_tensorctl("train train.json --output run --epochs 1" + kOneThread, dir.path()).status == 0);
+  const std::string checkpoint = read_text(dir / "run/checkpoint.safetensors");
+  // Room for the weights and Adam's slots on sim:0 (about 200 KB), not for a batch of 1024 rows' activations.
+  setenv("TCTL_SIM_MEMORY_LIMIT", "1000000", 1);
+  const CommandResult r = run_tensorctl("train train.json --resume run --epochs 2" + kOneThread, dir.path());
+  unsetenv("TCTL_SIM_MEMORY_LIMIT");
+  check_runtime_error(r, {"(FusedMatMul): output [1024, ", "sim:0: out of memory allocating"});
+  CHECK(read_text(dir / "run/checkpoint.safetensors") == checkpoint);
 }
