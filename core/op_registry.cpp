@@ -40,6 +40,7 @@ void define_core_ops() {
   ops::define_state_ops();
   define_activations_ops();
   define_batch_norm_ops();
+  define_collective_ops();
   define_concat_ops();
   define_conv_ops();
   define_delay_ops();

@@ -10,6 +10,7 @@ namespace tctl {
 
 void define_activations_ops();
 void define_batch_norm_ops();
+void define_collective_ops();
 void define_concat_ops();
 void define_conv_ops();
 void define_delay_ops();

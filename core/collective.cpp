@@ -1,0 +1,220 @@
+#include "core/collective.h"
+
+#include <algorithm>
+#include <charconv>
+#include <vector>
+
+namespace tctl {
+
+// One all-reduce in flight: what each member brought, and the sum once the last has arrived. Members hold
+// it by shared_ptr, so it outlives its entry in pending_ until the slowest member has copied the sum out,
+// whatever the others have started meanwhile.
+struct CollectiveGroup::Exchange {
+  Exchange(int members, std::int64_t n)
+      : inputs(static_cast<std::size_t>(members)),
+        weights(static_cast<std::size_t>(members)),
+        present(static_cast<std::size_t>(members)),
+        n(n) {}
+  std::vector<const float*> inputs;
+  std::vector<float> weights;
+  std::vector<char> present;
+  const std::int64_t n;
+  int count = 0;
+  bool done = false;
+  bool timed_out = false;  // a member of this exchange ran out of time and aborted the group
+  // Written by the last member outside the lock before `done` is set under it; read only after `done`.
+  std::vector<float> sum;
+};
+
+namespace {
+
+// The groups alive, held weakly: a group leaves in its destructor. Function-local, so creating a group
+// from a static initializer still finds it built.
+struct Registry {
+  std::mutex mu;
+  std::map<std::int64_t, std::weak_ptr<CollectiveGroup>> groups;
+  std::int64_t next_id = 1;
+};
+Registry& registry() {
+  static Registry r;
+  return r;
+}
+
+// "60", "0.2": the shortest text that reads back as the same double.
+std::string format_seconds(CollectiveGroup::Seconds s) {
+  char buf[32];
+  const auto end = std::to_chars(buf, buf + sizeof buf, s.count()).ptr;
+  return std::string(buf, end);
+}
+
+std::string prefix(std::string_view what) { return "all-reduce of " + std::string(what) + ": "; }
+
+// Products first, then added in member order: each element sees the same float operations, in the same
+// order, as a single replica summing the same products, so the bits match it and each other.
+void weighted_sum(const std::vector<const float*>& inputs, const std::vector<float>& weights, std::int64_t n,
+                  float* out) {
+  const float w0 = weights[0];
+  const float* x0 = inputs[0];
+  for (std::int64_t i = 0; i < n; ++i) out[i] = w0 * x0[i];
+  for (std::size_t m = 1; m < inputs.size(); ++m) {
+    const float w = weights[m];
+    const float* x = inputs[m];
+    for (std::int64_t i = 0; i < n; ++i) out[i] += w * x[i];
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<CollectiveGroup> CollectiveGroup::create(int members, Seconds timeout) {
+  TCTL_CHECK(members >= 1, "a collective group needs at least one member");
+  TCTL_CHECK(timeout.count() > 0, "a collective group needs a positive timeout");
+  Registry& r = registry();
+  std::int64_t id = 0;
+  {
+    std::lock_guard lock(r.mu);
+    id = r.next_id++;
+  }
+  // Made outside the lock, which its destructor takes: should entering it throw, the group goes after
+  // the lock is released.
+  std::shared_ptr<CollectiveGroup> group(new CollectiveGroup(id, members, timeout));
+  {
+    std::lock_guard lock(r.mu);
+    r.groups.emplace(id, group);
+  }
+  return group;
+}
+
+std::shared_ptr<CollectiveGroup> CollectiveGroup::find(std::int64_t id) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.groups.find(id);
+  return it == r.groups.end() ? nullptr : it->second.lock();
+}
+
+std::size_t CollectiveGroup::registered() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.groups.size();
+}
+
+CollectiveGroup::CollectiveGroup(std::int64_t id, int members, Seconds timeout)
+    : id_(id), members_(members), timeout_(timeout) {}
+
+// Between the last handle going and this erase, find() sees an expired entry and returns null; ids are
+// never reused, so the erase cannot remove a newer group.
+CollectiveGroup::~CollectiveGroup() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.groups.erase(id_);
+}
+
+void CollectiveGroup::all_reduce(int member, std::uint64_t key, const float* in, std::int64_t n, float weight,
+                                 float* out, std::string_view what) {
+  TCTL_CHECK(member >= 0 && member < members_, "all-reduce member out of range");
+  TCTL_CHECK(n >= 0 && (n == 0 || (in != nullptr && out != nullptr)), "all-reduce without buffers");
+  std::unique_lock lock(mu_);
+  const std::shared_ptr<Exchange> e = arrive(member, key, in, n, weight, what);
+  if (e->count == members_) {
+    // The last to arrive sums without the lock, so other keys go on meanwhile; the others stay blocked in
+    // wait_for_sum until `done`, which keeps every input it reads alive.
+    lock.unlock();
+    e->sum.resize(static_cast<std::size_t>(n));
+    if (n > 0) weighted_sum(e->inputs, e->weights, n, e->sum.data());
+    lock.lock();
+    e->done = true;
+    cv_.notify_all();
+  } else {
+    wait_for_sum(lock, *e, what);
+  }
+  lock.unlock();
+  std::copy(e->sum.begin(), e->sum.end(), out);
+}
+
+// Enters the member's contribution under the lock, making the exchange when it is the first.
+std::shared_ptr<CollectiveGroup::Exchange> CollectiveGroup::arrive(int member, std::uint64_t key, const float* in,
+                                                                   std::int64_t n, float weight,
+                                                                   std::string_view what) {
+  if (!abort_reason_.empty()) throw RuntimeError(prefix(what) + "the group was aborted: " + abort_reason_);
+  auto [it, fresh] = pending_.try_emplace(key);
+  if (fresh) it->second = std::make_shared<Exchange>(members_, n);
+  const std::shared_ptr<Exchange> e = it->second;
+  const auto m = static_cast<std::size_t>(member);
+  // Either mistake would leave the others waiting for a contribution that cannot come, so it fails them too.
+  std::string mistake;
+  if (e->present[m])
+    mistake = "replica " + std::to_string(member) + " arrived twice (two all-reduces share an instance)";
+  else if (e->n != n)
+    mistake = "replica " + std::to_string(member) + " brought " + std::to_string(n) + " elements, another " +
+              std::to_string(e->n);
+  if (!mistake.empty()) {
+    abort_locked(prefix(what) + mistake);
+    throw RuntimeError(prefix(what) + mistake);
+  }
+  e->inputs[m] = in;
+  e->weights[m] = weight;
+  e->present[m] = 1;
+  if (++e->count == members_) pending_.erase(it);
+  return e;
+}
+
+void CollectiveGroup::wait_for_sum(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
+  // Once every member has arrived the last one is reading this member's input: it must not leave before
+  // the sum is done, abort or not.
+  auto ready = [&] { return e.done || (e.count < members_ && !abort_reason_.empty()); };
+  if (!cv_.wait_until(lock, deadline, ready)) {
+    if (e.count < members_) {
+      e.timed_out = true;
+      const std::string message = prefix(what) + missing_members(e) + " within " + format_seconds(timeout_) + " s";
+      abort_locked(message);
+      throw RuntimeError(message);
+    }
+    cv_.wait(lock, [&] { return e.done; });
+  }
+  if (e.done) return;
+  // Another member of this exchange timed out: the same members are missing, said in this member's words.
+  if (e.timed_out) throw RuntimeError(prefix(what) + missing_members(e) + " within " + format_seconds(timeout_) + " s");
+  throw RuntimeError(prefix(what) + "the group was aborted: " + abort_reason_);
+}
+
+// "replica 1 of 2 did not arrive", "replicas 0, 2 of 3 did not arrive".
+std::string CollectiveGroup::missing_members(const Exchange& e) const {
+  std::string list;
+  int missing = 0;
+  for (int m = 0; m < members_; ++m) {
+    if (e.present[static_cast<std::size_t>(m)]) continue;
+    list += (missing++ == 0 ? "" : ", ") + std::to_string(m);
+  }
+  return (missing == 1 ? "replica " : "replicas ") + list + " of " + std::to_string(members_) + " did not arrive";
+}
+
+void CollectiveGroup::abort(const std::string& reason) {
+  std::lock_guard lock(mu_);
+  abort_locked(reason.empty() ? "aborted" : reason);
+}
+
+void CollectiveGroup::abort_locked(const std::string& reason) {
+  if (abort_reason_.empty()) abort_reason_ = reason;
+  // Waiting members keep their exchanges; nobody can join one any more.
+  pending_.clear();
+  cv_.notify_all();
+}
+
+bool CollectiveGroup::aborted() const {
+  std::lock_guard lock(mu_);
+  return !abort_reason_.empty();
+}
+
+std::size_t CollectiveGroup::in_flight() const {
+  std::lock_guard lock(mu_);
+  return pending_.size();
+}
+
+std::uint64_t collective_key(std::int64_t step, std::int64_t instance) {
+  TCTL_CHECK(instance >= 0 && instance < kMaxCollectiveInstances, "all-reduce instance out of range");
+  TCTL_CHECK(step >= 0 && step < (std::int64_t{1} << 43), "all-reduce step out of range");
+  return (static_cast<std::uint64_t>(step) << 20) | static_cast<std::uint64_t>(instance);
+}
+
+}  // namespace tctl
