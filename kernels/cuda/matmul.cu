@@ -21,6 +21,14 @@ void gemm(KernelContext& ctx, bool ta, bool tb) {
   const int m = static_cast<int>(y.shape()[0]), n = static_cast<int>(y.shape()[1]);
   const int k = static_cast<int>(a.shape()[ta ? 0 : 1]);
   const int lda = static_cast<int>(a.shape()[1]), ldb = static_cast<int>(b.shape()[1]);
+  // cuBLAS rejects a leading dimension below 1 even where it reads nothing, so an empty product stays here:
+  // nothing to write, or (k = 0) zeros, as the CPU's sgemm writes.
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    cudaMemsetAsync(y.raw_mutable_data(), 0, y.bytes(), stream_of(ctx));
+    check_launch(ctx);  // also reports a failed cudaMemsetAsync
+    return;
+  }
   const float one = 1.0f, zero = 0.0f;
   const cublasStatus_t status =
       cublasSgemm(cublas_of(ctx), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one,

@@ -77,7 +77,9 @@ inline bool runs_on_test_device(const std::string& op) {
 // fused multiply-add: the CPU is built with -ffp-contract=off and the kernels round each step), 1e-6 where
 // a sum in double is added in another order or a libm function (expf, erff, tanhf) differs by an ulp or
 // two, 1e-5 where a float row sum is a tree instead of left to right, 1e-4 (1e-3 for a kernel gradient's
-// long sums) where cuBLAS and OpenBLAS order a product's sums differently. Anything not listed: 1e-5.
+// long sums) where cuBLAS and OpenBLAS order a product's sums differently or a softmax gradient cancels
+// (dy - dot, p - t: a host emulation of the kernels measured up to 2.6e-4 absolute with unnormalised
+// targets). Anything not listed: 1e-5.
 inline double device_tolerance(const std::string& op) {
   static const std::map<std::string, double> stated = {
       {"Add", 0},
@@ -125,6 +127,11 @@ inline double device_tolerance(const std::string& op) {
       {"BatchNormVariance", 1e-6},
       {"BatchNormVarianceGrad", 1e-6},
       {"BatchNormGrad", 1e-6},
+      {"MatMul", 1e-4},
+      {"FusedMatMul", 1e-4},
+      {"SoftmaxGrad", 1e-4},
+      {"SoftmaxXentGrad", 1e-4},
+      {"SparseSoftmaxXentGrad", 1e-4},
       {"Conv2D", 1e-4},
       {"FusedConv2D", 1e-4},
       {"Conv2DInputGrad", 1e-4},
