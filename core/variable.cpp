@@ -142,9 +142,10 @@ void Variable::add_scaled(const Tensor& delta, float sign) {
     // Off the host (a GPU): the sum is formed on the host and written back whole; a rare path (tests,
     // race-check's host scenario), not a training step's, whose updates are device kernels.
     Tensor sum = read().to(cpu_device());
-    const Tensor d = delta.to(cpu_device());
+    const Tensor on_host = delta.to(cpu_device());
+    const float* d = on_host.data<float>();
     float* s = sum.mutable_data<float>();
-    for (std::int64_t i = 0; i < sum.num_elements(); ++i) s[i] += sign * d.data<float>()[i];
+    for (std::int64_t i = 0; i < sum.num_elements(); ++i) s[i] += sign * d[i];
     assign(sum);
     return;
   }

@@ -185,6 +185,22 @@ struct Zero {
   __device__ void operator()(std::int64_t e) const { p[e] = 0.0f; }
 };
 
+// Calls fn(first, n, patches) for each chunk of at most chunk_of(rows, depth) output rows, in order, once
+// the chunk's im2col patches of x are queued in `patches` (one scratch buffer, reused by every chunk: the
+// stream runs each chunk's product before the next im2col overwrites it).
+template <class F>
+void for_each_patch_chunk(KernelContext& ctx, const float* x, const WindowGeometry& g, std::int64_t rows,
+                          std::int64_t depth, F fn) {
+  const std::int64_t chunk = chunk_of(rows, depth);
+  const Tensor cols = scratch(ctx, chunk * depth);
+  float* pc = static_cast<float*>(cols.raw_mutable_data());
+  for (std::int64_t first = 0; first < rows; first += chunk) {
+    const std::int64_t n = std::min(chunk, rows - first);
+    launch_each(ctx, n * depth, Im2col{x, pc, g, first});
+    fn(first, n, static_cast<const float*>(pc));
+  }
+}
+
 // The convolution of input 0 by kernel 1, then, when `bias` is set, the bias and the activation.
 void convolve(KernelContext& ctx, const float* bias, bool relu) {
   const Tensor& k = ctx.input(1);
@@ -196,14 +212,9 @@ void convolve(KernelContext& ctx, const float* bias, bool relu) {
     launch_each(ctx, rows * filters, DirectConv{x, in<float>(ctx, 1), bias, y, g, filters, relu});
     return;
   }
-  const std::int64_t chunk = chunk_of(rows, depth);
-  const Tensor cols = scratch(ctx, chunk * depth);
-  float* pc = static_cast<float*>(cols.raw_mutable_data());
-  for (std::int64_t first = 0; first < rows; first += chunk) {
-    const std::int64_t n = std::min(chunk, rows - first);
-    launch_each(ctx, n * depth, Im2col{x, pc, g, first});
+  for_each_patch_chunk(ctx, x, g, rows, depth, [&](std::int64_t first, std::int64_t n, const float* pc) {
     gemm(ctx, false, false, n, filters, depth, pc, in<float>(ctx, 1), 0.0f, y + first * filters);
-  }
+  });
   if (bias) launch_each(ctx, rows * filters, AddBias{y, bias, filters, relu});
 }
 
@@ -265,14 +276,11 @@ void conv2d_kernel_grad_cuda(KernelContext& ctx) {
     launch_each(ctx, depth * filters, Zero{dk});
     return;
   }
-  const std::int64_t chunk = chunk_of(rows, depth);
-  const Tensor cols = scratch(ctx, chunk * depth);
-  float* pc = static_cast<float*>(cols.raw_mutable_data());
-  for (std::int64_t first = 0; first < rows; first += chunk) {
-    const std::int64_t n = std::min(chunk, rows - first);
-    launch_each(ctx, n * depth, Im2col{in<float>(ctx, 0), pc, g, first});
-    gemm(ctx, true, false, depth, filters, n, pc, in<float>(ctx, 1) + first * filters, first == 0 ? 0.0f : 1.0f, dk);
-  }
+  for_each_patch_chunk(ctx, in<float>(ctx, 0), g, rows, depth,
+                       [&](std::int64_t first, std::int64_t n, const float* pc) {
+                         gemm(ctx, true, false, depth, filters, n, pc, in<float>(ctx, 1) + first * filters,
+                              first == 0 ? 0.0f : 1.0f, dk);
+                       });
 }
 
 }  // namespace

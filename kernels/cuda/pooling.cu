@@ -24,6 +24,9 @@ __device__ Span2D window_span(const WindowGeometry& g, std::int64_t oh, std::int
           w + g.w.window < g.w.in ? w + g.w.window : g.w.in};
 }
 
+// 1 / the number of input elements the clipped window covers: what its average multiplies the sum by.
+__device__ float inverse_count(const Span2D& s) { return 1.0f / static_cast<float>((s.h1 - s.h0) * (s.w1 - s.w0)); }
+
 // Output element o = ((n, oh, ow), ch): its image n, channel ch and clipped window.
 struct PoolOutput {
   std::int64_t n, ch;
@@ -67,7 +70,7 @@ struct AvgPool {
     float sum = 0.0f;
     for (std::int64_t h = at.s.h0; h < at.s.h1; ++h)
       for (std::int64_t w = at.s.w0; w < at.s.w1; ++w) sum += input_at(x, g, at.n, h, w, at.ch);
-    y[o] = sum * (1.0f / static_cast<float>((at.s.h1 - at.s.h0) * (at.s.w1 - at.s.w0)));
+    y[o] = sum * inverse_count(at.s);
   }
 };
 
@@ -99,6 +102,11 @@ struct Covered {
   OutRange rows, columns;
 };
 
+// The index of window (oh, ow)'s output in e's image and channel.
+__device__ std::int64_t output_index(const WindowGeometry& g, const Covered& at, std::int64_t oh, std::int64_t ow) {
+  return ((at.n * g.h.out + oh) * g.w.out + ow) * g.channels + at.ch;
+}
+
 __device__ Covered covered(const WindowGeometry& g, std::int64_t e) {
   const std::int64_t ch = e % g.channels, w = e / g.channels % g.w.in, h = e / (g.channels * g.w.in) % g.h.in;
   return {e / (g.channels * g.w.in * g.h.in), h, w, ch, covering(g.h, h), covering(g.w, w)};
@@ -117,7 +125,7 @@ struct MaxPoolGrad {
     float sum = 0.0f;
     for (std::int64_t oh = at.rows.first; oh < at.rows.last; ++oh)
       for (std::int64_t ow = at.columns.first; ow < at.columns.last; ++ow) {
-        const std::int64_t o = ((at.n * g.h.out + oh) * g.w.out + ow) * g.channels + at.ch;
+        const std::int64_t o = output_index(g, at, oh, ow);
         if (argmax[o] == self) sum += dy[o];
       }
     dx[e] = sum;
@@ -135,10 +143,8 @@ struct AvgPoolGrad {
     float sum = 0.0f;
     for (std::int64_t oh = at.rows.first; oh < at.rows.last; ++oh)
       for (std::int64_t ow = at.columns.first; ow < at.columns.last; ++ow) {
-        const Span2D s = window_span(g, oh, ow);
-        const float inv = 1.0f / static_cast<float>((s.h1 - s.h0) * (s.w1 - s.w0));
-        const std::int64_t o = ((at.n * g.h.out + oh) * g.w.out + ow) * g.channels + at.ch;
-        sum = __fadd_rn(sum, __fmul_rn(dy[o], inv));
+        const float inv = inverse_count(window_span(g, oh, ow));
+        sum = __fadd_rn(sum, __fmul_rn(dy[output_index(g, at, oh, ow)], inv));
       }
     dx[e] = sum;
   }
