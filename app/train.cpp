@@ -167,6 +167,19 @@ int run_train(const TrainFlags& f) {
       fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
                   epochs_text(out), out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
           .c_str());
+  const auto& strategy = out.summary.at("strategy");
+  if (strategy.at("replicas").get<int>() > 1) {
+    const auto& ar = strategy.at("all_reduce");
+    const double step = strategy.at("step_seconds").get<double>();
+    const double reduce = ar.at("seconds_per_step").get<double>();
+    std::fprintf(
+        log, "%s\n",
+        fmt::format("Mirrored over {} replicas: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms "
+                    "step)",
+                    strategy.at("replicas").get<int>(), human_bytes(ar.at("bytes_per_step").get<double>()),
+                    reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
+            .c_str());
+  }
   return 0;
 }
 

@@ -28,16 +28,22 @@ struct CollectiveGroup::Exchange {
 
 namespace {
 
-// The groups alive, held weakly: a group leaves in its destructor. Function-local, so creating a group
-// from a static initializer still finds it built.
+// The collectives alive, held weakly: one leaves in its destructor. Function-local, so creating one from a
+// static initializer still finds it built.
 struct Registry {
   std::mutex mu;
-  std::map<std::int64_t, std::weak_ptr<CollectiveGroup>> groups;
+  std::map<std::int64_t, std::weak_ptr<Collective>> live;
   std::int64_t next_id = 1;
 };
 Registry& registry() {
   static Registry r;
   return r;
+}
+
+std::int64_t next_id() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.next_id++;
 }
 
 // "60", "0.2": the shortest text that reads back as the same double.
@@ -65,53 +71,62 @@ void weighted_sum(const std::vector<const float*>& inputs, const std::vector<flo
 
 }  // namespace
 
+Collective::Collective(int members) : id_(next_id()), stats_(static_cast<std::size_t>(members)) {}
+
+// Between the last handle going and this erase, find() sees an expired entry and returns null; ids are
+// never reused, so the erase cannot remove a newer collective.
+Collective::~Collective() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.live.erase(id_);
+}
+
+void Collective::enter(const std::shared_ptr<Collective>& c) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  r.live.emplace(c->id(), c);
+}
+
+std::shared_ptr<Collective> Collective::find(std::int64_t id) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  auto it = r.live.find(id);
+  return it == r.live.end() ? nullptr : it->second.lock();
+}
+
+std::size_t Collective::registered() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mu);
+  return r.live.size();
+}
+
+Collective::Stats Collective::stats(int member) const {
+  std::lock_guard lock(stats_mu_);
+  return stats_.at(static_cast<std::size_t>(member));
+}
+
+void Collective::record(int member, std::int64_t elements, double seconds) {
+  std::lock_guard lock(stats_mu_);
+  Stats& s = stats_.at(static_cast<std::size_t>(member));
+  ++s.calls;
+  s.elements += elements;
+  s.seconds += seconds;
+}
+
 std::shared_ptr<CollectiveGroup> CollectiveGroup::create(int members, Seconds timeout) {
   TCTL_CHECK(members >= 1, "a collective group needs at least one member");
   TCTL_CHECK(timeout.count() > 0, "a collective group needs a positive timeout");
-  Registry& r = registry();
-  std::int64_t id = 0;
-  {
-    std::lock_guard lock(r.mu);
-    id = r.next_id++;
-  }
-  // Made outside the lock, which its destructor takes: should entering it throw, the group goes after
-  // the lock is released.
-  std::shared_ptr<CollectiveGroup> group(new CollectiveGroup(id, members, timeout));
-  {
-    std::lock_guard lock(r.mu);
-    r.groups.emplace(id, group);
-  }
-  return group;
+  return make(new CollectiveGroup(members, timeout));
 }
 
-std::shared_ptr<CollectiveGroup> CollectiveGroup::find(std::int64_t id) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  auto it = r.groups.find(id);
-  return it == r.groups.end() ? nullptr : it->second.lock();
-}
-
-std::size_t CollectiveGroup::registered() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  return r.groups.size();
-}
-
-CollectiveGroup::CollectiveGroup(std::int64_t id, int members, Seconds timeout)
-    : id_(id), members_(members), timeout_(timeout) {}
-
-// Between the last handle going and this erase, find() sees an expired entry and returns null; ids are
-// never reused, so the erase cannot remove a newer group.
-CollectiveGroup::~CollectiveGroup() {
-  Registry& r = registry();
-  std::lock_guard lock(r.mu);
-  r.groups.erase(id_);
-}
+CollectiveGroup::CollectiveGroup(int members, Seconds timeout)
+    : Collective(members), members_(members), timeout_(timeout) {}
 
 void CollectiveGroup::all_reduce(int member, std::uint64_t key, const float* in, std::int64_t n, float weight,
                                  float* out, std::string_view what) {
   TCTL_CHECK(member >= 0 && member < members_, "all-reduce member out of range");
   TCTL_CHECK(n >= 0 && (n == 0 || (in != nullptr && out != nullptr)), "all-reduce without buffers");
+  const auto arrived = std::chrono::steady_clock::now();
   std::unique_lock lock(mu_);
   const std::shared_ptr<Exchange> e = arrive(member, key, in, n, weight, what);
   if (e->count == members_) {
@@ -128,6 +143,7 @@ void CollectiveGroup::all_reduce(int member, std::uint64_t key, const float* in,
   }
   lock.unlock();
   std::copy(e->sum.begin(), e->sum.end(), out);
+  record(member, n, std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived).count());
 }
 
 // Enters the member's contribution under the lock, making the exchange when it is the first.
@@ -199,6 +215,12 @@ void CollectiveGroup::abort_locked(const std::string& reason) {
   // Waiting members keep their exchanges; nobody can join one any more.
   pending_.clear();
   cv_.notify_all();
+}
+
+void CollectiveGroup::recover() {
+  std::lock_guard lock(mu_);
+  abort_reason_.clear();
+  pending_.clear();
 }
 
 bool CollectiveGroup::aborted() const {

@@ -22,31 +22,76 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/errors.h"
 
 namespace tctl {
 
-class CollectiveGroup {
+// What an all-reduce needs from whoever carries it: the in-process group below, or the processes of an MPI
+// job (multi-worker training). Each lives in a process-wide registry under an id that is never reused, so
+// a graph's AllReduce node names its collective by a number; the registry holds them weakly, so dropping
+// the last handle removes one (a kernel looking it up afterwards finds nothing).
+class Collective {
+ public:
+  virtual ~Collective();
+  Collective(const Collective&) = delete;
+  Collective& operator=(const Collective&) = delete;
+
+  // The live collective with this id, or null when there is none (never created, or dropped).
+  static std::shared_ptr<Collective> find(std::int64_t id);
+  // Collectives alive now; for tests.
+  static std::size_t registered();
+
+  std::int64_t id() const { return id_; }
+  virtual int members() const = 0;
+  // Member `member` contributes in[0, n) with `weight` to the all-reduce `key`; returns once out[0, n) holds
+  // the sum over members of weight_m * in_m (see each implementation for the order and the errors).
+  // Every member must pass the same n; `out` may equal `in`.
+  virtual void all_reduce(int member, std::uint64_t key, const float* in, std::int64_t n, float weight, float* out,
+                          std::string_view what) = 0;
+  // Fails every all-reduce waiting now and every later one with `reason` (a replica's run failed, so the
+  // others need not wait for their timeout).
+  virtual void abort(const std::string& reason) = 0;
+
+  // What member `member` has spent in all-reduces so far: calls, the elements it brought, and the seconds
+  // from its arrival to its result (waiting for the others included).
+  struct Stats {
+    std::int64_t calls = 0;
+    std::int64_t elements = 0;
+    double seconds = 0.0;
+  };
+  Stats stats(int member) const;
+
+ protected:
+  // Takes the next id; make() enters the object in the registry under it.
+  explicit Collective(int members);
+  template <class T>
+  static std::shared_ptr<T> make(T* made) {
+    std::shared_ptr<T> owned(made);
+    enter(owned);
+    return owned;
+  }
+  // Counted by the implementations' all_reduce.
+  void record(int member, std::int64_t elements, double seconds);
+
+ private:
+  static void enter(const std::shared_ptr<Collective>& c);
+  const std::int64_t id_;
+  mutable std::mutex stats_mu_;
+  std::vector<Stats> stats_ TCTL_GUARDED_BY(stats_mu_);
+};
+
+class CollectiveGroup final : public Collective {
  public:
   using Seconds = std::chrono::duration<double>;
   static constexpr Seconds kDefaultTimeout{60.0};
 
-  // A new group of `members` >= 1 with a process-unique id (never reused), entered in the registry. The
-  // group lives as long as someone holds it; the registry holds it weakly, so dropping the last handle
-  // removes it (a kernel looking it up afterwards finds nothing). `timeout` > 0 bounds each member's wait.
+  // A new group of `members` >= 1, entered in the registry (see Collective). `timeout` > 0 bounds each
+  // member's wait.
   static std::shared_ptr<CollectiveGroup> create(int members, Seconds timeout = kDefaultTimeout);
-  // The live group with this id, or null when there is none (never created, or dropped).
-  static std::shared_ptr<CollectiveGroup> find(std::int64_t id);
-  // Groups alive now; for tests.
-  static std::size_t registered();
 
-  ~CollectiveGroup();
-  CollectiveGroup(const CollectiveGroup&) = delete;
-  CollectiveGroup& operator=(const CollectiveGroup&) = delete;
-
-  std::int64_t id() const { return id_; }
-  int members() const { return members_; }
+  int members() const override { return members_; }
   Seconds timeout() const { return timeout_; }
 
   // Member `member` (0 <= member < members()) contributes in[0, n) with `weight` to the all-reduce `key`,
@@ -58,25 +103,27 @@ class CollectiveGroup {
   // ("all-reduce of <what>: replica 1 of 2 did not arrive within 60 s"), when the group is or becomes
   // aborted first, when n differs between members, or when a member arrives twice for one key.
   void all_reduce(int member, std::uint64_t key, const float* in, std::int64_t n, float weight, float* out,
-                  std::string_view what);
+                  std::string_view what) override;
 
   // Fails every all-reduce waiting now and every later one with `reason` (a replica's run failed, so the
   // others need not wait for their timeout). Waits already complete finish normally. The first reason stays.
-  void abort(const std::string& reason);
+  void abort(const std::string& reason) override;
   bool aborted() const;
+  // Starts the group over after an abort, once no member is inside all_reduce (the owner joined them all):
+  // the run survived the failed step and goes on. Exchanges some members had arrived for are forgotten.
+  void recover();
   // Keys some member has arrived for and others have not yet; for tests.
   std::size_t in_flight() const;
 
  private:
   struct Exchange;
-  CollectiveGroup(std::int64_t id, int members, Seconds timeout);
+  CollectiveGroup(int members, Seconds timeout);
   void abort_locked(const std::string& reason);
   std::shared_ptr<Exchange> arrive(int member, std::uint64_t key, const float* in, std::int64_t n, float weight,
                                    std::string_view what);
   void wait_for_sum(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what);
   std::string missing_members(const Exchange& e) const;
 
-  const std::int64_t id_;
   const int members_;
   const Seconds timeout_;
   mutable std::mutex mu_;

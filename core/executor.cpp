@@ -223,6 +223,7 @@ struct Run {
       KernelContext kc(*pn.node, *pn.device, pn.spec, inputs, values[static_cast<std::size_t>(i)], *ctx.intra, ctx.seed,
                        ctx.step);
       if (pn.keep_read) kc.set_kept_read(&frame.read_writes_[i]);
+      kc.set_batch_offset(ctx.batch_offset);
       if (pn.device != cpu_device()) pn.device->make_current();
       if (ctx.profiler == nullptr) {
         pn.kernel(kc);

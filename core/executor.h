@@ -88,6 +88,7 @@ struct RunContext {
   std::int64_t step = 0;
   // When set, every kernel execution is recorded into it; null costs one pointer check per node.
   Profiler* profiler = nullptr;
+  std::int64_t batch_offset = 0;  // RunOptions::batch_offset
 };
 
 class Executor {

@@ -15,6 +15,11 @@ Tensor& KernelContext::output() {
   return output_;
 }
 
+std::uint64_t KernelContext::first_element(const Tensor& t) const {
+  if (batch_offset_ == 0 || t.shape().rank() == 0 || t.shape()[0] == 0) return 0;
+  return static_cast<std::uint64_t>(batch_offset_) * static_cast<std::uint64_t>(t.num_elements() / t.shape()[0]);
+}
+
 std::uint64_t KernelContext::random_key(std::int64_t stream) const {
   return mix64(mix64(seed_ ^ mix64(static_cast<std::uint64_t>(stream))) + static_cast<std::uint64_t>(step_));
 }

@@ -56,6 +56,13 @@ class KernelContext {
   // normally the node id, so a gradient op can replay its forward op's stream.
   std::uint64_t random_key(std::int64_t stream) const;
   std::int64_t step() const { return step_; }
+  // Rows of the global batch before this run's: a replica of data-parallel training runs rows
+  // [batch_offset, batch_offset + its batch) of the step's batch, and a random stream drawn per element
+  // (dropout's mask) continues from there, so the replicas draw what one replica would for the whole batch.
+  std::int64_t batch_offset() const { return batch_offset_; }
+  void set_batch_offset(std::int64_t rows) { batch_offset_ = rows; }
+  // The first element index of this run's rows in a per-element stream over a tensor shaped [batch, ...].
+  std::uint64_t first_element(const Tensor& t) const;
 
  private:
   const Node& node_;
@@ -67,6 +74,7 @@ class KernelContext {
   std::uint64_t seed_;
   std::int64_t step_;
   std::uint64_t* kept_read_ = nullptr;
+  std::int64_t batch_offset_ = 0;
 };
 
 }  // namespace tctl

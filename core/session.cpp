@@ -121,6 +121,7 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
   ctx.seed = options_.seed;
   ctx.step = options.step >= 0 ? options.step : next_step_.fetch_add(1, std::memory_order_relaxed);
   ctx.profiler = options.profiler;
+  ctx.batch_offset = options.batch_offset;
 
   std::unique_ptr<Frame> frame = prepared.take_frame();
   std::vector<Tensor> out;

@@ -37,6 +37,9 @@ struct RunOptions {
   // When set, the run records each kernel execution into it (see core/profiler.h); the session borrows it.
   // One profiler may serve many runs and threads at once.
   Profiler* profiler = nullptr;
+  // Rows of the step's global batch before this run's (a data-parallel replica's share): see
+  // KernelContext::batch_offset.
+  std::int64_t batch_offset = 0;
 };
 
 class Session {

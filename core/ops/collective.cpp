@@ -1,7 +1,10 @@
-// AllReduce: member `member` of the in-process collective group `group` (core/collective.h) contributes its
-// x with a float scalar weight; every member's output is sum over members m, in member order, of
-// weight_m * x_m. Attrs (ints): group (the group's id), member, instance (which all-reduce of a step this is;
-// with the step it keys the collective). Not differentiable: it is inserted after the gradients.
+// AllReduce: member `member` of the collective `group` (core/collective.h) contributes its gradients
+// x_0..x_{k-1} (float32, any shapes) with a float scalar weight, the last input; every member's output is
+// one vector of all their elements, packed in input order, each the sum over members m, in member order, of
+// weight_m * x_m. Packing a bucket of small gradients into one exchange is what Horovod calls tensor fusion:
+// one meeting per bucket instead of one per tensor. FlatSlice takes a gradient back out of the packed vector.
+// Attrs (ints): group (the group's id), member, instance (which all-reduce of a step this is; with the step
+// it keys the collective). Not differentiable: both are inserted after the gradients.
 //
 // Ordering: members are matched by instance, not by the order they issue in, so every all-reduce of a step
 // needs its own instance, the same on every member. The kernel blocks its inter-op thread until every
@@ -21,9 +24,16 @@ namespace tctl {
 namespace {
 
 TensorSpec all_reduce_infer(const InferContext& c) {
-  c.expect_dtype(0, DType::kF32);
-  c.expect_dtype(1, DType::kF32);
-  c.expect_rank(1, 0);
+  const int k = c.num_inputs() - 1;
+  if (k < 1) c.fail("needs at least one value and the weight");
+  std::int64_t total = 0;
+  for (int i = 0; i < k; ++i) {
+    c.expect_dtype(i, DType::kF32);
+    if (!c.shape(i).fully_known()) c.fail("input " + std::to_string(i) + " has an unknown dimension");
+    total += c.shape(i).num_elements();
+  }
+  c.expect_dtype(k, DType::kF32);
+  c.expect_rank(k, 0);
   for (const char* name : {"group", "member", "instance"})
     if (!c.attrs().has(name)) c.fail(std::string("needs the int attribute ") + name);
   if (c.attrs().i("group") < 1) c.fail("group must be a group's id (1 or more)");
@@ -31,11 +41,30 @@ TensorSpec all_reduce_infer(const InferContext& c) {
   const std::int64_t instance = c.attrs().i("instance");
   if (instance < 0 || instance >= kMaxCollectiveInstances)
     c.fail("instance must be in [0, " + std::to_string(kMaxCollectiveInstances) + "), got " + std::to_string(instance));
-  return c.input(0);
+  return {DType::kF32, Shape{total}};
+}
+
+// FlatSlice: elements [begin, begin + product(shape)) of a vector, as a tensor of `shape`.
+TensorSpec flat_slice_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  c.expect_rank(0, 1);
+  const auto& dims = c.attrs().ints("shape");
+  if (static_cast<int>(dims.size()) > Shape::kMaxRank) c.fail("shape has too many dimensions");
+  const Shape shape{std::span<const std::int64_t>(dims)};
+  if (!shape.fully_known()) c.fail("shape must be fully known");
+  const std::int64_t begin = c.attrs().i("begin");
+  const std::int64_t n = c.shape(0)[0];
+  if (begin < 0 || (n >= 0 && begin + shape.num_elements() > n))
+    c.fail("elements [" + std::to_string(begin) + ", " + std::to_string(begin + shape.num_elements()) +
+           ") are not inside a vector of " + std::to_string(n));
+  return {DType::kF32, shape};
 }
 
 }  // namespace
 
-void define_collective_ops() { register_op({.name = "AllReduce", .num_inputs = 2, .infer = all_reduce_infer}); }
+void define_collective_ops() {
+  register_op({.name = "AllReduce", .num_inputs = -1, .infer = all_reduce_infer});
+  register_op({.name = "FlatSlice", .infer = flat_slice_infer});
+}
 
 }  // namespace tctl

@@ -11,10 +11,11 @@ void apply_mask(KernelContext& ctx, std::int64_t stream) {
   const float rate = static_cast<float>(ctx.attrs().f("rate"));
   const float keep_scale = 1.0f / (1.0f - rate);
   const std::uint64_t key = ctx.random_key(stream);
+  const std::uint64_t first = ctx.first_element(ctx.input(0));
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output().mutable_data<float>();
   for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) {
-    y[i] = uniform_at(key, static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
+    y[i] = uniform_at(key, first + static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
   });
 }
 

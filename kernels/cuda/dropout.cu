@@ -1,6 +1,7 @@
 // CUDA kernels of Dropout and DropoutGrad (definitions in core/ops/dropout.cpp, CPU kernels in
 // kernels/cpu/dropout.cpp): the same mask as the CPU's, bit for bit, since element i's draw is
-// uniform_at(key, i) of core/counter_random.h on both, with the key of (seed, stream, step) made on the host.
+// uniform_at(key, first + i) of core/counter_random.h on both, with the key of (seed, stream, step) and the
+// first element of the run's rows (KernelContext::first_element) made on the host.
 // Kept elements are x / (1 - rate) as the CPU computes them: the same bits.
 #include "core/op_registry.h"
 #include "core/ops/dropout.h"
@@ -13,9 +14,10 @@ struct Mask {
   const float* x;
   float* y;
   std::uint64_t key;
+  std::uint64_t first;
   float rate, keep_scale;
   __device__ void operator()(std::int64_t i) const {
-    y[i] = uniform_at(key, static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
+    y[i] = uniform_at(key, first + static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
   }
 };
 
@@ -23,7 +25,8 @@ struct Mask {
 void apply_mask(KernelContext& ctx, std::int64_t stream) {
   const float rate = static_cast<float>(ctx.attrs().f("rate"));
   launch_each(ctx, ctx.output().num_elements(),
-              Mask{in<float>(ctx, 0), out<float>(ctx), ctx.random_key(stream), rate, 1.0f / (1.0f - rate)});
+              Mask{in<float>(ctx, 0), out<float>(ctx), ctx.random_key(stream), ctx.first_element(ctx.input(0)), rate,
+                   1.0f / (1.0f - rate)});
 }
 
 void dropout_cuda(KernelContext& ctx) { apply_mask(ctx, dropout_stream(ctx.node())); }

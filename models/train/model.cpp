@@ -1,9 +1,14 @@
 #include "models/train/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
 
 #include "core/autodiff.h"
 #include "core/device.h"
@@ -29,7 +34,94 @@ struct Model::Pass {
   Output predictions;
   Output loss;         // scalar mean
   Output per_example;  // [batch]
+  Output weight;       // mirrored training: this replica's share of the batch's rows (a float scalar)
   std::vector<Output> updates;
+};
+
+struct Model::Traced {
+  const Sequential& net;
+  Optimizer& optimizer;
+  const std::string& device;
+  int member = -1;  // the replica's member of the all-reduce group; -1: no all-reduce (one replica, eager)
+};
+
+// A replica after the first: its own network, optimizer, pools, training graph and session; and the
+// buffers of its rows of a step.
+struct Model::Replica {
+  Replica(std::shared_ptr<Sequential> n, const ModelOptions& o, std::string d, int threads_inter, int threads_intra)
+      : net(std::move(n)),
+        optimizer(o.optimizer),
+        device(std::move(d)),
+        inter_pool(threads_inter),
+        intra_pool(threads_intra) {}
+  std::shared_ptr<Sequential> net;
+  Optimizer optimizer;
+  std::string device;
+  ThreadPool inter_pool;
+  ThreadPool intra_pool;
+  std::shared_ptr<Graph> graph = std::make_shared<Graph>();
+  Pass pass;
+  std::unique_ptr<Session> session;
+};
+
+// The threads of replicas 1..n-1, kept for the model's life: run() hands each its part of a step and
+// returns when every part is done, the first replica's run on the caller's thread meanwhile.
+class Model::ReplicaThreads {
+ public:
+  explicit ReplicaThreads(int replicas) {
+    for (int r = 1; r < replicas; ++r) threads_.emplace_back([this, r] { loop(r); });
+  }
+  ~ReplicaThreads() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    start_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  ReplicaThreads(const ReplicaThreads&) = delete;
+  ReplicaThreads& operator=(const ReplicaThreads&) = delete;
+
+  // fn(r) for every replica r; fn must not throw.
+  void run(const std::function<void(int)>& fn) {
+    {
+      std::lock_guard lock(mu_);
+      fn_ = &fn;
+      left_ = static_cast<int>(threads_.size());
+      ++generation_;
+    }
+    start_.notify_all();
+    fn(0);
+    std::unique_lock lock(mu_);
+    done_.wait(lock, [&] { return left_ == 0; });
+    fn_ = nullptr;
+  }
+
+ private:
+  void loop(int r) {
+    std::uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(int)>* fn = nullptr;
+      {
+        std::unique_lock lock(mu_);
+        start_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        fn = fn_;
+      }
+      (*fn)(r);
+      std::lock_guard lock(mu_);
+      if (--left_ == 0) done_.notify_one();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable start_, done_;
+  const std::function<void(int)>* fn_ TCTL_GUARDED_BY(mu_) = nullptr;
+  int left_ TCTL_GUARDED_BY(mu_) = 0;
+  std::uint64_t generation_ TCTL_GUARDED_BY(mu_) = 0;
+  bool stop_ TCTL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
 };
 
 namespace {
@@ -45,24 +137,46 @@ void check_metrics(const ModelOptions& o) {
   }
 }
 
+// Threads of a pool for each of `replicas`: as asked, or with 0 (one per core) the cores shared out.
+int threads_per_replica(int asked, std::size_t replicas) {
+  if (asked > 0 || replicas <= 1) return asked;
+  return std::max(1, ThreadPool::hardware_threads() / static_cast<int>(replicas));
+}
+
+std::vector<std::shared_ptr<Sequential>> one_net(std::shared_ptr<Sequential> net) {
+  std::vector<std::shared_ptr<Sequential>> nets;
+  nets.push_back(std::move(net));
+  return nets;
+}
+
 }  // namespace
 
 Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
-    : net_(std::move(net)),
+    : Model(one_net(std::move(net)), std::move(options)) {}
+
+Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options)
+    : net_(nets.at(0)),
       options_(std::move(options)),
       optimizer_(options_.optimizer),
-      inter_pool_(options_.inter_op_threads),
-      intra_pool_(options_.intra_op_threads) {
+      inter_pool_(threads_per_replica(options_.inter_op_threads, nets.size())),
+      intra_pool_(threads_per_replica(options_.intra_op_threads, nets.size())) {
   check_metrics(options_);
   set_allow_tf32(options_.allow_tf32);
+  const bool mirrored = options_.replica_devices.size() > 1;
+  TCTL_CHECK(nets.size() == (mirrored ? options_.replica_devices.size() : 1),
+             "a mirrored model needs one network per replica device");
+  if (mirrored) {
+    options_.device = options_.replica_devices[0];
+    group_ = CollectiveGroup::create(static_cast<int>(nets.size()));
+  }
 
   train_graph_ = std::make_shared<Graph>();
   train_pass_ = std::make_unique<Pass>();
-  trace_training(*train_graph_, *train_pass_);
+  trace_training(*train_graph_, *train_pass_, first_replica(mirrored ? 0 : -1));
   if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
   infer_graph_ = std::make_shared<Graph>();
   infer_pass_ = std::make_unique<Pass>();
-  trace_forward(*infer_graph_, *infer_pass_, false);
+  trace_forward(*infer_graph_, *infer_pass_, false, first_replica(-1));
 
   // A device strict placement refuses is found now, before a caller writes anything, not at the first step.
   if (options_.placement.strict)
@@ -76,30 +190,73 @@ Model::Model(std::shared_ptr<Sequential> net, ModelOptions options)
   so.placement = options_.placement;
   train_session_ = std::make_unique<Session>(train_graph_, inter_pool_, intra_pool_, so);
   infer_session_ = std::make_unique<Session>(infer_graph_, inter_pool_, intra_pool_, so);
+
+  for (std::size_t r = 1; r < nets.size(); ++r) {
+    auto rep = std::make_unique<Replica>(std::move(nets[r]), options_, options_.replica_devices[r],
+                                         threads_per_replica(options_.inter_op_threads, nets.size()),
+                                         threads_per_replica(options_.intra_op_threads, nets.size()));
+    trace_training(*rep->graph, rep->pass, Traced{*rep->net, rep->optimizer, rep->device, static_cast<int>(r)});
+    if (options_.auto_control_dependencies) add_auto_control_dependencies(*rep->graph);
+    if (options_.placement.strict) {
+      const Output fed[] = {rep->pass.x, rep->pass.targets, rep->pass.weight};
+      place_all(*rep->graph, fed, options_.placement);
+    }
+    rep->session = std::make_unique<Session>(rep->graph, rep->inter_pool, rep->intra_pool, so);
+    others_.push_back(std::move(rep));
+  }
+  if (mirrored) {
+    threads_ = std::make_unique<ReplicaThreads>(replicas());
+    sync_replicas();
+  }
+}
+
+const Sequential& Model::replica_net(int r) const {
+  TCTL_CHECK(r >= 0 && r < replicas(), "replica out of range");
+  return r == 0 ? *net_ : *others_[static_cast<std::size_t>(r - 1)]->net;
+}
+
+Model::Traced Model::first_replica(int member) { return Traced{*net_, optimizer_, options_.device, member}; }
+
+void Model::sync_replicas() {
+  const auto& from = net_->variables();
+  const auto from_state = optimizer_.state();
+  for (const auto& rep : others_) {
+    const auto& to = rep->net->variables();
+    const auto to_state = rep->optimizer.state();
+    TCTL_CHECK(to.size() == from.size() && to_state.size() == from_state.size(), "replicas built unalike");
+    for (std::size_t i = 0; i < from.size(); ++i) to[i]->assign(from[i]->read());
+    for (std::size_t i = 0; i < from_state.size(); ++i) to_state[i]->assign(from_state[i]->read());
+  }
+}
+
+AllReduceTotals Model::all_reduce_totals() const {
+  if (group_ == nullptr) return {};
+  const Collective::Stats s = group_->stats(0);
+  return {mirrored_steps_, s.calls, s.elements * static_cast<std::int64_t>(sizeof(float)), s.seconds};
 }
 
 Model::~Model() = default;
 
-void Model::trace_forward(Graph& g, Pass& pass, bool training) const {
-  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, net_->output_shape()));
-  pass.x = g.placeholder("x", DType::kF32, Shape::concat(-1, net_->input_shape()));
+void Model::trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) const {
+  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, r.net.output_shape()));
+  pass.x = g.placeholder("x", DType::kF32, Shape::concat(-1, r.net.input_shape()));
   pass.targets = g.placeholder("targets", target.dtype, target.shape);
-  pass.predictions = net_->call(g, pass.x, training, options_.device);
+  pass.predictions = r.net.call(g, pass.x, training, r.device);
   std::string why = check_loss_fits(g, options_.loss, pass.predictions);
   if (!why.empty()) throw SpecError(options_.config_file, "loss", why);
-  Graph::Scope scope(g, "loss", options_.device, Phase::kForward);
+  Graph::Scope scope(g, "loss", r.device, Phase::kForward);
   LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
   pass.loss = loss.mean;
   pass.per_example = loss.per_example;
 }
 
-void Model::trace_training(Graph& g, Pass& pass) {
-  trace_forward(g, pass, true);
+void Model::trace_training(Graph& g, Pass& pass, const Traced& r) {
+  trace_forward(g, pass, true, r);
   // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
   std::vector<std::shared_ptr<Variable>> vars;
   std::vector<Output> reads;
   std::vector<std::size_t> owner;
-  for (const auto& v : net_->variables()) {
+  for (const auto& v : r.net.variables()) {
     if (!v->trainable()) continue;
     for (const Node& n : g.nodes()) {
       if (n.op != &ops::read_variable() || n.vars[0].var != v) continue;
@@ -115,11 +272,57 @@ void Model::trace_training(Graph& g, Pass& pass) {
   for (auto& list : per_var) grads.push_back(list.size() == 1 ? list[0] : g.add("AddN", list));
   // Gradients computed; next, updates applied. Whatever must happen between the two (an all-reduce across
   // replicas) happens here and nowhere else.
+  if (r.member >= 0) {
+    pass.weight = g.placeholder("replica_weight", DType::kF32, Shape{});
+    grads = all_reduce_gradients(g, std::move(grads), pass, r.member);
+  }
   if (options_.combine_gradients) {
     grads = options_.combine_gradients(g, vars, std::move(grads));
     TCTL_CHECK(grads.size() == vars.size(), "combine_gradients returned a gradient count other than the variables'");
   }
-  pass.updates = optimizer_.apply(g, vars, grads);
+  pass.updates = r.optimizer.apply(g, vars, grads);
+}
+
+// Buckets from the last variable back, the order backpropagation finishes their gradients in, so the first
+// bucket can be exchanged while earlier layers still compute. Each bucket is one AllReduce on the CPU (its
+// gradients reach it through copy nodes from a device), after the bucket before it by a control edge: every
+// replica issues them in one order, so they cannot wait on each other crosswise.
+std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass,
+                                                int member) const {
+  Graph::Scope scope(g, "all_reduce", "cpu", Phase::kUpdate);
+  const Output weight = pass.weight;
+  std::vector<Output> out(grads.size());
+  int previous = -1;
+  std::int64_t instance = 0;
+  for (std::size_t end = grads.size(); end > 0;) {
+    std::size_t begin = end - 1;
+    std::int64_t bytes = static_cast<std::int64_t>(g.spec(grads[begin]).shape.num_elements() * sizeof(float));
+    while (begin > 0) {
+      const std::int64_t next =
+          static_cast<std::int64_t>(g.spec(grads[begin - 1]).shape.num_elements() * sizeof(float));
+      if (bytes + next > options_.bucket_bytes) break;
+      bytes += next;
+      --begin;
+    }
+    std::vector<Output> inputs(grads.begin() + static_cast<std::ptrdiff_t>(begin),
+                               grads.begin() + static_cast<std::ptrdiff_t>(end));
+    inputs.push_back(weight);
+    const Output packed =
+        g.add("AllReduce", std::move(inputs),
+              Attrs{{"group", group_->id()}, {"member", std::int64_t{member}}, {"instance", instance++}});
+    if (previous >= 0) g.add_control_input(packed.node, previous);
+    previous = packed.node;
+    std::int64_t at = 0;
+    for (std::size_t i = begin; i < end; ++i) {
+      const Shape& shape = g.spec(grads[i]).shape;
+      out[i] =
+          g.add("FlatSlice", {packed},
+                Attrs{{"begin", at}, {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}});
+      at += shape.num_elements();
+    }
+    end = begin;
+  }
+  return out;
 }
 
 Tensor Model::targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
@@ -133,6 +336,7 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 }
 
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
+  if (!others_.empty()) return mirrored_step(x, targets, step, nullptr);
   const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
   const Output fetches[] = {train_pass_->loss, train_pass_->predictions};
   RunOptions ro;
@@ -166,12 +370,101 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
 
 std::vector<std::string> Model::placement_warnings() const {
   std::vector<std::string> out = train_session_->placement_warnings();
-  for (auto& w : infer_session_->placement_warnings())
-    if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
+  auto add = [&](std::vector<std::string> more) {
+    for (auto& w : more)
+      if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
+  };
+  add(infer_session_->placement_warnings());
+  for (const auto& rep : others_) add(rep->session->placement_warnings());
   return out;
 }
 
+std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step,
+                                         Profiler* profiler) {
+  const int n = replicas();
+  const std::int64_t batch = x.shape()[0];
+  TCTL_CHECK(batch >= 1 && targets.shape()[0] == batch, "a mirrored step needs a batch of one row or more");
+  // Rows split evenly, the first replicas taking one more where they do not divide; a replica left without
+  // rows (a last batch smaller than the replicas) runs the first row with weight 0, so it still meets the
+  // others in the all-reduce and adds nothing.
+  struct Share {
+    std::int64_t begin = 0, rows = 0;
+    Tensor x, targets, weight;
+    std::vector<Tensor> out;
+    std::exception_ptr error;
+  };
+  std::vector<Share> shares(static_cast<std::size_t>(n));
+  std::int64_t begin = 0;
+  for (int r = 0; r < n; ++r) {
+    Share& s = shares[static_cast<std::size_t>(r)];
+    s.begin = begin;
+    s.rows = batch / n + (r < batch % n ? 1 : 0);
+    begin += s.rows;
+  }
+  std::vector<std::int64_t> all_rows(static_cast<std::size_t>(batch));
+  for (std::int64_t i = 0; i < batch; ++i) all_rows[static_cast<std::size_t>(i)] = i;
+  for (Share& s : shares) {
+    const auto rows = s.rows > 0 ? std::span<const std::int64_t>(all_rows).subspan(static_cast<std::size_t>(s.begin),
+                                                                                   static_cast<std::size_t>(s.rows))
+                                 : std::span<const std::int64_t>(all_rows).first(1);
+    Tensor bx, bt;
+    s.x = gather_rows(x, rows, bx);
+    s.targets = gather_rows(targets, rows, bt);
+    s.weight = Tensor::scalar(static_cast<float>(static_cast<double>(s.rows) / static_cast<double>(batch)));
+  }
+  optimizer_.begin_step(step);
+  for (const auto& rep : others_) {
+    if (rep->optimizer.lr_factor() != optimizer_.lr_factor()) rep->optimizer.set_lr_factor(optimizer_.lr_factor());
+    rep->optimizer.begin_step(step);
+  }
+  // The first replica to fail aborts the group, so the others stop waiting for it in an all-reduce; its
+  // error is the one reported, the others' ("the group was aborted") follow from it.
+  std::atomic<int> first_failure{-1};
+  threads_->run([&](int r) {
+    Share& s = shares[static_cast<std::size_t>(r)];
+    Session& session = r == 0 ? *train_session_ : *others_[static_cast<std::size_t>(r - 1)]->session;
+    const Pass& pass = r == 0 ? *train_pass_ : others_[static_cast<std::size_t>(r - 1)]->pass;
+    const Feed feeds[] = {{pass.x, s.x}, {pass.targets, s.targets}, {pass.weight, s.weight}};
+    const Output fetches[] = {pass.loss, pass.predictions};
+    RunOptions ro;
+    ro.step = step;
+    ro.batch_offset = s.rows > 0 ? s.begin : 0;
+    ro.profiler = r == 0 ? profiler : nullptr;
+    try {
+      s.out = session.run(feeds, fetches, pass.updates, ro);
+    } catch (const std::exception& e) {
+      s.error = std::current_exception();
+      int none = -1;
+      if (first_failure.compare_exchange_strong(none, r))
+        group_->abort("replica " + std::to_string(r) + " failed: " + e.what());
+    }
+  });
+  if (const int failed = first_failure.load(); failed >= 0) {
+    // Every replica has returned: nobody is inside the group, which can start over for a next step. The
+    // replicas may have stopped after different updates (an update refusing a NaN stops its run, and the
+    // others' order depends on their threads): the first one's state goes to all, so they agree again.
+    group_->recover();
+    sync_replicas();
+    std::rethrow_exception(shares[static_cast<std::size_t>(failed)].error);
+  }
+  ++mirrored_steps_;
+  double loss = 0.0;
+  for (const Share& s : shares)
+    if (s.rows > 0) loss += static_cast<double>(s.out[0].item()) * static_cast<double>(s.rows);
+  const Tensor& p0 = shares[0].out[1];
+  const Shape shape = Shape::concat(batch, p0.shape().without_batch());
+  if (!predictions_.defined() || predictions_.shape() != shape || !predictions_.unique())
+    predictions_ = Tensor::empty(DType::kF32, shape);
+  const std::size_t row_bytes = p0.bytes() / static_cast<std::size_t>(p0.shape()[0]);
+  for (const Share& s : shares)
+    if (s.rows > 0)
+      std::memcpy(predictions_.mutable_data<char>() + static_cast<std::size_t>(s.begin) * row_bytes,
+                  s.out[1].raw_data(), static_cast<std::size_t>(s.rows) * row_bytes);
+  return {Tensor::scalar(static_cast<float>(loss / static_cast<double>(batch))), predictions_};
+}
+
 float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
+  if (!others_.empty()) return mirrored_step(x, targets, step, profiler)[0].item();
   std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
   std::vector<Output> fetches{train_pass_->loss};
   RunOptions ro;
@@ -192,7 +485,7 @@ float Model::eager_training(const Tensor& x, const Tensor& targets, const EagerO
   eager.feed("x", x);
   eager.feed("targets", targets);
   Pass pass;
-  trace_training(g, pass);
+  trace_training(g, pass, first_replica(-1));
   return eager.value(pass.loss).item();
 }
 
@@ -204,7 +497,7 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
   const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(x.shape()[0], net_->output_shape()));
   eager.feed("targets", Tensor::zeros(target.dtype, target.shape));
   Pass pass;
-  trace_forward(g, pass, false);
+  trace_forward(g, pass, false, first_replica(-1));
   return eager.value(pass.predictions);
 }
 

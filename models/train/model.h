@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/collective.h"
 #include "core/eager.h"
 #include "core/profiler.h"
 #include "core/session.h"
@@ -46,6 +47,21 @@ struct ModelOptions {
   // are. Data-parallel training puts its all-reduce here, so every replica applies the same update.
   std::function<std::vector<Output>(Graph&, std::span<const std::shared_ptr<Variable>>, std::vector<Output>)>
       combine_gradients;
+  // Mirrored data parallelism (train config "strategy": {"type": "mirrored"}): two or more entries make one
+  // replica per entry, on that device, each with its own copy of the variables and optimizer state. A
+  // training step splits the batch between them; their gradients are all-reduced, weighted by each one's
+  // share of the rows, in buckets of up to `bucket_bytes` (fused, one exchange per bucket, issued in the
+  // same order by every replica), and every replica applies the same update. Empty: one replica on `device`.
+  std::vector<std::string> replica_devices;
+  std::int64_t bucket_bytes = std::int64_t{4} << 20;
+};
+
+// What the all-reduces of a mirrored model have cost so far, seen from its first replica.
+struct AllReduceTotals {
+  std::int64_t steps = 0;  // mirrored training steps
+  std::int64_t calls = 0;  // one per bucket per step
+  std::int64_t bytes = 0;  // gradient bytes each replica contributed
+  double seconds = 0.0;    // from arriving to having the sum, waiting for the other replicas included
 };
 
 double metric(const MetricValues& values, const std::string& name);
@@ -55,9 +71,23 @@ class Model {
   // Builds the graphs. Throws SpecError (naming options.config_file) when the loss or a metric does not
   // suit the model.
   Model(std::shared_ptr<Sequential> net, ModelOptions options);
+  // A mirrored model: nets[r] is replica r's network, built alike (same spec); nets[0] is net(). Needs one
+  // net per entry of options.replica_devices. The replicas start from nets[0]'s values (sync_replicas).
+  Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options);
   ~Model();
 
+  // 1, or the mirrored replicas.
+  int replicas() const { return static_cast<int>(others_.size()) + 1; }
+  // Replica r's network (0: net()).
+  const Sequential& replica_net(int r) const;
+  // Copies the first replica's variables and optimizer state into the others, which are otherwise written
+  // only by the steps: after a checkpoint was restored into net() and optimizer(). No-op with one replica.
+  void sync_replicas();
+  AllReduceTotals all_reduce_totals() const;
+
   // One training step on a batch: the optimizer's updates run. Returns {mean loss, predictions}, on the host.
+  // Mirrored: every replica runs its share of the rows at once; the loss is the replicas' losses weighted by
+  // their shares, the predictions theirs in row order.
   // Throws NonFiniteError when an update refused a gradient that is not finite (nothing was written).
   std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step);
   // One evaluation step with the inference graph: {per-example loss, predictions}.
@@ -65,6 +95,7 @@ class Model {
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
   Tensor predict(const Tensor& x, std::int64_t batch_size);
 
+  // The first replica's network and optimizer (the others hold the same values after every step).
   const Sequential& net() const { return *net_; }
   const ModelOptions& options() const { return options_; }
   const Optimizer& optimizer() const { return optimizer_; }
@@ -77,10 +108,11 @@ class Model {
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
   // With a profiler, the run's node events are recorded into it.
   float train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
-  // One inference pass on a batch (the forward-only profile).
+  // One inference pass on a batch (the forward-only profile), on the first replica.
   Tensor forward_step(const Tensor& x, Profiler* profiler = nullptr);
   // The same two, eagerly (core/eager.h): every op runs as the model calls it, one after another, with no
-  // graph to plan or overlap. Same seed and step, same numbers as the traced step.
+  // graph to plan or overlap. Same seed and step, same numbers as the traced step. A mirrored model's eager
+  // step is one replica's on the whole batch (no all-reduce), writing the first replica only.
   float eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
   Tensor eager_forward_step(const Tensor& x, Profiler* profiler = nullptr);
   // Replays a training step eagerly without its updates and names the first op whose output is not finite
@@ -92,11 +124,20 @@ class Model {
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
 
  private:
-  struct Pass;  // one traced graph's inputs and outputs
+  struct Pass;     // one traced graph's inputs and outputs
+  struct Replica;  // replicas 1.. of a mirrored model; the first is the Model's own members
+  struct Traced;   // what tracing one replica's step needs: its net, optimizer, device and member
+  class ReplicaThreads;
   // The forward pass and loss into `g`; with training, the layers' training behaviour (dropout).
-  void trace_forward(Graph& g, Pass& pass, bool training) const;
-  // The forward pass, loss, gradients and optimizer updates of one training step into `g`.
-  void trace_training(Graph& g, Pass& pass);
+  void trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) const;
+  // The forward pass, loss, gradients and optimizer updates of one training step into `g`; with a member
+  // (>= 0), the gradients are all-reduced across the replicas first.
+  void trace_training(Graph& g, Pass& pass, const Traced& r);
+  Traced first_replica(int member);
+  // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
+  std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
+  // One mirrored training step: {weighted mean loss, predictions}.
+  std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler);
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
 
@@ -111,6 +152,12 @@ class Model {
   std::unique_ptr<Pass> infer_pass_;
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
+  // Mirrored only.
+  std::vector<std::unique_ptr<Replica>> others_;
+  std::shared_ptr<CollectiveGroup> group_;
+  std::unique_ptr<ReplicaThreads> threads_;
+  Tensor predictions_;  // a mirrored step's predictions, gathered from the replicas (reused)
+  std::int64_t mirrored_steps_ = 0;
 };
 
 }  // namespace tctl

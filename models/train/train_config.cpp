@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/text.h"
@@ -26,22 +28,35 @@ nlohmann::json DataConfig::to_json() const {
   return j;
 }
 
+nlohmann::json StrategyConfig::to_json() const {
+  nlohmann::json j{{"type", type}};
+  if (mirrored()) {
+    j["replicas"] = replicas;
+    j["devices"] = devices;
+    j["bucket_bytes"] = bucket_bytes;
+  }
+  return j;
+}
+
 nlohmann::json TrainConfig::to_json() const {
-  return {{"model", model_spec},
-          {"data", data.to_json()},
-          {"loss", loss},
-          {"optimizer", optimizer.to_json()},
-          {"metrics", metrics},
-          {"epochs", epochs},
-          {"batch_size", batch_size},
-          {"prefetch", prefetch},
-          {"seed", seed},
-          {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
-          {"callbacks", callbacks_json()},
-          {"device", device},
-          {"allow_tf32", allow_tf32},
-          {"keep_denormals", keep_denormals},
-          {"output", output}};
+  nlohmann::json j{{"model", model_spec},
+                   {"data", data.to_json()},
+                   {"loss", loss},
+                   {"optimizer", optimizer.to_json()},
+                   {"metrics", metrics},
+                   {"epochs", epochs},
+                   {"batch_size", batch_size},
+                   {"prefetch", prefetch},
+                   {"seed", seed},
+                   {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
+                   {"callbacks", callbacks_json()},
+                   {"device", device},
+                   {"allow_tf32", allow_tf32},
+                   {"keep_denormals", keep_denormals},
+                   {"output", output}};
+  // Absent without a strategy, as in the runs recorded before there were strategies (which may resume).
+  if (strategy.type != "none") j["strategy"] = strategy.to_json();
+  return j;
 }
 
 const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "output"};
@@ -219,6 +234,41 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
   c.allow_tf32 = top.boolean("allow_tf32", false);
 }
 
+StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
+  StrategyConfig st;
+  if (!top.has("strategy")) return st;
+  SpecReader r = top.object("strategy");
+  st.type = r.one_of("type", {"none", "mirrored"}, "none");
+  if (!st.mirrored()) {
+    r.finish({"type"});
+    return st;
+  }
+  const std::int64_t replicas = r.has("replicas") ? r.positive_int("replicas") : 2;
+  if (replicas > 64) r.fail("replicas", "at most 64 replicas, got " + std::to_string(replicas));
+  st.replicas = static_cast<int>(replicas);
+  if (c.batch_size % st.replicas != 0)
+    r.fail("replicas", fmt::format("{} replicas do not divide batch_size {}: each replica takes an equal share of "
+                                   "the batch",
+                                   st.replicas, c.batch_size));
+  if (r.has("devices")) {
+    const auto& d = r.raw("devices");
+    if (!d.is_array()) r.fail("devices", "expected a list of device names, one per replica, " + describe_json(d));
+    if (d.size() != static_cast<std::size_t>(st.replicas))
+      r.fail("devices", fmt::format("{} devices for {} replicas: name one device per replica", d.size(), st.replicas));
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      const std::string where = r.path_of("devices") + "[" + std::to_string(i) + "]";
+      if (!d[i].is_string()) throw SpecError(r.file(), where, "expected a device name, " + describe_json(d[i]));
+      const std::string name = d[i].get<std::string>();
+      if (!is_device_name(name))
+        throw SpecError(r.file(), where, "unknown device \"" + name + "\" (expected " + kDeviceSpellings + ")");
+      st.devices.push_back(name);
+    }
+  }
+  st.bucket_bytes = r.positive_int("bucket_bytes", st.bucket_bytes);
+  r.finish({"type", "replicas", "devices", "bucket_bytes"});
+  return st;
+}
+
 }  // namespace
 
 TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& file, const std::string& json_path,
@@ -242,8 +292,10 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
-  std::vector<std::string> known{"model",    "data", "loss",    "optimizer", "metrics", "epochs",     "batch_size",
-                                 "prefetch", "seed", "threads", "callbacks", "device",  "allow_tf32", "output"};
+  c.strategy = parse_strategy(top, c);
+  std::vector<std::string> known{"model",     "data",       "loss",       "optimizer", "metrics",
+                                 "epochs",    "batch_size", "prefetch",   "seed",      "threads",
+                                 "callbacks", "device",     "allow_tf32", "strategy",  "output"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;

@@ -28,6 +28,19 @@ struct DataConfig {
   nlohmann::json to_json() const;
 };
 
+// Data parallelism (the config's "strategy"; default none):
+//   {"type": "mirrored", "replicas": N, "devices": ["cpu", "sim:0"], "bucket_bytes": 4194304}
+// N replicas in this process, one per device (default: all on the config's device), the global batch
+// split between them and their gradients all-reduced in buckets of up to bucket_bytes (models/train/model.h).
+struct StrategyConfig {
+  std::string type = "none";  // none, mirrored
+  int replicas = 1;
+  std::vector<std::string> devices;  // mirrored: one per replica; empty: all on the config's device
+  std::int64_t bucket_bytes = std::int64_t{4} << 20;
+  bool mirrored() const { return type == "mirrored"; }
+  nlohmann::json to_json() const;
+};
+
 // Where the JSON that TrainConfig::from_json reads came from.
 enum class ConfigOrigin {
   // A config file as written: relative paths inside it are resolved against its folder, and the data file
@@ -57,6 +70,7 @@ struct TrainConfig {
   std::string device = "cpu";
   // GPU matrix products may use TF32 tensor cores (core/device.h set_allow_tf32); off by default.
   bool allow_tf32 = false;
+  StrategyConfig strategy;
   bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
   // `train --strict-placement` and `--log-device-placement` (flags; they change no result).
   bool strict_placement = false;

@@ -185,6 +185,8 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
                                       std::int64_t batch_size, const EpochCallback& on_epoch,
                                       const StepCallback& on_step, const FitPosition& start) {
   std::vector<EpochResult> history;
+  // A checkpoint restored since the model was made went into the first replica only.
+  model_.sync_replicas();
   interrupted_at_.reset();
   stop_after_epoch_ = false;
   const std::int64_t n = train.size();

@@ -43,6 +43,11 @@ ModelOptions model_options(const TrainConfig& c) {
   o.seed = c.seed;
   o.config_file = c.file;
   o.prefetch = c.prefetch;
+  if (c.strategy.mirrored() && c.strategy.replicas > 1) {
+    o.replica_devices = c.strategy.devices;
+    if (o.replica_devices.empty()) o.replica_devices.assign(static_cast<std::size_t>(c.strategy.replicas), c.device);
+  }
+  o.bucket_bytes = c.strategy.bucket_bytes;
   o.placement.strict = c.strict_placement;
   if (c.log_device_placement)
     o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
@@ -274,11 +279,14 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
 }
 
 std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies) {
-  auto net = std::make_shared<Sequential>(
-      Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking));
   ModelOptions options = model_options(c);
   options.auto_control_dependencies = auto_control_dependencies;
-  return std::make_unique<Model>(std::move(net), options);
+  // Each mirrored replica has its own network, built alike.
+  std::vector<std::shared_ptr<Sequential>> nets;
+  for (std::size_t r = 0; r < std::max<std::size_t>(1, options.replica_devices.size()); ++r)
+    nets.push_back(std::make_shared<Sequential>(
+        Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking)));
+  return std::make_unique<Model>(std::move(nets), options);
 }
 
 namespace {
@@ -384,8 +392,27 @@ nlohmann::json device_memory_json() {
   return out;
 }
 
-nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const PreparedData& data,
-                           const TrainOutcome& out, double train_seconds) {
+// Mirrored training: the replicas, and what their all-reduces cost per step against the whole step.
+nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double train_seconds) {
+  if (model.replicas() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
+  const AllReduceTotals t = model.all_reduce_totals();
+  const double steps = static_cast<double>(std::max<std::int64_t>(t.steps, 1));
+  return {{"type", c.strategy.type},
+          {"replicas", model.replicas()},
+          {"steps", t.steps},
+          {"all_reduce",
+           {{"calls", t.calls},
+            {"bytes", t.bytes},
+            {"seconds", t.seconds},
+            {"bytes_per_step", static_cast<double>(t.bytes) / steps},
+            {"seconds_per_step", t.seconds / steps}}},
+          {"step_seconds", train_seconds / steps},
+          {"compute_seconds_per_step", std::max(0.0, train_seconds - t.seconds) / steps}};
+}
+
+nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data, const TrainOutcome& out,
+                           double train_seconds) {
+  const Sequential& net = model.net();
   return {{"model", net.name()},
           {"params", net.param_count()},
           {"epochs", c.epochs},
@@ -398,6 +425,7 @@ nlohmann::json run_summary(const TrainConfig& c, const Sequential& net, const Pr
           {"train_seconds", train_seconds},
           {"samples_per_second", out.samples_per_second},
           {"devices", device_memory_json()},
+          {"strategy", strategy_json(c, model, train_seconds)},
           {"data",
            {{"feature_names", data.test_raw.feature_names},
             {"label", c.data.label},
@@ -422,7 +450,7 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
       train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
-  out.summary = run_summary(c, trainer.model().net(), data, out, train_seconds);
+  out.summary = run_summary(c, trainer.model(), data, out, train_seconds);
 
   const std::filesystem::path dir = c.output;
   const Sequential& net = trainer.model().net();
@@ -508,7 +536,11 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   }
   run.config.inter_op_threads = inter_op_threads;
   run.config.intra_op_threads = intra_op_threads;
-  run.model = build_model(run.config);
+  // Predicting and evaluating need one replica, on the device the first replica trained on.
+  TrainConfig one = run.config;
+  if (one.strategy.mirrored() && !one.strategy.devices.empty()) one.device = one.strategy.devices[0];
+  one.strategy = StrategyConfig{};
+  run.model = build_model(one);
   const auto& net = run.model->net();
   if (run.standardized && run.standardizer.mean.size() != static_cast<std::size_t>(net.input_shape().num_elements()))
     throw SpecError(summary_file, "preprocessing", "the scaling does not match the model's input_shape");

@@ -58,4 +58,39 @@ TEST_CASE("a bad field of a recorded config is a SpecError naming the summary an
   CHECK_THROWS_AS(TrainConfig::from_json(recorded, "train.json"), SpecError);
 }
 
+TEST_CASE("the strategy: mirrored replicas read back as written, and every mistake names its key") {
+  nlohmann::json j = nlohmann::json::parse(kConfig);
+  CHECK(!TrainConfig::from_json(j, "train.json").to_json().contains("strategy"));  // none: as before strategies
+  j["strategy"] = {{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu", "sim:0"}}};
+  const TrainConfig c = TrainConfig::from_json(j, "train.json");
+  CHECK(c.strategy.mirrored());
+  CHECK(c.strategy.replicas == 2);
+  CHECK(c.strategy.devices == std::vector<std::string>{"cpu", "sim:0"});
+  CHECK(c.strategy.bucket_bytes == 4 << 20);
+  const nlohmann::json recorded = c.to_json();
+  CHECK(TrainConfig::from_json(recorded, "run/summary.json", "config", ConfigOrigin::kRunRecord).to_json() == recorded);
+
+  const auto refusal = [&](const nlohmann::json& strategy) {
+    nlohmann::json bad = nlohmann::json::parse(kConfig);
+    bad["strategy"] = strategy;
+    try {
+      TrainConfig::from_json(bad, "train.json");
+    } catch (const SpecError& e) {
+      CHECK(e.file() == "train.json");
+      return e.where() + ": " + e.message();
+    }
+    FAIL("no SpecError");
+    return std::string();
+  };
+  CHECK(refusal({{"type", "mirrored"}, {"replicas", 0}}) == "strategy.replicas: expected a positive integer, got 0");
+  CHECK(refusal({{"type", "mirrored"}, {"replicas", 3}}) ==
+        "strategy.replicas: 3 replicas do not divide batch_size 8: each replica takes an equal share of the batch");
+  CHECK(refusal({{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu"}}}) ==
+        "strategy.devices: 1 devices for 2 replicas: name one device per replica");
+  CHECK(refusal({{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu", "gpu"}}})
+            .starts_with("strategy.devices[1]: unknown device \"gpu\""));
+  CHECK(refusal({{"type", "mirored"}}).starts_with("strategy.type: "));
+  CHECK(refusal({{"type", "mirrored"}, {"replica", 2}}).starts_with("strategy.replica: unknown key"));
+}
+
 }  // namespace tctl
