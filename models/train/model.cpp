@@ -448,6 +448,28 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     std::rethrow_exception(shares[static_cast<std::size_t>(failed)].error);
   }
   ++mirrored_steps_;
+  // Variables the step writes without a gradient (BatchNormalization's moving statistics) moved apart,
+  // each replica with its own rows' statistics: each becomes the replicas' values weighted by their rows,
+  // as TensorFlow's mirrored variables aggregate such writes (the mean of the replicas' updates), and is
+  // written back to all, so the replicas stay identical.
+  const auto& vars = net_->variables();
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i]->trainable()) continue;
+    std::vector<float> mean;
+    for (int r = 0; r < n; ++r) {
+      const Share& s = shares[static_cast<std::size_t>(r)];
+      const std::vector<float> v = replica_net(r).variables()[i]->read().to(cpu_device()).to_floats();
+      const float w = s.weight.item();
+      if (r == 0) {
+        mean.resize(v.size());
+        for (std::size_t k = 0; k < v.size(); ++k) mean[k] = w * v[k];
+      } else {
+        for (std::size_t k = 0; k < v.size(); ++k) mean[k] += w * v[k];
+      }
+    }
+    const Tensor value = Tensor::from_floats(vars[i]->shape(), mean);
+    for (int r = 0; r < n; ++r) replica_net(r).variables()[i]->assign(value);
+  }
   double loss = 0.0;
   for (const Share& s : shares)
     if (s.rows > 0) loss += static_cast<double>(s.out[0].item()) * static_cast<double>(s.rows);

@@ -52,6 +52,14 @@ TEST_CASE("configs/digits_cnn.json with 2 mirrored replicas reaches test accurac
   CHECK(read_json(dir / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.97);
 }
 
+TEST_CASE("configs/digits_mlp_bn.json with 2 mirrored replicas reaches test accuracy >= 0.96") {
+  // Test accuracy normalizes with the moving statistics, which the replicas average after every step.
+  TempDir dir;
+  dir.write("train.json", with_strategy("configs/digits_mlp_bn.json", kTwoReplicas));
+  REQUIRE(run_tensorctl("train train.json --output run --quiet", dir.path()).status == 0);
+  CHECK(read_json(dir / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.96);
+}
+
 TEST_CASE("a mirrored run resumed from its checkpoint gives the bits of one that never stopped") {
   // The checkpoint is read into the first replica; the others must take it too, or the next step's
   // all-reduce mixes in their stale weights.

@@ -118,7 +118,8 @@ void check_matches_one_replica(const char* spec, const std::vector<std::string>&
   MESSAGE("relative difference to one replica after ", data.size(), " steps: ", diff);
   CHECK(diff <= tolerance);
   CHECK(diff > 0.0);  // trained apart: the comparison compares something
-  for (std::size_t s = 0; s < data.size(); ++s) CHECK(mirrored_losses[s] == doctest::Approx(one_losses[s]).epsilon(1e-5));
+  for (std::size_t s = 0; s < data.size(); ++s)
+    CHECK(mirrored_losses[s] == doctest::Approx(one_losses[s]).epsilon(1e-5));
   CHECK(!same_bits(weights_of(mirrored->net()), weights_of(make_model(spec, {"cpu"})->net())));  // it trained
 }
 
@@ -138,6 +139,33 @@ TEST_CASE("three replicas, and batches they do not divide, weight each replica b
 TEST_CASE("replicas draw dropout masks where one replica would for their rows of the batch") {
   // With masks of their own (each replica's rows drawn from element 0), the weights part by far more.
   check_matches_one_replica(kDropoutMlp, {"cpu", "cpu"}, batches(15, 64), 2e-6);
+}
+
+TEST_CASE("BatchNormalization's moving statistics stay identical across replicas, the replicas' mean") {
+  const char* const spec = R"({"input_shape": [8], "layers": [
+    {"type": "Dense", "units": 16}, {"type": "BatchNormalization", "momentum": 0.5},
+    {"type": "Dense", "units": 4, "activation": "softmax"}]})";
+  auto model = make_model(spec, {"cpu", "cpu"});
+  auto one = make_model(spec, {"cpu"});
+  // Each replica normalizes with its own rows' statistics, so the replicas' gradients are not one
+  // replica's at the whole batch, and the weights part from it after the first step; the moving mean of
+  // that first step is comparable: the mean of the replicas' batch means, the whole batch's.
+  train(*model, batches(1, 64));
+  train(*one, batches(1, 64));
+  check_replicas_agree(*model);
+  train(*model, batches(6, 64, 12));
+  check_replicas_agree(*model);
+  // (The moving variance, the mean of the replicas' variances, leaves out the spread between their means,
+  // as TensorFlow's does; it is not compared.)
+  model = make_model(spec, {"cpu", "cpu"});
+  train(*model, batches(1, 64));
+  const auto& vars = model->net().variables();
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    if (vars[i]->name().find("moving_mean") == std::string::npos) continue;
+    const auto mirrored = vars[i]->read().to_floats();
+    const auto single = one->net().variables()[i]->read().to_floats();
+    for (std::size_t k = 0; k < mirrored.size(); ++k) CHECK(mirrored[k] == doctest::Approx(single[k]).epsilon(1e-4));
+  }
 }
 
 TEST_CASE("gradients in many small buckets give the bits of one bucket") {
