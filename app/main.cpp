@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "core/errors.h"
+#include "core/mpi_world.h"
 #include "core/op_registry.h"
 #include "core/placement.h"
 
@@ -111,5 +112,8 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     status = print_error(e.what(), 1);
   }
+  // A multi-worker run's processes leave MPI together when they all succeed; one that fails exits without,
+  // which makes mpirun end the others.
+  if (status == 0) tctl::mpi_finalize();
   return finish_stdout(status);
 }

@@ -126,12 +126,15 @@ int run_train(const TrainFlags& f) {
     c.device = *f.device;
   }
 
+  // Multi-worker: rank 0 speaks for the job; the other ranks print nothing but their errors.
+  const auto launch = mpi_launch();
+  const bool silent_worker = c.strategy.type == "multi-worker" && launch && launch->rank != 0;
   // With --json, stdout carries only the JSON document; progress goes to stderr.
   std::FILE* log = f.json ? stderr : stdout;
   ProgressPrinter progress(log, c.epochs);
   Trainer::EpochCallback on_epoch;
   Trainer::StepCallback on_step;
-  if (!f.quiet) {
+  if (!f.quiet && !silent_worker) {
     on_epoch = [&](const EpochResult& r) { progress.on_epoch(r); };
     on_step = [&](std::int64_t s, std::int64_t n, const MetricValues& m) { progress.on_step(s, n, m); };
   }
@@ -141,10 +144,11 @@ int run_train(const TrainFlags& f) {
   control.interrupt = &g_interrupted;
   control.on_start = [&](std::int64_t epoch) { progress.start_at(epoch); };
   control.on_message = [&](const std::string& line) {
-    if (!f.quiet) std::fprintf(log, "%s\n", line.c_str());
+    if (!f.quiet && !silent_worker) std::fprintf(log, "%s\n", line.c_str());
   };
   SigintGuard sigint;
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
+  if (silent_worker) return 0;
   if (out.interrupted_at) {
     const auto& at = *out.interrupted_at;
     std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n",
@@ -174,9 +178,9 @@ int run_train(const TrainFlags& f) {
     const double reduce = ar.at("seconds_per_step").get<double>();
     std::fprintf(
         log, "%s\n",
-        fmt::format("Mirrored over {} replicas: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms "
-                    "step)",
-                    strategy.at("replicas").get<int>(), human_bytes(ar.at("bytes_per_step").get<double>()),
+        fmt::format("{} over {} {}: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms step)",
+                    c.strategy.mirrored() ? "Mirrored" : "Multi-worker", strategy.at("replicas").get<int>(),
+                    c.strategy.mirrored() ? "replicas" : "workers", human_bytes(ar.at("bytes_per_step").get<double>()),
                     reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
             .c_str());
   }

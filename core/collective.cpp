@@ -28,16 +28,17 @@ struct CollectiveGroup::Exchange {
 
 namespace {
 
-// The collectives alive, held weakly: one leaves in its destructor. Function-local, so creating one from a
-// static initializer still finds it built.
+// The collectives alive, held weakly: one leaves in its destructor. Built on first use, so creating one
+// from a static initializer still finds it, and never destroyed, so a collective a static holds (the MPI
+// world) may leave it at exit whatever the order statics go in.
 struct Registry {
   std::mutex mu;
   std::map<std::int64_t, std::weak_ptr<Collective>> live;
   std::int64_t next_id = 1;
 };
 Registry& registry() {
-  static Registry r;
-  return r;
+  static Registry* r = new Registry;
+  return *r;
 }
 
 std::int64_t next_id() {

@@ -6,7 +6,8 @@
 #   scripts/setup.sh --format also clang-format-14, for scripts/format.sh
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev)
+packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev
+  libopenmpi-dev openmpi-bin)
 case "${1:-}" in
   --fuzz) packages+=(clang-14 libclang-rt-14-dev llvm-14) ;;
   --format) packages+=(clang-format-14) ;;

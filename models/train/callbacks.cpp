@@ -113,11 +113,14 @@ class EarlyStopping final : public Callback {
 class ModelCheckpoint final : public Callback {
  public:
   ModelCheckpoint(const CallbackConfig& config, const CallbackContext& context)
-      : Callback(config), model_(context.trainer.model()), path_(context.run_dir / config.filename) {}
+      : Callback(config),
+        model_(context.trainer.model()),
+        path_(context.run_dir / config.filename),
+        write_(context.write_files) {}
 
   std::vector<std::string> on_epoch_end(const EpochResult& r) override {
     const double value = monitored(r);
-    if (!record(value, r.epoch)) return {};
+    if (!record(value, r.epoch) || !write_) return {};
     save_safetensors(path_, variable_values(model_.net().variables()),
                      {{"format", "tensorctl"},
                       {"model", model_.net().name()},
@@ -131,6 +134,7 @@ class ModelCheckpoint final : public Callback {
  private:
   Model& model_;
   std::filesystem::path path_;
+  bool write_;
 };
 
 // Keras 3's ReduceLROnPlateau (keras/src/callbacks/reduce_lr_on_plateau.py).
@@ -190,8 +194,8 @@ std::unique_ptr<Callback> make_callback(const CallbackConfig& config, const Call
 }
 
 Callbacks::Callbacks(const std::vector<CallbackConfig>& configs, Trainer& trainer, std::filesystem::path run_dir,
-                     LearningRateControl lr) {
-  const CallbackContext context{trainer, std::move(run_dir), std::move(lr)};
+                     LearningRateControl lr, bool write_files) {
+  const CallbackContext context{trainer, std::move(run_dir), std::move(lr), write_files};
   for (const auto& c : configs) callbacks_.push_back(make_callback(c, context));
 }
 

@@ -34,6 +34,9 @@ struct CallbackContext {
   Trainer& trainer;
   std::filesystem::path run_dir;  // where ModelCheckpoint writes its file
   LearningRateControl lr;
+  // False on the workers of a multi-worker run other than rank 0, which alone writes the run directory:
+  // their callbacks decide as rank 0's do and write nothing.
+  bool write_files = true;
 };
 
 // The watch every callback keeps on its monitored value, as Keras' callbacks keep it; the state a checkpoint
@@ -89,7 +92,7 @@ std::unique_ptr<Callback> make_callback(const CallbackConfig& config, const Call
 class Callbacks {
  public:
   Callbacks(const std::vector<CallbackConfig>& configs, Trainer& trainer, std::filesystem::path run_dir,
-            LearningRateControl lr = {});
+            LearningRateControl lr = {}, bool write_files = true);
 
   // Every callback's lines, in order.
   std::vector<std::string> on_epoch_end(const EpochResult& r);

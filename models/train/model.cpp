@@ -162,17 +162,25 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
       intra_pool_(threads_per_replica(options_.intra_op_threads, nets.size())) {
   check_metrics(options_);
   set_allow_tf32(options_.allow_tf32);
-  const bool mirrored = options_.replica_devices.size() > 1;
-  TCTL_CHECK(nets.size() == (mirrored ? options_.replica_devices.size() : 1),
+  const bool in_process = options_.replica_devices.size() > 1;
+  TCTL_CHECK(!(in_process && options_.workers), "a model is mirrored in-process or across workers, not both");
+  TCTL_CHECK(nets.size() == (in_process ? options_.replica_devices.size() : 1),
              "a mirrored model needs one network per replica device");
-  if (mirrored) {
+  if (in_process) {
     options_.device = options_.replica_devices[0];
     group_ = CollectiveGroup::create(static_cast<int>(nets.size()));
+    collective_ = group_;
+    members_ = static_cast<int>(nets.size());
+  } else if (options_.workers) {
+    collective_ = options_.workers;
+    members_ = collective_->members();
+    first_member_ = options_.worker;
+    TCTL_CHECK(first_member_ >= 0 && first_member_ < members_, "worker out of range");
   }
 
   train_graph_ = std::make_shared<Graph>();
   train_pass_ = std::make_unique<Pass>();
-  trace_training(*train_graph_, *train_pass_, first_replica(mirrored ? 0 : -1));
+  trace_training(*train_graph_, *train_pass_, first_replica(collective_ ? first_member_ : -1));
   if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
   infer_graph_ = std::make_shared<Graph>();
   infer_pass_ = std::make_unique<Pass>();
@@ -204,10 +212,8 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     rep->session = std::make_unique<Session>(rep->graph, rep->inter_pool, rep->intra_pool, so);
     others_.push_back(std::move(rep));
   }
-  if (mirrored) {
-    threads_ = std::make_unique<ReplicaThreads>(replicas());
-    sync_replicas();
-  }
+  if (in_process) threads_ = std::make_unique<ReplicaThreads>(replicas());
+  sync_replicas();
 }
 
 const Sequential& Model::replica_net(int r) const {
@@ -217,7 +223,45 @@ const Sequential& Model::replica_net(int r) const {
 
 Model::Traced Model::first_replica(int member) { return Traced{*net_, optimizer_, options_.device, member}; }
 
+namespace {
+
+// The instances of the all-reduces a mirrored step makes besides its gradient buckets (0, 1, ...).
+constexpr std::int64_t kResultsInstance = kMaxCollectiveInstances - 1;     // every replica's loss and predictions
+constexpr std::int64_t kStatisticsInstance = kMaxCollectiveInstances - 2;  // the moving statistics
+constexpr std::int64_t kSyncInstance = kMaxCollectiveInstances - 3;        // sync_replicas across workers
+
+std::vector<float> packed_values(const std::vector<std::shared_ptr<Variable>>& vars) {
+  std::vector<float> out;
+  for (const auto& v : vars) {
+    const std::vector<float> f = v->read().to(cpu_device()).to_floats();
+    out.insert(out.end(), f.begin(), f.end());
+  }
+  return out;
+}
+
+void assign_packed(const std::vector<std::shared_ptr<Variable>>& vars, const std::vector<float>& values) {
+  std::size_t at = 0;
+  for (const auto& v : vars) {
+    const auto n = static_cast<std::size_t>(v->shape().num_elements());
+    v->assign(Tensor::from_floats(v->shape(), std::span<const float>(values).subspan(at, n)));
+    at += n;
+  }
+}
+
+}  // namespace
+
 void Model::sync_replicas() {
+  if (options_.workers && members_ > 1) {
+    // Rank 0's values to every rank: an all-reduce where rank 0 weighs 1 and the others 0.
+    std::vector<std::shared_ptr<Variable>> vars = net_->variables();
+    for (auto& v : optimizer_.state()) vars.push_back(std::move(v));
+    std::vector<float> values = packed_values(vars);
+    collective_->all_reduce(first_member_, collective_key(syncs_++, kSyncInstance), values.data(),
+                            static_cast<std::int64_t>(values.size()), first_member_ == 0 ? 1.0f : 0.0f, values.data(),
+                            "the weights of rank 0");
+    assign_packed(vars, values);
+    return;
+  }
   const auto& from = net_->variables();
   const auto from_state = optimizer_.state();
   for (const auto& rep : others_) {
@@ -230,8 +274,8 @@ void Model::sync_replicas() {
 }
 
 AllReduceTotals Model::all_reduce_totals() const {
-  if (group_ == nullptr) return {};
-  const Collective::Stats s = group_->stats(0);
+  if (collective_ == nullptr) return {};
+  const Collective::Stats s = collective_->stats(first_member_);
   return {mirrored_steps_, s.calls, s.elements * static_cast<std::int64_t>(sizeof(float)), s.seconds};
 }
 
@@ -309,7 +353,7 @@ std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> gr
     inputs.push_back(weight);
     const Output packed =
         g.add("AllReduce", std::move(inputs),
-              Attrs{{"group", group_->id()}, {"member", std::int64_t{member}}, {"instance", instance++}});
+              Attrs{{"group", collective_->id()}, {"member", std::int64_t{member}}, {"instance", instance++}});
     if (previous >= 0) g.add_control_input(packed.node, previous);
     previous = packed.node;
     std::int64_t at = 0;
@@ -336,7 +380,7 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 }
 
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
-  if (!others_.empty()) return mirrored_step(x, targets, step, nullptr);
+  if (collective_) return mirrored_step(x, targets, step, nullptr);
   const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
   const Output fetches[] = {train_pass_->loss, train_pass_->predictions};
   RunOptions ro;
@@ -381,36 +425,41 @@ std::vector<std::string> Model::placement_warnings() const {
 
 std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step,
                                          Profiler* profiler) {
-  const int n = replicas();
+  const int n = members_;
   const std::int64_t batch = x.shape()[0];
   TCTL_CHECK(batch >= 1 && targets.shape()[0] == batch, "a mirrored step needs a batch of one row or more");
-  // Rows split evenly, the first replicas taking one more where they do not divide; a replica left without
-  // rows (a last batch smaller than the replicas) runs the first row with weight 0, so it still meets the
-  // others in the all-reduce and adds nothing.
+  // Rows split evenly between the members (every replica of every worker), the first taking one more where
+  // they do not divide; a member left without rows (a last batch smaller than the members) runs the first
+  // row with weight 0, so it still meets the others in the all-reduce and adds nothing.
   struct Share {
     std::int64_t begin = 0, rows = 0;
-    Tensor x, targets, weight;
+    float weight = 0.0f;
+    Tensor x, targets;
     std::vector<Tensor> out;
     std::exception_ptr error;
   };
   std::vector<Share> shares(static_cast<std::size_t>(n));
   std::int64_t begin = 0;
-  for (int r = 0; r < n; ++r) {
-    Share& s = shares[static_cast<std::size_t>(r)];
+  for (int m = 0; m < n; ++m) {
+    Share& s = shares[static_cast<std::size_t>(m)];
     s.begin = begin;
-    s.rows = batch / n + (r < batch % n ? 1 : 0);
+    s.rows = batch / n + (m < batch % n ? 1 : 0);
+    s.weight = static_cast<float>(static_cast<double>(s.rows) / static_cast<double>(batch));
     begin += s.rows;
   }
+  // This process's replicas are members first_member_ .. first_member_ + replicas() - 1.
+  auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
   std::vector<std::int64_t> all_rows(static_cast<std::size_t>(batch));
   for (std::int64_t i = 0; i < batch; ++i) all_rows[static_cast<std::size_t>(i)] = i;
-  for (Share& s : shares) {
-    const auto rows = s.rows > 0 ? std::span<const std::int64_t>(all_rows).subspan(static_cast<std::size_t>(s.begin),
-                                                                                   static_cast<std::size_t>(s.rows))
-                                 : std::span<const std::int64_t>(all_rows).first(1);
+  for (int r = 0; r < replicas(); ++r) {
+    Share& s = share_of(r);
+    const std::span<const std::int64_t> rows =
+        s.rows > 0 ? std::span<const std::int64_t>(all_rows).subspan(static_cast<std::size_t>(s.begin),
+                                                                     static_cast<std::size_t>(s.rows))
+                   : std::span<const std::int64_t>(all_rows).first(1);
     Tensor bx, bt;
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);
-    s.weight = Tensor::scalar(static_cast<float>(static_cast<double>(s.rows) / static_cast<double>(batch)));
   }
   optimizer_.begin_step(step);
   for (const auto& rep : others_) {
@@ -420,11 +469,12 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   // The first replica to fail aborts the group, so the others stop waiting for it in an all-reduce; its
   // error is the one reported, the others' ("the group was aborted") follow from it.
   std::atomic<int> first_failure{-1};
-  threads_->run([&](int r) {
-    Share& s = shares[static_cast<std::size_t>(r)];
+  auto run_replica = [&](int r) {
+    Share& s = share_of(r);
     Session& session = r == 0 ? *train_session_ : *others_[static_cast<std::size_t>(r - 1)]->session;
     const Pass& pass = r == 0 ? *train_pass_ : others_[static_cast<std::size_t>(r - 1)]->pass;
-    const Feed feeds[] = {{pass.x, s.x}, {pass.targets, s.targets}, {pass.weight, s.weight}};
+    const Tensor weight = Tensor::scalar(s.weight);
+    const Feed feeds[] = {{pass.x, s.x}, {pass.targets, s.targets}, {pass.weight, weight}};
     const Output fetches[] = {pass.loss, pass.predictions};
     RunOptions ro;
     ro.step = step;
@@ -436,57 +486,91 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
       s.error = std::current_exception();
       int none = -1;
       if (first_failure.compare_exchange_strong(none, r))
-        group_->abort("replica " + std::to_string(r) + " failed: " + e.what());
+        collective_->abort("replica " + std::to_string(first_member_ + r) + " failed: " + e.what());
     }
-  });
+  };
+  if (threads_) {
+    threads_->run(run_replica);
+  } else {
+    run_replica(0);
+  }
   if (const int failed = first_failure.load(); failed >= 0) {
-    // Every replica has returned: nobody is inside the group, which can start over for a next step. The
-    // replicas may have stopped after different updates (an update refusing a NaN stops its run, and the
-    // others' order depends on their threads): the first one's state goes to all, so they agree again.
-    group_->recover();
-    sync_replicas();
-    std::rethrow_exception(shares[static_cast<std::size_t>(failed)].error);
+    if (group_) {
+      // Every replica has returned: nobody is inside the group, which can start over for a next step. The
+      // replicas may have stopped after different updates (an update refusing a NaN stops its run, and the
+      // others' order depends on their threads): the first one's state goes to all, so they agree again.
+      group_->recover();
+      sync_replicas();
+    }
+    std::rethrow_exception(share_of(failed).error);
   }
   ++mirrored_steps_;
-  // Variables the step writes without a gradient (BatchNormalization's moving statistics) moved apart,
-  // each replica with its own rows' statistics: each becomes the replicas' values weighted by their rows,
-  // as TensorFlow's mirrored variables aggregate such writes (the mean of the replicas' updates), and is
-  // written back to all, so the replicas stay identical.
-  const auto& vars = net_->variables();
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    if (vars[i]->trainable()) continue;
-    std::vector<float> mean;
-    for (int r = 0; r < n; ++r) {
-      const Share& s = shares[static_cast<std::size_t>(r)];
-      const std::vector<float> v = replica_net(r).variables()[i]->read().to(cpu_device()).to_floats();
-      const float w = s.weight.item();
-      if (r == 0) {
-        mean.resize(v.size());
-        for (std::size_t k = 0; k < v.size(); ++k) mean[k] = w * v[k];
-      } else {
-        for (std::size_t k = 0; k < v.size(); ++k) mean[k] += w * v[k];
-      }
-    }
-    const Tensor value = Tensor::from_floats(vars[i]->shape(), mean);
-    for (int r = 0; r < n; ++r) replica_net(r).variables()[i]->assign(value);
-  }
-  double loss = 0.0;
-  for (const Share& s : shares)
-    if (s.rows > 0) loss += static_cast<double>(s.out[0].item()) * static_cast<double>(s.rows);
-  const Tensor& p0 = shares[0].out[1];
+  average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
+
+  // The step's loss (the members' mean losses weighted by their rows) and predictions (theirs in row
+  // order), computed alike in-process and across workers, where they come from an all-reduce of each
+  // member's rows, zeros elsewhere, and its loss times its rows.
+  const Tensor& p0 = share_of(0).out[1];
   const Shape shape = Shape::concat(batch, p0.shape().without_batch());
   if (!predictions_.defined() || predictions_.shape() != shape || !predictions_.unique())
     predictions_ = Tensor::empty(DType::kF32, shape);
-  const std::size_t row_bytes = p0.bytes() / static_cast<std::size_t>(p0.shape()[0]);
-  for (const Share& s : shares)
-    if (s.rows > 0)
-      std::memcpy(predictions_.mutable_data<char>() + static_cast<std::size_t>(s.begin) * row_bytes,
-                  s.out[1].raw_data(), static_cast<std::size_t>(s.rows) * row_bytes);
-  return {Tensor::scalar(static_cast<float>(loss / static_cast<double>(batch))), predictions_};
+  const std::int64_t width = p0.num_elements() / p0.shape()[0];
+  auto loss_term = [](const Share& s) { return s.rows > 0 ? s.out[0].item() * static_cast<float>(s.rows) : 0.0f; };
+  float total = 0.0f;
+  if (options_.workers && members_ > 1) {
+    std::vector<float> results(static_cast<std::size_t>(batch * width + 1), 0.0f);
+    const Share& s = share_of(0);
+    if (s.rows > 0) std::memcpy(results.data() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
+    results.back() = loss_term(s);
+    collective_->all_reduce(first_member_, collective_key(step, kResultsInstance), results.data(),
+                            static_cast<std::int64_t>(results.size()), 1.0f, results.data(), "the step's results");
+    std::memcpy(predictions_.mutable_data<float>(), results.data(), predictions_.bytes());
+    total = results.back();
+  } else {
+    for (const Share& s : shares) {
+      total += loss_term(s);
+      if (s.rows > 0)
+        std::memcpy(predictions_.mutable_data<float>() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
+    }
+  }
+  return {Tensor::scalar(total / static_cast<float>(batch)), predictions_};
+}
+
+// Variables a step writes without a gradient (BatchNormalization's moving statistics) moved apart, each
+// replica with its own rows' statistics: each becomes the members' values weighted by their rows, as
+// TensorFlow's mirrored variables aggregate such writes (the mean of the replicas' updates), and is written
+// back to all, so the replicas stay identical. In-process the sum is formed here, across workers by an
+// all-reduce; both add the same float products in member order.
+void Model::average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight) {
+  std::vector<std::size_t> indices;
+  const auto& vars = net_->variables();
+  for (std::size_t i = 0; i < vars.size(); ++i)
+    if (!vars[i]->trainable()) indices.push_back(i);
+  if (indices.empty()) return;
+  auto local = [&](int r) {
+    std::vector<std::shared_ptr<Variable>> out;
+    for (std::size_t i : indices) out.push_back(replica_net(r).variables()[i]);
+    return out;
+  };
+  std::vector<float> mean;
+  if (options_.workers) {
+    mean = packed_values(local(0));
+    collective_->all_reduce(first_member_, collective_key(step, kStatisticsInstance), mean.data(),
+                            static_cast<std::int64_t>(mean.size()), weight(first_member_), mean.data(),
+                            "the moving statistics");
+  } else {
+    for (int r = 0; r < replicas(); ++r) {
+      const std::vector<float> v = packed_values(local(r));
+      const float w = weight(r);
+      if (r == 0) mean.assign(v.size(), 0.0f);
+      for (std::size_t k = 0; k < v.size(); ++k) mean[k] = r == 0 ? w * v[k] : mean[k] + w * v[k];
+    }
+  }
+  for (int r = 0; r < replicas(); ++r) assign_packed(local(r), mean);
 }
 
 float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
-  if (!others_.empty()) return mirrored_step(x, targets, step, profiler)[0].item();
+  if (collective_) return mirrored_step(x, targets, step, profiler)[0].item();
   std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
   std::vector<Output> fetches{train_pass_->loss};
   RunOptions ro;

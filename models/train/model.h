@@ -54,6 +54,11 @@ struct ModelOptions {
   // same order by every replica), and every replica applies the same update. Empty: one replica on `device`.
   std::vector<std::string> replica_devices;
   std::int64_t bucket_bytes = std::int64_t{4} << 20;
+  // Multi-worker (strategy "multi-worker"): this process is member `worker` of `workers`, one replica per
+  // process (an MPI job's world, core/mpi_world.h), each worker running its share of the batch. Every worker
+  // must call train_batch with the same batches and steps, and sync_replicas at the same points.
+  std::shared_ptr<Collective> workers;
+  int worker = 0;
 };
 
 // What the all-reduces of a mirrored model have cost so far, seen from its first replica.
@@ -76,8 +81,10 @@ class Model {
   Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options);
   ~Model();
 
-  // 1, or the mirrored replicas.
+  // 1, or the mirrored replicas of this process.
   int replicas() const { return static_cast<int>(others_.size()) + 1; }
+  // The replicas in all: this process's, or with multi-worker every worker's.
+  int members() const { return members_; }
   // Replica r's network (0: net()).
   const Sequential& replica_net(int r) const;
   // Copies the first replica's variables and optimizer state into the others, which are otherwise written
@@ -138,6 +145,7 @@ class Model {
   std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
   // One mirrored training step: {weighted mean loss, predictions}.
   std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler);
+  void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
 
@@ -152,9 +160,14 @@ class Model {
   std::unique_ptr<Pass> infer_pass_;
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
-  // Mirrored only.
+  // Mirrored only: the collective of the replicas (in-process, group_) or of the workers; the members in
+  // all, and the member of this process's first replica.
   std::vector<std::unique_ptr<Replica>> others_;
+  std::shared_ptr<Collective> collective_;
   std::shared_ptr<CollectiveGroup> group_;
+  int members_ = 1;
+  int first_member_ = 0;
+  std::int64_t syncs_ = 0;
   std::unique_ptr<ReplicaThreads> threads_;
   Tensor predictions_;  // a mirrored step's predictions, gathered from the replicas (reused)
   std::int64_t mirrored_steps_ = 0;

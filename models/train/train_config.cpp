@@ -30,6 +30,10 @@ nlohmann::json DataConfig::to_json() const {
 
 nlohmann::json StrategyConfig::to_json() const {
   nlohmann::json j{{"type", type}};
+  if (type == "multi-worker") {
+    j["bucket_bytes"] = bucket_bytes;
+    j["timeout_seconds"] = timeout_seconds;
+  }
   if (mirrored()) {
     j["replicas"] = replicas;
     j["devices"] = devices;
@@ -238,9 +242,15 @@ StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
   StrategyConfig st;
   if (!top.has("strategy")) return st;
   SpecReader r = top.object("strategy");
-  st.type = r.one_of("type", {"none", "mirrored"}, "none");
-  if (!st.mirrored()) {
+  st.type = r.one_of("type", {"none", "mirrored", "multi-worker"}, "none");
+  if (st.type == "none") {
     r.finish({"type"});
+    return st;
+  }
+  if (st.type == "multi-worker") {
+    st.bucket_bytes = r.positive_int("bucket_bytes", st.bucket_bytes);
+    st.timeout_seconds = r.number_in("timeout_seconds", st.timeout_seconds, 0.001, 86400.0, true);
+    r.finish({"type", "bucket_bytes", "timeout_seconds"});
     return st;
   }
   const std::int64_t replicas = r.has("replicas") ? r.positive_int("replicas") : 2;

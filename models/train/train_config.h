@@ -32,11 +32,14 @@ struct DataConfig {
 //   {"type": "mirrored", "replicas": N, "devices": ["cpu", "sim:0"], "bucket_bytes": 4194304}
 // N replicas in this process, one per device (default: all on the config's device), the global batch
 // split between them and their gradients all-reduced in buckets of up to bucket_bytes (models/train/model.h).
+//   {"type": "multi-worker", "bucket_bytes": 4194304, "timeout_seconds": 60}
+// One process per worker, started by mpirun; the same split and all-reduce over MPI (core/mpi_world.h).
 struct StrategyConfig {
-  std::string type = "none";  // none, mirrored
+  std::string type = "none";  // none, mirrored, multi-worker
   int replicas = 1;
   std::vector<std::string> devices;  // mirrored: one per replica; empty: all on the config's device
   std::int64_t bucket_bytes = std::int64_t{4} << 20;
+  double timeout_seconds = 60.0;  // multi-worker: how long an all-reduce waits for the other ranks
   bool mirrored() const { return type == "mirrored"; }
   nlohmann::json to_json() const;
 };

@@ -278,9 +278,14 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   return p;
 }
 
-std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies) {
+std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies,
+                                   std::shared_ptr<MpiWorld> workers) {
   ModelOptions options = model_options(c);
   options.auto_control_dependencies = auto_control_dependencies;
+  if (workers) {
+    options.worker = workers->rank();
+    options.workers = std::move(workers);
+  }
   // Each mirrored replica has its own network, built alike.
   std::vector<std::shared_ptr<Sequential>> nets;
   for (std::size_t r = 0; r < std::max<std::size_t>(1, options.replica_devices.size()); ++r)
@@ -357,7 +362,7 @@ void write_checkpoint(const std::filesystem::path& dir, const Model& model, Trai
 // epoch the callbacks act and a checkpoint is written. `state` ends where training ended.
 void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Trainer& trainer, Callbacks& callbacks,
                           TrainingState& state, const Trainer::EpochCallback& on_epoch,
-                          const Trainer::StepCallback& on_step, const TrainControl& control) {
+                          const Trainer::StepCallback& on_step, const TrainControl& control, bool writer) {
   const std::filesystem::path dir = c.output;
   auto epoch_done = [&](const EpochResult& r) {
     if (on_epoch) on_epoch(r);
@@ -367,7 +372,7 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
     state.next_epoch = r.epoch + 1;
     state.steps_done = 0;
     state.partial_sums = {};
-    write_checkpoint(dir, trainer.model(), state, callbacks);
+    if (writer) write_checkpoint(dir, trainer.model(), state, callbacks);
   };
   if (control.on_start) control.on_start(state.next_epoch);
   trainer.set_interrupt_flag(control.interrupt);
@@ -394,11 +399,11 @@ nlohmann::json device_memory_json() {
 
 // Mirrored training: the replicas, and what their all-reduces cost per step against the whole step.
 nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double train_seconds) {
-  if (model.replicas() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
+  if (model.members() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
   const AllReduceTotals t = model.all_reduce_totals();
   const double steps = static_cast<double>(std::max<std::int64_t>(t.steps, 1));
   return {{"type", c.strategy.type},
-          {"replicas", model.replicas()},
+          {"replicas", model.members()},
           {"steps", t.steps},
           {"all_reduce",
            {{"calls", t.calls},
@@ -439,7 +444,7 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
 // After the last epoch: the test metrics, the timing of the epochs this call trained (from `resumed_epochs`
 // on), and the run directory's final files.
 void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data, std::size_t resumed_epochs,
-                std::chrono::steady_clock::time_point start, TrainOutcome& out) {
+                std::chrono::steady_clock::time_point start, TrainOutcome& out, bool writer) {
   double train_seconds = 0.0;
   std::int64_t epochs_trained = 0;
   for (std::size_t i = resumed_epochs; i < out.history.size(); ++i) {
@@ -451,6 +456,7 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   out.samples_per_second =
       train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
   out.summary = run_summary(c, trainer.model(), data, out, train_seconds);
+  if (!writer) return;
 
   const std::filesystem::path dir = c.output;
   const Sequential& net = trainer.model().net();
@@ -459,6 +465,37 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   write_file_atomic(dir / "history.csv", history_csv(out.history));
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
   write_file_atomic(dir / "summary.json", out.summary.dump(2) + "\n");
+}
+
+std::uint64_t fnv1a(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// A multi-worker run's MPI world, joined after its checks: started by mpirun, a build with MPI, workers
+// that divide the batch, and the same resolved config on every rank. Null for the other strategies.
+std::shared_ptr<MpiWorld> join_workers(const TrainConfig& c) {
+  if (c.strategy.type != "multi-worker") return nullptr;
+  if (!mpi_built())
+    throw SpecError(c.file, "strategy.type", "multi-worker needs a tensorctl built with MPI (libopenmpi-dev)");
+  if (!mpi_launch())
+    throw SpecError(c.file, "strategy.type",
+                    "multi-worker runs one process per worker: start it with mpirun -np N tensorctl train " + c.file);
+  auto world = MpiWorld::get(MpiWorld::Seconds(c.strategy.timeout_seconds));
+  if (c.batch_size % world->members() != 0)
+    throw SpecError(c.file, "batch_size",
+                    fmt::format("{} workers do not divide batch_size {}: each worker takes an equal share of the "
+                                "batch",
+                                world->members(), c.batch_size));
+  const std::vector<std::uint64_t> hashes = world->all_gather(fnv1a(c.to_json().dump()));
+  for (std::size_t r = 1; r < hashes.size(); ++r)
+    if (hashes[r] != hashes[0])
+      throw SpecError(c.file, "",
+                      fmt::format("rank {} resolved another config than rank 0 (hash {:016x}, rank 0's {:016x}): every "
+                                  "worker must train the same config with the same flags",
+                                  r, hashes[r], hashes[0]));
+  return world;
 }
 
 }  // namespace
@@ -470,24 +507,27 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   // Everything that can be wrong with the input is found before the run directory is touched.
   check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
                         c.optimizer.slots_per_weight(), c.file, "batch_size");
-  std::unique_ptr<Model> model = build_model(c);
+  // Multi-worker: rank 0 alone writes the run directory; every rank reads a checkpoint to resume.
+  const std::shared_ptr<MpiWorld> workers = join_workers(c);
+  const bool writer = !workers || workers->rank() == 0;
+  std::unique_ptr<Model> model = build_model(c, true, workers);
   PreparedData data = prepare_data(c, model->net());
   const std::filesystem::path dir = c.output;
   Trainer trainer(*model);
-  Callbacks callbacks(c.callbacks, trainer, dir, learning_rate_control(model->optimizer()));
+  Callbacks callbacks(c.callbacks, trainer, dir, learning_rate_control(model->optimizer()), writer);
   TrainingState state;
   if (!control.resume.empty())
     state = resume_from_checkpoint(c, dir, data, *model, callbacks);
-  else
+  else if (writer)
     clear_run_directory(dir, c, control.overwrite);
   state.config = c.to_json();
-  start_run_directory(dir, model->net());
+  if (writer) start_run_directory(dir, model->net());
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;
   out.first_epoch = state.next_epoch;
   const std::size_t resumed_epochs = state.history.size();
-  fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control);
+  fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control, writer);
   out.history = state.history;
   out.placement_warnings = model->placement_warnings();
   if (trainer.interrupted_at()) {
@@ -495,12 +535,12 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
     state.next_epoch = out.interrupted_at->epoch;
     state.steps_done = out.interrupted_at->steps_done;
     state.partial_sums = out.interrupted_at->sums;
-    write_checkpoint(dir, *model, state, callbacks);
+    if (writer) write_checkpoint(dir, *model, state, callbacks);
     return out;
   }
   const std::string restored = callbacks.on_train_end();
   if (!restored.empty() && control.on_message) control.on_message(restored);
-  finish_run(c, trainer, data, resumed_epochs, start, out);
+  finish_run(c, trainer, data, resumed_epochs, start, out, writer);
   return out;
 }
 

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/mpi_world.h"
 #include "models/data/dataset.h"
 #include "models/train/model.h"
 #include "models/train/train_config.h"
@@ -38,8 +39,10 @@ struct PreparedData {
 // the model's input shape, or labels do not fit its output.
 PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
 
-// Builds the model `config` describes, with its thread counts and seed.
-std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true);
+// Builds the model `config` describes, with its thread counts and seed; with `workers` (a multi-worker
+// run's MPI world), this process's replica of it.
+std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true,
+                                   std::shared_ptr<MpiWorld> workers = nullptr);
 
 struct TrainOutcome {
   std::vector<EpochResult> history;  // every epoch of the run, those before a resume included

@@ -90,6 +90,14 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   CHECK(refusal({{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu", "gpu"}}})
             .starts_with("strategy.devices[1]: unknown device \"gpu\""));
   CHECK(refusal({{"type", "mirored"}}).starts_with("strategy.type: "));
+  CHECK(refusal({{"type", "multi-worker"}, {"timeout_seconds", 0}}).starts_with("strategy.timeout_seconds: "));
+  CHECK(refusal({{"type", "multi-worker"}, {"replicas", 2}}).starts_with("strategy.replicas: unknown key"));
+  j["strategy"] = {{"type", "multi-worker"}, {"timeout_seconds", 5}};
+  const TrainConfig w = TrainConfig::from_json(j, "train.json");
+  CHECK(w.strategy.type == "multi-worker");
+  CHECK(w.strategy.timeout_seconds == 5.0);
+  CHECK(TrainConfig::from_json(w.to_json(), "run/summary.json", "config", ConfigOrigin::kRunRecord).to_json() ==
+        w.to_json());
   CHECK(refusal({{"type", "mirrored"}, {"replica", 2}}).starts_with("strategy.replica: unknown key"));
 }
 
