@@ -20,9 +20,11 @@ struct CollectiveGroup::Exchange {
   std::vector<char> present;
   const std::int64_t n;
   int count = 0;
+  int slices = 0;  // members whose slice of the sum is written
   bool done = false;
   bool timed_out = false;  // a member of this exchange ran out of time and aborted the group
-  // Written by the last member outside the lock before `done` is set under it; read only after `done`.
+  // Sized by the last member to arrive; each member writes its slice outside the lock before counting it
+  // under the lock; read only after `done`.
   std::vector<float> sum;
 };
 
@@ -58,15 +60,16 @@ std::string prefix(std::string_view what) { return "all-reduce of " + std::strin
 
 // Products first, then added in member order: each element sees the same float operations, in the same
 // order, as a single replica summing the same products, so the bits match it and each other.
-void weighted_sum(const std::vector<const float*>& inputs, const std::vector<float>& weights, std::int64_t n,
-                  float* out) {
+// Elements [begin, end).
+void weighted_sum(const std::vector<const float*>& inputs, const std::vector<float>& weights, std::int64_t begin,
+                  std::int64_t end, float* out) {
   const float w0 = weights[0];
   const float* x0 = inputs[0];
-  for (std::int64_t i = 0; i < n; ++i) out[i] = w0 * x0[i];
+  for (std::int64_t i = begin; i < end; ++i) out[i] = w0 * x0[i];
   for (std::size_t m = 1; m < inputs.size(); ++m) {
     const float w = weights[m];
     const float* x = inputs[m];
-    for (std::int64_t i = 0; i < n; ++i) out[i] += w * x[i];
+    for (std::int64_t i = begin; i < end; ++i) out[i] += w * x[i];
   }
 }
 
@@ -131,16 +134,23 @@ void CollectiveGroup::all_reduce(int member, std::uint64_t key, const float* in,
   std::unique_lock lock(mu_);
   const std::shared_ptr<Exchange> e = arrive(member, key, in, n, weight, what);
   if (e->count == members_) {
-    // The last to arrive sums without the lock, so other keys go on meanwhile; the others stay blocked in
-    // wait_for_sum until `done`, which keeps every input it reads alive.
-    lock.unlock();
     e->sum.resize(static_cast<std::size_t>(n));
-    if (n > 0) weighted_sum(e->inputs, e->weights, n, e->sum.data());
-    lock.lock();
+    cv_.notify_all();
+  } else {
+    wait_for_all(lock, *e, what);
+  }
+  // Every member sums its own slice of the elements without the lock (other keys go on meanwhile), so the
+  // members share the work; none leaves before every slice is done, which keeps every input read alive.
+  lock.unlock();
+  const std::int64_t begin = n * member / members_;
+  const std::int64_t end = n * (member + 1) / members_;
+  if (end > begin) weighted_sum(e->inputs, e->weights, begin, end, e->sum.data());
+  lock.lock();
+  if (++e->slices == members_) {
     e->done = true;
     cv_.notify_all();
   } else {
-    wait_for_sum(lock, *e, what);
+    cv_.wait(lock, [&] { return e->done; });
   }
   lock.unlock();
   std::copy(e->sum.begin(), e->sum.end(), out);
@@ -174,22 +184,19 @@ std::shared_ptr<CollectiveGroup::Exchange> CollectiveGroup::arrive(int member, s
   return e;
 }
 
-void CollectiveGroup::wait_for_sum(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what) {
+void CollectiveGroup::wait_for_all(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
-  // Once every member has arrived the last one is reading this member's input: it must not leave before
-  // the sum is done, abort or not.
-  auto ready = [&] { return e.done || (e.count < members_ && !abort_reason_.empty()); };
+  // Once every member has arrived the others read this member's input, and it sums its slice: it goes on
+  // to the sum, abort or not.
+  auto ready = [&] { return e.count == members_ || !abort_reason_.empty(); };
   if (!cv_.wait_until(lock, deadline, ready)) {
-    if (e.count < members_) {
-      e.timed_out = true;
-      const std::string message = prefix(what) + missing_members(e) + " within " + format_seconds(timeout_) + " s";
-      abort_locked(message);
-      throw RuntimeError(message);
-    }
-    cv_.wait(lock, [&] { return e.done; });
+    e.timed_out = true;
+    const std::string message = prefix(what) + missing_members(e) + " within " + format_seconds(timeout_) + " s";
+    abort_locked(message);
+    throw RuntimeError(message);
   }
-  if (e.done) return;
+  if (e.count == members_) return;
   // Another member of this exchange timed out: the same members are missing, said in this member's words.
   if (e.timed_out) throw RuntimeError(prefix(what) + missing_members(e) + " within " + format_seconds(timeout_) + " s");
   throw RuntimeError(prefix(what) + "the group was aborted: " + abort_reason_);

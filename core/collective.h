@@ -95,10 +95,11 @@ class CollectiveGroup final : public Collective {
   Seconds timeout() const { return timeout_; }
 
   // Member `member` (0 <= member < members()) contributes in[0, n) with `weight` to the all-reduce `key`,
-  // blocks until every member has, then writes out[i] = sum over m = 0..members()-1, in that order, of
-  // float(weight_m * in_m[i]): the first product, then each next one added, each step rounded to float.
-  // Every member must pass the same n. `in` is read, by whichever member arrives last, only while this
-  // call has not returned; `out` may equal `in`. `what` names the value in errors
+  // blocks until every member has, sums its slice of the elements (the members share the work), and once
+  // every slice is done writes out[i] = sum over m = 0..members()-1, in that order, of float(weight_m *
+  // in_m[i]): the first product, then each next one added, each step rounded to float. Every member must
+  // pass the same n. `in` is read, by every member, only while this call has not returned; `out` may
+  // equal `in`. `what` names the value in errors
   // ("dense/kernel/grad at step 12"). Throws RuntimeError, writing nothing to out, when the wait times out
   // ("all-reduce of <what>: replica 1 of 2 did not arrive within 60 s"), when the group is or becomes
   // aborted first, when n differs between members, or when a member arrives twice for one key.
@@ -121,7 +122,8 @@ class CollectiveGroup final : public Collective {
   void abort_locked(const std::string& reason);
   std::shared_ptr<Exchange> arrive(int member, std::uint64_t key, const float* in, std::int64_t n, float weight,
                                    std::string_view what);
-  void wait_for_sum(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what);
+  // Until every member has arrived; throws on timeout or abort before that.
+  void wait_for_all(std::unique_lock<std::mutex>& lock, Exchange& e, std::string_view what);
   std::string missing_members(const Exchange& e) const;
 
   const int members_;

@@ -40,11 +40,11 @@ class MpiWorld final : public Collective {
 
   int members() const override { return size_; }
   int rank() const { return rank_; }
-  // out = the ranks' weight_r * in_r summed by MPI_Iallreduce (each product rounded to float first, as the
+  // out = the ranks' weight_r * in_r summed by MPI_Allreduce (each product rounded to float first, as the
   // in-process group does; with 2 ranks the sum is the group's bits, an addition being commutative). Each
-  // rank also tells every other which key it has reached, so a rank that does not arrive within the
-  // timeout is named ("all-reduce of X: rank 1 of 2 did not arrive within 60 s"), and ranks that reach
-  // different keys (diverged steps) are an error too. `member` must be rank().
+  // rank first tells every other which key it has reached and waits for theirs, so a rank that does not
+  // arrive within the timeout is named ("all-reduce of X: rank 1 of 2 did not arrive within 60 s"), and
+  // ranks that reach different keys (diverged steps) are an error too. `member` must be rank().
   void all_reduce(int member, std::uint64_t key, const float* in, std::int64_t n, float weight, float* out,
                   std::string_view what) override;
   // Nothing to release in-process: a failing rank exits, and mpirun ends the job.
