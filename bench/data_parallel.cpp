@@ -2,8 +2,9 @@
 // and the all-reduce alone against MPI's own. Prints one JSON line per measurement (rank 0 alone under
 // mpirun); bench/compare_data_parallel.sh runs it against PyTorch DistributedDataParallel.
 //
-//   bench_data_parallel --replicas N [--batch 256] [--steps 20] [--rounds 5] [--threads T]
-//       one process: N mirrored replicas (1: no strategy), T threads per replica's pools
+//   bench_data_parallel --replicas N [--batch 256] [--steps 20] [--rounds 5] [--threads T] [--bucket BYTES]
+//       one process: N mirrored replicas (1: no strategy), T threads per replica's pools, gradients fused
+//       into all-reduces of up to BYTES (4 MiB)
 //   mpirun -np N bench_data_parallel --workers [same options]
 //       N processes, multi-worker over MPI, one replica each
 //   mpirun -np N bench_data_parallel --allreduce BYTES [--reps 200]
@@ -42,6 +43,7 @@ struct Options {
   int rounds = 5;
   int threads = 1;
   int reps = 200;
+  std::int64_t bucket = std::int64_t{4} << 20;
 };
 
 Options parse(int argc, char** argv) {
@@ -52,15 +54,26 @@ Options parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::runtime_error(a + " needs a value");
       return std::string(argv[++i]);
     };
-    if (a == "--replicas") o.replicas = std::stoi(next());
-    else if (a == "--workers") o.workers = true;
-    else if (a == "--allreduce") o.allreduce_bytes = std::stoll(next());
-    else if (a == "--batch") o.batch = std::stoll(next());
-    else if (a == "--steps") o.steps = std::stoi(next());
-    else if (a == "--rounds") o.rounds = std::stoi(next());
-    else if (a == "--threads") o.threads = std::stoi(next());
-    else if (a == "--reps") o.reps = std::stoi(next());
-    else throw std::runtime_error("unknown option " + a);
+    if (a == "--replicas")
+      o.replicas = std::stoi(next());
+    else if (a == "--workers")
+      o.workers = true;
+    else if (a == "--allreduce")
+      o.allreduce_bytes = std::stoll(next());
+    else if (a == "--batch")
+      o.batch = std::stoll(next());
+    else if (a == "--steps")
+      o.steps = std::stoi(next());
+    else if (a == "--rounds")
+      o.rounds = std::stoi(next());
+    else if (a == "--threads")
+      o.threads = std::stoi(next());
+    else if (a == "--reps")
+      o.reps = std::stoi(next());
+    else if (a == "--bucket")
+      o.bucket = std::stoll(next());
+    else
+      throw std::runtime_error("unknown option " + a);
   }
   return o;
 }
@@ -74,6 +87,7 @@ int train(const Options& o) {
   mo.optimizer.epsilon = 1e-7;
   mo.inter_op_threads = o.threads;
   mo.intra_op_threads = o.threads;
+  mo.bucket_bytes = o.bucket;
   if (replicas > 1) mo.replica_devices.assign(static_cast<std::size_t>(replicas), "cpu");
   if (world) {
     mo.workers = world;
@@ -114,9 +128,10 @@ int train(const Options& o) {
   const double s = bench::median(step_seconds);
   fmt::print(
       "{{\"impl\": \"tensorctl\", \"mode\": \"{}\", \"replicas\": {}, \"batch\": {}, \"threads_per_replica\": {}, "
-      "\"step_ms\": {:.4f}, \"samples_per_s\": {:.1f}, \"allreduce_ms\": {:.4f}, \"allreduce_bytes_per_step\": {}}}\n",
+      "\"bucket_bytes\": {}, \"step_ms\": {:.4f}, \"samples_per_s\": {:.1f}, \"allreduce_ms\": {:.4f}, "
+      "\"allreduce_bytes_per_step\": {}}}\n",
       o.workers ? "multi-worker" : (replicas > 1 ? "mirrored" : "single"), model.members(), o.batch, o.threads,
-      s * 1e3, static_cast<double>(o.batch) / s, bench::median(reduce_seconds) * 1e3,
+      o.bucket, s * 1e3, static_cast<double>(o.batch) / s, bench::median(reduce_seconds) * 1e3,
       t.steps > 0 ? t.bytes / t.steps : 0);
   return 0;
 }
@@ -149,10 +164,10 @@ int allreduce(const Options& o) {
   // Bus bandwidth as the OSU and nccl-tests report it: bytes x 2(p-1)/p over the time.
   const int p = world->members();
   const double factor = 2.0 * (p - 1) / p;
-  fmt::print("{{\"impl\": \"allreduce\", \"ranks\": {}, \"bytes\": {}, \"mpi_us\": {:.2f}, \"tensorctl_us\": {:.2f}, "
-             "\"mpi_busbw_gbs\": {:.3f}, \"tensorctl_busbw_gbs\": {:.3f}}}\n",
-             p, o.allreduce_bytes, raw, ours, o.allreduce_bytes * factor / raw / 1e3,
-             o.allreduce_bytes * factor / ours / 1e3);
+  fmt::print(
+      "{{\"impl\": \"allreduce\", \"ranks\": {}, \"bytes\": {}, \"mpi_us\": {:.2f}, \"tensorctl_us\": {:.2f}, "
+      "\"mpi_busbw_gbs\": {:.3f}, \"tensorctl_busbw_gbs\": {:.3f}}}\n",
+      p, o.allreduce_bytes, raw, ours, o.allreduce_bytes * factor / raw / 1e3, o.allreduce_bytes * factor / ours / 1e3);
   return 0;
 }
 #endif
