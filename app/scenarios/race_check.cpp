@@ -173,16 +173,41 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   return r;
 }
 
+// The digits MLP of the train scenarios, and the standardized digits cut into batches of `batch` rows.
+const nlohmann::json& race_train_spec() {
+  static const nlohmann::json spec = {{"name", "digits_mlp"},
+                                      {"input_shape", {64}},
+                                      {"layers",
+                                       {{{"type", "Dense"}, {"units", 128}, {"activation", "relu"}},
+                                        {{"type", "Dense"}, {"units", 64}, {"activation", "relu"}},
+                                        {{"type", "Dense"}, {"units", 10}, {"activation", "softmax"}}}}};
+  return spec;
+}
+
+struct RaceBatches {
+  Dataset digits;
+  std::vector<Tensor> xs, ys;
+};
+RaceBatches race_batches(std::uint64_t seed, std::int64_t batch) {
+  RaceBatches out;
+  out.digits = load_builtin("digits", seed, "race-check", "");
+  Standardizer st;
+  st.fit(out.digits.x);
+  out.digits.x = st.apply(out.digits.x);
+  for (std::int64_t b = 0; b < out.digits.size() / batch; ++b) {
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = b * batch; i < (b + 1) * batch; ++i) rows.push_back(i);
+    Dataset d = take_rows(out.digits, rows);
+    out.xs.push_back(d.x);
+    out.ys.push_back(d.y);
+  }
+  return out;
+}
+
 // train: `threads` threads share one digits MLP and its session, each running its own batches, for
 // `iterations` steps in all. The optimizer's step counter, in the same mode, counts the updates that stuck.
 RaceRow train(LockingMode mode, const RaceOptions& o) {
   RaceRow r = make_row("train", std::string(locking_mode_name(mode)), o);
-  nlohmann::json spec = {{"name", "digits_mlp"},
-                         {"input_shape", {64}},
-                         {"layers",
-                          {{{"type", "Dense"}, {"units", 128}, {"activation", "relu"}},
-                           {{"type", "Dense"}, {"units", 64}, {"activation", "relu"}},
-                           {{"type", "Dense"}, {"units", 10}, {"activation", "softmax"}}}}};
   ModelOptions mo;
   mo.optimizer.locking = mode;
   mo.seed = o.seed;
@@ -190,35 +215,23 @@ RaceRow train(LockingMode mode, const RaceOptions& o) {
   // `threads`. The other modes get `threads` callers, each running its step inline.
   mo.inter_op_threads = mode == LockingMode::kDataflow ? o.threads : 1;
   mo.intra_op_threads = 1;
-  auto net = std::make_shared<Sequential>(Sequential::from_json(spec, "race-check", "", o.seed, mode));
+  auto net = std::make_shared<Sequential>(Sequential::from_json(race_train_spec(), "race-check", "", o.seed, mode));
   Model model(net, mo);
-  Dataset digits = load_builtin("digits", o.seed, "race-check", "");
-  Standardizer st;
-  st.fit(digits.x);
-  digits.x = st.apply(digits.x);
-  const std::int64_t batch = 32;
-  const std::int64_t batches = digits.size() / batch;
-  std::vector<Tensor> xs, ys;
-  for (std::int64_t b = 0; b < batches; ++b) {
-    std::vector<std::int64_t> rows;
-    for (std::int64_t i = b * batch; i < (b + 1) * batch; ++i) rows.push_back(i);
-    Dataset d = take_rows(digits, rows);
-    xs.push_back(d.x);
-    ys.push_back(d.y);
-  }
+  const RaceBatches data = race_batches(o.seed, 32);
+  const auto batches = static_cast<std::int64_t>(data.xs.size());
   const int callers = mode == LockingMode::kDataflow ? 1 : o.threads;
   const std::int64_t total = o.iterations;
   auto start = Clock::now();
   run_threads(callers, [&](int t) {
     for (std::int64_t i = t; i < total; i += callers) {
       const auto k = static_cast<std::size_t>(i % batches);
-      model.train_step(xs[k], ys[k], i);
+      model.train_step(data.xs[k], data.ys[k], i);
     }
   });
   const double elapsed = seconds_since(start);
   const auto state = model.optimizer().state();
   record_updates(r, total, static_cast<double>(total), state.back()->read().item(), elapsed);
-  r.final_loss = metric(Trainer(model).evaluate(digits, 256), "loss");
+  r.final_loss = metric(Trainer(model).evaluate(data.digits, 256), "loss");
   judge(r, keeps_updates(mode), true);
   return r;
 }
@@ -372,6 +385,50 @@ RaceRow defaults(const RaceOptions& o) {
 }
 
 }  // namespace
+
+// train, mirrored: the same work (batches of 32 rows, `iterations` of them in all) with no variable shared:
+// `threads` replicas, each with its own copy of the variables, in lock-free mode since no other thread ever
+// writes them; a step gives each replica one batch of 32 (a global batch of 32 x threads), all-reduces the
+// gradients and applies the same update to every copy. Each replica's step counter counts the steps that
+// stuck, and every replica must hold the first one's bits.
+RaceRow run_mirrored_train(const RaceOptions& o) {
+  RaceRow r = make_row("train", "mirrored", o);
+  ModelOptions mo;
+  mo.optimizer.locking = LockingMode::kNone;
+  mo.seed = o.seed;
+  mo.inter_op_threads = 1;
+  mo.intra_op_threads = 1;
+  mo.replica_devices.assign(static_cast<std::size_t>(std::max(o.threads, 2)), "cpu");
+  std::vector<std::shared_ptr<Sequential>> nets;
+  for (std::size_t k = 0; k < mo.replica_devices.size(); ++k)
+    nets.push_back(std::make_shared<Sequential>(
+        Sequential::from_json(race_train_spec(), "race-check", "", o.seed, LockingMode::kNone)));
+  Model model(std::move(nets), mo);
+  const auto replicas = static_cast<std::int64_t>(model.replicas());
+  const RaceBatches data = race_batches(o.seed, 32 * replicas);
+  const auto batches = static_cast<std::int64_t>(data.xs.size());
+  const std::int64_t steps = std::max<std::int64_t>(1, o.iterations / replicas);
+  auto start = Clock::now();
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto k = static_cast<std::size_t>(i % batches);
+    model.train_batch(data.xs[k], data.ys[k], i);
+  }
+  const double elapsed = seconds_since(start);
+  r.threads = model.replicas();
+  record_updates(r, steps * replicas, static_cast<double>(steps), model.optimizer().state().back()->read().item(),
+                 elapsed);
+  // A replica that drifted from the first would be an update lost to it: counted as one.
+  const auto first = model.replica_net(0).variables();
+  for (int k = 1; k < model.replicas(); ++k) {
+    const auto& vars = model.replica_net(k).variables();
+    for (std::size_t i = 0; i < vars.size(); ++i)
+      if (vars[i]->read().to_floats() != first[i]->read().to_floats()) ++r.lost_updates;
+  }
+  r.final_loss = metric(Trainer(model).evaluate(data.digits, 256), "loss");
+  judge(r, true, true);
+  if (!r.broken) r.verdict = "consistent, no lock: each replica writes only its own copy";
+  return r;
+}
 
 const std::vector<std::string>& race_scenario_names() {
   static const std::vector<std::string> names{"counter", "sgd", "train", "torn-read", "queue", "defaults"};

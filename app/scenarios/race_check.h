@@ -44,6 +44,10 @@ bool race_scenario_uses_modes(const std::string& scenario);
 // Runs one scenario under one mode (ignored by the mode-free scenarios).
 RaceRow run_race_scenario(const std::string& scenario, LockingMode mode, const RaceOptions& options);
 
+// The train scenario without shared variables: mirrored replicas (models/train/model.h), each writing only
+// its own copy, the gradients all-reduced. Its row's mode is "mirrored".
+RaceRow run_mirrored_train(const RaceOptions& options);
+
 // What a mode promises and its TensorFlow counterpart, for --explain.
 std::string explain_locking_mode(LockingMode mode);
 

@@ -44,10 +44,11 @@ CommandResult run_mpirun(int np, const std::string& args, const TempDir& dir, co
   std::string rest = args;
   for (std::size_t at = rest.find("$TENSORCTL"); at != std::string::npos; at = rest.find("$TENSORCTL"))
     rest.replace(at, 10, binary);
-  const std::string command = "cd " + quoted(dir.path()) +
-                              " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
-                              env + " timeout 120 mpirun --oversubscribe -np " + std::to_string(np) + " " + binary + " " +
-                              rest + " >" + quoted(dir / "mpi.out") + " 2>" + quoted(dir / "mpi.err") + " </dev/null";
+  const std::string command =
+      "cd " + quoted(dir.path()) +
+      " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " + env +
+      " timeout 120 mpirun --oversubscribe -np " + std::to_string(np) + " " + binary + " " + rest + " >" +
+      quoted(dir / "mpi.out") + " 2>" + quoted(dir / "mpi.err") + " </dev/null";
   const int raw = std::system(command.c_str());
   CommandResult r;
   if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
@@ -102,7 +103,8 @@ TEST_CASE("mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas; ran
   CHECK(s.at("test").at("accuracy") == read_json(dir / "mirrored/summary.json").at("test").at("accuracy"));
 }
 
-TEST_CASE("a multi-worker run resumed by every rank from rank 0's checkpoint gives the bits of one that never stopped") {
+TEST_CASE(
+    "a multi-worker run resumed by every rank from rank 0's checkpoint gives the bits of one that never stopped") {
   if (!mpirun_ready()) return;
   TempDir dir;
   dir.write("workers.json", digits_config(kWorkers));
@@ -125,8 +127,9 @@ TEST_CASE("a worker that stalls is named by the others' timeout, one line, and t
         std::string::npos);
 }
 
-TEST_CASE("multi-worker mistakes exit 2 naming the key: no mpirun, workers that do not divide the batch, configs "
-          "that differ between ranks") {
+TEST_CASE(
+    "multi-worker mistakes exit 2 naming the key: no mpirun, workers that do not divide the batch, configs "
+    "that differ between ranks") {
   TempDir dir;
   dir.write("workers.json", digits_config(kWorkers));
   // Without mpirun (whether or not this build has MPI).
@@ -139,8 +142,9 @@ TEST_CASE("multi-worker mistakes exit 2 naming the key: no mpirun, workers that 
   CHECK(r.status == 2);
   CHECK(r.err.find("error: workers.json: batch_size: 3 workers do not divide batch_size 32") != std::string::npos);
   CHECK(!std::filesystem::exists(dir / "run"));
-  r = run_mpirun(1, "train workers.json --output run --quiet : -np 1 $TENSORCTL train workers.json --output run --quiet "
-                    "--epochs 4",
+  r = run_mpirun(1,
+                 "train workers.json --output run --quiet : -np 1 $TENSORCTL train workers.json --output run --quiet "
+                 "--epochs 4",
                  dir);
   CHECK(r.status == 2);
   CHECK(r.err.find("error: workers.json: rank 1 resolved another config than rank 0") != std::string::npos);

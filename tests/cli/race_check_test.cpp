@@ -84,6 +84,21 @@ TEST_CASE("sgd and train keep every update under the locking modes, and train re
   }
 }
 
+TEST_CASE("train's mirrored row: replicas share no variable, lose no update and take no lock") {
+  auto rows = race_rows("--scenario train --modes mutex --threads 3 --iterations 60");
+  const auto& mirrored = rows.at("train/mirrored");
+  CHECK(mirrored.at("threads") == 3);
+  // 60 batches of 32 as 20 steps of 3 replicas: every replica's step counter says 20, and every replica
+  // holds the first one's bits (a drifted tensor would count as a lost update).
+  CHECK(mirrored.at("operations") == 60);
+  CHECK(mirrored.at("expected") == 20.0);
+  CHECK(mirrored.at("observed") == 20.0);
+  CHECK(mirrored.at("lost_updates") == 0);
+  CHECK_FALSE(mirrored.at("broken").get<bool>());
+  CHECK(mirrored.at("verdict") == "consistent, no lock: each replica writes only its own copy");
+  CHECK(mirrored.at("final_loss").get<double>() < 1.5);
+}
+
 TEST_CASE("queue and defaults keep their promises") {
   int status = -1;
   auto rows = race_rows("--scenario queue,defaults --threads 4 --iterations 500", &status);
