@@ -212,7 +212,12 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     rep->session = std::make_unique<Session>(rep->graph, rep->inter_pool, rep->intra_pool, so);
     others_.push_back(std::move(rep));
   }
-  if (in_process) threads_ = std::make_unique<ReplicaThreads>(replicas());
+  if (options_.hogwild_workers > 1) {
+    TCTL_CHECK(!collective_, "hogwild shares one replica's variables; it is not mirrored");
+    hogwild_ = options_.hogwild_workers;
+    members_ = hogwild_;
+  }
+  if (in_process || hogwild_ > 1) threads_ = std::make_unique<ReplicaThreads>(in_process ? replicas() : hogwild_);
   sync_replicas();
 }
 
@@ -271,6 +276,12 @@ void Model::sync_replicas() {
     for (std::size_t i = 0; i < from.size(); ++i) to[i]->assign(from[i]->read());
     for (std::size_t i = 0; i < from_state.size(); ++i) to_state[i]->assign(from_state[i]->read());
   }
+}
+
+HogwildTotals Model::hogwild_totals() const {
+  if (hogwild_ <= 1) return {};
+  const double counter = optimizer_.state().back()->read().to(cpu_device()).item();
+  return {mirrored_steps_, hogwild_updates_, static_cast<std::int64_t>(std::llround(counter - hogwild_counter_start_))};
 }
 
 AllReduceTotals Model::all_reduce_totals() const {
@@ -380,7 +391,7 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 }
 
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
-  if (collective_) return mirrored_step(x, targets, step, nullptr);
+  if (collective_ || hogwild_ > 1) return mirrored_step(x, targets, step, nullptr);
   const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
   const Output fetches[] = {train_pass_->loss, train_pass_->predictions};
   RunOptions ro;
@@ -451,7 +462,9 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
   std::vector<std::int64_t> all_rows(static_cast<std::size_t>(batch));
   for (std::int64_t i = 0; i < batch; ++i) all_rows[static_cast<std::size_t>(i)] = i;
-  for (int r = 0; r < replicas(); ++r) {
+  // Hogwild's workers are threads of one replica: each runs its rows through the one session.
+  const int runs = hogwild_ > 1 ? hogwild_ : replicas();
+  for (int r = 0; r < runs; ++r) {
     Share& s = share_of(r);
     const std::span<const std::int64_t> rows =
         s.rows > 0 ? std::span<const std::int64_t>(all_rows).subspan(static_cast<std::size_t>(s.begin),
@@ -461,6 +474,9 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);
   }
+  // The step counter before the first hogwild step (after any checkpoint was restored into it).
+  if (hogwild_ > 1 && mirrored_steps_ == 0)
+    hogwild_counter_start_ = optimizer_.state().back()->read().to(cpu_device()).item();
   optimizer_.begin_step(step);
   for (const auto& rep : others_) {
     if (rep->optimizer.lr_factor() != optimizer_.lr_factor()) rep->optimizer.set_lr_factor(optimizer_.lr_factor());
@@ -471,10 +487,11 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   std::atomic<int> first_failure{-1};
   auto run_replica = [&](int r) {
     Share& s = share_of(r);
-    Session& session = r == 0 ? *train_session_ : *others_[static_cast<std::size_t>(r - 1)]->session;
-    const Pass& pass = r == 0 ? *train_pass_ : others_[static_cast<std::size_t>(r - 1)]->pass;
-    const Tensor weight = Tensor::scalar(s.weight);
-    const Feed feeds[] = {{pass.x, s.x}, {pass.targets, s.targets}, {pass.weight, weight}};
+    const bool own = r == 0 || hogwild_ > 1;
+    Session& session = own ? *train_session_ : *others_[static_cast<std::size_t>(r - 1)]->session;
+    const Pass& pass = own ? *train_pass_ : others_[static_cast<std::size_t>(r - 1)]->pass;
+    std::vector<Feed> feeds{{pass.x, s.x}, {pass.targets, s.targets}};
+    if (pass.weight.valid()) feeds.push_back({pass.weight, Tensor::scalar(s.weight)});
     const Output fetches[] = {pass.loss, pass.predictions};
     RunOptions ro;
     ro.step = step;
@@ -485,7 +502,7 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     } catch (const std::exception& e) {
       s.error = std::current_exception();
       int none = -1;
-      if (first_failure.compare_exchange_strong(none, r))
+      if (first_failure.compare_exchange_strong(none, r) && collective_)
         collective_->abort("replica " + std::to_string(first_member_ + r) + " failed: " + e.what());
     }
   };
@@ -505,7 +522,9 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     std::rethrow_exception(share_of(failed).error);
   }
   ++mirrored_steps_;
-  average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
+  if (hogwild_ > 1) hogwild_updates_ += hogwild_;
+  if (collective_)
+    average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
 
   // The step's loss (the members' mean losses weighted by their rows) and predictions (theirs in row
   // order), computed alike in-process and across workers, where they come from an all-reduce of each
@@ -570,7 +589,7 @@ void Model::average_moving_statistics(std::int64_t step, const std::function<flo
 }
 
 float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
-  if (collective_) return mirrored_step(x, targets, step, profiler)[0].item();
+  if (collective_ || hogwild_ > 1) return mirrored_step(x, targets, step, profiler)[0].item();
   std::vector<Feed> feeds{{train_pass_->x, x}, {train_pass_->targets, targets}};
   std::vector<Output> fetches{train_pass_->loss};
   RunOptions ro;

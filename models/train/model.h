@@ -59,6 +59,18 @@ struct ModelOptions {
   // must call train_batch with the same batches and steps, and sync_replicas at the same points.
   std::shared_ptr<Collective> workers;
   int worker = 0;
+  // Hogwild (strategy "hogwild"): two or more threads share this one replica, its session and variables; a
+  // step gives each its share of the rows, and each applies its own update as the optimizer's `locking`
+  // lets it (with none, updates may be lost). No all-reduce.
+  int hogwild_workers = 0;
+};
+
+// What hogwild's updates came to: each worker's update per step expected, and the optimizer's step counter,
+// written like the variables in the optimizer's locking mode, counting those that stuck.
+struct HogwildTotals {
+  std::int64_t steps = 0;
+  std::int64_t expected = 0;
+  std::int64_t applied = 0;
 };
 
 // What the all-reduces of a mirrored model have cost so far, seen from its first replica.
@@ -91,6 +103,7 @@ class Model {
   // only by the steps: after a checkpoint was restored into net() and optimizer(). No-op with one replica.
   void sync_replicas();
   AllReduceTotals all_reduce_totals() const;
+  HogwildTotals hogwild_totals() const;
 
   // One training step on a batch: the optimizer's updates run. Returns {mean loss, predictions}, on the host.
   // Mirrored: every replica runs its share of the rows at once; the loss is the replicas' losses weighted by
@@ -171,6 +184,9 @@ class Model {
   std::unique_ptr<ReplicaThreads> threads_;
   Tensor predictions_;  // a mirrored step's predictions, gathered from the replicas (reused)
   std::int64_t mirrored_steps_ = 0;
+  int hogwild_ = 0;  // hogwild's workers, or 0
+  std::int64_t hogwild_updates_ = 0;
+  double hogwild_counter_start_ = 0.0;  // the step counter before the first hogwild step
 };
 
 }  // namespace tctl

@@ -30,6 +30,7 @@ nlohmann::json DataConfig::to_json() const {
 
 nlohmann::json StrategyConfig::to_json() const {
   nlohmann::json j{{"type", type}};
+  if (type == "hogwild") j["workers"] = workers;
   if (type == "multi-worker") {
     j["bucket_bytes"] = bucket_bytes;
     j["timeout_seconds"] = timeout_seconds;
@@ -238,13 +239,28 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
   c.allow_tf32 = top.boolean("allow_tf32", false);
 }
 
+// How many take a share of each batch (`key`: "replicas" or "workers"; 2 by default): 1 to 64, dividing it.
+int batch_share_count(SpecReader& r, const std::string& key, std::int64_t batch_size) {
+  const std::int64_t n = r.has(key) ? r.positive_int(key) : 2;
+  if (n > 64) r.fail(key, fmt::format("at most 64 {}, got {}", key, n));
+  if (batch_size % n != 0)
+    r.fail(key, fmt::format("{} {} do not divide batch_size {}: each {} takes an equal share of the batch", n, key,
+                            batch_size, key == "replicas" ? "replica" : "worker"));
+  return static_cast<int>(n);
+}
+
 StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
   StrategyConfig st;
   if (!top.has("strategy")) return st;
   SpecReader r = top.object("strategy");
-  st.type = r.one_of("type", {"none", "mirrored", "multi-worker"}, "none");
+  st.type = r.one_of("type", {"none", "mirrored", "multi-worker", "hogwild"}, "none");
   if (st.type == "none") {
     r.finish({"type"});
+    return st;
+  }
+  if (st.type == "hogwild") {
+    st.workers = batch_share_count(r, "workers", c.batch_size);
+    r.finish({"type", "workers"});
     return st;
   }
   if (st.type == "multi-worker") {
@@ -253,13 +269,7 @@ StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
     r.finish({"type", "bucket_bytes", "timeout_seconds"});
     return st;
   }
-  const std::int64_t replicas = r.has("replicas") ? r.positive_int("replicas") : 2;
-  if (replicas > 64) r.fail("replicas", "at most 64 replicas, got " + std::to_string(replicas));
-  st.replicas = static_cast<int>(replicas);
-  if (c.batch_size % st.replicas != 0)
-    r.fail("replicas", fmt::format("{} replicas do not divide batch_size {}: each replica takes an equal share of "
-                                   "the batch",
-                                   st.replicas, c.batch_size));
+  st.replicas = batch_share_count(r, "replicas", c.batch_size);
   if (r.has("devices")) {
     const auto& d = r.raw("devices");
     if (!d.is_array()) r.fail("devices", "expected a list of device names, one per replica, " + describe_json(d));

@@ -34,9 +34,13 @@ struct DataConfig {
 // split between them and their gradients all-reduced in buckets of up to bucket_bytes (models/train/model.h).
 //   {"type": "multi-worker", "bucket_bytes": 4194304, "timeout_seconds": 60}
 // One process per worker, started by mpirun; the same split and all-reduce over MPI (core/mpi_world.h).
+//   {"type": "hogwild", "workers": N}
+// N threads share one replica and its variables, each applying its own share's update under the
+// optimizer's `locking` (Hogwild when that is none): the classic alternative, for comparison.
 struct StrategyConfig {
-  std::string type = "none";  // none, mirrored, multi-worker
+  std::string type = "none";  // none, mirrored, multi-worker, hogwild
   int replicas = 1;
+  int workers = 2;                   // hogwild: threads sharing the one replica
   std::vector<std::string> devices;  // mirrored: one per replica; empty: all on the config's device
   std::int64_t bucket_bytes = std::int64_t{4} << 20;
   double timeout_seconds = 60.0;  // multi-worker: how long an all-reduce waits for the other ranks

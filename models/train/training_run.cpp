@@ -48,6 +48,7 @@ ModelOptions model_options(const TrainConfig& c) {
     if (o.replica_devices.empty()) o.replica_devices.assign(static_cast<std::size_t>(c.strategy.replicas), c.device);
   }
   o.bucket_bytes = c.strategy.bucket_bytes;
+  if (c.strategy.type == "hogwild") o.hogwild_workers = c.strategy.workers;
   o.placement.strict = c.strict_placement;
   if (c.log_device_placement)
     o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
@@ -399,6 +400,16 @@ nlohmann::json device_memory_json() {
 
 // Mirrored training: the replicas, and what their all-reduces cost per step against the whole step.
 nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double train_seconds) {
+  if (c.strategy.type == "hogwild") {
+    const HogwildTotals h = model.hogwild_totals();
+    return {{"type", "hogwild"},
+            {"workers", c.strategy.workers},
+            {"locking", std::string(locking_mode_name(c.optimizer.locking))},
+            {"steps", h.steps},
+            {"updates_expected", h.expected},
+            {"updates_applied", h.applied},
+            {"lost_updates", h.expected - h.applied}};
+  }
   if (model.members() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
   const AllReduceTotals t = model.all_reduce_totals();
   const double steps = static_cast<double>(std::max<std::int64_t>(t.steps, 1));

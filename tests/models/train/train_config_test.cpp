@@ -92,6 +92,11 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   CHECK(refusal({{"type", "mirored"}}).starts_with("strategy.type: "));
   CHECK(refusal({{"type", "multi-worker"}, {"timeout_seconds", 0}}).starts_with("strategy.timeout_seconds: "));
   CHECK(refusal({{"type", "multi-worker"}, {"replicas", 2}}).starts_with("strategy.replicas: unknown key"));
+  CHECK(refusal({{"type", "hogwild"}, {"workers", 3}}) ==
+        "strategy.workers: 3 workers do not divide batch_size 8: each worker takes an equal share of the batch");
+  CHECK(refusal({{"type", "hogwild"}, {"workers", 0}}) == "strategy.workers: expected a positive integer, got 0");
+  j["strategy"] = {{"type", "hogwild"}, {"workers", 4}};
+  CHECK(TrainConfig::from_json(j, "train.json").strategy.workers == 4);
   j["strategy"] = {{"type", "multi-worker"}, {"timeout_seconds", 5}};
   const TrainConfig w = TrainConfig::from_json(j, "train.json");
   CHECK(w.strategy.type == "multi-worker");
