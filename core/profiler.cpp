@@ -263,6 +263,11 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
   auto stream_tid = [&](const std::string& device) {
     return lanes + static_cast<int>(std::find(streams.begin(), streams.end(), device) - streams.begin());
   };
+  // Data-parallel training's all-reduces also get a track of their own after the streams': the time a step
+  // spends exchanging gradients (waiting for the other replicas included) in one row.
+  const bool all_reduces =
+      std::any_of(events.begin(), events.end(), [](const ProfileEvent& e) { return e.op == "AllReduce"; });
+  const int all_reduce_tid = lanes + static_cast<int>(streams.size());
 
   std::string out;
   out.reserve(256 + events.size() * 200);
@@ -273,8 +278,10 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
   for (int lane = 0; lane < lanes; ++lane)
     append_thread_name(out, pid, lane, "executor thread " + std::to_string(lane));
   for (const std::string& device : streams) append_thread_name(out, pid, stream_tid(device), device + " stream");
+  if (all_reduces) append_thread_name(out, pid, all_reduce_tid, "all-reduce");
   for (const ProfileEvent& e : events) {
     append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, e.lane);
+    if (e.op == "AllReduce") append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, all_reduce_tid);
     if (e.device_timed)
       append_complete(out, e, e.device_start_us, e.device_end_us - e.device_start_us, pid, stream_tid(e.device));
   }

@@ -221,6 +221,39 @@ TEST_CASE("the trace of a real run parses and has one complete event per recorde
   CHECK(complete == 6);
 }
 
+TEST_CASE("all-reduces get a track of their own in the trace, besides their executor thread's") {
+  std::vector<ProfileEvent> events(3);
+  events[0].name = "dense/MatMul";
+  events[0].op = "MatMul";
+  events[0].end_us = 1.0;
+  events[1].name = "all_reduce/AllReduce";
+  events[1].op = "AllReduce";
+  events[1].start_us = 1.0;
+  events[1].end_us = 4.0;
+  events[1].lane = 1;
+  events[2].name = "all_reduce/AllReduce_1";
+  events[2].op = "AllReduce";
+  events[2].start_us = 4.0;
+  events[2].end_us = 5.0;
+  nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(events));
+  int track = -1;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name" && e["args"]["name"] == "all-reduce") track = e["tid"].get<int>();
+  REQUIRE(track == 2);  // after the two executor threads
+  std::vector<std::string> on_track;
+  int complete = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++complete;
+    if (e["tid"] == track) on_track.push_back(e["name"].get<std::string>());
+  }
+  CHECK(complete == 5);  // each event on its thread, the two all-reduces again on their track
+  CHECK(on_track == std::vector<std::string>{"all_reduce/AllReduce", "all_reduce/AllReduce_1"});
+  // Without all-reduces, no such track.
+  events.resize(1);
+  CHECK(chrome_trace_json(events).find("all-reduce") == std::string::npos);
+}
+
 namespace {
 // x (fed on the host) -> three Relus on sim:0 -> Scale on the host, profiled: placement adds a copy to sim:0
 // before the Relus and one back to the host after them.
