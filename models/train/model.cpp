@@ -369,7 +369,7 @@ std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> gr
     previous = packed.node;
     std::int64_t at = 0;
     for (std::size_t i = begin; i < end; ++i) {
-      const Shape& shape = g.spec(grads[i]).shape;
+      const Shape shape = g.spec(grads[i]).shape;  // a copy: adding a node may move the graph's nodes
       out[i] =
           g.add("FlatSlice", {packed},
                 Attrs{{"begin", at}, {"shape", std::vector<std::int64_t>(shape.dims().begin(), shape.dims().end())}});
