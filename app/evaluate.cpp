@@ -14,12 +14,13 @@ namespace {
 struct EvaluateFlags {
   std::string run;
   std::string data;
+  std::string weights;
   std::int64_t batch_size = 256;
   bool json = false;
 };
 
 int run_evaluate(const EvaluateFlags& f) {
-  LoadedRun run = load_run(f.run);
+  LoadedRun run = load_run(f.run, 0, 0, f.weights);
   Dataset data;
   std::string source;
   if (f.data.ends_with(".json")) {
@@ -28,7 +29,7 @@ int run_evaluate(const EvaluateFlags& f) {
     c.model_file = (run.dir / "model.json").string();
     c.model_path = "";
     // The config's split decides the rows; the run's own scaling must be used on them.
-    PreparedData raw = prepare_data(c, run.model->net());
+    PreparedData raw = prepare_data(c, run.model->net(), &run.class_names);
     data = raw.test_raw;
     data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
     data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
@@ -45,7 +46,7 @@ int run_evaluate(const EvaluateFlags& f) {
   if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
   MetricValues m = Trainer(*run.model).evaluate(data, f.batch_size);
   if (f.json) {
-    nlohmann::json j = {{"run", f.run}, {"data", source}, {"rows", data.size()}};
+    nlohmann::json j = {{"run", f.run}, {"weights", run.weights.string()}, {"data", source}, {"rows", data.size()}};
     for (const auto& [k, v] : m) j[k] = v;
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -57,6 +58,9 @@ int run_evaluate(const EvaluateFlags& f) {
 void define_flags(CLI::App& cmd, EvaluateFlags& flags) {
   cmd.add_option("--run", flags.run, "Run directory written by train")->required();
   cmd.add_option("--data", flags.data, "Train config (its test split is used) or labelled CSV")->required();
+  cmd.add_option("--weights", flags.weights,
+                 "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "
+                 "default weights.safetensors");
   cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());
   cmd.add_flag("--json", flags.json, "Print the result as JSON");
 }

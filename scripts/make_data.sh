@@ -1,5 +1,5 @@
 #!/bin/sh
-# Regenerates configs/data/{iris,digits,wine,diabetes}.csv from the copies that Debian's python3-sklearn ships.
+# Regenerates configs/data/{iris,iris_species,digits,wine,diabetes}.csv from the copies that Debian's python3-sklearn ships.
 # Run once from the repository root; the output is committed, so neither the build nor the tests need sklearn.
 set -eu
 
@@ -11,6 +11,10 @@ out=configs/data
   echo "sepal_length,sepal_width,petal_length,petal_width,label"
   tail -n +2 "$src/iris.csv" | tr -d '\r'
 } >"$out/iris.csv"
+
+# iris_species.csv: the same rows with the class written as the species' name (configs/iris_species.json).
+awk -F, -v OFS=, 'NR == 1 { $5 = "species"; print; next }
+  { split("setosa versicolor virginica", name, " "); $5 = name[$5 + 1]; print }' "$out/iris.csv" >"$out/iris_species.csv"
 
 # digits.csv.gz has no header: 64 pixel counts (0..16) then the digit.
 {
@@ -34,4 +38,4 @@ out=configs/data
   rm -f /tmp/tctl_diabetes_x.$$ /tmp/tctl_diabetes_y.$$
 } >"$out/diabetes.csv"
 
-wc -l "$out/iris.csv" "$out/digits.csv" "$out/wine.csv" "$out/diabetes.csv"
+wc -l "$out/iris.csv" "$out/iris_species.csv" "$out/digits.csv" "$out/wine.csv" "$out/diabetes.csv"

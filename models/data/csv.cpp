@@ -1,12 +1,11 @@
 #include "models/data/csv.h"
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <string_view>
+#include <limits>
 #include <unordered_set>
 
 #include "core/errors.h"
@@ -17,44 +16,116 @@ namespace {
 
 std::string line_where(std::int64_t line) { return "line " + std::to_string(line); }
 
+bool is_space(char c) { return c == ' ' || c == '\t'; }
+
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  if (s.size() >= 2 && s.front() == '"' && s.back() == '"') s = s.substr(1, s.size() - 2);
+  while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
   return s;
 }
 
-// Splits one line on commas. Always yields at least one cell, so "a,b," is three cells, the last empty:
-// a trailing comma is reported as an empty cell rather than silently dropped.
-std::vector<std::string_view> split_cells(std::string_view line) {
-  std::vector<std::string_view> cells;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = line.find(',', start);
-    if (comma == std::string_view::npos) {
-      cells.push_back(trim(line.substr(start)));
-      return cells;
+// Splits the text into records (RFC 4180): cells separated by commas, records by line ends, a cell in double
+// quotes may hold both and doubles its quotes. Keeps the line count, which quoted line breaks advance.
+class Tokenizer {
+ public:
+  Tokenizer(std::string_view text, const std::string& path) : text_(text), path_(path) {}
+
+  // Reads the next record into `cells` (reusing their storage); false at the end of the text. `blank` is set
+  // when the record is one empty, unquoted cell: a line holding nothing but spaces.
+  bool next(std::vector<std::string>& cells, bool& blank) {
+    if (pos_ >= text_.size()) return false;
+    record_line_ = line_;
+    std::size_t count = 0;
+    blank = true;
+    while (true) {
+      if (count == cells.size()) cells.emplace_back();
+      std::string& cell = cells[count++];
+      cell.clear();
+      while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+      if (pos_ < text_.size() && text_[pos_] == '"') {
+        read_quoted(cell, count);
+        blank = false;
+      } else {
+        const std::size_t start = pos_;
+        while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n') ++pos_;
+        std::string_view raw = text_.substr(start, pos_ - start);
+        if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+        cell.assign(trim(raw));
+        if (!cell.empty()) blank = false;
+      }
+      if (pos_ >= text_.size()) break;
+      if (text_[pos_] == ',') {
+        ++pos_;
+        blank = false;
+        continue;
+      }
+      ++pos_;  // the '\n'
+      ++line_;
+      break;
     }
-    cells.push_back(trim(line.substr(start, comma - start)));
-    start = comma + 1;
+    cells.resize(count);
+    return true;
   }
+
+  std::int64_t record_line() const { return record_line_; }
+
+ private:
+  // The cell starting at the opening quote at pos_; leaves pos_ at the ',' or line end after it.
+  void read_quoted(std::string& cell, std::size_t number) {
+    const std::int64_t opened = line_;
+    ++pos_;
+    while (true) {
+      if (pos_ >= text_.size())
+        throw SpecError(path_, line_where(opened),
+                        "cell " + std::to_string(number) + ": the quote opened here never closes");
+      const char c = text_[pos_++];
+      if (c == '"') {
+        if (pos_ < text_.size() && text_[pos_] == '"') {
+          cell += '"';
+          ++pos_;
+          continue;
+        }
+        break;
+      }
+      if (c == '\n') ++line_;
+      cell += c;
+    }
+    while (pos_ < text_.size() && is_space(text_[pos_])) ++pos_;
+    if (pos_ < text_.size() && text_[pos_] == '\r' && (pos_ + 1 == text_.size() || text_[pos_ + 1] == '\n')) ++pos_;
+    if (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != '\n')
+      throw SpecError(path_, line_where(line_),
+                      "cell " + std::to_string(number) +
+                          ": text after the closing quote (a quote inside a quoted cell is written twice: \"\")");
+  }
+
+  std::string_view text_;
+  const std::string& path_;
+  std::size_t pos_ = 0;
+  std::int64_t line_ = 1;
+  std::int64_t record_line_ = 1;
+};
+
+// The cell as a finite float; false when it is not one (out of float range included).
+bool parse_number(std::string_view text, float& value, bool& out_of_range) {
+  text = trim(text);
+  out_of_range = false;
+  // from_chars rejects a leading '+', which spreadsheets do write.
+  if (text.size() > 1 && text.front() == '+' && text[1] != '-') text.remove_prefix(1);
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  out_of_range = ec == std::errc::result_out_of_range;
+  // NaN and infinity parse fine but would poison every statistic computed from the column.
+  return ec == std::errc() && end == text.data() + text.size() && std::isfinite(value);
 }
 
-float parse_cell(std::string_view text, const std::string& path, std::int64_t line, const std::string& column) {
+float parse_cell(const std::string& text, const std::string& path, std::int64_t line, const std::string& column) {
   if (text.empty()) throw SpecError(path, line_where(line), "column \"" + column + "\": empty cell");
-  std::string_view digits = text;
-  // from_chars rejects a leading '+', which spreadsheets do write.
-  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-') digits.remove_prefix(1);
   float value = 0.0f;
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec == std::errc::result_out_of_range)
-    throw SpecError(path, line_where(line),
-                    "column \"" + column + "\": \"" + std::string(text) + "\" is out of range for float32");
-  // NaN and infinity parse fine but would poison every statistic computed from the column.
-  if (ec != std::errc() || end != digits.data() + digits.size() || !std::isfinite(value))
-    throw SpecError(path, line_where(line),
-                    "column \"" + column + "\": expected a finite number, got \"" + std::string(text) + "\"");
-  return value;
+  bool out_of_range = false;
+  if (parse_number(text, value, out_of_range)) return value;
+  if (out_of_range)
+    throw SpecError(path, line_where(line), "column \"" + column + "\": \"" + text + "\" is out of range for float32");
+  throw SpecError(path, line_where(line), "column \"" + column + "\": expected a finite number, got \"" + text + "\"");
 }
 
 }  // namespace
@@ -65,7 +136,7 @@ int CsvTable::column_index(const std::string& name) const {
   return -1;
 }
 
-CsvTable read_csv(const std::string& path) {
+CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError. With the
   // error_code overload, a name the file system refuses (too long, a loop of links, no permission) is reported
   // with its reason; the throwing overloads let std::filesystem::filesystem_error escape.
@@ -81,52 +152,91 @@ CsvTable read_csv(const std::string& path) {
   // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
   std::string_view rest = text;
   if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);
-
-  // Lines are collected first so that blank lines can be told apart: trailing ones are fine, a blank line
-  // followed by more data is a broken file.
-  std::vector<std::string_view> lines;
-  while (!rest.empty()) {
-    std::size_t nl = rest.find('\n');
-    std::string_view line = rest.substr(0, nl);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back(line);
-    if (nl == std::string_view::npos) break;
-    rest.remove_prefix(nl + 1);
-  }
-  auto is_blank = [](std::string_view l) { return l.find_first_not_of(" \t") == std::string_view::npos; };
-  while (!lines.empty() && is_blank(lines.back())) lines.pop_back();
-  if (lines.empty()) throw SpecError(path, line_where(1), "empty file: expected a header row of column names");
+  Tokenizer records(rest, path);
+  std::vector<std::string> cells;
+  bool blank = false;
+  // Blank lines at the end are fine; a blank line followed by more data is a broken file.
+  auto next_record = [&] {
+    std::int64_t first_blank = 0;
+    while (records.next(cells, blank)) {
+      if (!blank) {
+        if (first_blank != 0) throw SpecError(path, line_where(first_blank), "blank line before the end of the data");
+        return true;
+      }
+      if (first_blank == 0) first_blank = records.record_line();
+    }
+    return false;
+  };
 
   CsvTable table;
-  std::unordered_set<std::string> seen;
-  for (std::string_view name : split_cells(lines[0])) {
-    std::string column(name);
-    if (column.empty())
-      throw SpecError(path, line_where(1),
-                      "empty name for column " + std::to_string(table.columns.size() + 1) + " in the header row");
-    if (!seen.insert(column).second)
-      throw SpecError(path, line_where(1), "column name \"" + column + "\" appears twice in the header row");
-    table.columns.push_back(std::move(column));
+  if (!next_record()) {
+    throw SpecError(
+        path, line_where(1),
+        options.header ? "empty file: expected a header row of column names" : "empty file: expected rows of cells");
   }
-  if (lines.size() == 1) throw SpecError(path, line_where(2), "no data rows after the header");
+  bool have_row = !options.header;
+  if (options.header) {
+    std::unordered_set<std::string> seen;
+    for (std::string& column : cells) {
+      if (column.empty())
+        throw SpecError(path, line_where(1),
+                        "empty name for column " + std::to_string(table.columns.size() + 1) + " in the header row");
+      if (!seen.insert(column).second)
+        throw SpecError(path, line_where(1), "column name \"" + column + "\" appears twice in the header row");
+      table.columns.push_back(std::move(column));
+    }
+    if (!next_record()) throw SpecError(path, line_where(records.record_line() + 1), "no data rows after the header");
+    have_row = true;
+  } else {
+    for (std::size_t c = 0; c < cells.size(); ++c) table.columns.push_back(std::to_string(c + 1));
+  }
 
   const std::size_t width = table.columns.size();
-  // Every cell is at least one character and a separator, so the file holds at most about half its size in
-  // cells: a wide header over many short rows must not reserve rows x columns before the first row is read.
-  table.values.reserve(std::min((lines.size() - 1) * width, text.size() / 2 + 1));
-  table.row_lines.reserve(lines.size() - 1);
-  for (std::size_t i = 1; i < lines.size(); ++i) {
-    const auto line = static_cast<std::int64_t>(i + 1);
-    if (is_blank(lines[i])) throw SpecError(path, line_where(line), "blank line before the end of the data");
-    std::vector<std::string_view> cells = split_cells(lines[i]);
+  enum class Kind { kNumber, kText, kSkipped };
+  std::vector<Kind> kinds(width, options.number_columns.empty() ? Kind::kNumber : Kind::kSkipped);
+  for (const auto& name : options.number_columns)
+    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = Kind::kNumber;
+  for (const auto& name : options.text_columns)
+    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = Kind::kText;
+  table.text.resize(width);
+  while (have_row) {
+    const std::int64_t line = records.record_line();
     if (cells.size() != width)
       throw SpecError(path, line_where(line),
                       "expected " + std::to_string(width) + " cells, got " + std::to_string(cells.size()));
-    for (std::size_t c = 0; c < width; ++c) table.values.push_back(parse_cell(cells[c], path, line, table.columns[c]));
+    for (std::size_t c = 0; c < width; ++c) {
+      if (kinds[c] == Kind::kNumber) {
+        table.values.push_back(parse_cell(cells[c], path, line, table.columns[c]));
+        continue;
+      }
+      if (kinds[c] == Kind::kSkipped) {
+        table.values.push_back(std::numeric_limits<float>::quiet_NaN());
+        continue;
+      }
+      float value = 0.0f;
+      bool out_of_range = false;
+      table.values.push_back(parse_number(cells[c], value, out_of_range) ? value
+                                                                         : std::numeric_limits<float>::quiet_NaN());
+      table.text[c].push_back(std::move(cells[c]));
+    }
     table.row_lines.push_back(line);
+    have_row = next_record();
   }
   table.rows = static_cast<std::int64_t>(table.row_lines.size());
   return table;
+}
+
+std::string csv_field(std::string_view cell) {
+  const bool plain = cell.find_first_of(",\"\r\n") == std::string_view::npos &&
+                     (cell.empty() || (!is_space(cell.front()) && !is_space(cell.back())));
+  if (plain) return std::string(cell);
+  std::string out = "\"";
+  for (char c : cell) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
 }
 
 }  // namespace tctl

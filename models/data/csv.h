@@ -1,27 +1,44 @@
-// CSV reader for numeric tables: data sets, prediction inputs.
+// CSV reader for data tables: data sets, prediction inputs.
 //
-// The format is the plain one: a header row of column names, then one row per sample, cells separated by
-// commas, every cell a number. Quoting with embedded commas is not supported (cells are numbers); a pair of
-// double quotes around a whole cell or name is removed. Spaces and tabs around a cell are ignored. Lines may
-// end in "\n" or "\r\n", the last line may lack its newline, and blank lines at the end are skipped.
+// The format is RFC 4180's: a header row of column names (unless the caller says there is none), then one
+// row per sample, cells separated by commas. A cell in double quotes may hold commas, line breaks and quotes
+// (written twice: "say ""hi"""). Spaces and tabs around a cell are ignored. Lines may end in "\n" or "\r\n",
+// the last line may lack its newline, and blank lines at the end are skipped. Cells are numbers, except in
+// the columns the caller names as text (class names, identifiers to pass through).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tctl {
 
+struct CsvOptions {
+  // False: the file has no header row; its columns are named by position, "1", "2", ... (the first is "1",
+  // as in awk and in our messages).
+  bool header = true;
+  // Columns whose cells may be any text (an empty cell included); their text is kept in CsvTable::text.
+  // Names that are not columns of the file are ignored: the caller checks what it needs.
+  std::vector<std::string> text_columns;
+  // When not empty, only these columns (and the text columns) are read; the cells of any other column are not
+  // checked, and are NaN in CsvTable::values. Empty: every column that is not text must hold numbers.
+  std::vector<std::string> number_columns;
+};
+
 // A parsed CSV file. Plain value; copy and move freely.
 struct CsvTable {
-  // Column names from the header row, in file order; unique and non-empty.
+  // Column names from the header row (or "1".."N"), in file order; unique and non-empty.
   std::vector<std::string> columns;
-  // rows * columns.size() cells, row-major: cell (r, c) is values[r * columns.size() + c].
+  // rows * columns.size() cells, row-major: cell (r, c) is values[r * columns.size() + c]. In a text column a
+  // cell that is not a finite number is NaN here.
   std::vector<float> values;
+  // For each column, its cells as written (quotes removed) when it is a text column; empty otherwise.
+  std::vector<std::vector<std::string>> text;
   // Number of data rows (the header is not counted); at least 1.
   std::int64_t rows = 0;
-  // The 1-based line in the file each data row came from (size `rows`), so callers that check values
-  // later can still point at "line N".
+  // The 1-based line in the file each data row starts on (size `rows`), so callers that check values later
+  // can still point at "line N".
   std::vector<std::int64_t> row_lines;
 
   // Position of the column called `name` in `columns`, or -1 when there is none.
@@ -29,6 +46,11 @@ struct CsvTable {
   // The value at data row `row`, column `column`.
   float at(std::int64_t row, int column) const {
     return values[static_cast<std::size_t>(row) * columns.size() + static_cast<std::size_t>(column)];
+  }
+  bool is_text(int column) const { return !text[static_cast<std::size_t>(column)].empty(); }
+  // The text of a cell in a text column.
+  const std::string& text_at(std::int64_t row, int column) const {
+    return text[static_cast<std::size_t>(column)][static_cast<std::size_t>(row)];
   }
 };
 
@@ -38,8 +60,13 @@ struct CsvTable {
 // Throws SpecError with file = `path` and where = "line N" (1-based line in the file) for a user's mistake:
 //   the file cannot be opened ("cannot open file: No such file or directory"; where is empty), the file is empty or
 //   holds only a header, an empty or repeated column name, a row with the wrong number of cells ("expected 5 cells, got
-//   4"), an empty cell, or a cell that is not a finite number (the message names the column and quotes the text).
+//   4"), a quoted cell that never closes or is followed by more text, an empty cell, or a cell that is not a finite
+//   number (the message names the column and quotes the text).
 // Throws RuntimeError when reading fails part-way. Thread-safe: touches no shared state.
-CsvTable read_csv(const std::string& path);
+CsvTable read_csv(const std::string& path, const CsvOptions& options = {});
+
+// `cell` as one CSV field: unchanged when it can be written plainly, else in double quotes with its quotes
+// doubled (when it holds a comma, a quote, a line break, or spaces at either end, which the reader trims).
+std::string csv_field(std::string_view cell);
 
 }  // namespace tctl

@@ -52,7 +52,97 @@ std::string data_dir() {
   return TENSORCTL_DATA_DIR;
 }
 
-Dataset dataset_from_table(const CsvTable& table, const std::string& path, int label, bool classification) {
+// Class labels as numbers: integers in 0..kMaxClasses-1.
+void numeric_labels(const CsvTable& table, const std::string& path, int label, Dataset& data) {
+  auto* y = data.y.mutable_data<std::int32_t>();
+  std::int32_t largest = 0;
+  for (std::int64_t r = 0; r < table.rows; ++r) {
+    const float v = table.at(r, label);
+    // The upper bound also stops a regression target mistaken for a label from sizing a huge one-hot layer.
+    if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
+      throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      "column \"" + table.columns[static_cast<std::size_t>(label)] +
+                          "\": class labels must be integers in 0.." + std::to_string(kMaxClasses - 1) + ", got " +
+                          (std::isnan(v) ? "\"" + table.text_at(r, label) + "\"" : format_float(v)));
+    y[r] = static_cast<std::int32_t>(v);
+    largest = std::max(largest, y[r]);
+  }
+  data.num_classes = largest + 1;
+}
+
+// Class labels as names: the given classes, or the sorted distinct names of the rows.
+void named_labels(const CsvTable& table, const std::string& path, int label, const std::vector<std::string>& known,
+                  Dataset& data) {
+  const std::string& column = table.columns[static_cast<std::size_t>(label)];
+  auto where = [&](std::int64_t r) { return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]); };
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    if (table.text_at(r, label).empty())
+      throw SpecError(path, where(r), "column \"" + column + "\": empty class label");
+  std::vector<std::string> names = known;
+  if (names.empty()) {
+    names = table.text[static_cast<std::size_t>(label)];
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    if (names.size() > static_cast<std::size_t>(kMaxClasses))
+      throw SpecError(path, where(0),
+                      "column \"" + column + "\" holds " + std::to_string(names.size()) +
+                          " distinct class names; at most " + std::to_string(kMaxClasses) + " are allowed");
+  }
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<std::int32_t> position(names.size());
+  for (std::size_t i = 0; i < names.size(); ++i)
+    position[static_cast<std::size_t>(std::lower_bound(sorted.begin(), sorted.end(), names[i]) - sorted.begin())] =
+        static_cast<std::int32_t>(i);
+  auto* y = data.y.mutable_data<std::int32_t>();
+  for (std::int64_t r = 0; r < table.rows; ++r) {
+    const std::string& name = table.text_at(r, label);
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), name);
+    if (it == sorted.end() || *it != name)
+      throw SpecError(
+          path, where(r),
+          "column \"" + column + "\": \"" + name + "\" is not one of the run's classes (" + join(names) + ")");
+    y[r] = position[static_cast<std::size_t>(it - sorted.begin())];
+  }
+  data.num_classes = static_cast<int>(names.size());
+  data.class_names = std::move(names);
+}
+
+}  // namespace
+
+void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
+                const CsvDataOptions& options) {
+  const std::int64_t n = table.rows;
+  if (!classification) {
+    data.num_classes = 0;
+    data.class_names.clear();
+    data.y = Tensor::empty(DType::kF32, Shape{n, 1});
+    float* y = data.y.mutable_data<float>();
+    for (std::int64_t r = 0; r < n; ++r) {
+      y[r] = table.at(r, label);
+      // Only a column read as text holds NaN.
+      if (std::isnan(y[r]))
+        throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                        "column \"" + table.columns[static_cast<std::size_t>(label)] +
+                            "\": expected a finite number, got \"" + table.text_at(r, label) + "\"");
+    }
+    return;
+  }
+  data.y = Tensor::empty(DType::kI32, Shape{n});
+  bool all_numbers = true;
+  for (std::int64_t r = 0; r < n && all_numbers; ++r) all_numbers = !std::isnan(table.at(r, label));
+  if (options.named_labels && (!options.classes.empty() || !all_numbers)) {
+    named_labels(table, path, label, options.classes, data);
+  } else {
+    data.class_names.clear();
+    numeric_labels(table, path, label, data);
+  }
+}
+
+namespace {
+
+Dataset dataset_from_table(const CsvTable& table, const std::string& path, int label, bool classification,
+                           const CsvDataOptions& options = {}) {
   const std::int64_t n = table.rows;
   const auto width = static_cast<int>(table.columns.size());
   const std::int64_t features = width - 1;
@@ -67,29 +157,7 @@ Dataset dataset_from_table(const CsvTable& table, const std::string& path, int l
   for (std::int64_t r = 0; r < n; ++r)
     for (int c = 0; c < width; ++c)
       if (c != label) *x++ = table.at(r, c);
-
-  if (!classification) {
-    data.y = Tensor::empty(DType::kF32, Shape{n, 1});
-    float* y = data.y.mutable_data<float>();
-    for (std::int64_t r = 0; r < n; ++r) y[r] = table.at(r, label);
-    return data;
-  }
-
-  data.y = Tensor::empty(DType::kI32, Shape{n});
-  auto* y = data.y.mutable_data<std::int32_t>();
-  std::int32_t largest = 0;
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float v = table.at(r, label);
-    // The upper bound also stops a regression target mistaken for a label from sizing a huge one-hot layer.
-    if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
-      throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
-                      "column \"" + table.columns[static_cast<std::size_t>(label)] +
-                          "\": class labels must be integers in 0.." + std::to_string(kMaxClasses - 1) + ", got " +
-                          format_float(v));
-    y[r] = static_cast<std::int32_t>(v);
-    largest = std::max(largest, y[r]);
-  }
-  data.num_classes = largest + 1;
+  set_labels(data, table, path, label, classification, options);
   return data;
 }
 
@@ -174,7 +242,7 @@ Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::str
   if (!std::filesystem::exists(path))
     throw RuntimeError("built-in dataset \"" + name + "\" not found at " + path +
                        " (set TENSORCTL_DATA_DIR to the folder holding " + name + ".csv)");
-  CsvTable table = read_csv(path);
+  CsvTable table = read_csv(path, CsvOptions{.header = true, .text_columns = {"label"}, .number_columns = {}});
   const int label = table.column_index("label");
   if (label < 0) throw RuntimeError(path + ": built-in dataset has no \"label\" column");
   Dataset data = dataset_from_table(table, path, label, true);
@@ -183,8 +251,11 @@ Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::str
 }
 
 Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,
-                         const std::string& file_for_errors, const std::string& where) {
-  CsvTable table = read_csv(path);
+                         const std::string& file_for_errors, const std::string& where, const CsvDataOptions& options) {
+  CsvOptions csv{.header = options.header, .text_columns = {}, .number_columns = {}};
+  // Labels are read as text so that names are possible; a regression target must be a number.
+  if (classification) csv.text_columns.push_back(label_column);
+  CsvTable table = read_csv(path, csv);
   const int label = table.column_index(label_column);
   if (label < 0)
     throw SpecError(file_for_errors, where,
@@ -192,7 +263,7 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
   if (table.columns.size() < 2)
     throw SpecError(file_for_errors, where,
                     path + " has only the label column \"" + label_column + "\"; no features are left");
-  return dataset_from_table(table, path, label, classification);
+  return dataset_from_table(table, path, label, classification, options);
 }
 
 Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
@@ -203,6 +274,7 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   out.x = gather_rows(data.x, rows, x);
   if (data.y.defined()) out.y = gather_rows(data.y, rows, y);
   out.num_classes = data.num_classes;
+  out.class_names = data.class_names;
   out.feature_names = data.feature_names;
   out.name = data.name;
   return out;

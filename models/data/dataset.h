@@ -23,6 +23,9 @@ struct Dataset {
   int num_classes = 0;                     // 0 means regression.
   std::vector<std::string> feature_names;  // F names, the CSV column names for file data.
   std::string name;                        // "digits", "iris", "spirals", or the CSV file's stem.
+  // The classes' names when the labels were written as names (label i is class_names[i]); empty when they were
+  // the numbers 0..num_classes-1.
+  std::vector<std::string> class_names;
 
   // N, the number of samples; 0 for a default-constructed Dataset.
   std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }
@@ -47,15 +50,35 @@ std::vector<std::string> builtin_dataset_names();
 Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::string& file_for_errors,
                      const std::string& where);
 
+// How load_csv_dataset reads a file and its labels.
+struct CsvDataOptions {
+  bool header = true;  // false: no header row, columns named "1", "2", ... (models/data/csv.h)
+  // Labels may be names. Off for a trained run whose classes were numbers.
+  bool named_labels = true;
+  // A trained run's class names: each label must be one of them, and is its position. Empty: names (when
+  // the labels are not all numbers) become the sorted distinct names in the file.
+  std::vector<std::string> classes;
+};
+
 // Loads a CSV file (see models/data/csv.h) as a data set: `label_column` is the target, every other column a
 // feature, in file order.
-//   classification: labels must be non-negative integers below 100000 (SpecError naming `path` and the CSV
-//                   line otherwise); y is i32 [N] and num_classes = largest label + 1.
+//   classification: labels that are all numbers must be integers in 0..99999 (SpecError naming `path` and the
+//                   CSV line otherwise); y is i32 [N] and num_classes = largest label + 1. Labels that are names
+//                   (any cell not a number, or options.classes given) give class_names: the sorted distinct
+//                   names of the file's rows (byte order), or options.classes; y is each row's position there.
 //   regression:     y is f32 [N, 1] and num_classes = 0.
 // Throws SpecError(file_for_errors, where, ...) when there is no column called `label_column` (the message
-// lists the columns) or no column is left for features; SpecError(path, "line N", ...) from read_csv.
+// lists the columns) or no column is left for features; SpecError(path, "line N", ...) from read_csv, and for
+// an empty label or a name that is not one of options.classes.
 Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,
-                         const std::string& file_for_errors, const std::string& where);
+                         const std::string& file_for_errors, const std::string& where,
+                         const CsvDataOptions& options = {});
+
+// Sets data.y, num_classes and class_names from column `label` of `table` as load_csv_dataset does (for
+// classification the column must have been read as text). Throws SpecError naming `path` and the line.
+struct CsvTable;
+void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
+                const CsvDataOptions& options);
 
 // A new Dataset holding the given rows of `data`, in the order given (rows may repeat). Copies the data, so
 // the result owns fresh buffers. Every index must lie in [0, data.size()) (checked, aborts otherwise).

@@ -20,6 +20,7 @@ nlohmann::json DataConfig::to_json() const {
   if (!csv.empty()) {
     j["csv"] = csv;
     j["label"] = label;
+    if (!header) j["header"] = false;
   }
   j["test_split"] = test_split;
   j["validation_split"] = validation_split;
@@ -163,6 +164,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       d.csv = resolved(r.string("csv"), rules);
       if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
       d.label = r.string("label", "label");
+      d.header = r.boolean("header", true);
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);

@@ -20,6 +20,7 @@ struct DataConfig {
   std::string dataset;  // built-in name, or empty when `csv` is set
   std::string csv;      // resolved path of a CSV file
   std::string label = "label";
+  bool header = true;  // false: the CSV has no header row; columns are named "1", "2", ...
   double test_split = 0.2;
   double validation_split = 0.1;
   bool shuffle = true;

@@ -77,6 +77,11 @@ void save_training_checkpoint(const std::filesystem::path& path, const Model& mo
                     {"config", state.config.dump()}});
 }
 
+bool is_training_checkpoint(const SafetensorsFile& file) {
+  auto it = file.metadata.find("format");
+  return it != file.metadata.end() && it->second == kFormat;
+}
+
 TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file) {
   const std::string name = path.string();
   file = load_safetensors(path);

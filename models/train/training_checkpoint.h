@@ -34,6 +34,9 @@ std::vector<NamedTensor> checkpoint_tensors(const Model& model);
 void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
                               const std::vector<NamedTensor>& extra);
 
+// Whether `file` was written by save_training_checkpoint (its metadata says so).
+bool is_training_checkpoint(const SafetensorsFile& file);
+
 // Reads a checkpoint's tensors into `file` and returns its training state, touching no model. A file that is
 // not a tensorctl training checkpoint, or a damaged or truncated one, is a SpecError naming it, never a crash.
 TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file);

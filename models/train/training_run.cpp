@@ -78,16 +78,20 @@ std::string history_csv(const std::vector<EpochResult>& history) {
   return out;
 }
 
-std::string dataset_csv(const Dataset& d, const std::string& label) {
+// The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
+std::string dataset_csv(const Dataset& d, const std::string& label, bool header) {
   std::string out;
-  for (const auto& f : d.feature_names) out += f + ",";
-  out += label + "\n";
+  if (header) {
+    for (const auto& f : d.feature_names) out += csv_field(f) + ",";
+    out += csv_field(label) + "\n";
+  }
   const std::int64_t f = d.num_features();
   const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
   for (std::int64_t r = 0; r < d.size(); ++r) {
     for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
     if (d.num_classes > 0) {
-      out += std::to_string(d.y.data<std::int32_t>()[r]);
+      const std::int32_t y = d.y.data<std::int32_t>()[r];
+      out += d.class_names.empty() ? std::to_string(y) : csv_field(d.class_names[static_cast<std::size_t>(y)]);
     } else {
       for (std::int64_t j = 0; j < targets; ++j)
         out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
@@ -111,9 +115,9 @@ std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_s
 // Throws a SpecError naming the CSV line of the first label that the model's `outputs` cannot represent.
 // Only called once a label is known to be out of range: it reads the file again to find the line, which the
 // Dataset no longer knows.
-void check_csv_labels(const std::string& csv_path, const std::string& label, std::int64_t outputs,
+void check_csv_labels(const std::string& csv_path, bool header, const std::string& label, std::int64_t outputs,
                       const std::string& model_place) {
-  CsvTable table = read_csv(csv_path);
+  CsvTable table = read_csv(csv_path, CsvOptions{.header = header, .text_columns = {}, .number_columns = {}});
   const int col = table.column_index(label);
   if (col < 0) return;
   for (std::int64_t r = 0; r < table.rows; ++r) {
@@ -227,10 +231,16 @@ void check_finite(const SafetensorsFile& file, const std::filesystem::path& path
 
 }  // namespace
 
-PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
   const bool classification = loss_is_classification(c.loss);
-  Dataset data = c.data.csv.empty() ? load_builtin(c.data.dataset, c.seed, c.file, "data")
-                                    : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv");
+  CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}};
+  if (run_classes != nullptr) {
+    options.named_labels = !run_classes->empty();
+    options.classes = *run_classes;
+  }
+  Dataset data = c.data.csv.empty()
+                     ? load_builtin(c.data.dataset, c.seed, c.file, "data")
+                     : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
   const std::string where = c.data.csv.empty() ? "data" : "data.csv";
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
     // Binary cross-entropy takes 0/1 labels as float targets, one column.
@@ -255,7 +265,11 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net) {
   const std::int64_t outputs = net.output_shape().num_elements();
   if (classification && data.num_classes > outputs) {
     const std::string last = model_place(c, last_layer_key(net));
-    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.label, outputs, last);
+    if (!data.class_names.empty())
+      throw SpecError(c.file, where,
+                      fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
+                                  data_source(c), data.num_classes, join(data.class_names), last, outputs));
+    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
     throw SpecError(c.file, where,
                     fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
                                 data_source(c), data.num_classes - 1, last, outputs));
@@ -445,7 +459,8 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"data",
            {{"feature_names", data.test_raw.feature_names},
             {"label", c.data.label},
-            {"num_classes", data.test_raw.num_classes}}},
+            {"num_classes", data.test_raw.num_classes},
+            {"classes", data.test_raw.class_names}}},
           {"preprocessing",
            {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
           {"config", c.to_json()},
@@ -474,7 +489,7 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   save_safetensors(dir / "weights.safetensors", variable_values(net.variables()),
                    {{"format", "tensorctl"}, {"model", net.name()}});
   write_file_atomic(dir / "history.csv", history_csv(out.history));
-  write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label));
+  write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label, c.data.header));
   write_file_atomic(dir / "summary.json", out.summary.dump(2) + "\n");
 }
 
@@ -555,24 +570,46 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   return out;
 }
 
-LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads) {
-  const std::string d = dir.string();
-  std::error_code ec;
-  for (const char* name : {"model.json", "summary.json", "weights.safetensors"})
-    if (!std::filesystem::exists(dir / name, ec))
-      throw SpecError(d, "", std::string("not a run directory: ") + name + " is missing");
-  LoadedRun run;
-  run.dir = dir;
-  const std::string summary_file = (dir / "summary.json").string();
+namespace {
+
+// What an interrupted run (model.json and checkpoint.safetensors, no summary yet) needs besides its weights:
+// the config from the checkpoint, and the data's scaling, names and classes recomputed from the training data
+// exactly as the run computed them.
+void load_interrupted_run(LoadedRun& run, const std::filesystem::path& checkpoint) {
+  SafetensorsFile file;
+  const TrainingState state = read_training_checkpoint(checkpoint, file);
+  run.config = TrainConfig::from_json(state.config, checkpoint.string(), "config", ConfigOrigin::kRunRecord);
+  run.config.model_file = (run.dir / "model.json").string();
+  run.config.model_spec = parse_json_file(run.config.model_file);
+  run.config.model_path = "";
+  const Sequential net = Sequential::from_json(run.config.model_spec, run.config.model_file, "", run.config.seed,
+                                               run.config.optimizer.locking);
+  PreparedData data;
+  try {
+    data = prepare_data(run.config, net);
+  } catch (const SpecError& e) {
+    throw SpecError(run.dir.string(), "",
+                    std::string("an interrupted run (no summary.json yet) needs its training data to recompute its "
+                                "input scaling: ") +
+                        e.what());
+  }
+  run.standardized = data.standardized;
+  run.standardizer = data.standardizer;
+  run.feature_names = data.test_raw.feature_names;
+  run.label = run.config.data.label;
+  run.num_classes = data.test_raw.num_classes;
+  run.class_names = data.test_raw.class_names;
+}
+
+void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   run.summary = parse_json_file(summary_file);
   if (!run.summary.is_object() || !run.summary.contains("config"))
     throw SpecError(summary_file, "", "damaged run summary: it records no config");
   run.config = TrainConfig::from_json(run.summary.at("config"), summary_file, "config", ConfigOrigin::kRunRecord);
   // The model as the run built it, whose variables the weights are.
-  run.config.model_file = (dir / "model.json").string();
+  run.config.model_file = (run.dir / "model.json").string();
   run.config.model_spec = parse_json_file(run.config.model_file);
   run.config.model_path = "";
-  run.config.output = d;
   try {
     const auto& pre = run.summary.at("preprocessing");
     run.standardized = pre.at("standardize").get<bool>();
@@ -582,9 +619,49 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
     run.feature_names = info.at("feature_names").get<std::vector<std::string>>();
     run.label = info.at("label").get<std::string>();
     run.num_classes = info.at("num_classes").get<int>();
+    // Runs from before class names had no "classes".
+    run.class_names = info.value("classes", std::vector<std::string>{});
+    if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
+      throw SpecError(summary_file, "data.classes", "damaged run summary: the class names do not match num_classes");
   } catch (const nlohmann::json::exception& e) {
     throw SpecError(summary_file, "", std::string("damaged run summary: ") + e.what());
   }
+}
+
+}  // namespace
+
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads,
+                   const std::string& weights) {
+  const std::string d = dir.string();
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) throw SpecError(d, "", "no such run directory");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw SpecError(d, "", "not a run directory: expected the directory that train wrote");
+  if (!std::filesystem::exists(dir / "model.json", ec))
+    throw SpecError(d, "", "not a run directory: model.json is missing");
+  const bool finished = std::filesystem::exists(dir / "summary.json", ec);
+  const bool checkpointed = std::filesystem::exists(dir / "checkpoint.safetensors", ec);
+  if (!finished && !checkpointed)
+    throw SpecError(d, "",
+                    "not a run directory: summary.json (a finished run) and checkpoint.safetensors (an interrupted "
+                    "one) are both missing");
+  std::filesystem::path weights_path = dir / (finished ? "weights.safetensors" : "checkpoint.safetensors");
+  if (!weights.empty())
+    weights_path = std::filesystem::path(weights).is_absolute() ? std::filesystem::path(weights) : dir / weights;
+  if (!std::filesystem::exists(weights_path, ec))
+    throw SpecError(weights_path.string(), "",
+                    weights.empty() ? "not a run directory: weights.safetensors is missing (give --weights to use "
+                                      "another file of the run, such as checkpoint.safetensors)"
+                                    : "cannot open file: No such file or directory (--weights is relative to the run "
+                                      "directory)");
+
+  LoadedRun run;
+  run.dir = dir;
+  if (finished)
+    load_finished_run(run, (dir / "summary.json").string());
+  else
+    load_interrupted_run(run, dir / "checkpoint.safetensors");
+  run.config.output = d;
   run.config.inter_op_threads = inter_op_threads;
   run.config.intra_op_threads = intra_op_threads;
   // Predicting and evaluating need one replica, on the device the first replica trained on.
@@ -594,29 +671,63 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   run.model = build_model(one);
   const auto& net = run.model->net();
   if (run.standardized && run.standardizer.mean.size() != static_cast<std::size_t>(net.input_shape().num_elements()))
-    throw SpecError(summary_file, "preprocessing", "the scaling does not match the model's input_shape");
+    throw SpecError(d, "preprocessing", "the scaling does not match the model's input_shape");
 
-  const std::filesystem::path weights_path = dir / "weights.safetensors";
-  SafetensorsFile weights = load_safetensors(weights_path);
-  check_against(weights, variable_values(net.variables()), weights_path.string());
-  check_finite(weights, weights_path);
-  assign_from(weights, net.variables());
+  SafetensorsFile file = load_safetensors(weights_path);
+  // A training checkpoint also holds the optimizer's state and the callbacks' tensors: only the weights count.
+  if (is_training_checkpoint(file)) {
+    std::vector<NamedTensor> kept;
+    for (const auto& v : net.variables())
+      if (const Tensor* t = file.find(v->name())) kept.push_back({v->name(), *t});
+    file.tensors = std::move(kept);
+  }
+  check_against(file, variable_values(net.variables()), weights_path.string());
+  check_finite(file, weights_path);
+  assign_from(file, net.variables());
+  run.weights = weights_path;
   return run;
 }
 
-RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
-  CsvTable table = read_csv(csv_path);
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
+                        const std::vector<std::string>& keep_columns) {
+  const bool header = run.config.data.header;
+  CsvOptions options{.header = header, .text_columns = keep_columns, .number_columns = {}};
+  if (run.num_classes > 0) options.text_columns.push_back(run.label);
+  // Other columns of a file with a header are none of our business; a headerless file's are all features.
+  if (header) {
+    options.number_columns = run.feature_names;
+    options.number_columns.push_back(run.label);
+  }
+  CsvTable table = read_csv(csv_path, options);
   const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  // A headerless file of the features alone: its columns are the features, in order.
+  if (!header && static_cast<std::int64_t>(table.columns.size()) == f) table.columns = run.feature_names;
+  auto where = [&](std::int64_t r) { return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]); };
   std::vector<int> cols;
   for (const auto& name : run.feature_names) {
     int c = table.column_index(name);
     if (c < 0)
       throw SpecError(csv_path, "line 1",
                       "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
+    // A feature read as text (also kept, or a headerless file's renamed column) must still be numbers.
+    if (table.is_text(c))
+      for (std::int64_t r = 0; r < table.rows; ++r)
+        if (std::isnan(table.at(r, c)))
+          throw SpecError(csv_path, where(r),
+                          "column \"" + name + "\": expected a finite number, got \"" + table.text_at(r, c) + "\"");
     cols.push_back(c);
   }
-  const int label_col = table.column_index(run.label);
   RunInput in;
+  for (const auto& name : keep_columns) {
+    const int c = table.column_index(name);
+    if (c < 0)
+      throw SpecError(
+          csv_path, "line 1",
+          "no column \"" + name + "\" to keep (--keep-columns; the columns are " + join(table.columns) + ")");
+    in.kept_names.push_back(name);
+    in.kept.push_back(table.text[static_cast<std::size_t>(c)]);
+  }
+  const int label_col = table.column_index(run.label);
   in.rows = table.rows;
   Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
   for (std::int64_t r = 0; r < table.rows; ++r)
@@ -625,11 +736,19 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path) {
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
   in.x = shape_for_model(scaled_x, run.model->net());
   if (label_col >= 0 && table.rows > 0) {
-    Dataset labelled = load_csv_dataset(csv_path, run.label, run.num_classes > 0, csv_path, "");
+    Dataset labelled;
+    labelled.name = std::filesystem::path(csv_path).stem().string();
+    labelled.feature_names = run.feature_names;
+    const CsvDataOptions labels{.header = header, .named_labels = !run.class_names.empty(), .classes = run.class_names};
+    set_labels(labelled, table, csv_path, label_col, run.num_classes > 0, labels);
     const std::int64_t outputs = run.model->net().output_shape().num_elements();
     if (run.num_classes > 0 && labelled.num_classes > outputs)
-      check_csv_labels(csv_path, run.label, outputs,
-                       (run.dir / "model.json").string() + " " + last_layer_key(run.model->net()));
+      for (std::int64_t r = 0; r < table.rows; ++r)
+        if (const std::int32_t y = labelled.y.data<std::int32_t>()[r]; y >= outputs)
+          throw SpecError(
+              csv_path, where(r),
+              fmt::format("label {} does not fit the model's {} outputs ({} {}); labels must lie in 0..{}", y, outputs,
+                          (run.dir / "model.json").string(), last_layer_key(run.model->net()), outputs - 1));
     labelled.x = in.x;
     in.labelled = std::move(labelled);
   }

@@ -37,7 +37,10 @@ struct PreparedData {
 
 // Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
 // the model's input shape, or labels do not fit its output.
-PreparedData prepare_data(const TrainConfig& config, const Sequential& net);
+// `run_classes`: a trained run's class names (empty when its classes were numbers), which the labels are
+// mapped to (evaluate); null when training.
+PreparedData prepare_data(const TrainConfig& config, const Sequential& net,
+                          const std::vector<std::string>* run_classes = nullptr);
 
 // Builds the model `config` describes, with its thread counts and seed; with `workers` (a multi-worker
 // run's MPI world), this process's replica of it.
@@ -91,20 +94,33 @@ struct LoadedRun {
   std::vector<std::string> feature_names;
   std::string label = "label";
   int num_classes = 0;
-  nlohmann::json summary;
+  std::vector<std::string> class_names;  // when the labels were names; label i is class_names[i]
+  nlohmann::json summary;                // summary.json; empty for an interrupted run
+  std::filesystem::path weights;         // the file the weights came from
 };
 
-// Throws SpecError naming the directory when it is not a run or a file in it is damaged, and RuntimeError
-// naming the file, the tensor and the element when a weight is NaN or infinite.
-LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0);
+// Loads a finished run (summary.json, weights.safetensors) or an interrupted one (checkpoint.safetensors: its
+// config comes from the checkpoint, and its input scaling is recomputed from the training data). `weights`
+// picks another weights file, relative to the run directory: a ModelCheckpoint's best.safetensors, or
+// checkpoint.safetensors (a training checkpoint's optimizer state is ignored).
+// Throws SpecError naming the directory when it is not a run (saying what is missing) or a file in it is
+// damaged, and RuntimeError naming the file, the tensor and the element when a weight is NaN or infinite.
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0,
+                   const std::string& weights = "");
 
 // Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
-// the label column is optional. Returns scaled features shaped for the model, and labels when present.
+// the label column is optional; `keep_columns` are passed through as text. When the run's data had no
+// header row, neither has this file: it holds the training file's columns, or the features alone, in order.
+// Returns scaled features shaped for the model, and labels when present. Throws SpecError naming the file
+// and line for a missing column, a cell that is not a number, or a class the run does not know.
 struct RunInput {
   Tensor x;
   Dataset labelled;  // x and y when the CSV has the label column; size() == 0 otherwise
   std::int64_t rows = 0;
+  std::vector<std::string> kept_names;         // keep_columns
+  std::vector<std::vector<std::string>> kept;  // their cells: kept[k][row], as written
 };
-RunInput read_run_input(const LoadedRun& run, const std::string& csv_path);
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
+                        const std::vector<std::string>& keep_columns = {});
 
 }  // namespace tctl

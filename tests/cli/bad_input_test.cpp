@@ -287,7 +287,7 @@ TEST_SUITE("bad input") {
     Scratch s;
     s.dir.write("input.csv", kCsv);
     expect_user_error(s.dir, "predict --run no_such_run --input input.csv --output predictions.csv",
-                      {"no_such_run: not a run directory: model.json is missing"});
+                      {"no_such_run: no such run directory"});
   }
 
   TEST_CASE("predict with an input CSV missing a feature column") {

@@ -212,6 +212,164 @@ TEST_SUITE("predict and evaluate") {
     expect_user_error(d, "evaluate --run run --data run/test.csv", {message});
   }
 
+  TEST_CASE("a CSV whose labels are names: the run keeps them, predict writes them, evaluate maps them") {
+    const TrainedRun& named = trained("configs/iris_species.json");
+    const TrainedRun& numbered = trained("configs/iris_mlp.json");
+    CHECK(named.summary.at("data").at("classes") == nlohmann::json({"setosa", "versicolor", "virginica"}));
+    // The sorted names are the numbered file's classes in order: the same run, bit for bit.
+    CHECK(read_text(named.run / "weights.safetensors") == read_text(numbered.run / "weights.safetensors"));
+    const auto truth = split_lines(read_text(named.run / "test.csv"));
+    REQUIRE(truth[0] == "sepal_length,sepal_width,petal_length,petal_width,species");
+    CHECK(split_cells(truth[1]).back() == "versicolor");
+
+    CommandResult r = run_tensorctl("predict --run run --input run/test.csv --keep-columns species", named.dir.path());
+    REQUIRE(r.status == 0);
+    CommandResult plain = run_tensorctl("predict --run run --input run/test.csv", numbered.dir.path());
+    REQUIRE(plain.status == 0);
+    const auto lines = split_lines(r.out);
+    const auto numbers = split_lines(plain.out);
+    REQUIRE(lines.size() == truth.size());
+    REQUIRE(numbers.size() == lines.size());
+    CHECK(lines[0] == "species,class,setosa,versicolor,virginica");
+    const std::vector<std::string> names{"setosa", "versicolor", "virginica"};
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      const auto cells = split_cells(lines[i]);
+      const auto expected = split_cells(numbers[i]);
+      REQUIRE(cells.size() == 5);
+      CHECK(cells[0] == split_cells(truth[i]).back());
+      CHECK(cells[1] == names[static_cast<std::size_t>(std::stoi(expected[3]))]);
+      for (int c = 0; c < 3; ++c)
+        CHECK(cells[static_cast<std::size_t>(2 + c)] == expected[static_cast<std::size_t>(c)]);
+    }
+    CHECK(r.err.find("accuracy: " + four_decimals(test_metric(named, "accuracy")) + " (") != std::string::npos);
+    check_evaluate_json(named, "run/test.csv", 30);
+    check_evaluate_json(named, quoted(named.config), 30);
+
+    // A name the run does not know is the input's mistake, with its line.
+    TempDir d;
+    d.write("unknown.csv",
+            "petal_width,sepal_length,sepal_width,petal_length,species\n0.2,5.1,3.5,1.4,setosa\n"
+            "0.2,5.1,3.5,1.4,\"iris, setosa\"\n");
+    expect_user_error(d, "evaluate --run " + quoted(named.run) + " --data unknown.csv",
+                      {"unknown.csv: line 3: column \"species\": \"iris, setosa\" is not one of the run's classes "
+                       "(setosa, versicolor, virginica)"});
+  }
+
+  TEST_CASE("predict --keep-columns passes columns through, quoted as needed; other columns are ignored") {
+    const TrainedRun& t = trained("configs/iris_mlp.json");
+    TempDir d;
+    d.write("input.csv",
+            "id,comment,sepal_length,sepal_width,petal_length,petal_width\n"
+            "\"r1, first\",\"anything, \"\"at all\"\"\",5.1,3.5,1.4,0.2\n"
+            "r2,,6.3,3.3,6.0,2.5\n");
+    CommandResult r =
+        run_tensorctl("predict --run " + quoted(t.run) + " --input input.csv --keep-columns id,sepal_length", d.path());
+    REQUIRE(r.status == 0);
+    const auto lines = split_lines(r.out);
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[0] == "id,sepal_length,prob_0,prob_1,prob_2,predicted");
+    CHECK(lines[1].starts_with("\"r1, first\",5.1,"));
+    CHECK(lines[1].ends_with(",0"));
+    CHECK(lines[2].starts_with("r2,6.3,"));
+    CHECK(lines[2].ends_with(",2"));
+    const auto before = d.listing();
+    expect_user_error(d, "predict --run " + quoted(t.run) + " --input input.csv --keep-columns name --output p.csv",
+                      {"input.csv: line 1: no column \"name\" to keep (--keep-columns; the columns are id, comment, "
+                       "sepal_length, sepal_width, petal_length, petal_width)"});
+    // A kept feature must still be a number.
+    d.write("text_feature.csv", "sepal_length,sepal_width,petal_length,petal_width\n5.1,3.5,1.4,wide\n");
+    expect_user_error(d, "predict --run " + quoted(t.run) + " --input text_feature.csv --keep-columns petal_width",
+                      {"text_feature.csv: line 2: column \"petal_width\": expected a finite number, got \"wide\""});
+    CHECK(d.listing().size() == before.size() + 1);
+  }
+
+  TEST_CASE("predict on a regression run given the target column reports MAE and MSE as evaluate does") {
+    const TrainedRun& t = trained("configs/diabetes_regression.json");
+    CommandResult r = run_tensorctl("predict --run run --input run/test.csv", t.dir.path());
+    REQUIRE(r.status == 0);
+    CHECK(split_lines(r.out)[0] == "value_0");
+    CHECK(r.err.find(fmt::format("mae: {} - mse: {} (88 rows with the target \"target\")",
+                                 four_decimals(test_metric(t, "mae")), four_decimals(test_metric(t, "mse")))) !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a CSV without a header row: columns are numbered, test.csv and predict inputs have none either") {
+    const TrainedRun& numbered = trained("configs/iris_mlp.json");
+    TempDir d;
+    const auto rows = split_lines(read_text(source_path("configs/data/iris.csv")));
+    std::string body, features;
+    for (std::size_t i = 1; i < rows.size(); ++i) {
+      body += rows[i] + "\n";
+      if (i <= 3) features += rows[i].substr(0, rows[i].rfind(',')) + "\n";
+    }
+    d.write("iris.csv", body);
+    d.write("features.csv", features);
+    d.write("train.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                              R"(", "data": {"csv": "iris.csv", "label": "5", "header": false},
+      "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.005},
+      "metrics": ["accuracy"], "epochs": 150, "batch_size": 16, "seed": 7})");
+    REQUIRE(run_tensorctl("train train.json --quiet --output run", d.path()).status == 0);
+    CHECK(read_text(d / "run/weights.safetensors") == read_text(numbered.run / "weights.safetensors"));
+    const nlohmann::json summary = read_json(d / "run/summary.json");
+    CHECK(summary.at("data").at("feature_names") == nlohmann::json({"1", "2", "3", "4"}));
+    CHECK(summary.at("config").at("data").at("header") == false);
+    CHECK(split_lines(read_text(d / "run/test.csv"))[0] == "6.1,2.8,4,1.3,1");
+    check_evaluate_json(numbered, "run/test.csv", 30);
+    CommandResult all = run_tensorctl("evaluate --run run --data run/test.csv", d.path());
+    REQUIRE(all.status == 0);
+    CHECK(all.out.find("accuracy: " + four_decimals(test_metric(numbered, "accuracy"))) != std::string::npos);
+    // The features alone, in order, also do.
+    CommandResult r = run_tensorctl("predict --run run --input features.csv", d.path());
+    REQUIRE(r.status == 0);
+    const auto lines = split_lines(r.out);
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0] == "prob_0,prob_1,prob_2,predicted");
+    CHECK(lines[1].ends_with(",0"));
+  }
+
+  TEST_CASE("predict and evaluate take --weights from the run, and work on an interrupted run") {
+    TempDir d;
+    d.write("train.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                              R"(", "data": "iris", "epochs": 6, "seed": 3, "optimizer": {"type": "sgd",
+      "learning_rate": 0.5}, "callbacks": [{"type": "ModelCheckpoint", "monitor": "val_loss"}]})");
+    REQUIRE(run_tensorctl("train train.json --quiet --output run", d.path()).status == 0);
+    auto predict = [&](const std::string& extra) {
+      CommandResult r = run_tensorctl("predict --run run --input run/test.csv" + extra, d.path());
+      REQUIRE(r.status == 0);
+      return r.out;
+    };
+    const std::string final_weights = predict("");
+    CHECK(predict(" --weights weights.safetensors") == final_weights);
+    // The checkpoint after the last epoch holds the final weights (and the optimizer's state, ignored).
+    CHECK(predict(" --weights checkpoint.safetensors") == final_weights);
+    CHECK(predict(" --weights " + quoted(fs::absolute(d / "run/checkpoint.safetensors"))) == final_weights);
+    const std::string best = predict(" --weights best.safetensors");
+    CHECK(split_lines(best).size() == split_lines(final_weights).size());
+    CommandResult e =
+        run_tensorctl("evaluate --run run --data run/test.csv --weights best.safetensors --json", d.path());
+    REQUIRE(e.status == 0);
+    CHECK(parse_json(e.out).at("weights") == (fs::path("run") / "best.safetensors").string());
+    expect_user_error(d, "predict --run run --input run/test.csv --weights nope.safetensors",
+                      {"run/nope.safetensors: cannot open file: No such file or directory (--weights is relative to "
+                       "the run directory)"});
+    expect_user_error(d, "predict --run run --input run/test.csv --weights model.json", {"run/model.json"});
+
+    // Interrupted: model.json and the checkpoint, no summary or final weights. The scaling is recomputed.
+    fs::copy_file(d / "run/test.csv", d / "test.csv");
+    fs::remove(d / "run/summary.json");
+    fs::remove(d / "run/weights.safetensors");
+    CommandResult r = run_tensorctl("predict --run run --input test.csv", d.path());
+    REQUIRE(r.status == 0);
+    CHECK(r.out == final_weights);
+    CHECK(run_tensorctl("evaluate --run run --data test.csv", d.path()).status == 0);
+    fs::remove(d / "run/checkpoint.safetensors");
+    expect_user_error(d, "predict --run run --input test.csv",
+                      {"run: not a run directory: summary.json (a finished run) and checkpoint.safetensors (an "
+                       "interrupted one) are both missing"});
+    fs::remove(d / "run/model.json");
+    expect_user_error(d, "predict --run run --input test.csv", {"run: not a run directory: model.json is missing"});
+  }
+
   TEST_CASE("--version prints the version") {
     TempDir d;
     CommandResult r = run_tensorctl("--version", d.path());

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -152,4 +153,84 @@ TEST_CASE("read_csv refuses a wide header over many short rows without reserving
   SpecError e = read_error(write_file("wide_and_long.csv", text));
   CHECK(e.where() == "line 2");
   CHECK(e.message() == "expected 100000 cells, got 1");
+}
+
+TEST_CASE("read_csv follows RFC 4180 quoting: commas, doubled quotes and line breaks inside quotes") {
+  const std::string path = write_file("rfc4180.csv",
+                                      "\"name, full\",x,\"note\"\r\n"
+                                      "\"Smith, J.\",1,\"said \"\"hi\"\"\"\n"
+                                      "plain , 2 ,\"two\nlines\"\n"
+                                      "\"\",3,  \"padded\"  \n");
+  const tctl::CsvOptions text{.header = true, .text_columns = {"name, full", "note"}, .number_columns = {}};
+  CsvTable t = read_csv(path, text);
+  REQUIRE(t.columns == std::vector<std::string>{"name, full", "x", "note"});
+  REQUIRE(t.rows == 3);
+  CHECK(t.text_at(0, 0) == "Smith, J.");
+  CHECK(t.text_at(0, 2) == "said \"hi\"");
+  CHECK(t.text_at(1, 0) == "plain");
+  CHECK(t.text_at(1, 2) == "two\nlines");
+  CHECK(t.text_at(2, 0) == "");
+  CHECK(t.text_at(2, 2) == "padded");
+  CHECK(t.values[1] == 1.0f);
+  CHECK(t.at(1, 1) == 2.0f);
+  CHECK(std::isnan(t.at(0, 0)));
+  CHECK_FALSE(t.is_text(1));
+  // The row after the quoted line break starts on line 5, and errors count lines the same way.
+  CHECK(t.row_lines == std::vector<std::int64_t>{2, 3, 5});
+  const tctl::CsvOptions not_note{.header = true, .text_columns = {"name, full"}, .number_columns = {}};
+  try {
+    read_csv(path, not_note);
+    FAIL("the note column is not numbers");
+  } catch (const SpecError& e) {
+    CHECK(e.where() == "line 2");
+    CHECK(e.message() == "column \"note\": expected a finite number, got \"said \"hi\"\"");
+  }
+}
+
+TEST_CASE("read_csv refuses a quote that never closes and text after a closing quote, naming the line") {
+  SpecError open = read_error(write_file("open_quote.csv", "a,b\n1,2\n3,\"4\n5,6\n"));
+  CHECK(open.where() == "line 3");
+  CHECK(open.message() == "cell 2: the quote opened here never closes");
+  SpecError after = read_error(write_file("after_quote.csv", "a,b\n1,\"2\"x\n"));
+  CHECK(after.where() == "line 2");
+  CHECK(after.message().find("cell 2: text after the closing quote") == 0);
+  // A quoted number is a number; a quote inside a plain cell is just a character.
+  CHECK(read_csv(write_file("quoted_number.csv", "a\n\" 2.5 \"\n")).values == std::vector<float>{2.5f});
+  const tctl::CsvOptions text{.header = true, .text_columns = {"a"}, .number_columns = {}};
+  CHECK(read_csv(write_file("inner_quote.csv", "a\n5\"\n"), text).text_at(0, 0) == "5\"");
+}
+
+TEST_CASE("read_csv without a header names the columns 1, 2, ... and reads the first line as data") {
+  const tctl::CsvOptions no_header{.header = false, .text_columns = {"3"}, .number_columns = {}};
+  CsvTable t = read_csv(write_file("no_header.csv", "1.5,2,setosa\n3,4,virginica\n"), no_header);
+  CHECK(t.columns == std::vector<std::string>{"1", "2", "3"});
+  CHECK(t.rows == 2);
+  CHECK(t.row_lines == std::vector<std::int64_t>{1, 2});
+  CHECK(t.at(0, 0) == 1.5f);
+  CHECK(t.text_at(1, 2) == "virginica");
+  CHECK(read_error(write_file("no_header_ragged.csv", "1,2\n3\n")).where() == "line 2");
+}
+
+TEST_CASE("read_csv with number_columns leaves the other columns unread") {
+  const tctl::CsvOptions some{.header = true, .text_columns = {"id"}, .number_columns = {"x"}};
+  CsvTable t = read_csv(write_file("some_columns.csv", "id,x,comment\nr1,1,anything at all\nr2,2,\n"), some);
+  CHECK(t.at(1, 1) == 2.0f);
+  CHECK(std::isnan(t.at(0, 2)));
+  CHECK_FALSE(t.is_text(2));
+  CHECK(t.text_at(1, 0) == "r2");
+}
+
+TEST_CASE("csv_field quotes what the reader would split or trim, and reads back unchanged") {
+  CHECK(tctl::csv_field("setosa") == "setosa");
+  CHECK(tctl::csv_field("") == "");
+  CHECK(tctl::csv_field("a,b") == "\"a,b\"");
+  CHECK(tctl::csv_field("say \"hi\"") == "\"say \"\"hi\"\"\"");
+  CHECK(tctl::csv_field(" x") == "\" x\"");
+  const std::vector<std::string> cells{"a,b", "say \"hi\"", " x ", "two\r\nlines", "plain"};
+  std::string row;
+  for (const auto& c : cells) row += (row.empty() ? "" : ",") + tctl::csv_field(c);
+  std::string header = "c1,c2,c3,c4,c5";
+  const tctl::CsvOptions text{.header = true, .text_columns = {"c1", "c2", "c3", "c4", "c5"}, .number_columns = {}};
+  CsvTable t = read_csv(write_file("round_trip.csv", header + "\n" + row + "\n"), text);
+  for (int c = 0; c < 5; ++c) CHECK(t.text_at(0, c) == cells[static_cast<std::size_t>(c)]);
 }

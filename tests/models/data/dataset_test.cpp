@@ -179,6 +179,57 @@ TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
   CHECK_THROWS_AS(load_csv_dataset(only_label, "label", true, "t.json", "x"), SpecError);
 }
 
+TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct names") {
+  const std::string path =
+      write_file("species.csv", "x,species\n1,virginica\n2,setosa\n3,\"versi, color\"\n4,setosa\n");
+  Dataset d = load_csv_dataset(path, "species", true, "train.json", "data.csv");
+  CHECK(d.class_names == std::vector<std::string>{"setosa", "versi, color", "virginica"});
+  CHECK(d.num_classes == 3);
+  CHECK(d.y.to_floats() == std::vector<float>{2, 0, 1, 0});
+  // take_rows keeps them, so the splits do.
+  const std::vector<std::int64_t> first{0};
+  CHECK(take_rows(d, first).class_names == d.class_names);
+
+  // One name among numbers makes the whole column names; numbers alone stay numbers.
+  Dataset mixed = load_csv_dataset(write_file("mixed.csv", "x,label\n1,2\n2,b\n3,10\n"), "label", true, "", "");
+  CHECK(mixed.class_names == std::vector<std::string>{"10", "2", "b"});
+  CHECK(mixed.y.to_floats() == std::vector<float>{1, 2, 0});
+  CHECK(load_csv_dataset(write_file("numbers.csv", "x,label\n1,2\n2,0\n"), "label", true, "", "").class_names.empty());
+
+  // A trained run's classes: a label is its position there, and a name it does not know is refused.
+  const tctl::CsvDataOptions run{
+      .header = true, .named_labels = true, .classes = {"virginica", "setosa", "versi, color"}};
+  Dataset mapped = load_csv_dataset(path, "species", true, "", "", run);
+  CHECK(mapped.class_names == run.classes);
+  CHECK(mapped.y.to_floats() == std::vector<float>{0, 1, 2, 1});
+  const tctl::CsvDataOptions two{.header = true, .named_labels = true, .classes = {"setosa", "virginica"}};
+  try {
+    load_csv_dataset(path, "species", true, "", "", two);
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.file() == path);
+    CHECK(e.where() == "line 4");
+    CHECK(e.message() == "column \"species\": \"versi, color\" is not one of the run's classes (setosa, virginica)");
+  }
+  // A run whose classes were numbers takes no names.
+  const tctl::CsvDataOptions numeric{.header = true, .named_labels = false, .classes = {}};
+  CHECK_THROWS_WITH_AS(load_csv_dataset(path, "species", true, "", "", numeric),
+                       doctest::Contains("class labels must be integers in 0..99999, got \"virginica\""), SpecError);
+  // An empty name is refused with its line; a regression target must be a number.
+  CHECK_THROWS_WITH_AS(load_csv_dataset(write_file("empty_name.csv", "x,label\n1,a\n2,\"\"\n"), "label", true, "", ""),
+                       doctest::Contains("line 3: column \"label\": empty class label"), SpecError);
+  CHECK_THROWS_WITH_AS(load_csv_dataset(path, "species", false, "", ""),
+                       doctest::Contains("line 2: column \"species\": expected a finite number"), SpecError);
+}
+
+TEST_CASE("load_csv_dataset: a file without a header row") {
+  const tctl::CsvDataOptions no_header{.header = false, .named_labels = true, .classes = {}};
+  Dataset d = load_csv_dataset(write_file("no_header.csv", "1,2,a\n3,4,b\n"), "3", true, "", "", no_header);
+  CHECK(d.feature_names == std::vector<std::string>{"1", "2"});
+  CHECK(d.x.to_floats() == std::vector<float>{1, 2, 3, 4});
+  CHECK(d.class_names == std::vector<std::string>{"a", "b"});
+}
+
 TEST_CASE("take_rows copies the chosen rows in order") {
   Dataset d = indexed(10);
   const std::vector<std::int64_t> rows{7, 2, 2, 9};

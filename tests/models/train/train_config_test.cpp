@@ -106,4 +106,21 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   CHECK(refusal({{"type", "mirrored"}, {"replica", 2}}).starts_with("strategy.replica: unknown key"));
 }
 
+TEST_CASE("data.header: false reads back, is recorded only when false, and belongs to a CSV") {
+  nlohmann::json j = nlohmann::json::parse(kConfig);
+  j["data"] = {{"csv", "/data/iris.csv"}, {"label", "5"}, {"header", false}};
+  const TrainConfig c = TrainConfig::from_json(j, "run/summary.json", "config", ConfigOrigin::kRunRecord);
+  CHECK_FALSE(c.data.header);
+  CHECK(c.to_json().at("data").at("header") == false);
+  j["data"]["header"] = true;
+  CHECK_FALSE(
+      TrainConfig::from_json(j, "s.json", "config", ConfigOrigin::kRunRecord).to_json().at("data").contains("header"));
+  j["data"]["header"] = "no";
+  CHECK_THROWS_WITH_AS(TrainConfig::from_json(j, "s.json", "config", ConfigOrigin::kRunRecord),
+                       doctest::Contains("config.data.header: expected"), SpecError);
+  j["data"] = {{"dataset", "iris"}, {"header", false}};
+  CHECK_THROWS_WITH_AS(TrainConfig::from_json(j, "s.json", "config", ConfigOrigin::kRunRecord),
+                       doctest::Contains("header"), SpecError);
+}
+
 }  // namespace tctl
