@@ -29,5 +29,6 @@ Command add_race_check_command(CLI::App& app);
 Command add_profile_command(CLI::App& app);
 Command add_import_keras_command(CLI::App& app);
 Command add_devices_command(CLI::App& app);
+Command add_graph_command(CLI::App& app);
 
 }  // namespace tctl::app

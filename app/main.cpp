@@ -38,7 +38,8 @@ int finish_stdout(int status) {
   if (std::fflush(stdout) != 0) error = errno;
   const bool failed_before = std::ferror(stdout) != 0;
   if (std::fclose(stdout) != 0 && error == 0) error = errno;
-  if (error == 0 && !failed_before) return status;
+  // A command that failed has said so in its one line (a write to stdout that failed included).
+  if ((error == 0 && !failed_before) || status != 0) return status;
   // An earlier write that failed leaves only the error flag, not its reason.
   return print_error(
       std::string("cannot write standard output: ") + (error != 0 ? std::strerror(error) : "write error"),
@@ -71,6 +72,7 @@ int main(int argc, char** argv) {
   add(tctl::app::add_profile_command);
   add(tctl::app::add_import_keras_command);
   add(tctl::app::add_devices_command);
+  add(tctl::app::add_graph_command);
 
   std::string known;
   bool known_command = false;

@@ -47,7 +47,8 @@ const std::string kKeras = quoted(source_path("tests/data/keras/mlp_keras2.json"
 
 TEST_CASE("a standard output that cannot be written fails the command with exit 1") {
   TempDir dir;
-  for (const std::string& args : {"summary " + kSpec, "summary " + kSpec + " --json", "import-keras " + kKeras}) {
+  for (const std::string& args : {"summary " + kSpec, "summary " + kSpec + " --json", "import-keras " + kKeras,
+                                  "graph " + kSpec + " --training"}) {
     INFO("tensorctl " << args);
     check_stdout_failure(run_shell(dir, "$T " + args + " >/dev/full 2>err; echo $? >status"),
                          "No space left on device");
