@@ -8,6 +8,12 @@
 namespace tctl {
 
 nlohmann::json CallbackConfig::to_json() const {
+  if (type == "TensorBoard") {
+    nlohmann::json freq = update_every == 0
+                              ? nlohmann::json("epoch")
+                              : (update_every == 1 ? nlohmann::json("batch") : nlohmann::json(update_every));
+    return {{"type", type}, {"log_dir", log_dir}, {"update_freq", freq}};
+  }
   nlohmann::json j = {
       {"type", type}, {"monitor", monitor}, {"mode", maximize ? "max" : "min"}, {"min_delta", min_delta}};
   if (type == "EarlyStopping") {
@@ -24,6 +30,36 @@ nlohmann::json CallbackConfig::to_json() const {
   return j;
 }
 
+namespace {
+
+// A file or folder name the run directory may hold for a callback: one plain name, none of the run's own.
+bool plain_run_file_name(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name.find('\\') == std::string::npos && name != "." &&
+         name != ".." && name != "weights.safetensors" && name != "checkpoint.safetensors" && name != "model.json" &&
+         name != "summary.json" && name != "history.csv" && name != "test.csv";
+}
+
+// TensorBoard's keys: log_dir, and update_freq ("epoch", "batch", or a number of steps), as in Keras.
+void parse_tensorboard(SpecReader& r, CallbackConfig& c) {
+  c.log_dir = r.string("log_dir", "logs");
+  if (!plain_run_file_name(c.log_dir))
+    r.fail("log_dir", "expected a plain folder name inside the run directory, other than its own files, got \"" +
+                          c.log_dir + "\"");
+  if (!r.has("update_freq")) return;
+  const nlohmann::json& freq = r.raw("update_freq");
+  if (freq == "epoch") {
+    c.update_every = 0;
+  } else if (freq == "batch") {
+    c.update_every = 1;
+  } else if (freq.is_string()) {
+    r.fail("update_freq", "expected \"epoch\", \"batch\" or a number of steps, got " + describe_json(freq));
+  } else {
+    c.update_every = r.positive_int("update_freq", 1);
+  }
+}
+
+}  // namespace
+
 std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
                                             const std::string& path) {
   if (!list.is_array()) throw SpecError(file, path, "expected a list of callbacks, " + describe_json(list));
@@ -32,9 +68,15 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
   for (std::size_t i = 0; i < list.size(); ++i) {
     SpecReader r(list[i], file, path + "[" + std::to_string(i) + "]");
     CallbackConfig c;
-    c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}, "");
+    c.type = r.one_of("type", {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau", "TensorBoard"}, "");
     if (c.type.empty())
-      r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint or ReduceLROnPlateau");
+      r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint, ReduceLROnPlateau or TensorBoard");
+    if (c.type == "TensorBoard") {
+      parse_tensorboard(r, c);
+      r.finish();
+      out.push_back(c);
+      continue;
+    }
     c.monitor = r.string("monitor", "val_loss");
     static const std::vector<std::string> names{"loss", "accuracy", "top_k_accuracy", "mae", "mse"};
     const bool val = c.monitor.rfind("val_", 0) == 0;
@@ -54,12 +96,10 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     } else if (c.type == "ModelCheckpoint") {
       c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
       c.filename = r.string("filename", "best.safetensors");
-      if (c.filename.empty() || c.filename.find('/') != std::string::npos ||
-          c.filename.find('\\') != std::string::npos || c.filename == "." || c.filename == ".." ||
-          c.filename == "weights.safetensors" || c.filename == "checkpoint.safetensors")
+      if (!plain_run_file_name(c.filename))
         r.fail("filename",
-               "expected a plain file name inside the run directory, other than weights.safetensors and "
-               "checkpoint.safetensors, got \"" +
+               "expected a plain file name inside the run directory, other than its own files (model.json, "
+               "weights.safetensors, checkpoint.safetensors, history.csv, summary.json, test.csv), got \"" +
                    c.filename + "\"");
     } else {
       c.factor = r.number_in("factor", 0.1, 0.0, 1.0);

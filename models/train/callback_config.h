@@ -18,7 +18,7 @@
 namespace tctl {
 
 struct CallbackConfig {
-  std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau
+  std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, TensorBoard
   std::string monitor = "val_loss";
   bool maximize = false;
   double min_delta = 0.0;
@@ -28,6 +28,8 @@ struct CallbackConfig {
   double factor = 0.1;
   std::int64_t cooldown = 0;
   double min_lr = 0.0;
+  std::string log_dir = "logs";   // TensorBoard: a folder of the run directory
+  std::int64_t update_every = 0;  // TensorBoard: steps between per-step scalars; 0 writes per epoch only
 
   nlohmann::json to_json() const;
 };

@@ -1,11 +1,14 @@
 #include "models/train/callbacks.h"
 
+#include <chrono>
+
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "models/io/event_file.h"
 
 namespace tctl {
 
@@ -186,7 +189,57 @@ void append_new(std::vector<NamedTensor>& out, std::vector<NamedTensor> more) {
 
 }  // namespace
 
+// TensorBoard: scalar summaries in TensorBoard's event files (models/io/event_file.h), laid out as Keras'
+// callback lays them out: <log_dir>/train and <log_dir>/validation, tags epoch_<metric> at step = epoch (as in
+// history.csv), the learning rate as epoch_learning_rate, and with update_freq the running averages as
+// batch_<metric> at step = the step of the run. Each process writes a file of its own (a resumed run adds one).
+class TensorBoard final : public Callback {
+ public:
+  TensorBoard(CallbackConfig config, const CallbackContext& context)
+      : Callback(std::move(config)),
+        dir_(context.run_dir / config_.log_dir),
+        lr_(context.lr),
+        write_(context.write_files) {}
+
+  std::vector<std::string> on_epoch_end(const EpochResult& r) override {
+    if (!write_) return {};
+    std::vector<std::pair<std::string, float>> train = scalars("epoch_", r.train);
+    if (lr_.current) train.emplace_back("epoch_learning_rate", static_cast<float>(lr_.current()));
+    writer(train_, "train").append({event_scalars(now(), r.epoch, train)});
+    if (!r.validation.empty())
+      writer(validation_, "validation").append({event_scalars(now(), r.epoch, scalars("epoch_", r.validation))});
+    return {};
+  }
+
+  void on_step_end(std::int64_t epoch, std::int64_t step, std::int64_t steps, const MetricValues& running) override {
+    const std::int64_t global = (epoch - 1) * steps + step;
+    if (!write_ || config_.update_every == 0 || global % config_.update_every != 0) return;
+    writer(train_, "train").append({event_scalars(now(), global, scalars("batch_", running))});
+  }
+
+ private:
+  static std::vector<std::pair<std::string, float>> scalars(const std::string& prefix, const MetricValues& values) {
+    std::vector<std::pair<std::string, float>> out;
+    for (const auto& [name, v] : values) out.emplace_back(prefix + name, static_cast<float>(v));
+    return out;
+  }
+  static double now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  }
+  // Files are made when first written, so a run that trains nothing leaves none.
+  EventFileWriter& writer(std::unique_ptr<EventFileWriter>& w, const char* part) {
+    if (!w) w = std::make_unique<EventFileWriter>(dir_ / part);
+    return *w;
+  }
+
+  std::filesystem::path dir_;
+  LearningRateControl lr_;
+  bool write_;
+  std::unique_ptr<EventFileWriter> train_, validation_;
+};
+
 std::unique_ptr<Callback> make_callback(const CallbackConfig& config, const CallbackContext& context) {
+  if (config.type == "TensorBoard") return std::make_unique<TensorBoard>(config, context);
   if (config.type == "EarlyStopping") return std::make_unique<EarlyStopping>(config, context);
   if (config.type == "ModelCheckpoint") return std::make_unique<ModelCheckpoint>(config, context);
   TCTL_CHECK(config.type == "ReduceLROnPlateau", "unknown callback type");
@@ -204,6 +257,10 @@ std::vector<std::string> Callbacks::on_epoch_end(const EpochResult& r) {
   for (auto& cb : callbacks_)
     for (auto& line : cb->on_epoch_end(r)) lines.push_back(std::move(line));
   return lines;
+}
+
+void Callbacks::on_step_end(std::int64_t epoch, std::int64_t step, std::int64_t steps, const MetricValues& running) {
+  for (auto& cb : callbacks_) cb->on_step_end(epoch, step, steps, running);
 }
 
 std::string Callbacks::on_train_end() {

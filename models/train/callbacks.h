@@ -1,6 +1,6 @@
 // Training callbacks (models/train/callback_config.h has the config they are made from): after each epoch they
-// may stop the trainer, save the best weights, lower the learning rate. One class per callback, behind the
-// Callback interface, made by make_callback; Callbacks is the list a training run holds.
+// may stop the trainer, save the best weights, lower the learning rate, log to TensorBoard. One class per callback,
+// behind the Callback interface, made by make_callback; Callbacks is the list a training run holds.
 //
 // Their state (best values, waits, best weights) is part of a training checkpoint, so a resumed run makes
 // the same decisions as one that never stopped.
@@ -59,6 +59,9 @@ class Callback {
 
   // After each epoch, with its results. Returns one line per action taken, for the progress output.
   virtual std::vector<std::string> on_epoch_end(const EpochResult& r) = 0;
+  // After each training step of `epoch` (1-based step of `steps`), with the running averages of the epoch.
+  virtual void on_step_end(std::int64_t /*epoch*/, std::int64_t /*step*/, std::int64_t /*steps*/,
+                           const MetricValues& /*running*/) {}
   // After the last epoch. Returns a line, or "" when it did nothing.
   virtual std::string on_train_end() { return ""; }
 
@@ -96,6 +99,7 @@ class Callbacks {
 
   // Every callback's lines, in order.
   std::vector<std::string> on_epoch_end(const EpochResult& r);
+  void on_step_end(std::int64_t epoch, std::int64_t step, std::int64_t steps, const MetricValues& running);
   // The first line a callback gives at the end (an EarlyStopping restoring its best weights), or "".
   std::string on_train_end();
 

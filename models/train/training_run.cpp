@@ -138,7 +138,22 @@ const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkp
 void add_callback_files(const nlohmann::json& config, std::vector<std::string>& names) {
   if (!config.is_object() || !config.contains("callbacks") || !config.at("callbacks").is_array()) return;
   for (const auto& cb : config.at("callbacks"))
-    if (cb.is_object() && cb.contains("filename") && cb.at("filename").is_string()) names.push_back(cb.at("filename"));
+    for (const char* key : {"filename", "log_dir"})
+      if (cb.is_object() && cb.contains(key) && cb.at(key).is_string()) names.push_back(cb.at(key));
+}
+
+// A TensorBoard log folder as tensorctl writes it: train/ and validation/ holding only event files.
+bool is_log_dir(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& part : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = part.path().filename().string();
+    if ((name != "train" && name != "validation") || !part.is_directory(ec) || part.is_symlink(ec)) return false;
+    for (const auto& f : std::filesystem::directory_iterator(part.path(), ec))
+      if (!f.is_regular_file(ec) || f.is_symlink(ec) ||
+          !f.path().filename().string().starts_with("events.out.tfevents."))
+        return false;
+  }
+  return !ec;
 }
 
 // The names of the files the run in `dir` and the new run `c` write: the fixed ones, and the callbacks' files
@@ -187,14 +202,17 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
                     "summary.json or checkpoint.safetensors); choose another --output");
   std::sort(entries.begin(), entries.end());
   const std::vector<std::string> names = run_file_names(dir, c);
-  for (const auto& e : entries)
-    if (!std::filesystem::is_regular_file(std::filesystem::symlink_status(e, ec)) ||
-        !is_run_file(e.filename().string(), names))
+  for (const auto& e : entries) {
+    const auto status = std::filesystem::symlink_status(e, ec);
+    const bool ours = std::filesystem::is_directory(status) ? is_log_dir(e) : std::filesystem::is_regular_file(status);
+    if (!ours || !is_run_file(e.filename().string(), names))
       throw SpecError(d, "",
                       "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
                           " is not one of them; move it away or choose another --output");
+  }
   for (const auto& e : entries)
-    if (!std::filesystem::remove(e, ec) && ec) throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
+    if (std::filesystem::remove_all(e, ec) == static_cast<std::uintmax_t>(-1) || ec)
+      throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
 }
 
 // A value of the config as a message shows it: JSON, shortened; a list of another length by its length.
@@ -389,9 +407,13 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
     state.partial_sums = {};
     if (writer) write_checkpoint(dir, trainer.model(), state, callbacks);
   };
+  auto step_done = [&](std::int64_t step, std::int64_t steps, const MetricValues& running) {
+    if (on_step) on_step(step, steps, running);
+    callbacks.on_step_end(state.next_epoch, step, steps, running);
+  };
   if (control.on_start) control.on_start(state.next_epoch);
   trainer.set_interrupt_flag(control.interrupt);
-  trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, on_step,
+  trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, step_done,
               FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
   trainer.set_interrupt_flag(nullptr);
 }
