@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   add(tctl::app::add_import_keras_command);
   add(tctl::app::add_devices_command);
   add(tctl::app::add_graph_command);
+  add(tctl::app::add_export_command);
 
   std::string known;
   bool known_command = false;

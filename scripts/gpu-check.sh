@@ -3,7 +3,8 @@
 # network (the `device` machine of the brief). Two halves:
 #
 #   scripts/gpu-check.sh pack   on the build machine: downloads the .deb files of the build's Debian
-#                               dependencies (headers, OpenBLAS and its Fortran runtime, fmt) into gpu-deps/
+#                               dependencies (headers, OpenBLAS and its Fortran runtime, fmt, ONNX and
+#                               protobuf) into gpu-deps/
 #                               (ignored by git, about 14 MB), to travel with the tree
 #   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
 #                               them (python3 reads the .deb archives), then the stages, all of them by default
@@ -21,7 +22,8 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/gpu-deps"
 packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev libopenblas0 libopenblas0-pthread
-          libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev)
+          libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1
+          libprotobuf-dev libprotobuf32)
 
 if [ "${1:-}" = "pack" ]; then
   mkdir -p "$deps"
@@ -77,7 +79,8 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
     -Dfmt_DIR="$arch_lib/cmake/fmt" -Ddoctest_DIR="$sysroot/usr/lib/cmake/doctest" \
     -DEigen3_DIR="$sysroot/usr/share/eigen3/cmake" \
     -DOPENBLAS_INCLUDE_DIR="$sysroot/usr/include/x86_64-linux-gnu/openblas-pthread" \
-    -DOPENBLAS_LIBRARY="$blas_lib/libopenblas.so"
+    -DOPENBLAS_LIBRARY="$blas_lib/libopenblas.so" -DONNX_DIR="$arch_lib/cmake/ONNX" \
+    -DProtobuf_INCLUDE_DIR="$sysroot/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so"
 fi
 status=0
 if runs build; then

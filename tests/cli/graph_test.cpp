@@ -27,6 +27,9 @@ std::string shell_output(const fs::path& dir, const std::string& command) {
   return out;
 }
 
+// Graphviz is installed by scripts/setup.sh; a machine without it (the GPU machine) skips what needs it.
+bool have_graphviz() { return std::system("command -v dot >/dev/null 2>&1 && command -v gc >/dev/null 2>&1") == 0; }
+
 std::int64_t count_of(const std::string& text, const std::string& needle) {
   std::int64_t n = 0;
   for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -68,21 +71,29 @@ TEST_SUITE("graph") {
       CHECK(dot.out.empty());
       CHECK(dot.err.find(std::to_string(nodes.size()) + " nodes") != std::string::npos);
       const std::string text = read_text(d / "graph.dot");
+      CHECK(count_of(text, "style=dashed") == control_edges);
+      CHECK(count_of(text, "subgraph cluster_") >= 3);
+      // The training graph shows the updates writing the variables.
+      CHECK((count_of(text, "\\nwrites ") > 0) == training);
+      if (!have_graphviz()) {
+        MESSAGE("Graphviz is not installed (scripts/setup.sh installs it): its count of the DOT skipped");
+        continue;
+      }
       // Graphviz's gc counts what dot parsed: "  NODES  EDGES name (file)".
       std::istringstream counts(shell_output(d.path(), "gc -n -e graph.dot"));
       std::int64_t gc_nodes = -1, gc_edges = -1;
       counts >> gc_nodes >> gc_edges;
       CHECK(gc_nodes == static_cast<std::int64_t>(nodes.size()));
       CHECK(gc_edges == data_edges + control_edges);
-      CHECK(count_of(text, "style=dashed") == control_edges);
-      CHECK(count_of(text, "subgraph cluster_") >= 3);
-      // The training graph shows the updates writing the variables.
-      CHECK((count_of(text, "\\nwrites ") > 0) == training);
       shell_output(d.path(), "dot -Tcanon graph.dot >/dev/null");
     }
   }
 
   TEST_CASE("graph --format svg renders with Graphviz; without dot it fails, writing nothing") {
+    if (!have_graphviz()) {
+      MESSAGE("Graphviz is not installed (scripts/setup.sh installs it): skipped");
+      return;
+    }
     TempDir d;
     const std::string spec = quoted(source_path("configs/models/iris_mlp.json"));
     CommandResult svg = run_tensorctl("graph " + spec + " --training --format svg -o g.svg", d.path());

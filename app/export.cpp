@@ -1,0 +1,60 @@
+// tensorctl export RUN_DIR --format onnx -o FILE [--weights FILE]: a trained run as an ONNX model that takes
+// the raw rows `predict` takes and gives what `predict` writes (models/io/onnx_export.h).
+#include <cstdio>
+
+#include "app/commands.h"
+#include "core/errors.h"
+#include "models/io/atomic_file.h"
+#include "models/io/onnx_export.h"
+#include "models/io/safetensors.h"
+#include "models/train/training_run.h"
+
+namespace tctl::app {
+
+namespace {
+struct ExportFlags {
+  std::string run;
+  std::string format = "onnx";
+  std::string output;
+  std::string weights;
+};
+
+int run_export(const ExportFlags& f) {
+  if (f.format != "onnx") throw SpecError("", "--format", "unknown format \"" + f.format + "\" (known: onnx)");
+  check_output_path(f.output, "-o");
+  LoadedRun run = load_run(f.run, 1, 1, f.weights);
+  const Sequential& net = run.model->net();
+  OnnxExportInput in;
+  in.spec = run.config.model_spec;
+  for (auto& t : variable_values(net.variables())) in.weights.emplace(t.name, t.value);
+  if (run.standardized) {
+    in.mean = run.standardizer.mean;
+    in.std = run.standardizer.std;
+  }
+  in.outputs = net.output_shape().num_elements();
+  in.output_name = run.num_classes > 0 ? "probabilities" : "values";
+  in.producer_version = TENSORCTL_VERSION;
+  const std::string bytes = export_onnx(in);
+  write_file_atomic(f.output, bytes);
+  if (f.output != "-")
+    std::fprintf(stderr, "wrote %s (ONNX opset 17, input [batch, %lld] -> %s [batch, %lld], %zu bytes)\n",
+                 f.output.c_str(), static_cast<long long>(run.feature_names.size()), in.output_name.c_str(),
+                 static_cast<long long>(in.outputs), bytes.size());
+  return 0;
+}
+
+void define_flags(CLI::App& cmd, ExportFlags& flags) {
+  cmd.add_option("run", flags.run, "Run directory written by train")->required();
+  cmd.add_option("--format", flags.format, "onnx");
+  cmd.add_option("-o,--output", flags.output, "The file to write (- for stdout)")->required();
+  cmd.add_option("--weights", flags.weights,
+                 "Weights file of the run to export, relative to it (default weights.safetensors)");
+}
+
+}  // namespace
+
+Command add_export_command(CLI::App& app) {
+  return add_command<ExportFlags>(app, "export", "Export a trained run as an ONNX model", define_flags, run_export);
+}
+
+}  // namespace tctl::app

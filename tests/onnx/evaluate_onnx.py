@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""An ONNX evaluator of our own, in numpy, for the operators `tensorctl export` writes, so the tests can
+check an export against `tensorctl predict` without onnxruntime (the GPU machine has it; the build machine,
+Debian 12, has python3-onnx 1.12, whose checker is used here, but no runtime).
+
+    evaluate_onnx.py MODEL.onnx INPUT.csv PREDICTIONS.csv
+
+Checks the model with onnx.checker (full_check: types and shapes inferred), feeds the first F columns of
+INPUT.csv (F = the model's input width) row by row as one batch, and compares the output with the numeric
+columns of PREDICTIONS.csv (`tensorctl predict`'s output: probabilities or values). Prints the largest
+difference, absolute and relative to max(1, |predicted|) (predict writes six significant digits); exits 1
+when the relative one is above 1e-5, 2 on a usage or format problem.
+"""
+import csv
+import math
+import sys
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            return onnx.helper.get_attribute_value(a)
+    return default
+
+
+def same_pads(size, kernel, stride):
+    out = -(-size // stride)
+    total = max((out - 1) * stride + kernel - size, 0)
+    return total // 2, total - total // 2, out
+
+
+def windows(x, node, fill):
+    """x padded as the node's auto_pad says, and (kernel, strides, output size)."""
+    kh, kw = attr(node, "kernel_shape")
+    sh, sw = attr(node, "strides", [1, 1])
+    pad = attr(node, "auto_pad", b"NOTSET")
+    pad = pad.decode() if isinstance(pad, bytes) else pad
+    h, w = x.shape[2], x.shape[3]
+    if pad == "SAME_UPPER":
+        t, b, oh = same_pads(h, kh, sh)
+        l, r, ow = same_pads(w, kw, sw)
+    elif pad == "VALID":
+        t = b = l = r = 0
+        oh, ow = (h - kh) // sh + 1, (w - kw) // sw + 1
+    else:
+        raise SystemExit(f"unsupported auto_pad {pad!r}")
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=fill)
+    return xp, (kh, kw), (sh, sw), (oh, ow)
+
+
+def patches(xp, kernel, strides, out):
+    (kh, kw), (sh, sw), (oh, ow) = kernel, strides, out
+    for i in range(kh):
+        for j in range(kw):
+            yield i, j, xp[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw]
+
+
+def conv(node, x, w, b=None):
+    xp, kernel, strides, out = windows(x, node, 0.0)
+    y = np.zeros((x.shape[0], w.shape[0], out[0], out[1]))
+    for i, j, p in patches(xp, kernel, strides, out):
+        y += np.einsum("nchw,oc->nohw", p, w[:, :, i, j])
+    return y if b is None else y + b[None, :, None, None]
+
+
+def max_pool(node, x):
+    xp, kernel, strides, out = windows(x, node, -np.inf)
+    return np.max(np.stack([p for _, _, p in patches(xp, kernel, strides, out)]), axis=0)
+
+
+def average_pool(node, x):
+    if attr(node, "count_include_pad", 0) != 0:
+        raise SystemExit("unsupported count_include_pad")
+    xp, kernel, strides, out = windows(x, node, 0.0)
+    ones, _, _, _ = windows(np.ones_like(x), node, 0.0)
+    total = sum(p for _, _, p in patches(xp, kernel, strides, out))
+    count = sum(p for _, _, p in patches(ones, kernel, strides, out))
+    return total / count
+
+
+def reshape(x, shape):
+    shape = [x.shape[i] if d == 0 else int(d) for i, d in enumerate(shape)]
+    return x.reshape(shape)
+
+
+def softmax(x, axis):
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def run_node(node, v):
+    x = [v[name] for name in node.input]
+    op = node.op_type
+    if op == "Sub": return x[0] - x[1]
+    if op == "Div": return x[0] / x[1]
+    if op == "Mul": return x[0] * x[1]
+    if op == "Add": return x[0] + x[1]
+    if op == "Sum": return sum(x)
+    if op == "MatMul": return x[0] @ x[1]
+    if op == "Reshape": return reshape(x[0], x[1])
+    if op == "Flatten": return x[0].reshape(x[0].shape[0], -1)
+    if op == "Transpose": return np.transpose(x[0], attr(node, "perm"))
+    if op == "Conv": return conv(node, *x)
+    if op == "MaxPool": return max_pool(node, x[0])
+    if op == "AveragePool": return average_pool(node, x[0])
+    if op == "Relu": return np.maximum(x[0], 0.0)
+    if op == "LeakyRelu": return np.where(x[0] >= 0, x[0], attr(node, "alpha", 0.01) * x[0])
+    if op == "Elu": return np.where(x[0] > 0, x[0], attr(node, "alpha", 1.0) * (np.exp(x[0]) - 1.0))
+    if op == "Sigmoid": return 1.0 / (1.0 + np.exp(-x[0]))
+    if op == "Tanh": return np.tanh(x[0])
+    if op == "Erf": return np.vectorize(math.erf)(x[0])
+    if op == "Softmax": return softmax(x[0], attr(node, "axis", -1))
+    if op == "Concat": return np.concatenate(x, axis=attr(node, "axis"))
+    if op == "Identity": return x[0]
+    raise SystemExit(f"operator {op} is not in this evaluator")
+
+
+def numbers(path, first=None):
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    out = []
+    for row in rows[1:]:
+        cells = row[:first] if first is not None else row
+        values = []
+        for c in cells:
+            try:
+                values.append(float(c))
+            except ValueError:
+                pass  # class names and kept columns
+        out.append(values)
+    return np.array(out, dtype=np.float64)
+
+
+def main():
+    if len(sys.argv) != 4:
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    model = onnx.load(sys.argv[1])
+    onnx.checker.check_model(model, full_check=True)
+    width = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
+    values = {t.name: numpy_helper.to_array(t).astype(np.float64) if t.data_type == onnx.TensorProto.FLOAT
+              else numpy_helper.to_array(t) for t in model.graph.initializer}
+    values[model.graph.input[0].name] = numbers(sys.argv[2], width)
+    for node in model.graph.node:
+        values[node.output[0]] = run_node(node, values)
+    got = values[model.graph.output[0].name]
+    expected = numbers(sys.argv[3])
+    expected = expected[:, :got.shape[1]] if expected.shape[1] > got.shape[1] else expected
+    if got.shape != expected.shape:
+        print(f"shapes differ: the model gives {got.shape}, predict wrote {expected.shape}", file=sys.stderr)
+        sys.exit(1)
+    diff = float(np.max(np.abs(got - expected)))
+    # predict writes six significant digits: a regression's value of 150 is written to 1e-4.
+    relative = float(np.max(np.abs(got - expected) / np.maximum(1.0, np.abs(expected))))
+    print(f"{len(got)} rows, {got.shape[1]} outputs, {len(model.graph.node)} nodes: max |onnx - predict| = "
+          f"{diff:.3g}, relative to max(1, |predict|) {relative:.3g}")
+    sys.exit(0 if relative <= 1e-5 else 1)
+
+
+if __name__ == "__main__":
+    main()
