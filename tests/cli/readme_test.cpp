@@ -1,0 +1,201 @@
+// The README's samples are the program's output: every code block whose lines start with "$ " is run, in
+// README order, in one scratch directory (configs/ and tests/ linked from the source tree, `tensorctl` on
+// the PATH), and each line shown under a command must be a line it prints (stdout and stderr together, in
+// any order, as a pipe may reorder them; a sample may leave lines out). Numbers are compared by their form,
+// not their value (timings and last digits vary by machine): each number reads as 9, so "0.090 ms" is
+// "9.9 ms" and "1,234" is "9"; NaN and infinity read alike. Table columns that are deterministic (Param #, MFLOP,
+// Output Shape) compare exactly. HTML comments just above a block steer it:
+//   <!-- test: skip WHY -->     the block is not run (hardware-specific output, mpirun, a Ctrl-C)
+//   <!-- test: run COMMAND -->  a shell command run first, its output ignored (a run the sample needs)
+//   <!-- test: vary TEXT -->    lines holding TEXT are not compared (a race's outcome differs run to run)
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "cli/cli_test_util.h"
+
+namespace tctl::cli_test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Sample {
+  std::string command;
+  std::vector<std::string> expected;
+};
+
+struct Block {
+  int line = 0;  // of the opening fence, 1-based
+  std::string skip;
+  std::vector<std::string> setup;
+  std::vector<std::string> vary;
+  std::vector<Sample> samples;
+};
+
+std::vector<Block> readme_blocks() {
+  const auto lines = split_lines(read_text(source_path("README.md")));
+  std::vector<Block> blocks;
+  std::vector<std::string> comments;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.starts_with("<!-- test: ")) {
+      comments.push_back(l);
+      continue;
+    }
+    if (!l.starts_with("```")) {
+      if (!l.empty()) comments.clear();
+      continue;
+    }
+    Block b;
+    b.line = static_cast<int>(i + 1);
+    for (const auto& c : comments) {
+      const std::string body = c.substr(11, c.size() - 11 - 4);
+      if (body.starts_with("skip ")) b.skip = body.substr(5);
+      if (body.starts_with("run ")) b.setup.push_back(body.substr(4));
+      if (body.starts_with("vary ")) b.vary.push_back(body.substr(5));
+    }
+    comments.clear();
+    for (++i; i < lines.size() && !lines[i].starts_with("```"); ++i) {
+      if (lines[i].starts_with("$ ")) {
+        b.samples.push_back({lines[i].substr(2), {}});
+      } else if (!b.samples.empty()) {
+        b.samples.back().expected.push_back(lines[i]);
+      }
+    }
+    if (!b.samples.empty()) blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+// The cells of a table row, split on the box-drawing column separators.
+std::vector<std::string> cells_of(const std::string& line, const std::string& separator) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (std::size_t at = line.find(separator); at != std::string::npos; at = line.find(separator, start)) {
+    out.push_back(line.substr(start, at - start));
+    start = at + separator.size();
+  }
+  out.push_back(line.substr(start));
+  return out;
+}
+
+std::string collapse(const std::string& s) {
+  // Thousands separators go with the digits, so 999 and 30,289 have one form.
+  static const std::regex digits("[0-9][0-9,]*[0-9]|[0-9]"), spaces("[ \t]+"), rules("(─|━)+");
+  // Which a diverging run meets first, an infinity or a NaN, depends on the processor's summation order.
+  static const std::regex non_finite("\\b(NaN|nan|infinity|inf)\\b");
+  std::string out = std::regex_replace(s, non_finite, "<non-finite>");
+  out = std::regex_replace(out, digits, "9");
+  out = std::regex_replace(out, rules, "-");
+  out = std::regex_replace(out, spaces, " ");
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// A line in the form compared: numbers by shape, but for the exact columns of the table it belongs to.
+class Normalizer {
+ public:
+  std::string operator()(const std::string& line) {
+    static const std::regex spaces("[ \t]+");
+    if (line.find("┃") != std::string::npos) {
+      exact_.clear();
+      for (const auto& h : cells_of(line, "┃"))
+        exact_.push_back(h.find("Param #") != std::string::npos || h.find("Output Shape") != std::string::npos ||
+                         (h.find("FLOP") != std::string::npos && h.find("/s") == std::string::npos));
+    }
+    if (line.find("│") == std::string::npos || exact_.empty()) return collapse(line);
+    const auto cells = cells_of(line, "│");
+    std::string out;
+    for (std::size_t c = 0; c < cells.size(); ++c) {
+      const bool exact = c < exact_.size() && exact_[c];
+      std::string cell = exact ? std::regex_replace(cells[c], spaces, " ") : collapse(cells[c]);
+      while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+      while (!cell.empty() && cell.front() == ' ') cell.erase(0, 1);
+      out += (c ? "|" : "") + cell;
+    }
+    return out;
+  }
+
+ private:
+  std::vector<bool> exact_;
+};
+
+struct Shell {
+  int status = -1;
+  std::string out;
+};
+
+Shell shell(const fs::path& dir, const fs::path& bin, const std::string& command) {
+  const std::string line = "cd " + quoted(dir) + " && PATH=" + quoted(bin) + ":\"$PATH\" COLUMNS=200 sh -c " +
+                           quoted(fs::path(command)) + " </dev/null 2>&1";
+  FILE* pipe = popen(line.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  Shell r;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("every sample in the README is what the program prints") {
+  TempDir d;
+  const fs::path bin = d / ".bin";
+  fs::create_directories(bin);
+  fs::create_symlink(TENSORCTL_BINARY, bin / "tensorctl");
+  fs::create_directories(d / "build");
+  fs::create_symlink(TENSORCTL_BINARY, d / "build/tensorctl");
+  fs::create_directories(d / "docs");
+  for (const char* linked : {"configs", "tests"}) fs::create_directory_symlink(source_path(linked), d / linked);
+  int run = 0, skipped = 0;
+  for (const Block& b : readme_blocks()) {
+    INFO("README.md line " << b.line);
+    if (!b.skip.empty()) {
+      ++skipped;
+      continue;
+    }
+    for (const auto& command : b.setup) {
+      const Shell s = shell(d.path(), bin, command);
+      INFO("setup: " << command << "\n" << s.out);
+      REQUIRE(s.status == 0);
+    }
+    for (const Sample& sample : b.samples) {
+      ++run;
+      // `cat FILE` shows a file the next commands use: the sample's lines are its content.
+      if (sample.command.starts_with("cat ") && !fs::exists(d / sample.command.substr(4))) {
+        std::string text;
+        for (const auto& l : sample.expected) text += l + "\n";
+        d.write(sample.command.substr(4), text);
+      }
+      const Shell s = shell(d.path(), bin, sample.command);
+      INFO("$ " << sample.command << "\n" << s.out);
+      // Each line shown must be a line printed; not their order, which a pipe may change between stdout and
+      // stderr.
+      Normalizer expected_form, actual_form;
+      std::multiset<std::string> actual;
+      for (const auto& l : split_lines(s.out)) actual.insert(actual_form(l));
+      for (const auto& e : sample.expected) {
+        if (e == "..." || e.empty() || std::any_of(b.vary.begin(), b.vary.end(), [&](const std::string& v) {
+              return e.find(v) != std::string::npos;
+            }))
+          continue;
+        const std::string want = expected_form(e);
+        auto it = actual.find(want);
+        CHECK_MESSAGE(it != actual.end(), "not printed: " << e << "\n  (compared as: " << want << ")");
+        if (it != actual.end()) actual.erase(it);
+      }
+    }
+  }
+  MESSAGE(run << " README commands run, " << skipped << " blocks skipped as marked");
+  CHECK(run >= 30);
+}
+
+}  // namespace tctl::cli_test
