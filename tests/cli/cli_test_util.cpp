@@ -1,5 +1,7 @@
 #include "cli/cli_test_util.h"
 
+#include <cstdio>
+
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -104,6 +106,18 @@ CommandResult run_tensorctl(const std::string& args, const fs::path& cwd) {
   INFO("tensorctl " << args);
   INFO("stderr: " << r.err);
   check_no_crash(r);
+  return r;
+}
+
+CommandResult run_shell_command(const std::string& command, const fs::path& cwd) {
+  const std::string line = "cd " + quoted(cwd) + " && (" + command + ") </dev/null 2>&1";
+  FILE* pipe = popen(line.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  CommandResult r;
+  char buffer[4096];
+  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
+  const int raw = pclose(pipe);
+  if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
   return r;
 }
 

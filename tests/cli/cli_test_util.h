@@ -45,6 +45,10 @@ class TempDir {
 // /bin/sh as written, so quote paths with spaces (see quoted()).
 CommandResult run_tensorctl(const std::string& args, const std::filesystem::path& cwd);
 
+// Runs `command` with /bin/sh in `cwd`, stdin from /dev/null; `out` holds its stdout and stderr together.
+// For the tools the tests check tensorctl's output with (Graphviz, python3, a shell pipeline).
+CommandResult run_shell_command(const std::string& command, const std::filesystem::path& cwd);
+
 // `path` single-quoted for /bin/sh.
 std::string quoted(const std::filesystem::path& path);
 // A file of the source tree, e.g. source_path("configs/iris_mlp.json").

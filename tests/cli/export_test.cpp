@@ -1,8 +1,6 @@
 // tensorctl export --format onnx: every shipped config's trained run, and a model with every layer type,
 // exported, accepted by the ONNX checker, and reproducing `tensorctl predict` within 1e-5 in an evaluator of
 // our own (tests/onnx/evaluate_onnx.py, numpy). Mistakes are refused, writing nothing.
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -16,23 +14,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Shell {
-  int status = -1;
-  std::string out;
-};
-
-Shell shell(const fs::path& dir, const std::string& command) {
-  const std::string line = "cd " + quoted(dir) + " && " + command + " 2>&1";
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  Shell r;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
 // Trains `config` briefly into d/run, exports it, predicts its test rows, and checks the export against them.
 void check_export(const TempDir& d, const std::string& config) {
   CAPTURE(config);
@@ -42,12 +23,14 @@ void check_export(const TempDir& d, const std::string& config) {
   CHECK(e.err.find("wrote model.onnx (ONNX opset 17") != std::string::npos);
   REQUIRE(run_tensorctl("predict --run run --input run/test.csv --output predictions.csv", d.path()).status == 0);
   // Debian's python3-onnx (scripts/setup.sh installs it); a machine without it skips the comparison.
-  if (shell(d.path(), "/usr/bin/python3 -c 'import onnx, numpy'").status != 0) {
+  if (run_shell_command("/usr/bin/python3 -c 'import onnx, numpy'", d.path()).status != 0) {
     MESSAGE("/usr/bin/python3 has no onnx module (python3-onnx): the comparison with predict is skipped");
     return;
   }
-  const Shell eval = shell(d.path(), "/usr/bin/python3 " + quoted(source_path("tests/onnx/evaluate_onnx.py")) +
-                                         " model.onnx run/test.csv predictions.csv");
+  const CommandResult eval =
+      run_shell_command("/usr/bin/python3 " + quoted(source_path("tests/onnx/evaluate_onnx.py")) +
+                            " model.onnx run/test.csv predictions.csv",
+                        d.path());
   INFO(eval.out);
   CHECK(eval.status == 0);
   CHECK(eval.out.find("max |onnx - predict|") != std::string::npos);

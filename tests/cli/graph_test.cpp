@@ -14,17 +14,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Runs a shell command in `dir` and returns its standard output, or fails the test when it exits non-zero.
+// Runs a shell command in `dir` and returns its output, failing the test when it exits non-zero.
 std::string shell_output(const fs::path& dir, const std::string& command) {
-  const std::string line = "cd " + quoted(dir) + " && " + command;
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = pclose(pipe);
-  CHECK_MESSAGE(status == 0, command);
-  return out;
+  const CommandResult r = run_shell_command(command, dir);
+  CHECK_MESSAGE(r.status == 0, command << "\n" << r.out);
+  return r.out;
 }
 
 // Graphviz is installed by scripts/setup.sh; a machine without it (the GPU machine) skips what needs it.

@@ -8,8 +8,6 @@
 //   <!-- test: skip WHY -->     the block is not run (hardware-specific output, mpirun, a Ctrl-C)
 //   <!-- test: run COMMAND -->  a shell command run first, its output ignored (a run the sample needs)
 //   <!-- test: vary TEXT -->    lines holding TEXT are not compared (a race's outcome differs run to run)
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <regex>
@@ -126,22 +124,8 @@ class Normalizer {
   std::vector<bool> exact_;
 };
 
-struct Shell {
-  int status = -1;
-  std::string out;
-};
-
-Shell shell(const fs::path& dir, const fs::path& bin, const std::string& command) {
-  const std::string line = "cd " + quoted(dir) + " && PATH=" + quoted(bin) + ":\"$PATH\" COLUMNS=200 sh -c " +
-                           quoted(fs::path(command)) + " </dev/null 2>&1";
-  FILE* pipe = popen(line.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  Shell r;
-  char buffer[4096];
-  while (std::size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+CommandResult shell(const fs::path& dir, const fs::path& bin, const std::string& command) {
+  return run_shell_command("PATH=" + quoted(bin) + ":\"$PATH\" COLUMNS=200 sh -c " + quoted(fs::path(command)), dir);
 }
 
 }  // namespace
@@ -163,7 +147,7 @@ TEST_CASE("every sample in the README is what the program prints") {
       continue;
     }
     for (const auto& command : b.setup) {
-      const Shell s = shell(d.path(), bin, command);
+      const CommandResult s = shell(d.path(), bin, command);
       INFO("setup: " << command << "\n" << s.out);
       REQUIRE(s.status == 0);
     }
@@ -175,7 +159,7 @@ TEST_CASE("every sample in the README is what the program prints") {
         for (const auto& l : sample.expected) text += l + "\n";
         d.write(sample.command.substr(4), text);
       }
-      const Shell s = shell(d.path(), bin, sample.command);
+      const CommandResult s = shell(d.path(), bin, sample.command);
       INFO("$ " << sample.command << "\n" << s.out);
       // Each line shown must be a line printed; not their order, which a pipe may change between stdout and
       // stderr.
