@@ -26,11 +26,17 @@ struct PredictFlags {
   std::int64_t batch_size = 256;
 };
 
+// Whether the predictions are written by class name: a run whose labels were names, with one output per name
+// (a model with more outputs than the data had classes is written by number).
+bool by_name(const LoadedRun& run, std::int64_t width) {
+  return run.num_classes > 0 && static_cast<std::int64_t>(run.class_names.size()) == width;
+}
+
 // The header row: kept columns, then a named-class run's class and one probability per class named after
 // it, a numbered-class run's prob_0.. and predicted, or a regression's value_0...
 std::string header_row(const LoadedRun& run, const RunInput& in, std::int64_t width) {
   std::vector<std::string> names = in.kept_names;
-  const bool named = run.num_classes > 0 && !run.class_names.empty();
+  const bool named = by_name(run, width);
   if (named) names.push_back("class");
   for (std::int64_t j = 0; j < width; ++j)
     names.push_back(named ? run.class_names[static_cast<std::size_t>(j)]
@@ -50,7 +56,7 @@ int run_predict(const PredictFlags& f) {
   const std::int64_t n = in.rows;
   const std::int64_t width = n ? pred.num_elements() / n : run.model->net().output_shape().num_elements();
   const bool classes = run.num_classes > 0;
-  const bool named = classes && !run.class_names.empty() && static_cast<std::int64_t>(run.class_names.size()) == width;
+  const bool named = by_name(run, width);
   const bool labelled = in.labelled.size() > 0;
 
   std::string csv = header_row(run, in, width);

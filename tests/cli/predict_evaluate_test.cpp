@@ -255,6 +255,21 @@ TEST_SUITE("predict and evaluate") {
                        "(setosa, versicolor, virginica)"});
   }
 
+  TEST_CASE("a named-class run whose model has more outputs than classes predicts by number") {
+    TempDir d;
+    d.write("train.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 5,
+      "activation": "softmax"}]}, "data": {"csv": ")" +
+                              source_path("configs/data/iris_species.csv").string() +
+                              R"(", "label": "species"}, "epochs": 2})");
+    REQUIRE(run_tensorctl("train train.json --quiet --output run", d.path()).status == 0);
+    CommandResult r = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE(r.status == 0);
+    const auto lines = split_lines(r.out);
+    REQUIRE(lines.size() == 31);
+    CHECK(lines[0] == "prob_0,prob_1,prob_2,prob_3,prob_4,predicted");
+    CHECK(split_cells(lines[1]).size() == 6);
+  }
+
   TEST_CASE("predict --keep-columns passes columns through, quoted as needed; other columns are ignored") {
     const TrainedRun& t = trained("configs/iris_mlp.json");
     TempDir d;
