@@ -19,8 +19,10 @@ sanitizer_build() {
   if [ ! -f "$dir/CMakeCache.txt" ]; then
     # -fno-sanitize-recover: a UBSan report aborts instead of printing and going on (a no-op for thread).
     # Without CUDA: nvcc takes no sanitizer flags, and these builds show that tensorctl builds without it.
+    # -O1 -g1 (line tables only), as the sanitizers' manuals advise: the build is CI's largest cost, and these
+    # flags compile it in less than half the time of -O2 -g with the same reports and stack traces.
     cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORCTL_SANITIZE="$sanitizers" \
-      -DTENSORCTL_CUDA=OFF -DTENSORCTL_BENCH=OFF -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" >/dev/null
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DTENSORCTL_CUDA=OFF -DTENSORCTL_BENCH=OFF -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" >/dev/null
   fi
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done
