@@ -1,5 +1,6 @@
 // tensorctl profile CONFIG|MODEL: where the time of a training step goes, per layer and per op, and what
 // the thread settings buy.
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
@@ -11,9 +12,11 @@
 #include "app/scenarios/profiling.h"
 #include "app/terminal.h"
 #include "core/errors.h"
+#include "core/text.h"
 #include "models/io/atomic_file.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
+#include "models/train/training_run.h"
 
 namespace tctl::app {
 
@@ -24,6 +27,7 @@ struct ProfileFlags {
   std::string intra = "1";
   std::string mode = "traced";
   std::string trace;
+  std::string loss;
   ProfileOptions options;
   bool ops = false;
   bool json = false;
@@ -44,6 +48,17 @@ std::vector<int> thread_list(const std::string& text, const std::string& flag) {
     pos = comma + 1;
   }
   return out;
+}
+
+// Whether the config's loss fits its model's output (tracing the model finds out).
+bool loss_fits(const TrainConfig& c) {
+  try {
+    build_model(c);
+    return true;
+  } catch (const SpecError& e) {
+    if (e.where() != "loss") throw;
+    return false;
+  }
 }
 
 const char* mode_name(const ProfileReport& r) { return r.eager ? "eager" : "traced"; }
@@ -96,14 +111,24 @@ void print_table(const ProfileReport& r, bool ops) {
     for (const auto& o : r.ops)
       if ((o.layer.empty() ? "(graph)" : o.layer) == l.name) rows.push_back(op_row(r, o, device));
   }
-  std::vector<std::string> header{"Layer (type)",          "Output Shape", "Param #", "forward ms [min-max]",
-                                  "backward ms [min-max]", "share",        "MFLOP",   "GFLOP/s"};
-  std::vector<bool> right{false, false, true, true, true, true, true, true};
-  if (device) {
-    header.insert(header.begin() + 5, "device ms [min-max]");
-    right.insert(right.begin() + 5, true);
+  // On a narrow terminal the ranges go first, then the figures one can work out from the others.
+  std::vector<TableColumn> columns{{"Layer (type)"},
+                                   {"Output Shape", false, 3},
+                                   {"Param #", true, 4},
+                                   {"forward ms [min-max]", true, 0, " ["},
+                                   {"backward ms [min-max]", true, 0, " ["},
+                                   {"share", true},
+                                   {"MFLOP", true, 5},
+                                   {"GFLOP/s", true, 6}};
+  if (device) columns.insert(columns.begin() + 5, {"device ms [min-max]", true, 2, " ["});
+  // Forward only: no backward column.
+  bool backward = false;
+  for (const auto& l : r.layers) backward |= l.backward.max > 0;
+  if (!backward) {
+    columns.erase(columns.begin() + 4);
+    for (auto& row : rows) row.erase(row.begin() + 4);
   }
-  std::printf("%s", box_table(header, rows, right).c_str());
+  std::printf("%s", table_for_output(columns, rows).c_str());
   for (const StreamProfile& s : r.streams)
     std::printf(
         "%s stream busy %s ms [%s-%s] per step (%.1f%% of the step), timed with its events; forward and "
@@ -182,8 +207,13 @@ void print_sweep(const std::vector<ProfileReport>& reports, bool both_modes) {
   std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
               both_modes ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
               reports[0].inter_op_threads, reports[0].intra_op_threads);
-  std::printf("%s", box_table({"mode", "inter-op", "intra-op", "step ms", "samples/s", "speed-up"}, rows,
-                              {false, true, true, true, true, true})
+  std::printf("%s", table_for_output({{"mode"},
+                                      {"inter-op", true},
+                                      {"intra-op", true},
+                                      {"step ms", true, 1},
+                                      {"samples/s", true},
+                                      {"speed-up", true}},
+                                     rows)
                         .c_str());
 }
 
@@ -198,43 +228,73 @@ int run_profile(const ProfileFlags& f) {
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
 
   TrainConfig config = load_model_file(f.path);
-  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path),
-                        f.options.batch_size, config.optimizer.slots_per_weight(), "", "--batch-size");
+  ProfileOptions options = f.options;
+  // A model spec names no loss: a forward-only profile builds none, and a training profile takes the default
+  // (sparse categorical cross-entropy) where it fits the model's output, or else runs forward only and says so.
+  bool no_loss = false;
+  if (!f.loss.empty()) {
+    const auto& known = loss_names();
+    if (std::find(known.begin(), known.end(), f.loss) == known.end())
+      throw SpecError("", "--loss", "unknown loss \"" + f.loss + "\" (known: " + join(known) + ")");
+    config.loss = f.loss;
+    config.metrics.clear();
+  } else if (config.spec_only) {
+    config.metrics.clear();
+    no_loss = options.forward_only || !loss_fits(config);
+  }
+  const bool fell_back = no_loss && !options.forward_only;
+  if (no_loss) {
+    config.loss.clear();
+    options.forward_only = true;
+  }
+  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), options.batch_size,
+                        config.optimizer.slots_per_weight(), "", "--batch-size");
 
   std::vector<ProfileReport> reports;
+  StatusLine status;
+  const std::size_t runs = eager_modes.size() * inters.size() * intras.size();
   for (bool eager : eager_modes) {
     for (int inter : inters) {
       for (int intra : intras) {
-        ProfileOptions o = f.options;
+        ProfileOptions o = options;
         o.inter_op_threads = inter;
         o.intra_op_threads = intra;
         o.eager = eager;
+        status.show(reports.size() + 1, runs,
+                    fmt::format("profiling {}, inter-op {}, intra-op {}", eager ? "eager" : "traced", inter, intra));
         reports.push_back(profile_training(config, o));
       }
     }
   }
+  status.clear();
   // The detailed table and the trace show the last configuration of the first mode (traced, unless only
   // eager was asked for).
   const ProfileReport& last = reports[reports.size() / eager_modes.size() - 1];
   if (!f.trace.empty()) {
     TraceOptions t;
-    t.process_name = "tensorctl " + std::string(f.options.forward_only ? "forward" : "training") + " step";
+    t.process_name = "tensorctl " + std::string(options.forward_only ? "forward" : "training") + " step";
     write_file_atomic(f.trace, chrome_trace_json(last.last_events, t));
   }
   if (f.json) {
-    std::printf("%s\n",
-                nlohmann::json{{"model", f.path}, {"batch_size", f.options.batch_size}, {"runs", reports_json(reports)}}
-                    .dump(2)
-                    .c_str());
+    std::printf("%s\n", nlohmann::json{{"model", f.path},
+                                       {"batch_size", options.batch_size},
+                                       {"forward_only", options.forward_only},
+                                       {"loss", config.loss.empty() ? nlohmann::json() : nlohmann::json(config.loss)},
+                                       {"runs", reports_json(reports)}}
+                            .dump(2)
+                            .c_str());
     return 0;
   }
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
     const ProfileReport& r = reports[(m + 1) * reports.size() / eager_modes.size() - 1];
     std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d\n",
-                m > 0 ? "\n" : "", f.path.c_str(), static_cast<long long>(f.options.batch_size),
-                static_cast<long long>(f.options.iterations), static_cast<long long>(f.options.warmup),
-                f.options.forward_only ? "forward only" : "training step", mode_name(r), r.inter_op_threads,
-                r.intra_op_threads);
+                m > 0 ? "\n" : "", f.path.c_str(), static_cast<long long>(options.batch_size),
+                static_cast<long long>(options.iterations), static_cast<long long>(options.warmup),
+                fell_back              ? "forward only (the default loss does not fit this model's output; --loss NAME "
+                                         "profiles training)"
+                : options.forward_only ? "forward only"
+                                       : "training step",
+                mode_name(r), r.inter_op_threads, r.intra_op_threads);
     print_layers(r, f.ops);
   }
   if (reports.size() > 1) print_sweep(reports, eager_modes.size() > 1);
@@ -252,6 +312,7 @@ void define_flags(CLI::App& cmd, ProfileFlags& f) {
   cmd.add_option("--intra-op-threads", f.intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
   cmd.add_option("--mode", f.mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
   cmd.add_flag("--forward-only", f.options.forward_only, "Profile inference only");
+  cmd.add_option("--loss", f.loss, "The loss of the training step (a model spec has none: forward only without it)");
   cmd.add_flag("--ops", f.ops, "Break each layer into its graph nodes");
   cmd.add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) of the last measured step");
   cmd.add_flag("--json", f.json, "Print the report as JSON");

@@ -100,16 +100,25 @@ int run_race_check(const RaceFlags& f) {
       std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
     std::printf("\n");
   }
-  std::vector<RaceRow> rows;
+  // Every row to run: a scenario under a locking mode, or "mirrored" (train's lock-free row).
+  std::vector<std::pair<std::string, std::string>> plan;
   for (const auto& scenario : scenarios) {
     if (!race_scenario_uses_modes(scenario)) {
-      rows.push_back(run_race_scenario(scenario, LockingMode::kMutex, f.options));
+      plan.emplace_back(scenario, std::string(locking_mode_name(LockingMode::kMutex)));
       continue;
     }
-    for (LockingMode m : modes) rows.push_back(run_race_scenario(scenario, m, f.options));
+    for (LockingMode m : modes) plan.emplace_back(scenario, std::string(locking_mode_name(m)));
     // TensorFlow's lock-free answer beside the locking modes: no variable shared at all.
-    if (scenario == "train") rows.push_back(run_mirrored_train(f.options));
+    if (scenario == "train") plan.emplace_back(scenario, "mirrored");
   }
+  std::vector<RaceRow> rows;
+  StatusLine status;
+  for (const auto& [scenario, mode] : plan) {
+    status.show(rows.size() + 1, plan.size(), "race-check " + scenario + ", mode " + mode);
+    rows.push_back(mode == "mirrored" ? run_mirrored_train(f.options)
+                                      : run_race_scenario(scenario, *parse_locking_mode(mode), f.options));
+  }
+  status.clear();
   bool broken = false;
   for (const auto& r : rows) broken |= r.broken;
 
@@ -157,16 +166,13 @@ int run_race_check(const RaceFlags& f) {
     row.push_back(r.verdict);
     table.push_back(row);
   }
-  std::vector<std::string> header{"scenario", "mode", "threads", "operations", "expected",
-                                  "observed", "lost", "torn",    "ops/s"};
-  std::vector<bool> right{false, false, true, true, true, true, true, true, true};
-  if (any_loss) {
-    header.push_back("final loss");
-    right.push_back(true);
-  }
-  header.push_back("verdict");
-  right.push_back(false);
-  std::printf("%s", box_table(header, table, right).c_str());
+  // On a narrow terminal the counts one can work out from the others go first.
+  std::vector<TableColumn> columns{
+      {"scenario"},          {"mode"},       {"threads", true, 5}, {"operations", true, 6}, {"expected", true, 4},
+      {"observed", true, 3}, {"lost", true}, {"torn", true},       {"ops/s", true, 2}};
+  if (any_loss) columns.push_back({"final loss", true, 1});
+  columns.push_back({"verdict", false, 0, "", 24});
+  std::printf("%s", table_for_output(columns, table).c_str());
   std::printf("%s\n", broken ? "A mode broke its promise." : "Every mode that promises consistency kept it.");
   return broken ? 1 : 0;
 }

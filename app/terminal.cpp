@@ -1,9 +1,13 @@
 #include "app/terminal.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -98,14 +102,30 @@ void ProgressPrinter::on_epoch(const EpochResult& r) {
   header_printed_ = false;
 }
 
-std::string box_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
-                      const std::vector<bool>& right_aligned) {
+namespace {
+
+// The cell widths of a table, padding not included.
+std::vector<std::size_t> content_widths(const std::vector<std::string>& header,
+                                        const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> w(header.size());
   for (std::size_t c = 0; c < header.size(); ++c) {
     w[c] = display_width(header[c]);
     for (const auto& r : rows) w[c] = std::max(w[c], display_width(r[c]));
-    w[c] += 2;
   }
+  return w;
+}
+
+// Each cell is its content plus `pad` spaces, with one more space on each side and a bar after.
+std::size_t table_width(const std::vector<std::size_t>& content, std::size_t pad) {
+  std::size_t total = 1;
+  for (std::size_t w : content) total += w + pad + 3;
+  return total;
+}
+
+std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                         const std::vector<bool>& right_aligned, std::size_t pad) {
+  std::vector<std::size_t> w = content_widths(header, rows);
+  for (auto& x : w) x += pad;
   auto rule = [&](const char* l, const char* m, const char* r, const char* h) {
     std::string s = l;
     for (std::size_t c = 0; c < w.size(); ++c) s += repeat(h, w[c] + 2) + (c + 1 < w.size() ? m : r);
@@ -114,8 +134,8 @@ std::string box_table(const std::vector<std::string>& header, const std::vector<
   auto line = [&](const std::vector<std::string>& cells, const char* bar) {
     std::string s = bar;
     for (std::size_t c = 0; c < w.size(); ++c) {
-      std::string pad(w[c] - display_width(cells[c]), ' ');
-      s += " " + (right_aligned[c] ? pad + cells[c] : cells[c] + pad) + " " + bar;
+      std::string fill(w[c] - display_width(cells[c]), ' ');
+      s += " " + (right_aligned[c] ? fill + cells[c] : cells[c] + fill) + " " + bar;
     }
     return s + "\n";
   };
@@ -125,6 +145,151 @@ std::string box_table(const std::vector<std::string>& header, const std::vector<
     out += i + 1 < rows.size() ? rule("├", "┼", "┤", "─") : rule("└", "┴", "┘", "─");
   }
   return out;
+}
+
+// The first `n` code points of UTF-8 text.
+std::string first_code_points(const std::string& s, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) continue;
+    if (seen++ == n) return s.substr(0, i);
+  }
+  return s;
+}
+
+// Text cut to `width` code points, its last one "…" when anything was cut.
+std::string cut_to(const std::string& s, std::size_t width) {
+  if (display_width(s) <= width) return s;
+  return width == 0 ? "" : first_code_points(s, width - 1) + "…";
+}
+
+std::size_t terminal_columns(int fd) {
+  winsize ws{};
+  if (isatty(fd) == 0 || ioctl(fd, TIOCGWINSZ, &ws) != 0) return 0;
+  return ws.ws_col;
+}
+
+}  // namespace
+
+std::string box_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                      const std::vector<bool>& right_aligned) {
+  return render_table(header, rows, right_aligned, 2);
+}
+
+std::size_t output_width() {
+  if (const char* columns = std::getenv("COLUMNS")) {
+    std::size_t n = 0;
+    const char* end = columns + std::strlen(columns);
+    auto [ptr, ec] = std::from_chars(columns, end, n);
+    if (ec == std::errc() && ptr == end && n > 0) return n;
+  }
+  return terminal_columns(STDOUT_FILENO);
+}
+
+FittedTable fit_table(const std::vector<TableColumn>& columns, const std::vector<std::vector<std::string>>& rows,
+                      std::size_t max_width) {
+  std::vector<std::string> header;
+  std::vector<bool> right;
+  for (const auto& c : columns) {
+    header.push_back(c.header);
+    right.push_back(c.right_aligned);
+  }
+  std::vector<std::vector<std::string>> cells = rows;
+  auto width = [&](std::size_t pad) { return table_width(content_widths(header, cells), pad); };
+  if (max_width == 0 || width(2) <= max_width) return {render_table(header, cells, right, 2), {}};
+  if (width(0) <= max_width) return {render_table(header, cells, right, 0), {}};
+
+  // Narrowed columns.
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    const std::string& at = columns[c].narrow_at;
+    if (at.empty()) continue;
+    auto narrow = [&](std::string& s) { s = s.substr(0, s.find(at)); };
+    narrow(header[c]);
+    for (auto& r : cells) narrow(r[c]);
+  }
+  // Text cut where a column allows it.
+  for (std::size_t c = 0; c < columns.size() && width(0) > max_width; ++c) {
+    if (columns[c].cut_to == 0) continue;
+    const std::size_t w = content_widths(header, cells)[c];
+    const std::size_t over = width(0) - max_width;
+    const std::size_t target = std::max(columns[c].cut_to, w > over ? w - over : 0);
+    for (auto& r : cells) r[c] = cut_to(r[c], target);
+  }
+  // Columns left out, the highest rank first (the rightmost of equal ranks).
+  std::vector<std::size_t> kept(columns.size());
+  for (std::size_t c = 0; c < kept.size(); ++c) kept[c] = c;
+  FittedTable out;
+  auto drop = [&](std::size_t k) {
+    out.left_out.push_back(columns[kept[k]].header);
+    header.erase(header.begin() + static_cast<std::ptrdiff_t>(k));
+    right.erase(right.begin() + static_cast<std::ptrdiff_t>(k));
+    for (auto& r : cells) r.erase(r.begin() + static_cast<std::ptrdiff_t>(k));
+    kept.erase(kept.begin() + static_cast<std::ptrdiff_t>(k));
+  };
+  while (width(0) > max_width) {
+    std::size_t victim = kept.size();
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const int rank = columns[kept[k]].drop_rank;
+      if (rank > 0 && (victim == kept.size() || rank >= columns[kept[victim]].drop_rank)) victim = k;
+    }
+    if (victim == kept.size()) break;
+    drop(victim);
+  }
+  // The widest left-aligned column, cut (to no fewer than 8 characters).
+  if (width(0) > max_width) {
+    const std::vector<std::size_t> w = content_widths(header, cells);
+    std::size_t widest = w.size();
+    for (std::size_t k = 0; k < w.size(); ++k)
+      if (!right[k] && (widest == w.size() || w[k] > w[widest])) widest = k;
+    if (widest < w.size()) {
+      const std::size_t over = width(0) - max_width;
+      const std::size_t target = std::max<std::size_t>(8, w[widest] > over ? w[widest] - over : 0);
+      header[widest] = cut_to(header[widest], target);
+      for (auto& r : cells) r[widest] = cut_to(r[widest], target);
+    }
+  }
+  // Left out in table order.
+  std::vector<std::string> ordered;
+  for (const auto& c : columns)
+    if (std::find(out.left_out.begin(), out.left_out.end(), c.header) != out.left_out.end())
+      ordered.push_back(c.header);
+  out.left_out = ordered;
+  out.text = render_table(header, cells, right, 0);
+  return out;
+}
+
+std::string table_for_output(const std::vector<TableColumn>& columns,
+                             const std::vector<std::vector<std::string>>& rows) {
+  const std::size_t width = output_width();
+  FittedTable t = fit_table(columns, rows, width);
+  if (t.left_out.empty()) return t.text;
+  std::vector<std::string> quoted;
+  for (const auto& h : t.left_out) quoted.push_back("\"" + h + "\"");
+  std::string names;
+  for (std::size_t i = 0; i < quoted.size(); ++i) names += (i > 0 ? ", " : "") + quoted[i];
+  return t.text + fmt::format("({} left out to fit {} columns; --json has every figure)\n", names, width);
+}
+
+StatusLine::StatusLine() : live_(isatty(STDERR_FILENO) != 0), start_(now_seconds()) {}
+
+StatusLine::~StatusLine() { clear(); }
+
+void StatusLine::show(std::size_t step, std::size_t steps, const std::string& text) {
+  if (!live_) return;
+  std::string line = fmt::format("[{}/{}] {}, {:.0f}s elapsed", step, steps, text, now_seconds() - start_);
+  const std::size_t columns = terminal_columns(STDERR_FILENO);
+  // One column short of the width: a line that fills it wraps on some terminals.
+  if (columns > 1) line = cut_to(line, columns - 1);
+  std::fprintf(stderr, "\r%s\033[K", line.c_str());
+  std::fflush(stderr);
+  shown_ = true;
+}
+
+void StatusLine::clear() {
+  if (!shown_) return;
+  std::fprintf(stderr, "\r\033[K");
+  std::fflush(stderr);
+  shown_ = false;
 }
 
 }  // namespace tctl::app

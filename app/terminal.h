@@ -1,6 +1,7 @@
 // Terminal output: Keras-style progress lines, tables, number formatting.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -42,5 +43,57 @@ class ProgressPrinter {
 // A box-drawn table like Keras 3's summary; `right_aligned` marks columns to right-align.
 std::string box_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
                       const std::vector<bool>& right_aligned);
+
+// How many columns the tables printed on stdout may take: $COLUMNS when it holds a positive number (as
+// Python's shutil.get_terminal_size reads it), else the terminal's width when stdout is one, else 0: no
+// limit, so piped output keeps every column.
+std::size_t output_width();
+
+struct TableColumn {
+  std::string header;
+  bool right_aligned = false;
+  // When the table is too wide, columns with the highest rank are left out first; 0: never left out.
+  int drop_rank = 0;
+  // Narrows the column when the table is too wide: its header and cells end before the first occurrence of
+  // this text ("0.123 [0.100-0.150]" with " [" becomes "0.123"). Empty: not narrowed.
+  std::string narrow_at;
+  // A left-aligned text column may be cut (with "…") down to this width before any column is left out; 0:
+  // only as a last resort.
+  std::size_t cut_to = 0;
+};
+
+struct FittedTable {
+  std::string text;
+  std::vector<std::string> left_out;  // headers of the columns left out, in table order
+};
+
+// A box table, as box_table, within `max_width` columns (0: no limit). When the full table is wider, it
+// tries, in turn until it fits: less padding, the narrowed form of the columns that have one, cutting the
+// columns that allow it, leaving columns out by drop rank, and last cutting the widest left-aligned
+// column's cells (with "…").
+FittedTable fit_table(const std::vector<TableColumn>& columns, const std::vector<std::vector<std::string>>& rows,
+                      std::size_t max_width);
+// fit_table within output_width(), followed by a line naming the columns left out, if any, and saying that
+// `--json` has them.
+std::string table_for_output(const std::vector<TableColumn>& columns,
+                             const std::vector<std::vector<std::string>>& rows);
+
+// One line on stderr showing how far a long command has come, redrawn in place, when stderr is a terminal;
+// nothing otherwise, so logs and pipes see only the results. Cleared by clear() and when destroyed.
+class StatusLine {
+ public:
+  StatusLine();
+  ~StatusLine();
+  StatusLine(const StatusLine&) = delete;
+  StatusLine& operator=(const StatusLine&) = delete;
+  // "[step/steps] text, Ns elapsed", cut to the terminal's width.
+  void show(std::size_t step, std::size_t steps, const std::string& text);
+  void clear();
+
+ private:
+  bool live_;
+  bool shown_ = false;
+  double start_;
+};
 
 }  // namespace tctl::app

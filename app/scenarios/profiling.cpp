@@ -24,13 +24,35 @@ TimeStats time_stats(std::vector<double> samples) {
 
 namespace {
 
-// FLOPs of a MatMul or FusedMatMul node (its product only) with the batch dimension filled in: 2 m n k.
-double matmul_flops(const Graph& g, const Node& n, std::int64_t batch) {
+// The floating-point operations of one node with the batch dimension filled in, counted as TensorFlow's
+// profiler does: a product's multiply and add are two (its bias and activation not counted), a pooling
+// window one per element it covers. Zero for the ops the table gives no figure (elementwise, losses,
+// updates), whose time is memory-bound.
+double node_flops(const Graph& g, const Node& n, std::int64_t batch) {
   auto dim = [&](std::int64_t d) { return static_cast<double>(d < 0 ? batch : d); };
-  const Shape& a = g.node(n.inputs[0]).spec.shape;
-  const bool ta = n.attrs.i_or("transpose_a", 0) != 0;
-  const double k = dim(a[ta ? 0 : 1]);
-  return 2.0 * dim(n.spec.shape[0]) * dim(n.spec.shape[1]) * k;
+  auto elements = [&](const Shape& s) {
+    double e = 1;
+    for (int i = 0; i < s.rank(); ++i) e *= dim(s[i]);
+    return e;
+  };
+  auto input = [&](std::size_t i) -> const Shape& { return g.node(n.inputs[i]).spec.shape; };
+  const std::string& op = n.op->name;
+  if (op == "MatMul" || op == "FusedMatMul") {
+    const bool ta = n.attrs.i_or("transpose_a", 0) != 0;
+    return 2.0 * dim(n.spec.shape[0]) * dim(n.spec.shape[1]) * dim(input(0)[ta ? 0 : 1]);
+  }
+  // A convolution and both its gradients: 2 multiply-adds per output pixel, filter and kernel element,
+  // from the output-side tensor (the forward output, dy) and the kernel [kh, kw, C, F].
+  if (op == "Conv2D" || op == "FusedConv2D")
+    return 2.0 * elements(n.spec.shape) * elements(input(1)) / dim(input(1)[3]);
+  if (op == "Conv2DInputGrad") return 2.0 * elements(input(0)) * elements(input(1)) / dim(input(1)[3]);
+  if (op == "Conv2DKernelGrad") return 2.0 * elements(input(1)) * elements(n.spec.shape) / dim(n.spec.shape[3]);
+  if (op == "MaxPool2D" || op == "AvgPool2D" || op == "MaxPool2DGrad" || op == "AvgPool2DGrad") {
+    const auto& window = n.attrs.ints("window");
+    const Shape& out = op.ends_with("Grad") ? input(0) : n.spec.shape;
+    return elements(out) * static_cast<double>(window[0] * window[1]);
+  }
+  return 0;
 }
 
 // Batches of the config's training data, or random batches of the model's input shape.
@@ -59,6 +81,10 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
     for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = uniform();
     Dataset d;
     d.x = x;
+    if (c.loss.empty()) {
+      out.emplace_back(x, Tensor{});  // forward only, no targets
+      continue;
+    }
     if (loss_is_classification(c.loss)) {
       std::vector<std::int32_t> labels(static_cast<std::size_t>(batch));
       for (auto& l : labels) l = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(classes));
@@ -181,8 +207,7 @@ std::vector<LayerProfile> layer_rows(const Sequential& net, const Graph& g, Step
     if (s.backward.contains(name)) row.backward = time_stats(s.backward[name]);
     if (s.device.contains(name)) row.device = time_stats(s.device[name]);
     for (const Node& n : g.nodes())
-      if (n.layer == name && (n.op->name == "MatMul" || n.op->name == "FusedMatMul"))
-        row.flops += matmul_flops(g, n, batch_size);
+      if (n.layer == name) row.flops += node_flops(g, n, batch_size);
     rows.push_back(row);
   }
   return rows;
@@ -194,6 +219,8 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   TrainConfig c = config;
   c.inter_op_threads = o.inter_op_threads;
   c.intra_op_threads = o.intra_op_threads;
+  if (c.loss.empty() && !o.forward_only)
+    throw SpecError(c.file, "loss", "a model without a loss can be profiled forward only");
   std::unique_ptr<Model> model = build_model(c);
   const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
   StepSamples samples = measure_steps(*model, make_batches(c, *model, o.batch_size, 8), o);

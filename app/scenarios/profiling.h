@@ -37,7 +37,7 @@ struct LayerProfile {
   std::int64_t params = 0;
   TimeStats forward;
   TimeStats backward;  // the update phase counts here for the optimizer row
-  double flops = 0;    // per step, forward and backward, from the MatMul shapes
+  double flops = 0;    // per step, forward and backward: products, convolutions and pooling windows
   // Per step, forward and backward, the time its work took on devices with a stream (copies of its values
   // included), from the devices' events; zero where none of it ran there.
   TimeStats device;
@@ -74,7 +74,8 @@ struct ProfileReport {
 };
 
 // Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the
-// model's input shape. A model spec without a config is wrapped in a config with default training keys.
+// model's input shape. A model spec without a config is wrapped in a config with default training keys;
+// a config whose loss is empty has none, and profiles forward only.
 ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& options);
 
 }  // namespace tctl

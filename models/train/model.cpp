@@ -160,6 +160,10 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
       optimizer_(options_.optimizer),
       inter_pool_(threads_per_replica(options_.inter_op_threads, nets.size())),
       intra_pool_(threads_per_replica(options_.intra_op_threads, nets.size())) {
+  const bool inference_only = options_.loss.empty();
+  TCTL_CHECK(!inference_only ||
+                 (nets.size() == 1 && !options_.workers && options_.hogwild_workers <= 1 && options_.metrics.empty()),
+             "a model without a loss is one replica without metrics");
   check_metrics(options_);
   set_allow_tf32(options_.allow_tf32);
   const bool in_process = options_.replica_devices.size() > 1;
@@ -178,25 +182,29 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     TCTL_CHECK(first_member_ >= 0 && first_member_ < members_, "worker out of range");
   }
 
-  train_graph_ = std::make_shared<Graph>();
-  train_pass_ = std::make_unique<Pass>();
-  trace_training(*train_graph_, *train_pass_, first_replica(collective_ ? first_member_ : -1));
-  if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
   infer_graph_ = std::make_shared<Graph>();
   infer_pass_ = std::make_unique<Pass>();
   trace_forward(*infer_graph_, *infer_pass_, false, first_replica(-1));
+  if (!inference_only) {
+    train_graph_ = std::make_shared<Graph>();
+    train_pass_ = std::make_unique<Pass>();
+    trace_training(*train_graph_, *train_pass_, first_replica(collective_ ? first_member_ : -1));
+    if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
+  }
 
   // A device strict placement refuses is found now, before a caller writes anything, not at the first step.
   if (options_.placement.strict)
     for (const auto& [graph, pass] :
          {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
-      const Output fed[] = {pass->x, pass->targets};
+      if (graph == nullptr) continue;
+      std::vector<Output> fed{pass->x};
+      if (!inference_only) fed.push_back(pass->targets);
       place_all(*graph, fed, options_.placement);
     }
   SessionOptions so;
   so.seed = options_.seed;
   so.placement = options_.placement;
-  train_session_ = std::make_unique<Session>(train_graph_, inter_pool_, intra_pool_, so);
+  if (!inference_only) train_session_ = std::make_unique<Session>(train_graph_, inter_pool_, intra_pool_, so);
   infer_session_ = std::make_unique<Session>(infer_graph_, inter_pool_, intra_pool_, so);
 
   for (std::size_t r = 1; r < nets.size(); ++r) {
@@ -293,8 +301,12 @@ AllReduceTotals Model::all_reduce_totals() const {
 Model::~Model() = default;
 
 void Model::trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) const {
-  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, r.net.output_shape()));
   pass.x = g.placeholder("x", DType::kF32, Shape::concat(-1, r.net.input_shape()));
+  if (options_.loss.empty()) {
+    pass.predictions = r.net.call(g, pass.x, training, r.device);
+    return;
+  }
+  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, r.net.output_shape()));
   pass.targets = g.placeholder("targets", target.dtype, target.shape);
   pass.predictions = r.net.call(g, pass.x, training, r.device);
   std::string why = check_loss_fits(g, options_.loss, pass.predictions);
@@ -424,11 +436,12 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
 }
 
 std::vector<std::string> Model::placement_warnings() const {
-  std::vector<std::string> out = train_session_->placement_warnings();
+  std::vector<std::string> out;
   auto add = [&](std::vector<std::string> more) {
     for (auto& w : more)
       if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
   };
+  if (train_session_) add(train_session_->placement_warnings());
   add(infer_session_->placement_warnings());
   for (const auto& rep : others_) add(rep->session->placement_warnings());
   return out;
@@ -619,8 +632,10 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
   EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, 0, profiler});
   eager.feed("x", x);
   // The loss is traced too (as in the inference graph) but its targets are not part of the timing.
-  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(x.shape()[0], net_->output_shape()));
-  eager.feed("targets", Tensor::zeros(target.dtype, target.shape));
+  if (!options_.loss.empty()) {
+    const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(x.shape()[0], net_->output_shape()));
+    eager.feed("targets", Tensor::zeros(target.dtype, target.shape));
+  }
   Pass pass;
   trace_forward(g, pass, false, first_replica(-1));
   return eager.value(pass.predictions);

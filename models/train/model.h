@@ -26,6 +26,8 @@
 namespace tctl {
 
 struct ModelOptions {
+  // Empty: no loss, an inference-only model (one replica, no metrics): the inference graph holds the
+  // predictions alone, and nothing may train or evaluate it (a model spec profiled without a loss).
   std::string loss = "sparse_categorical_crossentropy";
   OptimizerConfig optimizer;
   std::vector<std::string> metrics;  // "accuracy" for classification; "mae", "mse" for regression
@@ -123,7 +125,10 @@ class Model {
   Optimizer& optimizer() { return optimizer_; }
   // Nodes that could not run where they asked and fell back to the CPU, so far.
   std::vector<std::string> placement_warnings() const;
-  const Graph& training_graph() const { return *train_graph_; }
+  const Graph& training_graph() const {
+    TCTL_CHECK(train_graph_ != nullptr, "a model without a loss has no training graph");
+    return *train_graph_;
+  }
   const Graph& inference_graph() const { return *infer_graph_; }
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
   // With a profiler, the run's node events are recorded into it.

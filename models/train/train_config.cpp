@@ -343,6 +343,7 @@ TrainConfig load_model_file(const std::string& path) {
   c.model_file = path;
   c.model_spec = model_spec_from(doc, path);
   c.metrics = {"accuracy"};
+  c.spec_only = true;
   return c;
 }
 

@@ -84,6 +84,9 @@ struct TrainConfig {
   bool strict_placement = false;
   bool log_device_placement = false;
   std::string output;  // run directory
+  // load_model_file of a model spec or a Keras export: the training keys (loss, metrics, ...) are defaults
+  // nobody chose. Not recorded.
+  bool spec_only = false;
   nlohmann::json callbacks_json() const;
 
   // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.

@@ -4,9 +4,11 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <utility>
 
 #include <doctest/doctest.h>
 
@@ -87,6 +89,30 @@ nlohmann::json parse_json(const std::string& text) {
 
 nlohmann::json read_json(const fs::path& path) { return parse_json(read_text(path)); }
 
+ScopedEnv::ScopedEnv(std::string name, const std::string& value) : name_(std::move(name)) {
+  if (const char* v = std::getenv(name_.c_str())) saved_ = v;
+  setenv(name_.c_str(), value.c_str(), 1);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (saved_)
+    setenv(name_.c_str(), saved_->c_str(), 1);
+  else
+    unsetenv(name_.c_str());
+}
+
+std::size_t widest_table_line(const std::string& text) {
+  std::size_t widest = 0;
+  for (const std::string& line : split_lines(text)) {
+    // Box tables' lines start with one of the corner or bar characters, all of them U+25xx (E2 94/95 xx).
+    if (line.size() < 3 || (line.compare(0, 2, "\xE2\x94") != 0 && line.compare(0, 2, "\xE2\x95") != 0)) continue;
+    std::size_t n = 0;
+    for (unsigned char c : line) n += (c & 0xC0) != 0x80;
+    widest = std::max(widest, n);
+  }
+  return widest;
+}
+
 CommandResult run_tensorctl(const std::string& args, const fs::path& cwd) {
   // The captures live outside `cwd`, so they never show up in its listing.
   static TempDir captures;
@@ -107,6 +133,22 @@ CommandResult run_tensorctl(const std::string& args, const fs::path& cwd) {
   INFO("stderr: " << r.err);
   check_no_crash(r);
   return r;
+}
+
+std::optional<CommandResult> run_piped_and_on_terminal(const std::string& args, const fs::path& cwd) {
+  CommandResult piped = run_tensorctl(args, cwd);
+  REQUIRE(piped.status == 0);
+  CHECK(piped.err.empty());
+  if (run_shell_command("command -v script", cwd).status != 0) {
+    MESSAGE("skipped the terminal half: util-linux's script(1), which gives a command a terminal, is not installed");
+    return std::nullopt;
+  }
+  CommandResult tty = run_shell_command(
+      "script -qec " + quoted(fs::path(std::string(TENSORCTL_BINARY) + " " + args)) + " /dev/null", cwd);
+  INFO("on a terminal: tensorctl " << args << "\n" << tty.out);
+  check_no_crash(tty);
+  REQUIRE(tty.status == 0);
+  return tty;
 }
 
 CommandResult run_shell_command(const std::string& command, const fs::path& cwd) {

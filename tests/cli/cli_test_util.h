@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -41,9 +42,31 @@ class TempDir {
   std::filesystem::path path_;
 };
 
+// Sets an environment variable (which the commands run here inherit) for its lifetime, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, const std::string& value);
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> saved_;
+};
+
+// The lines of `text` that are rows or rules of a box table, and the widest of them in characters.
+std::size_t widest_table_line(const std::string& text);
+
 // Runs `tensorctl ARGS` with the working directory `cwd` and stdin from /dev/null. `args` is passed to
 // /bin/sh as written, so quote paths with spaces (see quoted()).
 CommandResult run_tensorctl(const std::string& args, const std::filesystem::path& cwd);
+
+// Runs `tensorctl ARGS` twice: piped, checking it succeeds with nothing on stderr (no progress shown), then
+// with a terminal for its stdout and stderr (util-linux's script(1)), checking it succeeds; returns that
+// run, `out` holding both streams with their control sequences. nullopt, with a message saying the terminal
+// half was skipped, where script(1) is not installed.
+std::optional<CommandResult> run_piped_and_on_terminal(const std::string& args, const std::filesystem::path& cwd);
 
 // Runs `command` with /bin/sh in `cwd`, stdin from /dev/null; `out` holds its stdout and stderr together.
 // For the tools the tests check tensorctl's output with (Graphviz, python3, a shell pipeline).

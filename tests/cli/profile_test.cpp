@@ -169,3 +169,107 @@ TEST_CASE("--mode both profiles eager and traced side by side; eager runs the De
   REQUIRE(delays.size() == 2);
   CHECK(delays[1].first >= delays[0].second);
 }
+
+TEST_CASE(
+    "a model spec that no default loss fits profiles forward only; --loss profiles training; --forward-only builds no "
+    "loss") {
+  TempDir dir;
+  // Its (None, 4, 4) output fits no cross-entropy: before, every profile of it failed on the loss.
+  dir.write("grid.json", R"({"input_shape": [16], "layers": [
+    {"type": "Dense", "units": 16}, {"type": "Reshape", "target_shape": [4, 4]}]})");
+  CommandResult r = run_tensorctl("profile grid.json --iterations 2 --warmup 1", dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("forward only (the default loss does not fit this model's output; --loss NAME profiles training)") !=
+        std::string::npos);
+  CHECK(r.out.find("backward ms") == std::string::npos);  // no backward column without a backward pass
+
+  auto layer_names = [](const nlohmann::json& doc) {
+    std::set<std::string> names;
+    for (const auto& l : doc.at("runs").at(0).at("layers")) names.insert(l.at("name").get<std::string>());
+    return names;
+  };
+  for (const char* flags : {"", " --forward-only"}) {
+    const auto doc =
+        parse_json(run_tensorctl(std::string("profile grid.json --iterations 2 --json") + flags, dir.path()).out);
+    CHECK(doc.at("forward_only").get<bool>());
+    CHECK(doc.at("loss").is_null());
+    CHECK(layer_names(doc) == std::set<std::string>{"dense", "reshape"});
+  }
+  const auto trained = parse_json(run_tensorctl("profile grid.json --iterations 2 --json --loss mse", dir.path()).out);
+  CHECK_FALSE(trained.at("forward_only").get<bool>());
+  CHECK(trained.at("loss") == "mse");
+  CHECK(layer_names(trained) == std::set<std::string>{"dense", "reshape", "loss", "optimizer"});
+
+  // A spec the default fits is still profiled training, as before.
+  const auto iris = parse_json(
+      run_tensorctl("profile " + quoted(source_path("configs/models/iris_mlp.json")) + " --iterations 2 --json",
+                    dir.path())
+          .out);
+  CHECK_FALSE(iris.at("forward_only").get<bool>());
+  CHECK(iris.at("loss") == "sparse_categorical_crossentropy");
+  expect_user_error(dir, "profile grid.json --loss hinge", {"--loss: unknown loss \"hinge\"", "known: "});
+}
+
+TEST_CASE("Conv2D and pooling layers get FLOP figures: 2 per multiply-add, 1 per element a pooling window covers") {
+  TempDir dir;
+  auto flops = [&](const std::string& flags) {
+    const auto doc = parse_json(run_tensorctl("profile " + quoted(source_path("configs/models/digits_cnn.json")) +
+                                                  " --batch-size 4 --iterations 1 --warmup 0 --json" + flags,
+                                              dir.path())
+                                    .out);
+    std::map<std::string, double> out;
+    for (const auto& l : doc.at("runs").at(0).at("layers")) out[l.at("name")] = l.at("flops").get<double>();
+    return out;
+  };
+  // digits_cnn at batch 4: conv 3x3 1->16 on 8x8 (same), pool 2 -> 4x4, conv 3x3 16->32, pool 2 -> 2x2,
+  // dense 128->64, dense 64->10.
+  const double conv = 2.0 * 4 * 8 * 8 * 16 * (3 * 3 * 1);
+  const double conv_1 = 2.0 * 4 * 4 * 4 * 32 * (3 * 3 * 16);
+  const double pool = 4.0 * 4 * 4 * 16 * (2 * 2);
+  const double pool_1 = 4.0 * 2 * 2 * 32 * (2 * 2);
+  const auto forward = flops(" --forward-only");
+  CHECK(forward.at("conv2d") == conv);
+  CHECK(forward.at("max_pooling2d") == pool);
+  CHECK(forward.at("conv2d_1") == conv_1);
+  CHECK(forward.at("max_pooling2d_1") == pool_1);
+  CHECK(forward.at("flatten") == 0);
+  CHECK(forward.at("dense") == 2.0 * 4 * 128 * 64);
+  // Training: the kernel gradient costs what the forward product does, and so does the input gradient,
+  // which the first layer does not need; a pooling gradient visits each window once more.
+  const auto step = flops("");
+  CHECK(step.at("conv2d") == 2 * conv);
+  CHECK(step.at("conv2d_1") == 3 * conv_1);
+  CHECK(step.at("max_pooling2d") == 2 * pool);
+  CHECK(step.at("dense") == 3 * 2.0 * 4 * 128 * 64);
+}
+
+TEST_CASE("with COLUMNS set the profile table fits it and names what it left out; piped output keeps every column") {
+  TempDir dir;
+  const std::string args =
+      "profile " + quoted(source_path("configs/digits_cnn.json")) + " --iterations 2 --warmup 1 --ops";
+  CommandResult wide = run_tensorctl(args, dir.path());
+  REQUIRE(wide.status == 0);
+  CHECK(widest_table_line(wide.out) > 120);
+  CHECK(wide.out.find("left out") == std::string::npos);
+  for (int columns : {120, 80, 60}) {
+    ScopedEnv env("COLUMNS", std::to_string(columns));
+    CommandResult r = run_tensorctl(args, dir.path());
+    REQUIRE(r.status == 0);
+    CHECK(widest_table_line(r.out) <= static_cast<std::size_t>(columns));
+    CHECK(r.out.find("│   conv2d_1/Fused") != std::string::npos);  // narrow: the op names cut, with "…"
+    CHECK(r.out.find("left out to fit " + std::to_string(columns) + " columns; --json has every figure") !=
+          std::string::npos);
+  }
+}
+
+TEST_CASE("a profile sweep shows its progress on a terminal, and nothing on stderr when piped") {
+  TempDir dir;
+  const std::string args = "profile " + quoted(source_path("configs/models/iris_mlp.json")) +
+                           " --iterations 2 --warmup 0 --inter-op-threads 1,2";
+  const std::optional<CommandResult> tty = run_piped_and_on_terminal(args, dir.path());
+  if (!tty) return;
+  CHECK(tty->out.find("\r[1/2] profiling traced, inter-op 1, intra-op 1, 0s elapsed\x1b[K") != std::string::npos);
+  CHECK(tty->out.find("\r[2/2] profiling traced, inter-op 2, intra-op 1") != std::string::npos);
+  CHECK(tty->out.find("\r\x1b[K") != std::string::npos);  // cleared before the tables
+  CHECK(tty->out.find("Thread sweep") != std::string::npos);
+}

@@ -136,3 +136,32 @@ TEST_SUITE("bad input") {
     expect_user_error(dir, "race-check --graph missing.json", {"missing.json"});
   }
 }
+
+TEST_CASE("race-check fits its table to COLUMNS, cutting the verdict before leaving out counts") {
+  TempDir dir;
+  const std::string args = "race-check --scenario train --threads 2 --iterations 20";
+  CommandResult wide = run_tensorctl(args, dir.path());
+  REQUIRE(wide.status == 0);
+  CHECK(widest_table_line(wide.out) > 150);
+  CHECK(wide.out.find("each replica writes only its own copy") != std::string::npos);
+  ScopedEnv env("COLUMNS", "100");
+  CommandResult r = run_tensorctl(args, dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(widest_table_line(r.out) <= 100);
+  CHECK(r.out.find("consistent, no lock: ea… ") != std::string::npos);
+  CHECK(
+      r.out.find("(\"threads\", \"operations\", \"expected\" left out to fit 100 columns; --json has every figure)") !=
+      std::string::npos);
+  CHECK(r.out.find("Every mode that promises consistency kept it.") != std::string::npos);
+}
+
+TEST_CASE("race-check shows which row it is running on a terminal, and nothing on stderr when piped") {
+  TempDir dir;
+  const std::string args = "race-check --scenario counter,queue --iterations 50";
+  const std::optional<CommandResult> tty = run_piped_and_on_terminal(args, dir.path());
+  if (!tty) return;
+  CHECK(tty->out.find("\r[1/7] race-check counter, mode none, ") != std::string::npos);
+  CHECK(tty->out.find("\r[7/7] race-check queue, mode mutex, ") != std::string::npos);
+  CHECK(tty->out.find("\r\x1b[K") != std::string::npos);
+  CHECK(tty->out.find("│ queue") != std::string::npos);
+}
