@@ -42,6 +42,9 @@ struct ModelOptions {
   bool auto_control_dependencies = true;
   // Training batches a producer thread prepares ahead through a FIFOQueue; 0 prepares each inline.
   std::int64_t prefetch = 2;
+  // Batches of fewer bytes (inputs and targets) are gathered inline even with prefetch: handing a batch to
+  // the loop through the queues (a wake-up each way) costs more than copying a small one. 0: always prefetch.
+  std::int64_t prefetch_min_bytes = std::int64_t{256} << 10;
   // Strict placement, and the log of where every node runs (core/placement.h).
   PlacementOptions placement;
   // The one place between "gradients computed" and "updates applied": given each trainable variable's

@@ -437,6 +437,7 @@ TEST_CASE("the prefetching input pipeline changes no result") {
         {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
     ModelOptions o;
     o.prefetch = k == 0 ? 0 : 3;
+    o.prefetch_min_bytes = 0;  // iris' batches are small: without this the producer thread would not start
     o.inter_op_threads = 1;
     o.intra_op_threads = 1;
     Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
