@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -100,23 +101,23 @@ int run_race_check(const RaceFlags& f) {
       std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
     std::printf("\n");
   }
-  // Every row to run: a scenario under a locking mode, or "mirrored" (train's lock-free row).
-  std::vector<std::pair<std::string, std::string>> plan;
+  // Every row to run: a scenario under a locking mode, or with none, train's lock-free mirrored row.
+  std::vector<std::pair<std::string, std::optional<LockingMode>>> plan;
   for (const auto& scenario : scenarios) {
     if (!race_scenario_uses_modes(scenario)) {
-      plan.emplace_back(scenario, std::string(locking_mode_name(LockingMode::kMutex)));
+      plan.emplace_back(scenario, LockingMode::kMutex);
       continue;
     }
-    for (LockingMode m : modes) plan.emplace_back(scenario, std::string(locking_mode_name(m)));
+    for (LockingMode m : modes) plan.emplace_back(scenario, m);
     // TensorFlow's lock-free answer beside the locking modes: no variable shared at all.
-    if (scenario == "train") plan.emplace_back(scenario, "mirrored");
+    if (scenario == "train") plan.emplace_back(scenario, std::nullopt);
   }
   std::vector<RaceRow> rows;
   StatusLine status;
   for (const auto& [scenario, mode] : plan) {
-    status.show(rows.size() + 1, plan.size(), "race-check " + scenario + ", mode " + mode);
-    rows.push_back(mode == "mirrored" ? run_mirrored_train(f.options)
-                                      : run_race_scenario(scenario, *parse_locking_mode(mode), f.options));
+    status.show(rows.size() + 1, plan.size(),
+                "race-check " + scenario + ", mode " + (mode ? std::string(locking_mode_name(*mode)) : "mirrored"));
+    rows.push_back(mode ? run_race_scenario(scenario, *mode, f.options) : run_mirrored_train(f.options));
   }
   status.clear();
   bool broken = false;

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "models/nn/memory_budget.h"
 
 namespace tctl::app {
@@ -218,9 +219,7 @@ FittedTable fit_table(const std::vector<TableColumn>& columns, const std::vector
   // Columns left out, the highest rank first (the rightmost of equal ranks).
   std::vector<std::size_t> kept(columns.size());
   for (std::size_t c = 0; c < kept.size(); ++c) kept[c] = c;
-  FittedTable out;
   auto drop = [&](std::size_t k) {
-    out.left_out.push_back(columns[kept[k]].header);
     header.erase(header.begin() + static_cast<std::ptrdiff_t>(k));
     right.erase(right.begin() + static_cast<std::ptrdiff_t>(k));
     for (auto& r : cells) r.erase(r.begin() + static_cast<std::ptrdiff_t>(k));
@@ -248,13 +247,9 @@ FittedTable fit_table(const std::vector<TableColumn>& columns, const std::vector
       for (auto& r : cells) r[widest] = cut_to(r[widest], target);
     }
   }
-  // Left out in table order.
-  std::vector<std::string> ordered;
-  for (const auto& c : columns)
-    if (std::find(out.left_out.begin(), out.left_out.end(), c.header) != out.left_out.end())
-      ordered.push_back(c.header);
-  out.left_out = ordered;
-  out.text = render_table(header, cells, right, 0);
+  FittedTable out{render_table(header, cells, right, 0), {}};
+  for (std::size_t c = 0; c < columns.size(); ++c)
+    if (std::find(kept.begin(), kept.end(), c) == kept.end()) out.left_out.push_back(columns[c].header);
   return out;
 }
 
@@ -265,9 +260,7 @@ std::string table_for_output(const std::vector<TableColumn>& columns,
   if (t.left_out.empty()) return t.text;
   std::vector<std::string> quoted;
   for (const auto& h : t.left_out) quoted.push_back("\"" + h + "\"");
-  std::string names;
-  for (std::size_t i = 0; i < quoted.size(); ++i) names += (i > 0 ? ", " : "") + quoted[i];
-  return t.text + fmt::format("({} left out to fit {} columns; --json has every figure)\n", names, width);
+  return t.text + fmt::format("({} left out to fit {} columns; --json has every figure)\n", join(quoted), width);
 }
 
 StatusLine::StatusLine() : live_(isatty(STDERR_FILENO) != 0), start_(now_seconds()) {}

@@ -219,8 +219,6 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   TrainConfig c = config;
   c.inter_op_threads = o.inter_op_threads;
   c.intra_op_threads = o.intra_op_threads;
-  if (c.loss.empty() && !o.forward_only)
-    throw SpecError(c.file, "loss", "a model without a loss can be profiled forward only");
   std::unique_ptr<Model> model = build_model(c);
   const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
   StepSamples samples = measure_steps(*model, make_batches(c, *model, o.batch_size, 8), o);

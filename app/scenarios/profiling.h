@@ -75,7 +75,7 @@ struct ProfileReport {
 
 // Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the
 // model's input shape. A model spec without a config is wrapped in a config with default training keys;
-// a config whose loss is empty has none, and profiles forward only.
+// a config whose loss is empty has none, and must be profiled forward only.
 ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& options);
 
 }  // namespace tctl

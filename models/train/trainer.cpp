@@ -154,12 +154,8 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     return order.subspan(static_cast<std::size_t>(step * batch_size),
                          static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
   };
-  const std::int64_t rows = data.size();
   const std::int64_t batch_bytes =
-      rows == 0 ? 0
-                : (data.x.num_elements() * static_cast<std::int64_t>(dtype_size(data.x.dtype())) +
-                   data.y.num_elements() * static_cast<std::int64_t>(dtype_size(data.y.dtype()))) /
-                      rows * batch_size;
+      data.size() == 0 ? 0 : static_cast<std::int64_t>(data.x.bytes() + data.y.bytes()) / data.size() * batch_size;
   const bool prefetch = training && batch_bytes >= options.prefetch_min_bytes;
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
