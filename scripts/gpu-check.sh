@@ -22,7 +22,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/gpu-deps"
 packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev libopenblas0 libopenblas0-pthread
-          libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1
+          libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1 libonnxifi
           libprotobuf-dev libprotobuf32)
 
 if [ "${1:-}" = "pack" ]; then
@@ -73,7 +73,7 @@ export LD_LIBRARY_PATH="$blas_lib:$arch_lib:${LD_LIBRARY_PATH:-}"
 build="$root/build-gpu"
 nvidia-smi -L || true
 jobs="$(nproc)"
-if [ ! -f "$build/CMakeCache.txt" ]; then
+if { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORCTL_CUDA=ON \
     -DCLI11_DIR="$sysroot/usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$sysroot/usr/share/cmake/nlohmann_json" \
     -Dfmt_DIR="$arch_lib/cmake/fmt" -Ddoctest_DIR="$sysroot/usr/lib/cmake/doctest" \
@@ -84,14 +84,24 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 status=0
 if runs build; then
-  cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || { grep -E "error" "$build/build.log" | head -40; exit 1; }
+  cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || {
+    grep -E "error" "$build/build.log" | head -40
+    [ -z "${OUT:-}" ] || cp "$build/build.log" "$OUT/"
+    exit 1
+  }
   echo "gpu-check: built in $build"
   "$build/tensorctl" devices
+  if [ -n "${OUT:-}" ]; then
+    # The binaries, for a later call on a fresh machine to carry as build-gpu/ instead of building again
+    # (sanitize and bench run them directly; test needs the CMake tree).
+    (cd "$build" && tar czf "$OUT/build-gpu-bin.tgz" tensorctl tests/*_tests bench/bench_workloads bench/bench_cuda_limits)
+    echo "gpu-check: binaries in \$OUT/build-gpu-bin.tgz ($(du -h "$OUT/build-gpu-bin.tgz" | cut -f1))"
+  fi
 fi
 if runs test; then
-  (cd "$build" && ctest --output-on-failure -j "$jobs" -LE gpu) || status=1
-  # The GPU suites one at a time, verbose: their messages (accuracies, skips) belong in the log.
+  # The GPU suites first, one at a time and verbose: their messages (accuracies, skips) belong in the log.
   (cd "$build" && ctest -L gpu -V) || status=1
+  (cd "$build" && ctest --output-on-failure -j "$jobs" -LE gpu) || status=1
 fi
 if runs sanitize; then
   if command -v compute-sanitizer >/dev/null; then
