@@ -56,4 +56,27 @@ inline GemmStep mlp_gemm_step(const std::vector<int>& widths, int batch, int thr
   return s;
 }
 
+// One convolution layer as im2col products: `pixels` output pixels over the batch, `taps` (kh * kw * C) and
+// `filters`; `first` has no input gradient (nothing before it needs one).
+struct ConvGemms {
+  int pixels, taps, filters;
+  bool first;
+};
+
+// Seconds of the layer's products in one training step, each at its whole shape: the forward product
+// [pixels, taps] x [taps, filters], the kernel gradient [taps, pixels] x [pixels, filters] and the input
+// gradient [pixels, filters] x [filters, taps], on `threads` OpenBLAS threads.
+struct ConvGemmSeconds {
+  double forward = 0, kernel_grad = 0, input_grad = 0;
+};
+inline ConvGemmSeconds conv_gemm_step(const ConvGemms& c, int threads, int runs) {
+  openblas_set_num_threads(threads);
+  ConvGemmSeconds s;
+  s.forward = gemm_seconds(c.pixels, c.filters, c.taps, false, false, runs);
+  s.kernel_grad = gemm_seconds(c.taps, c.filters, c.pixels, true, false, runs);
+  if (!c.first) s.input_grad = gemm_seconds(c.pixels, c.taps, c.filters, false, true, runs);
+  openblas_set_num_threads(1);
+  return s;
+}
+
 }  // namespace tctl::bench

@@ -45,7 +45,18 @@ WORKLOADS = {
     "infer_b1": ("infer", 1, 5000, 500),
     "mlp2048_b1024": ("mlp2048", 1024, 30, 5),
     "cnn_digits_b512": ("cnn", 512, 100, 10),
+    "cnn32_b64": ("cnn32", 64, 10, 2),
 }
+
+
+def parametric_mlp(name):
+    """mlp_W0-W1-...-Wn_bB (bench/scaling.sh): the widths, the batch, and steps for about 5 GFLOP each
+    repetition, as tensorctl's bench_workloads picks them."""
+    widths_text, batch_text = name[len("mlp_"):].rsplit("_b", 1)
+    widths, batch = [int(w) for w in widths_text.split("-")], int(batch_text)
+    step_flops = 6.0 * batch * sum(a * b for a, b in zip(widths, widths[1:]))
+    steps = int(min(max(5e9 / step_flops, 5), 2000))
+    return ("mlp:" + widths_text, batch, steps, max(1, steps // 5))
 N_BATCHES = 16  # distinct random batches, cycled through
 
 
@@ -70,7 +81,23 @@ def cnn():
     )
 
 
+def cnn32():
+    # Input NCHW [batch, 3, 32, 32]; every convolution 3x3 "same" (padding=1).
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.Conv2d(32, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(),  # 64 x 8 x 8 = 4096
+        nn.Linear(4096, 256), nn.ReLU(),
+        nn.Linear(256, 10),
+    )
+
+
 def make_model(kind):
+    if kind.startswith("mlp:"):
+        widths = [int(w) for w in kind[len("mlp:"):].split("-")]
+        return mlp(widths), (widths[0],)
+    if kind == "cnn32":
+        return cnn32(), (3, 32, 32)
     if kind in ("mlp64", "infer"):
         return mlp([64, 128, 64, 10]), (64,)
     if kind == "mlp784":
@@ -151,7 +178,8 @@ def bench_infer(calls, warmup, reps):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", required=True,
+                    help="one of " + ", ".join(sorted(WORKLOADS)) + ", or mlp_W0-W1-...-Wn_bB")
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU workloads")
@@ -170,7 +198,13 @@ def main():
     torch.set_num_interop_threads(1)
     torch.manual_seed(1)
 
-    kind, batch, steps, warmup = WORKLOADS[args.workload]
+    if args.workload in WORKLOADS:
+        kind, batch, steps, warmup = WORKLOADS[args.workload]
+    elif args.workload.startswith("mlp_") and "-" in args.workload:
+        kind, batch, steps, warmup = parametric_mlp(args.workload)
+    else:
+        print(f"pytorch_workloads.py: unknown workload {args.workload}", file=sys.stderr)
+        return 2
     if kind == "infer":
         results, unit = bench_infer(steps, warmup, args.reps), "us/call"
         best = min(results, key=lambda k: statistics.median(results[k]))

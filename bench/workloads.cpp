@@ -8,6 +8,10 @@
 //   infer_b1                         the 64-128-64-10 MLP's forward pass at batch 1, microseconds per call
 //   mlp2048_b1024                    MLP 784-2048-2048-10, training, batch 1024 (a GPU workload)
 //   cnn_digits_b512                  the digits CNN, training, batch 512 (a GPU workload)
+//   cnn32_b64                        configs/models/cnn_32x32x3.json: conv 32-conv 32-pool-conv 64-conv 64-pool-
+//                                    dense 256-10 on 32x32x3 inputs, training, batch 64
+//   mlp_W0-W1-...-Wn_bB              any MLP (relu hidden layers, softmax output) at batch B, training, as
+//                                    bench/scaling.sh sweeps them: mlp_784-1024-1024-10_b128
 // `--device cuda:0` runs every layer there (bench/compare_pytorch_gpu.sh); the batches are fed from the
 // host every step, as a data pipeline would, and each step's loss comes back to the host.
 // With T threads every split of the cores that uses at most T busy threads is tried (inter T x intra 1 and
@@ -25,6 +29,7 @@
 //        bench_workloads --memory
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <random>
@@ -56,8 +61,15 @@ const char* kCnn = R"({"input_shape": [8, 8, 1], "layers": [
     {"type": "Conv2D", "filters": 32, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
     {"type": "Flatten"}, {"type": "Dense", "units": 64, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 
+const char* kCnn32 = R"({"input_shape": [32, 32, 3], "layers": [
+    {"type": "Conv2D", "filters": 32, "kernel_size": 3, "padding": "same", "activation": "relu"},
+    {"type": "Conv2D", "filters": 32, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
+    {"type": "Conv2D", "filters": 64, "kernel_size": 3, "padding": "same", "activation": "relu"},
+    {"type": "Conv2D", "filters": 64, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
+    {"type": "Flatten"}, {"type": "Dense", "units": 256, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
+
 struct Workload {
-  const char* spec;
+  std::string spec;
   std::int64_t batch;
   int steps;  // per repetition
   bool inference;
@@ -70,7 +82,30 @@ struct Measured {
   double of_limit = 0;  // median of value / limit per repetition
 };
 
+// "mlp_784-1024-1024-10_b128": the widths and the batch; steps per repetition for about 5 GFLOP each.
+Workload parametric_mlp(const std::string& name) {
+  const std::size_t b = name.rfind("_b");
+  std::vector<int> widths;
+  std::string text = name.substr(4, b == std::string::npos ? std::string::npos : b - 4);
+  std::replace(text.begin(), text.end(), '-', ',');
+  if (b == std::string::npos || b < 5 || (widths = bench::parse_list(text)).size() < 2)
+    throw std::runtime_error("a parametric MLP is named mlp_W0-W1-...-Wn_bB, not " + name);
+  const std::int64_t batch = std::stoll(name.substr(b + 2));
+  nlohmann::json layers = nlohmann::json::array();
+  double weights = 0;
+  for (std::size_t l = 1; l < widths.size(); ++l) {
+    layers.push_back(
+        {{"type", "Dense"}, {"units", widths[l]}, {"activation", l + 1 < widths.size() ? "relu" : "softmax"}});
+    weights += static_cast<double>(widths[l - 1]) * widths[l];
+  }
+  const nlohmann::json spec = {{"input_shape", {widths[0]}}, {"layers", layers}};
+  const double step_flops = 6.0 * static_cast<double>(batch) * weights;
+  const int steps = static_cast<int>(std::clamp(5e9 / step_flops, 5.0, 2000.0));
+  return {spec.dump(), batch, steps, false, widths};
+}
+
 Workload workload(const std::string& name) {
+  if (name.rfind("mlp_", 0) == 0 && name.find('-') != std::string::npos) return parametric_mlp(name);
   if (name == "mlp_digits_b32") return {kDigitsMlp, 32, 400, false, {64, 128, 64, 10}};
   if (name == "mlp_digits_b256") return {kDigitsMlp, 256, 100, false, {64, 128, 64, 10}};
   if (name == "mlp784_b128") return {kMlp784, 128, 30, false, {784, 512, 512, 10}};
@@ -78,9 +113,10 @@ Workload workload(const std::string& name) {
   if (name == "infer_b1") return {kDigitsMlp, 1, 5000, true};
   if (name == "mlp2048_b1024") return {kMlp2048, 1024, 30, false, {784, 2048, 2048, 10}};
   if (name == "cnn_digits_b512") return {kCnn, 512, 100, false};
+  if (name == "cnn32_b64") return {kCnn32, 64, 10, false};
   throw std::runtime_error("unknown workload " + name +
                            " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
-                           "mlp2048_b1024, cnn_digits_b512)");
+                           "mlp2048_b1024, cnn_digits_b512, cnn32_b64, mlp_W0-W1-...-Wn_bB)");
 }
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
