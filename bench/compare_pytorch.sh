@@ -7,7 +7,7 @@
 #   BUILD_DIR  tensorctl's build directory, relative to the repository root or absolute (default build);
 #              it must hold bench/bench_workloads (scripts/build.sh builds it). libtorch_workloads is
 #              compiled into $BUILD_DIR/compare_pytorch/, where the raw results (results.jsonl) also go.
-#   WORKLOADS  space-separated subset (default: all five)
+#   WORKLOADS  space-separated subset (default: all six)
 #   THREADS    space-separated thread counts (default "1 2")
 #   ROUNDS     how many times every process is run, interleaved (default 3); a setting's value is the
 #              median over the rounds of each process's own median of 5 repetitions
@@ -22,7 +22,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-build}"
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
-workloads="${WORKLOADS:-mlp_digits_b32 mlp_digits_b256 mlp784_b128 cnn_digits_b64 infer_b1}"
+workloads="${WORKLOADS:-mlp_digits_b32 mlp_digits_b256 mlp784_b128 cnn_digits_b64 cnn32_b64 infer_b1}"
 threads="${THREADS:-1 2}"
 rounds="${ROUNDS:-3}"
 python="${PYTHON:-/usr/bin/python3}"

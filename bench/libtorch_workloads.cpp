@@ -28,7 +28,7 @@
 namespace {
 
 struct Workload {
-  std::string kind;  // mlp64, mlp784, cnn, infer
+  std::string kind;  // mlp64, mlp784, cnn, cnn32, infer
   int64_t batch;
   int steps;   // per repetition (calls for infer)
   int warmup;  // untimed steps (calls) first
@@ -37,7 +37,7 @@ struct Workload {
 const std::map<std::string, Workload> kWorkloads = {
     {"mlp_digits_b32", {"mlp64", 32, 200, 30}}, {"mlp_digits_b256", {"mlp64", 256, 200, 30}},
     {"mlp784_b128", {"mlp784", 128, 30, 5}},    {"cnn_digits_b64", {"cnn", 64, 200, 30}},
-    {"infer_b1", {"infer", 1, 5000, 500}},
+    {"infer_b1", {"infer", 1, 5000, 500}},      {"cnn32_b64", {"cnn32", 64, 10, 2}},
 };
 constexpr int kBatches = 16;  // distinct random batches, cycled through
 
@@ -60,7 +60,21 @@ torch::nn::Sequential make_cnn() {
                     Linear(128, 64), ReLU(), Linear(64, 10));
 }
 
+// NCHW [batch, 3, 32, 32] -> conv 32, conv 32, pool 2 -> conv 64, conv 64, pool 2 (3x3 same, relu) -> 4096 ->
+// 256 -> 10 (configs/models/cnn_32x32x3.json).
+torch::nn::Sequential make_cnn32() {
+  using namespace torch::nn;
+  return Sequential(Conv2d(Conv2dOptions(3, 32, 3).padding(1)), ReLU(), Conv2d(Conv2dOptions(32, 32, 3).padding(1)),
+                    ReLU(), MaxPool2d(MaxPool2dOptions(2)), Conv2d(Conv2dOptions(32, 64, 3).padding(1)), ReLU(),
+                    Conv2d(Conv2dOptions(64, 64, 3).padding(1)), ReLU(), MaxPool2d(MaxPool2dOptions(2)), Flatten(),
+                    Linear(4096, 256), ReLU(), Linear(256, 10));
+}
+
 torch::nn::Sequential make_model(const std::string& kind, std::vector<int64_t>& example_shape) {
+  if (kind == "cnn32") {
+    example_shape = {3, 32, 32};
+    return make_cnn32();
+  }
   if (kind == "mlp64" || kind == "infer") {
     example_shape = {64};
     return make_mlp({64, 128, 64, 10});

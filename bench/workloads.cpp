@@ -34,6 +34,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -161,6 +162,10 @@ Measured measure(const Workload& w, int inter, int intra, int threads, const std
     values.push_back(w.inference ? elapsed * 1e6 / w.steps : static_cast<double>(w.steps * w.batch) / elapsed);
     if (w.widths.empty() || device != "cpu") continue;  // the CPU's sgemm limit means nothing on a GPU
     const double gemm = bench::mlp_gemm_step(w.widths, static_cast<int>(w.batch), threads, 3).seconds;
+    // OpenBLAS's own workers, woken by a limit on several threads, spin on a core for a while before they
+    // sleep (about 0.1 s): the next repetition would share its cores with them (the digits MLP at batch 256
+    // on 2 threads measured 640k samples/s so and 870k without the limit). Let them fall asleep first.
+    if (threads > 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     limits.push_back(static_cast<double>(w.batch) / gemm);
     ratios.push_back(values.back() / limits.back());
   }

@@ -13,10 +13,12 @@ namespace {
 // threads run the tiles: results stay bit-identical. Every tile packs its operands again, so tiles are
 // large: 256-wide tiles cost the 784-512-512-10 MLP's step 4-5 % of its sgemm limit on one thread (its
 // 784x512 weight gradient was 8 calls). A product of at least kSplitWork multiply-adds still gets two
-// tiles, for two threads. A dimension is cut into equal parts (to multiples of 16), and an odd number of
+// tiles, for two threads: at 2^22 the digits MLP's products at batch 256 (2^21) stayed whole, and its step
+// on two threads was slower than on one (0.287 against 0.276 ms); at 2^20 it takes 0.218 ms, and one
+// thread pays about 1 % for the second packing. A dimension is cut into equal parts (to multiples of 16), and an odd number of
 // tiles gets one more part, so two threads get the same work.
 constexpr std::int64_t kTile = 512;
-constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
+constexpr std::int64_t kSplitWork = std::int64_t{1} << 20;
 
 // Where part i of `parts` equal parts of a dimension starts: at a multiple of 16, the last part ending at
 // the dimension. A part is never empty while the dimension has at least 16 elements per part.
