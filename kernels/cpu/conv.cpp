@@ -100,25 +100,11 @@ void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, st
 // digits CNN's first layer. Such products are summed by the loops below instead.
 constexpr std::int64_t kDirectDepth = 32;
 
-// The direct sums below work on 16 filters at a time, held in vectors of the target's width: one zmm with
-// AVX-512, two ymm with AVX2, four xmm otherwise. (A 16-float vector type on an AVX2 target is split by GCC
-// through the stack: the digits CNN's first convolution took 172 us there against 31 with AVX-512.) Each
-// filter's sum runs in the same order at any width, so every build gives the same bits.
-#if defined(__AVX512F__)
-constexpr int kLanes = 16;
-#elif defined(__AVX__)
-constexpr int kLanes = 8;
-#else
-constexpr int kLanes = 4;
-#endif
+// The direct sums below work on 16 filters at a time, held in kernel_util.h's vectors of the target's width:
+// one zmm with AVX-512, two ymm with AVX2, four xmm otherwise. (A 16-float vector type on an AVX2 target is
+// split by GCC through the stack: the digits CNN's first convolution took 172 us there against 31 with
+// AVX-512.) Each filter's sum runs in the same order at any width, so every build gives the same bits.
 constexpr int kParts = 16 / kLanes;  // vectors per 16 filters
-using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
-inline Floats load(const float* p) {
-  Floats v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store(float* p, Floats v) { std::memcpy(p, &v, sizeof v); }
 
 // One image zero-padded on every side its windows reach past, so each tap of each window sits at a fixed
 // offset from the window's corner: the direct sums below read taps from a table, with no edge tests.

@@ -1,10 +1,11 @@
-// Helpers shared by the CPU kernel files: an elementwise loop split over the intra-op pool, softmax rows and
-// the fused ops' bias and activation.
+// Helpers shared by the CPU kernel files: vectors of the target's width, an elementwise loop split over the
+// intra-op pool, softmax rows and the fused ops' bias and activation.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,23 @@ namespace tctl::cpu {
 // (waking the other thread and fetching its half of the data: a ReluGrad of 32K floats took 3.9 us on one
 // thread and 10-13 us cut in two).
 inline constexpr std::int64_t kElementwiseGrain = 65536;
+
+// A vector of floats as wide as the target's registers (GCC's vector extensions; a wider type than the
+// target has is split through the stack, several times slower), with unaligned loads and stores.
+#if defined(__AVX512F__)
+inline constexpr int kLanes = 16;
+#elif defined(__AVX__)
+inline constexpr int kLanes = 8;
+#else
+inline constexpr int kLanes = 4;
+#endif
+using Floats = float __attribute__((vector_size(kLanes * sizeof(float))));
+inline Floats load(const float* p) {
+  Floats v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store(float* p, Floats v) { std::memcpy(p, &v, sizeof v); }
 
 // Applies fn(i) for every element index of the output, split across the intra-op pool.
 template <class Fn>

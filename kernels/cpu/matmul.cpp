@@ -15,8 +15,8 @@ namespace {
 // 784x512 weight gradient was 8 calls). A product of at least kSplitWork multiply-adds still gets two
 // tiles, for two threads: at 2^22 the digits MLP's products at batch 256 (2^21) stayed whole, and its step
 // on two threads was slower than on one (0.287 against 0.276 ms); at 2^20 it takes 0.218 ms, and one
-// thread pays about 1 % for the second packing. A dimension is cut into equal parts (to multiples of 16), and an odd number of
-// tiles gets one more part, so two threads get the same work.
+// thread pays about 1 % for the second packing. A dimension is cut into equal parts (to multiples of 16), and an odd
+// number of tiles gets one more part, so two threads get the same work.
 constexpr std::int64_t kTile = 512;
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 20;
 

@@ -39,8 +39,9 @@ TEST_CASE("MatMul matches a naive product across tiles and transposes") {
     std::int64_t m, k, n;
   };
   // 1100 rows make three 512-row tiles, cut into four for an even count; 256 x 256 fits one tile but its
-  // 4M multiply-adds are cut in two, for two threads.
-  for (const Case c : {Case{1100, 37, 19}, Case{256, 64, 256}}) {
+  // 4M multiply-adds are cut in two, for two threads. Single rows: the products of a batch of one.
+  for (const Case c :
+       {Case{1100, 37, 19}, Case{256, 64, 256}, Case{1, 64, 128}, Case{1, 37, 19}, Case{1, 5, 3}, Case{1, 300, 250}}) {
     CAPTURE(c.m);
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
