@@ -4,17 +4,23 @@
 #
 #   scripts/gpu-check.sh pack   on the build machine: downloads the .deb files of the build's Debian
 #                               dependencies (headers, OpenBLAS and its Fortran runtime, fmt, ONNX and
-#                               protobuf) into gpu-deps/
-#                               (ignored by git, about 14 MB), to travel with the tree
+#                               protobuf) into gpu-deps/ (ignored by git, about 18 MB), builds the CUDA variant
+#                               in build-gpu/ (Release, portable x86-64-v3 since the GPU machine's processor
+#                               is another, and without MPI, which that machine lacks) and packs its binaries
+#                               into gpu-deps/build-gpu-bin.tgz, all to travel with the tree. `pack --no-build` leaves the binaries out (the GPU machine then
+#                               builds, which costs its time: minutes of a 15-minute lease).
 #   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
 #                               them (python3 reads the .deb archives), then the stages, all of them by default
 #                               or one (each needs the ones before it to have run on the same machine):
-#                                 build     TENSORCTL_CUDA=ON in build-gpu/ (Release), `tensorctl devices`
-#                                 test      every test, then the GPU ones (ctest -L gpu) with their output
-#                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
+#                                 build     the carried binaries unpacked into build-gpu/ (or, without them,
+#                                           TENSORCTL_CUDA=ON built there), `tensorctl devices`
+#                                 test      the GPU suites (op tests on cuda:0, GPU training), in full
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
-#                               The device tool gives a command 10 minutes: run the stages one call each.
-# Results go to stdout and, when $OUT is set (the device tool's folder), to $OUT/gpu-check.log.
+#                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
+#                                 suites    every other suite, side by side
+#                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
+#                               TCTL_GPU_BENCH_LIMIT, 300): the device tool gives a command 10 minutes.
+# Results go to stdout and, when $OUT is set (the device tool's folder), to $OUT/gpu-check-STAGE.log.
 #
 # From the build machine, with the device tool:  scripts/gpu-check.sh pack, then run
 #   `bash scripts/gpu-check.sh` with carry ["gpu-deps"].
@@ -25,16 +31,26 @@ packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev lib
           libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1 libonnxifi
           libprotobuf-dev libprotobuf32)
 
+build="$root/build-gpu"
 if [ "${1:-}" = "pack" ]; then
   mkdir -p "$deps"
+  rm -rf "$deps/root"
   (cd "$deps" && rm -f ./*.deb && apt-get download "${packages[@]}" 2>&1 | grep -v "unsandboxed" || true)
   ls "$deps"/*.deb >/dev/null
-  echo "gpu-check: $(ls "$deps"/*.deb | wc -l) packages in gpu-deps/ ($(du -sh "$deps" | cut -f1))"
+  rm -f "$deps/build-gpu-bin.tgz" "$deps/built-at"
+  if [ "${2:-}" != "--no-build" ]; then
+    [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORCTL_CUDA=ON \
+      -DTENSORCTL_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTENSORCTL_MPI=OFF >/dev/null
+    cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1 || { grep -E "error" "$build/build.log" | head -40; exit 1; }
+    (cd "$build" && tar czf "$deps/build-gpu-bin.tgz" tensorctl tests/*_tests bench/bench_workloads bench/bench_cuda_limits)
+    echo "$root" >"$deps/built-at"  # the tests name the binary and the configs by this path
+  fi
+  echo "gpu-check: $(ls "$deps"/*.deb | wc -l) packages and $(ls "$deps"/*.tgz 2>/dev/null | wc -l) binary archive in gpu-deps/ ($(du -sh "$deps" | cut -f1))"
   exit 0
 fi
 stage="${1:-all}"
-case "$stage" in all | build | test | sanitize | bench) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack|build|test|sanitize|bench]" >&2
+case "$stage" in all | build | test | bench | sanitize | suites) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|suites]" >&2
   exit 2
   ;;
 esac
@@ -69,11 +85,42 @@ arch_lib="$sysroot/usr/lib/x86_64-linux-gnu"
 blas_lib="$arch_lib/openblas-pthread"
 export LD_LIBRARY_PATH="$blas_lib:$arch_lib:${LD_LIBRARY_PATH:-}"
 
-# --- the build --------------------------------------------------------------------------------------------
-build="$root/build-gpu"
+# --- the build, or the carried binaries ------------------------------------------------------------------
 nvidia-smi -L || true
 jobs="$(nproc)"
-if { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
+status=0
+# Runs a step under a time limit, so that one that hangs or crawls leaves time for the others.
+step() {
+  local limit="$1"
+  shift
+  timeout --signal=TERM --kill-after=10 "$limit" "$@" || {
+    local rc=$?
+    [ $rc -ne 124 ] || echo "gpu-check: stopped after ${limit}s: $*"
+    return $rc
+  }
+}
+carried=0
+if [ -f "$deps/build-gpu-bin.tgz" ] && [ ! -f "$build/CMakeCache.txt" ]; then
+  carried=1
+  if runs build; then
+    mkdir -p "$build"
+    tar xzf "$deps/build-gpu-bin.tgz" -C "$build"
+    # The tests find the binary and the configs by the path the build had; give that path to this tree.
+    built_at="$(cat "$deps/built-at")"
+    if [ "$built_at" != "$root" ] && [ ! -e "$built_at" ]; then
+      mkdir -p "$(dirname "$built_at")" && ln -s "$root" "$built_at"
+    fi
+  fi
+  # The CUDA libraries the binaries were linked against, from this machine's toolkit or its Python wheels.
+  for lib in $(LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd "$build/tensorctl" | awk '/not found/ {print $1}' | sort -u); do
+    found="$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)"
+    if [ -n "$found" ]; then
+      export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"
+    else
+      echo "gpu-check: $lib (needed by tensorctl) is not on this machine"
+    fi
+  done
+elif { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORCTL_CUDA=ON \
     -DCLI11_DIR="$sysroot/usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$sysroot/usr/share/cmake/nlohmann_json" \
     -Dfmt_DIR="$arch_lib/cmake/fmt" -Ddoctest_DIR="$sysroot/usr/lib/cmake/doctest" \
@@ -82,43 +129,54 @@ if { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
     -DOPENBLAS_LIBRARY="$blas_lib/libopenblas.so" -DONNX_DIR="$arch_lib/cmake/ONNX" \
     -DProtobuf_INCLUDE_DIR="$sysroot/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so"
 fi
-status=0
 if runs build; then
-  cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || {
-    grep -E "error" "$build/build.log" | head -40
-    [ -z "${OUT:-}" ] || cp "$build/build.log" "$OUT/"
-    exit 1
-  }
-  echo "gpu-check: built in $build"
-  "$build/tensorctl" devices
-  if [ -n "${OUT:-}" ]; then
-    # The binaries, for a later call on a fresh machine to carry as build-gpu/ instead of building again
-    # (sanitize and bench run them directly; test needs the CMake tree).
-    (cd "$build" && tar czf "$OUT/build-gpu-bin.tgz" tensorctl tests/*_tests bench/bench_workloads bench/bench_cuda_limits)
-    echo "gpu-check: binaries in \$OUT/build-gpu-bin.tgz ($(du -h "$OUT/build-gpu-bin.tgz" | cut -f1))"
+  if [ $carried -eq 0 ]; then
+    cmake --build "$build" -j "$jobs" >"$build/build.log" 2>&1 || {
+      grep -E "error" "$build/build.log" | head -40
+      [ -z "${OUT:-}" ] || cp "$build/build.log" "$OUT/"
+      exit 1
+    }
+    echo "gpu-check: built in $build"
   fi
+  "$build/tensorctl" devices || status=1
 fi
 if runs test; then
-  # The GPU suites first, one at a time and verbose: their messages (accuracies, skips) belong in the log.
-  (cd "$build" && ctest -L gpu -V) || status=1
-  (cd "$build" && ctest --output-on-failure -j "$jobs" -LE gpu) || status=1
+  # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
+  echo "gpu-check: the op tests on cuda:0"
+  TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" || status=1
+  echo "gpu-check: training on cuda:0"
+  TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/gpu_tests" || status=1
 fi
+if runs bench; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    BUILD_DIR="$build" step "${TCTL_GPU_BENCH_LIMIT:-300}" bash "$root/bench/compare_pytorch_gpu.sh" || status=1
+  else
+    echo "gpu-check: python3 has no CUDA-enabled torch; bench skipped"
+  fi
+fi
+export PATH="$PATH:/usr/local/cuda/bin"
 if runs sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
       echo "gpu-check: compute-sanitizer --tool $tool on the op tests on cuda:0"
-      TCTL_TEST_DEVICE=cuda:0 compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/kernels_tests" || status=1
+      TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/kernels_tests" || status=1
     done
   else
     echo "gpu-check: compute-sanitizer is not installed; sanitize skipped"
   fi
 fi
-if runs bench; then
-  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    BUILD_DIR="$build" bash "$root/bench/compare_pytorch_gpu.sh" || status=1
-  else
-    echo "gpu-check: python3 has no CUDA-enabled torch; bench skipped"
-  fi
+if runs suites; then
+  # Every other suite, side by side: they need no GPU, but with one present devices and placement list it.
+  pids=()
+  for suite in core models app cli; do
+    step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/${suite}_tests" >"$build/${suite}_tests.log" 2>&1 &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  for suite in core models app cli; do
+    echo "gpu-check: ${suite}_tests"
+    grep -v "^$" "$build/${suite}_tests.log" | tail -n 30
+  done
 fi
 echo "gpu-check $stage: $([ $status -eq 0 ] && echo passed || echo FAILED)"
 exit $status

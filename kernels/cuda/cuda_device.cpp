@@ -18,7 +18,7 @@ class CudaEvent final : public Event {
  public:
   // A timed event costs a timestamp on the GPU; an untimed one (cudaEventDisableTiming) is the cheapest
   // kind, for every path but the profiler's.
-  CudaEvent(CudaDevice& device, bool timed) : device_(device), timed_(timed) {
+  CudaEvent(CudaDevice& device, bool timed) : device_(device), timed_(timed), reports_before_(device.report_mark()) {
     CurrentDevice current(device.ordinal(), device.name());
     check(cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming), device.name(),
           "cudaEventCreate");
@@ -29,6 +29,7 @@ class CudaEvent final : public Event {
   bool done() const override { return cudaEventQuery(event_) != cudaErrorNotReady; }
   void wait() override {
     check(cudaEventSynchronize(event_), device_.name(), "cudaEventSynchronize");
+    device_.read_reports(reports_before_);
     device_.rethrow_host_error();
   }
   std::optional<double> elapsed_us_since(const Event& earlier) const override {
@@ -46,6 +47,7 @@ class CudaEvent final : public Event {
  private:
   CudaDevice& device_;
   bool timed_;
+  std::uint64_t reports_before_;  // the reports queued before the event, whose copies its wait covers
   cudaEvent_t event_ = nullptr;
 };
 
@@ -103,7 +105,7 @@ CudaDevice::CudaDevice(int ordinal)
     check(cudaMallocHost(&staging_[k], kStagingBytes), name_, "cudaMallocHost");
     check(cudaEventCreateWithFlags(&staging_done_[k], cudaEventDisableTiming), name_, "cudaEventCreate");
   }
-  check(cudaMallocHost(&report_word_, kReportBytes), name_, "cudaMallocHost");
+  check(cudaMallocHost(&report_ring_, kReportSlots * kReportBytes), name_, "cudaMallocHost");
 }
 
 CudaDevice::~CudaDevice() {
@@ -115,7 +117,7 @@ CudaDevice::~CudaDevice() {
     cudaFreeHost(staging_[k]);
     cudaEventDestroy(staging_done_[k]);
   }
-  cudaFreeHost(report_word_);
+  cudaFreeHost(report_ring_);
   cudaStreamDestroy(stream_);
 }
 
@@ -139,6 +141,7 @@ void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) 
 }
 
 void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
+  const std::uint64_t reports = report_mark();
   std::lock_guard lock(staging_mu_);
   // Chunk i+1 is on its way while chunk i is copied out of its staging buffer.
   struct Pending {
@@ -158,6 +161,7 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
     pending = Pending{k, off, n};
   }
   if (pending) drain(*pending);
+  read_reports(reports);
   rethrow_host_error();
 }
 
@@ -197,8 +201,38 @@ void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::functio
   TCTL_CHECK(bytes <= kReportBytes, "enqueue_report of more than kReportBytes");
   CurrentDevice current(ordinal_, name_);
   std::lock_guard lock(report_mu_);
-  check(cudaMemcpyAsync(report_word_, src, bytes, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
-  enqueue([word = report_word_, report = std::move(report)] { report(word); });
+  if (reports_.size() == kReportSlots) {  // no wait has read the ring since it filled: wait, read them all
+    check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
+    read_reports_locked(reports_queued_);
+  }
+  const std::uint64_t index = reports_queued_;
+  char* slot = static_cast<char*>(report_ring_) + index % kReportSlots * kReportBytes;
+  check(cudaMemcpyAsync(slot, src, bytes, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
+  reports_.push_back({index, std::move(report)});
+  ++reports_queued_;
+}
+
+std::uint64_t CudaDevice::report_mark() {
+  std::lock_guard lock(report_mu_);
+  return reports_queued_;
+}
+
+void CudaDevice::read_reports(std::uint64_t mark) {
+  std::lock_guard lock(report_mu_);
+  read_reports_locked(mark);
+}
+
+void CudaDevice::read_reports_locked(std::uint64_t mark) {
+  while (!reports_.empty() && reports_.front().index < mark) {
+    const PendingReport r = std::move(reports_.front());
+    reports_.pop_front();
+    try {
+      r.report(static_cast<const char*>(report_ring_) + r.index % kReportSlots * kReportBytes);
+    } catch (...) {
+      std::lock_guard error(error_mu_);
+      if (!host_error_) host_error_ = std::current_exception();
+    }
+  }
 }
 
 void CudaDevice::rethrow_host_error() {
@@ -221,7 +255,9 @@ void CudaDevice::make_current() {
 
 void CudaDevice::synchronize() {
   CurrentDevice current(ordinal_, name_);
+  const std::uint64_t reports = report_mark();
   check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
+  read_reports(reports);
   rethrow_host_error();
 }
 

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -46,14 +48,21 @@ class CudaDevice final : public Device {
   // The device's cuBLAS handle, bound to its stream, made on first use: FP32 math without TF32 (exact
   // float products, as on the CPU) and a fixed workspace, so a product gives the same bits every run.
   cublasHandle_t cublas();
+  // Held across each call on that handle (launch.h's CublasCall).
+  std::mutex& cublas_mutex() { return cublas_mu_; }
   // Rethrows the first error of host work queued with enqueue, once.
   void rethrow_host_error();
-  // Copies `bytes` (at most kReportBytes) of device memory to pinned host memory, then runs `report` on that
-  // copy, both queued on the stream: a result computed on the device (an update's numeric guard) reaches
-  // host code without a wait. `report` runs as enqueue's work does: no CUDA calls; what it throws is rethrown
-  // by the next synchronize or copy.
+  // Queues a copy of `bytes` (at most kReportBytes) of device memory into a slot of a pinned ring; `report`
+  // reads that copy on the host at the next wait that covers it (synchronize, an event's wait, a copy to the
+  // host), which rethrows what it throws. So a result computed on the device (an update's numeric guard, a
+  // bad label) reaches host code without holding up the stream: a host function on the stream, as before,
+  // stalled it for 40-60 us per update on an H200. `report` must not call CUDA.
   static constexpr std::size_t kReportBytes = 8;
   void enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report);
+  // The number of reports queued so far: take it before queueing a wait, then pass it to read_reports
+  // once the wait is over, to run the reports whose copies the wait covered.
+  std::uint64_t report_mark();
+  void read_reports(std::uint64_t mark);
 
  private:
   struct HostWork;
@@ -77,10 +86,19 @@ class CudaDevice final : public Device {
   void* cublas_workspace_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr host_error_;
-  // enqueue_report's pinned word. Its lock keeps each copy into it next to its report on the stream, so a
-  // report reads its own copy before the next copy lands (host work holds up the stream while it runs).
+  std::mutex cublas_mu_;
+  // enqueue_report's ring of pinned slots and the reports not yet read, oldest first (the report with index
+  // i reads slot i % kReportSlots; a full ring is read after a wait for the stream before a slot is reused).
+  struct PendingReport {
+    std::uint64_t index;
+    std::function<void(const void* host)> report;
+  };
+  static constexpr std::size_t kReportSlots = 1024;
+  void read_reports_locked(std::uint64_t mark);
   std::mutex report_mu_;
-  void* report_word_ = nullptr;
+  void* report_ring_ = nullptr;
+  std::deque<PendingReport> reports_;
+  std::uint64_t reports_queued_ = 0;
 };
 
 }  // namespace tctl::cuda

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,13 +16,23 @@ namespace tctl::cuda {
 inline CudaDevice& device_of(const KernelContext& ctx) { return static_cast<CudaDevice&>(ctx.device()); }
 inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).stream(); }
 
-// The device's cuBLAS handle, set for the products of this kernel: exact FP32 unless the run allows TF32
-// (set_allow_tf32, the config's "allow_tf32"). Setting the mode is a host-side field write, cheap per call.
-inline cublasHandle_t cublas_of(const KernelContext& ctx) {
-  cublasHandle_t h = device_of(ctx).cublas();
-  cublasSetMathMode(h, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
-  return h;
-}
+// The device's cuBLAS handle for one call, set for the products of this kernel: exact FP32 unless the run
+// allows TF32 (set_allow_tf32, the config's "allow_tf32"), and held under the device's cuBLAS lock until the
+// end of the full expression that calls cuBLAS with it, so calls from several executor threads never meet in
+// the shared handle and its workspace (seen on an H200: with them meeting, two runs of a config gave
+// weights a few ulp apart; one at a time, the same bits).
+class CublasCall {
+ public:
+  explicit CublasCall(CudaDevice& device) : lock_(device.cublas_mutex()), handle_(device.cublas()) {
+    cublasSetMathMode(handle_, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+  }
+  operator cublasHandle_t() const { return handle_; }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  cublasHandle_t handle_;
+};
+inline CublasCall cublas_of(const KernelContext& ctx) { return CublasCall(device_of(ctx)); }
 
 inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {

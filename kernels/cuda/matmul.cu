@@ -1,8 +1,11 @@
 // CUDA kernels of MatMul on cuBLAS sgemm, with transposes for the gradients, and of FusedMatMul (product,
 // bias, ReLU): the product by cuBLAS, then one pass that adds the bias and applies the activation. Also
-// BiasAdd and BiasAddGrad, whose column sums add the rows in order, one thread per column (no atomics), so
-// every run gives the same bits. Definitions in core/ops/matmul.cpp and core/ops/elementwise.cpp.
+// BiasAdd and BiasAddGrad, whose column sums are a tree fixed by the shape (no atomics), so every run gives
+// the same bits. Definitions in core/ops/matmul.cpp and core/ops/elementwise.cpp.
 #include <cublas_v2.h>
+
+#include <algorithm>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/op_registry.h"
@@ -54,14 +57,29 @@ __global__ void bias_add(const float* x, const float* bias, float* y, std::int64
     y[i] = x[i] + bias[i % cols];
 }
 
-// Column j's sum over the rows, first to last, as the CPU adds them.
-__global__ void column_sums(const float* dy, float* db, std::int64_t rows, std::int64_t cols) {
-  for (std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; j < cols;
-       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float s = 0.0f;
-    for (std::int64_t r = 0; r < rows; ++r) s += dy[r * cols + j];
-    db[j] = s;
+// BiasAddGrad's column sums. A block sums a tile of `tile` rows by kSumColumns columns: each of its
+// kSumLanes rows of threads adds every kSumLanes-th row of the tile in order, then the lanes' sums meet in a
+// fixed pairwise tree; the tiles' sums, one row per tile, are summed the same way until one row is left.
+// The order depends on the shape alone, not the CPU's first-to-last (within 1e-5 of it), and spreads a tall
+// gradient over the GPU: one thread per column, first to last, took 1.5 ms for the digits CNN's first bias
+// at batch 512 (32,768 rows of 16) on an H200.
+constexpr int kSumColumns = 32, kSumLanes = 8;
+constexpr std::int64_t kSumTileRows = 256, kMaxTiles = 65535;  // a grid's y extent
+
+__global__ void column_tile_sums(const float* x, float* sums, std::int64_t rows, std::int64_t cols, std::int64_t tile) {
+  __shared__ float part[kSumLanes][kSumColumns];
+  const std::int64_t j = blockIdx.x * static_cast<std::int64_t>(kSumColumns) + threadIdx.x;
+  const std::int64_t first = blockIdx.y * tile, last = first + tile < rows ? first + tile : rows;
+  float s = 0.0f;
+  if (j < cols)
+    for (std::int64_t r = first + threadIdx.y; r < last; r += kSumLanes) s += x[r * cols + j];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  for (int half = kSumLanes / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.y) < half) part[threadIdx.y][threadIdx.x] += part[threadIdx.y + half][threadIdx.x];
+    __syncthreads();
   }
+  if (threadIdx.y == 0 && j < cols) sums[blockIdx.y * cols + j] = part[0][threadIdx.x];
 }
 
 void matmul_cuda(KernelContext& ctx) {
@@ -88,9 +106,24 @@ void bias_add_cuda(KernelContext& ctx) {
 
 void bias_add_grad_cuda(KernelContext& ctx) {
   const std::int64_t cols = ctx.output().num_elements();
-  const std::int64_t rows = cols == 0 ? 0 : ctx.input(0).num_elements() / cols;
+  std::int64_t rows = cols == 0 ? 0 : ctx.input(0).num_elements() / cols;
   float* db = out<float>(ctx);
-  if (cols > 0) column_sums<<<grid_for(cols), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), db, rows, cols);
+  if (cols > 0 && rows == 0) cudaMemsetAsync(db, 0, ctx.output().bytes(), stream_of(ctx));
+  const float* x = in<float>(ctx, 0);
+  std::vector<Tensor> partials;  // each pass's tile sums, alive until the pass after them is queued
+  while (cols > 0 && rows > 0) {
+    const std::int64_t tile = std::max(kSumTileRows, (rows + kMaxTiles - 1) / kMaxTiles);
+    const std::int64_t tiles = (rows + tile - 1) / tile;
+    float* sums = db;
+    if (tiles > 1) {
+      partials.push_back(Tensor::empty(DType::kF32, Shape{tiles, cols}, &ctx.device()));
+      sums = static_cast<float*>(partials.back().raw_mutable_data());
+    }
+    const dim3 grid(static_cast<unsigned>((cols + kSumColumns - 1) / kSumColumns), static_cast<unsigned>(tiles));
+    column_tile_sums<<<grid, dim3(kSumColumns, kSumLanes), 0, stream_of(ctx)>>>(x, sums, rows, cols, tile);
+    x = sums;
+    rows = tiles == 1 ? 0 : tiles;
+  }
   check_launch(ctx);
 }
 

@@ -36,6 +36,31 @@ TEST_CASE("large elementwise kernels give the same bits on 1 and 2 intra-op thre
   CHECK(s1.to_floats() == expected);
 }
 
+TEST_CASE(
+    "BiasAddGrad of tall and wide gradients on the test device: as close to the exact sums, the same bits twice") {
+  // 70,000 rows take three passes of tile sums on a GPU (274 tiles, then 2, then 1); 1,000 x 300 one pass of
+  // 4 tiles and then one; 3 x 5 a single tile. The device's tree is compared with the exact (double) column
+  // sums: no further from them than the CPU's first-to-last float sum, plus the stated 1e-5 (at 70,000 rows
+  // the CPU's own rounding is the larger part: 5e-4 on a sum of 24 in one column, measured on an H200).
+  for (const Shape& shape : {Shape{70000, 16}, Shape{1000, 300}, Shape{3, 5}}) {
+    CAPTURE(shape.to_string());
+    const Tensor a = random_tensor(shape, 7);
+    const std::int64_t cols = shape[1];
+    std::vector<double> exact(static_cast<std::size_t>(cols), 0.0);
+    const float* pa = a.data<float>();
+    for (std::int64_t i = 0; i < a.num_elements(); ++i) exact[static_cast<std::size_t>(i % cols)] += pa[i];
+    const std::vector<float> cpu = run_op("BiasAddGrad", {a}, {}).to_floats();
+    if (!tctl::testing::runs_on_test_device("BiasAddGrad")) continue;
+    const std::vector<float> one = run_op("BiasAddGrad", {a}, {}, 1, tctl::testing::test_device()).to_floats();
+    const std::vector<float> two = run_op("BiasAddGrad", {a}, {}, 1, tctl::testing::test_device()).to_floats();
+    CHECK(one == two);
+    for (std::size_t j = 0; j < exact.size(); ++j) {
+      CAPTURE(j);
+      CHECK(std::abs(one[j] - exact[j]) <= std::abs(cpu[j] - exact[j]) + 1e-5 * (1.0 + std::abs(exact[j])));
+    }
+  }
+}
+
 TEST_CASE("shape mismatch in elementwise ops is refused") {
   Graph g;
   Output a = g.placeholder("a", DType::kF32, Shape{2, 3});
