@@ -13,18 +13,28 @@
 
 namespace tctl {
 
-// Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser); the base of every random stream.
-TCTL_HOST_DEVICE constexpr inline std::uint64_t mix64(std::uint64_t x) {
+// Mixes 64 bits into 64 well-spread bits (splitmix64's finaliser), in a 64-bit word or in each lane of a GCC
+// vector of them (the CPU's dropout mixes a register of lanes at once); the base of every random stream.
+template <class Words>
+TCTL_HOST_DEVICE constexpr inline Words mix_words(Words x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
+TCTL_HOST_DEVICE constexpr inline std::uint64_t mix64(std::uint64_t x) { return mix_words(x); }
+
+// The mixed word of element i (or of each lane's element) of the stream with this key: its top 24 bits are
+// the element's uniform draw.
+template <class Words>
+TCTL_HOST_DEVICE constexpr inline Words stream_words(std::uint64_t key, Words i) {
+  return mix_words(key ^ (i * 0x9E3779B97F4A7C15ull));
+}
 
 // Uniform float in [0, 1) for element i of the stream with this key: the top 24 bits of the mix, so the
 // float is exact and the same on every device.
 TCTL_HOST_DEVICE constexpr inline float uniform_at(std::uint64_t key, std::uint64_t i) {
-  return static_cast<float>(mix64(key ^ (i * 0x9E3779B97F4A7C15ull)) >> 40) * (1.0f / 16777216.0f);
+  return static_cast<float>(stream_words(key, i) >> 40) * (1.0f / 16777216.0f);
 }
 
 }  // namespace tctl

@@ -7,6 +7,32 @@
 namespace tctl::cpu {
 namespace {
 
+// The mask kMaskLanes elements at a time: stream_words on 64-bit lanes as wide as the target's registers
+// (GCC's vector extensions; AVX2, which has no 64-bit multiply, gets it from 32-bit ones), with uniform_at's
+// bits. A per-element loop was not vectorized (on AVX2 at all, and elsewhere not through a lambda holding
+// its scalars by reference): 2,048 elements took 8.5 us against 1.1 (AVX-512) and 2.5 (AVX2).
+constexpr int kMaskLanes = kLanes / 2;
+using Words = std::uint64_t __attribute__((vector_size(kMaskLanes * sizeof(std::uint64_t))));
+using Draws = std::int32_t __attribute__((vector_size(kMaskLanes * sizeof(std::int32_t))));
+using MaskFloats = float __attribute__((vector_size(kMaskLanes * sizeof(float))));
+
+void mask_block(const float* x, float* y, std::int64_t begin, std::int64_t end, std::uint64_t key, std::uint64_t first,
+                float rate, float keep_scale) {
+  Words lane{};
+  for (int j = 0; j < kMaskLanes; ++j) lane[j] = static_cast<std::uint64_t>(j);
+  std::int64_t i = begin;
+  for (; i + kMaskLanes <= end; i += kMaskLanes) {
+    const Words bits = stream_words(key, first + static_cast<std::uint64_t>(i) + lane) >> 40;
+    const MaskFloats u =
+        __builtin_convertvector(__builtin_convertvector(bits, Draws), MaskFloats) * (1.0f / 16777216.0f);
+    MaskFloats v;
+    std::memcpy(&v, x + i, sizeof v);
+    const MaskFloats out = u < rate ? MaskFloats{} : v * keep_scale;
+    std::memcpy(y + i, &out, sizeof out);
+  }
+  for (; i < end; ++i) y[i] = uniform_at(key, first + static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
+}
+
 void apply_mask(KernelContext& ctx, std::int64_t stream) {
   const float rate = static_cast<float>(ctx.attrs().f("rate"));
   const float keep_scale = 1.0f / (1.0f - rate);
@@ -14,8 +40,8 @@ void apply_mask(KernelContext& ctx, std::int64_t stream) {
   const std::uint64_t first = ctx.first_element(ctx.input(0));
   const float* x = ctx.input(0).data<float>();
   float* y = ctx.output().mutable_data<float>();
-  for_each_element(ctx, ctx.output().num_elements(), [&](std::int64_t i) {
-    y[i] = uniform_at(key, first + static_cast<std::uint64_t>(i)) < rate ? 0.0f : x[i] * keep_scale;
+  ctx.parallel_for(ctx.output().num_elements(), kElementwiseGrain, [&](std::int64_t begin, std::int64_t end) {
+    mask_block(x, y, begin, end, key, first, rate, keep_scale);
   });
 }
 
