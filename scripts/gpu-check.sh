@@ -167,9 +167,12 @@ if runs sanitize; then
 fi
 if runs suites; then
   # Every other suite, side by side: they need no GPU, but with one present devices and placement list it.
+  # The README's samples are left out: some need Graphviz and Debian's numpy, which that machine lacks (CI
+  # runs them).
   pids=()
   for suite in core models app cli; do
-    step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/${suite}_tests" >"$build/${suite}_tests.log" 2>&1 &
+    step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/${suite}_tests" --test-case-exclude="every sample in the README*" \
+      >"$build/${suite}_tests.log" 2>&1 &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid" || status=1; done
