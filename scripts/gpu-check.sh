@@ -7,8 +7,9 @@
 #                               protobuf) into gpu-deps/ (ignored by git, about 18 MB), builds the CUDA variant
 #                               in build-gpu/ (Release, portable x86-64-v3 since the GPU machine's processor
 #                               is another, and without MPI, which that machine lacks) and packs its binaries
-#                               into gpu-deps/build-gpu-bin.tgz, all to travel with the tree. `pack --no-build` leaves the binaries out (the GPU machine then
-#                               builds, which costs its time: minutes of a 15-minute lease).
+#                               into gpu-deps/build-gpu-bin.tgz, all to travel with the tree. `pack --no-build`
+#                               leaves the binaries out (the GPU machine then builds, which costs its time:
+#                               minutes of a 15-minute lease).
 #   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
 #                               them (python3 reads the .deb archives), then the stages, all of them by default
 #                               or one (each needs the ones before it to have run on the same machine):

@@ -50,7 +50,7 @@ class CudaDevice final : public Device {
   cublasHandle_t cublas();
   // Held across each call on that handle (launch.h's CublasCall).
   std::mutex& cublas_mutex() { return cublas_mu_; }
-  // Rethrows the first error of host work queued with enqueue, once.
+  // Rethrows the first error of host work queued with enqueue, or of a report read, once.
   void rethrow_host_error();
   // Queues a copy of `bytes` (at most kReportBytes) of device memory into a slot of a pinned ring; `report`
   // reads that copy on the host at the next wait that covers it (synchronize, an event's wait, a copy to the
