@@ -56,6 +56,7 @@ std::string check_loss_fits(const Graph& g, const std::string& loss, Output pred
 
 LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Output targets) {
   LossOutputs out;
+  out.scores = predictions;
   if (loss == "mse" || loss == "mean_squared_error") {
     out.per_example = g.add("Mse", {predictions, targets});
   } else if (loss == "mae" || loss == "mean_absolute_error") {
@@ -67,6 +68,7 @@ LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Ou
   } else {
     const Node& p = g.node(predictions);
     Output logits = p.op->name == "Softmax" ? Output{p.inputs[0]} : predictions;
+    out.scores = logits;
     out.per_example =
         g.add(loss == "sparse_categorical_crossentropy" ? "SparseSoftmaxXent" : "SoftmaxXent", {logits, targets});
   }

@@ -26,6 +26,9 @@ TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_sha
 struct LossOutputs {
   Output per_example;  // [batch]
   Output mean;         // scalar
+  // What accuracy and top-k read: after a softmax, its input (the same order of classes, and no softmax to
+  // compute in a training step, which needs only the logits); else the predictions.
+  Output scores;
 };
 
 // Cross-entropy after a softmax output is computed from the softmax's input by one fused, numerically

@@ -32,6 +32,7 @@ struct Model::Pass {
   Output x;
   Output targets;
   Output predictions;
+  Output scores;       // what the metrics read (LossOutputs::scores)
   Output loss;         // scalar mean
   Output per_example;  // [batch]
   Output weight;       // mirrored training: this replica's share of the batch's rows (a float scalar)
@@ -315,6 +316,7 @@ void Model::trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) 
   LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
   pass.loss = loss.mean;
   pass.per_example = loss.per_example;
+  pass.scores = loss.scores;
 }
 
 void Model::trace_training(Graph& g, Pass& pass, const Traced& r) {
@@ -405,7 +407,7 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
   if (collective_ || hogwild_ > 1) return mirrored_step(x, targets, step, nullptr);
   const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
-  const Output fetches[] = {train_pass_->loss, train_pass_->predictions};
+  const Output fetches[] = {train_pass_->loss, train_pass_->scores};
   RunOptions ro;
   ro.step = step;
   optimizer_.begin_step(step);
@@ -414,7 +416,7 @@ std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, s
 
 std::vector<Tensor> Model::eval_batch(const Tensor& x, const Tensor& targets) {
   const Feed feeds[] = {{infer_pass_->x, x}, {infer_pass_->targets, targets}};
-  const Output fetches[] = {infer_pass_->per_example, infer_pass_->predictions};
+  const Output fetches[] = {infer_pass_->per_example, infer_pass_->scores};
   return infer_session_->run(feeds, fetches);
 }
 
@@ -505,7 +507,7 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     const Pass& pass = own ? *train_pass_ : others_[static_cast<std::size_t>(r - 1)]->pass;
     std::vector<Feed> feeds{{pass.x, s.x}, {pass.targets, s.targets}};
     if (pass.weight.valid()) feeds.push_back({pass.weight, Tensor::scalar(s.weight)});
-    const Output fetches[] = {pass.loss, pass.predictions};
+    const Output fetches[] = {pass.loss, pass.scores};
     RunOptions ro;
     ro.step = step;
     ro.batch_offset = s.rows > 0 ? s.begin : 0;
@@ -539,13 +541,12 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   if (collective_)
     average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
 
-  // The step's loss (the members' mean losses weighted by their rows) and predictions (theirs in row
+  // The step's loss (the members' mean losses weighted by their rows) and metric scores (theirs in row
   // order), computed alike in-process and across workers, where they come from an all-reduce of each
   // member's rows, zeros elsewhere, and its loss times its rows.
   const Tensor& p0 = share_of(0).out[1];
   const Shape shape = Shape::concat(batch, p0.shape().without_batch());
-  if (!predictions_.defined() || predictions_.shape() != shape || !predictions_.unique())
-    predictions_ = Tensor::empty(DType::kF32, shape);
+  if (!scores_.defined() || scores_.shape() != shape || !scores_.unique()) scores_ = Tensor::empty(DType::kF32, shape);
   const std::int64_t width = p0.num_elements() / p0.shape()[0];
   auto loss_term = [](const Share& s) { return s.rows > 0 ? s.out[0].item() * static_cast<float>(s.rows) : 0.0f; };
   float total = 0.0f;
@@ -556,16 +557,16 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     results.back() = loss_term(s);
     collective_->all_reduce(first_member_, collective_key(step, kResultsInstance), results.data(),
                             static_cast<std::int64_t>(results.size()), 1.0f, results.data(), "the step's results");
-    std::memcpy(predictions_.mutable_data<float>(), results.data(), predictions_.bytes());
+    std::memcpy(scores_.mutable_data<float>(), results.data(), scores_.bytes());
     total = results.back();
   } else {
     for (const Share& s : shares) {
       total += loss_term(s);
       if (s.rows > 0)
-        std::memcpy(predictions_.mutable_data<float>() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
+        std::memcpy(scores_.mutable_data<float>() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
     }
   }
-  return {Tensor::scalar(total / static_cast<float>(batch)), predictions_};
+  return {Tensor::scalar(total / static_cast<float>(batch)), scores_};
 }
 
 // Variables a step writes without a gradient (BatchNormalization's moving statistics) moved apart, each

@@ -110,12 +110,13 @@ class Model {
   AllReduceTotals all_reduce_totals() const;
   HogwildTotals hogwild_totals() const;
 
-  // One training step on a batch: the optimizer's updates run. Returns {mean loss, predictions}, on the host.
-  // Mirrored: every replica runs its share of the rows at once; the loss is the replicas' losses weighted by
-  // their shares, the predictions theirs in row order.
+  // One training step on a batch: the optimizer's updates run. Returns {mean loss, metric scores}, on the
+  // host: the scores are what the metrics read (LossOutputs::scores: the logits under a softmax output, else
+  // the predictions). Mirrored: every replica runs its share of the rows at once; the loss is the replicas'
+  // losses weighted by their shares, the scores theirs in row order.
   // Throws NonFiniteError when an update refused a gradient that is not finite (nothing was written).
   std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step);
-  // One evaluation step with the inference graph: {per-example loss, predictions}.
+  // One evaluation step with the inference graph: {per-example loss, metric scores}.
   std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets);
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
   Tensor predict(const Tensor& x, std::int64_t batch_size);
@@ -164,7 +165,7 @@ class Model {
   Traced first_replica(int member);
   // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
   std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
-  // One mirrored training step: {weighted mean loss, predictions}.
+  // One mirrored training step: {weighted mean loss, metric scores}.
   std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler);
   void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
   // trace_training run eagerly on one batch; returns the loss.
@@ -190,7 +191,7 @@ class Model {
   int first_member_ = 0;
   std::int64_t syncs_ = 0;
   std::unique_ptr<ReplicaThreads> threads_;
-  Tensor predictions_;  // a mirrored step's predictions, gathered from the replicas (reused)
+  Tensor scores_;  // a mirrored step's metric scores, gathered from the replicas (reused)
   std::int64_t mirrored_steps_ = 0;
   int hogwild_ = 0;  // hogwild's workers, or 0
   std::int64_t hogwild_updates_ = 0;

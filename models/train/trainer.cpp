@@ -85,9 +85,11 @@ MetricValues averages(const BatchSums& sums, const std::vector<std::string>& met
 
 std::int64_t argmax_row(const float* p, std::int64_t n) { return std::max_element(p, p + n) - p; }
 
-// The metric sums of one batch's predictions against the labels of `rows`.
-void add_prediction_sums(const Tensor& pred, const Dataset& data, std::span<const std::int64_t> rows,
-                         const std::string& loss, BatchSums& sums) {
+// The metric sums of one batch's metric scores (Model::train_batch) against the labels of `rows`. A
+// classification's accuracy and top-k read only the order of a row's scores, which its logits give as
+// its softmax would.
+void add_metric_sums(const Tensor& pred, const Dataset& data, std::span<const std::int64_t> rows,
+                     const std::string& loss, BatchSums& sums) {
   const auto b = static_cast<std::int64_t>(rows.size());
   const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
   const float* p = pred.data<float>();
@@ -175,7 +177,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
       const float* l = out[0].data<float>();
       for (std::size_t i = 0; i < rows.size(); ++i) sums.loss += l[i];
     }
-    add_prediction_sums(out[1], data, rows, options.loss, sums);
+    add_metric_sums(out[1], data, rows, options.loss, sums);
     totals += sums;
     if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
     steps_run_ = step + 1;
