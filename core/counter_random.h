@@ -31,10 +31,19 @@ TCTL_HOST_DEVICE constexpr inline Words stream_words(std::uint64_t key, Words i)
   return mix_words(key ^ (i * 0x9E3779B97F4A7C15ull));
 }
 
-// Uniform float in [0, 1) for element i of the stream with this key: the top 24 bits of the mix, so the
-// float is exact and the same on every device.
+// An element's uniform draw is the top 24 bits of its mixed word, as an integer (uniform_bits) and scaled
+// into [0, 1) by kUniformScale: exact in a float, so the same on every device. Vector code converts the
+// integers lane by lane and scales them with the same constant.
+inline constexpr int kUniformBits = 24;
+inline constexpr float kUniformScale = 1.0f / static_cast<float>(1u << kUniformBits);
+template <class Words>
+TCTL_HOST_DEVICE constexpr inline Words uniform_bits(std::uint64_t key, Words i) {
+  return stream_words(key, i) >> (64 - kUniformBits);
+}
+
+// Uniform float in [0, 1) for element i of the stream with this key.
 TCTL_HOST_DEVICE constexpr inline float uniform_at(std::uint64_t key, std::uint64_t i) {
-  return static_cast<float>(stream_words(key, i) >> 40) * (1.0f / 16777216.0f);
+  return static_cast<float>(uniform_bits(key, i)) * kUniformScale;
 }
 
 }  // namespace tctl

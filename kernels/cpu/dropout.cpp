@@ -8,9 +8,10 @@ namespace tctl::cpu {
 namespace {
 
 // The mask kMaskLanes elements at a time: stream_words on 64-bit lanes as wide as the target's registers
-// (GCC's vector extensions; AVX2, which has no 64-bit multiply, gets it from 32-bit ones), with uniform_at's
-// bits. A per-element loop was not vectorized (on AVX2 at all, and elsewhere not through a lambda holding
-// its scalars by reference): 2,048 elements took 8.5 us against 1.1 (AVX-512) and 2.5 (AVX2).
+// (GCC's vector extensions; AVX2, which has no 64-bit multiply, gets it from 32-bit ones), drawn as
+// uniform_at draws them (uniform_bits, kUniformScale). A per-element loop was not vectorized (on AVX2 at all, and
+// elsewhere not through a lambda holding its scalars by reference): 2,048 elements took 8.5 us against 1.1 (AVX-512)
+// and 2.5 (AVX2).
 constexpr int kMaskLanes = kLanes / 2;
 using Words = std::uint64_t __attribute__((vector_size(kMaskLanes * sizeof(std::uint64_t))));
 using Draws = std::int32_t __attribute__((vector_size(kMaskLanes * sizeof(std::int32_t))));
@@ -22,9 +23,8 @@ void mask_block(const float* x, float* y, std::int64_t begin, std::int64_t end, 
   for (int j = 0; j < kMaskLanes; ++j) lane[j] = static_cast<std::uint64_t>(j);
   std::int64_t i = begin;
   for (; i + kMaskLanes <= end; i += kMaskLanes) {
-    const Words bits = stream_words(key, first + static_cast<std::uint64_t>(i) + lane) >> 40;
-    const MaskFloats u =
-        __builtin_convertvector(__builtin_convertvector(bits, Draws), MaskFloats) * (1.0f / 16777216.0f);
+    const Words bits = uniform_bits(key, first + static_cast<std::uint64_t>(i) + lane);
+    const MaskFloats u = __builtin_convertvector(__builtin_convertvector(bits, Draws), MaskFloats) * kUniformScale;
     MaskFloats v;
     std::memcpy(&v, x + i, sizeof v);
     const MaskFloats out = u < rate ? MaskFloats{} : v * keep_scale;

@@ -203,19 +203,16 @@ void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::functio
   std::lock_guard lock(report_mu_);
   if (reports_.size() == kReportSlots) {  // no wait has read the ring since it filled: wait, read them all
     check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
-    read_reports_locked(reports_queued_);
+    read_reports_locked(reports_queued_.load(std::memory_order_relaxed));
   }
-  const std::uint64_t index = reports_queued_;
+  const std::uint64_t index = reports_queued_.load(std::memory_order_relaxed);
   char* slot = static_cast<char*>(report_ring_) + index % kReportSlots * kReportBytes;
   check(cudaMemcpyAsync(slot, src, bytes, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
   reports_.push_back({index, std::move(report)});
-  ++reports_queued_;
+  reports_queued_.store(index + 1, std::memory_order_release);
 }
 
-std::uint64_t CudaDevice::report_mark() {
-  std::lock_guard lock(report_mu_);
-  return reports_queued_;
-}
+std::uint64_t CudaDevice::report_mark() const { return reports_queued_.load(std::memory_order_acquire); }
 
 void CudaDevice::read_reports(std::uint64_t mark) {
   std::lock_guard lock(report_mu_);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -60,8 +61,8 @@ class CudaDevice final : public Device {
   static constexpr std::size_t kReportBytes = 8;
   void enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report);
   // The number of reports queued so far: take it before queueing a wait, then pass it to read_reports
-  // once the wait is over, to run the reports whose copies the wait covered.
-  std::uint64_t report_mark();
+  // once the wait is over, to run the reports whose copies the wait covered. Lock-free.
+  std::uint64_t report_mark() const;
   void read_reports(std::uint64_t mark);
 
  private:
@@ -98,7 +99,8 @@ class CudaDevice final : public Device {
   std::mutex report_mu_;
   void* report_ring_ = nullptr;
   std::deque<PendingReport> reports_;
-  std::uint64_t reports_queued_ = 0;
+  // Written under report_mu_; read without it by report_mark, which every event's creation calls.
+  std::atomic<std::uint64_t> reports_queued_{0};
 };
 
 }  // namespace tctl::cuda
