@@ -475,17 +475,18 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   }
   // This process's replicas are members first_member_ .. first_member_ + replicas() - 1.
   auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
-  std::vector<std::int64_t> all_rows(static_cast<std::size_t>(batch));
-  for (std::int64_t i = 0; i < batch; ++i) all_rows[static_cast<std::size_t>(i)] = i;
+  while (static_cast<std::int64_t>(row_numbers_.size()) < batch)
+    row_numbers_.push_back(static_cast<std::int64_t>(row_numbers_.size()));
+  const std::span<const std::int64_t> all_rows(row_numbers_);
   // Hogwild's workers are threads of one replica: each runs its rows through the one session.
   const int runs = hogwild_ > 1 ? hogwild_ : replicas();
+  share_buffers_.resize(static_cast<std::size_t>(runs));
   for (int r = 0; r < runs; ++r) {
     Share& s = share_of(r);
     const std::span<const std::int64_t> rows =
-        s.rows > 0 ? std::span<const std::int64_t>(all_rows).subspan(static_cast<std::size_t>(s.begin),
-                                                                     static_cast<std::size_t>(s.rows))
-                   : std::span<const std::int64_t>(all_rows).first(1);
-    Tensor bx, bt;
+        s.rows > 0 ? all_rows.subspan(static_cast<std::size_t>(s.begin), static_cast<std::size_t>(s.rows))
+                   : all_rows.first(1);
+    auto& [bx, bt] = share_buffers_[static_cast<std::size_t>(r)];
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);
   }

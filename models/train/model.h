@@ -3,6 +3,7 @@
 // batches, metrics, callbacks) is the Trainer's (models/train/trainer.h).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -192,6 +193,10 @@ class Model {
   std::int64_t syncs_ = 0;
   std::unique_ptr<ReplicaThreads> threads_;
   Tensor scores_;  // a mirrored step's metric scores, gathered from the replicas (reused)
+  // A mirrored step's rows per run (replica or hogwild worker): {x, targets} buffers reused from step to
+  // step, and the row numbers 0 .. batch - 1 they are gathered by.
+  std::vector<std::array<Tensor, 2>> share_buffers_;
+  std::vector<std::int64_t> row_numbers_;
   std::int64_t mirrored_steps_ = 0;
   int hogwild_ = 0;  // hogwild's workers, or 0
   std::int64_t hogwild_updates_ = 0;
