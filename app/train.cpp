@@ -67,29 +67,40 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   return out;
 }
 
-// Set by SIGINT; training finishes its step, writes a checkpoint and stops. The handler only stores to a
-// lock-free atomic, which is async-signal-safe; a second Ctrl-C gets the default action and ends the process.
+// Set by SIGINT (Ctrl-C) or SIGTERM (`kill`, a batch system's time limit, mpirun passing on a Ctrl-C to its
+// ranks); training finishes its step, writes a checkpoint and stops. The handler only stores to lock-free
+// atomics, which is async-signal-safe; a second signal gets the default action and ends the process.
 std::atomic<bool> g_interrupted{false};
-static_assert(std::atomic<bool>::is_always_lock_free);
+std::atomic<int> g_signal{0};
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-extern "C" void on_sigint(int) { g_interrupted.store(true, std::memory_order_relaxed); }
+extern "C" void on_stop_signal(int sig) {
+  g_signal.store(sig, std::memory_order_relaxed);
+  g_interrupted.store(true, std::memory_order_relaxed);
+}
 
-// Installs on_sigint for the life of the object, one-shot, and restores the previous action after.
-class SigintGuard {
+// Installs on_stop_signal for SIGINT and SIGTERM for the life of the object, one-shot each, and restores the
+// previous actions after.
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     struct sigaction sa {};
-    sa.sa_handler = on_sigint;
+    sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &sa, &previous_);
+    sigaction(SIGINT, &sa, &previous_int_);
+    sigaction(SIGTERM, &sa, &previous_term_);
   }
-  ~SigintGuard() { sigaction(SIGINT, &previous_, nullptr); }
-  SigintGuard(const SigintGuard&) = delete;
-  SigintGuard& operator=(const SigintGuard&) = delete;
+  ~StopSignalGuard() {
+    sigaction(SIGINT, &previous_int_, nullptr);
+    sigaction(SIGTERM, &previous_term_, nullptr);
+  }
+  StopSignalGuard(const StopSignalGuard&) = delete;
+  StopSignalGuard& operator=(const StopSignalGuard&) = delete;
 
  private:
-  struct sigaction previous_ {};
+  struct sigaction previous_int_ {};
+  struct sigaction previous_term_ {};
 };
 
 // "10 epochs", or after a resume "epochs 6-10 (resumed)"; an early stop shows where it stopped.
@@ -146,16 +157,19 @@ int run_train(const TrainFlags& f) {
   control.on_message = [&](const std::string& line) {
     if (!f.quiet && !silent_worker) std::fprintf(log, "%s\n", line.c_str());
   };
-  SigintGuard sigint;
+  StopSignalGuard stop_signals;
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
-  if (silent_worker) return 0;
+  // 130 after SIGINT, 143 after SIGTERM, as a shell reports a process the signal ended.
+  const int stopped_status = 128 + (g_signal.load() == SIGTERM ? SIGTERM : SIGINT);
+  if (silent_worker) return out.interrupted_at ? stopped_status : 0;
   if (out.interrupted_at) {
     const auto& at = *out.interrupted_at;
-    std::fprintf(log, "\nInterrupted: epoch %lld, %lld steps done; checkpoint written to %s\n",
-                 static_cast<long long>(at.epoch), static_cast<long long>(at.steps_done),
+    std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n",
+                 g_signal.load() == SIGTERM ? "Terminated (SIGTERM)" : "Interrupted", static_cast<long long>(at.epoch),
+                 static_cast<long long>(at.steps_done),
                  (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
     std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());
-    return 130;
+    return stopped_status;
   }
   const auto& warnings = out.placement_warnings;
   for (std::size_t i = 0; i < warnings.size() && i < 3; ++i) std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());

@@ -287,6 +287,11 @@ void Model::sync_replicas() {
   }
 }
 
+bool Model::stop_requested() const {
+  if (options_.workers && members_ > 1) return stop_agreed_;
+  return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
+}
+
 HogwildTotals Model::hogwild_totals() const {
   if (hogwild_ <= 1) return {};
   const double counter = optimizer_.state().back()->read().to(cpu_device()).item();
@@ -452,6 +457,7 @@ std::vector<std::string> Model::placement_warnings() const {
 std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step,
                                          Profiler* profiler) {
   const int n = members_;
+  const bool stop_vote = stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
   const std::int64_t batch = x.shape()[0];
   TCTL_CHECK(batch >= 1 && targets.shape()[0] == batch, "a mirrored step needs a batch of one row or more");
   // Rows split evenly between the members (every replica of every worker), the first taking one more where
@@ -552,14 +558,19 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   auto loss_term = [](const Share& s) { return s.rows > 0 ? s.out[0].item() * static_cast<float>(s.rows) : 0.0f; };
   float total = 0.0f;
   if (options_.workers && members_ > 1) {
-    std::vector<float> results(static_cast<std::size_t>(batch * width + 1), 0.0f);
+    // After the rows' scores: the loss term, and this rank's vote to stop (the sum says whether any voted).
+    std::vector<float> results(static_cast<std::size_t>(batch * width + 2), 0.0f);
     const Share& s = share_of(0);
     if (s.rows > 0) std::memcpy(results.data() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
-    results.back() = loss_term(s);
+    float& loss = results[static_cast<std::size_t>(batch * width)];
+    float& stop_votes = results.back();
+    loss = loss_term(s);
+    stop_votes = stop_vote ? 1.0f : 0.0f;
     collective_->all_reduce(first_member_, collective_key(step, kResultsInstance), results.data(),
                             static_cast<std::int64_t>(results.size()), 1.0f, results.data(), "the step's results");
     std::memcpy(scores_.mutable_data<float>(), results.data(), scores_.bytes());
-    total = results.back();
+    total = loss;
+    stop_agreed_ = stop_agreed_ || stop_votes > 0.0f;
   } else {
     for (const Share& s : shares) {
       total += loss_term(s);

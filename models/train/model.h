@@ -110,6 +110,15 @@ class Model {
   void sync_replicas();
   AllReduceTotals all_reduce_totals() const;
   HogwildTotals hogwild_totals() const;
+  // The stop flag (Ctrl-C, SIGTERM; borrowed, may be null) and whether to stop after the last training step:
+  // the flag's value, or with multi-worker whether any rank's flag was set when its step began, learnt from
+  // the all-reduce of the step's results. So every rank stops after the same step: a rank that stopped on
+  // its own would leave the others waiting for it in the next all-reduce until the stall timeout.
+  void set_stop_flag(const std::atomic<bool>* flag) {
+    stop_flag_ = flag;
+    stop_agreed_ = false;
+  }
+  bool stop_requested() const;
 
   // One training step on a batch: the optimizer's updates run. Returns {mean loss, metric scores}, on the
   // host: the scores are what the metrics read (LossOutputs::scores: the logits under a softmax output, else
@@ -197,6 +206,8 @@ class Model {
   // step, and the row numbers 0 .. batch - 1 they are gathered by.
   std::vector<std::array<Tensor, 2>> share_buffers_;
   std::vector<std::int64_t> row_numbers_;
+  const std::atomic<bool>* stop_flag_ = nullptr;
+  bool stop_agreed_ = false;  // multi-worker: a rank's stop flag was set at a step's start
   std::int64_t mirrored_steps_ = 0;
   int hogwild_ = 0;  // hogwild's workers, or 0
   std::int64_t hogwild_updates_ = 0;

@@ -181,7 +181,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     totals += sums;
     if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
     steps_run_ = step + 1;
-    if (training && interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed)) break;
+    if (training && interrupt_ != nullptr && model_.stop_requested()) break;
   }
   return totals;
 }
@@ -230,7 +230,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     if (on_epoch) on_epoch(r);
     history.push_back(std::move(r));
     if (stop_after_epoch_) break;
-    if (interrupt_ != nullptr && interrupt_->load(std::memory_order_relaxed) && epoch < epochs) {
+    if (interrupt_ != nullptr && model_.stop_requested() && epoch < epochs) {
       interrupted_at_ = FitPosition{epoch + 1, 0, {}};
       break;
     }

@@ -54,8 +54,12 @@ class Trainer {
   MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
 
   // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
-  // (a SIGINT handler sets it). The trainer borrows the flag.
-  void set_interrupt_flag(const std::atomic<bool>* flag) { interrupt_ = flag; }
+  // (a SIGINT or SIGTERM handler sets it). The trainer and its model borrow the flag: with multi-worker,
+  // the ranks agree to stop at the same step (Model::stop_requested).
+  void set_interrupt_flag(const std::atomic<bool>* flag) {
+    interrupt_ = flag;
+    model_.set_stop_flag(flag);
+  }
   // Set when the last fit() returned because of the interrupt flag.
   const std::optional<FitPosition>& interrupted_at() const { return interrupted_at_; }
   // Called from an epoch callback: fit() returns after this epoch (early stopping).

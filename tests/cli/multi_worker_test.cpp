@@ -5,14 +5,22 @@
 // sanitizers (Open MPI's own allocations and threads are not ours to report).
 #include <doctest/doctest.h>
 
+#include <signal.h>
+#include <spawn.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "cli/cli_test_util.h"
 #include "core/mpi_world.h"
 
 using namespace tctl::cli_test;
+
+extern char** environ;
 
 namespace {
 
@@ -37,19 +45,26 @@ bool mpirun_ready() {
   return why.empty();
 }
 
-// `mpirun --oversubscribe -np N tensorctl ARGS` in `dir` (allowed as root, as CI runs), with `env` before it;
-// at most 120 s. `args` may hold ": -np 1 ..." parts of its own: the binary is spelt $TENSORCTL there.
-CommandResult run_mpirun(int np, const std::string& args, const TempDir& dir, const std::string& env = "") {
+// The mpirun command line of run_mpirun, to be run by /bin/sh in `dir`, under `timeout 120` unless
+// `time_limit` is false: timeout would pass a signal meant for mpirun on to it twice (to it and to its
+// process group), and a second SIGINT makes mpirun kill its ranks at once.
+std::string mpirun_command(int np, const std::string& args, const TempDir& dir, const std::string& env,
+                           bool time_limit = true) {
   const std::string binary = quoted(TENSORCTL_BINARY);
   std::string rest = args;
   for (std::size_t at = rest.find("$TENSORCTL"); at != std::string::npos; at = rest.find("$TENSORCTL"))
     rest.replace(at, 10, binary);
-  const std::string command =
-      "cd " + quoted(dir.path()) +
-      " && OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " + env +
-      " timeout 120 mpirun --oversubscribe -np " + std::to_string(np) + " " + binary + " " + rest + " >" +
-      quoted(dir / "mpi.out") + " 2>" + quoted(dir / "mpi.err") + " </dev/null";
-  const int raw = std::system(command.c_str());
+  // exec, so a signal to the shell's process reaches mpirun (or timeout).
+  return "cd " + quoted(dir.path()) +
+         " && exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
+         env + (time_limit ? " timeout 120" : "") + " mpirun --oversubscribe -np " + std::to_string(np) + " " + binary +
+         " " + rest + " >" + quoted(dir / "mpi.out") + " 2>" + quoted(dir / "mpi.err") + " </dev/null";
+}
+
+// `mpirun --oversubscribe -np N tensorctl ARGS` in `dir` (allowed as root, as CI runs), with `env` before it;
+// at most 120 s. `args` may hold ": -np 1 ..." parts of its own: the binary is spelt $TENSORCTL there.
+CommandResult run_mpirun(int np, const std::string& args, const TempDir& dir, const std::string& env = "") {
+  const int raw = std::system(mpirun_command(np, args, dir, env).c_str());
   CommandResult r;
   if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
   r.out = read_text(dir / "mpi.out");
@@ -60,6 +75,29 @@ CommandResult run_mpirun(int np, const std::string& args, const TempDir& dir, co
   INFO("stderr: " << r.err);
   CHECK(r.status != 124);  // timeout's: the job hung
   return r;
+}
+
+// The process of `rank` among mpirun's children (Open MPI starts them on this host as its own), or -1.
+pid_t rank_process(pid_t mpirun, int rank) {
+  const std::string wanted = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat_file(entry.path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);  // pid (comm) state ppid ...
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent != mpirun) continue;
+    std::ifstream environment(entry.path() / "environ");
+    for (std::string var; std::getline(environment, var, '\0');)
+      if (var == wanted) return static_cast<pid_t>(std::stol(name));
+  }
+  return -1;
 }
 
 // The digits MLP config with a strategy, 3 epochs.
@@ -112,6 +150,50 @@ TEST_CASE(
   REQUIRE(run_mpirun(2, "train workers.json --epochs 1 --output resumed --quiet", dir).status == 0);
   REQUIRE(run_mpirun(2, "train workers.json --resume resumed --quiet", dir).status == 0);
   CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "resumed/weights.safetensors"));
+}
+
+TEST_CASE(
+    "SIGTERM to one rank stops every rank after the same step; rank 0 writes the checkpoint, and resuming gives "
+    "the bits of a run that never stopped") {
+  if (!mpirun_ready()) return;
+  TempDir dir;
+  dir.write("workers.json", digits_config(kWorkers));
+  // Long enough (about 7 s) that the signal, sent after the first epoch's checkpoint, lands while training runs.
+  const std::string run = " --epochs 200 --quiet";
+  REQUIRE(run_mpirun(2, "train workers.json --output straight" + run, dir).status == 0);
+  const std::string command = mpirun_command(2, "train workers.json --output run" + run, dir, "", false);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = -1;  // mpirun's, the shell having exec'd it
+  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // Rank 1 alone, as a batch system or a user's `kill` may signal one process: had it stopped on its own,
+  // rank 0 would wait for it in the next all-reduce (until the stall timeout, then exit 1).
+  const pid_t rank1 = rank_process(pid, 1);
+  REQUIRE(rank1 > 0);
+  kill(rank1, SIGTERM);
+  // At most 60 s, then the job counts as hung.
+  int raw = 0;
+  bool ended = false;
+  for (int i = 0; i < 6000 && !ended; ++i) {
+    ended = waitpid(pid, &raw, WNOHANG) == pid;
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &raw, 0);
+  }
+  const std::string out = read_text(dir / "mpi.out");
+  INFO(out << read_text(dir / "mpi.err"));
+  REQUIRE(ended);
+  CHECK(WIFEXITED(raw));
+  CHECK(WEXITSTATUS(raw) != 0);  // a rank ended by a signal's status
+  REQUIRE(out.find("Interrupted: epoch ") != std::string::npos);
+  CHECK(out.find("Resume with: tensorctl train workers.json --resume run --epochs 200 --quiet") != std::string::npos);
+  REQUIRE(!std::filesystem::exists(dir / "run/weights.safetensors"));
+  REQUIRE(run_mpirun(2, "train workers.json --resume run" + run, dir).status == 0);
+  CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "run/weights.safetensors"));
+  CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
 }
 
 TEST_CASE("a worker that stalls is named by the others' timeout, one line, and the job ends") {

@@ -135,6 +135,21 @@ TEST_CASE(
   CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
 }
 
+TEST_CASE("SIGTERM stops training as Ctrl-C does, and exits 143 saying so") {
+  TempDir dir;
+  const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 300 --output run --quiet", dir);
+  REQUIRE(wait_for(dir / "run/history.csv"));
+  kill(pid, SIGTERM);
+  const int status = wait_exit(pid);
+  const std::string out = read_text(dir / "out.txt");
+  INFO(out << read_text(dir / "err.txt"));
+  REQUIRE(status == 143);
+  CHECK(out.find("Terminated (SIGTERM): epoch ") != std::string::npos);
+  CHECK(out.find("Resume with: tensorctl train ") != std::string::npos);
+  CHECK(fs::exists(dir / "run/checkpoint.safetensors"));
+  CHECK(!fs::exists(dir / "run/weights.safetensors"));
+}
+
 TEST_CASE("a process killed at random points never leaves an unreadable checkpoint") {
   TempDir dir;
   std::mt19937 rng(12345);
