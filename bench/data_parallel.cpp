@@ -107,12 +107,17 @@ int train(const Options& o) {
     for (float& v : x) v = normal(rng);
     std::vector<std::int32_t> y(static_cast<std::size_t>(o.batch));
     for (auto& v : y) v = static_cast<std::int32_t>(rng() % 10);
-    xs.push_back(Tensor::from_floats(Shape{o.batch, 784}, x));
-    ys.push_back(Tensor::from_ints(Shape{o.batch}, y));
+    // A worker reads only its rows of each batch, as `train` feeds it (Model::local_rows).
+    const auto [first, count] = model.local_rows(o.batch);
+    std::vector<std::int64_t> rows(static_cast<std::size_t>(count));
+    for (std::int64_t i = 0; i < count; ++i) rows[static_cast<std::size_t>(i)] = first + i;
+    Tensor bx, by;
+    xs.push_back(gather_rows(Tensor::from_floats(Shape{o.batch, 784}, x), rows, bx));
+    ys.push_back(gather_rows(Tensor::from_ints(Shape{o.batch}, y), rows, by));
   }
   std::int64_t step = 0;
   auto run = [&](int n) {
-    for (int i = 0; i < n; ++i, ++step) model.train_batch(xs[step % 8], ys[step % 8], step);
+    for (int i = 0; i < n; ++i, ++step) model.train_batch(xs[step % 8], ys[step % 8], step, o.batch);
   };
   run(5);
   std::vector<double> step_seconds, reduce_seconds;

@@ -409,8 +409,20 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
   return gather_rows(data.y, rows, buffer);
 }
 
-std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step) {
-  if (collective_ || hogwild_ > 1) return mirrored_step(x, targets, step, nullptr);
+std::pair<std::int64_t, std::int64_t> Model::local_rows(std::int64_t batch_rows) const {
+  if (!(options_.workers && members_ > 1)) return {0, batch_rows};
+  // As mirrored_step splits: member m takes batch / n rows, one more while m < batch % n.
+  auto first_row = [&](std::int64_t m) { return m * (batch_rows / members_) + std::min(m, batch_rows % members_); };
+  const std::int64_t begin = first_row(first_member_);
+  const std::int64_t end = first_row(first_member_ + replicas());
+  if (end > begin) return {begin, end - begin};
+  return {std::min(begin, batch_rows - 1), 1};
+}
+
+std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step,
+                                       std::int64_t batch_rows) {
+  if (collective_ || hogwild_ > 1) return mirrored_step(x, targets, step, nullptr, batch_rows);
+  TCTL_CHECK(batch_rows == 0 || batch_rows == x.shape()[0], "a partial batch fed to a single replica");
   const Feed feeds[] = {{train_pass_->x, x}, {train_pass_->targets, targets}};
   const Output fetches[] = {train_pass_->loss, train_pass_->scores};
   RunOptions ro;
@@ -454,12 +466,16 @@ std::vector<std::string> Model::placement_warnings() const {
   return out;
 }
 
-std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step,
-                                         Profiler* profiler) {
+std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
+                                         std::int64_t batch_rows) {
   const int n = members_;
   const bool stop_vote = stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
-  const std::int64_t batch = x.shape()[0];
-  TCTL_CHECK(batch >= 1 && targets.shape()[0] == batch, "a mirrored step needs a batch of one row or more");
+  const std::int64_t batch = batch_rows > 0 ? batch_rows : x.shape()[0];
+  TCTL_CHECK(batch >= 1 && targets.shape()[0] == x.shape()[0], "a mirrored step needs a batch of one row or more");
+  // x holds the whole batch, or this process's rows of it (local_rows), which start at `offset`.
+  const auto [offset, local] =
+      x.shape()[0] == batch ? std::pair<std::int64_t, std::int64_t>{0, batch} : local_rows(batch);
+  TCTL_CHECK(x.shape()[0] == local, "a mirrored step fed rows other than local_rows");
   // Rows split evenly between the members (every replica of every worker), the first taking one more where
   // they do not divide; a member left without rows (a last batch smaller than the members) runs the first
   // row with weight 0, so it still meets the others in the all-reduce and adds nothing.
@@ -483,15 +499,16 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
   while (static_cast<std::int64_t>(row_numbers_.size()) < batch)
     row_numbers_.push_back(static_cast<std::int64_t>(row_numbers_.size()));
-  const std::span<const std::int64_t> all_rows(row_numbers_);
+  const std::span<const std::int64_t> fed_rows =
+      std::span<const std::int64_t>(row_numbers_).first(static_cast<std::size_t>(local));
   // Hogwild's workers are threads of one replica: each runs its rows through the one session.
   const int runs = hogwild_ > 1 ? hogwild_ : replicas();
   share_buffers_.resize(static_cast<std::size_t>(runs));
   for (int r = 0; r < runs; ++r) {
     Share& s = share_of(r);
     const std::span<const std::int64_t> rows =
-        s.rows > 0 ? all_rows.subspan(static_cast<std::size_t>(s.begin), static_cast<std::size_t>(s.rows))
-                   : all_rows.first(1);
+        s.rows > 0 ? fed_rows.subspan(static_cast<std::size_t>(s.begin - offset), static_cast<std::size_t>(s.rows))
+                   : fed_rows.first(1);
     auto& [bx, bt] = share_buffers_[static_cast<std::size_t>(r)];
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);

@@ -123,9 +123,16 @@ class Model {
   // One training step on a batch: the optimizer's updates run. Returns {mean loss, metric scores}, on the
   // host: the scores are what the metrics read (LossOutputs::scores: the logits under a softmax output, else
   // the predictions). Mirrored: every replica runs its share of the rows at once; the loss is the replicas'
-  // losses weighted by their shares, the scores theirs in row order.
+  // losses weighted by their shares, the scores theirs in row order, for all `batch_rows` rows.
+  // `batch_rows` > 0 says x and targets hold only local_rows(batch_rows) of a batch of that many rows (a
+  // worker reads its own share); 0: they hold the whole batch.
   // Throws NonFiniteError when an update refused a gradient that is not finite (nothing was written).
-  std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step);
+  std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step,
+                                  std::int64_t batch_rows = 0);
+  // The rows of a training batch of `batch_rows` rows that this process's replicas take, as {first, count}:
+  // with multi-worker this worker's share (at least one row: a worker left without rows runs one with weight
+  // 0), else all of them.
+  std::pair<std::int64_t, std::int64_t> local_rows(std::int64_t batch_rows) const;
   // One evaluation step with the inference graph: {per-example loss, metric scores}.
   std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets);
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
@@ -176,7 +183,8 @@ class Model {
   // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
   std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
   // One mirrored training step: {weighted mean loss, metric scores}.
-  std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler);
+  std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
+                                    std::int64_t batch_rows = 0);
   void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);

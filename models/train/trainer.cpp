@@ -127,11 +127,12 @@ std::string Trainer::where(std::int64_t step) const {
                      step + 1 - (current_epoch_ - 1) * steps_per_epoch_, step + 1);
 }
 
-std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step) {
+std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step,
+                                      std::int64_t batch_rows) {
   if (!training) return model_.eval_batch(x, y);
   std::vector<Tensor> out;
   try {
-    out = model_.train_batch(x, y, step);
+    out = model_.train_batch(x, y, step, batch_rows);
   } catch (const NonFiniteError& e) {
     // An update refused a NaN or infinite gradient before writing: find where it began.
     throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(),
@@ -159,16 +160,24 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   const std::int64_t batch_bytes =
       data.size() == 0 ? 0 : static_cast<std::int64_t>(data.x.bytes() + data.y.bytes()) / data.size() * batch_size;
   const bool prefetch = training && batch_bytes >= options.prefetch_min_bytes;
+  // A training step reads only this process's rows of its batch (multi-worker: this worker's share).
+  auto fed_rows = [&](std::int64_t step) {
+    const auto rows = rows_of(step);
+    if (!training) return rows;
+    const auto [first, count] = model_.local_rows(static_cast<std::int64_t>(rows.size()));
+    return rows.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
+  };
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
-    gather_rows(data.x, rows_of(step), batch.x);
-    model_.targets_into(data, rows_of(step), batch.y);
+    gather_rows(data.x, fed_rows(step), batch.x);
+    model_.targets_into(data, fed_rows(step), batch.y);
   });
   BatchSums totals = start;
   for (std::int64_t step = 0; step < steps; ++step) {
     Batch batch = source.next(step);
     const auto rows = rows_of(step);
-    const std::vector<Tensor> out = run_step(batch.x, batch.y, training, first_step + step);
+    const std::vector<Tensor> out =
+        run_step(batch.x, batch.y, training, first_step + step, static_cast<std::int64_t>(rows.size()));
     source.give_back(std::move(batch));
     BatchSums sums;
     if (training) {
