@@ -115,8 +115,13 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     status = print_error(e.what(), 1);
   }
-  // A multi-worker run's processes leave MPI together when they all succeed; one that fails exits without,
-  // which makes mpirun end the others.
-  if (status == 0) tctl::mpi_finalize();
-  return finish_stdout(status);
+  // A multi-worker run's processes leave MPI together when they all succeed, or when `train` stopped on a
+  // signal (130, 143), which every rank agreed to stop at the same step: Open MPI's MPI_Finalize waits for
+  // every rank, so a worker does not leave (and mpirun end the job) while rank 0 still writes the checkpoint
+  // and its report; stdout is written out first. One that fails exits without, which makes mpirun end the
+  // others.
+  const bool together = status == 0 || status == 128 + SIGINT || status == 128 + SIGTERM;
+  status = finish_stdout(status);
+  if (together) tctl::mpi_finalize();
+  return status;
 }

@@ -74,20 +74,28 @@ std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
+// The first signal is the one reported; it puts both back to their default actions (sigaction is
+// async-signal-safe), so a second one of either kind ends the process. Both are blocked while it runs.
 extern "C" void on_stop_signal(int sig) {
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigaction(SIGINT, &default_action, nullptr);
+  sigaction(SIGTERM, &default_action, nullptr);
   g_signal.store(sig, std::memory_order_relaxed);
   g_interrupted.store(true, std::memory_order_relaxed);
 }
 
-// Installs on_stop_signal for SIGINT and SIGTERM for the life of the object, one-shot each, and restores the
-// previous actions after.
+// Installs on_stop_signal for SIGINT and SIGTERM for the life of the object, and restores the previous
+// actions after.
 class StopSignalGuard {
  public:
   StopSignalGuard() {
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sa.sa_flags = 0;
     sigaction(SIGINT, &sa, &previous_int_);
     sigaction(SIGTERM, &sa, &previous_term_);
   }
@@ -159,7 +167,8 @@ int run_train(const TrainFlags& f) {
   };
   StopSignalGuard stop_signals;
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
-  // 130 after SIGINT, 143 after SIGTERM, as a shell reports a process the signal ended.
+  // 130 after SIGINT, 143 after SIGTERM, as a shell reports a process the signal ended (130 also for a
+  // worker that stopped on another rank's vote, having had no signal of its own).
   const int stopped_status = 128 + (g_signal.load() == SIGTERM ? SIGTERM : SIGINT);
   if (silent_worker) return out.interrupted_at ? stopped_status : 0;
   if (out.interrupted_at) {

@@ -410,6 +410,7 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 }
 
 std::pair<std::int64_t, std::int64_t> Model::local_rows(std::int64_t batch_rows) const {
+  TCTL_CHECK(batch_rows >= 1, "local_rows of an empty batch");
   if (!(options_.workers && members_ > 1)) return {0, batch_rows};
   // As mirrored_step splits: member m takes batch / n rows, one more while m < batch % n.
   auto first_row = [&](std::int64_t m) { return m * (batch_rows / members_) + std::min(m, batch_rows % members_); };
@@ -477,8 +478,9 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
       x.shape()[0] == batch ? std::pair<std::int64_t, std::int64_t>{0, batch} : local_rows(batch);
   TCTL_CHECK(x.shape()[0] == local, "a mirrored step fed rows other than local_rows");
   // Rows split evenly between the members (every replica of every worker), the first taking one more where
-  // they do not divide; a member left without rows (a last batch smaller than the members) runs the first
-  // row with weight 0, so it still meets the others in the all-reduce and adds nothing.
+  // they do not divide; a member left without rows (a last batch smaller than the members) runs the first row
+  // it was fed (the batch's first, or the one row local_rows gave a worker without rows) with weight 0, so it
+  // still meets the others in the all-reduce and adds nothing.
   struct Share {
     std::int64_t begin = 0, rows = 0;
     float weight = 0.0f;

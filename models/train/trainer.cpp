@@ -86,8 +86,9 @@ MetricValues averages(const BatchSums& sums, const std::vector<std::string>& met
 std::int64_t argmax_row(const float* p, std::int64_t n) { return std::max_element(p, p + n) - p; }
 
 // The metric sums of one batch's metric scores (Model::train_batch) against the labels of `rows`. A
-// classification's accuracy and top-k read only the order of a row's scores, which its logits give as
-// its softmax would.
+// classification's accuracy and top-k read only the order of a row's scores: its logits give the order its
+// softmax gives, save where the softmax rounds scores apart to the same float (a saturated row: two
+// probabilities equal at the top, or underflowed to 0), where the logits keep them apart.
 void add_metric_sums(const Tensor& pred, const Dataset& data, std::span<const std::int64_t> rows,
                      const std::string& loss, BatchSums& sums) {
   const auto b = static_cast<std::int64_t>(rows.size());
@@ -128,21 +129,27 @@ std::string Trainer::where(std::int64_t step) const {
 }
 
 std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step,
-                                      std::int64_t batch_rows) {
+                                      const Dataset& data, std::span<const std::int64_t> rows) {
   if (!training) return model_.eval_batch(x, y);
+  const auto batch_rows = static_cast<std::int64_t>(rows.size());
+  // The replay that names the first op gone NaN runs the whole batch, of which a worker was fed its share.
+  auto find_non_finite = [&] {
+    if (x.shape()[0] == batch_rows) return model_.find_non_finite(x, y, step);
+    Tensor whole_x, whole_y;
+    return model_.find_non_finite(gather_rows(data.x, rows, whole_x), model_.targets_into(data, rows, whole_y), step);
+  };
   std::vector<Tensor> out;
   try {
     out = model_.train_batch(x, y, step, batch_rows);
   } catch (const NonFiniteError& e) {
     // An update refused a NaN or infinite gradient before writing: find where it began.
     throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(),
-                                   where(step), model_.find_non_finite(x, y, step)));
+                                   where(step), find_non_finite()));
   }
   const float loss = out[0].item();
   if (!std::isfinite(loss))
     throw RuntimeError(fmt::format("loss became {} at {}: {}; lower the learning rate or standardize the data",
-                                   std::isnan(loss) ? "NaN" : "infinite", where(step),
-                                   model_.find_non_finite(x, y, step)));
+                                   std::isnan(loss) ? "NaN" : "infinite", where(step), find_non_finite()));
   return out;
 }
 
@@ -176,8 +183,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   for (std::int64_t step = 0; step < steps; ++step) {
     Batch batch = source.next(step);
     const auto rows = rows_of(step);
-    const std::vector<Tensor> out =
-        run_step(batch.x, batch.y, training, first_step + step, static_cast<std::int64_t>(rows.size()));
+    const std::vector<Tensor> out = run_step(batch.x, batch.y, training, first_step + step, data, rows);
     source.give_back(std::move(batch));
     BatchSums sums;
     if (training) {

@@ -72,10 +72,10 @@ class Trainer {
   // when the interrupt flag is set (steps_run_ says how many ran).
   BatchSums run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
                         bool training, std::int64_t first_step, const BatchSums& start, const StepCallback& on_step);
-  // The model's step on one batch of `batch_rows` rows, x and y holding Model::local_rows of them; a step gone
-  // NaN becomes a RuntimeError naming where, and the op that began it.
-  std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step,
-                               std::int64_t batch_rows);
+  // The model's step on the batch of `rows` of `data`, x and y holding the whole batch or, training,
+  // Model::local_rows of it; a step gone NaN becomes a RuntimeError naming where, and the op that began it.
+  std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step, const Dataset& data,
+                               std::span<const std::int64_t> rows);
   // "epoch E, step S (step N of the run)" for messages.
   std::string where(std::int64_t step) const;
 

@@ -165,6 +165,19 @@ TEST_CASE(
   const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
   pid_t pid = -1;  // mpirun's, the shell having exec'd it
   REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  // However the test leaves, the job ends: its ranks (in process groups of their own), then mpirun.
+  bool reaped = false;
+  struct JobGuard {
+    pid_t mpirun;
+    const bool& reaped;
+    ~JobGuard() {
+      if (reaped) return;
+      for (int r = 0; r < 2; ++r)
+        if (const pid_t p = rank_process(mpirun, r); p > 0) kill(p, SIGKILL);
+      kill(mpirun, SIGKILL);
+      waitpid(mpirun, nullptr, 0);
+    }
+  } guard{pid, reaped};
   for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   // Rank 1 alone, as a batch system or a user's `kill` may signal one process: had it stopped on its own,
@@ -172,20 +185,15 @@ TEST_CASE(
   const pid_t rank1 = rank_process(pid, 1);
   REQUIRE(rank1 > 0);
   kill(rank1, SIGTERM);
-  // At most 60 s, then the job counts as hung.
+  // At most 60 s, then the job counts as hung (and the guard ends it).
   int raw = 0;
-  bool ended = false;
-  for (int i = 0; i < 6000 && !ended; ++i) {
-    ended = waitpid(pid, &raw, WNOHANG) == pid;
-    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  if (!ended) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &raw, 0);
+  for (int i = 0; i < 6000 && !reaped; ++i) {
+    reaped = waitpid(pid, &raw, WNOHANG) == pid;
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   const std::string out = read_text(dir / "mpi.out");
   INFO(out << read_text(dir / "mpi.err"));
-  REQUIRE(ended);
+  REQUIRE(reaped);
   CHECK(WIFEXITED(raw));
   CHECK(WEXITSTATUS(raw) != 0);  // a rank ended by a signal's status
   REQUIRE(out.find("Interrupted: epoch ") != std::string::npos);
