@@ -169,12 +169,13 @@ int run_train(const TrainFlags& f) {
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
   // 130 after SIGINT, 143 after SIGTERM, as a shell reports a process the signal ended (130 also for a
   // worker that stopped on another rank's vote, having had no signal of its own).
-  const int stopped_status = 128 + (g_signal.load() == SIGTERM ? SIGTERM : SIGINT);
+  const bool terminated = g_signal.load() == SIGTERM;
+  const int stopped_status = 128 + (terminated ? SIGTERM : SIGINT);
   if (silent_worker) return out.interrupted_at ? stopped_status : 0;
   if (out.interrupted_at) {
     const auto& at = *out.interrupted_at;
     std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n",
-                 g_signal.load() == SIGTERM ? "Terminated (SIGTERM)" : "Interrupted", static_cast<long long>(at.epoch),
+                 terminated ? "Terminated (SIGTERM)" : "Interrupted", static_cast<long long>(at.epoch),
                  static_cast<long long>(at.steps_done),
                  (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
     std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());

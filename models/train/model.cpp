@@ -244,6 +244,12 @@ constexpr std::int64_t kResultsInstance = kMaxCollectiveInstances - 1;     // ev
 constexpr std::int64_t kStatisticsInstance = kMaxCollectiveInstances - 2;  // the moving statistics
 constexpr std::int64_t kSyncInstance = kMaxCollectiveInstances - 3;        // sync_replicas across workers
 
+// The first row of member m's share of a batch split evenly between `members`, the first ones taking one
+// more where they do not divide; member `members` gives the batch's end.
+std::int64_t first_row_of_member(std::int64_t batch, std::int64_t members, std::int64_t m) {
+  return m * (batch / members) + std::min(m, batch % members);
+}
+
 std::vector<float> packed_values(const std::vector<std::shared_ptr<Variable>>& vars) {
   std::vector<float> out;
   for (const auto& v : vars) {
@@ -265,7 +271,7 @@ void assign_packed(const std::vector<std::shared_ptr<Variable>>& vars, const std
 }  // namespace
 
 void Model::sync_replicas() {
-  if (options_.workers && members_ > 1) {
+  if (multi_worker()) {
     // Rank 0's values to every rank: an all-reduce where rank 0 weighs 1 and the others 0.
     std::vector<std::shared_ptr<Variable>> vars = net_->variables();
     for (auto& v : optimizer_.state()) vars.push_back(std::move(v));
@@ -288,7 +294,7 @@ void Model::sync_replicas() {
 }
 
 bool Model::stop_requested() const {
-  if (options_.workers && members_ > 1) return stop_agreed_;
+  if (multi_worker()) return stop_agreed_;
   return stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
 }
 
@@ -411,11 +417,9 @@ Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> ro
 
 std::pair<std::int64_t, std::int64_t> Model::local_rows(std::int64_t batch_rows) const {
   TCTL_CHECK(batch_rows >= 1, "local_rows of an empty batch");
-  if (!(options_.workers && members_ > 1)) return {0, batch_rows};
-  // As mirrored_step splits: member m takes batch / n rows, one more while m < batch % n.
-  auto first_row = [&](std::int64_t m) { return m * (batch_rows / members_) + std::min(m, batch_rows % members_); };
-  const std::int64_t begin = first_row(first_member_);
-  const std::int64_t end = first_row(first_member_ + replicas());
+  if (!multi_worker()) return {0, batch_rows};
+  const std::int64_t begin = first_row_of_member(batch_rows, members_, first_member_);
+  const std::int64_t end = first_row_of_member(batch_rows, members_, first_member_ + replicas());
   if (end > begin) return {begin, end - begin};
   return {std::min(begin, batch_rows - 1), 1};
 }
@@ -489,13 +493,11 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     std::exception_ptr error;
   };
   std::vector<Share> shares(static_cast<std::size_t>(n));
-  std::int64_t begin = 0;
   for (int m = 0; m < n; ++m) {
     Share& s = shares[static_cast<std::size_t>(m)];
-    s.begin = begin;
-    s.rows = batch / n + (m < batch % n ? 1 : 0);
+    s.begin = first_row_of_member(batch, n, m);
+    s.rows = first_row_of_member(batch, n, m + 1) - s.begin;
     s.weight = static_cast<float>(static_cast<double>(s.rows) / static_cast<double>(batch));
-    begin += s.rows;
   }
   // This process's replicas are members first_member_ .. first_member_ + replicas() - 1.
   auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
@@ -576,7 +578,7 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   const std::int64_t width = p0.num_elements() / p0.shape()[0];
   auto loss_term = [](const Share& s) { return s.rows > 0 ? s.out[0].item() * static_cast<float>(s.rows) : 0.0f; };
   float total = 0.0f;
-  if (options_.workers && members_ > 1) {
+  if (multi_worker()) {
     // After the rows' scores: the loss term, and this rank's vote to stop (the sum says whether any voted).
     std::vector<float> results(static_cast<std::size_t>(batch * width + 2), 0.0f);
     const Share& s = share_of(0);

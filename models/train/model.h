@@ -214,6 +214,8 @@ class Model {
   // step, and the row numbers 0 .. batch - 1 they are gathered by.
   std::vector<std::array<Tensor, 2>> share_buffers_;
   std::vector<std::int64_t> row_numbers_;
+  // Multi-worker with more than one member in all: the steps all-reduce across processes.
+  bool multi_worker() const { return options_.workers && members_ > 1; }
   const std::atomic<bool>* stop_flag_ = nullptr;
   bool stop_agreed_ = false;  // multi-worker: a rank's stop flag was set at a step's start
   std::int64_t mirrored_steps_ = 0;

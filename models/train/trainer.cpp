@@ -176,8 +176,9 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   };
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
-    gather_rows(data.x, fed_rows(step), batch.x);
-    model_.targets_into(data, fed_rows(step), batch.y);
+    const auto rows = fed_rows(step);
+    gather_rows(data.x, rows, batch.x);
+    model_.targets_into(data, rows, batch.y);
   });
   BatchSums totals = start;
   for (std::int64_t step = 0; step < steps; ++step) {
@@ -196,7 +197,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     totals += sums;
     if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
     steps_run_ = step + 1;
-    if (training && interrupt_ != nullptr && model_.stop_requested()) break;
+    if (training && model_.stop_requested()) break;
   }
   return totals;
 }
@@ -245,7 +246,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     if (on_epoch) on_epoch(r);
     history.push_back(std::move(r));
     if (stop_after_epoch_) break;
-    if (interrupt_ != nullptr && model_.stop_requested() && epoch < epochs) {
+    if (model_.stop_requested() && epoch < epochs) {
       interrupted_at_ = FitPosition{epoch + 1, 0, {}};
       break;
     }

@@ -56,10 +56,7 @@ class Trainer {
   // fit() checks `flag` after every step and returns, with the step in progress finished, once it is true
   // (a SIGINT or SIGTERM handler sets it). The trainer and its model borrow the flag: with multi-worker,
   // the ranks agree to stop at the same step (Model::stop_requested).
-  void set_interrupt_flag(const std::atomic<bool>* flag) {
-    interrupt_ = flag;
-    model_.set_stop_flag(flag);
-  }
+  void set_interrupt_flag(const std::atomic<bool>* flag) { model_.set_stop_flag(flag); }
   // Set when the last fit() returned because of the interrupt flag.
   const std::optional<FitPosition>& interrupted_at() const { return interrupted_at_; }
   // Called from an epoch callback: fit() returns after this epoch (early stopping).
@@ -80,7 +77,6 @@ class Trainer {
   std::string where(std::int64_t step) const;
 
   Model& model_;
-  const std::atomic<bool>* interrupt_ = nullptr;
   std::optional<FitPosition> interrupted_at_;
   bool stop_after_epoch_ = false;
   std::int64_t steps_run_ = 0;  // steps the last run_batches call took

@@ -54,6 +54,20 @@ bool wait_for(const fs::path& path) {
 
 const std::string kDigits = quoted(source_path("configs/digits_mlp.json"));
 
+// `tensorctl ARGS` in `dir`, sent `signal` once its run directory `run` has the first epoch's history (so the
+// signal lands while training runs); its exit status and output.
+struct Signalled {
+  int status;
+  std::string out, err;
+};
+Signalled signal_training(const std::string& args, const TempDir& dir, int signal) {
+  const pid_t pid = spawn_tensorctl(args, dir);
+  REQUIRE(wait_for(dir / "run/history.csv"));
+  kill(pid, signal);
+  const int status = wait_exit(pid);
+  return {status, read_text(dir / "out.txt"), read_text(dir / "err.txt")};
+}
+
 // Limits the size of every file the commands started while it lives may write, as `ulimit -f` does:
 // a write past it fails with EFBIG (tensorctl ignores SIGXFSZ, which would otherwise end it).
 class FileSizeLimit {
@@ -110,13 +124,9 @@ TEST_CASE(
   const std::string run = " --epochs 100 --batch-size 16 --seed 5";
   dir.write("models/digits_mlp.json", read_text(source_path("configs/models/digits_mlp.json")));
   REQUIRE(run_tensorctl("train 'my digits.json'" + run + " --output straight --quiet", dir.path()).status == 0);
-  const pid_t pid = spawn_tensorctl("train 'my digits.json'" + run + " --output run --quiet", dir);
-  // After the first epoch's checkpoint, so the signal lands while training runs.
-  REQUIRE(wait_for(dir / "run/history.csv"));
-  kill(pid, SIGINT);
-  const int status = wait_exit(pid);
-  const std::string out = read_text(dir / "out.txt");
-  INFO(out << read_text(dir / "err.txt"));
+  const auto [status, out, err] =
+      signal_training("train 'my digits.json'" + run + " --output run --quiet", dir, SIGINT);
+  INFO(out << err);
   // Exit 0 would mean training finished before the signal arrived, and the case below went untested: a failure.
   REQUIRE(status == 130);
   CHECK(out.find("Interrupted: epoch ") != std::string::npos);
@@ -137,12 +147,9 @@ TEST_CASE(
 
 TEST_CASE("SIGTERM stops training as Ctrl-C does, and exits 143 saying so") {
   TempDir dir;
-  const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 300 --output run --quiet", dir);
-  REQUIRE(wait_for(dir / "run/history.csv"));
-  kill(pid, SIGTERM);
-  const int status = wait_exit(pid);
-  const std::string out = read_text(dir / "out.txt");
-  INFO(out << read_text(dir / "err.txt"));
+  const auto [status, out, err] =
+      signal_training("train " + kDigits + " --epochs 300 --output run --quiet", dir, SIGTERM);
+  INFO(out << err);
   REQUIRE(status == 143);
   CHECK(out.find("Terminated (SIGTERM): epoch ") != std::string::npos);
   CHECK(out.find("Resume with: tensorctl train ") != std::string::npos);
