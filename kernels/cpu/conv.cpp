@@ -1,5 +1,6 @@
 // CPU kernels of Conv2D on NHWC float32 inputs with [kh, kw, C, F] kernels (Keras' layout), by im2col and
-// OpenBLAS sgemm (summed directly for kernels with few taps), of FusedConv2D, and of the two gradients:
+// OpenBLAS sgemm (summed directly for kernels with few taps; Winograd's F(4x4, 3x3) for 3x3 kernels at
+// stride 1 on channels in multiples of 16, see winograd.h), of FusedConv2D, and of the two gradients:
 // Conv2DInputGrad (col2im of dY K^T) and Conv2DKernelGrad (im2col^T dY) (definitions in core/ops/conv.cpp).
 #include <cblas.h>
 
@@ -10,6 +11,7 @@
 #include "core/ops/fused.h"
 #include "core/ops/window.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/winograd.h"
 
 namespace tctl::cpu {
 namespace {
@@ -265,6 +267,10 @@ void convolve(KernelContext& ctx, Finish finish) {
   const float* px = x.data<float>();
   const float* pk = k.data<float>();
   float* py = ctx.output().mutable_data<float>();
+  if (winograd_applies(g, filters)) {
+    winograd_forward(ctx, g, px, pk, filters, py, finish);
+    return;
+  }
   if (depth <= kDirectDepth) {
     // Every output is summed on its own, so here the cut changes no bits.
     const std::int64_t pixels = g.out_pixels();
@@ -323,6 +329,10 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
   const float* pdy = dy.data<float>();
   const float* pk = k.data<float>();
   float* dx = ctx.output().mutable_data<float>();
+  if (winograd_applies(g, filters)) {
+    winograd_input_grad(ctx, g, pdy, pk, filters, dx);
+    return;
+  }
   const Blocks blocks = row_blocks(g.batch, pixels * depth);
   ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
     float* cols = scratch(blocks.rows * pixels * depth);
@@ -366,6 +376,10 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const auto& window = ctx.attrs().ints("window");
   const WindowGeometry g = window_geometry(ctx.attrs(), x.shape(), window[0], window[1]);
   const std::int64_t depth = window[0] * window[1] * g.channels, filters = dy.shape()[3];
+  if (winograd_applies(g, filters)) {
+    winograd_kernel_grad(ctx, g, x.data<float>(), dy.data<float>(), filters, ctx.output().mutable_data<float>());
+    return;
+  }
   const std::int64_t rows = g.batch * g.out_pixels(), size = depth * filters;
   // With few taps the partials are sums over blocks of whole images (convolve's direct path), one each.
   const bool direct = depth <= kDirectDepth;

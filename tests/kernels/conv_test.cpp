@@ -1,5 +1,6 @@
 // Conv2D and its gradient ops: finite differences through the shared harness, a naive reference for
 // strides and both paddings, thread-count independence and shape errors.
+#include "kernels/cpu/winograd.h"
 #include "kernels/op_test_util.h"
 
 using namespace tctl;
@@ -48,6 +49,48 @@ bool same_bits(const Tensor& a, const Tensor& b) {
   return a.bytes() == b.bytes() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
 }
 
+// The two gradients of a stride-1 convolution in double: dx[n, ih, iw, c] gains dy[n, oh, ow, f] k[i, j, c, f]
+// for every window tap (i, j) over (ih, iw); dk[i, j, c, f] sums x at that tap times dy over all pixels.
+void naive_conv_grads(const Tensor& x, const Tensor& k, const Tensor& dy, bool same, std::vector<double>& dx,
+                      std::vector<double>& dk) {
+  const std::int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], c = x.shape()[3];
+  const std::int64_t kh = k.shape()[0], kw = k.shape()[1], f = k.shape()[3];
+  const std::int64_t ho = dy.shape()[1], wo = dy.shape()[2];
+  const std::int64_t ph = same ? (kh - 1) / 2 : 0, pw = same ? (kw - 1) / 2 : 0;
+  dx.assign(static_cast<std::size_t>(x.num_elements()), 0.0);
+  dk.assign(static_cast<std::size_t>(k.num_elements()), 0.0);
+  const float* px = x.data<float>();
+  const float* pk = k.data<float>();
+  const float* pdy = dy.data<float>();
+  for (std::int64_t b = 0; b < n; ++b)
+    for (std::int64_t oh = 0; oh < ho; ++oh)
+      for (std::int64_t ow = 0; ow < wo; ++ow)
+        for (std::int64_t i = 0; i < kh; ++i)
+          for (std::int64_t j = 0; j < kw; ++j) {
+            const std::int64_t ih = oh - ph + i, iw = ow - pw + j;
+            if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+            const std::int64_t at = ((b * h + ih) * w + iw) * c;
+            for (std::int64_t ch = 0; ch < c; ++ch)
+              for (std::int64_t o = 0; o < f; ++o) {
+                const double d = pdy[((b * ho + oh) * wo + ow) * f + o];
+                const std::int64_t tap = ((i * kw + j) * c + ch) * f + o;
+                dx[static_cast<std::size_t>(at + ch)] += d * pk[tap];
+                dk[static_cast<std::size_t>(tap)] += d * px[at + ch];
+              }
+          }
+}
+
+// Largest |got - ref| over the largest |ref|: the error against the size of the values.
+double relative_error(const Tensor& got, const std::vector<double>& ref) {
+  REQUIRE(static_cast<std::size_t>(got.num_elements()) == ref.size());
+  double err = 0.0, size = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    err = std::max(err, std::abs(got.data<float>()[i] - ref[i]));
+    size = std::max(size, std::abs(ref[i]));
+  }
+  return err / size;
+}
+
 }  // namespace
 
 TEST_CASE("Conv2D gradients for strides 1 and 2, both paddings, non-square sizes, batch 2") {
@@ -87,6 +130,47 @@ TEST_CASE("Conv2D matches a direct convolution") {
     }
 }
 
+TEST_CASE("Winograd's F(4x4, 3x3) convolution and both its gradients match direct sums") {
+  // Channels and filters of 16 and 32, both paddings, outputs whose sides are not multiples of the 4x4
+  // tile, several blocks of tiles and kernel-gradient partials (the 8 x 24 x 20 case). Measured errors, as a
+  // share of the largest value, 2e-6 to 3.5e-6 in all three; a wrong transform or a misplaced tile is off by
+  // the size of the values.
+  struct Case {
+    Shape x, k;
+    bool same;
+  };
+  const std::vector<Case> cases{{{2, 9, 10, 16}, {3, 3, 16, 32}, true},
+                                {{3, 13, 11, 32}, {3, 3, 32, 16}, false},
+                                {{1, 8, 8, 16}, {3, 3, 16, 16}, true},
+                                {{8, 24, 20, 16}, {3, 3, 16, 16}, true}};
+  for (const auto& tc : cases) {
+    CAPTURE(tc.x.to_string());
+    CAPTURE(tc.k.to_string());
+    CAPTURE(tc.same);
+    const Attrs attrs = conv_attrs(1, 1, tc.same ? "same" : "valid");
+    REQUIRE(cpu::winograd_applies(window_geometry(attrs, tc.x, 3, 3), tc.k[3]));
+    Tensor x = random_tensor(tc.x, 31), k = random_tensor(tc.k, 32);
+    Tensor y = run_op("Conv2D", {x, k}, attrs, 2);
+    std::int64_t ho = 0, wo = 0;
+    const std::vector<double> ref = naive_conv(x, k, 1, 1, tc.same, ho, wo);
+    REQUIRE(y.shape() == Shape{tc.x[0], ho, wo, tc.k[3]});
+    CHECK(relative_error(y, ref) < 2e-5);
+    Tensor dy = random_tensor(y.shape(), 33);
+    Attrs grad_attrs = attrs;
+    grad_attrs.set("window", std::vector<std::int64_t>{3, 3});
+    std::vector<double> dx_ref, dk_ref;
+    naive_conv_grads(x, k, dy, tc.same, dx_ref, dk_ref);
+    CHECK(relative_error(run_op("Conv2DInputGrad", {dy, k, x}, grad_attrs, 2), dx_ref) < 2e-5);
+    CHECK(relative_error(run_op("Conv2DKernelGrad", {x, dy}, grad_attrs, 2), dk_ref) < 2e-5);
+  }
+  // Strides, other kernel sizes, channels off the multiple of 16 and outputs under 8x8 keep to im2col.
+  CHECK_FALSE(cpu::winograd_applies(window_geometry(conv_attrs(2, 2, "same"), Shape{1, 16, 16, 16}, 3, 3), 16));
+  CHECK_FALSE(cpu::winograd_applies(window_geometry(conv_attrs(1, 1, "same"), Shape{1, 16, 16, 16}, 5, 5), 16));
+  CHECK_FALSE(cpu::winograd_applies(window_geometry(conv_attrs(1, 1, "same"), Shape{1, 16, 16, 24}, 3, 3), 16));
+  CHECK_FALSE(cpu::winograd_applies(window_geometry(conv_attrs(1, 1, "same"), Shape{1, 16, 16, 16}, 3, 3), 20));
+  CHECK_FALSE(cpu::winograd_applies(window_geometry(conv_attrs(1, 1, "same"), Shape{1, 4, 4, 16}, 3, 3), 32));
+}
+
 TEST_CASE("Conv2D \"same\" keeps ceil(in / stride) and puts the odd padding at the bottom and right") {
   // A 2x2 kernel of ones with stride 1 over 3x3: padding 0 before, 1 after, so output (2, 2) sums x[2..3, 2..3].
   Tensor x = Tensor::from_floats(Shape{1, 3, 3, 1}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 9});
@@ -100,9 +184,12 @@ TEST_CASE("Conv2D \"same\" keeps ceil(in / stride) and puts the odd padding at t
 
 TEST_CASE("Conv2D and its gradients give identical bits on 1 and 2 threads") {
   // 8 x 12 x 12 = 1152 output pixels: several forward blocks and kernel-gradient partials, on the direct
-  // path (27 taps; 8 filters, and 20: one group of 16 and 4 more) and the sgemm path (72 taps).
-  const std::vector<std::pair<Shape, Shape>> shapes{
-      {{8, 12, 12, 3}, {3, 3, 3, 8}}, {{8, 12, 12, 3}, {3, 3, 3, 20}}, {{8, 12, 12, 8}, {3, 3, 8, 8}}};
+  // path (27 taps; 8 filters, and 20: one group of 16 and 4 more) and the sgemm path (72 taps); 32 x 16 x 16
+  // pixels of 32 channels on the Winograd path (4 blocks of tiles, 4 kernel-gradient partials).
+  const std::vector<std::pair<Shape, Shape>> shapes{{{8, 12, 12, 3}, {3, 3, 3, 8}},
+                                                    {{8, 12, 12, 3}, {3, 3, 3, 20}},
+                                                    {{8, 12, 12, 8}, {3, 3, 8, 8}},
+                                                    {{32, 16, 16, 32}, {3, 3, 32, 32}}};
   for (const auto& [xs, ks] : shapes) {
     for (const std::string padding : {"valid", "same"}) {
       CAPTURE(ks.to_string());
@@ -183,5 +270,9 @@ TEST_CASE("FusedConv2D gives the bits of Conv2D, BiasAdd and Relu run apart, gra
     tctl::testing::check_fused_matches_parts(
         "FusedConv2D", "Conv2D", {random_tensor(Shape{40, 12, 12, 3}, 6), random_tensor(Shape{3, 3, 3, 8}, 7)},
         random_tensor(Shape{8}, 8), conv_attrs(2, 1, padding));
+    // Winograd's path applies the bias and ReLU tile row by tile row.
+    tctl::testing::check_fused_matches_parts(
+        "FusedConv2D", "Conv2D", {random_tensor(Shape{4, 10, 10, 16}, 9), random_tensor(Shape{3, 3, 16, 16}, 10)},
+        random_tensor(Shape{16}, 11), conv_attrs(1, 1, padding));
   }
 }
