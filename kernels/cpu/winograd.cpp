@@ -17,9 +17,10 @@ namespace {
 
 constexpr std::int64_t kPoints = 36;  // points of the 6x6 transformed domain
 constexpr std::int64_t kSide = 6;
-constexpr std::int64_t kTile = 4;                              // output pixels per tile side
-constexpr std::int64_t kMultiple = 16;                         // channels and filters come in multiples of this
+constexpr std::int64_t kTile = 4;                             // output pixels per tile side
+constexpr std::int64_t kMultiple = 16;                        // channels and filters come in multiples of this
 constexpr std::int64_t kBlockFloats = std::int64_t{1} << 17;  // transformed floats of a block's widest side
+constexpr std::int64_t kMinBlockTiles = 16;
 constexpr std::int64_t kKernelGradParts = 8;
 
 // Per-thread buffers, grown as needed and kept. The calling thread's kernel transforms and partials are
@@ -89,13 +90,22 @@ struct Plan {
 
   Plan(std::int64_t batch, std::int64_t in_h, std::int64_t in_w, std::int64_t in_c, std::int64_t out_h,
        std::int64_t out_w, std::int64_t out_c, std::int64_t pad_top, std::int64_t pad_left)
-      : batch(batch), in_h(in_h), in_w(in_w), in_c(in_c), out_h(out_h), out_w(out_w), out_c(out_c),
-        pad_top(pad_top), pad_left(pad_left) {
+      : batch(batch),
+        in_h(in_h),
+        in_w(in_w),
+        in_c(in_c),
+        out_h(out_h),
+        out_w(out_w),
+        out_c(out_c),
+        pad_top(pad_top),
+        pad_left(pad_left) {
     tiles_h = (out_h + kTile - 1) / kTile;
     tiles_w = (out_w + kTile - 1) / kTile;
     tiles = batch * tiles_h * tiles_w;
-    // Blocks by shape alone, an even number of them where there are several, so two threads share evenly.
+    // Blocks by shape alone, an even number of them where there are several, so two threads share evenly;
+    // at least two where each gets kMinBlockTiles tiles (a small layer in one block runs on one thread).
     blocks = std::max<std::int64_t>(1, tiles * kPoints * std::max(in_c, out_c) / kBlockFloats);
+    if (blocks == 1 && tiles >= 2 * kMinBlockTiles) blocks = 2;
     if (blocks > 1) blocks += blocks % 2;
     blocks = std::min(blocks, std::max<std::int64_t>(tiles, 1));
     block_tiles = (tiles + blocks - 1) / blocks;
@@ -109,7 +119,9 @@ struct Plan {
   }
   // The tiles of block b: [first, first + count).
   std::int64_t first(std::int64_t b) const { return b * block_tiles; }
-  std::int64_t count(std::int64_t b) const { return std::max<std::int64_t>(0, std::min(block_tiles, tiles - first(b))); }
+  std::int64_t count(std::int64_t b) const {
+    return std::max<std::int64_t>(0, std::min(block_tiles, tiles - first(b)));
+  }
 };
 
 // The kernel [3, 3, in_c, out_c] taken to the domain: u [36][in_c][out_c].
@@ -218,7 +230,7 @@ void correlate(const KernelContext& ctx, const Plan& p, const float* in, const f
 
 bool winograd_applies(const WindowGeometry& g, std::int64_t filters) {
   return g.h.window == 3 && g.w.window == 3 && g.h.stride == 1 && g.w.stride == 1 && g.channels > 0 &&
-         g.channels % kMultiple == 0 && filters > 0 && filters % kMultiple == 0 && g.h.out >= 8 && g.w.out >= 8;
+         g.channels % kMultiple == 0 && filters > 0 && filters % kMultiple == 0 && g.h.out >= 4 && g.w.out >= 4;
 }
 
 void winograd_forward(const KernelContext& ctx, const WindowGeometry& g, const float* x, const float* k,
@@ -275,8 +287,10 @@ void winograd_kernel_grad(const KernelContext& ctx, const WindowGeometry& g, con
       if (beta == 0.0f) std::fill(target, target + size, 0.0f);  // a part past the last tile
     }
   });
-  // The partials added in order, then taken back through the kernel transform: dk = G^T (sum) G.
-  ctx.parallel_for(c, 1, [&](std::int64_t begin, std::int64_t end) {
+  // The partials added in order, then taken back through the kernel transform: dk = G^T (sum) G. Channels
+  // go to other threads only in runs worth waking one for.
+  const std::int64_t grain = std::max<std::int64_t>(1, kElementwiseGrain / (parts * kPoints * filters));
+  ctx.parallel_for(c, grain, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t ch = begin; ch < end; ++ch) {
       for (std::int64_t f = 0; f < filters; f += kLanes) {
         Floats w[kPoints], r[3 * kSide], o[9];
