@@ -53,6 +53,7 @@ nlohmann::json TrainConfig::to_json() const {
                    {"epochs", epochs},
                    {"batch_size", batch_size},
                    {"prefetch", prefetch},
+                   {"checkpoint_seconds", checkpoint_seconds},
                    {"seed", seed},
                    {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
                    {"callbacks", callbacks_json()},
@@ -65,7 +66,7 @@ nlohmann::json TrainConfig::to_json() const {
   return j;
 }
 
-const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "output"};
+const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "checkpoint_seconds", "output"};
 
 namespace {
 
@@ -225,6 +226,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
   c.batch_size = top.positive_int("batch_size", 32);
   c.prefetch = top.non_negative_int("prefetch", 2);
   if (c.prefetch > 64) top.fail("prefetch", "at most 64 batches ahead, got " + std::to_string(c.prefetch));
+  c.checkpoint_seconds = top.number_in("checkpoint_seconds", 1.0, 0.0, 1e9, true);
   c.seed = static_cast<std::uint64_t>(top.non_negative_int("seed", 0));
   if (top.has("threads")) {
     SpecReader t = top.object("threads");
@@ -315,9 +317,10 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
   c.strategy = parse_strategy(top, c);
-  std::vector<std::string> known{"model",     "data",       "loss",       "optimizer", "metrics",
-                                 "epochs",    "batch_size", "prefetch",   "seed",      "threads",
-                                 "callbacks", "device",     "allow_tf32", "strategy",  "output"};
+  std::vector<std::string> known{"model",   "data",       "loss",     "optimizer",          "metrics",
+                                 "epochs",  "batch_size", "prefetch", "checkpoint_seconds", "seed",
+                                 "threads", "callbacks",  "device",   "allow_tf32",         "strategy",
+                                 "output"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;

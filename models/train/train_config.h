@@ -71,6 +71,9 @@ struct TrainConfig {
   std::int64_t epochs = 10;
   std::int64_t batch_size = 32;
   std::int64_t prefetch = 2;  // batches prepared ahead by the input pipeline's producer thread
+  // The least time between two end-of-epoch checkpoints; 0 writes one after every epoch. The first and
+  // the last epoch of a run, and a run stopped early or interrupted, always get theirs.
+  double checkpoint_seconds = 1.0;
   std::uint64_t seed = 0;
   int inter_op_threads = 0;
   int intra_op_threads = 0;
@@ -114,7 +117,7 @@ struct ConfigChange {
 // file is no change. nullopt when nothing else changed.
 std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after);
 
-// The top-level keys a resumed run may change: epochs, threads, prefetch, output.
+// The top-level keys a resumed run may change: epochs, threads, prefetch, checkpoint_seconds, output.
 extern const std::vector<std::string> kResumeMayChange;
 
 // Reads and validates a train config file (TrainConfig::from_json of its JSON). Relative paths inside it

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 #include "core/device.h"
 #include "core/errors.h"
@@ -392,11 +393,22 @@ void write_checkpoint(const std::filesystem::path& dir, const Model& model, Trai
 }
 
 // Trains from `state` to c.epochs, or until a callback stops it or the interrupt flag is set; after every
-// epoch the callbacks act and a checkpoint is written. `state` ends where training ended.
+// epoch the callbacks act, and a checkpoint is written after the first epoch, then after any epoch that ends
+// c.checkpoint_seconds or more after the last one was written, and after the last epoch trained (an
+// interrupted run writes its own, mid-epoch). Any of them resumes to the same bits; the cadence keeps
+// short epochs from spending their time on checkpoints (the digits MLP's 1.5 ms epochs trained 6 % slower
+// writing one after each). `state` ends where training ended.
 void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Trainer& trainer, Callbacks& callbacks,
                           TrainingState& state, const Trainer::EpochCallback& on_epoch,
                           const Trainer::StepCallback& on_step, const TrainControl& control, bool writer) {
   const std::filesystem::path dir = c.output;
+  std::optional<std::chrono::steady_clock::time_point> written;  // when this run last wrote one
+  bool pending = false;                                          // an epoch ended since then
+  auto checkpoint = [&] {
+    write_checkpoint(dir, trainer.model(), state, callbacks);
+    written = std::chrono::steady_clock::now();
+    pending = false;
+  };
   auto epoch_done = [&](const EpochResult& r) {
     if (on_epoch) on_epoch(r);
     state.history.push_back(r);
@@ -405,7 +417,11 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
     state.next_epoch = r.epoch + 1;
     state.steps_done = 0;
     state.partial_sums = {};
-    if (writer) write_checkpoint(dir, trainer.model(), state, callbacks);
+    if (!writer) return;
+    pending = true;
+    if (!written ||
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - *written).count() >= c.checkpoint_seconds)
+      checkpoint();
   };
   auto step_done = [&](std::int64_t step, std::int64_t steps, const MetricValues& running) {
     if (on_step) on_step(step, steps, running);
@@ -416,6 +432,9 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
   trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, step_done,
               FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
   trainer.set_interrupt_flag(nullptr);
+  // The last epoch's checkpoint, if it is still due (whether the run reached c.epochs or a callback stopped
+  // it), before on_train_end restores any best weights. An interrupted run writes its own, mid-epoch.
+  if (pending && !trainer.interrupted_at()) checkpoint();
 }
 
 // The memory of each device besides the CPU that this process used: the pool's peak, what it holds, and

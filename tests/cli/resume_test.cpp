@@ -203,6 +203,42 @@ TEST_CASE("a checkpoint write that fails (file too large) exits 1 naming the fil
   CHECK(history_rows(dir / "run") == history_rows(dir / "straight"));
 }
 
+TEST_CASE("checkpoint_seconds spaces the end-of-epoch checkpoints; the first and the last epoch always get one") {
+  TempDir dir;
+  const std::string model = source_path("configs/models/digits_mlp.json").string();
+  auto config = [&](const std::string& seconds, const std::string& extra) {
+    return R"({"model": ")" + model + R"(", "data": {"dataset": "digits"}, "epochs": 4, "seed": 42,
+               "checkpoint_seconds": )" +
+           seconds + extra + "}";
+  };
+  // A learning rate multiplied by 1e36 after 2 epochs (41 steps each) blows up in epoch 3: what stays is the
+  // last checkpoint written, with the history beside it.
+  const std::string blow_up =
+      R"(, "optimizer": {"type": "sgd", "schedule": {"type": "step", "step_size": 82, "gamma": 1e36}})";
+  dir.write("every.json", config("0", blow_up));
+  dir.write("seldom.json", config("1e6", blow_up));
+  check_runtime_error(run_tensorctl("train every.json --output every --quiet", dir.path()), {"epoch 3, step "});
+  check_runtime_error(run_tensorctl("train seldom.json --output seldom --quiet", dir.path()), {"epoch 3, step "});
+  CHECK(history_rows(dir / "every").size() == 3);   // the header and epochs 1 and 2
+  CHECK(history_rows(dir / "seldom").size() == 2);  // the header and the first epoch
+  // A run stopped by a callback writes the checkpoint of its last epoch, and resuming it is a run that
+  // never stopped: EarlyStopping with a min_delta nothing meets stops after epoch 2.
+  const std::string stop = R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "min_delta": 1000}])";
+  dir.write("stop.json", config("1e6", stop));
+  REQUIRE(run_tensorctl("train stop.json --output stop --quiet", dir.path()).status == 0);
+  CommandResult r = run_tensorctl("train stop.json --resume stop --epochs 5", dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("epochs 3-") != std::string::npos);
+  // The last epoch of a run that reaches its end: 3 epochs, resumed to 4, as 4 straight.
+  dir.write("plain.json", config("1e6", ""));
+  REQUIRE(run_tensorctl("train plain.json --epochs 3 --output part --quiet", dir.path()).status == 0);
+  r = run_tensorctl("train plain.json --resume part", dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("epochs 4-4 (resumed)") != std::string::npos);
+  REQUIRE(run_tensorctl("train plain.json --output straight --quiet", dir.path()).status == 0);
+  CHECK(read_text(dir / "part/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+}
+
 TEST_CASE("EarlyStopping stops and restores the best weights; ModelCheckpoint saves the best epoch") {
   TempDir dir;
   // min_delta so large that nothing after the first epoch counts as better: with patience 1, Keras stops at
@@ -258,8 +294,10 @@ TEST_SUITE("bad input") {
     "data": "digits", "seed": 42})");
     expect_user_error(dir, "train inline.json --resume run", {"inline.json: "});
     CHECK(read_text(dir / "run/checkpoint.safetensors") == checkpoint);
-    // What changes no result may change: epochs, the thread counts, prefetch, and where the config lives.
-    dir.write("sub/prefetch.json", config(R"(, "prefetch": 0, "threads": {"inter_op": 1, "intra_op": 1})"));
+    // What changes no result may change: epochs, the thread counts, prefetch, the checkpoints' spacing, and
+    // where the config lives.
+    dir.write("sub/prefetch.json",
+              config(R"(, "prefetch": 0, "checkpoint_seconds": 0, "threads": {"inter_op": 1, "intra_op": 1})"));
     REQUIRE(run_tensorctl("train sub/prefetch.json --resume run --epochs 2 --inter-op-threads 2 --quiet", dir.path())
                 .status == 0);
     REQUIRE(run_tensorctl("train base.json --epochs 2 --output straight --quiet", dir.path()).status == 0);

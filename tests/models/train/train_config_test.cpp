@@ -13,7 +13,7 @@ const char* kConfig = R"({
   "model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
   "data": {"dataset": "iris", "test_split": 0.25, "validation_split": 0.2, "shuffle": false},
   "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.01},
-  "metrics": ["accuracy"], "epochs": 7, "batch_size": 8, "prefetch": 3, "seed": 11,
+  "metrics": ["accuracy"], "epochs": 7, "batch_size": 8, "prefetch": 3, "checkpoint_seconds": 2.5, "seed": 11,
   "threads": {"inter_op": 2, "intra_op": 1}, "device": "cpu", "output": "runs/x",
   "callbacks": [{"type": "EarlyStopping", "patience": 2, "restore_best_weights": true},
                 {"type": "ModelCheckpoint", "monitor": "val_accuracy", "filename": "top.safetensors"},
@@ -51,6 +51,12 @@ TEST_CASE("a bad field of a recorded config is a SpecError naming the summary an
   bad = recorded;
   bad["data"]["dataset"] = "irises";
   CHECK(refusal(bad).starts_with("config.data.dataset: unknown dataset \"irises\""));
+  bad = recorded;
+  bad["checkpoint_seconds"] = -1;
+  CHECK(refusal(bad).starts_with("config.checkpoint_seconds: "));
+  bad["checkpoint_seconds"] = "often";
+  CHECK(refusal(bad) == "config.checkpoint_seconds: expected a number, got \"often\"");
+  CHECK(recorded["checkpoint_seconds"] == 2.5);
   bad = recorded;
   bad["metrics"][0] = 1;
   CHECK(refusal(bad) == "config.metrics[0]: expected a string, got 1");
