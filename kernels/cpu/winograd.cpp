@@ -21,7 +21,10 @@ constexpr std::int64_t kTile = 4;                             // output pixels p
 constexpr std::int64_t kMultiple = 16;                        // channels and filters come in multiples of this
 constexpr std::int64_t kBlockFloats = std::int64_t{1} << 17;  // transformed floats of a block's widest side
 constexpr std::int64_t kMinBlockTiles = 16;
+// The kernel gradient's partials: at most 8, and at most 64 MB of them (each is 36 x channels x filters
+// floats: a 512-512 convolution gets one).
 constexpr std::int64_t kKernelGradParts = 8;
+constexpr std::int64_t kPartialFloats = std::int64_t{1} << 24;
 
 // Per-thread buffers, grown as needed and kept. The calling thread's kernel transforms and partials are
 // read (and the partials written) by its helpers while it waits for them.
@@ -263,7 +266,7 @@ void winograd_kernel_grad(const KernelContext& ctx, const WindowGeometry& g, con
                           std::int64_t filters, float* dk) {
   const std::int64_t c = g.channels, size = kPoints * c * filters;
   const Plan p(g.batch, g.h.in, g.w.in, c, g.h.out, g.w.out, filters, g.h.pad_before, g.w.pad_before);
-  const std::int64_t parts = std::min(p.blocks, kKernelGradParts);
+  const std::int64_t parts = std::min({p.blocks, kKernelGradParts, std::max<std::int64_t>(1, kPartialFloats / size)});
   const std::int64_t blocks_per_part = (p.blocks + parts - 1) / parts;
   float* partials = buffer(parts * size, Buffer::kPartials);
   ctx.parallel_for(parts, 1, [&](std::int64_t begin, std::int64_t end) {

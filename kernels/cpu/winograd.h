@@ -35,7 +35,8 @@ void winograd_input_grad(const KernelContext& ctx, const WindowGeometry& g, cons
 
 // dk from x and dy: the exact adjoint of winograd_forward (dy's tiles taken back through the output
 // transform, multiplied with x's transformed tiles and summed over the batch, then taken back through the
-// kernel transform), summed in at most 8 partials cut by shape and added in order.
+// kernel transform), summed in at most 8 partials cut by shape (fewer where they would pass 64 MB) and
+// added in order.
 void winograd_kernel_grad(const KernelContext& ctx, const WindowGeometry& g, const float* x, const float* dy,
                           std::int64_t filters, float* dk);
 

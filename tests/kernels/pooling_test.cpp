@@ -1,6 +1,8 @@
 // MaxPool2D, AvgPool2D and their gradients: finite differences, reference values for both paddings,
 // ties, and shape errors.
+#include <cstring>
 #include <limits>
+#include <random>
 #include <utility>
 
 #include "kernels/op_test_util.h"
@@ -81,6 +83,47 @@ TEST_CASE("MaxPool2DGrad with a NaN in the window: a later NaN is passed over, a
     CHECK(run_op("MaxPool2DGrad", {dy, first}, pool_attrs(2, 2, strides, strides, "valid")).to_floats() ==
           std::vector<float>{5, 0, 0, 0});
   }
+}
+
+TEST_CASE("the 2x2 pool on whole vectors of channels: the general loops' values, ties, zeros and NaNs included") {
+  // 32 channels (whole vectors at every width) of values drawn from a few, so windows tie; NaNs and both
+  // zeros among them, and even channels drawn from -1 and the two zeros alone, so their maxima tie +0 with
+  // -0. The reference is the general loops' rule written out: the forward keeps y = (y < v ? v : y) from
+  // -infinity over the window in scan order, the gradient goes to the first element no later one beats by
+  // a strict >, as 0 + dy.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> values{-1.0f, 0.0f, -0.0f, 1.0f, 2.0f, nan};
+  const Shape shape{3, 4, 6, 32};
+  std::vector<float> xv(static_cast<std::size_t>(shape.num_elements())), dyv(xv.size() / 4);
+  std::mt19937 rng(5);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = values[rng() % (i % 2 == 0 ? 3 : values.size())];
+  for (std::size_t i = 0; i < dyv.size(); ++i) dyv[i] = i % 9 == 0 ? -0.0f : static_cast<float>(i % 13) - 6.0f;
+  const Tensor x = Tensor::from_floats(shape, xv);
+  const Tensor dy = Tensor::from_floats(Shape{3, 2, 3, 32}, dyv);
+  const Attrs attrs = pool_attrs(2, 2, 2, 2, "valid");
+  const std::vector<float> y = run_op("MaxPool2D", {x}, attrs, 2).to_floats();
+  const std::vector<float> dx = run_op("MaxPool2DGrad", {dy, x}, attrs, 2).to_floats();
+  std::vector<float> want_dx(xv.size(), 0.0f);
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; };
+  int mismatches = 0;
+  for (std::int64_t n = 0; n < 3; ++n)
+    for (std::int64_t oh = 0; oh < 2; ++oh)
+      for (std::int64_t ow = 0; ow < 3; ++ow)
+        for (std::int64_t c = 0; c < 32; ++c) {
+          float want = -std::numeric_limits<float>::infinity(), best = 0.0f;
+          std::size_t best_at = 0;
+          for (std::int64_t k = 0; k < 4; ++k) {
+            const std::size_t at = static_cast<std::size_t>(((n * 4 + 2 * oh + k / 2) * 6 + 2 * ow + k % 2) * 32 + c);
+            want = want < xv[at] ? xv[at] : want;
+            if (k == 0 || xv[at] > best) best = xv[at], best_at = at;
+          }
+          const std::size_t pixel = static_cast<std::size_t>(((n * 2 + oh) * 3 + ow) * 32 + c);
+          want_dx[best_at] = 0.0f + dyv[pixel];
+          mismatches += !same(y[pixel], want);
+        }
+  CHECK(mismatches == 0);
+  for (std::size_t i = 0; i < dx.size(); ++i) mismatches += !same(dx[i], want_dx[i]);
+  CHECK(mismatches == 0);
 }
 
 TEST_CASE("pooling shape errors name the node") {
