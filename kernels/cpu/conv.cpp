@@ -20,6 +20,12 @@ namespace {
 using Blocks = RowBlocks;
 Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) { return conv_row_blocks(rows, floats_per_row); }
 
+// Below this many multiply-adds a convolution op runs on one thread: the time a second one saves is lost
+// to waking it and to moving its data between the cores' caches, in this op or the next (the digits CNN's
+// first convolution, 590K, took 22 us on two threads against 37 on one, but the pooling after it read half
+// its input from the other core and took 9 us against 4.5, and its kernel gradient 22-62 us against 28).
+constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
+
 // Per-thread scratch, grown as needed and kept: no allocation per step. A kernel may hold two at once: its
 // im2col patches, and its kernel-gradient partials, which the calling thread lends its helpers.
 enum class Scratch { kPatches, kPartials };
@@ -275,7 +281,8 @@ void convolve(KernelContext& ctx, Finish finish) {
     // Every output is summed on its own, so here the cut changes no bits.
     const std::int64_t pixels = g.out_pixels();
     const Blocks blocks = image_blocks(g, depth, filters);
-    ctx.parallel_for(blocks.count, 1, [&](std::int64_t begin, std::int64_t end) {
+    const bool split = rows * depth * filters >= kSplitWork;
+    ctx.parallel_for(blocks.count, split ? 1 : blocks.count, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t blk = begin; blk < end; ++blk) {
         const std::int64_t first = blk * blocks.rows, images = std::min(blocks.rows, g.batch - first);
         if (images <= 0) continue;
@@ -367,7 +374,6 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
 // block, as before, wrote and reread the whole [taps, filters] gradient for every 128 KB of patches: the
 // 32x32x3 CNN's conv 64-64 spent 46 ms there against 14 ms for its forward product.)
 constexpr std::int64_t kKernelGradParts = 8;
-constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;  // multiply-adds
 
 // Inputs: x, dy. The sum over all output pixels is cut into partials (by shape, not by thread count), then
 // added in order.
@@ -392,9 +398,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   float* partials = parts > 1 ? scratch(parts * size, Scratch::kPartials) : nullptr;
   const float* px = x.data<float>();
   const float* pdy = dy.data<float>();
-  // Parts go to other threads only when the sums are large: a helper reads dy from the core that computed
-  // it, and its partial goes back to be added. The digits CNN's first kernel gradient (590K multiply-adds)
-  // took 22-62 us on two threads against 28 on one. The parts, and so the bits, are the same either way.
+  // The parts, and so the bits, are the same on one thread or several.
   const bool split = rows * depth * filters >= kSplitWork;
   ctx.parallel_for(parts, split ? 1 : parts, [&](std::int64_t begin, std::int64_t end) {
     float* cols = direct ? nullptr : scratch(blocks.rows * depth);
