@@ -20,10 +20,12 @@ namespace {
 using Blocks = RowBlocks;
 Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) { return conv_row_blocks(rows, floats_per_row); }
 
-// Below this many multiply-adds a convolution op runs on one thread: the time a second one saves is lost
-// to waking it and to moving its data between the cores' caches, in this op or the next (the digits CNN's
-// first convolution, 590K, took 22 us on two threads against 37 on one, but the pooling after it read half
-// its input from the other core and took 9 us against 4.5, and its kernel gradient 22-62 us against 28).
+// Below this many multiply-adds the direct forward pass and the kernel gradients (direct and im2col) run
+// their blocks on one thread: the time a second one saves is lost to waking it and to moving data between
+// the cores' caches, in this op or the next (the digits CNN's first convolution, 590K, took 22 us on two
+// threads against 37 on one, but the pooling after it read half its input from the other core and took 9 us
+// against 4.5, and its kernel gradient 22-62 us against 28). im2col's forward pass and input gradient still
+// split at any size, as does the kernel gradients' final sum of partials.
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
 // Per-thread scratch, grown as needed and kept: no allocation per step. A kernel may hold two at once: its

@@ -54,7 +54,8 @@ void for_each_window(KernelContext& ctx, Fn fn) {
 // bookkeeping: the digits CNN's first pool gradient took 52 us that way at batch 64.
 bool pool_2x2(const WindowGeometry& g) {
   return g.h.window == 2 && g.w.window == 2 && g.h.stride == 2 && g.w.stride == 2 && g.h.pad_before == 0 &&
-         g.w.pad_before == 0 && g.h.in == 2 * g.h.out && g.w.in == 2 * g.w.out && g.channels % kLanes == 0;
+         g.w.pad_before == 0 && g.h.in == 2 * g.h.out && g.w.in == 2 * g.w.out && g.w.out > 0 && g.channels > 0 &&
+         g.channels % kLanes == 0;
 }
 
 // fn(at, row, pixel) for every window of a pool_2x2 geometry: `at` the offset of its top-left input element,

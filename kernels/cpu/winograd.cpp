@@ -1,8 +1,9 @@
 // Winograd F(4x4, 3x3) on the CPU (see winograd.h). Output pixels are cut into 4x4 tiles, counted over
 // the batch in order (image, tile row, tile column); each tile reads the 6x6 square of input around it,
-// zero outside the input. A block of tiles is transformed into [tiles][36][channels], multiplied by the
-// transformed kernel [36][channels][filters] point by point with sgemm (each point's rows 36 x channels
-// apart), and taken back. The transforms work on vectors of channels or filters, kLanes at a time.
+// zero outside the input. A block of tiles is transformed into [tiles][36][channels] (or [36][tiles]
+// [channels] for large blocks of the kernel gradient: see Layout), multiplied by the transformed kernel
+// [36][channels][filters] point by point with sgemm, and taken back. The transforms work on vectors of
+// channels or filters, kLanes at a time.
 #include "kernels/cpu/winograd.h"
 
 #include <cblas.h>
@@ -25,7 +26,9 @@ constexpr std::int64_t kMinBlockTiles = 16;
 // floats: a 512-512 convolution gets one).
 constexpr std::int64_t kKernelGradParts = 8;
 constexpr std::int64_t kPartialFloats = std::int64_t{1} << 24;
-constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;  // multiply-adds
+// Below this many products in the transformed domain (tiles x 36 x channels x filters, a quarter of
+// im2col's multiply-adds) a convolution's blocks or parts run on one thread: see `split` below.
+constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
 // Per-thread buffers, grown as needed and kept. The calling thread's kernel transforms and partials are
 // read (and the partials written) by its helpers while it waits for them.
@@ -193,7 +196,7 @@ void transform_input(const Plan& p, const float* in, std::int64_t first, std::in
   }
 }
 
-// The products m [block_tiles][36][out_c] of tiles [first, first + count) taken back to output pixels;
+// The products m (laid out as `layout` says) of tiles [first, first + count) taken back to output pixels;
 // finish(first pixel, pixels) on each row of a tile once it is written.
 void transform_output(const Plan& p, const float* m, std::int64_t first, std::int64_t count, const Layout& layout,
                       float* out, FunctionRef<void(std::int64_t, std::int64_t)> finish) {
@@ -215,7 +218,7 @@ void transform_output(const Plan& p, const float* m, std::int64_t first, std::in
 }
 
 // The output gradient's tiles [first, first + count) taken to the domain by the output transform's
-// adjoint: m [block_tiles][36][out_c]; pixels past the output's edge count as zero.
+// adjoint, into m laid out as `layout` says; pixels past the output's edge count as zero.
 void transform_output_grad(const Plan& p, const float* dy, std::int64_t first, std::int64_t count, const Layout& layout,
                            float* m) {
   const Floats zero{};

@@ -159,10 +159,15 @@ TEST_CASE("SIGTERM stops training as Ctrl-C does, and exits 143 saying so") {
 
 TEST_CASE("a process killed at random points never leaves an unreadable checkpoint") {
   TempDir dir;
+  // A checkpoint after every 1.5 ms epoch, so the kills land in and between many writes.
+  nlohmann::json config = nlohmann::json::parse(read_text(source_path("configs/digits_mlp.json")));
+  config["model"] = source_path("configs/models/digits_mlp.json").string();
+  config["checkpoint_seconds"] = 0;
+  dir.write("every.json", config.dump());
   std::mt19937 rng(12345);
   int checked = 0;
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const pid_t pid = spawn_tensorctl("train " + kDigits + " --epochs 400 --output run --overwrite --quiet", dir);
+    const pid_t pid = spawn_tensorctl("train every.json --epochs 400 --output run --overwrite --quiet", dir);
     if (attempt == 0) REQUIRE(wait_for(dir / "run/checkpoint.safetensors"));
     std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 150000)(rng)));
     kill(pid, SIGKILL);
@@ -172,7 +177,7 @@ TEST_CASE("a process killed at random points never leaves an unreadable checkpoi
     ++checked;
     CHECK_NOTHROW(tctl::load_safetensors(ckpt));
     // And the run continues from it (a few more epochs, to keep the test short).
-    CommandResult r = run_tensorctl("train " + kDigits + " --epochs 1 --resume run --quiet", dir.path());
+    CommandResult r = run_tensorctl("train every.json --epochs 1 --resume run --quiet", dir.path());
     CHECK(r.status == 0);
   }
   CHECK(checked > 0);
@@ -221,14 +226,21 @@ TEST_CASE("checkpoint_seconds spaces the end-of-epoch checkpoints; the first and
   check_runtime_error(run_tensorctl("train seldom.json --output seldom --quiet", dir.path()), {"epoch 3, step "});
   CHECK(history_rows(dir / "every").size() == 3);   // the header and epochs 1 and 2
   CHECK(history_rows(dir / "seldom").size() == 2);  // the header and the first epoch
-  // A run stopped by a callback writes the checkpoint of its last epoch, and resuming it is a run that
-  // never stopped: EarlyStopping with a min_delta nothing meets stops after epoch 2.
-  const std::string stop = R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "min_delta": 1000}])";
+  // A run stopped by a callback writes the checkpoint of its last epoch before the best weights go back:
+  // EarlyStopping with a min_delta nothing meets stops after epoch 2 and restores epoch 1's weights.
+  // Resumed to epoch 4, it ends as the same run checkpointed after every epoch does.
+  const std::string stop = R"(, "callbacks": [{"type": "EarlyStopping", "monitor": "val_loss", "min_delta": 1000,
+                                                "restore_best_weights": true}])";
   dir.write("stop.json", config("1e6", stop));
+  dir.write("stop_every.json", config("0", stop));
   REQUIRE(run_tensorctl("train stop.json --output stop --quiet", dir.path()).status == 0);
-  CommandResult r = run_tensorctl("train stop.json --resume stop --epochs 5", dir.path());
+  REQUIRE(run_tensorctl("train stop_every.json --output stop_every --quiet", dir.path()).status == 0);
+  CommandResult r = run_tensorctl("train stop.json --resume stop --epochs 4", dir.path());
   REQUIRE(r.status == 0);
   CHECK(r.out.find("epochs 3-") != std::string::npos);
+  REQUIRE(run_tensorctl("train stop_every.json --resume stop_every --epochs 4 --quiet", dir.path()).status == 0);
+  CHECK(read_text(dir / "stop/weights.safetensors") == read_text(dir / "stop_every/weights.safetensors"));
+  CHECK(history_rows(dir / "stop") == history_rows(dir / "stop_every"));
   // The last epoch of a run that reaches its end: 3 epochs, resumed to 4, as 4 straight.
   dir.write("plain.json", config("1e6", ""));
   REQUIRE(run_tensorctl("train plain.json --epochs 3 --output part --quiet", dir.path()).status == 0);
