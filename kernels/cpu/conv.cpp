@@ -28,16 +28,11 @@ Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) { return conv_
 // split at any size, as does the kernel gradients' final sum of partials.
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
-// Per-thread scratch, grown as needed and kept: no allocation per step. A kernel may hold two at once: its
-// im2col patches, and its kernel-gradient partials, which the calling thread lends its helpers.
-enum class Scratch { kPatches, kPartials };
+// Per-thread scratch (kernel_util.h): a kernel may hold two at once, its im2col patches and its
+// kernel-gradient partials, which the calling thread lends its helpers.
+enum class Scratch { kPatches, kPartials, kCount };
 
-float* scratch(std::int64_t floats, Scratch which = Scratch::kPatches) {
-  thread_local std::vector<float> buffers[2];
-  auto& buffer = buffers[static_cast<int>(which)];
-  if (buffer.size() < static_cast<std::size_t>(floats)) buffer.resize(static_cast<std::size_t>(floats));
-  return buffer.data();
-}
+float* scratch(std::int64_t floats, Scratch which = Scratch::kPatches) { return thread_scratch(floats, which); }
 
 // Copies n floats, 16 at a time where it can: the runs here are short (3 floats for a 3x3 kernel on one
 // channel), and a memcpy call per run cost more than the copy.

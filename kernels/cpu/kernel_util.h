@@ -36,6 +36,17 @@ inline Floats load(const float* p) {
 }
 inline void store(float* p, Floats v) { std::memcpy(p, &v, sizeof v); }
 
+// This thread's buffer `which` of at least `floats` floats, grown as needed and kept: no allocation per
+// step. Each enum type Slot (one per kernel file) has its own buffers, so two files never share one; a
+// kernel may hold several slots of its type at once, and lend the calling thread's to its helpers.
+template <class Slot>
+float* thread_scratch(std::int64_t floats, Slot which) {
+  thread_local std::vector<float> buffers[static_cast<int>(Slot::kCount)];
+  auto& b = buffers[static_cast<int>(which)];
+  if (b.size() < static_cast<std::size_t>(floats)) b.resize(static_cast<std::size_t>(floats));
+  return b.data();
+}
+
 // Applies fn(i) for every element index of the output, split across the intra-op pool.
 template <class Fn>
 void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {

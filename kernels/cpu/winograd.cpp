@@ -30,15 +30,10 @@ constexpr std::int64_t kPartialFloats = std::int64_t{1} << 24;
 // im2col's multiply-adds) a convolution's blocks or parts run on one thread: see `split` below.
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
-// Per-thread buffers, grown as needed and kept. The calling thread's kernel transforms and partials are
-// read (and the partials written) by its helpers while it waits for them.
+// Per-thread buffers (kernel_util.h). The calling thread's kernel transforms and partials are read (and
+// the partials written) by its helpers while it waits for them.
 enum class Buffer { kKernel, kFlipped, kInput, kProducts, kPartials, kCount };
-float* buffer(std::int64_t floats, Buffer which) {
-  thread_local std::vector<float> buffers[static_cast<int>(Buffer::kCount)];
-  auto& b = buffers[static_cast<int>(which)];
-  if (b.size() < static_cast<std::size_t>(floats)) b.resize(static_cast<std::size_t>(floats));
-  return b.data();
-}
+float* buffer(std::int64_t floats, Buffer which) { return thread_scratch(floats, which); }
 
 // The four one-dimensional transforms, on 6 (or 3, or 4) values read `s` apart and written `rs` apart,
 // for T a float or a vector of them. B^T takes an input row of 6 to the domain, G a kernel row of 3,
