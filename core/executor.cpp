@@ -21,6 +21,13 @@ void check_fed_spec(const Node& placeholder, const TensorSpec& fed) {
 }
 
 namespace {
+// The cost (op_registry.h: multiply-adds, or elements read and written) from which a ready node is worth
+// handing to another inter-op thread. The trip costs a wake-up and the node's inputs crossing to the other
+// core's cache: for the digits MLP at batch 32, whose nodes take 0.5-6 us, handing off every other ready
+// node made a 2-thread step run at half the speed of a 1-thread step. 2^20 multiply-adds take about 10 us
+// on one core; the same figure decides when a product is worth two intra-op threads (kernels/cpu/matmul.cpp).
+constexpr std::int64_t kHandOffCost = std::int64_t{1} << 20;
+
 // In a plan that writes no variable (an inference pass), every variable read keeps its value between
 // runs. A write elsewhere then copies the buffer the frame holds instead of changing it. A plan that
 // writes keeps none: its own updates, or a value set between its runs (a learning rate), would copy on
@@ -132,6 +139,7 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     // A variable lives where the nodes using it run (placement colocates them).
     for (const VarUse& use : node.vars) use.var->place_on(pn.device);
     if (pn.feed >= 0) {
+      pn.hand_off = false;
       // The caller keeps its own handle to a fed tensor; the frame lets go of it once consumed, so the
       // caller may refill the same buffer for the next step.
       pn.release_after_use = true;
@@ -146,6 +154,9 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
       }
       pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
       pn.kernel = node.op->kernel(pn.device->kind());
+      // Only CPU nodes: a device node's kernel queues work on a stream and returns.
+      if (pn.device == cpu_device() && node.op->cost)
+        pn.hand_off = node.op->cost(in_specs, pn.spec, node.attrs) >= kHandOffCost;
       TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no kernel for " + pn.device->name());
       pn.release_after_use = node.op->aliases_output;
     }
@@ -270,12 +281,21 @@ struct Run {
   }
 
   // Runs node `first`, then whatever it makes ready: the first ready successor inline, the others on the
-  // pool when it has workers (inline otherwise).
-  void run_from(int first) {
+  // pool when it has workers and they are worth handing off (PlanNode::hand_off), inline otherwise.
+  void run_from(int first) { run_from(std::span(&first, 1)); }
+
+  // The same from several nodes, the last one first. A node worth handing off that comes up while this
+  // thread still has other nodes to run goes to the pool, so cheap nodes never wait behind it here (the
+  // second branch of a Parallel behind the first branch's long op).
+  void run_from(std::span<const int> firsts) {
     ReadyStack local;
-    local.push(first);
+    for (int first : firsts) local.push(first);
     while (!local.empty()) {
       const int i = local.pop();
+      if (shared && !local.empty() && plan.nodes[static_cast<std::size_t>(i)].hand_off) {
+        hand_off(i);
+        continue;
+      }
       execute(i);
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
       // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
@@ -288,15 +308,12 @@ struct Run {
       bool kept_one = false;
       for (int s : pn.successors) {
         if (count_down(pending[s]) != 1) continue;
-        if (!kept_one || !shared) {
+        if (!kept_one || !shared || !plan.nodes[static_cast<std::size_t>(s)].hand_off) {
           local.push(s);
           kept_one = true;
           continue;
         }
-        ctx.inter->schedule([this, s] {
-          apply_denormal_setting();
-          run_from(s);
-        });
+        hand_off(s);
       }
       // A run nobody else works on needs no wake-up: its caller is the thread that just finished it.
       if (count_down(remaining) == 1 && shared) {
@@ -305,6 +322,14 @@ struct Run {
         frame.cv_.notify_all();
       }
     }
+  }
+
+  // Queues node i on the inter-op pool, for whichever of its threads is free first.
+  void hand_off(int i) {
+    ctx.inter->schedule([this, i] {
+      apply_denormal_setting();
+      run_from(i);
+    });
   }
 
   // The nodes one thread will run next, last in first out. Most graphs never hold more than a few ready
@@ -361,16 +386,20 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
           frame.remaining_,
           frame.failed_,
           can_hand_off};
-  for (std::size_t r = 1; r < plan.roots.size() && can_hand_off; ++r) {
-    int root = plan.roots[r];
-    ctx.inter->schedule([&run, root] {
-      apply_denormal_setting();
-      run.run_from(root);
-    });
+  // The roots after the first that are worth a thread of their own go to the pool; the caller runs the
+  // others in order, each with what it makes ready, then the first.
+  std::vector<int>& mine = frame.caller_roots_;
+  mine.clear();
+  if (!plan.roots.empty()) mine.push_back(plan.roots[0]);
+  for (std::size_t r = plan.roots.size(); r-- > 1;) {
+    const int root = plan.roots[r];
+    if (can_hand_off && plan.nodes[static_cast<std::size_t>(root)].hand_off) {
+      run.hand_off(root);
+    } else {
+      mine.push_back(root);
+    }
   }
-  if (!can_hand_off)
-    for (std::size_t r = 1; r < plan.roots.size(); ++r) run.run_from(plan.roots[r]);
-  if (!plan.roots.empty()) run.run_from(plan.roots[0]);
+  run.run_from(mine);
   // The caller is one of the inter-op threads: while the run is unfinished it takes queued nodes itself,
   // and only when there are none does it spin briefly, then sleep until the run is done.
   if (can_hand_off) {

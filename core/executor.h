@@ -34,6 +34,9 @@ struct PlanNode {
   // A variable read in a plan that writes no variable: the frame keeps its value between runs and reads
   // the variable again only after a write (ReadVariable's kernel).
   bool keep_read = false;
+  // Whether another inter-op thread may take the node when it becomes ready together with others. A node
+  // too cheap to pay for the trip runs on the thread that made it ready (see Run::run_from).
+  bool hand_off = true;
 };
 
 // The nodes needed for some fetches and targets, in topological order, with shapes resolved. Immutable
@@ -73,6 +76,7 @@ struct Frame {
   std::unique_ptr<std::atomic<int>[]> uses_left_;
   // Per node: the write count of a kept variable read's value (PlanNode::keep_read).
   std::unique_ptr<std::uint64_t[]> read_writes_;
+  std::vector<int> caller_roots_;  // the roots the calling thread runs itself
   std::atomic<int> remaining_{0};
   std::atomic<bool> failed_{false};
   std::mutex mu_;

@@ -52,6 +52,9 @@ void define_core_ops() {
   define_pooling_ops();
   define_reduce_ops();
   define_reshape_ops();
+  // core's ops do work that follows from their shapes, unless they say otherwise.
+  for (auto& [name, e] : registry())
+    if (e->defined && !e->def.cost) e->def.cost = elements_cost;
   done.store(true, std::memory_order_release);
 }
 
@@ -125,6 +128,18 @@ std::vector<std::string> op_names() {
     if (e->defined) out.push_back(name);
   return out;
 }
+
+std::int64_t elements_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&) {
+  if (!output.shape.fully_known()) return kUnknownCost;
+  std::int64_t total = output.shape.num_elements();
+  for (const TensorSpec& in : inputs) {
+    if (!in.shape.fully_known()) return kUnknownCost;
+    total += in.shape.num_elements();
+  }
+  return total;
+}
+
+std::int64_t unknown_cost(std::span<const TensorSpec>, const TensorSpec&, const Attrs&) { return kUnknownCost; }
 
 InferFn same_as_input(int i) {
   return [i](const InferContext& c) { return c.input(i); };

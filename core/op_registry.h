@@ -10,6 +10,7 @@
 #include <array>
 #include <functional>
 #include <initializer_list>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -57,6 +58,12 @@ using InferFn = std::function<TensorSpec(const InferContext&)>;
 // Returns one gradient per input of the op (an invalid Output where the input gets none).
 using GradFn = std::function<std::vector<Output>(GradBuilder&)>;
 using KernelFn = void (*)(KernelContext&);
+// What one node of an op costs, from its input specs, its output spec and its attributes: multiply-adds for
+// products, else one unit per element read or written. The executor hands a ready node to another inter-op
+// thread only when it costs enough to pay for the trip (core/executor.cpp).
+using CostFn = std::function<std::int64_t(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&)>;
+// The cost of an op whose time does not follow from its shapes: it sleeps, or waits for other nodes.
+inline constexpr std::int64_t kUnknownCost = std::numeric_limits<std::int64_t>::max();
 
 struct OpDef {
   std::string name;
@@ -67,6 +74,9 @@ struct OpDef {
   // The output shares its buffer with state it does not own (a variable read, a feed); the executor drops
   // it as soon as its last consumer has run, so a later in-place update need not copy.
   bool aliases_output = false;
+  // Null means kUnknownCost, except for core's own ops, which default to elements_cost; an op that blocks
+  // (Delay, AllReduce) says unknown_cost.
+  CostFn cost;
 
   // The kernel for a device kind, or null when that kind has none. Filled by register_kernel.
   KernelFn kernel(DeviceKind kind) const { return kernels[static_cast<std::size_t>(kind)]; }
@@ -91,6 +101,10 @@ const OpDef& op_def(std::string_view name);
 void check_op_registry();
 // The names of every defined op, sorted.
 std::vector<std::string> op_names();
+
+// Costs used by many ops: the elements of the inputs and the output; kUnknownCost.
+std::int64_t elements_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&);
+std::int64_t unknown_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&);
 
 // Shape functions used by many ops.
 InferFn same_as_input(int i);

@@ -63,7 +63,8 @@ TensorSpec flat_slice_infer(const InferContext& c) {
 }  // namespace
 
 void define_collective_ops() {
-  register_op({.name = "AllReduce", .num_inputs = -1, .infer = all_reduce_infer});
+  // An all-reduce waits for the other members: it must be free to take an inter-op thread of its own.
+  register_op({.name = "AllReduce", .num_inputs = -1, .infer = all_reduce_infer, .cost = unknown_cost});
   register_op({.name = "FlatSlice", .infer = flat_slice_infer});
 }
 

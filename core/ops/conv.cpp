@@ -31,6 +31,26 @@ TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
   return {DType::kF32, Shape{window[0], window[1], c.shape(0)[3], c.shape(1)[3]}};
 }
 
+// Multiply-adds of the direct method, the same for the convolution and both gradients: every output pixel
+// of every image (`pixels`, the output or its gradient over the filters) against each of the kernel's
+// kh x kw x C x F weights.
+std::int64_t conv_macs(const Shape& y, const Shape& kernel) {
+  if (!y.fully_known() || !kernel.fully_known() || y.rank() != 4 || kernel.rank() != 4 || y[3] == 0)
+    return kUnknownCost;
+  return y.num_elements() / y[3] * kernel.num_elements();
+}
+
+// Conv2D and FusedConv2D (x, kernel[, bias]) -> y; Conv2DInputGrad (dy, kernel, x); Conv2DKernelGrad (x, dy).
+std::int64_t conv2d_cost(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs&) {
+  return conv_macs(out.shape, in[1].shape);
+}
+std::int64_t conv2d_input_grad_cost(std::span<const TensorSpec> in, const TensorSpec&, const Attrs&) {
+  return conv_macs(in[0].shape, in[1].shape);
+}
+std::int64_t conv2d_kernel_grad_cost(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs&) {
+  return conv_macs(in[1].shape, out.shape);
+}
+
 Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
   return Attrs{
       {"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
@@ -54,13 +74,18 @@ std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
 }  // namespace
 
 void define_conv_ops() {
-  register_op({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad});
+  register_op({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad, .cost = conv2d_cost});
   register_op({.name = "FusedConv2D",
                .num_inputs = 3,
                .infer = fused_infer(conv2d_infer, "filters"),
-               .grad = fused_conv2d_grad});
-  register_op({.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer});
-  register_op({.name = "Conv2DKernelGrad", .num_inputs = 2, .infer = conv2d_kernel_grad_infer});
+               .grad = fused_conv2d_grad,
+               .cost = conv2d_cost});
+  register_op(
+      {.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer, .cost = conv2d_input_grad_cost});
+  register_op({.name = "Conv2DKernelGrad",
+               .num_inputs = 2,
+               .infer = conv2d_kernel_grad_infer,
+               .cost = conv2d_kernel_grad_cost});
 }
 
 }  // namespace tctl

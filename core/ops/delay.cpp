@@ -17,8 +17,10 @@ TensorSpec delay_infer(const InferContext& c) {
 }  // namespace
 
 void define_delay_ops() {
-  register_op(
-      {.name = "Delay", .infer = delay_infer, .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy()}; }});
+  register_op({.name = "Delay",
+               .infer = delay_infer,
+               .grad = [](GradBuilder& g) { return std::vector<Output>{g.dy()}; },
+               .cost = unknown_cost});
 }
 
 }  // namespace tctl

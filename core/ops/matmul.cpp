@@ -23,6 +23,14 @@ TensorSpec matmul_infer(const InferContext& c) {
   return {DType::kF32, Shape{m, n}};
 }
 
+// Multiply-adds: each output element sums over the shared dimension.
+std::int64_t matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs& attrs) {
+  const Shape& a = inputs[0].shape;
+  const std::int64_t k = a[attrs.i_or("transpose_a", 0) != 0 ? 0 : 1];
+  if (!output.shape.fully_known() || k < 0) return kUnknownCost;
+  return output.shape.num_elements() * k;
+}
+
 Output matmul(GradBuilder& g, Output a, Output b, bool ta, bool tb) {
   return g.op("MatMul", {a, b}, Attrs{{"transpose_a", std::int64_t{ta}}, {"transpose_b", std::int64_t{tb}}});
 }
@@ -56,11 +64,12 @@ std::vector<Output> fused_matmul_grad(GradBuilder& g) {
 }  // namespace
 
 void define_matmul_ops() {
-  register_op({.name = "MatMul", .num_inputs = 2, .infer = matmul_infer, .grad = matmul_grad});
+  register_op({.name = "MatMul", .num_inputs = 2, .infer = matmul_infer, .grad = matmul_grad, .cost = matmul_cost});
   register_op({.name = "FusedMatMul",
                .num_inputs = 3,
                .infer = fused_infer(matmul_infer, "columns of the product"),
-               .grad = fused_matmul_grad});
+               .grad = fused_matmul_grad,
+               .cost = matmul_cost});
 }
 
 }  // namespace tctl

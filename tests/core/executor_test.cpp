@@ -244,3 +244,87 @@ TEST_CASE("a kernel's error cancels the nodes not yet started") {
     CHECK(g_after_failure == 0);
   }
 }
+
+namespace {
+// Records the thread that ran it. Declared cheap (one element out), as core's own small ops are.
+std::mutex g_ran_on_mu;
+std::set<std::thread::id> g_ran_on;
+void record_thread_cpu(KernelContext& ctx) {
+  {
+    std::lock_guard lock(g_ran_on_mu);
+    g_ran_on.insert(std::this_thread::get_id());
+  }
+  ctx.output().mutable_data<float>()[0] = 1.0f;
+}
+
+const PlanNode& plan_node(const Plan& plan, Output o) {
+  for (const PlanNode& pn : plan.nodes)
+    if (pn.node->id == o.node) return pn;
+  FAIL("no plan node for graph node " << o.node);
+  throw;
+}
+}  // namespace
+
+TCTL_REGISTER_OP({.name = "TestRecordThread", .num_inputs = -1, .infer = scalar_spec, .cost = elements_cost});
+TCTL_REGISTER_KERNEL("TestRecordThread", DeviceKind::kCpu, record_thread_cpu);
+
+TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, with any number of inter-op threads") {
+  // Four cheap roots, each read by three cheap nodes: handing any root or any of its readers to the pool's
+  // worker would put the worker's thread in the set.
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> nodes;
+  for (int i = 0; i < 4; ++i) {
+    Output root = g->add("TestRecordThread", {});
+    for (int j = 0; j < 3; ++j) nodes.push_back(g->add("TestRecordThread", {root}));
+  }
+  Output sum = g->add("AddN", nodes);
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  for (int run = 0; run < 100; ++run) {
+    g_ran_on.clear();
+    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 12.0f);
+    CHECK(g_ran_on == std::set{std::this_thread::get_id()});
+  }
+}
+
+TEST_CASE("a node is handed off when its cost is unknown or at least 2^20 multiply-adds or elements") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 784});
+  Output w = g.constant(Tensor::zeros(DType::kF32, Shape{784, 512}));
+  Output big = g.add("MatMul", {x, w});  // 128 x 512 x 784 = 51M multiply-adds at batch 128
+  Output small = g.add("MatMul", {x, g.constant(Tensor::zeros(DType::kF32, Shape{784, 10}))});
+  Output u = g.placeholder("u", DType::kF32, Shape{-1, 16});
+  Output transposed = g.add("MatMul", {u, u}, Attrs{{"transpose_a", std::int64_t{1}}});  // [16, 16], k = batch
+  Output image = g.placeholder("image", DType::kF32, Shape{-1, 16, 16, 8});
+  // Stride 2: the output has a quarter of the input's pixels, so costs counted on the wrong side differ.
+  const Attrs window{{"strides", std::vector<std::int64_t>{2, 2}}, {"padding", std::string("same")}};
+  Output kernel = g.constant(Tensor::zeros(DType::kF32, Shape{3, 3, 8, 16}));
+  Output conv = g.add("Conv2D", {image, kernel}, window);
+  Attrs grad_window = window;
+  grad_window.set("window", std::vector<std::int64_t>{3, 3});
+  // Both gradients take as many multiply-adds as the convolution.
+  Output input_grad = g.add("Conv2DInputGrad", {conv, kernel, image}, grad_window);
+  Output kernel_grad = g.add("Conv2DKernelGrad", {image, conv}, grad_window);
+  Output relu = g.add("Relu", {big});
+  Output delay = g.add("Delay", {small}, Attrs{{"ms", 0.0}});
+  Output meet = g.add("TestMeet", {});  // no declared cost
+  const std::vector<Output> targets{transposed, input_grad, kernel_grad, relu, delay, meet};
+  for (std::int64_t batch : {32, 128, 4096}) {
+    CAPTURE(batch);
+    const std::vector<Output> feeds{x, u, image};
+    const std::vector<TensorSpec> specs{
+        {DType::kF32, Shape{batch, 784}}, {DType::kF32, Shape{batch, 16}}, {DType::kF32, Shape{batch / 32, 16, 16, 8}}};
+    const Plan plan = build_plan(g, feeds, specs, {}, targets, {});
+    CHECK(plan_node(plan, big).hand_off);
+    CHECK(plan_node(plan, small).hand_off == (batch * 10 * 784 >= (1 << 20)));
+    CHECK(plan_node(plan, transposed).hand_off == (16 * 16 * batch >= (1 << 20)));
+    const bool conv_worth_it = batch / 32 * 8 * 8 * 3 * 3 * 8 * 16 >= (1 << 20);
+    CHECK(plan_node(plan, conv).hand_off == conv_worth_it);
+    CHECK(plan_node(plan, input_grad).hand_off == conv_worth_it);
+    CHECK(plan_node(plan, kernel_grad).hand_off == conv_worth_it);
+    CHECK(plan_node(plan, relu).hand_off == (batch * 512 * 2 >= (1 << 20)));
+    CHECK(plan_node(plan, delay).hand_off);
+    CHECK(plan_node(plan, meet).hand_off);
+    CHECK_FALSE(plan_node(plan, x).hand_off);  // a feed
+  }
+}

@@ -12,17 +12,30 @@
 namespace tctl {
 namespace {
 
-std::unique_ptr<Model> digits_mlp(int inter) {
-  auto net =
-      std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(R"({"input_shape": [64], "layers": [
+// 64-`hidden`-`hidden / 2`-10, relu, relu, softmax; 128 is the digits MLP.
+std::unique_ptr<Model> mlp(int inter, int hidden) {
+  nlohmann::json spec = nlohmann::json::parse(R"({"input_shape": [64], "layers": [
       {"type": "Dense", "units": 128, "activation": "relu"}, {"type": "Dense", "units": 64, "activation": "relu"},
-      {"type": "Dense", "units": 10, "activation": "softmax"}]})"),
-                                                         "model.json", "", 42));
+      {"type": "Dense", "units": 10, "activation": "softmax"}]})");
+  spec["layers"][0]["units"] = hidden;
+  spec["layers"][1]["units"] = hidden / 2;
+  auto net = std::make_shared<Sequential>(Sequential::from_json(spec, "model.json", "", 42));
   ModelOptions o;
   o.metrics = {"accuracy"};
   o.inter_op_threads = inter;
   o.intra_op_threads = 1;
   return std::make_unique<Model>(net, o);
+}
+
+std::unique_ptr<Model> digits_mlp(int inter) { return mlp(inter, 128); }
+
+// A batch of 32 digits-shaped rows and their labels.
+std::pair<Tensor, Tensor> batch32() {
+  Tensor x = Tensor::zeros(DType::kF32, Shape{32, 64});
+  for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = static_cast<float>(i % 17) / 17.0f;
+  std::vector<std::int32_t> labels(32);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
+  return {x, Tensor::from_ints(Shape{32}, labels)};
 }
 
 bool overlap(const ProfileEvent& a, const ProfileEvent& b) {
@@ -31,13 +44,11 @@ bool overlap(const ProfileEvent& a, const ProfileEvent& b) {
 
 }  // namespace
 
-TEST_CASE("with two inter-op threads, backward and update nodes of the digits MLP overlap in the trace") {
-  auto model = digits_mlp(2);
-  Tensor x = Tensor::zeros(DType::kF32, Shape{32, 64});
-  for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = static_cast<float>(i % 17) / 17.0f;
-  std::vector<std::int32_t> labels(32);
-  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int32_t>(i % 10);
-  Tensor y = Tensor::from_ints(Shape{32}, labels);
+TEST_CASE("with two inter-op threads, backward and update nodes of a wide MLP overlap in the trace") {
+  // 64-2048-1024-10: the second layer's weight and input gradients are 67M multiply-adds each, worth a
+  // thread of their own.
+  auto model = mlp(2, 2048);
+  const auto [x, y] = batch32();
   // The schedule is the machine's to choose, so look over many steps for one where two nodes of the
   // backward or update phases ran at the same time on different threads: a weight gradient beside an
   // input gradient, or the updates of two variables.
@@ -58,6 +69,19 @@ TEST_CASE("with two inter-op threads, backward and update nodes of the digits ML
   }
   INFO("overlapping pair: " << example);
   CHECK(found > 0);
+}
+
+TEST_CASE("with two inter-op threads, the digits MLP's nodes, none worth handing off, all run on one thread") {
+  auto model = digits_mlp(2);
+  const auto [x, y] = batch32();
+  Profiler profiler;
+  std::set<int> lanes;
+  for (int step = 0; step < 50; ++step) {
+    profiler.clear();
+    model->train_step(x, y, step, &profiler);
+    for (const auto& e : profiler.events()) lanes.insert(e.lane);
+  }
+  CHECK(lanes.size() == 1);
 }
 
 TEST_CASE("eager mode runs every node on the calling thread, one at a time") {
