@@ -284,17 +284,24 @@ struct Run {
   // pool when it has workers and they are worth handing off (PlanNode::hand_off), inline otherwise.
   void run_from(int first) { run_from(std::span(&first, 1)); }
 
-  // The same from several nodes, the last one first. A node worth handing off that comes up while this
-  // thread still has other nodes to run goes to the pool, so cheap nodes never wait behind it here (the
-  // second branch of a Parallel behind the first branch's long op).
+  // The same from several nodes, the last one first. A node worth handing off waits until this thread
+  // has run its cheap ready nodes: they may make more such nodes ready (the second branch of a Parallel
+  // behind the first branch's long op), and then all but one go to the pool. A long node this thread
+  // keeps runs where its inputs were made, in this core's cache.
   void run_from(std::span<const int> firsts) {
-    ReadyStack local;
+    ReadyStack local, costly;
     for (int first : firsts) local.push(first);
-    while (!local.empty()) {
-      const int i = local.pop();
-      if (shared && !local.empty() && plan.nodes[static_cast<std::size_t>(i)].hand_off) {
-        hand_off(i);
-        continue;
+    while (!local.empty() || !costly.empty()) {
+      int i;
+      if (!local.empty()) {
+        i = local.pop();
+        if (shared && plan.nodes[static_cast<std::size_t>(i)].hand_off) {
+          costly.push(i);
+          continue;
+        }
+      } else {
+        i = costly.pop();
+        while (!costly.empty()) hand_off(costly.pop());
       }
       execute(i);
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];

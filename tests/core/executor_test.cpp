@@ -246,10 +246,14 @@ TEST_CASE("a kernel's error cancels the nodes not yet started") {
 }
 
 namespace {
-// Records the thread that ran it. Declared cheap (one element out), as core's own small ops are.
+// Records the thread that ran it, then spins for 50 us: long enough for a worker to take what the pool
+// was given meanwhile. The cost declared below, not the time taken, decides where a node runs.
 std::mutex g_ran_on_mu;
 std::set<std::thread::id> g_ran_on;
 void record_thread_cpu(KernelContext& ctx) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+  while (std::chrono::steady_clock::now() < until) {
+  }
   {
     std::lock_guard lock(g_ran_on_mu);
     g_ran_on.insert(std::this_thread::get_id());
@@ -267,6 +271,14 @@ const PlanNode& plan_node(const Plan& plan, Output o) {
 
 TCTL_REGISTER_OP({.name = "TestRecordThread", .num_inputs = -1, .infer = scalar_spec, .cost = elements_cost});
 TCTL_REGISTER_KERNEL("TestRecordThread", DeviceKind::kCpu, record_thread_cpu);
+// The same, declared worth a thread of its own.
+TCTL_REGISTER_OP({.name = "TestRecordThreadCostly",
+                  .num_inputs = -1,
+                  .infer = scalar_spec,
+                  .cost = [](std::span<const TensorSpec>, const TensorSpec&, const Attrs&) {
+                    return std::int64_t{1} << 30;
+                  }});
+TCTL_REGISTER_KERNEL("TestRecordThreadCostly", DeviceKind::kCpu, record_thread_cpu);
 
 TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, with any number of inter-op threads") {
   // Four cheap roots, each read by three cheap nodes: handing any root or any of its readers to the pool's
@@ -283,6 +295,24 @@ TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, w
   for (int run = 0; run < 100; ++run) {
     g_ran_on.clear();
     CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 12.0f);
+    CHECK(g_ran_on == std::set{std::this_thread::get_id()});
+  }
+}
+
+TEST_CASE("a costly node with nothing to run beside it stays on the thread that made it ready, after the cheap ones") {
+  // The costly node reads the second root, which the caller runs first: it becomes ready while four
+  // cheap roots are still to run. Handing it to the pool then would move its inputs to another core for
+  // no overlap.
+  auto g = std::make_shared<Graph>();
+  std::vector<Output> nodes;
+  for (int i = 0; i < 6; ++i) nodes.push_back(g->add("TestRecordThread", {}));
+  nodes.push_back(g->add("TestRecordThreadCostly", {nodes[1]}));
+  Output sum = g->add("AddN", nodes);
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  for (int run = 0; run < 100; ++run) {
+    g_ran_on.clear();
+    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 7.0f);
     CHECK(g_ran_on == std::set{std::this_thread::get_id()});
   }
 }
