@@ -261,6 +261,18 @@ void record_thread_cpu(KernelContext& ctx) {
   ctx.output().mutable_data<float>()[0] = 1.0f;
 }
 
+// Runs the sum of `nodes` 100 times with two inter-op threads: every node must run on the calling thread.
+void check_all_on_caller(const std::shared_ptr<Graph>& g, const std::vector<Output>& nodes) {
+  Output sum = g->add("AddN", nodes);
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  for (int run = 0; run < 100; ++run) {
+    g_ran_on.clear();
+    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == static_cast<float>(nodes.size()));
+    CHECK(g_ran_on == std::set{std::this_thread::get_id()});
+  }
+}
+
 const PlanNode& plan_node(const Plan& plan, Output o) {
   for (const PlanNode& pn : plan.nodes)
     if (pn.node->id == o.node) return pn;
@@ -289,14 +301,7 @@ TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, w
     Output root = g->add("TestRecordThread", {});
     for (int j = 0; j < 3; ++j) nodes.push_back(g->add("TestRecordThread", {root}));
   }
-  Output sum = g->add("AddN", nodes);
-  ThreadPool inter(2), intra(1);
-  Session s(g, inter, intra);
-  for (int run = 0; run < 100; ++run) {
-    g_ran_on.clear();
-    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 12.0f);
-    CHECK(g_ran_on == std::set{std::this_thread::get_id()});
-  }
+  check_all_on_caller(g, nodes);
 }
 
 TEST_CASE("a costly node with nothing to run beside it stays on the thread that made it ready, after the cheap ones") {
@@ -307,14 +312,7 @@ TEST_CASE("a costly node with nothing to run beside it stays on the thread that 
   std::vector<Output> nodes;
   for (int i = 0; i < 6; ++i) nodes.push_back(g->add("TestRecordThread", {}));
   nodes.push_back(g->add("TestRecordThreadCostly", {nodes[1]}));
-  Output sum = g->add("AddN", nodes);
-  ThreadPool inter(2), intra(1);
-  Session s(g, inter, intra);
-  for (int run = 0; run < 100; ++run) {
-    g_ran_on.clear();
-    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 7.0f);
-    CHECK(g_ran_on == std::set{std::this_thread::get_id()});
-  }
+  check_all_on_caller(g, nodes);
 }
 
 TEST_CASE("a node is handed off when its cost is unknown or at least 2^20 multiply-adds or elements") {
