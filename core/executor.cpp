@@ -23,10 +23,13 @@ void check_fed_spec(const Node& placeholder, const TensorSpec& fed) {
 namespace {
 // The cost (op_registry.h: multiply-adds, or elements read and written) from which a ready node is worth
 // handing to another inter-op thread. The trip costs a wake-up and the node's inputs crossing to the other
-// core's cache: for the digits MLP at batch 32, whose nodes take 0.5-6 us, handing off every other ready
-// node made a 2-thread step run at half the speed of a 1-thread step. 2^20 multiply-adds take about 10 us
-// on one core; the same figure decides when a product is worth two intra-op threads (kernels/cpu/matmul.cpp).
-constexpr std::int64_t kHandOffCost = std::int64_t{1} << 20;
+// core's cache, and whatever follows it tends to stay on that core. Measured on 2 cores: handing off every
+// other ready node ran the digits MLP's 36 us step (nodes of 0.5-6 us) at half the speed of one thread; at
+// 2^20 and 2^22 the digits CNN at batch 64 still lost 7 % on two inter-op threads (its second convolution's
+// gradients, 4.7M multiply-adds counted directly, run as Winograd in about 15 us each); at 2^23 it breaks
+// even, while the 32x32x3 CNN (convolutions of 56M-600M) gains 1.28x and the 784-512-512-10 MLP (products
+// of 33M-51M) 1.10x.
+constexpr std::int64_t kHandOffCost = std::int64_t{1} << 23;
 
 // In a plan that writes no variable (an inference pass), every variable read keeps its value between
 // runs. A write elsewhere then copies the buffer the frame holds instead of changing it. A plan that

@@ -315,14 +315,15 @@ TEST_CASE("a costly node with nothing to run beside it stays on the thread that 
   check_all_on_caller(g, nodes);
 }
 
-TEST_CASE("a node is handed off when its cost is unknown or at least 2^20 multiply-adds or elements") {
+TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multiply-adds or elements") {
+  constexpr std::int64_t kWorthIt = std::int64_t{1} << 23;
   Graph g;
   Output x = g.placeholder("x", DType::kF32, Shape{-1, 784});
   Output w = g.constant(Tensor::zeros(DType::kF32, Shape{784, 512}));
   Output big = g.add("MatMul", {x, w});  // 128 x 512 x 784 = 51M multiply-adds at batch 128
   Output small = g.add("MatMul", {x, g.constant(Tensor::zeros(DType::kF32, Shape{784, 10}))});
-  Output u = g.placeholder("u", DType::kF32, Shape{-1, 16});
-  Output transposed = g.add("MatMul", {u, u}, Attrs{{"transpose_a", std::int64_t{1}}});  // [16, 16], k = batch
+  Output u = g.placeholder("u", DType::kF32, Shape{-1, 64});
+  Output transposed = g.add("MatMul", {u, u}, Attrs{{"transpose_a", std::int64_t{1}}});  // [64, 64], k = batch
   Output image = g.placeholder("image", DType::kF32, Shape{-1, 16, 16, 8});
   // Stride 2: the output has a quarter of the input's pixels, so costs counted on the wrong side differ.
   const Attrs window{{"strides", std::vector<std::int64_t>{2, 2}}, {"padding", std::string("same")}};
@@ -337,20 +338,20 @@ TEST_CASE("a node is handed off when its cost is unknown or at least 2^20 multip
   Output delay = g.add("Delay", {small}, Attrs{{"ms", 0.0}});
   Output meet = g.add("TestMeet", {});  // no declared cost
   const std::vector<Output> targets{transposed, input_grad, kernel_grad, relu, delay, meet};
-  for (std::int64_t batch : {32, 128, 4096}) {
+  for (std::int64_t batch : {32, 128, 2048, 8192}) {
     CAPTURE(batch);
     const std::vector<Output> feeds{x, u, image};
     const std::vector<TensorSpec> specs{
-        {DType::kF32, Shape{batch, 784}}, {DType::kF32, Shape{batch, 16}}, {DType::kF32, Shape{batch / 32, 16, 16, 8}}};
+        {DType::kF32, Shape{batch, 784}}, {DType::kF32, Shape{batch, 64}}, {DType::kF32, Shape{batch / 32, 16, 16, 8}}};
     const Plan plan = build_plan(g, feeds, specs, {}, targets, {});
     CHECK(plan_node(plan, big).hand_off);
-    CHECK(plan_node(plan, small).hand_off == (batch * 10 * 784 >= (1 << 20)));
-    CHECK(plan_node(plan, transposed).hand_off == (16 * 16 * batch >= (1 << 20)));
-    const bool conv_worth_it = batch / 32 * 8 * 8 * 3 * 3 * 8 * 16 >= (1 << 20);
+    CHECK(plan_node(plan, small).hand_off == (batch * 10 * 784 >= kWorthIt));
+    CHECK(plan_node(plan, transposed).hand_off == (64 * 64 * batch >= kWorthIt));
+    const bool conv_worth_it = batch / 32 * 8 * 8 * 3 * 3 * 8 * 16 >= kWorthIt;
     CHECK(plan_node(plan, conv).hand_off == conv_worth_it);
     CHECK(plan_node(plan, input_grad).hand_off == conv_worth_it);
     CHECK(plan_node(plan, kernel_grad).hand_off == conv_worth_it);
-    CHECK(plan_node(plan, relu).hand_off == (batch * 512 * 2 >= (1 << 20)));
+    CHECK(plan_node(plan, relu).hand_off == (batch * 512 * 2 >= kWorthIt));
     CHECK(plan_node(plan, delay).hand_off);
     CHECK(plan_node(plan, meet).hand_off);
     CHECK_FALSE(plan_node(plan, x).hand_off);  // a feed
