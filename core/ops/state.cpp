@@ -28,7 +28,7 @@ void read_variable_kernel(KernelContext& ctx) {
     ctx.set_output(v.read());
     return;
   }
-  if (ctx.previous_output().defined() && v.writes() == *kept) return;
+  if (ctx.previous_output().defined() && v.unchanged_since(*kept)) return;
   ctx.set_output(v.read(*kept));
 }
 
