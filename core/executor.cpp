@@ -157,7 +157,9 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
       }
       pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
       pn.kernel = node.op->kernel(pn.device->kind());
-      // Only CPU nodes: a device node's kernel queues work on a stream and returns.
+      // CPU nodes only. A device node (and a copy) keeps hand_off as before costs came in: its kernel
+      // mostly queues work on a stream, but a copy to the host waits for it, and no GPU has measured what
+      // a cheaper rule would do there.
       if (pn.device == cpu_device() && node.op->cost)
         pn.hand_off = node.op->cost(in_specs, pn.spec, node.attrs) >= kHandOffCost;
       TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no kernel for " + pn.device->name());
@@ -288,14 +290,15 @@ struct Run {
     return before;
   }
 
-  // Runs node `first`, then whatever it makes ready: the first ready successor inline, the others on the
-  // pool when it has workers and they are worth handing off (PlanNode::hand_off), inline otherwise.
+  // Runs node `first` and whatever it makes ready, on this thread except for costly nodes it cannot run
+  // alone (below).
   void run_from(int first) { run_from(std::span(&first, 1)); }
 
-  // The same from several nodes, the last one first. A node worth handing off waits until this thread
-  // has run its cheap ready nodes: they may make more such nodes ready (the second branch of a Parallel
-  // behind the first branch's long op), and then all but one go to the pool. A long node this thread
-  // keeps runs where its inputs were made, in this core's cache.
+  // The same from several nodes, the last one first. Cheap ready nodes (PlanNode::hand_off false) run here,
+  // in the order they became ready. A costly one waits until this thread has no cheap node left: the cheap
+  // ones may make more costly nodes ready (the second branch of a Parallel behind the first branch's long
+  // op), and then all but one of them go to the pool, when it has workers. The one kept runs where its
+  // inputs were made, in this core's cache.
   void run_from(std::span<const int> firsts) {
     ReadyStack local, costly;
     for (int first : firsts) local.push(first);
@@ -320,16 +323,8 @@ struct Run {
         const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
         if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)].reset();
       }
-      bool kept_one = false;
-      for (int s : pn.successors) {
-        if (count_down(pending[s]) != 1) continue;
-        if (!kept_one || !shared || !plan.nodes[static_cast<std::size_t>(s)].hand_off) {
-          local.push(s);
-          kept_one = true;
-          continue;
-        }
-        hand_off(s);
-      }
+      for (int s : pn.successors)
+        if (count_down(pending[s]) == 1) local.push(s);
       // A run nobody else works on needs no wake-up: its caller is the thread that just finished it.
       if (count_down(remaining) == 1 && shared) {
         std::lock_guard lock(frame.mu_);
@@ -401,20 +396,11 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
           frame.remaining_,
           frame.failed_,
           can_hand_off};
-  // The roots after the first that are worth a thread of their own go to the pool; the caller runs the
-  // others in order, each with what it makes ready, then the first.
-  std::vector<int>& mine = frame.caller_roots_;
-  mine.clear();
-  if (!plan.roots.empty()) mine.push_back(plan.roots[0]);
-  for (std::size_t r = plan.roots.size(); r-- > 1;) {
-    const int root = plan.roots[r];
-    if (can_hand_off && plan.nodes[static_cast<std::size_t>(root)].hand_off) {
-      run.hand_off(root);
-    } else {
-      mine.push_back(root);
-    }
-  }
-  run.run_from(mine);
+  // The roots start on the caller, the first one last, as any ready nodes do (Run::run_from).
+  std::vector<int>& roots = frame.caller_roots_;
+  roots.assign(plan.roots.begin(), plan.roots.end());
+  if (!roots.empty()) std::reverse(roots.begin() + 1, roots.end());
+  run.run_from(roots);
   // The caller is one of the inter-op threads: while the run is unfinished it takes queued nodes itself,
   // and only when there are none does it spin briefly, then sleep until the run is done.
   if (can_hand_off) {

@@ -1,6 +1,7 @@
 // The executor: runs a prepared Plan by dataflow. A node starts when its data and control inputs are done;
 // independent nodes run at once on the inter-op pool, and each kernel may split its own work on the
-// intra-op pool. Ready nodes run inline on the thread that freed them; extra ones go to the pool.
+// intra-op pool. Ready nodes run on the thread that made them ready; of the costly ones (PlanNode::hand_off)
+// ready at once, all but one go to the pool.
 #pragma once
 
 #include <atomic>

@@ -129,15 +129,29 @@ std::vector<std::string> op_names() {
   return out;
 }
 
+std::int64_t cost_product(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  if (a < 0 || b < 0 || a == kUnknownCost || b == kUnknownCost || __builtin_mul_overflow(a, b, &product))
+    return kUnknownCost;
+  return product;
+}
+
+std::int64_t cost_elements(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape.dims()) n = cost_product(n, d);
+  return n;
+}
+
 std::int64_t elements_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&) {
-  if (!output.shape.fully_known()) return kUnknownCost;
-  std::int64_t total = output.shape.num_elements();
+  std::int64_t total = cost_elements(output.shape);
   for (const TensorSpec& in : inputs) {
-    if (!in.shape.fully_known()) return kUnknownCost;
-    total += in.shape.num_elements();
+    const std::int64_t n = cost_elements(in.shape);
+    if (total == kUnknownCost || n == kUnknownCost || __builtin_add_overflow(total, n, &total)) return kUnknownCost;
   }
   return total;
 }
+
+std::int64_t free_cost(std::span<const TensorSpec>, const TensorSpec&, const Attrs&) { return 0; }
 
 std::int64_t unknown_cost(std::span<const TensorSpec>, const TensorSpec&, const Attrs&) { return kUnknownCost; }
 

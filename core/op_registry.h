@@ -102,9 +102,15 @@ void check_op_registry();
 // The names of every defined op, sorted.
 std::vector<std::string> op_names();
 
-// Costs used by many ops: the elements of the inputs and the output; kUnknownCost.
+// Costs used by many ops: the elements of the inputs and the output; nothing (an op that hands over a
+// buffer it holds); kUnknownCost.
 std::int64_t elements_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&);
+std::int64_t free_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&);
 std::int64_t unknown_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs&);
+// a * b, or kUnknownCost when either is unknown (negative, or kUnknownCost) or the product overflows.
+std::int64_t cost_product(std::int64_t a, std::int64_t b);
+// A shape's elements, or kUnknownCost when a dimension is unknown or the count overflows.
+std::int64_t cost_elements(const Shape& shape);
 
 // Shape functions used by many ops.
 InferFn same_as_input(int i);

@@ -35,9 +35,8 @@ TensorSpec conv2d_kernel_grad_infer(const InferContext& c) {
 // of every image (`pixels`, the output or its gradient over the filters) against each of the kernel's
 // kh x kw x C x F weights.
 std::int64_t conv_macs(const Shape& y, const Shape& kernel) {
-  if (!y.fully_known() || !kernel.fully_known() || y.rank() != 4 || kernel.rank() != 4 || y[3] == 0)
-    return kUnknownCost;
-  return y.num_elements() / y[3] * kernel.num_elements();
+  if (y.rank() != 4) return kUnknownCost;
+  return cost_product(cost_product(cost_product(y[0], y[1]), y[2]), cost_elements(kernel));
 }
 
 // Conv2D and FusedConv2D (x, kernel[, bias]) -> y; Conv2DInputGrad (dy, kernel, x); Conv2DKernelGrad (x, dy).

@@ -23,12 +23,11 @@ TensorSpec matmul_infer(const InferContext& c) {
   return {DType::kF32, Shape{m, n}};
 }
 
-// Multiply-adds: each output element sums over the shared dimension.
+// Multiply-adds: each output element sums over the shared dimension (known from either operand).
 std::int64_t matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs& attrs) {
-  const Shape& a = inputs[0].shape;
-  const std::int64_t k = a[attrs.i_or("transpose_a", 0) != 0 ? 0 : 1];
-  if (!output.shape.fully_known() || k < 0) return kUnknownCost;
-  return output.shape.num_elements() * k;
+  const std::int64_t ka = inputs[0].shape[attrs.i_or("transpose_a", 0) != 0 ? 0 : 1];
+  const std::int64_t kb = inputs[1].shape[attrs.i_or("transpose_b", 0) != 0 ? 1 : 0];
+  return cost_product(cost_elements(output.shape), ka >= 0 ? ka : kb);
 }
 
 Output matmul(GradBuilder& g, Output a, Output b, bool ta, bool tb) {

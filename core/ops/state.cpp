@@ -61,10 +61,12 @@ const OpDef& assign_variable() { return state_op(kAssignVariable); }
 const OpDef& copy() { return state_op(kCopy); }
 
 void define_state_ops() {
-  register_op({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs});
-  register_op({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+  // A feed, a constant and a variable read hand over a buffer that exists already.
+  register_op({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs, .cost = free_cost});
+  register_op({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true, .cost = free_cost});
   register_op({.name = "AssignVariable", .infer = assign_infer});
-  register_op({.name = "ReadVariable", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true});
+  register_op(
+      {.name = "ReadVariable", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true, .cost = free_cost});
   register_op({.name = "Copy", .infer = same_as_input(0)});
   for (std::size_t k = 0; k < kNumDeviceKinds; ++k) {
     const auto kind = static_cast<DeviceKind>(k);

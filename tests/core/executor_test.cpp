@@ -49,8 +49,10 @@ TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec});
+TCTL_REGISTER_OP({.name = "TestMeetAfter", .num_inputs = 1, .infer = scalar_spec});
 TCTL_REGISTER_OP({.name = "TestFail", .num_inputs = 1, .infer = same_as_input(0)});
 TCTL_REGISTER_KERNEL("TestMeet", DeviceKind::kCpu, meet_cpu);
+TCTL_REGISTER_KERNEL("TestMeetAfter", DeviceKind::kCpu, meet_cpu);
 TCTL_REGISTER_KERNEL("TestFail", DeviceKind::kCpu, fail_cpu);
 
 TEST_CASE("independent nodes run at the same time with two inter-op threads") {
@@ -305,14 +307,35 @@ TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, w
 }
 
 TEST_CASE("a costly node with nothing to run beside it stays on the thread that made it ready, after the cheap ones") {
-  // The costly node reads the second root, which the caller runs first: it becomes ready while four
+  // The costly node reads the second root, which the caller runs first: it becomes ready while five
   // cheap roots are still to run. Handing it to the pool then would move its inputs to another core for
   // no overlap.
   auto g = std::make_shared<Graph>();
   std::vector<Output> nodes;
   for (int i = 0; i < 6; ++i) nodes.push_back(g->add("TestRecordThread", {}));
+  SUBCASE("the costly node alone") {}
+  SUBCASE("after a cheap reader of the same root, which becomes ready first") {
+    nodes.push_back(g->add("TestRecordThread", {nodes[1]}));
+  }
   nodes.push_back(g->add("TestRecordThreadCostly", {nodes[1]}));
   check_all_on_caller(g, nodes);
+}
+
+TEST_CASE("costly nodes ready at once on one thread all but one go to the other inter-op threads") {
+  // A cheap root read by two cheap nodes, each read by a node that waits for the other one: they meet
+  // only if the thread that makes them ready keeps one and hands the other off.
+  auto g = std::make_shared<Graph>();
+  Output root = g->add("TestRecordThread", {});
+  Output a = g->add("TestMeetAfter", {g->add("Relu", {root})});
+  Output b = g->add("TestMeetAfter", {g->add("Relu", {root})});
+  Output sum = g->add("AddN", {a, b});
+  g_meeting.arrived = 0;
+  g_meeting.met = 0;
+  g_meeting.want = 2;
+  ThreadPool inter(2), intra(1);
+  Session s(g, inter, intra);
+  CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 2.0f);
+  CHECK(g_meeting.met == 2);
 }
 
 TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multiply-adds or elements") {
@@ -337,12 +360,27 @@ TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multip
   Output relu = g.add("Relu", {big});
   Output delay = g.add("Delay", {small}, Attrs{{"ms", 0.0}});
   Output meet = g.add("TestMeet", {});  // no declared cost
-  const std::vector<Output> targets{transposed, input_grad, kernel_grad, relu, delay, meet};
+  // The fused ops count as their products do.
+  Output fused_small = g.add(
+      "FusedMatMul",
+      {x, g.constant(Tensor::zeros(DType::kF32, Shape{784, 10})), g.constant(Tensor::zeros(DType::kF32, Shape{10}))},
+      Attrs{{"activation", std::string("relu")}});
+  Attrs fused_window = window;
+  fused_window.set("activation", std::string("relu"));
+  Output fused_conv =
+      g.add("FusedConv2D", {image, kernel, g.constant(Tensor::zeros(DType::kF32, Shape{16}))}, fused_window);
+  // 2^32 x 2^32 times 2^32 x 2^32: more multiply-adds than an int64 holds, so unknown, not wrapped around.
+  Output huge_a = g.placeholder("huge_a", DType::kF32, Shape{-1, -1});
+  Output huge = g.add("MatMul", {huge_a, huge_a});
+  const std::vector<Output> targets{transposed, input_grad,  kernel_grad, relu, delay,
+                                    meet,       fused_small, fused_conv,  huge};
   for (std::int64_t batch : {32, 128, 2048, 8192}) {
     CAPTURE(batch);
-    const std::vector<Output> feeds{x, u, image};
-    const std::vector<TensorSpec> specs{
-        {DType::kF32, Shape{batch, 784}}, {DType::kF32, Shape{batch, 64}}, {DType::kF32, Shape{batch / 32, 16, 16, 8}}};
+    const std::vector<Output> feeds{x, u, image, huge_a};
+    const std::vector<TensorSpec> specs{{DType::kF32, Shape{batch, 784}},
+                                        {DType::kF32, Shape{batch, 64}},
+                                        {DType::kF32, Shape{batch / 32, 16, 16, 8}},
+                                        {DType::kF32, Shape{std::int64_t{1} << 32, std::int64_t{1} << 32}}};
     const Plan plan = build_plan(g, feeds, specs, {}, targets, {});
     CHECK(plan_node(plan, big).hand_off);
     CHECK(plan_node(plan, small).hand_off == (batch * 10 * 784 >= kWorthIt));
@@ -354,6 +392,15 @@ TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multip
     CHECK(plan_node(plan, relu).hand_off == (batch * 512 * 2 >= kWorthIt));
     CHECK(plan_node(plan, delay).hand_off);
     CHECK(plan_node(plan, meet).hand_off);
+    CHECK(plan_node(plan, fused_small).hand_off == (batch * 10 * 784 >= kWorthIt));
+    CHECK(plan_node(plan, fused_conv).hand_off == conv_worth_it);
+    CHECK(plan_node(plan, huge).hand_off);
     CHECK_FALSE(plan_node(plan, x).hand_off);  // a feed
+  }
+  // A variable read or a constant hands over a buffer it holds, whatever its size.
+  const TensorSpec large{DType::kF32, Shape{1 << 12, 1 << 12}};
+  for (const char* op : {"ReadVariable", "Const", "Placeholder"}) {
+    CAPTURE(op);
+    CHECK(op_def(op).cost({}, large, Attrs{}) == 0);
   }
 }

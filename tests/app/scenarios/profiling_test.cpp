@@ -51,7 +51,7 @@ TEST_CASE("with two inter-op threads, backward and update nodes of a wide MLP ov
   const auto [x, y] = batch32();
   // The schedule is the machine's to choose, so look over many steps for one where two nodes of the
   // backward or update phases ran at the same time on different threads: a weight gradient beside an
-  // input gradient, or the updates of two variables.
+  // input gradient (the only nodes here worth a thread of their own), or a cheap node beside one of them.
   int found = 0;
   std::string example;
   Profiler profiler;
