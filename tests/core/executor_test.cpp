@@ -43,6 +43,18 @@ void meet_cpu(KernelContext& ctx) {
   ctx.output().mutable_data<float>()[0] = 1.0f;
 }
 
+// Runs `sum` once on `inter` inter-op threads with g_meeting expecting `want` participants; returns how
+// many met.
+int meetings_in_one_run(const std::shared_ptr<Graph>& g, Output sum, int want, int inter) {
+  g_meeting.arrived = 0;
+  g_meeting.met = 0;
+  g_meeting.want = want;
+  ThreadPool inter_pool(inter), intra(1);
+  Session s(g, inter_pool, intra);
+  CHECK(s.run({}, std::vector<Output>{sum})[0].item() == static_cast<float>(want));
+  return g_meeting.met;
+}
+
 void fail_cpu(KernelContext& ctx) { throw RuntimeError("kernel " + ctx.node().name + " failed on purpose"); }
 
 TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
@@ -195,16 +207,7 @@ TEST_CASE(
   auto g = std::make_shared<Graph>();
   std::vector<Output> nodes;
   for (int i = 0; i < 3; ++i) nodes.push_back(g->add("TestMeet", {}));
-  Output sum = g->add("AddN", nodes);
-  g_meeting.arrived = 0;
-  g_meeting.met = 0;
-  g_meeting.want = 3;
-  {
-    ThreadPool inter(3), intra(1);
-    Session s(g, inter, intra);
-    CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 3.0f);
-  }
-  CHECK(g_meeting.met == 3);
+  CHECK(meetings_in_one_run(g, g->add("AddN", nodes), 3, 3) == 3);
 
   auto chunks = std::make_shared<Graph>();
   Output one = chunks->add("TestChunkMeet", {});
@@ -328,14 +331,7 @@ TEST_CASE("costly nodes ready at once on one thread all but one go to the other 
   Output root = g->add("TestRecordThread", {});
   Output a = g->add("TestMeetAfter", {g->add("Relu", {root})});
   Output b = g->add("TestMeetAfter", {g->add("Relu", {root})});
-  Output sum = g->add("AddN", {a, b});
-  g_meeting.arrived = 0;
-  g_meeting.met = 0;
-  g_meeting.want = 2;
-  ThreadPool inter(2), intra(1);
-  Session s(g, inter, intra);
-  CHECK(s.run({}, std::vector<Output>{sum})[0].item() == 2.0f);
-  CHECK(g_meeting.met == 2);
+  CHECK(meetings_in_one_run(g, g->add("AddN", {a, b}), 2, 2) == 2);
 }
 
 TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multiply-adds or elements") {
