@@ -35,6 +35,12 @@ std::shared_ptr<const Tensor> Variable::current_version() const {
   return version_;
 }
 
+bool Variable::holds_current(const Tensor& held, std::uint64_t writes) const {
+  if (lock_free() || !held.defined()) return false;
+  if (mode_ == LockingMode::kSnapshot) return current_version()->shares_buffer_with(held);
+  return this->writes() == writes;
+}
+
 void Variable::publish(std::shared_ptr<const Tensor> next) {
   std::lock_guard lock(version_mu_);
   version_.swap(next);

@@ -45,9 +45,10 @@ class Variable {
   // write has finished since, and a write never changes a buffer a reader holds (it copies it first, or
   // publishes a new version).
   std::uint64_t writes() const { return writes_.load(std::memory_order_acquire); }
-  // Whether a value read when the count was `writes` is still the current one: never in the lock-free
-  // modes, whose reads are not snapshots.
-  bool unchanged_since(std::uint64_t writes) const { return !lock_free() && this->writes() == writes; }
+  // Whether `held`, read when the count was `writes`, is still the current value: never in the lock-free
+  // modes, whose reads are not snapshots. In snapshot mode a write publishes its version before it counts,
+  // so two reads in between carry one count and different values: there the version itself is compared.
+  bool holds_current(const Tensor& held, std::uint64_t writes) const;
   // read() and the write count its value reflects (never newer than the value; an older count only makes
   // the caller read again). Not for the lock-free modes, whose reads are not snapshots.
   Tensor read(std::uint64_t& writes) const;

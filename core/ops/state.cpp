@@ -28,7 +28,7 @@ void read_variable_kernel(KernelContext& ctx) {
     ctx.set_output(v.read());
     return;
   }
-  if (ctx.previous_output().defined() && v.unchanged_since(*kept)) return;
+  if (v.holds_current(ctx.previous_output(), *kept)) return;
   ctx.set_output(v.read(*kept));
 }
 
