@@ -1,5 +1,8 @@
 // tensorctl: define, train, run and inspect neural networks from JSON specs. The one place errors are
 // caught: a user's mistake exits 2, a runtime failure 1, each with one line on stderr.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -46,9 +49,25 @@ int finish_stdout(int status) {
       status == 0 ? 1 : status);
 }
 
+// A standard stream the caller closed (`>&-`) leaves its number free, and the next file opened takes it: the
+// CUDA driver's device files at start-up, say, after which "standard output" was /dev/nvidiactl and writes
+// failed with EINVAL. Each closed one gets /dev/null opened the wrong way round (standard input for writing,
+// the outputs for reading), so the number stays taken and its reads and writes still fail with EBADF.
+void hold_closed_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    const int held = ::open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+    if (held >= 0 && held != fd) {
+      ::dup2(held, fd);
+      ::close(held);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  hold_closed_standard_streams();
   // A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG, which become a
   // message and exit 1, instead of a signal that ends the process mid-write without one.
   std::signal(SIGPIPE, SIG_IGN);

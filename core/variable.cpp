@@ -104,7 +104,14 @@ void Variable::place_on(Device* device) {
   // A write that lands meanwhile is seen below, and the move starts over from the new value.
   while (device_.load(std::memory_order_acquire) != device) {
     const Tensor current = mode_ == LockingMode::kSnapshot ? *current_version() : locked_value();
-    const Tensor moved = current.to(device);
+    const Tensor moved = [&] {
+      try {
+        return current.to(device);
+      } catch (const RuntimeError& e) {
+        // The device's own message names the bytes, not whose they were.
+        throw RuntimeError("variable " + name_ + " " + shape_.to_string() + ": " + e.what());
+      }
+    }();
     HandleLock lock(*this);
     const bool unchanged = mode_ == LockingMode::kSnapshot ? current_version()->shares_buffer_with(current)
                                                            : value_.shares_buffer_with(current);

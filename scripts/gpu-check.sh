@@ -18,6 +18,11 @@
 #                                 test      the GPU suites (op tests on cuda:0, GPU training), in full
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
 #                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
+#                                 failures  a real device out of memory: another process holds all but
+#                                           1.5 GiB of the GPU while tensorctl resumes, then starts, a
+#                                           run whose weights and Adam's slots need 3 GiB there
+#                                 profile   `tensorctl profile --ops` of the MLP 784-2048-2048-10 at batch
+#                                           1024 and the digits MLP at batch 32, every layer on cuda:0
 #                                 suites    every other suite, side by side
 #                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
 #                               TCTL_GPU_BENCH_LIMIT, 300): the device tool gives a command 10 minutes.
@@ -50,8 +55,8 @@ if [ "${1:-}" = "pack" ]; then
   exit 0
 fi
 stage="${1:-all}"
-case "$stage" in all | build | test | bench | sanitize | suites) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|suites]" >&2
+case "$stage" in all | build | test | bench | sanitize | failures | profile | suites) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|failures|profile|suites]" >&2
   exit 2
   ;;
 esac
@@ -165,6 +170,57 @@ if runs sanitize; then
   else
     echo "gpu-check: compute-sanitizer is not installed; sanitize skipped"
   fi
+fi
+if runs failures; then
+  if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+    fail_dir="$(mktemp -d)"
+    cat >"$fail_dir/wide.json" <<'JSON'
+{"name": "wide", "input_shape": [64], "layers": [{"type": "Dense", "units": 16384, "activation": "relu"},
+ {"type": "Dense", "units": 16384, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]}
+JSON
+    sed -e 's|"models/digits_mlp.json"|"wide.json"|' -e 's|"epochs": 20|"epochs": 1|' "$root/configs/digits_mlp.json" \
+      >"$fail_dir/train.json"
+    echo "gpu-check: a device out of memory (wide.json: 2 x Dense 16384 on cuda:0, Adam)"
+    step 120 "$build/tensorctl" train "$fail_dir/train.json" --device cuda:0 --output "$fail_dir/run" --quiet || status=1
+    before="$(sha256sum "$fail_dir/run/checkpoint.safetensors" | cut -c1-16)"
+    # The other process keeps 1.5 GiB free; tensorctl's own context takes part of that.
+    step 180 python3 - "$build/tensorctl" "$fail_dir" <<'PY' || status=1
+import subprocess, sys, torch
+tensorctl, d = sys.argv[1], sys.argv[2]
+free, total = torch.cuda.mem_get_info()
+hog = torch.empty(free - (3 << 29), dtype=torch.uint8, device="cuda")
+print(f"gpu-check: another process holds {hog.numel() / 2**30:.1f} GiB of {total / 2**30:.1f} GiB")
+ok = True
+for what, args in (("resume", ["--resume", f"{d}/run", "--epochs", "2", "--device", "cuda:0"]), ("fresh", ["--output", f"{d}/fresh", "--device", "cuda:0"])):
+    r = subprocess.run([tensorctl, "train", f"{d}/train.json", "--quiet", *args], capture_output=True, text=True)
+    lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
+    print(f"gpu-check: {what}: exit {r.returncode}, {len(lines)} line(s):")
+    for l in lines[:10]:
+        print("  " + l)
+    ok = ok and r.returncode == 1 and len(lines) == 1 and "out of memory" in lines[0]
+sys.exit(0 if ok else 1)
+PY
+    after="$(sha256sum "$fail_dir/run/checkpoint.safetensors" | cut -c1-16)"
+    echo "gpu-check: checkpoint before $before, after $after: $([ "$before" = "$after" ] && echo intact || echo CHANGED)"
+    [ "$before" = "$after" ] || status=1
+    rm -rf "$fail_dir"
+  else
+    echo "gpu-check: python3 has no CUDA-enabled torch to hold the GPU's memory; failures skipped"
+  fi
+fi
+if runs profile; then
+  prof_dir="$(mktemp -d)"
+  for model in "mlp2048 784 2048,2048 1024" "digits_mlp 64 128,64 32"; do
+    read -r name inputs widths batch <<<"$model"
+    layers=""
+    for w in ${widths//,/ }; do layers+="{\"type\": \"Dense\", \"units\": $w, \"activation\": \"relu\", \"device\": \"cuda:0\"}, "; done
+    echo "{\"name\": \"$name\", \"input_shape\": [$inputs], \"layers\": [$layers{\"type\": \"Dense\", \"units\": 10, \"device\": \"cuda:0\"}]}" \
+      >"$prof_dir/$name.json"
+    echo "gpu-check: profile of $name at batch $batch on cuda:0"
+    step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tensorctl" profile "$prof_dir/$name.json" --batch-size "$batch" --ops \
+      --loss sparse_categorical_crossentropy --iterations 50 --trace "${OUT:-$prof_dir}/trace-$name.json" || status=1
+  done
+  rm -rf "$prof_dir"
 fi
 if runs suites; then
   # Every other suite, side by side: they need no GPU, but with one present devices and placement list it.

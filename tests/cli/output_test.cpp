@@ -111,5 +111,20 @@ TEST_CASE("an output that is a directory is refused before any work, with exit 2
   expect_user_error(dir, "profile " + kSpec + " --iterations 1 --trace taken", {"--trace", "taken is a directory"});
 }
 
+TEST_CASE("a closed standard output keeps its number while tensorctl runs: no file it opens takes it") {
+  // On the GPU machine the CUDA driver's device files took a closed descriptor 1, and writes to "standard
+  // output" failed with EINVAL. Here, while a long training runs with descriptor 1 closed, /proc shows what
+  // holds that number: it must be the placeholder, /dev/null.
+  TempDir dir;
+  const std::string command =
+      "cd " + quoted(dir.path()) + " || exit 1; " + quoted(TENSORCTL_BINARY) + " train " +
+      quoted(source_path("configs/iris_mlp.json")) +
+      " --output run --epochs 100000 --quiet >&- 2>err & pid=$!; seen=none; for i in $(seq 200); do "
+      "seen=$(readlink /proc/$pid/fd/1 || echo none); [ \"$seen\" = /dev/null ] && break; sleep 0.05; done; "
+      "kill $pid; wait $pid; echo \"$seen\" >seen";
+  REQUIRE(std::system(command.c_str()) != -1);
+  CHECK(read_text(dir / "seen") == "/dev/null\n");
+}
+
 }  // namespace
 }  // namespace tctl::cli_test

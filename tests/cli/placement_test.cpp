@@ -120,6 +120,18 @@ TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's de
     if (d["name"].get<std::string>().rfind("cuda:", 0) == 0) CHECK(d.contains("compute capability"));
 }
 
+TEST_CASE("a variable that does not fit on its device is one line naming the variable, exit 1") {
+  // On an H100 held full by another process, the message named only the bytes (the 1 GiB kernel of a Dense
+  // 16384 after another), not whose they were.
+  TempDir dir;
+  dir.write("sim.json", digits_spec("sim:0"));
+  dir.write("train.json", digits_config("sim.json"));
+  setenv("TCTL_SIM_MEMORY_LIMIT", "10000", 1);  // less than the first kernel, 64 x 128 floats
+  const CommandResult r = run_tensorctl("train train.json --output run --epochs 1" + kOneThread, dir.path());
+  unsetenv("TCTL_SIM_MEMORY_LIMIT");
+  check_runtime_error(r, {"variable dense/kernel [64, 128]: sim:0: out of memory allocating 32768 bytes"});
+}
+
 TEST_CASE("a device out of memory is one line naming the node, exit 1, and the checkpoint before it stays whole") {
   TempDir dir;
   dir.write("sim.json", digits_spec("sim:0"));

@@ -3,8 +3,9 @@
 // the PATH), and each line shown under a command must be a line it prints (stdout and stderr together, in
 // any order, as a pipe may reorder them; a sample may leave lines out). Numbers are compared by their form,
 // not their value (timings and last digits vary by machine): each number reads as 9, so "0.090 ms" is
-// "9.9 ms" and "1,234" is "9"; NaN and infinity read alike. Table columns that are deterministic (Param #, MFLOP,
-// Output Shape) compare exactly. HTML comments just above a block steer it:
+// "9.9 ms" and "1,234" is "9"; NaN and infinity read alike; a signed percentage reads as "±9.9%" (a measured
+// difference such as the profiler's overhead falls either side of zero). Table columns that are deterministic (Param #,
+// MFLOP, Output Shape) compare exactly. HTML comments just above a block steer it:
 //   <!-- test: skip WHY -->     the block is not run (hardware-specific output, mpirun, a Ctrl-C)
 //   <!-- test: run COMMAND -->  a shell command run first, its output ignored (a run the sample needs)
 //   <!-- test: vary TEXT -->    lines holding TEXT are not compared (a race's outcome differs run to run)
@@ -88,7 +89,10 @@ std::string collapse(const std::string& s) {
   static const std::regex digits("[0-9][0-9,]*[0-9]|[0-9]"), spaces("[ \t]+"), rules("(─|━)+");
   // Which a diverging run meets first, an infinity or a NaN, depends on the processor's summation order.
   static const std::regex non_finite("\\b(NaN|nan|infinity|inf)\\b");
+  // A difference measured as a percentage may come out either side of zero from one run to the next.
+  static const std::regex signed_percent("[+-]([0-9][0-9.,]*%)");
   std::string out = std::regex_replace(s, non_finite, "<non-finite>");
+  out = std::regex_replace(out, signed_percent, "±$1");
   out = std::regex_replace(out, digits, "9");
   out = std::regex_replace(out, rules, "-");
   out = std::regex_replace(out, spaces, " ");
