@@ -150,7 +150,8 @@ struct AdamRule {
 };
 
 // lr_t = lr sqrt(1 - b2^t) / (1 - b1^t) and the AdamW decay lr wd, in double as the CPU forms them, then
-// rounded to float; t counts this step. Every thread forms them: two pows, cheaper than a host wait.
+// rounded to float; t counts this step. Each block forms them once, on the device: two pows are cheaper than
+// a host wait, but not free in every one of a large variable's million threads.
 __device__ void adam_rates(const AdamRule& r, float lr_f, float steps_done, float& lr_t, float& decay) {
   const double lr = lr_f;
   const double t = static_cast<double>(steps_done) + 1.0;
@@ -160,8 +161,10 @@ __device__ void adam_rates(const AdamRule& r, float lr_f, float steps_done, floa
 }
 
 __global__ void adam(Step s, float* w, float* m, float* v, const float* steps_done, AdamRule r) {
-  float lr_t = 0.0f, decay = 0.0f;
-  adam_rates(r, *s.lr, *steps_done, lr_t, decay);
+  __shared__ float rates[2];
+  if (threadIdx.x == 0) adam_rates(r, *s.lr, *steps_done, rates[0], rates[1]);
+  __syncthreads();
+  const float lr_t = rates[0], decay = rates[1];
   for_each_unless_bad(s, [&](std::int64_t i) {
     const float g = s.g[i];
     const float mi = apply(m, i, s.cas, [&](float old) { return add(mul(r.b1, old), mul(sub(1.0f, r.b1), g)); });
