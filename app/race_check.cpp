@@ -10,6 +10,7 @@
 #include "app/flag_checks.h"
 #include "app/scenarios/race_check.h"
 #include "app/terminal.h"
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/text.h"
 
@@ -92,9 +93,34 @@ int run_graph_check(const RaceFlags& f) {
   return report.with_auto_deps.empty() ? 0 : 1;
 }
 
+// The device of --device, present on this machine, or a SpecError naming the flag. A scenario asked for by
+// name that shares host objects (torn-read, queue, defaults) cannot run there; `all` means those that can.
+std::vector<std::string> scenarios_on_device(const RaceFlags& f, std::vector<std::string> scenarios) {
+  const std::string& device = f.options.device;
+  if (device == "cpu") return scenarios;
+  if (!is_device_name(device))
+    throw SpecError("", "--device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
+  if (DeviceRegistry::instance().find(device) == nullptr)
+    throw SpecError("", "--device",
+                    "no device " + device + " here (" + DeviceRegistry::instance().why_absent(device) + ")");
+  if (f.options.widen > 0)
+    throw SpecError("", "--widen",
+                    "the delay sits inside the CPU's read-modify-write; it has no counterpart on " + device);
+  std::vector<std::string> out;
+  for (const auto& s : scenarios) {
+    if (race_scenario_runs_on_devices(s)) {
+      out.push_back(s);
+    } else if (f.scenario != "all") {
+      throw SpecError("", "--scenario",
+                      s + " shares host objects and runs on the cpu only; on " + device + " run counter, sgd or train");
+    }
+  }
+  return out;
+}
+
 int run_race_check(const RaceFlags& f) {
   if (!f.graph.empty()) return run_graph_check(f);
-  const auto scenarios = parse_scenarios(f.scenario);
+  const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
   const auto modes = parse_modes(f.modes);
   if (f.explain && !f.json) {
     for (LockingMode m : modes)
@@ -109,8 +135,9 @@ int run_race_check(const RaceFlags& f) {
       continue;
     }
     for (LockingMode m : modes) plan.emplace_back(scenario, m);
-    // TensorFlow's lock-free answer beside the locking modes: no variable shared at all.
-    if (scenario == "train") plan.emplace_back(scenario, std::nullopt);
+    // TensorFlow's lock-free answer beside the locking modes: no variable shared at all (replicas on the
+    // CPU; on a device they would share its one stream).
+    if (scenario == "train" && f.options.device == "cpu") plan.emplace_back(scenario, std::nullopt);
   }
   std::vector<RaceRow> rows;
   StatusLine status;
@@ -141,7 +168,7 @@ int run_race_check(const RaceFlags& f) {
       if (r.final_loss >= 0) j["final_loss"] = r.final_loss;
       out.push_back(j);
     }
-    nlohmann::json doc = {{"rows", out}, {"consistent", !broken}};
+    nlohmann::json doc = {{"device", f.options.device}, {"rows", out}, {"consistent", !broken}};
     if (f.explain) {
       nlohmann::json ex = nlohmann::json::object();
       for (LockingMode m : modes) ex[std::string(locking_mode_name(m))] = explain_locking_mode(m);
@@ -173,6 +200,7 @@ int run_race_check(const RaceFlags& f) {
       {"observed", true, 3}, {"lost", true}, {"torn", true},       {"ops/s", true, 2}};
   if (any_loss) columns.push_back({"final loss", true, 1});
   columns.push_back({"verdict", false, 0, "", 24});
+  std::printf("Shared variables and their updates on %s\n", f.options.device.c_str());
   std::printf("%s", table_for_output(columns, table).c_str());
   std::printf("%s\n", broken ? "A mode broke its promise." : "Every mode that promises consistency kept it.");
   return broken ? 1 : 0;
@@ -190,6 +218,8 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
                  "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
       ->check(integer_in(0, 1000000));
   cmd.add_option("--seed", f.options.seed, "Seed of the train scenario")->check(non_negative_integer());
+  cmd.add_option("--device", f.options.device,
+                 "Where the shared variables live and their updates run (counter, sgd, train): cpu, cuda:N, sim:N");
   cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
   cmd.add_flag("--json", f.json, "Print the report as JSON");
   cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");

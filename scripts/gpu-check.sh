@@ -15,7 +15,8 @@
 #                               or one (each needs the ones before it to have run on the same machine):
 #                                 build     the carried binaries unpacked into build-gpu/ (or, without them,
 #                                           TENSORCTL_CUDA=ON built there), `tensorctl devices`
-#                                 test      the GPU suites (op tests on cuda:0, GPU training), in full
+#                                 test      the GPU suites (op tests on cuda:0, GPU training), in full,
+#                                           and race-check --device cuda:0
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
 #                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
 #                                 failures  a real device out of memory: another process holds all but
@@ -152,6 +153,9 @@ if runs test; then
   TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" || status=1
   echo "gpu-check: training on cuda:0"
   TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/gpu_tests" || status=1
+  echo "gpu-check: race-check with the shared variables on cuda:0"
+  COLUMNS=160 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tensorctl" race-check --device cuda:0 --threads 4 \
+    --iterations 200 || status=1
 fi
 if runs bench; then
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -4,6 +4,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 #include "core/autodiff.h"
@@ -24,11 +26,23 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Runs fn(0) .. fn(n - 1) on n threads; the first exception one of them threw is rethrown here.
 template <class Fn>
 void run_threads(int n, Fn fn) {
   std::vector<std::thread> threads;
-  for (int t = 0; t < n; ++t) threads.emplace_back([&, t] { fn(t); });
+  std::mutex mu;
+  std::exception_ptr first;
+  for (int t = 0; t < n; ++t)
+    threads.emplace_back([&, t] {
+      try {
+        fn(t);
+      } catch (...) {
+        std::lock_guard lock(mu);
+        if (!first) first = std::current_exception();
+      }
+    });
   for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
 }
 
 RaceRow make_row(const std::string& scenario, const std::string& mode, const RaceOptions& o) {
@@ -86,6 +100,15 @@ TCTL_REGISTER_OP({.name = "RaceCheckWidenedSgd", .num_inputs = 2, .infer = [](co
                   }});
 TCTL_REGISTER_KERNEL("RaceCheckWidenedSgd", DeviceKind::kCpu, widened_sgd_kernel);
 
+// The counter's sessions place its one op where the scope asks, or refuse: an Increment that fell back to
+// the CPU would measure the CPU, not the device asked for. The sgd scenario's gradient ops may fall back
+// (the simulated device has few kernels); its update, whose race is measured, has a kernel everywhere.
+SessionOptions on_device(bool strict = true) {
+  SessionOptions so;
+  so.placement.strict = strict;
+  return so;
+}
+
 bool keeps_updates(LockingMode m) { return m != LockingMode::kNone; }
 bool never_tears(LockingMode m) { return m != LockingMode::kNone && m != LockingMode::kAtomic; }
 
@@ -100,13 +123,31 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
     // `threads` inter-op threads runs it, so the graph, not a lock, orders the updates.
     auto g = std::make_shared<Graph>();
     std::vector<Output> updates;
-    for (std::int64_t i = 0; i < total; ++i)
-      updates.push_back(g->add("Increment", {}, Attrs{{"amount", 1.0}}, {{v, true}}));
+    {
+      Graph::Scope on(*g, "counter", o.device, Phase::kUpdate);
+      for (std::int64_t i = 0; i < total; ++i)
+        updates.push_back(g->add("Increment", {}, Attrs{{"amount", 1.0}}, {{v, true}}));
+    }
     add_auto_control_dependencies(*g);
     ThreadPool inter(o.threads), intra(1);
-    Session s(g, inter, intra);
+    Session s(g, inter, intra, on_device());
     start = Clock::now();
     s.run({}, {}, updates);
+  } else if (o.device != "cpu") {
+    // The device's Increment kernel, one node that every thread's runs of one session share.
+    auto g = std::make_shared<Graph>();
+    Output increment;
+    {
+      Graph::Scope on(*g, "counter", o.device, Phase::kUpdate);
+      increment = g->add("Increment", {}, Attrs{{"amount", 1.0}}, {{v, true}});
+    }
+    ThreadPool inter(1), intra(1);
+    Session s(g, inter, intra, on_device());
+    s.run({}, {}, std::span(&increment, 1));  // places the variable before the clock starts
+    start = Clock::now();
+    run_threads(o.threads, [&](int t) {
+      for (std::int64_t i = t == 0 ? 1 : 0; i < o.iterations; ++i) s.run({}, {}, std::span(&increment, 1));
+    });
   } else {
     const Tensor one = Tensor::filled(Shape{o.size}, 1.0f);
     run_threads(o.threads, [&](int) {
@@ -115,7 +156,7 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
   }
   const double elapsed = seconds_since(start);
   double sum = 0.0;
-  for (float x : v->read().to_floats()) sum += x;
+  for (float x : v->read().to(cpu_device()).to_floats()) sum += x;
   record_updates(r, total, static_cast<double>(total), sum / static_cast<double>(o.size), elapsed);
   judge(r, keeps_updates(mode), true);
   return r;
@@ -128,6 +169,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   const bool widened = o.widen > 0 && mode == LockingMode::kNone;
   // Adds thread t's gradient step to g, built the way a user would: trace the loss, differentiate, update.
   auto add_step = [&](Graph& g, int t) {
+    Graph::Scope on(g, "sgd", o.device, Phase::kUpdate);
     Output w = g.read(v);
     Output loss =
         g.add("Sum", {g.add("Mul", {w, g.constant(Tensor::filled(Shape{o.size}, static_cast<float>(t + 1)))})});
@@ -146,7 +188,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
     for (int t = 0; t < o.threads; ++t) steps.push_back(add_step(*g, t));
     add_auto_control_dependencies(*g);
     ThreadPool inter(o.threads), intra(1);
-    Session s(g, inter, intra);
+    Session s(g, inter, intra, on_device(false));
     start = Clock::now();
     for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, steps);
   } else {
@@ -156,13 +198,13 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
       auto scope = g->as_default();
       std::vector<Output> step{add_step(default_graph(), t)};
       ThreadPool inter(1), intra(1);
-      Session s(g, inter, intra);
+      Session s(g, inter, intra, on_device(false));
       for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, step);
     });
   }
   const double elapsed = seconds_since(start);
   double sum = 0.0;
-  for (float x : v->read().to_floats()) sum += x;
+  for (float x : v->read().to(cpu_device()).to_floats()) sum += x;
   r.operations = o.threads * o.iterations;
   r.expected = -expected_per_round * static_cast<double>(o.iterations);
   r.observed = sum / static_cast<double>(o.size);
@@ -215,6 +257,7 @@ RaceRow train(LockingMode mode, const RaceOptions& o) {
   // `threads`. The other modes get `threads` callers, each running its step inline.
   mo.inter_op_threads = mode == LockingMode::kDataflow ? o.threads : 1;
   mo.intra_op_threads = 1;
+  mo.device = o.device;
   auto net = std::make_shared<Sequential>(Sequential::from_json(race_train_spec(), "race-check", "", o.seed, mode));
   Model model(net, mo);
   const RaceBatches data = race_batches(o.seed, 32);
@@ -230,7 +273,7 @@ RaceRow train(LockingMode mode, const RaceOptions& o) {
   });
   const double elapsed = seconds_since(start);
   const auto state = model.optimizer().state();
-  record_updates(r, total, static_cast<double>(total), state.back()->read().item(), elapsed);
+  record_updates(r, total, static_cast<double>(total), state.back()->read().to(cpu_device()).item(), elapsed);
   r.final_loss = metric(Trainer(model).evaluate(data.digits, 256), "loss");
   judge(r, keeps_updates(mode), true);
   return r;
@@ -436,6 +479,10 @@ const std::vector<std::string>& race_scenario_names() {
 }
 
 bool race_scenario_uses_modes(const std::string& scenario) { return scenario != "queue" && scenario != "defaults"; }
+
+bool race_scenario_runs_on_devices(const std::string& scenario) {
+  return scenario == "counter" || scenario == "sgd" || scenario == "train";
+}
 
 RaceRow run_race_scenario(const std::string& scenario, LockingMode mode, const RaceOptions& o) {
   if (scenario == "counter") return counter(mode, o);

@@ -17,6 +17,9 @@ struct RaceOptions {
   std::int64_t size = 16;          // elements per variable
   int widen = 0;                   // yields inside each read-modify-write, in mode none (the scenario's own delay)
   std::uint64_t seed = 0;
+  // Where the shared variables live and their updates run (counter, sgd, train): "cpu", or a device the
+  // registry has ("sim:0", "cuda:0"), whose kernels then do every update on the device's stream.
+  std::string device = "cpu";
 };
 
 // One row of the report: a scenario run under one mode.
@@ -38,6 +41,9 @@ struct RaceRow {
 
 // "counter", "sgd", "train", "torn-read", "queue", "defaults".
 const std::vector<std::string>& race_scenario_names();
+// Whether a scenario's shared state may live on a device other than the CPU (counter, sgd, train); the
+// others share host objects (a vector read element by element, a queue, per-thread defaults).
+bool race_scenario_runs_on_devices(const std::string& scenario);
 // Whether a scenario runs once per locking mode (the others run once).
 bool race_scenario_uses_modes(const std::string& scenario);
 

@@ -40,7 +40,7 @@ void run_on_stream(KernelContext& ctx) {
 constexpr const char* kSimulatedOps[] = {
     "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",        "ReluGrad",
     "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent", "SoftmaxXentGrad",
-    "ApplyAdam", "ApplySgd",
+    "ApplyAdam", "ApplySgd",    "Increment",
 };
 
 bool register_all() {

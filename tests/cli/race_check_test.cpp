@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <map>
+#include <set>
 
 #include "cli/cli_test_util.h"
 
@@ -125,7 +126,58 @@ TEST_CASE("the table, --explain, and the static graph check") {
   CHECK(g.out.find("with automatic control dependencies: 0") != std::string::npos);
 }
 
+TEST_CASE("on a device the shared variables and their updates live there, and its one stream loses none") {
+  // sim:0 runs queued work one item at a time, as a GPU's single stream does: every update reads what the
+  // one before it wrote, so no mode loses any, none included. The counter's Increment must have a kernel
+  // there: placement is strict, and a node that fell back to the CPU would refuse the run.
+  TempDir dir;
+  const CommandResult r = run_tensorctl(
+      "race-check --json --device sim:0 --scenario counter,sgd,train --threads 3 --iterations 30", dir.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json doc = parse_json(r.out);
+  CHECK(doc.at("device") == "sim:0");
+  int rows = 0;
+  for (const auto& row : doc.at("rows")) {
+    INFO(row.dump());
+    ++rows;
+    CHECK(row.at("mode") != "mirrored");  // replicas would share the device's stream: not measured there
+    CHECK(row.at("lost_updates").get<std::int64_t>() == 0);
+    CHECK(row.at("observed").get<double>() == row.at("expected").get<double>());
+    CHECK_FALSE(row.at("broken").get<bool>());
+  }
+  CHECK(rows == 3 * 6);
+
+  // The variable really is the device's: with no room there, placing it fails, naming it.
+  setenv("TCTL_SIM_MEMORY_LIMIT", "32", 1);
+  const CommandResult full = run_tensorctl("race-check --device sim:0 --scenario counter --size 16", dir.path());
+  unsetenv("TCTL_SIM_MEMORY_LIMIT");
+  check_runtime_error(full, {"variable counter [16]: sim:0: out of memory"});
+
+  const CommandResult table = run_tensorctl("race-check --device sim:0 --scenario counter --modes none", dir.path());
+  CHECK(table.status == 0);
+  CHECK(table.out.rfind("Shared variables and their updates on sim:0\n", 0) == 0);
+  // `all` on a device means the scenarios that can run there.
+  const CommandResult all =
+      run_tensorctl("race-check --json --device sim:0 --modes mutex --threads 2 --iterations 4", dir.path());
+  REQUIRE(all.status == 0);
+  const nlohmann::json all_doc = parse_json(all.out);
+  std::set<std::string> scenarios;
+  for (const auto& row : all_doc.at("rows")) scenarios.insert(row.at("scenario").get<std::string>());
+  const std::set<std::string> on_devices{"counter", "sgd", "train"};
+  CHECK(scenarios == on_devices);
+}
+
 TEST_SUITE("bad input") {
+  TEST_CASE("race-check --device: an unknown or absent device, a host-only scenario, --widen") {
+    TempDir dir;
+    expect_user_error(dir, "race-check --device gpu", {"--device: unknown device \"gpu\""});
+    expect_user_error(dir, "race-check --device cuda:x", {"--device: unknown device \"cuda:x\""});
+    expect_user_error(dir, "race-check --device sim:7", {"--device: no device sim:7 here"});
+    expect_user_error(dir, "race-check --device sim:0 --scenario counter,torn-read",
+                      {"--scenario: torn-read shares host objects and runs on the cpu only"});
+    expect_user_error(dir, "race-check --device sim:0 --scenario counter --widen 10", {"--widen:", "sim:0"});
+  }
+
   TEST_CASE("race-check refuses unknown scenarios and modes and bad counts") {
     TempDir dir;
     expect_user_error(dir, "race-check --scenario deadlock",
