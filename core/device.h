@@ -41,6 +41,12 @@ class Event {
   }
 };
 
+// A stream of a thread's own on a device (Device::own_stream); destroying it waits for its work to finish.
+class OwnStream {
+ public:
+  virtual ~OwnStream() = default;
+};
+
 // What a device's memory pool has done so far; tests use it to show steady-state steps allocate nothing.
 struct DeviceMemoryStats {
   std::uint64_t fresh_blocks = 0;     // blocks taken from the system
@@ -86,6 +92,19 @@ class Device {
   // current device is per thread: a kernel launched on an executor thread goes to it). Called before each
   // kernel that runs here; cheap when it is current already.
   virtual void make_current() {}
+
+  // A stream of the calling thread's own, while the returned object lives: the work the thread queues here
+  // (kernels, copies, host work, events) goes to it, beside the device's stream and other threads' own
+  // streams, so two threads' updates may overlap on the device as they do on the CPU (race-check
+  // --device). While any thread holds one, a variable in a locked mode orders its writes and reads across
+  // streams (Variable::Update waits for the last write's event), a freed block is reused only once every
+  // stream has passed its release, and synchronize() waits for them all. One per thread at a time. Null
+  // on a device whose work runs in turn on the calling thread anyway (the CPU, the simulated device).
+  virtual std::unique_ptr<OwnStream> own_stream() { return nullptr; }
+  // Whether some thread holds an own stream of this device now.
+  virtual bool has_own_streams() const { return false; }
+  // Makes the work this thread queues here next wait until `event` (of this device) is done.
+  virtual void queue_wait(const Event& event) { (void)event; }
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
   // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",

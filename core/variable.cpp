@@ -35,15 +35,26 @@ std::shared_ptr<const Tensor> Variable::current_version() const {
   return version_;
 }
 
+std::shared_ptr<const Tensor> Variable::current_version(std::shared_ptr<Event>& written) const {
+  std::lock_guard lock(version_mu_);
+  written = version_written_;
+  return version_;
+}
+
+void Variable::wait_for_write(Device* device, const std::shared_ptr<Event>& written) {
+  if (written != nullptr && device->has_own_streams()) device->queue_wait(*written);
+}
+
 bool Variable::holds_current(const Tensor& held, std::uint64_t writes) const {
   if (lock_free() || !held.defined()) return false;
   if (mode_ == LockingMode::kSnapshot) return current_version()->shares_buffer_with(held);
   return this->writes() == writes;
 }
 
-void Variable::publish(std::shared_ptr<const Tensor> next) {
+void Variable::publish(std::shared_ptr<const Tensor> next, std::shared_ptr<Event> written) {
   std::lock_guard lock(version_mu_);
   version_.swap(next);
+  version_written_.swap(written);
 }
 
 bool Variable::lock_free() const {
@@ -82,11 +93,15 @@ Tensor Variable::read(std::uint64_t& writes) const {
   if (mode_ == LockingMode::kSnapshot) {
     // The count first: a version published in between makes the count old, never the value.
     writes = writes_.load(std::memory_order_acquire);
-    return *current_version();
+    std::shared_ptr<Event> written;
+    Tensor out = *current_version(written);
+    wait_for_write(device(), written);
+    return out;
   }
   std::unique_lock lock = lock_for_mode();
   writes = writes_.load(std::memory_order_relaxed);
   Tensor out = value_;
+  wait_for_write(device(), written_);
   unlock_for_mode(lock);
   return out;
 }
@@ -171,18 +186,25 @@ void Variable::add_scaled(const Tensor& delta, float sign) {
 void Variable::assign_add(const Tensor& delta) { add_scaled(delta, 1.0f); }
 void Variable::assign_sub(const Tensor& delta) { add_scaled(delta, -1.0f); }
 
-Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
+Variable::Update::Update(Variable& v) : v_(v), device_(v.device()), size_(v.shape_.num_elements()) {
   lock_ = v.lock_for_mode();
+  // In the locked modes the copy below and the kernel after it wait for the last write, on whichever of
+  // the device's streams it was queued; the lock-free modes order nothing, on a device as on the CPU.
   switch (v.mode_) {
     case LockingMode::kMutex:
     case LockingMode::kProcess:
+      wait_for_write(device_, v.written_);
       v.make_unique_locked();
       data_ = static_cast<float*>(v.value_.raw_mutable_data());
       break;
-    case LockingMode::kSnapshot:
-      next_ = v.current_version()->clone();
+    case LockingMode::kSnapshot: {
+      std::shared_ptr<Event> written;
+      const std::shared_ptr<const Tensor> current = v.current_version(written);
+      wait_for_write(device_, written);
+      next_ = current->clone();
       data_ = static_cast<float*>(next_.raw_mutable_data());
       break;
+    }
     case LockingMode::kAtomic:
       cas_ = true;
       [[fallthrough]];
@@ -195,7 +217,13 @@ Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
 }
 
 Variable::Update::~Update() {
-  if (v_.mode_ == LockingMode::kSnapshot) v_.publish(std::make_shared<const Tensor>(std::move(next_)));
+  // The event after this write's kernel, for the next reader or writer on another stream.
+  std::shared_ptr<Event> written = !shared_ && device_->has_own_streams() ? device_->record_event() : nullptr;
+  if (v_.mode_ == LockingMode::kSnapshot) {
+    v_.publish(std::make_shared<const Tensor>(std::move(next_)), std::move(written));
+  } else if (!shared_) {
+    v_.written_ = std::move(written);
+  }
   if (!shared_) v_.writes_.fetch_add(1, std::memory_order_release);
   v_.unlock_for_mode(lock_);
 }

@@ -102,7 +102,8 @@ class Variable {
    private:
     Variable& v_;
     std::unique_lock<std::mutex> lock_;
-    Tensor next_;  // the version being written, in snapshot mode
+    Device* device_;  // where the value lives, for ordering the write across own streams
+    Tensor next_;     // the version being written, in snapshot mode
     float* data_ = nullptr;
     std::int64_t size_ = 0;
     bool shared_ = false;
@@ -130,6 +131,10 @@ class Variable {
   };
   // value_'s handle, read under a HandleLock.
   Tensor locked_value() const;
+  // Across a device's own streams (Device::own_stream): in the locked modes, makes the calling thread's
+  // next work there wait for the last write to the value it reads or replaces (`written`: written_, or the
+  // published version's event). Nothing while no thread holds an own stream.
+  static void wait_for_write(Device* device, const std::shared_ptr<Event>& written);
   void add_scaled(const Tensor& delta, float sign);
 
   std::string name_;
@@ -145,8 +150,15 @@ class Variable {
   // so a reader waits at most for a pointer swap.
   mutable std::mutex version_mu_;
   std::shared_ptr<const Tensor> version_ TCTL_GUARDED_BY(version_mu_);
+  // The event after the kernel that wrote version_ when it was written on a device with own streams (null
+  // otherwise), published with it.
+  std::shared_ptr<Event> version_written_ TCTL_GUARDED_BY(version_mu_);
   std::shared_ptr<const Tensor> current_version() const;
-  void publish(std::shared_ptr<const Tensor> next);
+  std::shared_ptr<const Tensor> current_version(std::shared_ptr<Event>& written) const;
+  void publish(std::shared_ptr<const Tensor> next, std::shared_ptr<Event> written = nullptr);
+  // mutex, process: the event after the last write's kernel when it was queued while the device had own
+  // streams (null otherwise); under the mode's lock.
+  std::shared_ptr<Event> written_;
   // Where the value lives; changed only by place_on, under the mode's lock.
   std::atomic<Device*> device_{cpu_device()};
   // Counted at the end of each update, under the mode's lock, after the new value is in place.

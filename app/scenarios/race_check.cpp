@@ -109,6 +109,14 @@ SessionOptions on_device(bool strict = true) {
   return so;
 }
 
+// On a device, a scenario thread queues its work on a stream of its own where the device has such streams
+// (a GPU), so threads' updates may overlap there as they do on the CPU; null on the CPU and on sim.
+std::unique_ptr<OwnStream> own_stream(const RaceOptions& o) {
+  if (o.device == "cpu") return nullptr;
+  Device* device = DeviceRegistry::instance().find(o.device);
+  return device != nullptr ? device->own_stream() : nullptr;
+}
+
 bool keeps_updates(LockingMode m) { return m != LockingMode::kNone; }
 bool never_tears(LockingMode m) { return m != LockingMode::kNone && m != LockingMode::kAtomic; }
 
@@ -146,6 +154,7 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
     s.run({}, {}, std::span(&increment, 1));  // places the variable before the clock starts
     start = Clock::now();
     run_threads(o.threads, [&](int t) {
+      const auto own = own_stream(o);
       for (std::int64_t i = t == 0 ? 1 : 0; i < o.iterations; ++i) s.run({}, {}, std::span(&increment, 1));
     });
   } else {
@@ -179,6 +188,9 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
       return g.add("RaceCheckWidenedSgd", {grad, g.scalar(1.0f)}, Attrs{{"widen", std::int64_t{o.widen}}}, {{v, true}});
     return g.add("ApplySgd", {grad, g.scalar(1.0f)}, {}, {{v, true}});
   };
+  // On a device the variable moves there before any thread starts, on the device's stream, which a
+  // thread's own stream waits for when it is made.
+  if (o.device != "cpu") v->place_on(DeviceRegistry::instance().find(o.device));
   double expected_per_round = 0.0;
   for (int t = 0; t < o.threads; ++t) expected_per_round += t + 1;
   auto start = Clock::now();
@@ -193,6 +205,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
     for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, steps);
   } else {
     run_threads(o.threads, [&](int t) {
+      const auto own = own_stream(o);
       // Each thread traces into its own default graph, as a thread of a TensorFlow program would.
       auto g = std::make_shared<Graph>();
       auto scope = g->as_default();

@@ -14,22 +14,33 @@ namespace tctl::cuda {
 
 namespace {
 
+// The own stream the calling thread holds (CudaDevice::own_stream), and of which device; a pinned word for
+// the reports queued on it.
+thread_local const CudaDevice* t_own_device = nullptr;
+thread_local cudaStream_t t_own_stream = nullptr;
+thread_local void* t_own_report = nullptr;
+
 class CudaEvent final : public Event {
  public:
   // A timed event costs a timestamp on the GPU; an untimed one (cudaEventDisableTiming) is the cheapest
-  // kind, for every path but the profiler's.
-  CudaEvent(CudaDevice& device, bool timed) : device_(device), timed_(timed), reports_before_(device.report_mark()) {
+  // kind, for every path but the profiler's. Recorded on `stream`, the calling thread's by default.
+  CudaEvent(CudaDevice& device, bool timed, cudaStream_t stream = nullptr)
+      : device_(device), timed_(timed), reports_before_(device.report_mark()) {
     CurrentDevice current(device.ordinal(), device.name());
     check(cudaEventCreateWithFlags(&event_, timed ? cudaEventDefault : cudaEventDisableTiming), device.name(),
           "cudaEventCreate");
-    check(cudaEventRecord(event_, device.stream()), device.name(), "cudaEventRecord");
+    if (stream == nullptr) stream = device.stream();
+    // The reports' ring is filled from the device's stream only: an event elsewhere does not cover it.
+    covers_reports_ = t_own_device != &device || stream != t_own_stream;
+    check(cudaEventRecord(event_, stream), device.name(), "cudaEventRecord");
   }
+  cudaEvent_t get() const { return event_; }
   ~CudaEvent() override { cudaEventDestroy(event_); }
   // A failed query counts as done: the failure itself is reported by the next wait or synchronize.
   bool done() const override { return cudaEventQuery(event_) != cudaErrorNotReady; }
   void wait() override {
     check(cudaEventSynchronize(event_), device_.name(), "cudaEventSynchronize");
-    device_.read_reports(reports_before_);
+    if (covers_reports_) device_.read_reports(reports_before_);
     device_.rethrow_host_error();
   }
   std::optional<double> elapsed_us_since(const Event& earlier) const override {
@@ -48,7 +59,24 @@ class CudaEvent final : public Event {
   CudaDevice& device_;
   bool timed_;
   std::uint64_t reports_before_;  // the reports queued before the event, whose copies its wait covers
+  bool covers_reports_ = true;    // recorded on the device's stream, where those copies are queued
   cudaEvent_t event_ = nullptr;
+};
+
+// A point on every stream of a device at once (its own and the threads' own streams): done when each
+// stream has passed it. What a freed block waits for while own streams exist.
+class AllStreamsEvent final : public Event {
+ public:
+  explicit AllStreamsEvent(std::vector<std::shared_ptr<CudaEvent>> parts) : parts_(std::move(parts)) {}
+  bool done() const override {
+    return std::all_of(parts_.begin(), parts_.end(), [](const auto& e) { return e->done(); });
+  }
+  void wait() override {
+    for (auto& e : parts_) e->wait();
+  }
+
+ private:
+  std::vector<std::shared_ptr<CudaEvent>> parts_;
 };
 
 ProvidedDevices cuda_devices() {
@@ -112,6 +140,7 @@ CudaDevice::~CudaDevice() {
   CurrentDevice current(ordinal_, name_);
   cudaStreamSynchronize(stream_);
   if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_done_ != nullptr) cudaEventDestroy(cublas_done_);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   for (std::size_t k = 0; k < staging_.size(); ++k) {
     cudaFreeHost(staging_[k]);
@@ -125,8 +154,81 @@ void* CudaDevice::allocate(std::size_t bytes) { return pool_.allocate(bytes); }
 
 // Every use of device memory is ordered on the one stream, and the host never touches it but through that
 // stream, so a block given back may be handed out again at once: whatever reads it next is queued after
-// whatever read it last. (A second stream will need an event here, as the simulated device has.)
-void CudaDevice::deallocate(void* p, std::size_t) { pool_.deallocate(p, done_event()); }
+// whatever read it last. While threads hold own streams, the block waits until every stream has passed
+// this point, for its last reader may be on any of them.
+void CudaDevice::deallocate(void* p, std::size_t) {
+  if (!has_own_streams()) {
+    pool_.deallocate(p, done_event());
+    return;
+  }
+  std::vector<std::shared_ptr<CudaEvent>> parts;
+  for (cudaStream_t s : all_streams()) parts.push_back(std::make_shared<CudaEvent>(*this, false, s));
+  pool_.deallocate(p, std::make_shared<AllStreamsEvent>(std::move(parts)));
+}
+
+cudaStream_t CudaDevice::stream() const { return t_own_device == this ? t_own_stream : stream_; }
+
+std::vector<cudaStream_t> CudaDevice::all_streams() const {
+  std::lock_guard lock(own_mu_);
+  std::vector<cudaStream_t> out{stream_};
+  out.insert(out.end(), own_.begin(), own_.end());
+  return out;
+}
+
+// A thread's own stream: made after the device's stream has finished what it held (so a block freed on it
+// before, with no event, is free on every stream), registered for all_streams; on destruction its work
+// finishes before it goes.
+class CudaDevice::Own final : public OwnStream {
+ public:
+  explicit Own(CudaDevice& device) : device_(device) {
+    TCTL_CHECK(t_own_device == nullptr, "a thread holds one own stream at a time");
+    CurrentDevice current(device.ordinal_, device.name_);
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), device.name_, "cudaStreamCreate");
+    check(cudaMallocHost(&report_, CudaDevice::kReportBytes), device.name_, "cudaMallocHost");
+    {
+      std::lock_guard lock(device.own_mu_);
+      device.own_.push_back(stream_);
+      device.own_streams_.fetch_add(1, std::memory_order_acq_rel);
+    }
+    check(cudaStreamSynchronize(device.stream_), device.name_, "cudaStreamSynchronize");
+    t_own_device = &device;
+    t_own_stream = stream_;
+    t_own_report = report_;
+  }
+  ~Own() override {
+    CurrentDevice current(device_.ordinal_, device_.name_);
+    cudaStreamSynchronize(stream_);
+    t_own_device = nullptr;
+    t_own_stream = nullptr;
+    t_own_report = nullptr;
+    {
+      std::lock_guard lock(device_.own_mu_);
+      device_.own_.erase(std::find(device_.own_.begin(), device_.own_.end(), stream_));
+      device_.own_streams_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    cudaStreamDestroy(stream_);
+    cudaFreeHost(report_);
+  }
+  Own(const Own&) = delete;
+  Own& operator=(const Own&) = delete;
+
+ private:
+  CudaDevice& device_;
+  cudaStream_t stream_ = nullptr;
+  void* report_ = nullptr;
+};
+
+std::unique_ptr<OwnStream> CudaDevice::own_stream() { return std::make_unique<Own>(*this); }
+
+void CudaDevice::queue_wait(const Event& event) {
+  if (event.done()) return;
+  CurrentDevice current(ordinal_, name_);
+  if (const auto* e = dynamic_cast<const CudaEvent*>(&event)) {
+    check(cudaStreamWaitEvent(stream(), e->get(), 0), name_, "cudaStreamWaitEvent");
+  } else {
+    const_cast<Event&>(event).wait();  // another kind: wait on the host
+  }
+}
 
 void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) {
   std::lock_guard lock(staging_mu_);
@@ -135,8 +237,8 @@ void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) 
     const std::size_t n = std::min(kStagingBytes, bytes - off);
     check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
     std::memcpy(staging_[k], src + off, n);
-    check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream_), name_, "cudaMemcpyAsync");
-    check(cudaEventRecord(staging_done_[k], stream_), name_, "cudaEventRecord");
+    check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream()), name_, "cudaMemcpyAsync");
+    check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
   }
 }
 
@@ -155,13 +257,13 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
   std::size_t k = 0;
   for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
-    check(cudaMemcpyAsync(staging_[k], src + off, n, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
-    check(cudaEventRecord(staging_done_[k], stream_), name_, "cudaEventRecord");
+    check(cudaMemcpyAsync(staging_[k], src + off, n, cudaMemcpyDeviceToHost, stream()), name_, "cudaMemcpyAsync");
+    check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
     if (pending) drain(*pending);
     pending = Pending{k, off, n};
   }
   if (pending) drain(*pending);
-  read_reports(reports);
+  if (t_own_device != this) read_reports(reports);  // an own stream's wait does not cover the ring's copies
   rethrow_host_error();
 }
 
@@ -177,7 +279,7 @@ void CudaDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
 
 void CudaDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
   CurrentDevice current(ordinal_, name_);
-  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), name_, "cudaMemcpyAsync");
+  check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), name_, "cudaMemcpyAsync");
 }
 
 void CUDART_CB CudaDevice::run_host_work(void* data) {
@@ -193,13 +295,26 @@ void CUDART_CB CudaDevice::run_host_work(void* data) {
 void CudaDevice::enqueue(std::function<void()> work) {
   CurrentDevice current(ordinal_, name_);
   auto w = std::make_unique<HostWork>(HostWork{this, std::move(work)});
-  check(cudaLaunchHostFunc(stream_, run_host_work, w.get()), name_, "cudaLaunchHostFunc");
+  check(cudaLaunchHostFunc(stream(), run_host_work, w.get()), name_, "cudaLaunchHostFunc");
   w.release();  // run_host_work owns it now
 }
 
 void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report) {
   TCTL_CHECK(bytes <= kReportBytes, "enqueue_report of more than kReportBytes");
   CurrentDevice current(ordinal_, name_);
+  if (t_own_device == this) {
+    // On an own stream the ring's order (one stream, read at the next wait) does not hold: the word is
+    // read at once, after a wait for this stream alone.
+    check(cudaMemcpyAsync(t_own_report, src, bytes, cudaMemcpyDeviceToHost, t_own_stream), name_, "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(t_own_stream), name_, "cudaStreamSynchronize");
+    try {
+      report(t_own_report);
+    } catch (...) {
+      std::lock_guard error(error_mu_);
+      if (!host_error_) host_error_ = std::current_exception();
+    }
+    return;
+  }
   std::lock_guard lock(report_mu_);
   if (reports_.size() == kReportSlots) {  // no wait has read the ring since it filled: wait, read them all
     check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
@@ -253,7 +368,11 @@ void CudaDevice::make_current() {
 void CudaDevice::synchronize() {
   CurrentDevice current(ordinal_, name_);
   const std::uint64_t reports = report_mark();
-  check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
+  if (has_own_streams()) {
+    for (cudaStream_t s : all_streams()) check(cudaStreamSynchronize(s), name_, "cudaStreamSynchronize");
+  } else {
+    check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
+  }
   read_reports(reports);
   rethrow_host_error();
 }
@@ -264,6 +383,7 @@ cublasHandle_t CudaDevice::cublas() {
     if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw RuntimeError(name_ + ": cublasCreate failed");
     constexpr std::size_t kWorkspace = std::size_t{32} << 20;
     check(cudaMalloc(&cublas_workspace_, kWorkspace), name_, "cudaMalloc (cuBLAS workspace)");
+    check(cudaEventCreateWithFlags(&cublas_done_, cudaEventDisableTiming), name_, "cudaEventCreate");
     if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS ||
         cublasSetWorkspace(cublas_, cublas_workspace_, kWorkspace) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)

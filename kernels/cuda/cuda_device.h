@@ -12,12 +12,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include "core/caching_pool.h"
 #include "core/device.h"
+#include "core/errors.h"
 
 namespace tctl::cuda {
 
@@ -44,13 +46,22 @@ class CudaDevice final : public Device {
   DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
   std::vector<std::pair<std::string, std::string>> properties() const override;
 
+  std::unique_ptr<OwnStream> own_stream() override;
+  bool has_own_streams() const override { return own_streams_.load(std::memory_order_acquire) > 0; }
+  void queue_wait(const Event& event) override;
+
   int ordinal() const { return ordinal_; }
-  cudaStream_t stream() const { return stream_; }
+  // Where the calling thread's work goes: its own stream of this device while it holds one, else the
+  // device's stream.
+  cudaStream_t stream() const;
   // The device's cuBLAS handle, bound to its stream, made on first use: FP32 math without TF32 (exact
   // float products, as on the CPU) and a fixed workspace, so a product gives the same bits every run.
   cublasHandle_t cublas();
   // Held across each call on that handle (launch.h's CublasCall).
   std::mutex& cublas_mutex() { return cublas_mu_; }
+  // Recorded after each call on the handle while own streams exist, and waited for before the next: the
+  // handle's one workspace must not serve two streams' products at once.
+  cudaEvent_t cublas_done() const { return cublas_done_; }
   // Rethrows the first error of host work queued with enqueue, or of a report read, once.
   void rethrow_host_error();
   // Queues a copy of `bytes` (at most kReportBytes) of device memory into a slot of a pinned ring; `report`
@@ -68,6 +79,9 @@ class CudaDevice final : public Device {
  private:
   struct HostWork;
   static void CUDART_CB run_host_work(void* data);
+  class Own;
+  // The device's stream and every own stream now, for a wait or an event that must cover them all.
+  std::vector<cudaStream_t> all_streams() const;
   // Copies between the host and the device through the pinned staging buffers, a chunk at a time.
   void stage_from_host(char* dst, const char* src, std::size_t bytes);
   void stage_to_host(char* dst, const char* src, std::size_t bytes);
@@ -84,6 +98,7 @@ class CudaDevice final : public Device {
   std::array<cudaEvent_t, 2> staging_done_{};
   std::once_flag cublas_once_;
   cublasHandle_t cublas_ = nullptr;
+  cudaEvent_t cublas_done_ = nullptr;
   void* cublas_workspace_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr host_error_;
@@ -101,6 +116,10 @@ class CudaDevice final : public Device {
   std::deque<PendingReport> reports_;
   // Written under report_mu_; read without it by report_mark, which every event's creation calls.
   std::atomic<std::uint64_t> reports_queued_{0};
+  // The own streams threads hold now (Device::own_stream), and how many.
+  mutable std::mutex own_mu_;
+  std::vector<cudaStream_t> own_ TCTL_GUARDED_BY(own_mu_);
+  std::atomic<int> own_streams_{0};
 };
 
 }  // namespace tctl::cuda

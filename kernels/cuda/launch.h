@@ -23,14 +23,24 @@ inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).
 // weights a few ulp apart; one at a time, the same bits).
 class CublasCall {
  public:
-  explicit CublasCall(CudaDevice& device) : lock_(device.cublas_mutex()), handle_(device.cublas()) {
+  explicit CublasCall(CudaDevice& device)
+      : lock_(device.cublas_mutex()), handle_(device.cublas()), device_(device), ordered_(device.has_own_streams()) {
     cublasSetMathMode(handle_, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    cublasSetStream(handle_, device.stream());  // the calling thread's own stream, when it holds one
+    if (ordered_) cudaStreamWaitEvent(device.stream(), device.cublas_done(), 0);
   }
+  ~CublasCall() {
+    if (ordered_) cudaEventRecord(device_.cublas_done(), device_.stream());
+  }
+  CublasCall(const CublasCall&) = delete;
+  CublasCall& operator=(const CublasCall&) = delete;
   operator cublasHandle_t() const { return handle_; }
 
  private:
   std::unique_lock<std::mutex> lock_;
   cublasHandle_t handle_;
+  CudaDevice& device_;
+  bool ordered_;  // own streams exist: the workspace's previous user, on any stream, goes first
 };
 inline CublasCall cublas_of(const KernelContext& ctx) { return CublasCall(device_of(ctx)); }
 

@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -107,4 +111,69 @@ TEST_CASE("one thread may update several process-locked variables at once") {
   }
   CHECK(a.read().to_floats() == std::vector<float>{1, 0});
   CHECK(b.read().to_floats() == std::vector<float>{0, 2});
+}
+
+namespace {
+
+// A device that says it has own streams and notes which events the work queued next is made to wait for.
+class StreamsDevice final : public Device {
+ public:
+  struct Mark final : Event {
+    explicit Mark(int id) : id(id) {}
+    bool done() const override { return false; }
+    void wait() override {}
+    int id;
+  };
+
+  DeviceKind kind() const override { return DeviceKind::kSim; }
+  const std::string& name() const override { return name_; }
+  bool host_addressable() const override { return true; }
+  void* allocate(std::size_t bytes) override { return ::operator new(std::max<std::size_t>(bytes, 1)); }
+  void deallocate(void* p, std::size_t) override { ::operator delete(p); }
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy_on_device(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void enqueue(std::function<void()> work) override { work(); }
+  void synchronize() override {}
+  std::shared_ptr<Event> record_event() override { return std::make_shared<Mark>(++recorded); }
+  bool has_own_streams() const override { return own; }
+  void queue_wait(const Event& e) override { waited.push_back(dynamic_cast<const Mark&>(e).id); }
+
+  bool own = false;
+  int recorded = 0;
+  std::vector<int> waited;
+
+ private:
+  std::string name_ = "streams:0";
+};
+
+}  // namespace
+
+TEST_CASE(
+    "across a device's own streams a locked write waits for the last one and a read for the last write; "
+    "the lock-free modes order nothing (none races there, atomic adds by CAS)") {
+  for (auto name : locking_mode_names()) {
+    const LockingMode mode = *parse_locking_mode(name);
+    INFO(name);
+    StreamsDevice d;
+    Variable v("v", Tensor::zeros(DType::kF32, Shape{4}), mode);
+    v.place_on(&d);
+    { Variable::Update u(v); }  // no own streams: nothing recorded, nothing waited for
+    CHECK(d.recorded == 0);
+    d.own = true;
+    { Variable::Update u(v); }  // the first write on own streams: nothing before it to wait for
+    CHECK(d.waited.empty());
+    { Variable::Update u(v); }
+    (void)v.read();
+    if (v.lock_free()) {
+      CHECK(d.recorded == 0);
+      CHECK(d.waited.empty());
+      continue;
+    }
+    CHECK(d.recorded == 2);
+    CHECK(d.waited == std::vector<int>{1, 2});
+    d.own = false;
+    (void)v.read();
+    CHECK(d.waited.size() == 2);
+  }
 }
