@@ -97,9 +97,11 @@ class Device {
   // (kernels, copies, host work, events) goes to it, beside the device's stream and other threads' own
   // streams, so two threads' updates may overlap on the device as they do on the CPU (race-check
   // --device). While any thread holds one, a variable in a locked mode orders its writes and reads across
-  // streams (Variable::Update waits for the last write's event), a freed block is reused only once every
-  // stream has passed its release, and synchronize() waits for them all. One per thread at a time. Null
-  // on a device whose work runs in turn on the calling thread anyway (the CPU, the simulated device).
+  // streams (Variable::Update waits for the last write's event) and a freed block is reused only once
+  // every stream has passed its release; synchronize() waits for the calling thread's stream. One per
+  // thread at a time, for a thread that runs its graphs itself (one inter-op thread): work it hands to
+  // other threads goes to theirs. Null on a device whose work runs in turn on the calling thread anyway
+  // (the CPU, the simulated device).
   virtual std::unique_ptr<OwnStream> own_stream() { return nullptr; }
   // Whether some thread holds an own stream of this device now.
   virtual bool has_own_streams() const { return false; }

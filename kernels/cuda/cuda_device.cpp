@@ -31,7 +31,7 @@ class CudaEvent final : public Event {
           "cudaEventCreate");
     if (stream == nullptr) stream = device.stream();
     // The reports' ring is filled from the device's stream only: an event elsewhere does not cover it.
-    covers_reports_ = t_own_device != &device || stream != t_own_stream;
+    covers_reports_ = stream == device.main_stream();
     check(cudaEventRecord(event_, stream), device.name(), "cudaEventRecord");
   }
   cudaEvent_t get() const { return event_; }
@@ -368,12 +368,9 @@ void CudaDevice::make_current() {
 void CudaDevice::synchronize() {
   CurrentDevice current(ordinal_, name_);
   const std::uint64_t reports = report_mark();
-  if (has_own_streams()) {
-    for (cudaStream_t s : all_streams()) check(cudaStreamSynchronize(s), name_, "cudaStreamSynchronize");
-  } else {
-    check(cudaStreamSynchronize(stream_), name_, "cudaStreamSynchronize");
-  }
-  read_reports(reports);
+  // The calling thread's work: on its own stream, if it holds one (whose reports were read as they came).
+  check(cudaStreamSynchronize(stream()), name_, "cudaStreamSynchronize");
+  if (t_own_device != this) read_reports(reports);
   rethrow_host_error();
 }
 

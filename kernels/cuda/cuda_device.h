@@ -54,6 +54,8 @@ class CudaDevice final : public Device {
   // Where the calling thread's work goes: its own stream of this device while it holds one, else the
   // device's stream.
   cudaStream_t stream() const;
+  // The device's stream, whatever the calling thread holds.
+  cudaStream_t main_stream() const { return stream_; }
   // The device's cuBLAS handle, bound to its stream, made on first use: FP32 math without TF32 (exact
   // float products, as on the CPU) and a fixed workspace, so a product gives the same bits every run.
   cublasHandle_t cublas();
