@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,8 +129,10 @@ class StreamsDevice final : public Device {
   DeviceKind kind() const override { return DeviceKind::kSim; }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
-  void* allocate(std::size_t bytes) override { return ::operator new(std::max<std::size_t>(bytes, 1)); }
-  void deallocate(void* p, std::size_t) override { ::operator delete(p); }
+  void* allocate(std::size_t bytes) override {
+    return ::operator new (std::max<std::size_t>(bytes, 1), std::align_val_t{64});
+  }
+  void deallocate(void* p, std::size_t) override { ::operator delete (p, std::align_val_t{64}); }
   void copy_from_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_to_host(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy_on_device(void* dst, const void* src, std::size_t bytes) override { std::memcpy(dst, src, bytes); }
