@@ -95,14 +95,17 @@ int run_graph_check(const RaceFlags& f) {
 
 // The device of --device, present on this machine, or a SpecError naming the flag. A scenario asked for by
 // name that shares host objects (torn-read, queue, defaults) cannot run there; `all` means those that can.
-std::vector<std::string> scenarios_on_device(const RaceFlags& f, std::vector<std::string> scenarios) {
-  const std::string& device = f.options.device;
+// The device's name is made canonical ("cuda" becomes "cuda:0").
+std::vector<std::string> scenarios_on_device(RaceFlags& f, std::vector<std::string> scenarios) {
+  std::string& device = f.options.device;
   if (device == "cpu") return scenarios;
   if (!is_device_name(device))
     throw SpecError("", "--device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
-  if (DeviceRegistry::instance().find(device) == nullptr)
+  const Device* found = DeviceRegistry::instance().find(device);
+  if (found == nullptr)
     throw SpecError("", "--device",
                     "no device " + device + " here (" + DeviceRegistry::instance().why_absent(device) + ")");
+  device = found->name();
   if (f.options.widen > 0)
     throw SpecError("", "--widen",
                     "the delay sits inside the CPU's read-modify-write; it has no counterpart on " + device);
@@ -118,8 +121,9 @@ std::vector<std::string> scenarios_on_device(const RaceFlags& f, std::vector<std
   return out;
 }
 
-int run_race_check(const RaceFlags& f) {
-  if (!f.graph.empty()) return run_graph_check(f);
+int run_race_check(const RaceFlags& given) {
+  if (!given.graph.empty()) return run_graph_check(given);
+  RaceFlags f = given;
   const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
   const auto modes = parse_modes(f.modes);
   if (f.explain && !f.json) {

@@ -2,10 +2,10 @@
 // "cuda:0", "sim:0"); the placement pass resolves names to Device objects through the DeviceRegistry.
 //
 // A device owns its memory and orders its work on one stream: work queued on it runs in the order it was
-// queued, copies included. The CPU runs everything at once, on the thread that asks. A device with a
-// stream of its own (CUDA, the simulated device) may run queued work later, so it gives a freed block back
-// to its pool only once the work queued before the free has finished: whatever was still reading the block
-// reads it before anyone can write it again.
+// queued, copies included (a thread may hold a stream of its own beside it: Device::own_stream, for
+// race-check). The CPU runs everything at once, on the thread that asks. A device with a stream of its own (CUDA, the
+// simulated device) may run queued work later, so it gives a freed block back to its pool only once the work queued
+// before the free has finished: whatever was still reading the block reads it before anyone can write it again.
 #pragma once
 
 #include <cstddef>
@@ -81,7 +81,8 @@ class Device {
 
   // Queues host work on the stream; the CPU runs it before returning.
   virtual void enqueue(std::function<void()> work) = 0;
-  // Blocks until the work queued so far has finished; rethrows the first error queued work threw.
+  // Blocks until the work queued so far (on the calling thread's stream: see own_stream) has finished;
+  // rethrows the first error queued work threw.
   virtual void synchronize() = 0;
   // An event marking the work queued so far.
   virtual std::shared_ptr<Event> record_event() = 0;

@@ -186,15 +186,23 @@ void Variable::add_scaled(const Tensor& delta, float sign) {
 void Variable::assign_add(const Tensor& delta) { add_scaled(delta, 1.0f); }
 void Variable::assign_sub(const Tensor& delta) { add_scaled(delta, -1.0f); }
 
-Variable::Update::Update(Variable& v) : v_(v), device_(v.device()), size_(v.shape_.num_elements()) {
+Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
   lock_ = v.lock_for_mode();
+  device_ = v.device();  // under the lock, which place_on takes to move the value
   // In the locked modes the copy below and the kernel after it wait for the last write, on whichever of
   // the device's streams it was queued; the lock-free modes order nothing, on a device as on the CPU.
   switch (v.mode_) {
     case LockingMode::kMutex:
     case LockingMode::kProcess:
       wait_for_write(device_, v.written_);
-      v.make_unique_locked();
+      // A reader's kernel on another stream may still be reading the buffer after the reader let go of
+      // it, so with own streams a write never goes in place: the old buffer is freed once every stream
+      // has passed.
+      if (device_->has_own_streams()) {
+        v.value_ = v.value_.clone();
+      } else {
+        v.make_unique_locked();
+      }
       data_ = static_cast<float*>(v.value_.raw_mutable_data());
       break;
     case LockingMode::kSnapshot: {
@@ -217,8 +225,16 @@ Variable::Update::Update(Variable& v) : v_(v), device_(v.device()), size_(v.shap
 }
 
 Variable::Update::~Update() {
-  // The event after this write's kernel, for the next reader or writer on another stream.
-  std::shared_ptr<Event> written = !shared_ && device_->has_own_streams() ? device_->record_event() : nullptr;
+  // The event after this write's kernel, for the next reader or writer on another stream. A device that
+  // cannot record one has failed, which its next wait reports; a destructor must not throw it.
+  std::shared_ptr<Event> written;
+  if (!shared_ && device_->has_own_streams()) {
+    try {
+      written = device_->record_event();
+    } catch (const RuntimeError&) {
+      written = nullptr;
+    }
+  }
   if (v_.mode_ == LockingMode::kSnapshot) {
     v_.publish(std::make_shared<const Tensor>(std::move(next_)), std::move(written));
   } else if (!shared_) {

@@ -102,8 +102,8 @@ class Variable {
    private:
     Variable& v_;
     std::unique_lock<std::mutex> lock_;
-    Device* device_;  // where the value lives, for ordering the write across own streams
-    Tensor next_;     // the version being written, in snapshot mode
+    Device* device_ = nullptr;  // where the value lives, for ordering the write across own streams
+    Tensor next_;               // the version being written, in snapshot mode
     float* data_ = nullptr;
     std::int64_t size_ = 0;
     bool shared_ = false;

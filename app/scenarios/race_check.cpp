@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <latch>
 #include <mutex>
 #include <thread>
 
@@ -152,9 +153,12 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
     ThreadPool inter(1), intra(1);
     Session s(g, inter, intra, on_device());
     s.run({}, {}, std::span(&increment, 1));  // places the variable before the clock starts
-    start = Clock::now();
+    std::latch ready(o.threads);
     run_threads(o.threads, [&](int t) {
       const auto own = own_stream(o);
+      // The clock starts once every thread has its stream (making one drains the device's).
+      ready.arrive_and_wait();
+      if (t == 0) start = Clock::now();
       for (std::int64_t i = t == 0 ? 1 : 0; i < o.iterations; ++i) s.run({}, {}, std::span(&increment, 1));
     });
   } else {
@@ -204,6 +208,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
     start = Clock::now();
     for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, steps);
   } else {
+    std::latch ready(o.threads);
     run_threads(o.threads, [&](int t) {
       const auto own = own_stream(o);
       // Each thread traces into its own default graph, as a thread of a TensorFlow program would.
@@ -212,6 +217,9 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
       std::vector<Output> step{add_step(default_graph(), t)};
       ThreadPool inter(1), intra(1);
       Session s(g, inter, intra, on_device(false));
+      // The clock starts once every thread has its graph, session and stream.
+      ready.arrive_and_wait();
+      if (t == 0) start = Clock::now();
       for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, step);
     });
   }

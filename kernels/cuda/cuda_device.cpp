@@ -161,9 +161,19 @@ void CudaDevice::deallocate(void* p, std::size_t) {
     pool_.deallocate(p, done_event());
     return;
   }
-  std::vector<std::shared_ptr<CudaEvent>> parts;
-  for (cudaStream_t s : all_streams()) parts.push_back(std::make_shared<CudaEvent>(*this, false, s));
-  pool_.deallocate(p, std::make_shared<AllStreamsEvent>(std::move(parts)));
+  std::shared_ptr<Event> released;
+  try {
+    // Under own_mu_, so no stream in the list is destroyed before its event is recorded.
+    std::lock_guard lock(own_mu_);
+    std::vector<std::shared_ptr<CudaEvent>> parts{std::make_shared<CudaEvent>(*this, false, stream_)};
+    for (cudaStream_t s : own_) parts.push_back(std::make_shared<CudaEvent>(*this, false, s));
+    released = std::make_shared<AllStreamsEvent>(std::move(parts));
+  } catch (const RuntimeError&) {
+    // A buffer's release cannot throw. A device that cannot record an event has failed: its next wait
+    // reports that, and its blocks are never read again.
+    released = done_event();
+  }
+  pool_.deallocate(p, std::move(released));
 }
 
 cudaStream_t CudaDevice::stream() const { return t_own_device == this ? t_own_stream : stream_; }
@@ -184,13 +194,19 @@ class CudaDevice::Own final : public OwnStream {
     TCTL_CHECK(t_own_device == nullptr, "a thread holds one own stream at a time");
     CurrentDevice current(device.ordinal_, device.name_);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), device.name_, "cudaStreamCreate");
-    check(cudaMallocHost(&report_, CudaDevice::kReportBytes), device.name_, "cudaMallocHost");
-    {
-      std::lock_guard lock(device.own_mu_);
-      device.own_.push_back(stream_);
-      device.own_streams_.fetch_add(1, std::memory_order_acq_rel);
+    bool registered = false;
+    try {
+      check(cudaMallocHost(&report_, CudaDevice::kReportBytes), device.name_, "cudaMallocHost");
+      // Registered first, drained after: a block freed on the device's stream before this point carried
+      // no event, and the drain sees its last reader done.
+      register_stream(true);
+      registered = true;
+      check(cudaStreamSynchronize(device.stream_), device.name_, "cudaStreamSynchronize");
+    } catch (...) {
+      if (registered) register_stream(false);
+      release();
+      throw;
     }
-    check(cudaStreamSynchronize(device.stream_), device.name_, "cudaStreamSynchronize");
     t_own_device = &device;
     t_own_stream = stream_;
     t_own_report = report_;
@@ -201,18 +217,28 @@ class CudaDevice::Own final : public OwnStream {
     t_own_device = nullptr;
     t_own_stream = nullptr;
     t_own_report = nullptr;
-    {
-      std::lock_guard lock(device_.own_mu_);
-      device_.own_.erase(std::find(device_.own_.begin(), device_.own_.end(), stream_));
-      device_.own_streams_.fetch_sub(1, std::memory_order_acq_rel);
-    }
-    cudaStreamDestroy(stream_);
-    cudaFreeHost(report_);
+    register_stream(false);
+    release();
   }
   Own(const Own&) = delete;
   Own& operator=(const Own&) = delete;
 
  private:
+  void register_stream(bool add) {
+    std::lock_guard lock(device_.own_mu_);
+    if (add) {
+      device_.own_.push_back(stream_);
+      device_.own_streams_.fetch_add(1, std::memory_order_acq_rel);
+    } else {
+      device_.own_.erase(std::find(device_.own_.begin(), device_.own_.end(), stream_));
+      device_.own_streams_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+  }
+  void release() {
+    cudaStreamDestroy(stream_);
+    if (report_ != nullptr) cudaFreeHost(report_);
+  }
+
   CudaDevice& device_;
   cudaStream_t stream_ = nullptr;
   void* report_ = nullptr;
@@ -304,15 +330,11 @@ void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::functio
   CurrentDevice current(ordinal_, name_);
   if (t_own_device == this) {
     // On an own stream the ring's order (one stream, read at the next wait) does not hold: the word is
-    // read at once, after a wait for this stream alone.
+    // read at once, after a wait for this stream alone, and what the report throws leaves the kernel here,
+    // as the CPU's guard does (before the update is queued, so it writes nothing), for this thread alone.
     check(cudaMemcpyAsync(t_own_report, src, bytes, cudaMemcpyDeviceToHost, t_own_stream), name_, "cudaMemcpyAsync");
     check(cudaStreamSynchronize(t_own_stream), name_, "cudaStreamSynchronize");
-    try {
-      report(t_own_report);
-    } catch (...) {
-      std::lock_guard error(error_mu_);
-      if (!host_error_) host_error_ = std::current_exception();
-    }
+    report(t_own_report);
     return;
   }
   std::lock_guard lock(report_mu_);
@@ -378,15 +400,24 @@ cublasHandle_t CudaDevice::cublas() {
   std::call_once(cublas_once_, [this] {
     CurrentDevice current(ordinal_, name_);
     if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw RuntimeError(name_ + ": cublasCreate failed");
-    constexpr std::size_t kWorkspace = std::size_t{32} << 20;
-    check(cudaMalloc(&cublas_workspace_, kWorkspace), name_, "cudaMalloc (cuBLAS workspace)");
+    check(cudaMalloc(&cublas_workspace_, kCublasWorkspace), name_, "cudaMalloc (cuBLAS workspace)");
     check(cudaEventCreateWithFlags(&cublas_done_, cudaEventDisableTiming), name_, "cudaEventCreate");
+    cublas_stream_ = stream_;
     if (cublasSetStream(cublas_, stream_) != CUBLAS_STATUS_SUCCESS ||
-        cublasSetWorkspace(cublas_, cublas_workspace_, kWorkspace) != CUBLAS_STATUS_SUCCESS ||
+        cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace) != CUBLAS_STATUS_SUCCESS ||
         cublasSetMathMode(cublas_, CUBLAS_PEDANTIC_MATH) != CUBLAS_STATUS_SUCCESS)
       throw RuntimeError(name_ + ": setting up cuBLAS failed");
   });
   return cublas_;
+}
+
+void CudaDevice::bind_cublas_to(cudaStream_t stream) {
+  if (stream == cublas_stream_) return;
+  // cublasSetStream puts the handle back on cuBLAS's default workspace pool: ours is set again after it.
+  if (cublasSetStream(cublas_, stream) != CUBLAS_STATUS_SUCCESS ||
+      cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace) != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(name_ + ": binding cuBLAS to a stream failed");
+  cublas_stream_ = stream;
 }
 
 std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this, false); }

@@ -1,6 +1,7 @@
 // A CUDA GPU as a tensorctl Device, `cuda:N`: device memory from a caching pool (no cudaMalloc in steady
 // state; a freed block is handed out again once the work queued before its release is done), one stream
-// on which kernels, copies and host work run in order, and copies staged through pinned host memory.
+// on which kernels, copies and host work run in order (and, while race-check's threads hold them, a stream
+// per such thread beside it: own_stream), and copies staged through pinned host memory.
 // Plain device memory only (no managed memory): the host never touches a cuda buffer through a pointer.
 #pragma once
 
@@ -61,6 +62,8 @@ class CudaDevice final : public Device {
   cublasHandle_t cublas();
   // Held across each call on that handle (launch.h's CublasCall).
   std::mutex& cublas_mutex() { return cublas_mu_; }
+  // Points the handle at `stream` (the calling thread's), keeping its workspace; under cublas_mutex().
+  void bind_cublas_to(cudaStream_t stream);
   // Recorded after each call on the handle while own streams exist, and waited for before the next: the
   // handle's one workspace must not serve two streams' products at once.
   cudaEvent_t cublas_done() const { return cublas_done_; }
@@ -70,7 +73,8 @@ class CudaDevice final : public Device {
   // reads that copy on the host at the next wait that covers it (synchronize, an event's wait, a copy to the
   // host), which rethrows what it throws. So a result computed on the device (an update's numeric guard, a
   // bad label) reaches host code without holding up the stream: a host function on the stream, as before,
-  // stalled it for 40-60 us per update on an H200. `report` must not call CUDA.
+  // stalled it for 40-60 us per update on an H200. On a thread's own stream the copy is waited for and
+  // `report` runs at once instead, throwing from here. `report` must not call CUDA.
   static constexpr std::size_t kReportBytes = 8;
   void enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report);
   // The number of reports queued so far: take it before queueing a wait, then pass it to read_reports
@@ -101,6 +105,8 @@ class CudaDevice final : public Device {
   std::once_flag cublas_once_;
   cublasHandle_t cublas_ = nullptr;
   cudaEvent_t cublas_done_ = nullptr;
+  static constexpr std::size_t kCublasWorkspace = std::size_t{32} << 20;
+  cudaStream_t cublas_stream_ = nullptr;  // the stream the handle is bound to; under cublas_mu_
   void* cublas_workspace_ = nullptr;
   std::mutex error_mu_;
   std::exception_ptr host_error_;

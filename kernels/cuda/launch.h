@@ -26,11 +26,12 @@ class CublasCall {
   explicit CublasCall(CudaDevice& device)
       : lock_(device.cublas_mutex()), handle_(device.cublas()), device_(device), ordered_(device.has_own_streams()) {
     cublasSetMathMode(handle_, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
-    cublasSetStream(handle_, device.stream());  // the calling thread's own stream, when it holds one
+    device.bind_cublas_to(device.stream());  // the calling thread's own stream, when it holds one
     if (ordered_) cudaStreamWaitEvent(device.stream(), device.cublas_done(), 0);
   }
   ~CublasCall() {
-    if (ordered_) cudaEventRecord(device_.cublas_done(), device_.stream());
+    // Also when own streams appeared during the call: the next product on one of them waits for this one.
+    if (ordered_ || device_.has_own_streams()) cudaEventRecord(device_.cublas_done(), device_.stream());
   }
   CublasCall(const CublasCall&) = delete;
   CublasCall& operator=(const CublasCall&) = delete;
