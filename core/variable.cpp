@@ -188,7 +188,17 @@ void Variable::assign_sub(const Tensor& delta) { add_scaled(delta, -1.0f); }
 
 Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
   lock_ = v.lock_for_mode();
-  device_ = v.device();  // under the lock, which place_on takes to move the value
+  try {
+    init();
+  } catch (...) {
+    v.unlock_for_mode(lock_);  // no destructor runs: the lock (and process mode's depth) goes back here
+    throw;
+  }
+}
+
+void Variable::Update::init() {
+  Variable& v = v_;
+  device_ = v.device();  // in the locked modes under the lock, which place_on takes to move the value
   // In the locked modes the copy below and the kernel after it wait for the last write, on whichever of
   // the device's streams it was queued; the lock-free modes order nothing, on a device as on the CPU.
   switch (v.mode_) {
@@ -231,7 +241,7 @@ Variable::Update::~Update() {
   if (!shared_ && device_->has_own_streams()) {
     try {
       written = device_->record_event();
-    } catch (const RuntimeError&) {
+    } catch (...) {
       written = nullptr;
     }
   }

@@ -100,6 +100,8 @@ class Variable {
     }
 
    private:
+    void init();  // the constructor's work after the lock
+
     Variable& v_;
     std::unique_lock<std::mutex> lock_;
     Device* device_ = nullptr;  // where the value lives, for ordering the write across own streams

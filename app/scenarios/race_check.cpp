@@ -110,6 +110,26 @@ SessionOptions on_device(bool strict = true) {
   return so;
 }
 
+// A thread's arrival at a latch that every scenario thread must reach before the clock starts; a thread
+// that leaves early (it threw) still counts, so the others do not wait for it forever.
+class Arrival {
+ public:
+  explicit Arrival(std::latch& latch) : latch_(latch) {}
+  ~Arrival() {
+    if (!arrived_) latch_.count_down();
+  }
+  Arrival(const Arrival&) = delete;
+  Arrival& operator=(const Arrival&) = delete;
+  void wait() {
+    arrived_ = true;
+    latch_.arrive_and_wait();
+  }
+
+ private:
+  std::latch& latch_;
+  bool arrived_ = false;
+};
+
 // On a device, a scenario thread queues its work on a stream of its own where the device has such streams
 // (a GPU), so threads' updates may overlap there as they do on the CPU; null on the CPU and on sim.
 std::unique_ptr<OwnStream> own_stream(const RaceOptions& o) {
@@ -155,9 +175,10 @@ RaceRow counter(LockingMode mode, const RaceOptions& o) {
     s.run({}, {}, std::span(&increment, 1));  // places the variable before the clock starts
     std::latch ready(o.threads);
     run_threads(o.threads, [&](int t) {
+      Arrival arrival(ready);
       const auto own = own_stream(o);
       // The clock starts once every thread has its stream (making one drains the device's).
-      ready.arrive_and_wait();
+      arrival.wait();
       if (t == 0) start = Clock::now();
       for (std::int64_t i = t == 0 ? 1 : 0; i < o.iterations; ++i) s.run({}, {}, std::span(&increment, 1));
     });
@@ -210,6 +231,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
   } else {
     std::latch ready(o.threads);
     run_threads(o.threads, [&](int t) {
+      Arrival arrival(ready);
       const auto own = own_stream(o);
       // Each thread traces into its own default graph, as a thread of a TensorFlow program would.
       auto g = std::make_shared<Graph>();
@@ -218,7 +240,7 @@ RaceRow sgd(LockingMode mode, const RaceOptions& o) {
       ThreadPool inter(1), intra(1);
       Session s(g, inter, intra, on_device(false));
       // The clock starts once every thread has its graph, session and stream.
-      ready.arrive_and_wait();
+      arrival.wait();
       if (t == 0) start = Clock::now();
       for (std::int64_t i = 0; i < o.iterations; ++i) s.run({}, {}, step);
     });

@@ -168,9 +168,10 @@ void CudaDevice::deallocate(void* p, std::size_t) {
     std::vector<std::shared_ptr<CudaEvent>> parts{std::make_shared<CudaEvent>(*this, false, stream_)};
     for (cudaStream_t s : own_) parts.push_back(std::make_shared<CudaEvent>(*this, false, s));
     released = std::make_shared<AllStreamsEvent>(std::move(parts));
-  } catch (const RuntimeError&) {
-    // A buffer's release cannot throw. A device that cannot record an event has failed: its next wait
-    // reports that, and its blocks are never read again.
+  } catch (...) {
+    // A buffer's release cannot throw. Without the events, the block is free once the whole device is
+    // idle (a failed device reports its failure at its next wait).
+    cudaDeviceSynchronize();
     released = done_event();
   }
   pool_.deallocate(p, std::move(released));
@@ -178,16 +179,9 @@ void CudaDevice::deallocate(void* p, std::size_t) {
 
 cudaStream_t CudaDevice::stream() const { return t_own_device == this ? t_own_stream : stream_; }
 
-std::vector<cudaStream_t> CudaDevice::all_streams() const {
-  std::lock_guard lock(own_mu_);
-  std::vector<cudaStream_t> out{stream_};
-  out.insert(out.end(), own_.begin(), own_.end());
-  return out;
-}
-
-// A thread's own stream: made after the device's stream has finished what it held (so a block freed on it
-// before, with no event, is free on every stream), registered for all_streams; on destruction its work
-// finishes before it goes.
+// A thread's own stream: registered (so freed blocks wait for it), then the device's stream drained (so a
+// block freed there before, with no event, is free on every stream); on destruction its work finishes
+// before it goes, and cuBLAS forgets it.
 class CudaDevice::Own final : public OwnStream {
  public:
   explicit Own(CudaDevice& device) : device_(device) {
@@ -218,6 +212,11 @@ class CudaDevice::Own final : public OwnStream {
     t_own_stream = nullptr;
     t_own_report = nullptr;
     register_stream(false);
+    {
+      // A stream made later at the same address must not pass for this one.
+      std::lock_guard lock(device_.cublas_mu_);
+      if (device_.cublas_stream_ == stream_) device_.cublas_stream_ = nullptr;
+    }
     release();
   }
   Own(const Own&) = delete;
@@ -414,6 +413,8 @@ cublasHandle_t CudaDevice::cublas() {
 void CudaDevice::bind_cublas_to(cudaStream_t stream) {
   if (stream == cublas_stream_) return;
   // cublasSetStream puts the handle back on cuBLAS's default workspace pool: ours is set again after it.
+  // Until both succeed the handle is bound to nothing known, so a failure makes the next call try again.
+  cublas_stream_ = nullptr;
   if (cublasSetStream(cublas_, stream) != CUBLAS_STATUS_SUCCESS ||
       cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace) != CUBLAS_STATUS_SUCCESS)
     throw RuntimeError(name_ + ": binding cuBLAS to a stream failed");

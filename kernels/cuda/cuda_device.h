@@ -86,8 +86,6 @@ class CudaDevice final : public Device {
   struct HostWork;
   static void CUDART_CB run_host_work(void* data);
   class Own;
-  // The device's stream and every own stream now, for a wait or an event that must cover them all.
-  std::vector<cudaStream_t> all_streams() const;
   // Copies between the host and the device through the pinned staging buffers, a chunk at a time.
   void stage_from_host(char* dst, const char* src, std::size_t bytes);
   void stage_to_host(char* dst, const char* src, std::size_t bytes);
