@@ -4,6 +4,8 @@
 #include <limits>
 #include <string>
 
+#include "core/device.h"
+
 namespace tctl::app {
 
 namespace {
@@ -40,6 +42,16 @@ CLI::Validator non_negative_integer() {
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
   const std::string range = std::to_string(lo) + ".." + std::to_string(hi);
   return integer_check(lo, hi, "an integer in " + range, "in " + range);
+}
+
+CLI::Validator device_name() {
+  // No type name: the flag's help keeps reading `--device TEXT`.
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (is_device_name(text)) return std::string();
+        return "unknown device \"" + text + "\" (expected " + kDeviceSpellings + ")";
+      },
+      "");
 }
 
 }  // namespace tctl::app

@@ -1,4 +1,4 @@
-// CLI11 validators for numeric flags whose messages read like the rest of tensorctl's errors:
+// CLI11 validators for numeric and device flags whose messages read like the rest of tensorctl's errors:
 // `--epochs: expected a positive integer, got 0` instead of CLI11's range dump.
 #pragma once
 
@@ -14,5 +14,7 @@ CLI::Validator positive_integer();
 CLI::Validator non_negative_integer();
 // An integer in [lo, hi].
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
+// A device name tensorctl knows how to spell (core/device.h is_device_name), present here or not.
+CLI::Validator device_name();
 
 }  // namespace tctl::app

@@ -93,14 +93,12 @@ int run_graph_check(const RaceFlags& f) {
   return report.with_auto_deps.empty() ? 0 : 1;
 }
 
-// The device of --device, present on this machine, or a SpecError naming the flag. A scenario asked for by
-// name that shares host objects (torn-read, queue, defaults) cannot run there; `all` means those that can.
-// The device's name is made canonical ("cuda" becomes "cuda:0").
+// The device of --device (spelled right: its validator), present on this machine, or a SpecError naming the flag. A
+// scenario asked for by name that shares host objects (torn-read, queue, defaults) cannot run there; `all` means those
+// that can. The device's name is made canonical ("cuda" becomes "cuda:0").
 std::vector<std::string> scenarios_on_device(RaceFlags& f, std::vector<std::string> scenarios) {
   std::string& device = f.options.device;
   if (device == "cpu") return scenarios;
-  if (!is_device_name(device))
-    throw SpecError("", "--device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
   const Device* found = DeviceRegistry::instance().find(device);
   if (found == nullptr)
     throw SpecError("", "--device",
@@ -223,7 +221,8 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
       ->check(integer_in(0, 1000000));
   cmd.add_option("--seed", f.options.seed, "Seed of the train scenario")->check(non_negative_integer());
   cmd.add_option("--device", f.options.device,
-                 "Where the shared variables live and their updates run (counter, sgd, train): cpu, cuda:N, sim:N");
+                 "Where the shared variables live and their updates run (counter, sgd, train): cpu, cuda:N, sim:N")
+      ->check(device_name());
   cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
   cmd.add_flag("--json", f.json, "Print the report as JSON");
   cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");

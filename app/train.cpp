@@ -13,7 +13,6 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/terminal.h"
-#include "core/device.h"
 #include "core/errors.h"
 #include "core/thread_pool.h"
 #include "models/train/training_run.h"
@@ -139,11 +138,7 @@ int run_train(const TrainFlags& f) {
   c.strict_placement = f.strict_placement;
   c.log_device_placement = f.log_device_placement;
   if (f.keep_denormals) set_denormal_flushing(false);
-  if (f.device) {
-    if (!is_device_name(*f.device))
-      throw SpecError("", "--device", "unknown device \"" + *f.device + "\" (expected " + kDeviceSpellings + ")");
-    c.device = *f.device;
-  }
+  if (f.device) c.device = *f.device;
 
   // Multi-worker: rank 0 speaks for the job; the other ranks print nothing but their errors.
   const auto launch = mpi_launch();
@@ -235,7 +230,8 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_flag("--overwrite", flags.overwrite,
                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
                "non-empty run directory is refused)");
-  cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim:N");
+  cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim:N")
+      ->check(device_name());
   cmd.add_flag("--json", flags.json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd.add_flag("--quiet", flags.quiet, "No progress output");
   cmd.add_flag(
