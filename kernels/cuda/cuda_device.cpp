@@ -261,7 +261,7 @@ void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) 
   for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
     check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
-    std::memcpy(staging_[k], src + off, n);
+    fill_staging(static_cast<char*>(staging_[k]), src + off, n);
     check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream()), name_, "cudaMemcpyAsync");
     check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
   }
@@ -290,6 +290,28 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
   if (pending) drain(*pending);
   if (t_own_device != this) read_reports(reports);  // an own stream's wait does not cover the ring's copies
   rethrow_host_error();
+}
+
+void CudaDevice::fill_staging(char* dst, const char* src, std::size_t bytes) {
+  constexpr std::size_t kSplitBytes = std::size_t{256} << 10;  // below this, waking helpers costs more
+  std::call_once(copy_pool_once_, [this] {
+    const int helpers = std::min(4, ThreadPool::hardware_threads() / 4);
+    if (helpers >= 2) copy_pool_ = std::make_unique<ThreadPool>(helpers);
+  });
+  if (copy_pool_ == nullptr || bytes < kSplitBytes) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  const auto parts = static_cast<std::int64_t>(copy_pool_->size());
+  copy_pool_->parallel_for(parts, 1, [&](std::int64_t begin, std::int64_t end) {
+    // Part boundaries on 4 KiB pages, so no two threads write one cache line.
+    const auto at = [&](std::int64_t i) {
+      return std::min(bytes,
+                      (bytes * static_cast<std::size_t>(i) / static_cast<std::size_t>(parts)) & ~std::size_t{4095});
+    };
+    const std::size_t from = at(begin), to = end == parts ? bytes : at(end);
+    std::memcpy(dst + from, src + from, to - from);
+  });
 }
 
 void CudaDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
