@@ -261,7 +261,7 @@ void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) 
   for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
     check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
-    fill_staging(static_cast<char*>(staging_[k]), src + off, n);
+    host_copy(static_cast<char*>(staging_[k]), src + off, n);
     check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream()), name_, "cudaMemcpyAsync");
     check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
   }
@@ -277,7 +277,7 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
   std::optional<Pending> pending;
   auto drain = [&](const Pending& p) {
     check(cudaEventSynchronize(staging_done_[p.k]), name_, "cudaEventSynchronize");
-    std::memcpy(dst + p.off, staging_[p.k], p.n);
+    host_copy(dst + p.off, static_cast<const char*>(staging_[p.k]), p.n);
   };
   std::size_t k = 0;
   for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
@@ -292,7 +292,7 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
   rethrow_host_error();
 }
 
-void CudaDevice::fill_staging(char* dst, const char* src, std::size_t bytes) {
+void CudaDevice::host_copy(char* dst, const char* src, std::size_t bytes) {
   constexpr std::size_t kSplitBytes = std::size_t{256} << 10;  // below this, waking helpers costs more
   std::call_once(copy_pool_once_, [this] {
     const int helpers = std::min(4, ThreadPool::hardware_threads() / 4);
