@@ -87,6 +87,15 @@ class CopyInserter {
 };
 // Successors, predecessor counts, use counts and roots: each edge counted once per predecessor, so a node
 // that reads one input twice is released once. `slot` maps graph node ids to plan indices.
+// PlanNode::feed_anywhere: the fed nodes used only by copies and not fetched.
+void mark_feeds_anywhere(Plan& plan) {
+  for (PlanNode& pn : plan.nodes) pn.feed_anywhere = pn.feed >= 0 && pn.num_uses > 0;
+  for (const PlanNode& pn : plan.nodes)
+    if (pn.node->op != &ops::copy())
+      for (int in : pn.inputs) plan.nodes[static_cast<std::size_t>(in)].feed_anywhere = false;
+  for (int s : plan.fetch_slots) plan.nodes[static_cast<std::size_t>(s)].feed_anywhere = false;
+}
+
 void link_edges(Plan& plan, const std::vector<int>& slot) {
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     PlanNode& pn = plan.nodes[i];
@@ -179,6 +188,7 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     plan.fetch_slots.push_back(s);
     plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
   }
+  mark_feeds_anywhere(plan);
   for (const PlanNode& pn : plan.nodes)
     if (pn.device != cpu_device() &&
         std::find(plan.stream_devices.begin(), plan.stream_devices.end(), pn.device) == plan.stream_devices.end())
@@ -213,9 +223,9 @@ struct Run {
   void execute(int i) {
     const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
     if (pn.feed >= 0) {
-      // Feeds arrive on the host.
+      // Feeds arrive on the host, or stay where they are when only copies use them.
       const Tensor& fed = feeds[static_cast<std::size_t>(pn.feed)];
-      values[static_cast<std::size_t>(i)] = fed.device() == pn.device ? fed : fed.to(pn.device);
+      values[static_cast<std::size_t>(i)] = fed.device() == pn.device || pn.feed_anywhere ? fed : fed.to(pn.device);
       return;
     }
     if (failed.load(std::memory_order_relaxed)) return;

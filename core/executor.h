@@ -31,6 +31,10 @@ struct PlanNode {
   int num_predecessors = 0;
   int num_uses = 0;  // data edges leaving this node
   int feed = -1;     // index into the run's feeds, for a fed placeholder
+  // A fed placeholder whose every use is a copy (to a device) and which is not fetched itself: a value fed
+  // on a device stays there, and the copies take it from where it is, instead of its going to the host
+  // first (a training loop that moves the next batch to the GPU while the step before runs).
+  bool feed_anywhere = false;
   bool release_after_use = false;
   // A variable read in a plan that writes no variable: the frame keeps its value between runs and reads
   // the variable again only after a write (ReadVariable's kernel).

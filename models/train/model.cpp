@@ -15,6 +15,7 @@
 #include "core/eager.h"
 #include "core/errors.h"
 #include "core/ops/state.h"
+#include "core/placement.h"
 #include "core/text.h"
 
 #include <fmt/format.h>
@@ -144,6 +145,22 @@ int threads_per_replica(int asked, std::size_t replicas) {
   return std::max(1, ThreadPool::hardware_threads() / static_cast<int>(replicas));
 }
 
+// Model::input_device: the one device besides the CPU that every use of `x` in `g` is placed on, as a
+// session placing `g` with `placement` would place it; nullptr otherwise.
+Device* device_using(const Graph& g, Output x, Output targets, PlacementOptions placement) {
+  placement.log = nullptr;
+  const Output fed[] = {x, targets};
+  const Placement placed = place_all(g, fed, placement);
+  Device* found = nullptr;
+  for (const Node& node : g.nodes()) {
+    Device* d = placed.devices[static_cast<std::size_t>(node.id)];
+    if (d == nullptr || std::find(node.inputs.begin(), node.inputs.end(), x.node) == node.inputs.end()) continue;
+    if (d == cpu_device() || (found != nullptr && found != d)) return nullptr;
+    found = d;
+  }
+  return found;
+}
+
 std::vector<std::shared_ptr<Sequential>> one_net(std::shared_ptr<Sequential> net) {
   std::vector<std::shared_ptr<Sequential>> nets;
   nets.push_back(std::move(net));
@@ -227,6 +244,8 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     members_ = hogwild_;
   }
   if (in_process || hogwild_ > 1) threads_ = std::make_unique<ReplicaThreads>(in_process ? replicas() : hogwild_);
+  if (train_graph_ != nullptr && others_.empty() && collective_ == nullptr && hogwild_ <= 1)
+    input_device_ = device_using(*train_graph_, train_pass_->x, train_pass_->targets, options_.placement);
   sync_replicas();
 }
 

@@ -164,6 +164,11 @@ class Model {
   // Replays a training step eagerly without its updates and names the first op whose output is not finite
   // (for the message when a step goes NaN).
   std::string find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step);
+  // Where a training step's input batch is used: the one device other than the CPU that every use of x in
+  // the training graph is placed on (a copy takes it there), or nullptr (the CPU, several devices, a
+  // mirrored or hogwild model). A batch fed already on it skips the trip to the host: the fit loop's
+  // producer thread moves each prefetched batch there while the step before runs.
+  Device* input_device() const { return input_device_; }
   // The batch feeds for rows of a data set, in the form the loss expects.
   Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
   // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
@@ -200,6 +205,7 @@ class Model {
   std::unique_ptr<Pass> infer_pass_;
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
+  Device* input_device_ = nullptr;
   // Mirrored only: the collective of the replicas (in-process, group_) or of the workers; the members in
   // all, and the member of this process's first replica.
   std::vector<std::unique_ptr<Replica>> others_;

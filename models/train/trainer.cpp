@@ -19,6 +19,7 @@ namespace {
 struct Batch {
   Tensor x;
   Tensor y;
+  Tensor host_x;  // where x is gathered, when x is then moved to the model's input device
   std::int64_t step = -1;
 };
 
@@ -134,7 +135,7 @@ std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool tra
   const auto batch_rows = static_cast<std::int64_t>(rows.size());
   // The replay that names the first op gone NaN runs the whole batch, of which a worker was fed its share.
   auto find_non_finite = [&] {
-    if (x.shape()[0] == batch_rows) return model_.find_non_finite(x, y, step);
+    if (x.shape()[0] == batch_rows && x.device() == cpu_device()) return model_.find_non_finite(x, y, step);
     Tensor whole_x, whole_y;
     return model_.find_non_finite(gather_rows(data.x, rows, whole_x), model_.targets_into(data, rows, whole_y), step);
   };
@@ -174,10 +175,17 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     const auto [first, count] = model_.local_rows(static_cast<std::int64_t>(rows.size()));
     return rows.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
   };
+  // With prefetch, the producer also moves each batch to the device its step reads it on (a GPU), so the
+  // copy from host memory overlaps the step before instead of opening the next one.
+  Device* to = prefetch && options.prefetch > 0 ? model_.input_device() : nullptr;
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
     const auto rows = fed_rows(step);
-    gather_rows(data.x, rows, batch.x);
+    if (to != nullptr) {
+      batch.x = gather_rows(data.x, rows, batch.host_x).to(to);
+    } else {
+      gather_rows(data.x, rows, batch.x);
+    }
     model_.targets_into(data, rows, batch.y);
   });
   BatchSums totals = start;

@@ -446,3 +446,35 @@ TEST_CASE("the prefetching input pipeline changes no result") {
   }
   CHECK(losses[0] == losses[1]);
 }
+
+TEST_CASE("a model on a device gets its prefetched batches there, with the same results") {
+  using namespace tctl;
+  Device* sim = DeviceRegistry::instance().find("sim:0");
+  std::vector<double> losses[2];
+  std::vector<float> weights[2];
+  for (int k = 0; k < 2; ++k) {
+    nlohmann::json spec = {
+        {"input_shape", {4}},
+        {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
+    ModelOptions o;
+    o.device = "sim:0";  // the loss falls back to the CPU: sim has no Mean
+    o.prefetch = k == 0 ? 0 : 2;
+    o.prefetch_min_bytes = 0;
+    o.inter_op_threads = 1;
+    o.intra_op_threads = 1;
+    Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
+    CHECK(m.input_device() == sim);
+    Dataset iris = load_builtin("iris", 0, "", "");
+    for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
+    weights[k] = weights_of(m);
+  }
+  CHECK(losses[0] == losses[1]);
+  CHECK(bit_identical(weights[0], weights[1]));
+  // On the CPU there is nowhere to move a batch to.
+  ModelOptions o;
+  o.inter_op_threads = o.intra_op_threads = 1;
+  Model on_cpu(std::make_shared<Sequential>(Sequential::from_json(
+                   {{"input_shape", {4}}, {"layers", {{{"type", "Dense"}, {"units", 3}}}}}, "m.json", "", 5)),
+               o);
+  CHECK(on_cpu.input_device() == nullptr);
+}
