@@ -1,8 +1,10 @@
 #include "models/train/trainer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <random>
 #include <thread>
 
@@ -37,11 +39,17 @@ class BatchSource {
     if (prefetch_ == 0) return;
     for (std::int64_t i = 0; i < prefetch_ + 2; ++i) spare_.enqueue(Batch{});
     producer_ = std::thread([this, steps] {
-      for (std::int64_t step = 0; step < steps; ++step) {
-        Batch batch;
-        if (spare_.dequeue(batch) != QueueStatus::kOk) return;
-        fill_(step, batch);
-        if (ready_.enqueue(std::move(batch)) != QueueStatus::kOk) return;
+      try {
+        for (std::int64_t step = 0; step < steps; ++step) {
+          Batch batch;
+          if (spare_.dequeue(batch) != QueueStatus::kOk) return;
+          fill_(step, batch);
+          if (ready_.enqueue(std::move(batch)) != QueueStatus::kOk) return;
+        }
+      } catch (...) {
+        // The loop rethrows it when it asks for the batch that failed; the queue's lock orders the two.
+        error_ = std::current_exception();
+        ready_.close();
       }
     });
   }
@@ -60,7 +68,9 @@ class BatchSource {
       return inline_;
     }
     Batch batch;
-    TCTL_CHECK(ready_.dequeue(batch) == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
+    const QueueStatus status = ready_.dequeue(batch);
+    if (status != QueueStatus::kOk && error_) std::rethrow_exception(error_);
+    TCTL_CHECK(status == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
     return batch;
   }
   // The loop is done with the batch's buffers.
@@ -74,6 +84,7 @@ class BatchSource {
   FIFOQueue<Batch> ready_;
   FIFOQueue<Batch> spare_;
   std::thread producer_;
+  std::exception_ptr error_;  // what stopped the producer; written before ready_ closes
   Batch inline_;
 };
 
@@ -177,12 +188,21 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   };
   // With prefetch, the producer also moves each batch to the device its step reads it on (a GPU), so the
   // copy from host memory overlaps the step before instead of opening the next one.
+  // Only once a step has run: the first places the variables, and a batch moved before them could take the
+  // device memory they need. A move that fails leaves the batch on the host.
   Device* to = prefetch && options.prefetch > 0 ? model_.input_device() : nullptr;
+  std::atomic<bool> stepped{false};
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
     const auto rows = fed_rows(step);
-    if (to != nullptr) {
-      batch.x = gather_rows(data.x, rows, batch.host_x).to(to);
+    if (to != nullptr && stepped.load(std::memory_order_acquire)) {
+      gather_rows(data.x, rows, batch.host_x);
+      try {
+        batch.x = batch.host_x.to(to);
+      } catch (const RuntimeError&) {
+        // Out of device memory, say: the step's own copy tries again, and a failure there names its node.
+        batch.x = batch.host_x;
+      }
     } else {
       gather_rows(data.x, rows, batch.x);
     }
@@ -193,6 +213,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     Batch batch = source.next(step);
     const auto rows = rows_of(step);
     const std::vector<Tensor> out = run_step(batch.x, batch.y, training, first_step + step, data, rows);
+    stepped.store(true, std::memory_order_release);
     source.give_back(std::move(batch));
     BatchSums sums;
     if (training) {
