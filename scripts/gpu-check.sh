@@ -24,6 +24,9 @@
 #                                           run whose weights and Adam's slots need 3 GiB there
 #                                 profile   `tensorctl profile --ops` of the MLP 784-2048-2048-10 at batch
 #                                           1024 and the digits MLP at batch 32, every layer on cuda:0
+#                                 pipeline  `tensorctl train` of the MLP 784-2048-2048-10 at batch 1024 on
+#                                           cuda:0 (16,384 synthetic rows), prefetch 0 against 2: what
+#                                           moving the batches to the GPU on the producer thread buys
 #                                 suites    every other suite, side by side
 #                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
 #                               TCTL_GPU_BENCH_LIMIT, 300): the device tool gives a command 10 minutes.
@@ -56,8 +59,8 @@ if [ "${1:-}" = "pack" ]; then
   exit 0
 fi
 stage="${1:-all}"
-case "$stage" in all | build | test | bench | sanitize | failures | profile | suites) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|failures|profile|suites]" >&2
+case "$stage" in all | build | test | bench | sanitize | failures | profile | pipeline | suites) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
   exit 2
   ;;
 esac
@@ -225,6 +228,30 @@ if runs profile; then
       --loss sparse_categorical_crossentropy --iterations 50 --trace "${OUT:-$prof_dir}/trace-$name.json" || status=1
   done
   rm -rf "$prof_dir"
+fi
+if runs pipeline; then
+  pipe_dir="$(mktemp -d)"
+  python3 - "$pipe_dir/rows.csv" <<'PY'
+import random, sys
+random.seed(7)
+with open(sys.argv[1], "w") as f:
+    f.write(",".join(f"f{i}" for i in range(784)) + ",label\n")
+    for _ in range(16384):
+        f.write(",".join(f"{random.random():.3f}" for _ in range(784)) + f",{random.randrange(10)}\n")
+PY
+  layers=""
+  for w in 2048 2048; do layers+="{\"type\": \"Dense\", \"units\": $w, \"activation\": \"relu\"}, "; done
+  echo "{\"name\": \"mlp2048\", \"input_shape\": [784], \"layers\": [$layers{\"type\": \"Dense\", \"units\": 10, \"activation\": \"softmax\"}]}" \
+    >"$pipe_dir/mlp2048.json"
+  for prefetch in 0 2 0 2; do
+    echo "{\"model\": \"mlp2048.json\", \"data\": {\"csv\": \"rows.csv\", \"test_split\": 0.1, \"validation_split\": 0.0}, \"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.001}, \"epochs\": 4, \"batch_size\": 1024, \"prefetch\": $prefetch, \"device\": \"cuda:0\", \"seed\": 1}" \
+      >"$pipe_dir/train.json"
+    rm -rf "$pipe_dir/run"
+    step 120 "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet --strict-placement \
+      --inter-op-threads 1 --intra-op-threads 1 || status=1
+    echo "gpu-check: train, prefetch $prefetch: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
+  done
+  rm -rf "$pipe_dir"
 fi
 if runs suites; then
   # Every other suite, side by side: they need no GPU, but with one present devices and placement list it.
