@@ -255,12 +255,18 @@ void CudaDevice::queue_wait(const Event& event) {
   }
 }
 
+std::size_t CudaDevice::take_staging() {
+  const std::size_t k = next_staging_;
+  next_staging_ = (k + 1) % kStagingBuffers;
+  check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
+  return k;
+}
+
 void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) {
   std::lock_guard lock(staging_mu_);
-  std::size_t k = 0;
-  for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
+  for (std::size_t off = 0; off < bytes; off += kStagingBytes) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
-    check(cudaEventSynchronize(staging_done_[k]), name_, "cudaEventSynchronize");  // its last transfer is done
+    const std::size_t k = take_staging();
     host_copy(static_cast<char*>(staging_[k]), src + off, n);
     check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream()), name_, "cudaMemcpyAsync");
     check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
@@ -279,9 +285,9 @@ void CudaDevice::stage_to_host(char* dst, const char* src, std::size_t bytes) {
     check(cudaEventSynchronize(staging_done_[p.k]), name_, "cudaEventSynchronize");
     host_copy(dst + p.off, static_cast<const char*>(staging_[p.k]), p.n);
   };
-  std::size_t k = 0;
-  for (std::size_t off = 0; off < bytes; off += kStagingBytes, k ^= 1) {
+  for (std::size_t off = 0; off < bytes; off += kStagingBytes) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
+    const std::size_t k = take_staging();  // never the pending chunk's: the ring has more than two
     check(cudaMemcpyAsync(staging_[k], src + off, n, cudaMemcpyDeviceToHost, stream()), name_, "cudaMemcpyAsync");
     check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
     if (pending) drain(*pending);

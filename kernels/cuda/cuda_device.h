@@ -99,18 +99,25 @@ class CudaDevice final : public Device {
   std::string name_;
   cudaStream_t stream_ = nullptr;
   CachingPool pool_;
-  // Two pinned buffers, so that filling one overlaps the transfer of the other; each one's event marks the
-  // end of the last transfer that read or wrote it. Chunks of 1 MiB, so that a batch of a few MB has its
-  // transfers overlap the filling of the next chunk: on an H100 machine the large MLP's batch spent 0.28 ms
-  // of stream time in its copy with 1 MiB chunks and 0.46 ms with one 4 MiB chunk (both filled by four
-  // threads), though a single transfer of 4 MiB, alone, is faster.
+  // A ring of pinned buffers, taken in turn by every copy's chunks, so that filling one overlaps the
+  // transfers of those before it; each one's event marks the end of the last transfer that read or wrote
+  // it, and is waited for before the buffer is used again (on whichever stream that transfer was). Eight,
+  // so that a batch of a few MB moved by the fit loop's producer thread (models/train/trainer.cpp) while a
+  // step runs does not wait, holding staging_mu_, for its own first chunk's transfer queued behind the
+  // step's kernels. Chunks of 1 MiB: on an H100 machine the large MLP's batch spent 0.28 ms of stream time
+  // in its copy with 1 MiB chunks and 0.46 ms with one 4 MiB chunk (both filled by four threads), though
+  // a single transfer of 4 MiB, alone, is faster.
   static constexpr std::size_t kStagingBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kStagingBuffers = 8;
+  // The next buffer of the ring, once its last transfer is done; under staging_mu_.
+  std::size_t take_staging();
   // Helpers for host_copy: a quarter of the hardware threads, at most 4 (none on a machine of 2-7 threads).
   std::once_flag copy_pool_once_;
   std::unique_ptr<ThreadPool> copy_pool_;
   std::mutex staging_mu_;
-  std::array<void*, 2> staging_{};
-  std::array<cudaEvent_t, 2> staging_done_{};
+  std::array<void*, kStagingBuffers> staging_{};
+  std::array<cudaEvent_t, kStagingBuffers> staging_done_{};
+  std::size_t next_staging_ = 0;
   std::once_flag cublas_once_;
   cublasHandle_t cublas_ = nullptr;
   cudaEvent_t cublas_done_ = nullptr;

@@ -197,6 +197,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     const auto rows = fed_rows(step);
     if (to != nullptr && stepped.load(std::memory_order_acquire)) {
       gather_rows(data.x, rows, batch.host_x);
+      batch.x.reset();  // the last step's copy, given back before the new one is made
       try {
         batch.x = batch.host_x.to(to);
       } catch (const RuntimeError&) {
