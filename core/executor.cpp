@@ -85,8 +85,6 @@ class CopyInserter {
   Plan& plan_;
   std::map<std::pair<int, Device*>, int> made_;
 };
-// Successors, predecessor counts, use counts and roots: each edge counted once per predecessor, so a node
-// that reads one input twice is released once. `slot` maps graph node ids to plan indices.
 // PlanNode::feed_anywhere: the fed nodes used only by copies and not fetched.
 void mark_feeds_anywhere(Plan& plan) {
   for (PlanNode& pn : plan.nodes) pn.feed_anywhere = pn.feed >= 0 && pn.num_uses > 0;
@@ -96,6 +94,8 @@ void mark_feeds_anywhere(Plan& plan) {
   for (int s : plan.fetch_slots) plan.nodes[static_cast<std::size_t>(s)].feed_anywhere = false;
 }
 
+// Successors, predecessor counts, use counts and roots: each edge counted once per predecessor, so a node
+// that reads one input twice is released once. `slot` maps graph node ids to plan indices.
 void link_edges(Plan& plan, const std::vector<int>& slot) {
   for (std::size_t i = 0; i < plan.nodes.size(); ++i) {
     PlanNode& pn = plan.nodes[i];

@@ -21,7 +21,7 @@ namespace {
 struct Batch {
   Tensor x;
   Tensor y;
-  Tensor host_x;  // where x is gathered, when x is then moved to the model's input device
+  Tensor host_x;  // where x is gathered: x itself, or the copy of it on the model's input device
   std::int64_t step = -1;
 };
 
@@ -195,17 +195,17 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     batch.step = step;
     const auto rows = fed_rows(step);
+    // Letting go of the last step's x first: on the host, its buffer is gathered into again; on the
+    // device, it is given back before the next copy is made.
+    batch.x.reset();
+    batch.x = gather_rows(data.x, rows, batch.host_x);
     if (to != nullptr && stepped.load(std::memory_order_acquire)) {
-      gather_rows(data.x, rows, batch.host_x);
-      batch.x.reset();  // the last step's copy, given back before the new one is made
       try {
         batch.x = batch.host_x.to(to);
       } catch (const RuntimeError&) {
-        // Out of device memory, say: the step's own copy tries again, and a failure there names its node.
-        batch.x = batch.host_x;
+        // Out of device memory, say: x stays on the host, and the step's own copy, trying again, names its
+        // node if it fails too.
       }
-    } else {
-      gather_rows(data.x, rows, batch.x);
     }
     model_.targets_into(data, rows, batch.y);
   });

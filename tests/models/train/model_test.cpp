@@ -425,56 +425,47 @@ TEST_CASE("an epoch interrupted and continued reports what the uninterrupted epo
   CHECK(bit_identical(weights_of(model), weights_of(straight)));
 }
 
+// A small MLP trained on iris for 3 epochs at batch 16, with `prefetch` batches prepared ahead (0: inline)
+// and its layers on `device`: the loss of each epoch, the weights, and the device its batches are fed on.
+struct IrisRun {
+  std::vector<double> losses;
+  std::vector<float> weights;
+  Device* input_device = nullptr;
+};
+IrisRun fit_iris(std::int64_t prefetch, const std::string& device) {
+  nlohmann::json spec = {
+      {"input_shape", {4}},
+      {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
+  ModelOptions o;
+  o.device = device;
+  o.prefetch = prefetch;
+  o.prefetch_min_bytes = 0;  // iris' batches are small: without this the producer thread would not start
+  o.inter_op_threads = 1;
+  o.intra_op_threads = 1;
+  Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
+  IrisRun run;
+  run.input_device = m.input_device();
+  Dataset iris = load_builtin("iris", 0, "", "");
+  for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) run.losses.push_back(metric(r.train, "loss"));
+  run.weights = weights_of(m);
+  return run;
+}
+
 }  // namespace
 }  // namespace tctl
 
 TEST_CASE("the prefetching input pipeline changes no result") {
   using namespace tctl;
-  std::vector<double> losses[2];
-  for (int k = 0; k < 2; ++k) {
-    nlohmann::json spec = {
-        {"input_shape", {4}},
-        {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
-    ModelOptions o;
-    o.prefetch = k == 0 ? 0 : 3;
-    o.prefetch_min_bytes = 0;  // iris' batches are small: without this the producer thread would not start
-    o.inter_op_threads = 1;
-    o.intra_op_threads = 1;
-    Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
-    Dataset iris = load_builtin("iris", 0, "", "");
-    for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
-  }
-  CHECK(losses[0] == losses[1]);
+  CHECK(fit_iris(0, "cpu").losses == fit_iris(3, "cpu").losses);
 }
 
 TEST_CASE("a model on a device gets its prefetched batches there, with the same results") {
   using namespace tctl;
-  Device* sim = DeviceRegistry::instance().find("sim:0");
-  std::vector<double> losses[2];
-  std::vector<float> weights[2];
-  for (int k = 0; k < 2; ++k) {
-    nlohmann::json spec = {
-        {"input_shape", {4}},
-        {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
-    ModelOptions o;
-    o.device = "sim:0";  // the loss falls back to the CPU: sim has no Mean
-    o.prefetch = k == 0 ? 0 : 2;
-    o.prefetch_min_bytes = 0;
-    o.inter_op_threads = 1;
-    o.intra_op_threads = 1;
-    Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
-    CHECK(m.input_device() == sim);
-    Dataset iris = load_builtin("iris", 0, "", "");
-    for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) losses[k].push_back(metric(r.train, "loss"));
-    weights[k] = weights_of(m);
-  }
-  CHECK(losses[0] == losses[1]);
-  CHECK(bit_identical(weights[0], weights[1]));
+  // The loss falls back to the CPU (sim has no Mean); the first layer reads x on sim:0.
+  const IrisRun inline_batches = fit_iris(0, "sim:0"), prefetched = fit_iris(2, "sim:0");
+  CHECK(prefetched.input_device == DeviceRegistry::instance().find("sim:0"));
+  CHECK(inline_batches.losses == prefetched.losses);
+  CHECK(bit_identical(inline_batches.weights, prefetched.weights));
   // On the CPU there is nowhere to move a batch to.
-  ModelOptions o;
-  o.inter_op_threads = o.intra_op_threads = 1;
-  Model on_cpu(std::make_shared<Sequential>(Sequential::from_json(
-                   {{"input_shape", {4}}, {"layers", {{{"type", "Dense"}, {"units", 3}}}}}, "m.json", "", 5)),
-               o);
-  CHECK(on_cpu.input_device() == nullptr);
+  CHECK(fit_iris(2, "cpu").input_device == nullptr);
 }
