@@ -3,7 +3,10 @@
 //         each timed alone with cuBLAS in FP32 (TF32 off, tensorctl's default) with CUDA events; the step's
 //         sum gives a limit in samples/s that tensorctl's training steps are measured against.
 //   copy: host-to-device and device-to-host bandwidth of cudaMemcpyAsync from pinned memory, against
-//         tensorctl's copies (Tensor::to, what a copy node runs) of pageable host tensors of the same size.
+//         tensorctl's copies (Tensor::to, what a copy node runs) of pageable host tensors of the same size;
+//         and a copy within the device, whose bytes read plus bytes written per second bound every kernel that
+//         streams memory once (an optimizer update moves 7 floats a parameter: Adam reads the gradient and
+//         reads and writes the weight and both moments).
 // Usage: bench_cuda_limits [--widths 784,2048,2048,10] [--batch 1024]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -99,6 +102,10 @@ void copy_bandwidth(std::size_t bytes) {
   check(cudaMalloc(&dev, bytes), "cudaMalloc");
   const double h2d = time_ms(s, [&] { cudaMemcpyAsync(dev, pinned, bytes, cudaMemcpyHostToDevice, s); });
   const double d2h = time_ms(s, [&] { cudaMemcpyAsync(pinned, dev, bytes, cudaMemcpyDeviceToHost, s); });
+  void* dev2;
+  check(cudaMalloc(&dev2, bytes), "cudaMalloc");
+  const double d2d = time_ms(s, [&] { cudaMemcpyAsync(dev2, dev, bytes, cudaMemcpyDeviceToDevice, s); });
+  cudaFree(dev2);
   tctl::Device* gpu = tctl::DeviceRegistry::instance().find("cuda:0");
   if (gpu == nullptr) throw std::runtime_error("cuda:0 is absent");
   const tctl::Tensor host = tctl::Tensor::zeros(tctl::DType::kF32, tctl::Shape{static_cast<std::int64_t>(bytes / 4)});
@@ -122,8 +129,8 @@ void copy_bandwidth(std::size_t bytes) {
   auto gbs = [&](double ms) { return static_cast<double>(bytes) / (ms / 1e3) / 1e9; };
   std::printf(
       "{\"limit\": \"copy\", \"bytes\": %zu, \"cudaMemcpy_pinned_h2d_gbs\": %.2f, \"cudaMemcpy_pinned_d2h_gbs\": %.2f, "
-      "\"tensorctl_h2d_gbs\": %.2f, \"tensorctl_d2h_gbs\": %.2f}\n",
-      bytes, gbs(h2d), gbs(d2h), gbs(t_h2d), gbs(t_d2h));
+      "\"tensorctl_h2d_gbs\": %.2f, \"tensorctl_d2h_gbs\": %.2f, \"device_read_write_gbs\": %.2f}\n",
+      bytes, gbs(h2d), gbs(d2h), gbs(t_h2d), gbs(t_d2h), 2 * gbs(d2d));
   cudaFreeHost(pinned);
   cudaFree(dev);
   cudaStreamDestroy(s);
