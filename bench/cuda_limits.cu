@@ -7,6 +7,12 @@
 //         and a copy within the device, whose bytes read plus bytes written per second bound every kernel that
 //         streams memory once (an optimizer update moves 7 floats a parameter: Adam reads the gradient and
 //         reads and writes the weight and both moments).
+//   update: Adam over the MLP's variables (a weight and a bias per layer), as tensorctl's update phase runs
+//         it (ApplyAdam ops in a Session, each with its numeric guard: a memset, a pass over the gradient and
+//         a report), against a reference in this file: the same guard and the same per-element arithmetic in
+//         kernels launched with a few blocks per multiprocessor (tensorctl's have one block per 256
+//         elements, each forming Adam's rates in double), and against the bound, 8 floats a parameter (the
+//         guard's read of the gradient and Adam's 7) at the device's read+write bandwidth.
 // Usage: bench_cuda_limits [--widths 784,2048,2048,10] [--batch 1024]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -18,7 +24,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/session.h"
 #include "core/tensor.h"
+#include "core/variable.h"
 
 namespace {
 
@@ -45,6 +53,20 @@ double time_ms(cudaStream_t stream, F fn) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+// Milliseconds of one call of `fn` on the host's clock: the median of 20 after 3 warm-ups.
+template <class F>
+double wall_ms(F fn) {
+  for (int i = 0; i < 3; ++i) fn();
+  std::vector<double> ms;
+  for (int i = 0; i < 20; ++i) {
+    const auto t = std::chrono::steady_clock::now();
+    fn();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
+  }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
@@ -94,7 +116,8 @@ void gemm_limit(const std::vector<int>& widths, int batch) {
   cudaStreamDestroy(s);
 }
 
-void copy_bandwidth(std::size_t bytes) {
+// Returns the device's read+write bandwidth in GB/s.
+double copy_bandwidth(std::size_t bytes) {
   cudaStream_t s;
   check(cudaStreamCreate(&s), "cudaStreamCreate");
   void *pinned, *dev;
@@ -110,17 +133,6 @@ void copy_bandwidth(std::size_t bytes) {
   if (gpu == nullptr) throw std::runtime_error("cuda:0 is absent");
   const tctl::Tensor host = tctl::Tensor::zeros(tctl::DType::kF32, tctl::Shape{static_cast<std::int64_t>(bytes / 4)});
   const tctl::Tensor on_gpu = host.to(gpu);
-  auto wall_ms = [](auto fn) {
-    for (int i = 0; i < 3; ++i) fn();
-    std::vector<double> ms;
-    for (int i = 0; i < 20; ++i) {
-      const auto t = std::chrono::steady_clock::now();
-      fn();
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count());
-    }
-    std::sort(ms.begin(), ms.end());
-    return ms[ms.size() / 2];
-  };
   const double t_h2d = wall_ms([&] {
     (void)host.to(gpu);
     gpu->synchronize();
@@ -134,6 +146,133 @@ void copy_bandwidth(std::size_t bytes) {
   cudaFreeHost(pinned);
   cudaFree(dev);
   cudaStreamDestroy(s);
+  return 2 * gbs(d2d);
+}
+
+// The reference update: what kernels/cuda/optimizers.cu computes (rounding every operation, no FMA), the
+// guard's verdict word set, found and read by the update the same way, but with the grid a few blocks per
+// multiprocessor and Adam's rates formed once per block from the device's learning rate and step.
+__global__ void reference_find_non_finite(const float* g, std::int64_t n, unsigned long long* verdict) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    if (!isfinite(g[i])) {
+      atomicMin(verdict, 2 * static_cast<unsigned long long>(i) + (isinf(g[i]) ? 1 : 0));
+      return;
+    }
+}
+
+__global__ void reference_adam(const float* g, const float* lr_p, const float* steps_done,
+                               const unsigned long long* verdict, std::int64_t n, float* w, float* m, float* v,
+                               float b1, float b2, float eps) {
+  __shared__ float lr_t;
+  if (threadIdx.x == 0) {
+    const double t = static_cast<double>(*steps_done) + 1.0;
+    lr_t = static_cast<float>(static_cast<double>(*lr_p) * sqrt(1.0 - pow(static_cast<double>(b2), t)) /
+                              (1.0 - pow(static_cast<double>(b1), t)));
+  }
+  __syncthreads();
+  if (*verdict != ~0ull) return;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float gi = g[i];
+    const float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(__fsub_rn(1.0f, b1), gi));
+    const float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, b2), gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    w[i] = __fsub_rn(w[i], __fdiv_rn(__fmul_rn(lr_t, mi), __fadd_rn(__fsqrt_rn(vi), eps)));
+  }
+}
+
+void update_limit(const std::vector<int>& widths, double read_write_gbs) {
+  tctl::Device* gpu = tctl::DeviceRegistry::instance().find("cuda:0");
+  if (gpu == nullptr) throw std::runtime_error("cuda:0 is absent");
+  std::vector<std::int64_t> sizes;
+  for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
+    sizes.push_back(static_cast<std::int64_t>(widths[l]) * widths[l + 1]);
+    sizes.push_back(widths[l + 1]);
+  }
+  std::int64_t params = 0;
+  for (std::int64_t n : sizes) params += n;
+  const tctl::Attrs adam{{"beta1", 0.9}, {"beta2", 0.999}, {"epsilon", 1e-7}};
+
+  // tensorctl: the update phase of a step, gradients fed on the device.
+  auto g = std::make_shared<tctl::Graph>();
+  std::vector<std::shared_ptr<tctl::Variable>> vars;
+  std::vector<tctl::Feed> feeds;
+  std::vector<tctl::Output> updates;
+  {
+    tctl::Graph::Scope scope(*g, "optimizer", "cuda:0", tctl::Phase::kUpdate);
+    auto scalar_var = [&](const char* name, float value) {
+      vars.push_back(std::make_shared<tctl::Variable>(name, tctl::Tensor::scalar(value)));
+      vars.back()->place_on(gpu);
+      return g->read(vars.back());
+    };
+    const tctl::Output lr = scalar_var("lr", 1e-3f), step = scalar_var("step", 10.0f);
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const tctl::Shape shape{sizes[k]};
+      std::vector<tctl::VarUse> uses;
+      for (const char* slot : {"w", "m", "v"}) {
+        vars.push_back(std::make_shared<tctl::Variable>(slot + std::to_string(k),
+                                                        tctl::Tensor::filled(shape, *slot == 'w' ? 0.5f : 0.01f)));
+        vars.back()->place_on(gpu);
+        uses.push_back({vars.back(), true});
+      }
+      const tctl::Output grad = g->placeholder("g" + std::to_string(k), tctl::DType::kF32, shape);
+      feeds.push_back({grad, tctl::Tensor::filled(shape, 1e-3f).to(gpu)});
+      updates.push_back(g->add("ApplyAdam", {grad, lr, step}, adam, std::move(uses)));
+    }
+  }
+  tctl::ThreadPool inter(1), intra(1);
+  tctl::Session session(g, inter, intra);
+  const double ours = wall_ms([&] {
+    session.run(feeds, {}, updates);
+    gpu->synchronize();
+  });
+
+  // The reference, on buffers of its own, timed the same way (launches, then a wait for the stream).
+  cudaStream_t s;
+  check(cudaStreamCreate(&s), "cudaStreamCreate");
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  std::vector<float*> buffers;
+  auto device_floats = [&](std::int64_t n, float value) {
+    float* p;
+    check(cudaMalloc(&p, sizeof(float) * static_cast<std::size_t>(n)), "cudaMalloc");
+    std::vector<float> host(static_cast<std::size_t>(n), value);
+    check(cudaMemcpy(p, host.data(), sizeof(float) * host.size(), cudaMemcpyHostToDevice), "cudaMemcpy");
+    buffers.push_back(p);
+    return p;
+  };
+  float* lr = device_floats(1, 1e-3f);
+  float* step = device_floats(1, 10.0f);
+  unsigned long long* verdicts;
+  check(cudaMalloc(&verdicts, sizeof(unsigned long long) * sizes.size()), "cudaMalloc");
+  struct Var {
+    std::int64_t n;
+    float *g, *w, *m, *v;
+  };
+  std::vector<Var> ref;
+  for (std::int64_t n : sizes)
+    ref.push_back(
+        {n, device_floats(n, 1e-3f), device_floats(n, 0.5f), device_floats(n, 0.01f), device_floats(n, 0.01f)});
+  const double reference = wall_ms([&] {
+    for (std::size_t k = 0; k < ref.size(); ++k) {
+      const Var& x = ref[k];
+      const unsigned blocks = static_cast<unsigned>(std::min<std::int64_t>((x.n + 255) / 256, 4 * sms));
+      cudaMemsetAsync(verdicts + k, 0xff, sizeof(unsigned long long), s);
+      reference_find_non_finite<<<blocks, 256, 0, s>>>(x.g, x.n, verdicts + k);
+      reference_adam<<<blocks, 256, 0, s>>>(x.g, lr, step, verdicts + k, x.n, x.w, x.m, x.v, 0.9f, 0.999f, 1e-7f);
+    }
+    check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+  });
+  for (float* p : buffers) cudaFree(p);
+  cudaFree(verdicts);
+  cudaStreamDestroy(s);
+  const double bound = 8.0 * 4.0 * static_cast<double>(params) / (read_write_gbs * 1e9) * 1e3;
+  std::printf(
+      "{\"limit\": \"update\", \"optimizer\": \"adam\", \"variables\": %zu, \"parameters\": %lld, "
+      "\"tensorctl_ms\": %.4f, \"reference_ms\": %.4f, \"bound_ms\": %.4f}\n",
+      sizes.size(), static_cast<long long>(params), ours, reference, bound);
 }
 
 }  // namespace
@@ -156,7 +295,9 @@ int main(int argc, char** argv) {
   }
   try {
     gemm_limit(widths, batch);
-    for (std::size_t mb : {1, 16, 128}) copy_bandwidth(mb << 20);
+    double read_write_gbs = 0;
+    for (std::size_t mb : {1, 16, 128}) read_write_gbs = copy_bandwidth(mb << 20);
+    update_limit(widths, read_write_gbs);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_cuda_limits: %s\n", e.what());
     return 1;
