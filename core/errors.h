@@ -8,6 +8,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tctl {
 
@@ -51,6 +52,12 @@ class NonFiniteError : public RuntimeError {
  public:
   using RuntimeError::RuntimeError;
 };
+
+// Text from a user's file, quoted for a message: in double quotes, with quotes, backslashes and control
+// characters escaped (\n, \u001b...) and bytes that are not UTF-8 shown as \xNN, cut to 100 bytes at a
+// character boundary with "..." after. A hostile file may hold a megabyte-long cell or terminal escapes, and an
+// error stays one readable line.
+std::string quote_for_message(std::string_view text);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 

@@ -119,13 +119,16 @@ bool parse_number(std::string_view text, float& value, bool& out_of_range) {
 }
 
 float parse_cell(const std::string& text, const std::string& path, std::int64_t line, const std::string& column) {
-  if (text.empty()) throw SpecError(path, line_where(line), "column \"" + column + "\": empty cell");
+  if (text.empty()) throw SpecError(path, line_where(line), "column " + quote_for_message(column) + ": empty cell");
   float value = 0.0f;
   bool out_of_range = false;
   if (parse_number(text, value, out_of_range)) return value;
   if (out_of_range)
-    throw SpecError(path, line_where(line), "column \"" + column + "\": \"" + text + "\" is out of range for float32");
-  throw SpecError(path, line_where(line), "column \"" + column + "\": expected a finite number, got \"" + text + "\"");
+    throw SpecError(
+        path, line_where(line),
+        "column " + quote_for_message(column) + ": " + quote_for_message(text) + " is out of range for float32");
+  throw SpecError(path, line_where(line),
+                  "column " + quote_for_message(column) + ": expected a finite number, got " + quote_for_message(text));
 }
 
 }  // namespace

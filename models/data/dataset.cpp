@@ -61,9 +61,9 @@ void numeric_labels(const CsvTable& table, const std::string& path, int label, D
     // The upper bound also stops a regression target mistaken for a label from sizing a huge one-hot layer.
     if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
       throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
-                      "column \"" + table.columns[static_cast<std::size_t>(label)] +
-                          "\": class labels must be integers in 0.." + std::to_string(kMaxClasses - 1) + ", got " +
-                          (std::isnan(v) ? "\"" + table.text_at(r, label) + "\"" : format_float(v)));
+                      "column " + quote_for_message(table.columns[static_cast<std::size_t>(label)]) +
+                          ": class labels must be integers in 0.." + std::to_string(kMaxClasses - 1) + ", got " +
+                          (std::isnan(v) ? quote_for_message(table.text_at(r, label)) : format_float(v)));
     y[r] = static_cast<std::int32_t>(v);
     largest = std::max(largest, y[r]);
   }
@@ -77,7 +77,7 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
   auto where = [&](std::int64_t r) { return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]); };
   for (std::int64_t r = 0; r < table.rows; ++r)
     if (table.text_at(r, label).empty())
-      throw SpecError(path, where(r), "column \"" + column + "\": empty class label");
+      throw SpecError(path, where(r), "column " + quote_for_message(column) + ": empty class label");
   std::vector<std::string> names = known;
   if (names.empty()) {
     names = table.text[static_cast<std::size_t>(label)];
@@ -85,7 +85,7 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
     names.erase(std::unique(names.begin(), names.end()), names.end());
     if (names.size() > static_cast<std::size_t>(kMaxClasses))
       throw SpecError(path, where(0),
-                      "column \"" + column + "\" holds " + std::to_string(names.size()) +
+                      "column " + quote_for_message(column) + " holds " + std::to_string(names.size()) +
                           " distinct class names; at most " + std::to_string(kMaxClasses) + " are allowed");
   }
   std::vector<std::string> sorted = names;
@@ -99,9 +99,9 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
     const std::string& name = table.text_at(r, label);
     auto it = std::lower_bound(sorted.begin(), sorted.end(), name);
     if (it == sorted.end() || *it != name)
-      throw SpecError(
-          path, where(r),
-          "column \"" + column + "\": \"" + name + "\" is not one of the run's classes (" + join(names) + ")");
+      throw SpecError(path, where(r),
+                      "column " + quote_for_message(column) + ": " + quote_for_message(name) +
+                          " is not one of the run's classes (" + join(names) + ")");
     y[r] = position[static_cast<std::size_t>(it - sorted.begin())];
   }
   data.num_classes = static_cast<int>(names.size());
@@ -123,8 +123,8 @@ void set_labels(Dataset& data, const CsvTable& table, const std::string& path, i
       // Only a column read as text holds NaN.
       if (std::isnan(y[r]))
         throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
-                        "column \"" + table.columns[static_cast<std::size_t>(label)] +
-                            "\": expected a finite number, got \"" + table.text_at(r, label) + "\"");
+                        "column " + quote_for_message(table.columns[static_cast<std::size_t>(label)]) +
+                            ": expected a finite number, got " + quote_for_message(table.text_at(r, label)));
     }
     return;
   }

@@ -40,16 +40,6 @@ void swap_to_little_endian(char* data, std::size_t bytes, std::size_t element_si
   }
 }
 
-// A JSON-quoted string for messages, cut to 100 bytes (at a UTF-8 boundary): a hostile file may hold a
-// megabyte-long name, and an error must stay one readable line.
-std::string quote_for_message(std::string_view s) {
-  constexpr std::size_t kLimit = 100;
-  if (s.size() <= kLimit) return json(s).dump();
-  std::size_t cut = kLimit;
-  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xc0) == 0x80) --cut;
-  return json(s.substr(0, cut)).dump() + "...";
-}
-
 // A JSON value for messages, cut to 60 characters.
 std::string brief(const json& v) {
   std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);

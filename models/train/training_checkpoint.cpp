@@ -1,5 +1,11 @@
 #include "models/train/training_checkpoint.h"
 
+#include <cmath>
+#include <optional>
+#include <string_view>
+
+#include <fmt/format.h>
+
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
 
@@ -54,6 +60,72 @@ BatchSums sums_from_json(const nlohmann::json& j) {
   return s;
 }
 
+// nlohmann's text without its "[json.exception.type_error.302] " prefix.
+std::string json_reason(const nlohmann::json::exception& e) {
+  const std::string_view text = e.what();
+  const std::size_t end = text.starts_with("[json.exception.") ? text.find("] ") : std::string_view::npos;
+  return std::string(end == std::string_view::npos ? text : text.substr(end + 2));
+}
+
+// The state a run could have reached: the history one row per finished epoch, 1 to next_epoch - 1 in order,
+// and sums no run could have made refused, so a tampered state never becomes a run's history.
+void check_state(const TrainingState& state, const std::string& name) {
+  auto fail = [&](const std::string& key, const std::string& what) {
+    throw SpecError(name, "__metadata__." + key, "damaged training state: " + what);
+  };
+  if (state.next_epoch < 1) fail("next_epoch", fmt::format("epoch {} (epochs count from 1)", state.next_epoch));
+  if (static_cast<std::int64_t>(state.history.size()) != state.next_epoch - 1)
+    fail("history", fmt::format("{} epochs recorded before epoch {}", state.history.size(), state.next_epoch));
+  for (std::size_t i = 0; i < state.history.size(); ++i) {
+    const EpochResult& r = state.history[i];
+    if (r.epoch != static_cast<std::int64_t>(i) + 1) fail("history", fmt::format("row {} is epoch {}", i + 1, r.epoch));
+    if (r.steps < 0 || !(r.seconds >= 0.0) || !std::isfinite(r.seconds))
+      fail("history", fmt::format("epoch {} has {} steps in {} s", r.epoch, r.steps, r.seconds));
+  }
+  const BatchSums& s = state.partial_sums;
+  const double examples = static_cast<double>(s.examples);
+  for (const double v : {s.loss, s.correct, s.top_k_correct, s.abs_error, s.sq_error})
+    if (!std::isfinite(v)) fail("partial_sums", "a sum is not finite");
+  if (state.steps_done < 0) fail("steps_done", fmt::format("{} steps", state.steps_done));
+  if (s.examples < 0 || s.values < 0 || s.abs_error < 0 || s.sq_error < 0 || s.correct < 0 || s.correct > examples ||
+      s.top_k_correct < 0 || s.top_k_correct > examples)
+    fail("partial_sums", fmt::format("{} examples with {} classified right", s.examples, s.correct));
+  if (state.steps_done == 0 && s.examples != 0) fail("partial_sums", "sums recorded before the epoch's first step");
+}
+
+// Values training could have written: every weight and slot finite, the slots that sum squares (Adam's v,
+// RMSprop's mean square, Adagrad's accumulator) not negative, the step count a whole number from 0 and the
+// learning-rate factor positive. A tampered one would otherwise train to NaN weights, or fail later as if
+// the learning rate were to blame.
+void check_values(const SafetensorsFile& file, const Model& model, const std::string& name) {
+  const std::string& type = model.optimizer().config().type;
+  const std::string squares = type == "adam" || type == "adamw" ? "/v"
+                              : type == "rmsprop"               ? "/velocity"
+                              : type == "adagrad"               ? "/accumulator"
+                                                                : "";
+  for (const NamedTensor& want : checkpoint_tensors(model)) {
+    const Tensor* t = file.find(want.name);
+    if (t == nullptr || t->dtype() != DType::kF32) continue;
+    const bool nonnegative = want.name.starts_with("optimizer/") && !squares.empty() && want.name.ends_with(squares);
+    const float* v = t->data<float>();
+    for (std::int64_t i = 0; i < t->num_elements(); ++i)
+      if (!std::isfinite(v[i]) || (nonnegative && v[i] < 0.0f))
+        throw SpecError(name, "tensor " + quote_for_message(want.name),
+                        fmt::format("damaged training state: element {} is {}", i, v[i]));
+  }
+  const auto scalar = [&](const char* tensor) {
+    const Tensor* t = file.find(tensor);
+    return t != nullptr && t->dtype() == DType::kF32 && t->num_elements() == 1 ? std::optional(t->data<float>()[0])
+                                                                               : std::nullopt;
+  };
+  if (const auto steps = scalar("optimizer/iterations"); steps && (*steps < 0.0f || *steps != std::floor(*steps)))
+    throw SpecError(name, "tensor \"optimizer/iterations\"",
+                    fmt::format("damaged training state: {} steps (a whole number from 0)", *steps));
+  if (const auto factor = scalar("optimizer/learning_rate_factor"); factor && !(*factor > 0.0f))
+    throw SpecError(name, "tensor \"optimizer/learning_rate_factor\"",
+                    fmt::format("damaged training state: {} (a factor above 0)", *factor));
+}
+
 }  // namespace
 
 std::vector<NamedTensor> checkpoint_tensors(const Model& model) {
@@ -96,27 +168,39 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
     throw SpecError(
         name, "header",
         "not a tensorctl training checkpoint (format \"" + meta("format") + "\", expected " + kFormat + ")");
+  // A count as save_training_checkpoint writes it: decimal digits and nothing else.
+  auto count = [&](const char* key) {
+    const std::string& text = meta(key);
+    std::int64_t v = 0;
+    bool ok = !text.empty() && text.size() <= 15;
+    for (const char c : text) ok = ok && c >= '0' && c <= '9';
+    if (ok) v = std::stoll(text);
+    if (!ok)
+      throw SpecError(name, std::string("__metadata__.") + key,
+                      "damaged training state: expected a whole number, got " + quote_for_message(text));
+    return v;
+  };
+  // The JSON kept under `key`, read by `from`; its type and key errors name the key.
+  auto json_meta = [&](const char* key, auto from) {
+    const nlohmann::json j = parse_json_text(meta(key), name);
+    try {
+      return from(j);
+    } catch (const nlohmann::json::exception& e) {
+      throw SpecError(name, std::string("__metadata__.") + key, "damaged training state: " + json_reason(e));
+    }
+  };
+  auto as_is = [](const nlohmann::json& j) { return j; };
 
   TrainingState state;
-  try {
-    state.next_epoch = std::stoll(meta("next_epoch"));
-    state.steps_done = std::stoll(meta("steps_done"));
-    // Checkpoints written before the sums were kept lack them: the resumed epoch then averages its
-    // remaining steps only.
-    if (file.metadata.count("partial_sums"))
-      state.partial_sums = sums_from_json(parse_json_text(meta("partial_sums"), name));
-    state.history = history_from_json(parse_json_text(meta("history"), name));
-    state.callbacks = parse_json_text(meta("callbacks"), name);
-    state.config = parse_json_text(meta("config"), name);
-  } catch (const SpecError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw SpecError(name, "header", std::string("damaged training state: ") + e.what());
-  }
-  if (state.next_epoch < 1 || state.steps_done < 0)
-    throw SpecError(name, "header",
-                    "damaged training state: epoch " + std::to_string(state.next_epoch) + ", step " +
-                        std::to_string(state.steps_done));
+  state.next_epoch = count("next_epoch");
+  state.steps_done = count("steps_done");
+  // Checkpoints written before the sums were kept lack them: the resumed epoch then averages its
+  // remaining steps only.
+  if (file.metadata.count("partial_sums")) state.partial_sums = json_meta("partial_sums", sums_from_json);
+  state.history = json_meta("history", history_from_json);
+  state.callbacks = json_meta("callbacks", as_is);
+  state.config = json_meta("config", as_is);
+  check_state(state, name);
   return state;
 }
 
@@ -125,6 +209,7 @@ void restore_training_checkpoint(const std::filesystem::path& path, const Safete
   std::vector<NamedTensor> expected = checkpoint_tensors(model);
   expected.insert(expected.end(), extra_expected.begin(), extra_expected.end());
   check_against(file, expected, path.string());
+  check_values(file, model, path.string());
   assign_from(file, model.net().variables());
   assign_from(file, model.optimizer().state());
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <optional>
 
 #include "core/device.h"
@@ -669,6 +670,30 @@ void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   }
 }
 
+// What a run records of its inputs, against the model: a tampered summary.json must neither reach a kernel
+// with the wrong number of features nor scale every input into NaN.
+void check_input_record(const LoadedRun& run, std::int64_t inputs, const std::string& file) {
+  if (static_cast<std::int64_t>(run.feature_names.size()) != inputs)
+    throw SpecError(file, "data.feature_names",
+                    fmt::format("damaged run summary: {} feature names for a model of {} inputs",
+                                run.feature_names.size(), inputs));
+  if (!run.standardized) return;
+  const Standardizer& s = run.standardizer;
+  if (static_cast<std::int64_t>(s.mean.size()) != inputs || s.std.size() != s.mean.size())
+    throw SpecError(file, "preprocessing",
+                    fmt::format("damaged run summary: {} means and {} scales for a model of {} inputs", s.mean.size(),
+                                s.std.size(), inputs));
+  for (std::size_t i = 0; i < s.mean.size(); ++i) {
+    if (!std::isfinite(s.mean[i]))
+      throw SpecError(file, fmt::format("preprocessing.mean[{}]", i), "damaged run summary: not a finite number");
+    // Standardizer::fit gives 1 to a constant column: a scale is never 0, and one below the smallest normal
+    // float would be read as 0 where denormals are flushed.
+    if (!std::isfinite(s.std[i]) || s.std[i] < std::numeric_limits<float>::min())
+      throw SpecError(file, fmt::format("preprocessing.std[{}]", i),
+                      fmt::format("damaged run summary: a scale must be a positive finite number, got {}", s.std[i]));
+  }
+}
+
 }  // namespace
 
 LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int intra_op_threads,
@@ -711,8 +736,7 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   one.strategy = StrategyConfig{};
   run.model = build_model(one);
   const auto& net = run.model->net();
-  if (run.standardized && run.standardizer.mean.size() != static_cast<std::size_t>(net.input_shape().num_elements()))
-    throw SpecError(d, "preprocessing", "the scaling does not match the model's input_shape");
+  check_input_record(run, net.input_shape().num_elements(), finished ? (dir / "summary.json").string() : d);
 
   SafetensorsFile file = load_safetensors(weights_path);
   // A training checkpoint also holds the optimizer's state and the callbacks' tensors: only the weights count.

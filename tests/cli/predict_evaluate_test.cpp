@@ -212,6 +212,36 @@ TEST_SUITE("predict and evaluate") {
     expect_user_error(d, "evaluate --run run --data run/test.csv", {message});
   }
 
+  TEST_CASE("predict, evaluate and export refuse a summary.json whose inputs do not fit the model, naming the key") {
+    TempDir d;
+    REQUIRE(run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 1 --output run --quiet",
+                          d.path())
+                .status == 0);
+    const nlohmann::json original = read_json(d / "run/summary.json");
+    auto refused = [&](auto change, const std::string& needle) {
+      nlohmann::json summary = original;
+      change(summary);
+      d.write("run/summary.json", summary.dump(2));
+      for (const std::string command :
+           {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv", "export run -o m.onnx"})
+        expect_user_error(d, command, {"run/summary.json: " + needle});
+    };
+    // Crashed the CSV reader's scaling (an internal check) before: 1 feature name for 4 inputs, and 6 unscaled.
+    refused([](auto& j) { j["data"]["feature_names"] = {"sepal_length"}; },
+            "data.feature_names: damaged run summary: 1 feature names for a model of 4 inputs");
+    refused(
+        [](auto& j) {
+          j["preprocessing"]["standardize"] = false;
+          j["data"]["feature_names"] = std::vector<std::string>(6, "x");
+        },
+        "data.feature_names: damaged run summary: 6 feature names");
+    // Predicted NaN for every row before.
+    refused([](auto& j) { j["preprocessing"]["std"][2] = 0; },
+            "preprocessing.std[2]: damaged run summary: a scale must be a positive finite number, got 0");
+    refused([](auto& j) { j["preprocessing"]["std"][0] = -1; }, "preprocessing.std[0]");
+    refused([](auto& j) { j["preprocessing"]["mean"] = {1, 2}; }, "preprocessing: damaged run summary: 2 means");
+  }
+
   TEST_CASE("a CSV whose labels are names: the run keeps them, predict writes them, evaluate maps them") {
     const TrainedRun& named = trained("configs/iris_species.json");
     const TrainedRun& numbered = trained("configs/iris_mlp.json");

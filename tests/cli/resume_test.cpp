@@ -343,6 +343,47 @@ TEST_SUITE("bad input") {
   }
 }
 
+TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor or key, writing nothing") {
+  TempDir dir;
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 2 --output run --quiet", dir.path()).status == 0);
+  const fs::path checkpoint = dir / "run/checkpoint.safetensors";
+  const tctl::SafetensorsFile original = tctl::load_safetensors(checkpoint);
+  // Writes the checkpoint again with one change, then expects the resume to be refused.
+  auto refused = [&](auto change, const std::vector<std::string>& needles) {
+    tctl::SafetensorsFile file = original;
+    for (auto& t : file.tensors) t.value = t.value.clone();  // the original keeps its values
+    change(file);
+    tctl::save_safetensors(checkpoint, file.tensors, file.metadata);
+    std::vector<std::string> all{"run/checkpoint.safetensors"};
+    all.insert(all.end(), needles.begin(), needles.end());
+    expect_user_error(dir, "train " + iris + " --resume run --epochs 3", all);
+  };
+  auto set = [](tctl::SafetensorsFile& f, const std::string& tensor, std::int64_t i, float v) {
+    for (auto& t : f.tensors)
+      if (t.name == tensor) t.value.mutable_data<float>()[i] = v;
+  };
+  refused([&](auto& f) { set(f, "dense/kernel", 0, std::nanf("")); }, {"tensor \"dense/kernel\"", "element 0 is nan"});
+  refused([&](auto& f) { set(f, "optimizer/dense/kernel/v", 3, -1.0f); },
+          {"tensor \"optimizer/dense/kernel/v\"", "element 3 is -1"});
+  refused([&](auto& f) { set(f, "optimizer/iterations", 0, 2.5f); }, {"optimizer/iterations", "2.5 steps"});
+  refused([&](auto& f) { set(f, "optimizer/learning_rate_factor", 0, 0.0f); }, {"optimizer/learning_rate_factor"});
+  refused([](auto& f) { f.metadata["next_epoch"] = "1e9"; },
+          {"__metadata__.next_epoch", "expected a whole number, got \"1e9\""});
+  refused([](auto& f) { f.metadata["next_epoch"] = "2"; },
+          {"__metadata__.history", "2 epochs recorded before epoch 2"});
+  refused(
+      [](auto& f) {
+        f.metadata["steps_done"] = "1";
+        f.metadata["partial_sums"] =
+            R"({"abs_error":0,"correct":9,"examples":5,"loss":1,"sq_error":0,"top_k_correct":0,"values":0})";
+      },
+      {"__metadata__.partial_sums", "5 examples with 9 classified right"});
+  // Untouched, it resumes.
+  tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
+  CHECK(run_tensorctl("train " + iris + " --resume run --epochs 3 --quiet", dir.path()).status == 0);
+}
+
 TEST_CASE("a step gone NaN stops training with the epoch, step and first op, and the last good checkpoint stays") {
   TempDir dir;
   std::string rows = "a,b,label\n";

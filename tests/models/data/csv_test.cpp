@@ -119,6 +119,11 @@ TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text")
   CHECK(read_error(write_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
   CHECK(read_error(write_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
   CHECK(read_error(write_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
+  // A hostile cell is quoted short and escaped: a megabyte of it, or a terminal escape, never reaches stderr.
+  const std::string big = read_error(write_file("big.csv", "a\n\"" + std::string(1 << 20, 'x') + "7\"\n")).message();
+  CHECK(big == "column \"a\": expected a finite number, got \"" + std::string(100, 'x') + "\"...");
+  CHECK(read_error(write_file("esc.csv", "a\n\"3\x1b[2J\"\n")).message() ==
+        "column \"a\": expected a finite number, got \"3\\u001b[2J\"");
 }
 
 TEST_CASE("read_csv reports an empty cell") {
@@ -183,7 +188,7 @@ TEST_CASE("read_csv follows RFC 4180 quoting: commas, doubled quotes and line br
     FAIL("the note column is not numbers");
   } catch (const SpecError& e) {
     CHECK(e.where() == "line 2");
-    CHECK(e.message() == "column \"note\": expected a finite number, got \"said \"hi\"\"");
+    CHECK(e.message() == "column \"note\": expected a finite number, got \"said \\\"hi\\\"\"");
   }
 }
 

@@ -1,0 +1,25 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "core/errors.h"
+
+using tctl::quote_for_message;
+
+TEST_CASE("quote_for_message quotes a user's text as one short, printable line") {
+  CHECK(quote_for_message("abc") == "\"abc\"");
+  CHECK(quote_for_message("") == "\"\"");
+  CHECK(quote_for_message("said \"hi\" \\ there") == "\"said \\\"hi\\\" \\\\ there\"");
+  // Line breaks, tabs, terminal escapes and NUL are escaped, so the message stays one line and nothing in it
+  // reaches the terminal as a control sequence or cuts the text short.
+  CHECK(quote_for_message("a\nb\tc") == "\"a\\nb\\tc\"");
+  CHECK(quote_for_message(std::string("3\x1b[2J", 5)) == "\"3\\u001b[2J\"");
+  CHECK(quote_for_message(std::string("x\0y", 3)) == "\"x\\u0000y\"");
+  // UTF-8 passes through; bytes that are not UTF-8 show as \xNN.
+  CHECK(quote_for_message("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
+  CHECK(quote_for_message("a\xff\xc3") == "\"a\\xff\\xc3\"");
+  // Cut to 100 bytes, never inside a character.
+  CHECK(quote_for_message(std::string(5000, 'a')) == "\"" + std::string(100, 'a') + "\"...");
+  const std::string accents = std::string(99, 'a') + "\xc3\xa9" + "tail";
+  CHECK(quote_for_message(accents) == "\"" + std::string(99, 'a') + "\"...");
+}
