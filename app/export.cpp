@@ -23,9 +23,10 @@ int run_export(const ExportFlags& f) {
   if (f.format != "onnx") throw SpecError("", "--format", "unknown format \"" + f.format + "\" (known: onnx)");
   check_output_path(f.output, "-o");
   LoadedRun run = load_run(f.run, 1, 1, f.weights);
+  check_not_run_file(run.dir, run.config, f.output, "-o");
   const Sequential& net = run.model->net();
   OnnxExportInput in;
-  in.spec = run.config.model_spec;
+  in.spec = net.to_json();  // names and defaults filled in, as train writes model.json
   for (auto& t : variable_values(net.variables())) in.weights.emplace(t.name, t.value);
   if (run.standardized) {
     in.mean = run.standardizer.mean;

@@ -51,6 +51,7 @@ int run_predict(const PredictFlags& f) {
   if (!f.output.empty()) check_output_path(f.output, "--output");
 
   LoadedRun run = load_run(f.run, 0, 0, f.weights);
+  check_not_run_file(run.dir, run.config, f.output, "--output");
   RunInput in = read_run_input(run, f.input, f.keep_columns);
   Tensor pred = run.model->predict(in.x, f.batch_size);
   const std::int64_t n = in.rows;

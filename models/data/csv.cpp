@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -149,8 +150,16 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   if (status_error) throw SpecError(path, "", "cannot open file: " + status_error.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", "cannot open file");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw RuntimeError(path + ": read failed");
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    // libstdc++'s filebuf throws on a read error (EIO, say) even with the stream's exceptions off.
+    throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
+  } catch (const std::bad_alloc&) {
+    throw RuntimeError(path + ": too large to read into memory (" + std::to_string(text.size()) + " bytes read)");
+  }
+  if (in.bad()) throw SpecError(path, "", "cannot read file");
 
   // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
   std::string_view rest = text;
@@ -185,7 +194,8 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
         throw SpecError(path, line_where(1),
                         "empty name for column " + std::to_string(table.columns.size() + 1) + " in the header row");
       if (!seen.insert(column).second)
-        throw SpecError(path, line_where(1), "column name \"" + column + "\" appears twice in the header row");
+        throw SpecError(path, line_where(1),
+                        "column name " + quote_for_message(column) + " appears twice in the header row");
       table.columns.push_back(std::move(column));
     }
     if (!next_record()) throw SpecError(path, line_where(records.record_line() + 1), "no data rows after the header");

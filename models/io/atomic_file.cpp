@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "core/errors.h"
 
@@ -171,19 +172,28 @@ void check_output_path(const std::string& path, const std::string& flag) {
     throw SpecError("", flag, "directory " + parent.string() + " does not exist");
 }
 
-std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors) {
-  std::FILE* file = std::fopen(path.c_str(), "rbe");
-  if (file == nullptr) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
+std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors, std::size_t max_bytes) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!file) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
 
   // Read in chunks rather than trusting a size from stat: pipes and /proc files report none.
   std::string out;
   char chunk[1 << 16];
   std::size_t n;
-  while ((n = std::fread(chunk, 1, sizeof chunk, file)) > 0) out.append(chunk, n);
+  try {
+    while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
+      if (n > max_bytes - out.size())
+        throw SpecError(file_for_errors, "",
+                        "larger than " + std::to_string(max_bytes >> 20) + " MiB, the most this file may hold");
+      out.append(chunk, n);
+    }
+  } catch (const std::bad_alloc&) {
+    throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(out.size()) +
+                       " bytes read)");
+  }
   // A directory opens fine on Linux and fails here with EISDIR.
-  int error = std::ferror(file) ? errno : 0;
-  std::fclose(file);
-  if (error != 0) throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(error));
+  if (std::ferror(file.get()))
+    throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(errno));
   return out;
 }
 

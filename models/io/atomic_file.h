@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -31,7 +32,9 @@ void check_output_path(const std::string& path, const std::string& flag);
 
 // The whole contents of `path`. A missing or unreadable file is the user's mistake: SpecError with
 // `file_for_errors` (the path as the user spelled it) as the file, no JSON path, and the system's reason
-// ("cannot open file: No such file or directory"). Thread-safe.
-std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors);
+// ("cannot open file: No such file or directory"), as is a file longer than `max_bytes` (a spec that
+// is a device without end); memory running out is a RuntimeError naming the file. Thread-safe.
+std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors,
+                      std::size_t max_bytes = std::numeric_limits<std::size_t>::max());
 
 }  // namespace tctl

@@ -1,10 +1,15 @@
 #include "models/io/safetensors.h"
 
+#include <sys/stat.h>
+
+#include <fmt/format.h>
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -317,8 +322,66 @@ SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& fi
   return out;
 }
 
+namespace {
+
+// The data bytes a header accounts for: the largest end among its entries' data_offsets, or 0 when it does not
+// parse (decode_safetensors then says what is wrong with it).
+std::uint64_t declared_data_bytes(std::string_view header) {
+  const json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+  std::uint64_t end = 0;
+  if (!h.is_object()) return 0;
+  for (const auto& [name, entry] : h.items()) {
+    if (!entry.is_object() || !entry.contains("data_offsets")) continue;
+    const json& offsets = entry.at("data_offsets");
+    if (offsets.is_array() && offsets.size() == 2 && offsets[1].is_number_unsigned())
+      end = std::max(end, offsets[1].get<std::uint64_t>());
+  }
+  return end;
+}
+
+}  // namespace
+
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {
-  return decode_safetensors(read_file(path, path.string()), path.string());
+  const std::string name = path.string();
+  // Only the bytes the header accounts for are read: a file padded to gigabytes, or a device that never ends,
+  // is refused from its first bytes rather than read into memory whole.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!file) throw SpecError(name, "", std::string("cannot open file: ") + std::strerror(errno));
+  std::string bytes;
+  // Appends up to n more bytes; false when the file ends first.
+  auto read_up_to = [&](std::uint64_t n) {
+    char chunk[1 << 16];
+    while (n > 0) {
+      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(n, sizeof chunk));
+      const std::size_t got = std::fread(chunk, 1, want, file.get());
+      bytes.append(chunk, got);
+      n -= got;
+      if (got == want) continue;
+      // A directory opens fine on Linux and fails here with EISDIR.
+      if (std::ferror(file.get())) throw SpecError(name, "", std::string("cannot read file: ") + std::strerror(errno));
+      return false;
+    }
+    return true;
+  };
+  if (read_up_to(8)) {
+    std::uint64_t header_bytes = 0;
+    for (int i = 0; i < 8; ++i)
+      header_bytes |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]))
+                      << (8 * i);
+    if (header_bytes <= kMaxHeaderBytes && read_up_to(header_bytes)) {
+      const std::uint64_t data = declared_data_bytes(std::string_view(bytes).substr(8));
+      struct stat st {};
+      if (::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) &&
+          data > static_cast<std::uint64_t>(st.st_size) - bytes.size())
+        throw SpecError(name, "header",
+                        fmt::format("the tensors need {} bytes of data, the file has {} after its header", data,
+                                    static_cast<std::uint64_t>(st.st_size) - bytes.size()));
+      if (read_up_to(data) && read_up_to(1))
+        throw SpecError(name, "header",
+                        fmt::format("the file runs on past the {} bytes its header accounts for", bytes.size() - 1));
+    }
+  }
+  return decode_safetensors(bytes, name);
 }
 
 void check_against(const SafetensorsFile& file, const std::vector<NamedTensor>& expected,

@@ -263,6 +263,11 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& file)
   }
 }
 
-nlohmann::json parse_json_file(const std::string& path) { return parse_json_text(read_file(path, path), path); }
+// Specs, configs and run records are kilobytes; a Keras model's JSON without its weights rarely reaches one MB.
+constexpr std::size_t kMaxJsonBytes = std::size_t{64} << 20;
+
+nlohmann::json parse_json_file(const std::string& path) {
+  return parse_json_text(read_file(path, path, kMaxJsonBytes), path);
+}
 
 }  // namespace tctl

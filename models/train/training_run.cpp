@@ -346,6 +346,11 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
     throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
   if (!std::filesystem::exists(checkpoint, ec))
     throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
+  // A file the run writes that is now a directory would fail only after training, with the checkpoint and
+  // history already past the summary.
+  for (const std::string& name : kRunFiles)
+    if (std::filesystem::is_directory(dir / name, ec))
+      throw SpecError((dir / name).string(), "", "cannot resume: a directory stands where the run writes this file");
   SafetensorsFile file;
   TrainingState saved = read_training_checkpoint(checkpoint, file);
   check_resume_config(saved, c, dir);
@@ -751,6 +756,18 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   assign_from(file, net.variables());
   run.weights = weights_path;
   return run;
+}
+
+void check_not_run_file(const std::filesystem::path& dir, const TrainConfig& config, const std::string& output,
+                        const std::string& flag) {
+  if (output.empty() || output == "-") return;
+  std::error_code ec;
+  const std::filesystem::path parent = std::filesystem::absolute(output, ec).parent_path();
+  if (ec || !std::filesystem::equivalent(parent, dir, ec) || ec) return;
+  const std::string name = std::filesystem::path(output).filename().string();
+  if (is_run_file(name, run_file_names(dir, config)))
+    throw SpecError("", flag,
+                    output + " is the run's own " + name + "; write the output outside the run or under another name");
 }
 
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,

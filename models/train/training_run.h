@@ -108,6 +108,12 @@ struct LoadedRun {
 LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0,
                    const std::string& weights = "");
 
+// Refuses (SpecError naming `flag`) an output path that is one of the files the run at `dir` keeps
+// (model.json, weights.safetensors, its callbacks' files...): predict --output or export -o into it would
+// destroy the run it reads.
+void check_not_run_file(const std::filesystem::path& dir, const TrainConfig& config, const std::string& output,
+                        const std::string& flag);
+
 // Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
 // the label column is optional; `keep_columns` are passed through as text. When the run's data had no
 // header row, neither has this file: it holds the training file's columns, or the features alone, in order.

@@ -99,5 +99,32 @@ TEST_CASE("a path the file system refuses is a user's error with its reason, not
                     {"cannot resume"});
 }
 
+TEST_CASE("a run's files turned hostile: endless devices, a directory in a file's place, outputs onto the run") {
+  TempDir dir;
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 2 --output run --quiet", dir.path()).status == 0);
+  // A spec, a weights file or a CSV that never ends is refused without filling memory.
+  expect_user_error(dir, "summary /dev/zero", {"/dev/zero: larger than 64 MiB"});
+  expect_user_error(dir, "predict --run run --weights /dev/zero --input run/test.csv",
+                    {"/dev/zero: header: the file runs on past the 8 bytes its header accounts for"});
+  // The outputs of predict and export onto the run's own files would destroy the run they read.
+  expect_user_error(dir, "export run -o run/weights.safetensors", {"-o: run/weights.safetensors is the run's own"});
+  expect_user_error(dir, "predict --run run --input run/test.csv --output run/test.csv",
+                    {"--output: run/test.csv is the run's own test.csv"});
+  // A layer without a name in model.json gets its default, in export as in predict.
+  nlohmann::json model = read_json(dir / "run/model.json");
+  for (auto& layer : model["layers"]) layer.erase("name");
+  dir.write("run/model.json", model.dump(2));
+  CHECK(run_tensorctl("predict --run run --input run/test.csv --output p.csv", dir.path()).status == 0);
+  const CommandResult exported = run_tensorctl("export run -o m.onnx", dir.path());
+  INFO(exported.err);
+  CHECK(exported.status == 0);
+  // A directory where the run writes a file: refused before training, not after it.
+  std::filesystem::remove(dir / "run/summary.json");
+  std::filesystem::create_directory(dir / "run/summary.json");
+  expect_user_error(dir, "train " + iris + " --resume run --epochs 3 --quiet",
+                    {"run/summary.json: cannot resume: a directory stands where the run writes this file"});
+}
+
 }  // namespace
 }  // namespace tctl::cli_test

@@ -187,6 +187,35 @@ TEST_CASE("save_safetensors and load_safetensors go through a file") {
   }
 }
 
+TEST_CASE("load_safetensors reads only what the header accounts for: a padded file or a device is refused early") {
+  TempDir dir;
+  const fs::path path = dir.path / "w.safetensors";
+  save_safetensors(path, sample_tensors());
+  const auto size = fs::file_size(path);
+  auto message = [&](const fs::path& p) {
+    try {
+      load_safetensors(p);
+    } catch (const SpecError& e) {
+      CHECK(e.file() == p.string());
+      return e.message();
+    }
+    return std::string("loaded");
+  };
+  // Sparse: 3 GB on paper, nothing on disk; read whole, it would take 3 GB of memory.
+  fs::resize_file(path, std::uintmax_t{3} << 30);
+  CHECK(message(path) == "the file runs on past the " + std::to_string(size) + " bytes its header accounts for");
+  fs::resize_file(path, size);
+  CHECK(message(path) == "loaded");
+  // Offsets far beyond the file are refused from the header, before any data is read.
+  const std::string big =
+      make_file(R"({"w": {"dtype": "F32", "shape": [250000000000], "data_offsets": [0, 1000000000000]}})");
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  std::fwrite(big.data(), 1, big.size(), f);
+  std::fclose(f);
+  CHECK(message(path) == "the tensors need 1000000000000 bytes of data, the file has 0 after its header");
+  CHECK(message("/dev/zero").find("runs on past") != std::string::npos);
+}
+
 TEST_CASE("decode refuses a file shorter than 8 bytes") {
   for (std::size_t n = 0; n < 8; ++n) expect_refused(std::string(n, '\0'), "header", "too short");
 }
