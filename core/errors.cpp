@@ -66,6 +66,12 @@ std::string quote_for_message(std::string_view text) {
   return out;
 }
 
+bool has_control_character(std::string_view text) {
+  for (const char c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
 void check_failed(const char* file, int line, const char* condition, const std::string& message) {
   std::fprintf(stderr, "tensorctl: internal check failed at %s:%d: %s (%s)\n", file, line, condition, message.c_str());
   std::abort();

@@ -58,6 +58,8 @@ class NonFiniteError : public RuntimeError {
 // character boundary with "..." after. A hostile file may hold a megabyte-long cell or terminal escapes, and an
 // error stays one readable line.
 std::string quote_for_message(std::string_view text);
+// Whether `text` holds a byte below 0x20 or DEL: names that tables and messages print must not.
+bool has_control_character(std::string_view text);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 

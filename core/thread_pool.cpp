@@ -3,6 +3,8 @@
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <string>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -29,17 +31,29 @@ int ThreadPool::hardware_threads() {
 
 ThreadPool::ThreadPool(int threads, bool ignore_grain)
     : size_(threads <= 0 ? hardware_threads() : threads), ignore_grain_(ignore_grain) {
-  for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  try {
+    for (int i = 1; i < size_; ++i) workers_.emplace_back([this] { worker_loop(); });
+  } catch (const std::system_error& e) {
+    // The system refused a thread (its limit on threads or memory): the ones started are stopped and joined
+    // here, as no destructor runs for a pool that was never made, and the run fails with one line.
+    const std::size_t started = workers_.size();
+    stop_workers();
+    throw RuntimeError("cannot start a pool of " + std::to_string(size_) + " threads: the system refused thread " +
+                       std::to_string(started + 2) + " (" + e.code().message() + ")");
+  }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   cv_.notify_all();
   for (auto& t : workers_) t.join();
+  workers_.clear();
 }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
 
 void ThreadPool::schedule(std::function<void()> task) {
   TCTL_CHECK(!workers_.empty(), "schedule() on a pool without workers");

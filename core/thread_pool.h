@@ -53,6 +53,8 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  // Stops and joins every worker; the pool runs nothing after.
+  void stop_workers();
 
   int size_;
   std::vector<std::thread> workers_;

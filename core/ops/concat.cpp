@@ -60,10 +60,11 @@ TensorSpec pad_last_axis_infer(const InferContext& c) {
 }
 
 std::vector<Output> concat_grad(GradBuilder& g) {
-  const auto& inputs = g.graph().node(g.y()).inputs;
+  // A count, not a reference to the node: g.op adds nodes, which may move the graph's node vector.
+  const std::size_t inputs = g.graph().node(g.y()).inputs.size();
   std::vector<Output> out;
   std::int64_t offset = 0;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
+  for (std::size_t i = 0; i < inputs; ++i) {
     const std::int64_t w = last_dim(g.spec(g.x(static_cast<int>(i))).shape);
     out.push_back(g.op("SliceLastAxis", {g.dy()}, Attrs{{"begin", offset}, {"size", w}}));
     offset += w;

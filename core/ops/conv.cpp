@@ -57,7 +57,7 @@ Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
 
 // The gradients of conv(x, kernel) for the output gradient dy.
 std::vector<Output> convolution_grads(GradBuilder& g, Output dy) {
-  const Shape& k = g.spec(g.x(1)).shape;
+  const Shape k = g.spec(g.x(1)).shape;  // a copy: g.op may move the node it lives in
   const Attrs attrs = window_attrs(g.attrs(), k[0], k[1]);
   // The first layer's input gradient is dead work: made only when needed.
   Output dx = g.needs(0) ? g.op("Conv2DInputGrad", {dy, g.x(1), g.x(0)}, attrs) : Output{};

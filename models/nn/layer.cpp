@@ -97,8 +97,9 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
     spec.fail("type", "unknown layer type \"" + type + "\" (known: " + known + ")");
   }
   std::string name = spec.string("name", auto_name);
-  if (name.empty() || name.find('/') != std::string::npos)
-    spec.fail("name", "a layer name must be non-empty and contain no '/'");
+  if (name.empty() || name.find('/') != std::string::npos || has_control_character(name))
+    spec.fail("name", "a layer name must be non-empty and contain no '/' and no control character, got " +
+                          quote_for_message(name));
   std::string device = spec.string("device", "");
   if (!device.empty() && !is_device_name(device))
     spec.fail("device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");

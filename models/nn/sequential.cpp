@@ -29,6 +29,10 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
   m.path_ = path;
   SpecReader top(spec, file, path);
   m.name_ = top.string("name", "sequential");
+  // Printed in tables and messages, and written into run records: a NUL cut them short, an escape reached the
+  // terminal.
+  if (has_control_character(m.name_))
+    top.fail("name", "a model name must contain no control character, got " + quote_for_message(m.name_));
   auto dims = top.positive_int_list("input_shape");
   if (dims.size() > static_cast<std::size_t>(Shape::kMaxRank - 1))
     top.fail("input_shape", "at most " + std::to_string(Shape::kMaxRank - 1) + " dimensions are supported");

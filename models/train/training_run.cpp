@@ -186,8 +186,11 @@ bool is_run_file(const std::string& entry, const std::vector<std::string>& names
 // once its files are deleted. Everything is checked before the first file is deleted.
 void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c, bool overwrite) {
   std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) return;  // created later (or refused there, if a file blocks it)
   const std::string d = dir.string();
+  const std::filesystem::file_status status = std::filesystem::status(dir, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
+    throw SpecError(d, "", "the run directory (--output, or the config's \"output\") is a file, not a directory");
+  if (!std::filesystem::is_directory(status)) return;  // created later (or refused there with its reason)
   std::vector<std::filesystem::path> entries;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
@@ -386,7 +389,11 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
 void start_run_directory(const std::filesystem::path& dir, const Sequential& net) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
+  // A path the user chose that cannot be a directory (under a file, unwritable, too long) is theirs to fix; a
+  // disk that is full or failing is not.
+  if (ec == std::errc::no_space_on_device || ec == std::errc::io_error)
+    throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
+  if (ec) throw SpecError(dir.string(), "", "cannot create the run directory: " + ec.message());
   write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
 }
 

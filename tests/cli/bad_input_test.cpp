@@ -351,13 +351,14 @@ TEST_SUITE("bad input") {
     CHECK(r.err == "error: model.json: layers[0].units: expected a positive integer, got -3\n");
   }
 
-  TEST_CASE("a run directory that cannot be created is a runtime failure, exit 1") {
+  TEST_CASE("a run directory that is a file, or lies under one, is the user's error: exit 2 naming it") {
     Scratch s;
     s.dir.write("blocker", "a regular file, not a folder\n");
-    const auto before = s.dir.listing();
-    CommandResult r = run_tensorctl("train config.json --output blocker/run", s.dir.path());
-    check_runtime_error(r, {"cannot create run directory blocker/run"});
-    CHECK(s.dir.listing() == before);
+    expect_user_error(s.dir, "train config.json --output blocker/run",
+                      {"blocker/run: cannot create the run directory: Not a directory"});
+    expect_user_error(s.dir, "train config.json --output blocker",
+                      {"blocker: the run directory (--output, or the config's \"output\") is a file"});
+    expect_user_error(s.dir, "train config.json --output /dev/null", {"/dev/null: the run directory"});
   }
 
 }  // TEST_SUITE

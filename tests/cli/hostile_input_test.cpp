@@ -1,6 +1,7 @@
 // Hostile specs and configs, as an adversary would write them: overflowing shapes, models too large for
 // memory, nesting thousands of levels deep, numbers past a double, repeated keys. Each is one line, exit 2,
 // nothing written; none is a signal, an abort or minutes of work.
+#include <algorithm>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -124,6 +125,29 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
   std::filesystem::create_directory(dir / "run/summary.json");
   expect_user_error(dir, "train " + iris + " --resume run --epochs 3 --quiet",
                     {"run/summary.json: cannot resume: a directory stands where the run writes this file"});
+}
+
+TEST_CASE("a model or layer name holding a control character is refused, quoted with it escaped") {
+  TempDir dir;
+  dir.write("m.json", R"({"name": "m\u001b[2Jx", "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})");
+  expect_user_error(dir, "summary m.json",
+                    {"m.json: name: a model name must contain no control character, got \"m\\u001b[2Jx\""});
+  dir.write("l.json", R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "name": "x\u0000y"}]})");
+  expect_user_error(dir, "summary l.json", {"l.json: layers[0].name:", "got \"x\\u0000y\""});
+}
+
+TEST_CASE("a thread count the system refuses is one line and exit 1, never a hang") {
+  TempDir dir;
+  // 3 GB of address space holds a few hundred 8 MB thread stacks, not 1,024. The pool stopped and joined the
+  // threads it had started; before, it destroyed its condition variable under them and hung, deaf to SIGTERM.
+  const CommandResult r = run_shell_command("ulimit -v 3000000; exec timeout -k 5 60 " + quoted(TENSORCTL_BINARY) +
+                                                " train " + quoted(source_path("configs/iris_mlp.json")) +
+                                                " --epochs 1 --quiet --output run --inter-op-threads 1024",
+                                            dir.path());
+  INFO(r.out);  // stdout and stderr together
+  CHECK(r.status == 1);
+  CHECK(r.out.starts_with("error: cannot start a pool of 1024 threads: the system refused thread "));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
 }
 
 }  // namespace

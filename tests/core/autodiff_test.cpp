@@ -100,3 +100,24 @@ TEST_CASE("no gradient is built for an input nothing differentiated depends on (
   gradients(g2, l2, both);
   CHECK(std::count_if(g2.nodes().begin(), g2.nodes().end(), [](const Node& n) { return n.op->name == "MatMul"; }) == 3);
 }
+
+TEST_CASE("the gradient of a Concat of thousands of inputs slices each one's part") {
+  // The gradient builder adds a slice per input while it reads the Concat node: the node vector grows under
+  // it many times (a Parallel layer of 4,500 branches crashed here, reading the moved node).
+  auto g = std::make_shared<Graph>();
+  Output x = g->placeholder("x", DType::kF32, Shape{1, 1});
+  std::vector<Output> parts;
+  for (int i = 0; i < 3000; ++i)
+    parts.push_back(g->add("Mul", {x, g->constant(Tensor::filled(Shape{1, 1}, static_cast<float>(i % 7)))}));
+  Output y = g->add("Sum", {g->add("Concat", parts)});
+  std::vector<Output> xs{x};
+  Output dx = gradients(*g, y, xs)[0];
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Feed> feeds{{x, Tensor::from_floats(Shape{1, 1}, std::vector<float>{2})}};
+  std::vector<Output> fetch{dx};
+  // d/dx of sum_i x * (i mod 7) = sum_i (i mod 7).
+  float want = 0;
+  for (int i = 0; i < 3000; ++i) want += static_cast<float>(i % 7);
+  CHECK(s.run(feeds, fetch)[0].to_floats() == std::vector<float>{want});
+}

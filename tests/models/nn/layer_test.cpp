@@ -81,6 +81,10 @@ TEST_CASE("make_layer errors name the JSON path") {
   expect_spec_error(R"({"type": 4})", "layers[2].type", "expected a string, got 4");
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": ""})", "layers[2].name", "non-empty and contain no '/'");
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": "a/b"})", "layers[2].name", "contain no '/'");
+  // A NUL cut the summary table short; an escape reached the terminal.
+  expect_spec_error(R"({"type": "Dense", "units": 3, "name": "x\u0000y"})", "layers[2].name",
+                    "no control character, got \"x\\u0000y\"");
+  expect_spec_error(R"({"type": "Dense", "units": 3, "name": "x\u001b[2J"})", "layers[2].name", "\\u001b[2J");
   expect_spec_error(R"({"type": "Dense", "units": 3, "device": "tpu"})", "layers[2].device",
                     "unknown device \"tpu\" (expected cpu, cuda, cuda:N, sim or sim:N)");
   expect_spec_error(R"({"type": "Dense", "units": 3, "Units": 3})", "layers[2].Units", "unknown key");
