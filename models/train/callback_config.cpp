@@ -33,18 +33,20 @@ nlohmann::json CallbackConfig::to_json() const {
 namespace {
 
 // A file or folder name the run directory may hold for a callback: one plain name, none of the run's own.
+// At most 200 bytes: the name with write_file_atomic's ".tmp.<pid>.<n>" must stay within a file name's 255.
 bool plain_run_file_name(const std::string& name) {
-  return !name.empty() && name.find('/') == std::string::npos && name.find('\\') == std::string::npos && name != "." &&
-         name != ".." && name != "weights.safetensors" && name != "checkpoint.safetensors" && name != "model.json" &&
-         name != "summary.json" && name != "history.csv" && name != "test.csv";
+  return !name.empty() && name.size() <= 200 && !has_control_character(name) && name.find('/') == std::string::npos &&
+         name.find('\\') == std::string::npos && name != "." && name != ".." && name != "weights.safetensors" &&
+         name != "checkpoint.safetensors" && name != "model.json" && name != "summary.json" && name != "history.csv" &&
+         name != "test.csv";
 }
 
 // TensorBoard's keys: log_dir, and update_freq ("epoch", "batch", or a number of steps), as in Keras.
 void parse_tensorboard(SpecReader& r, CallbackConfig& c) {
   c.log_dir = r.string("log_dir", "logs");
   if (!plain_run_file_name(c.log_dir))
-    r.fail("log_dir", "expected a plain folder name inside the run directory, other than its own files, got \"" +
-                          c.log_dir + "\"");
+    r.fail("log_dir", "expected a plain folder name inside the run directory, other than its own files, got " +
+                          quote_for_message(c.log_dir));
   if (!r.has("update_freq")) return;
   const nlohmann::json& freq = r.raw("update_freq");
   if (freq == "epoch") {
@@ -99,8 +101,8 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
       if (!plain_run_file_name(c.filename))
         r.fail("filename",
                "expected a plain file name inside the run directory, other than its own files (model.json, "
-               "weights.safetensors, checkpoint.safetensors, history.csv, summary.json, test.csv), got \"" +
-                   c.filename + "\"");
+               "weights.safetensors, checkpoint.safetensors, history.csv, summary.json, test.csv), got " +
+                   quote_for_message(c.filename));
     } else {
       c.factor = r.number_in("factor", 0.1, 0.0, 1.0);
       if (c.factor <= 0.0) r.fail("factor", "expected a factor above 0 and below 1");
@@ -111,6 +113,21 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     }
     r.finish();
     out.push_back(c);
+  }
+  // Each file or folder a callback writes is its own: two ModelCheckpoints on one file would overwrite each
+  // other's best, and a checkpoint file where TensorBoard keeps its folder fails only when the run writes it.
+  const auto written = [](const CallbackConfig& c) {
+    return c.type == "TensorBoard" ? c.log_dir : c.type == "ModelCheckpoint" ? c.filename : std::string();
+  };
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::string mine = written(out[i]);
+    for (std::size_t j = 0; j < i && !mine.empty(); ++j) {
+      if (mine == written(out[j]))
+        throw SpecError(file,
+                        path + "[" + std::to_string(i) + "]." + (out[i].type == "TensorBoard" ? "log_dir" : "filename"),
+                        quote_for_message(mine) + " is also callbacks[" + std::to_string(j) +
+                            "]'s; each callback needs a file or folder of its own");
+    }
   }
   return out;
 }

@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "core/autodiff.h"
 #include "core/device.h"
@@ -355,13 +356,18 @@ void Model::trace_training(Graph& g, Pass& pass, const Traced& r) {
   std::vector<std::shared_ptr<Variable>> vars;
   std::vector<Output> reads;
   std::vector<std::size_t> owner;
+  // Each variable's reads in node order, from one pass over the graph (a pass per variable made tracing
+  // quadratic in the depth: 15 s for a spec of 10,000 small layers).
+  std::unordered_map<const Variable*, std::vector<int>> reads_of;
+  for (const Node& n : g.nodes())
+    if (n.op == &ops::read_variable()) reads_of[n.vars[0].var.get()].push_back(n.id);
   for (const auto& v : r.net.variables()) {
     if (!v->trainable()) continue;
-    for (const Node& n : g.nodes()) {
-      if (n.op != &ops::read_variable() || n.vars[0].var != v) continue;
-      reads.push_back(Output{n.id, g.id()});
-      owner.push_back(vars.size());
-    }
+    if (const auto it = reads_of.find(v.get()); it != reads_of.end())
+      for (const int id : it->second) {
+        reads.push_back(Output{id, g.id()});
+        owner.push_back(vars.size());
+      }
     vars.push_back(v);
   }
   std::vector<Output> read_grads = gradients(g, pass.loss, reads);

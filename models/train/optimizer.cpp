@@ -111,10 +111,10 @@ double Optimizer::learning_rate() const { return static_cast<double>(learning_ra
 
 std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string& name, float initial) {
   const std::string full = "optimizer/" + var.name() + "/" + name;
-  for (const auto& s : slots_)
-    if (s->name() == full) return s;
+  if (auto it = slot_by_name_.find(full); it != slot_by_name_.end()) return it->second;
   auto s = std::make_shared<Variable>(full, Tensor::filled(var.shape(), initial), var.locking_mode(), false);
   slots_.push_back(s);
+  slot_by_name_.emplace(full, s);
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -97,6 +98,7 @@ class Optimizer {
   std::shared_ptr<Variable> learning_rate_;
   std::shared_ptr<Variable> lr_factor_;
   std::vector<std::shared_ptr<Variable>> slots_;
+  std::unordered_map<std::string, std::shared_ptr<Variable>> slot_by_name_;  // slots_, found by name
 };
 
 }  // namespace tctl

@@ -120,7 +120,18 @@ TEST_SUITE("tensorboard") {
              {R"({"type": "TensorBoard", "update_freq": "weekly"})",
               "callbacks[0].update_freq: expected \"epoch\", \"batch\" or a number of steps"},
              {R"({"type": "TensorBoard", "update_freq": 0})", "callbacks[0].update_freq"},
-             {R"({"type": "TensorBoard", "monitor": "loss"})", "callbacks[0].monitor"}}) {
+             {R"({"type": "TensorBoard", "monitor": "loss"})", "callbacks[0].monitor"},
+             // Names two callbacks share, or that no file system takes, failed only when the run wrote them,
+             // leaving a partial run directory.
+             {R"({"type": "TensorBoard"}, {"type": "ModelCheckpoint", "filename": "logs"})",
+              "callbacks[1].filename: \"logs\" is also callbacks[0]'s; each callback needs a file or folder of its "
+              "own"},
+             {R"({"type": "ModelCheckpoint"}, {"type": "ModelCheckpoint", "monitor": "val_accuracy"})",
+              "callbacks[1].filename: \"best.safetensors\" is also callbacks[0]'s"},
+             {R"({"type": "ModelCheckpoint", "filename": ")" + std::string(300, 'a') + R"("})",
+              "callbacks[0].filename: expected a plain file name"},
+             {R"({"type": "TensorBoard", "log_dir": "a\u001bb"})",
+              "callbacks[0].log_dir: expected a plain folder name"}}) {
       CAPTURE(callback);
       d.write("train.json", config(callback));
       const auto before = d.listing();
