@@ -54,4 +54,12 @@ CLI::Validator device_name() {
       "");
 }
 
+CLI::Validator output_path() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        return text.empty() ? "expected a file name or - for standard output, got an empty string" : std::string();
+      },
+      "");
+}
+
 }  // namespace tctl::app

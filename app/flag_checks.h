@@ -16,5 +16,8 @@ CLI::Validator non_negative_integer();
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
 // A device name tensorctl knows how to spell (core/device.h is_device_name), present here or not.
 CLI::Validator device_name();
+// An output file given as an empty string: refused, as check_output_path refuses it, where the flag's absence
+// means standard output or no file (predict --output, import-keras -o, profile --trace).
+CLI::Validator output_path();
 
 }  // namespace tctl::app

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/io/keras_import.h"
@@ -61,7 +62,7 @@ int run_import_keras(const ImportKerasFlags& f) {
 
 void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
   cmd.add_option("file", flags.input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")->required();
-  cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout");
+  cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout")->check(output_path());
 }
 
 }  // namespace

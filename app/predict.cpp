@@ -107,7 +107,7 @@ void define_flags(CLI::App& cmd, PredictFlags& flags) {
   cmd.add_option("--run", flags.run, "Run directory written by train (a finished or an interrupted run)")->required();
   cmd.add_option("--input", flags.input, "CSV with the model's feature columns (a label column is optional)")
       ->required();
-  cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout");
+  cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout")->check(output_path());
   cmd.add_option("--weights", flags.weights,
                  "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "
                  "default weights.safetensors");

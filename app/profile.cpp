@@ -314,7 +314,7 @@ void define_flags(CLI::App& cmd, ProfileFlags& f) {
   cmd.add_flag("--forward-only", f.options.forward_only, "Profile inference only");
   cmd.add_option("--loss", f.loss, "The loss of the training step (a model spec has none: forward only without it)");
   cmd.add_flag("--ops", f.ops, "Break each layer into its graph nodes");
-  cmd.add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) of the last measured step");
+  cmd.add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) of the last measured step")->check(output_path());
   cmd.add_flag("--json", f.json, "Print the report as JSON");
 }
 

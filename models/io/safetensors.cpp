@@ -14,6 +14,7 @@
 #include <optional>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
@@ -185,10 +186,17 @@ class HeaderReader {
 };
 
 json parse_header(std::string_view text, const std::string& file) {
-  json::parser_callback_t limit_depth = [&file](int depth, json::parse_event_t event, json&) {
+  // Also refuses a key repeated in one object: nlohmann keeps the last, so a tensor named twice would load one of
+  // two values silently.
+  std::vector<std::set<std::string>> keys;  // of each object open now, innermost last
+  json::parser_callback_t limit_depth = [&file, &keys](int depth, json::parse_event_t event, json& parsed) {
     if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
         depth >= kMaxHeaderDepth)
       throw SpecError(file, "header", "JSON nests deeper than a safetensors header can");
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw SpecError(file, "header", "the key " + quote_for_message(parsed.get<std::string>()) + " appears twice");
     return true;
   };
   // nlohmann stops at a NUL byte as if the input ended there, so "{}\0garbage" would pass. JSON allows no raw

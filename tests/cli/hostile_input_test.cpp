@@ -88,6 +88,11 @@ TEST_CASE("numbers past a double, repeated keys and an empty output name the fil
   expect_user_error(dir, "train out.json --quiet", {"out.json: output:", "empty string"});
   dir.write("ok.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
   expect_user_error(dir, "train ok.json --quiet --output ''", {"--output", "empty string"});
+  // Where the flag's absence means standard output or no file, an empty name is not taken for it.
+  expect_user_error(dir, "profile " + quoted(source_path("configs/models/iris_mlp.json")) + " --trace ''",
+                    {"--trace: expected a file name or - for standard output, got an empty string"});
+  expect_user_error(dir, "import-keras ok.json -o ''", {"--output: expected a file name"});
+  expect_user_error(dir, "predict --run run --input x.csv --output ''", {"--output: expected a file name"});
 }
 
 TEST_CASE("a path the file system refuses is a user's error with its reason, not an escaped filesystem_error") {

@@ -238,6 +238,10 @@ TEST_CASE("decode refuses a header that is not valid JSON or not an object") {
   expect_refused(make_file("17"), "header", "must be a JSON object, got number");
   expect_refused(make_file(std::string(1'000'000, '[')), "header", "nests deeper");
   expect_refused(make_file(R"({"a":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})"), "header", "nests deeper");
+  // A tensor named twice loaded one of its two values silently; a metadata key likewise.
+  const std::string w = R"("w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]})";
+  expect_refused(make_file("{" + w + ", " + w + "}", std::string(4, '\0')), "header", "the key \"w\" appears twice");
+  expect_refused(make_file(R"({"__metadata__": {"a": "1", "a": "2"}})"), "header", "the key \"a\" appears twice");
 }
 
 // Found by tests/fuzz/safetensors_fuzz: nlohmann reports a number beyond a double's range as out_of_range, not as
