@@ -53,12 +53,14 @@ class NonFiniteError : public RuntimeError {
   using RuntimeError::RuntimeError;
 };
 
-// Text from a user's file, quoted for a message: in double quotes, with quotes, backslashes and control
-// characters escaped (\n, \u001b...) and bytes that are not UTF-8 shown as \xNN, cut to 100 bytes at a
+// Text from a user's file, quoted for a message: in double quotes, with quotes, backslashes, control
+// characters (C1 included) and the Unicode line separators escaped (\n, \u001b, \u009b, \u2028...) and bytes
+// that are not well-formed UTF-8 (overlong forms and surrogates included) shown as \xNN, cut to 100 bytes at a
 // character boundary with "..." after. A hostile file may hold a megabyte-long cell or terminal escapes, and an
 // error stays one readable line.
 std::string quote_for_message(std::string_view text);
-// Whether `text` holds a byte below 0x20 or DEL: names that tables and messages print must not.
+// Whether `text` holds a control character (below 0x20, DEL, or a C1 control U+0080..U+009F): names that
+// tables and messages print must not.
 bool has_control_character(std::string_view text);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);

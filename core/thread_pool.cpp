@@ -40,6 +40,9 @@ ThreadPool::ThreadPool(int threads, bool ignore_grain)
     stop_workers();
     throw RuntimeError("cannot start a pool of " + std::to_string(size_) + " threads: the system refused thread " +
                        std::to_string(started + 2) + " (" + e.code().message() + ")");
+  } catch (...) {
+    stop_workers();  // memory for a thread's state or the vector ran out: the same clean-up
+    throw;
   }
 }
 

@@ -154,10 +154,11 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   try {
     text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   } catch (const std::ios_base::failure&) {
-    // libstdc++'s filebuf throws on a read error (EIO, say) even with the stream's exceptions off.
+    // libstdc++'s filebuf throws on a read error (EIO, say) even with the stream's exceptions off; errno is
+    // the read's.
     throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
   } catch (const std::bad_alloc&) {
-    throw RuntimeError(path + ": too large to read into memory (" + std::to_string(text.size()) + " bytes read)");
+    throw RuntimeError(path + ": too large to read into memory");
   }
   if (in.bad()) throw SpecError(path, "", "cannot read file");
 

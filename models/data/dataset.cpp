@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <numbers>
 #include <random>
 
@@ -327,7 +328,8 @@ void Standardizer::fit(const Tensor& x) {
     mean[static_cast<std::size_t>(c)] = static_cast<float>(m);
     // A constant column can leave a few ulps of rounding as "deviation"; dividing by that would blow the
     // noise up to unit size, so anything below float resolution relative to the mean counts as constant.
-    if (s > 1e-6 * std::abs(m) && static_cast<float>(s) > 0.0f)
+    // A scale below the smallest normal float would read as 0 where denormals are flushed.
+    if (s > 1e-6 * std::abs(m) && static_cast<float>(s) >= std::numeric_limits<float>::min())
       std[static_cast<std::size_t>(c)] = static_cast<float>(s);
   }
 }

@@ -332,17 +332,17 @@ SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& fi
 
 namespace {
 
-// The data bytes a header accounts for: the largest end among its entries' data_offsets, or 0 when it does not
-// parse (decode_safetensors then says what is wrong with it).
-std::uint64_t declared_data_bytes(std::string_view header) {
-  const json h = json::parse(header, nullptr, /*allow_exceptions=*/false);
+// The data bytes a parsed header accounts for: the largest end among its entries' data_offsets, or nothing when
+// an entry's offsets are malformed (decode_safetensors then names the entry, from the header alone).
+std::optional<std::uint64_t> declared_data_bytes(const json& header) {
   std::uint64_t end = 0;
-  if (!h.is_object()) return 0;
-  for (const auto& [name, entry] : h.items()) {
-    if (!entry.is_object() || !entry.contains("data_offsets")) continue;
+  if (!header.is_object()) return std::nullopt;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    if (!entry.is_object() || !entry.contains("data_offsets")) return std::nullopt;
     const json& offsets = entry.at("data_offsets");
-    if (offsets.is_array() && offsets.size() == 2 && offsets[1].is_number_unsigned())
-      end = std::max(end, offsets[1].get<std::uint64_t>());
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[1].is_number_unsigned()) return std::nullopt;
+    end = std::max(end, offsets[1].get<std::uint64_t>());
   }
   return end;
 }
@@ -377,16 +377,23 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
       header_bytes |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]))
                       << (8 * i);
     if (header_bytes <= kMaxHeaderBytes && read_up_to(header_bytes)) {
-      const std::uint64_t data = declared_data_bytes(std::string_view(bytes).substr(8));
+      // The header's own errors first (not JSON, nested too deep, a key twice), with parse_header's limits.
+      const std::optional<std::uint64_t> data =
+          declared_data_bytes(parse_header(std::string_view(bytes).substr(8), name));
       struct stat st {};
-      if (::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) &&
-          data > static_cast<std::uint64_t>(st.st_size) - bytes.size())
+      if (data && ::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) &&
+          *data > static_cast<std::uint64_t>(st.st_size) - bytes.size())
         throw SpecError(name, "header",
-                        fmt::format("the tensors need {} bytes of data, the file has {} after its header", data,
+                        fmt::format("the tensors need {} bytes of data, the file has {} after its header", *data,
                                     static_cast<std::uint64_t>(st.st_size) - bytes.size()));
-      if (read_up_to(data) && read_up_to(1))
-        throw SpecError(name, "header",
-                        fmt::format("the file runs on past the {} bytes its header accounts for", bytes.size() - 1));
+      try {
+        if (data && read_up_to(*data) && read_up_to(1))
+          throw SpecError(name, "header",
+                          fmt::format("the file runs on past the {} bytes its header accounts for", bytes.size() - 1));
+      } catch (const std::bad_alloc&) {
+        // A device or pipe whose header claims more than memory holds.
+        throw RuntimeError(name + ": too large to read into memory (" + std::to_string(bytes.size()) + " bytes read)");
+      }
     }
   }
   return decode_safetensors(bytes, name);

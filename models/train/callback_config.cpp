@@ -34,17 +34,17 @@ namespace {
 
 // A file or folder name the run directory may hold for a callback: one plain name, none of the run's own.
 // At most 200 bytes: the name with write_file_atomic's ".tmp.<pid>.<n>" must stay within a file name's 255.
-bool plain_run_file_name(const std::string& name) {
-  return !name.empty() && name.size() <= 200 && !has_control_character(name) && name.find('/') == std::string::npos &&
-         name.find('\\') == std::string::npos && name != "." && name != ".." && name != "weights.safetensors" &&
-         name != "checkpoint.safetensors" && name != "model.json" && name != "summary.json" && name != "history.csv" &&
-         name != "test.csv";
+bool plain_run_file_name(const std::string& name, bool new_run) {
+  return !name.empty() && (!new_run || name.size() <= 200) && !has_control_character(name) &&
+         name.find('/') == std::string::npos && name.find('\\') == std::string::npos && name != "." && name != ".." &&
+         name != "weights.safetensors" && name != "checkpoint.safetensors" && name != "model.json" &&
+         name != "summary.json" && name != "history.csv" && name != "test.csv";
 }
 
 // TensorBoard's keys: log_dir, and update_freq ("epoch", "batch", or a number of steps), as in Keras.
-void parse_tensorboard(SpecReader& r, CallbackConfig& c) {
+void parse_tensorboard(SpecReader& r, CallbackConfig& c, bool new_run) {
   c.log_dir = r.string("log_dir", "logs");
-  if (!plain_run_file_name(c.log_dir))
+  if (!plain_run_file_name(c.log_dir, new_run))
     r.fail("log_dir", "expected a plain folder name inside the run directory, other than its own files, got " +
                           quote_for_message(c.log_dir));
   if (!r.has("update_freq")) return;
@@ -63,7 +63,7 @@ void parse_tensorboard(SpecReader& r, CallbackConfig& c) {
 }  // namespace
 
 std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
-                                            const std::string& path) {
+                                            const std::string& path, bool new_run) {
   if (!list.is_array()) throw SpecError(file, path, "expected a list of callbacks, " + describe_json(list));
   std::vector<CallbackConfig> out;
   const double inf = std::numeric_limits<double>::infinity();
@@ -74,7 +74,7 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     if (c.type.empty())
       r.fail("type", "every callback needs a type: EarlyStopping, ModelCheckpoint, ReduceLROnPlateau or TensorBoard");
     if (c.type == "TensorBoard") {
-      parse_tensorboard(r, c);
+      parse_tensorboard(r, c, new_run);
       r.finish();
       out.push_back(c);
       continue;
@@ -98,7 +98,7 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     } else if (c.type == "ModelCheckpoint") {
       c.min_delta = r.number_in("min_delta", 0.0, 0.0, inf);
       c.filename = r.string("filename", "best.safetensors");
-      if (!plain_run_file_name(c.filename))
+      if (!plain_run_file_name(c.filename, new_run))
         r.fail("filename",
                "expected a plain file name inside the run directory, other than its own files (model.json, "
                "weights.safetensors, checkpoint.safetensors, history.csv, summary.json, test.csv), got " +
@@ -119,7 +119,7 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
   const auto written = [](const CallbackConfig& c) {
     return c.type == "TensorBoard" ? c.log_dir : c.type == "ModelCheckpoint" ? c.filename : std::string();
   };
-  for (std::size_t i = 0; i < out.size(); ++i) {
+  for (std::size_t i = 0; i < out.size() && new_run; ++i) {
     const std::string mine = written(out[i]);
     for (std::size_t j = 0; j < i && !mine.empty(); ++j) {
       if (mine == written(out[j]))

@@ -35,8 +35,9 @@ struct CallbackConfig {
 };
 
 // Parses the "callbacks" array, which lies at JSON path `path` in `file`. `has_validation` tells whether
-// val_* names can be monitored.
+// val_* names can be monitored. A `new_run`'s callbacks must each write a file or folder of their own, named
+// in at most 200 bytes; a run recorded before those rules keeps working.
 std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
-                                            const std::string& path = "callbacks");
+                                            const std::string& path = "callbacks", bool new_run = true);
 
 }  // namespace tctl

@@ -221,7 +221,7 @@ int thread_count(SpecReader& r, const std::string& key) {
 }
 
 // The keys after the metrics, in the order of to_json().
-void parse_training_keys(SpecReader& top, TrainConfig& c) {
+void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
   c.epochs = top.positive_int("epochs", 10);
   c.batch_size = top.positive_int("batch_size", 32);
   c.prefetch = top.non_negative_int("prefetch", 2);
@@ -236,7 +236,8 @@ void parse_training_keys(SpecReader& top, TrainConfig& c) {
   }
   if (top.has("callbacks"))
     c.callbacks =
-        parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"));
+        parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"),
+                        /*new_run=*/!recorded);
   c.device = top.string("device", "cpu");
   if (!is_device_name(c.device))
     top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
@@ -311,7 +312,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
     c.optimizer = OptimizerConfig::parse(opt);
   }
   c.metrics = parse_metrics(top, c.loss);
-  parse_training_keys(top, c);
+  parse_training_keys(top, c, recorded);
   if (recorded) c.keep_denormals = top.boolean("keep_denormals", false);
   const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());

@@ -112,7 +112,7 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
   // A spec, a weights file or a CSV that never ends is refused without filling memory.
   expect_user_error(dir, "summary /dev/zero", {"/dev/zero: larger than 64 MiB"});
   expect_user_error(dir, "predict --run run --weights /dev/zero --input run/test.csv",
-                    {"/dev/zero: header: the file runs on past the 8 bytes its header accounts for"});
+                    {"/dev/zero: header: invalid JSON"});
   // The outputs of predict and export onto the run's own files would destroy the run they read.
   expect_user_error(dir, "export run -o run/weights.safetensors", {"-o: run/weights.safetensors is the run's own"});
   expect_user_error(dir, "predict --run run --input run/test.csv --output run/test.csv",

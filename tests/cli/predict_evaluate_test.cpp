@@ -205,6 +205,11 @@ TEST_SUITE("predict and evaluate") {
     // Every key the run recorded reads back, each callback's included.
     CHECK(run_tensorctl("predict --run run --input run/test.csv", d.path()).status == 0);
     nlohmann::json summary = read_json(d / "run/summary.json");
+    // A run recorded before each callback needed a file of its own (two ModelCheckpoints on one) still loads.
+    nlohmann::json twice = summary;
+    twice["config"]["callbacks"].push_back(twice["config"]["callbacks"][0]);
+    d.write("run/summary.json", twice.dump(2));
+    CHECK(run_tensorctl("predict --run run --input run/test.csv", d.path()).status == 0);
     summary["config"]["batch_size"] = -3;
     d.write("run/summary.json", summary.dump(2));
     const std::string message = "run/summary.json: config.batch_size: expected a positive integer, got -3";

@@ -18,6 +18,16 @@ TEST_CASE("quote_for_message quotes a user's text as one short, printable line")
   // UTF-8 passes through; bytes that are not UTF-8 show as \xNN.
   CHECK(quote_for_message("caf\xc3\xa9") == "\"caf\xc3\xa9\"");
   CHECK(quote_for_message("a\xff\xc3") == "\"a\\xff\\xc3\"");
+  // Overlong forms and surrogates are not UTF-8 either.
+  CHECK(quote_for_message("\xc0\xaf") == "\"\\xc0\\xaf\"");
+  CHECK(quote_for_message("\xed\xa0\x80") == "\"\\xed\\xa0\\x80\"");
+  // C1 controls (CSI, U+009B, starts a terminal escape on some terminals) and the line separators are escaped.
+  CHECK(quote_for_message("a\xc2\x9b"
+                          "2Jb") == "\"a\\u009b2Jb\"");
+  CHECK(quote_for_message("a\xe2\x80\xa8"
+                          "b") == "\"a\\u2028b\"");
+  CHECK(tctl::has_control_character("a\xc2\x85"));
+  CHECK_FALSE(tctl::has_control_character("caf\xc3\xa9"));
   // Cut to 100 bytes, never inside a character.
   CHECK(quote_for_message(std::string(5000, 'a')) == "\"" + std::string(100, 'a') + "\"...");
   const std::string accents = std::string(99, 'a') + "\xc3\xa9" + "tail";

@@ -213,7 +213,14 @@ TEST_CASE("load_safetensors reads only what the header accounts for: a padded fi
   std::fwrite(big.data(), 1, big.size(), f);
   std::fclose(f);
   CHECK(message(path) == "the tensors need 1000000000000 bytes of data, the file has 0 after its header");
-  CHECK(message("/dev/zero").find("runs on past") != std::string::npos);
+  // Its header length reads 0: an empty header, refused before the zeros after it are read.
+  CHECK(message("/dev/zero").find("invalid JSON") != std::string::npos);
+  // A header nested a million deep is refused by parse_header's limit before anything is built from it.
+  f = std::fopen(path.c_str(), "wb");
+  const std::string deep = make_file(std::string(1'000'000, '['), "data");
+  std::fwrite(deep.data(), 1, deep.size(), f);
+  std::fclose(f);
+  CHECK(message(path) == "JSON nests deeper than a safetensors header can");
 }
 
 TEST_CASE("decode refuses a file shorter than 8 bytes") {
