@@ -45,7 +45,7 @@ bool mpirun_ready() {
   return why.empty();
 }
 
-// The mpirun command line of run_mpirun, to be run by /bin/sh in `dir`, under `timeout 120` unless
+// The mpirun command line of run_mpirun, to be run by /bin/sh in `dir`, under `timeout 400` unless
 // `time_limit` is false: timeout would pass a signal meant for mpirun on to it twice (to it and to its
 // process group), and a second SIGINT makes mpirun kill its ranks at once.
 std::string mpirun_command(int np, const std::string& args, const TempDir& dir, const std::string& env,
@@ -57,12 +57,15 @@ std::string mpirun_command(int np, const std::string& args, const TempDir& dir, 
   // exec, so a signal to the shell's process reaches mpirun (or timeout).
   return "cd " + quoted(dir.path()) +
          " && exec env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 " +
-         env + (time_limit ? " timeout 120" : "") + " mpirun --oversubscribe -np " + std::to_string(np) + " " + binary +
+         env + (time_limit ? " timeout 400" : "") + " mpirun --oversubscribe -np " + std::to_string(np) + " " + binary +
          " " + rest + " >" + quoted(dir / "mpi.out") + " 2>" + quoted(dir / "mpi.err") + " </dev/null";
 }
 
 // `mpirun --oversubscribe -np N tensorctl ARGS` in `dir` (allowed as root, as CI runs), with `env` before it;
-// at most 120 s. `args` may hold ": -np 1 ..." parts of its own: the binary is spelt $TENSORCTL there.
+// at most 400 s. `args` may hold ": -np 1 ..." parts of its own: the binary is spelt $TENSORCTL there. The
+// 200-epoch runs below take 2-7 s alone, but every step's all-reduce waits for both ranks to be scheduled:
+// with two busy processes beside them on two cores, one took 208 s (25 ms an all-reduce), and 120 s, the
+// limit before, failed 2 of 4 tries.
 CommandResult run_mpirun(int np, const std::string& args, const TempDir& dir, const std::string& env = "") {
   const int raw = std::system(mpirun_command(np, args, dir, env).c_str());
   CommandResult r;
