@@ -269,7 +269,10 @@ void save_safetensors(const std::filesystem::path& path, const std::vector<Named
   write_file_atomic(path, encode_safetensors(tensors, metadata));
 }
 
-SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& file_for_errors) {
+namespace {
+
+// decode_safetensors, given the header already parsed when load_safetensors has read it first.
+SafetensorsFile decode(std::string_view bytes, const std::string& file_for_errors, const json* parsed_header) {
   if (bytes.size() < 8)
     throw SpecError(file_for_errors, "header",
                     "file is " + std::to_string(bytes.size()) + " bytes, too short for a safetensors header");
@@ -285,7 +288,10 @@ SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& fi
                         std::to_string(bytes.size()) + " bytes)");
   const std::string_view data = bytes.substr(8 + header_bytes);
 
-  const json header = parse_header(bytes.substr(8, header_bytes), file_for_errors);
+  json parsed_here;
+  const json& header = parsed_header != nullptr
+                           ? *parsed_header
+                           : (parsed_here = parse_header(bytes.substr(8, header_bytes), file_for_errors));
   if (!header.is_object())
     throw SpecError(file_for_errors, "header", "must be a JSON object, got " + std::string(header.type_name()));
 
@@ -330,8 +336,6 @@ SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& fi
   return out;
 }
 
-namespace {
-
 // The data bytes a parsed header accounts for: the largest end among its entries' data_offsets, or nothing when
 // an entry's offsets are malformed (decode_safetensors then names the entry, from the header alone).
 std::optional<std::uint64_t> declared_data_bytes(const json& header) {
@@ -348,6 +352,10 @@ std::optional<std::uint64_t> declared_data_bytes(const json& header) {
 }
 
 }  // namespace
+
+SafetensorsFile decode_safetensors(std::string_view bytes, const std::string& file_for_errors) {
+  return decode(bytes, file_for_errors, nullptr);
+}
 
 SafetensorsFile load_safetensors(const std::filesystem::path& path) {
   const std::string name = path.string();
@@ -371,6 +379,7 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
     }
     return true;
   };
+  std::optional<json> header;
   if (read_up_to(8)) {
     std::uint64_t header_bytes = 0;
     for (int i = 0; i < 8; ++i)
@@ -378,8 +387,8 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
                       << (8 * i);
     if (header_bytes <= kMaxHeaderBytes && read_up_to(header_bytes)) {
       // The header's own errors first (not JSON, nested too deep, a key twice), with parse_header's limits.
-      const std::optional<std::uint64_t> data =
-          declared_data_bytes(parse_header(std::string_view(bytes).substr(8), name));
+      header = parse_header(std::string_view(bytes).substr(8), name);
+      const std::optional<std::uint64_t> data = declared_data_bytes(*header);
       struct stat st {};
       if (data && ::fstat(::fileno(file.get()), &st) == 0 && S_ISREG(st.st_mode) &&
           *data > static_cast<std::uint64_t>(st.st_size) - bytes.size())
@@ -396,7 +405,7 @@ SafetensorsFile load_safetensors(const std::filesystem::path& path) {
       }
     }
   }
-  return decode_safetensors(bytes, name);
+  return decode(bytes, name, header ? &*header : nullptr);
 }
 
 void check_against(const SafetensorsFile& file, const std::vector<NamedTensor>& expected,

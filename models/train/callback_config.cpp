@@ -1,5 +1,7 @@
 #include "models/train/callback_config.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/errors.h"
@@ -37,8 +39,7 @@ namespace {
 bool plain_run_file_name(const std::string& name, bool new_run) {
   return !name.empty() && (!new_run || name.size() <= 200) && !has_control_character(name) &&
          name.find('/') == std::string::npos && name.find('\\') == std::string::npos && name != "." && name != ".." &&
-         name != "weights.safetensors" && name != "checkpoint.safetensors" && name != "model.json" &&
-         name != "summary.json" && name != "history.csv" && name != "test.csv";
+         std::find(kRunFiles.begin(), kRunFiles.end(), name) == kRunFiles.end();
 }
 
 // TensorBoard's keys: log_dir, and update_freq ("epoch", "batch", or a number of steps), as in Keras.

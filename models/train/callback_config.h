@@ -17,6 +17,10 @@
 
 namespace tctl {
 
+// The files a run writes into its directory, besides its callbacks' files and folders.
+inline const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",   "history.csv", "summary.json",
+                                                "test.csv",   "checkpoint.safetensors"};
+
 struct CallbackConfig {
   std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, TensorBoard
   std::string monitor = "val_loss";

@@ -108,11 +108,9 @@ void check_values(const SafetensorsFile& file, const Model& model, const std::st
     const Tensor* t = file.find(want.name);
     if (t == nullptr || t->dtype() != DType::kF32) continue;
     const bool nonnegative = want.name.starts_with("optimizer/") && !squares.empty() && want.name.ends_with(squares);
-    const float* v = t->data<float>();
-    for (std::int64_t i = 0; i < t->num_elements(); ++i)
-      if (!std::isfinite(v[i]) || (nonnegative && v[i] < 0.0f))
-        throw SpecError(name, "tensor " + quote_for_message(want.name),
-                        fmt::format("damaged training state: element {} is {}", i, v[i]));
+    if (const auto i = first_bad_element(*t, nonnegative))
+      throw SpecError(name, "tensor " + quote_for_message(want.name),
+                      fmt::format("damaged training state: element {} is {}", *i, t->data<float>()[*i]));
   }
   const auto scalar = [&](const char* tensor) {
     const Tensor* t = file.find(tensor);
@@ -128,6 +126,14 @@ void check_values(const SafetensorsFile& file, const Model& model, const std::st
 }
 
 }  // namespace
+
+std::optional<std::int64_t> first_bad_element(const Tensor& t, bool nonnegative) {
+  if (t.dtype() != DType::kF32) return std::nullopt;
+  const float* v = t.data<float>();
+  for (std::int64_t i = 0; i < t.num_elements(); ++i)
+    if (!std::isfinite(v[i]) || (nonnegative && v[i] < 0.0f)) return i;
+  return std::nullopt;
+}
 
 std::vector<NamedTensor> checkpoint_tensors(const Model& model) {
   std::vector<NamedTensor> out = variable_values(model.net().variables());

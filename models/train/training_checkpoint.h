@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -33,6 +34,10 @@ std::vector<NamedTensor> checkpoint_tensors(const Model& model);
 
 void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
                               const std::vector<NamedTensor>& extra);
+
+// The index of the first element of an F32 tensor that is a NaN or an infinity, or with `nonnegative` below 0;
+// nothing when every element is fine or the tensor holds another type.
+std::optional<std::int64_t> first_bad_element(const Tensor& t, bool nonnegative = false);
 
 // Whether `file` was written by save_training_checkpoint (its metadata says so).
 bool is_training_checkpoint(const SafetensorsFile& file);

@@ -131,9 +131,6 @@ void check_csv_labels(const std::string& csv_path, bool header, const std::strin
   }
 }
 
-// The files a run writes into its directory, besides its ModelCheckpoint callbacks' files.
-const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",   "history.csv", "summary.json",
-                                         "test.csv",   "checkpoint.safetensors"};
 // A directory holding one of these is a tensorctl run's.
 const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkpoint.safetensors"};
 
@@ -242,14 +239,12 @@ void check_resume_config(const TrainingState& saved, const TrainConfig& c, const
 
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
 void check_finite(const SafetensorsFile& file, const std::filesystem::path& path) {
-  for (const auto& t : file.tensors) {
-    if (t.value.dtype() != DType::kF32) continue;
-    const float* v = t.value.data<float>();
-    for (std::int64_t i = 0; i < t.value.num_elements(); ++i)
-      if (!std::isfinite(v[i]))
-        throw RuntimeError(fmt::format("{}: tensor \"{}\": element {} is {}", path.string(), t.name, i,
-                                       std::isnan(v[i]) ? "nan" : (v[i] > 0 ? "inf" : "-inf")));
-  }
+  for (const auto& t : file.tensors)
+    if (const auto i = first_bad_element(t.value)) {
+      const float v = t.value.data<float>()[*i];
+      throw RuntimeError(fmt::format("{}: tensor \"{}\": element {} is {}", path.string(), t.name, *i,
+                                     std::isnan(v) ? "nan" : (v > 0 ? "inf" : "-inf")));
+    }
 }
 
 }  // namespace
