@@ -124,14 +124,32 @@ nlohmann::json TrainConfig::callbacks_json() const {
 
 namespace {
 
-// The error_code overloads throughout: a name too long or a loop of links is the user's mistake, reported
-// with its reason, never a filesystem_error.
-std::string missing_file_message(const std::string& what, const std::string& path) {
+// Why `path` is not the regular file a config's model or data file must be (the data file is read again to
+// find a bad label's line, which a FIFO or a device cannot give twice): what stands there instead. The
+// error_code overloads: a name too long or a loop of links is the user's mistake, reported with its reason,
+// never a filesystem_error.
+std::string not_regular_file_message(const std::string& what, const std::string& path) {
+  using std::filesystem::file_type;
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
-  if (std::filesystem::is_directory(status)) return what + " " + path + " is a directory";
-  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot read " + what + " " + path + ": " + ec.message();
-  return what + " " + path + " does not exist";
+  const std::string named = what + " " + path;
+  switch (status.type()) {
+    case file_type::directory:
+      return named + " is a directory";
+    case file_type::fifo:
+      return named + " is a FIFO (a named pipe), not a regular file";
+    case file_type::character:
+      return named + " is a character device, not a regular file";
+    case file_type::block:
+      return named + " is a block device, not a regular file";
+    case file_type::socket:
+      return named + " is a socket, not a regular file";
+    default:
+      break;
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) return "cannot read " + named + ": " + ec.message();
+  if (std::filesystem::exists(status)) return named + " is not a regular file";
+  return named + " does not exist";
 }
 
 bool is_regular_file(const std::string& path) {
@@ -163,7 +181,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     dataset_path = r.path_of("dataset");
     if (r.has("csv")) {
       d.csv = resolved(r.string("csv"), rules);
-      if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", missing_file_message("data file", d.csv));
+      if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", not_regular_file_message("data file", d.csv));
       d.label = r.string("label", "label");
       d.header = r.boolean("header", true);
     }
@@ -188,7 +206,7 @@ void parse_model(SpecReader& top, const PathRules& rules, TrainConfig& c) {
   if (model.is_string()) {
     c.model_file = resolved(model.get<std::string>(), rules);
     // Named from the config, so the message says which reference is broken.
-    if (!is_regular_file(c.model_file)) top.fail("model", missing_file_message("model file", c.model_file));
+    if (!is_regular_file(c.model_file)) top.fail("model", not_regular_file_message("model file", c.model_file));
     c.model_spec = model_spec_from(parse_json_file(c.model_file), c.model_file);
     c.model_path = "";
   } else if (model.is_object()) {

@@ -1,8 +1,12 @@
 // Hostile specs and configs, as an adversary would write them: overflowing shapes, models too large for
 // memory, nesting thousands of levels deep, numbers past a double, repeated keys. Each is one line, exit 2,
 // nothing written; none is a signal, an abort or minutes of work.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <doctest/doctest.h>
 
@@ -103,6 +107,31 @@ TEST_CASE("a path the file system refuses is a user's error with its reason, not
   expect_user_error(dir, "summary " + too_long + ".json", {"File name too long"});
   expect_user_error(dir, "train " + quoted(source_path("configs/iris_mlp.json")) + " --quiet --resume " + too_long,
                     {"cannot resume"});
+}
+
+TEST_CASE("a config's model or data file that is a FIFO, a device or a directory is named for what it is") {
+  TempDir dir;
+  REQUIRE(::mkfifo((dir / "pipe").c_str(), 0600) == 0);
+  std::filesystem::create_directory(dir / "folder");
+  const std::string spec = R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})";
+  // FIFOs and devices were reported as files that do not exist.
+  const std::vector<std::pair<std::string, std::string>> kinds{
+      {"pipe", "is a FIFO (a named pipe), not a regular file"},
+      {"/dev/zero", "is a character device, not a regular file"},
+      {"folder", "is a directory"}};
+  for (const auto& [path, kind] : kinds) {
+    dir.write("model.json", iris_config("\"" + path + "\""));
+    expect_user_error(dir, "train model.json --quiet", {"model.json: model: model file " + path + " " + kind});
+    dir.write("data.json", R"({"model": )" + spec + R"(, "data": {"csv": ")" + path + R"("}, "output": "run"})");
+    expect_user_error(dir, "train data.json --quiet", {"data.json: data.csv: data file " + path + " " + kind});
+  }
+  // A spec named on the command line is read once, so it may still come through a pipe (`summary <(cat f)`).
+  dir.write("spec.json", spec);
+  const CommandResult piped = run_shell_command(
+      "timeout 20 sh -c 'cat spec.json >pipe' & timeout 20 " + quoted(TENSORCTL_BINARY) + " summary pipe", dir.path());
+  INFO(piped.out);
+  CHECK(piped.status == 0);
+  CHECK(piped.out.find("Total params: 15") != std::string::npos);
 }
 
 TEST_CASE("a run's files turned hostile: endless devices, a directory in a file's place, outputs onto the run") {
