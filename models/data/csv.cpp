@@ -1,11 +1,11 @@
 #include "models/data/csv.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
 #include <unordered_set>
 
@@ -132,15 +132,10 @@ float parse_cell(const std::string& text, const std::string& path, std::int64_t 
                   "column " + quote_for_message(column) + ": expected a finite number, got " + quote_for_message(text));
 }
 
-}  // namespace
-
-int CsvTable::column_index(const std::string& name) const {
-  for (std::size_t i = 0; i < columns.size(); ++i)
-    if (columns[i] == name) return static_cast<int>(i);
-  return -1;
-}
-
-CsvTable read_csv(const std::string& path, const CsvOptions& options) {
+// The file's bytes. Read a chunk at a time and checked as it comes: no text holds a NUL byte, so binary data
+// (/dev/urandom, a compressed or UTF-16 file) is refused at the first chunk holding one, not read to its end
+// or until memory runs out.
+std::string read_text(const std::string& path) {
   // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError. With the
   // error_code overload, a name the file system refuses (too long, a loop of links, no permission) is reported
   // with its reason; the throwing overloads let std::filesystem::filesystem_error escape.
@@ -151,8 +146,20 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw SpecError(path, "", "cannot open file");
   std::string text;
+  char chunk[1 << 16];
   try {
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+      const std::string_view got(chunk, static_cast<std::size_t>(in.gcount()));
+      if (const std::size_t nul = got.find('\0'); nul != std::string_view::npos) {
+        const std::int64_t line = 1 + std::count(text.begin(), text.end(), '\n') +
+                                  std::count(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
+        throw SpecError(path, line_where(line),
+                        "byte " + std::to_string(text.size() + nul + 1) +
+                            " is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it "
+                            "as UTF-8)");
+      }
+      text.append(got);
+    }
   } catch (const std::ios_base::failure&) {
     // libstdc++'s filebuf throws on a read error (EIO, say) even with the stream's exceptions off; errno is
     // the read's.
@@ -161,6 +168,19 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
     throw RuntimeError(path + ": too large to read into memory");
   }
   if (in.bad()) throw SpecError(path, "", "cannot read file");
+  return text;
+}
+
+}  // namespace
+
+int CsvTable::column_index(const std::string& name) const {
+  for (std::size_t i = 0; i < columns.size(); ++i)
+    if (columns[i] == name) return static_cast<int>(i);
+  return -1;
+}
+
+CsvTable read_csv(const std::string& path, const CsvOptions& options) {
+  const std::string text = read_text(path);
 
   // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
   std::string_view rest = text;

@@ -58,9 +58,10 @@ struct CsvTable {
 // '.', whatever the locale; "1e-3" and a leading '+' are accepted, "nan" and "inf" are not.
 //
 // Throws SpecError with file = `path` and where = "line N" (1-based line in the file) for a user's mistake:
-//   the file cannot be opened ("cannot open file: No such file or directory"; where is empty), the file is empty or
-//   holds only a header, an empty or repeated column name, a row with the wrong number of cells ("expected 5 cells, got
-//   4"), a quoted cell that never closes or is followed by more text, an empty cell, or a cell that is not a finite
+//   the file cannot be opened ("cannot open file: No such file or directory"; where is empty), a NUL byte (binary
+//   data, refused at the 64 KiB chunk holding it, before the rest is read), the file is empty or holds only a
+//   header, an empty or repeated column name, a row with the wrong number of cells ("expected 5 cells, got 4"),
+//   a quoted cell that never closes or is followed by more text, an empty cell, or a cell that is not a finite
 //   number (the message names the column and quotes the text).
 // Throws RuntimeError when reading fails part-way. Thread-safe: touches no shared state.
 CsvTable read_csv(const std::string& path, const CsvOptions& options = {});

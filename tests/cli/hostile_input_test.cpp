@@ -161,6 +161,26 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
                     {"run/summary.json: cannot resume: a directory stands where the run writes this file"});
 }
 
+TEST_CASE("a CSV of binary data is refused at its first NUL byte, not read until memory runs out") {
+  TempDir dir;
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
+  // Under a memory limit, so that reading /dev/urandom to its end fails fast where it is not refused.
+  const CommandResult r = run_shell_command(
+      "ulimit -v 4000000; exec timeout -k 5 60 " + quoted(TENSORCTL_BINARY) + " predict --run run --input /dev/urandom",
+      dir.path());
+  INFO(r.out);  // stdout and stderr together
+  CHECK(r.status == 2);
+  CHECK(r.out.starts_with("error: /dev/urandom: line "));
+  CHECK(r.out.find("is a NUL byte, which no CSV text holds: this is binary data") != std::string::npos);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  // A binary file given as a config's data.
+  dir.write("blob.csv", std::string("x,label\n1,0\n\x1f\x8b\x08\0\0\0", 18));
+  dir.write("config.json", R"({"model": {"input_shape": [1], "layers": [{"type": "Dense", "units": 2}]},
+                               "data": {"csv": "blob.csv"}, "output": "out"})");
+  expect_user_error(dir, "train config.json --quiet", {"blob.csv: line 3: byte 16 is a NUL byte"});
+}
+
 TEST_CASE("a model or layer name holding a control character is refused, quoted with it escaped") {
   TempDir dir;
   dir.write("m.json", R"({"name": "m\u001b[2Jx", "input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})");

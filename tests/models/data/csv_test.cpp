@@ -82,6 +82,23 @@ TEST_CASE("read_csv reports a file name that is too long") {
   CHECK(e.message() == "cannot open file: File name too long");
 }
 
+// Binary data was read to its end (a device without one until memory ran out, exit 1) and then parsed.
+TEST_CASE("read_csv refuses binary data at its first NUL byte, naming the line and the byte") {
+  SpecError e = read_error(write_file("nul.csv", std::string("a,b\n1,2\n3,\0\x01\xff\n", 12)));
+  CHECK(e.where() == "line 3");
+  CHECK(e.message() ==
+        "byte 11 is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it as UTF-8)");
+  // UTF-16, as Excel's "Unicode text" writes it: a NUL after each ASCII character.
+  const std::string utf16("\xff\xfe\x61\0,\0b\0\n\0", 10);  // "a,b\n" after a byte order mark
+  CHECK(read_error(write_file("utf16.csv", utf16)).where() == "line 1");
+  // Past the first chunk read, the line and byte still count from the start of the file.
+  std::string long_text = "a\n";
+  for (int r = 0; r < 100'000; ++r) long_text += "1\n";
+  SpecError late = read_error(write_file("late_nul.csv", long_text + '\0'));
+  CHECK(late.where() == "line 100002");
+  CHECK(late.message().starts_with("byte 200003 is a NUL byte"));
+}
+
 TEST_CASE("read_csv reports an empty file and a header with no rows") {
   const std::string empty = write_file("empty.csv", "");
   SpecError e = read_error(empty);
