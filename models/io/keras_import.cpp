@@ -441,6 +441,21 @@ std::string keras_source_description(const json& doc) {
 
 namespace {
 
+// Keras 3 writes "registered_name": null for its own classes and "package>Name" ("Custom>Dense") for a class
+// registered with register_keras_serializable: a user's subclass, which may keep the built-in class_name and
+// module and compute anything. `who` names the object in the message, `kind` its kind in the plural.
+void refuse_custom_class(const json& object, const std::string& file, const std::string& path, const std::string& who,
+                         const std::string& kind) {
+  if (!object.contains("registered_name")) return;
+  const json& registered = object.at("registered_name");
+  if (registered.is_null() || registered == object.at("class_name")) return;
+  throw SpecError(file, path.empty() ? "registered_name" : path + ".registered_name",
+                  who + ": registered as the custom class " +
+                      (registered.is_string() ? quote_for_message(registered.get<std::string>())
+                                              : describe_json(registered).substr(4)) +
+                      "; custom " + kind + " are not supported (what it computes is in its Python code)");
+}
+
 // Refuses anything but a Keras Sequential model, each with its own message.
 void check_sequential(const json& doc, const std::string& file) {
   if (!is_keras_model_json(doc))
@@ -455,6 +470,7 @@ void check_sequential(const json& doc, const std::string& file) {
   if (model_class != "Sequential")
     throw SpecError(file, "class_name",
                     "\"" + model_class + "\" is not a Keras Sequential model; only Sequential models can be imported");
+  refuse_custom_class(doc, file, "", "Sequential model", "models");
   if (!doc.contains("config"))
     throw SpecError(file, "config", "missing: a Keras model file lists its layers under \"config\"");
 }
@@ -523,6 +539,7 @@ LayerEntry read_entry(const json& entry, const std::string& file, const std::str
   if (e.config->is_object() && e.config->contains("name") && e.config->at("name").is_string())
     e.name = e.config->at("name").get<std::string>();
   e.who = e.cls + " layer" + (e.name.empty() ? "" : " \"" + e.name + "\"");
+  refuse_custom_class(entry, file, path, e.who, "layers");
   return e;
 }
 

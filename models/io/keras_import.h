@@ -12,10 +12,12 @@
 //
 // Layers: InputLayer (becomes input_shape), Dense, Dropout, Activation, Conv2D, MaxPooling2D, AveragePooling2D,
 // Flatten, Reshape, BatchNormalization; their Keras keys map to ours under the same names. Nothing is dropped
-// silently: an unsupported layer class, activation or initializer, a non-null regularizer or constraint, a
-// dilation or group count other than 1, channels_first, trainable false or a dtype other than float32 is a
-// SpecError that names the layer and the option. Options without effect on the maths (name, trainable true,
-// float32 dtype, initializer seeds) are accepted; other keys we do not know are accepted only when null.
+// silently: an unsupported layer class, activation or initializer, a custom layer or model (a "module" outside
+// keras, or a Keras 3 "registered_name" other than null or the class's own, "Custom>Dense"), a non-null
+// regularizer or constraint, a dilation or group count other than 1, channels_first, trainable false or a dtype
+// other than float32 is a SpecError that names the layer and the option. Options without effect on the maths (name,
+// trainable true, float32 dtype, initializer seeds) are accepted; other keys we do not know are accepted only when
+// null.
 #pragma once
 
 #include <string>

@@ -85,6 +85,12 @@ TEST_SUITE("import_keras") {
     expect_user_error(d, "import-keras " + keras_path("mlp_keras2.json") + " -o no_such_dir/out.json",
                       {"--output", "no_such_dir"});
     expect_user_error(d, "import-keras", {"file is required"});
+    nlohmann::json custom = read_json(source_path("tests/data/keras/mlp_keras3.json"));
+    custom["config"]["layers"][3]["registered_name"] = "Custom>Dense";
+    d.write("custom.json", custom.dump());
+    expect_user_error(d, "import-keras custom.json -o out.json",
+                      {"custom.json: config.layers[3].registered_name: Dense layer \"dense_1\": registered as the "
+                       "custom class \"Custom>Dense\"; custom layers are not supported"});
   }
 
   TEST_CASE("a train config whose model is a Keras file trains") {

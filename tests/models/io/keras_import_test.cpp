@@ -224,6 +224,24 @@ TEST_SUITE("keras_import") {
                    "config.layers[0].module", {"custom layers are not supported"});
   }
 
+  // A registered subclass of Dense, with Dense's class_name and module, was imported as a plain Dense.
+  TEST_CASE("a Keras 3 class registered as custom (\"Custom>Dense\") is refused, naming the layer") {
+    json doc = keras_file("mlp_keras3.json");
+    doc["config"]["layers"][1]["registered_name"] = "Custom>Dense";
+    expect_refusal(doc, "config.layers[1].registered_name",
+                   {"Dense layer \"dense\": registered as the custom class \"Custom>Dense\"; custom layers are not "
+                    "supported"});
+    doc["config"]["layers"][1]["registered_name"] = 7;
+    expect_refusal(doc, "config.layers[1].registered_name", {"registered as the custom class 7"});
+    doc = keras_file("mlp_keras3.json");
+    doc["registered_name"] = "Custom>MySequential";
+    expect_refusal(doc, "registered_name", {"Sequential model: registered as the custom class", "custom models"});
+    // Keras' own classes have null, or their own name where a class is not exported.
+    doc["registered_name"] = "Sequential";
+    doc["config"]["layers"][1]["registered_name"] = "Dense";
+    CHECK(keras_to_spec(doc, "m.json").at("layers") == kMlpLayers);
+  }
+
   TEST_CASE("any odd value in any layer option is converted or refused as a SpecError, never another exception") {
     const std::vector<json> odd_values{
         -1,
