@@ -46,12 +46,7 @@ CLI::Validator integer_in(std::int64_t lo, std::int64_t hi) {
 
 CLI::Validator device_name() {
   // No type name: the flag's help keeps reading `--device TEXT`.
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        if (is_device_name(text)) return std::string();
-        return "unknown device \"" + text + "\" (expected " + kDeviceSpellings + ")";
-      },
-      "");
+  return CLI::Validator([](std::string& text) -> std::string { return device_name_error(text); }, "");
 }
 
 CLI::Validator output_path() {

@@ -14,7 +14,8 @@ CLI::Validator positive_integer();
 CLI::Validator non_negative_integer();
 // An integer in [lo, hi].
 CLI::Validator integer_in(std::int64_t lo, std::int64_t hi);
-// A device name tensorctl knows how to spell (core/device.h is_device_name), present here or not.
+// A device name tensorctl knows how to spell (core/device.h is_device_name), present here or not; else the
+// message of device_name_error.
 CLI::Validator device_name();
 // An output file given as an empty string: refused, as check_output_path refuses it, where the flag's absence
 // means standard output or no file (predict --output, import-keras -o, profile --trace).

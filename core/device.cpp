@@ -86,11 +86,12 @@ class CpuDevice final : public Device {
   std::string name_ = "cpu";
 };
 
-// Digits after `prefix:`, or -1.
+// Digits after `prefix:`, or -1. Only as find() and names() write them: "sim:01" would name sim:1 under
+// another name, which placement, colocation and messages would take for another device.
 int index_after(std::string_view name, std::string_view prefix) {
   if (!name.starts_with(prefix) || name.size() <= prefix.size() || name[prefix.size()] != ':') return -1;
   std::string_view digits = name.substr(prefix.size() + 1);
-  if (digits.empty() || digits.size() > 6) return -1;
+  if (digits.empty() || digits.size() > 6 || (digits.size() > 1 && digits.front() == '0')) return -1;
   int n = 0;
   for (char c : digits) {
     if (c < '0' || c > '9') return -1;
@@ -182,6 +183,23 @@ std::string DeviceRegistry::why_absent(std::string_view name) const {
 bool is_device_name(std::string_view name) {
   if (name == "cpu" || name == "cpu:0" || name == "cuda" || name == "sim") return true;
   return index_after(name, "cuda") >= 0 || index_after(name, "sim") >= 0;
+}
+
+std::string device_name_error(std::string_view name) {
+  if (is_device_name(name)) return "";
+  if (name.empty()) return std::string("expected a device name (") + kDeviceSpellings + "), got an empty string";
+  const std::size_t colon = name.find(':');
+  const std::string_view kind = name.substr(0, colon);
+  const std::string_view index = colon == std::string_view::npos ? "" : name.substr(colon + 1);
+  constexpr std::string_view kDigits = "0123456789";
+  const bool numeric = index.find_first_of(kDigits) != std::string_view::npos &&
+                       index.find_first_not_of("0123456789+- \t") == std::string_view::npos;
+  const bool plain = index.find_first_not_of(kDigits) == std::string_view::npos && !index.starts_with("0");
+  if ((kind == "cpu" || kind == "cuda" || kind == "sim") && numeric && !plain)
+    return "device " + quote_for_message(name) +
+           ": an index is written as plain digits, without leading zeros, a sign or spaces (expected " +
+           kDeviceSpellings + ")";
+  return "unknown device " + quote_for_message(name) + " (expected " + kDeviceSpellings + ")";
 }
 
 void copy_between(Device& from, const void* src, Device& to, void* dst, std::size_t bytes) {

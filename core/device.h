@@ -166,8 +166,12 @@ class DeviceRegistry {
 
 // How a device is spelled, for messages: "cpu, cuda, cuda:N, sim or sim:N".
 inline constexpr const char* kDeviceSpellings = "cpu, cuda, cuda:N, sim or sim:N";
-// True for names tensorctl knows how to spell ("cpu", "cuda", "cuda:N", "sim", "sim:N"), present or not.
+// True for names tensorctl knows how to spell ("cpu", "cuda", "cuda:N", "sim", "sim:N"), present or not, with N
+// in plain digits ("sim:1"; "sim:01", "sim:+1" and "sim: 1" are not names).
 bool is_device_name(std::string_view name);
+// Why `name` is not a device name, for a message after its file and place; "" when is_device_name(name). Says so
+// for an empty name and for an index with leading zeros, a sign or spaces; else "unknown device ...".
+std::string device_name_error(std::string_view name);
 
 // Copies `bytes` from `src` on device `from` to `dst` on device `to`, ordered on both streams.
 void copy_between(Device& from, const void* src, Device& to, void* dst, std::size_t bytes);

@@ -100,9 +100,12 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
   if (name.empty() || name.find('/') != std::string::npos || has_control_character(name))
     spec.fail("name", "a layer name must be non-empty and contain no '/' and no control character, got " +
                           quote_for_message(name));
-  std::string device = spec.string("device", "");
-  if (!device.empty() && !is_device_name(device))
-    spec.fail("device", "unknown device \"" + device + "\" (expected " + kDeviceSpellings + ")");
+  // Absent means the config's device; given, even empty, it must name one.
+  std::string device;
+  if (spec.has("device")) {
+    device = spec.string("device");
+    if (const std::string error = device_name_error(device); !error.empty()) spec.fail("device", error);
+  }
   LayerArgs args{spec, name, device};
   auto layer = entry->factory(args);
   spec.finish();

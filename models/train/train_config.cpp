@@ -257,8 +257,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
         parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"),
                         /*new_run=*/!recorded);
   c.device = top.string("device", "cpu");
-  if (!is_device_name(c.device))
-    top.fail("device", "unknown device \"" + c.device + "\" (expected " + kDeviceSpellings + ")");
+  if (const std::string error = device_name_error(c.device); !error.empty()) top.fail("device", error);
   c.allow_tf32 = top.boolean("allow_tf32", false);
 }
 
@@ -302,8 +301,7 @@ StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
       const std::string where = r.path_of("devices") + "[" + std::to_string(i) + "]";
       if (!d[i].is_string()) throw SpecError(r.file(), where, "expected a device name, " + describe_json(d[i]));
       const std::string name = d[i].get<std::string>();
-      if (!is_device_name(name))
-        throw SpecError(r.file(), where, "unknown device \"" + name + "\" (expected " + kDeviceSpellings + ")");
+      if (const std::string error = device_name_error(name); !error.empty()) throw SpecError(r.file(), where, error);
       st.devices.push_back(name);
     }
   }

@@ -96,6 +96,33 @@ TEST_CASE("a device name tensorctl does not know is refused where it is written"
   expect_user_error(dir, "train train.json --output run --device sim:x", {"--device", "unknown device \"sim:x\""});
 }
 
+// "sim:01" was taken and named a device apart from sim:1; "" passed --strict-placement as no device at all.
+TEST_CASE("a device index with leading zeros, a sign or spaces, and an empty device, are refused where written") {
+  TempDir dir;
+  const std::string index_rule = "an index is written as plain digits, without leading zeros, a sign or spaces";
+  dir.write("zero.json", digits_spec("sim:01"));
+  dir.write("train.json", digits_config("zero.json"));
+  expect_user_error(dir, "train train.json --output run --strict-placement",
+                    {"zero.json: layers[0].device: device \"sim:01\": " + index_rule});
+  dir.write("empty.json", digits_spec(""));
+  dir.write("train.json", digits_config("empty.json"));
+  expect_user_error(dir, "train train.json --output run --strict-placement",
+                    {"empty.json: layers[0].device: expected a device name", "got an empty string"});
+  dir.write("sim.json", digits_spec("sim:1"));
+  dir.write("train.json", digits_config("sim.json"));
+  for (const std::string flag : {"cuda:00", "cpu:00", "sim:+1", "'sim: 1'"})
+    expect_user_error(dir, "train train.json --output run --device " + flag, {"--device: device ", index_rule});
+  nlohmann::json config = parse_json(digits_config("sim.json"));
+  config["device"] = "cuda:01";
+  dir.write("train.json", config.dump());
+  expect_user_error(dir, "train train.json --output run", {"train.json: device: device \"cuda:01\": " + index_rule});
+  config["device"] = "cpu";
+  config["strategy"] = {{"type", "mirrored"}, {"replicas", 2}, {"devices", {"sim:0", "sim:01"}}};
+  dir.write("train.json", config.dump());
+  expect_user_error(dir, "train train.json --output run",
+                    {"train.json: strategy.devices[1]: device \"sim:01\": " + index_rule});
+}
+
 TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's devices or why there are none") {
   TempDir dir;
   const CommandResult text = run_tensorctl("devices", dir.path());

@@ -23,10 +23,31 @@ TEST_CASE("device names: cpu, cuda, sim and their numbered forms") {
   CHECK_FALSE(is_device_name("sim:"));
   CHECK_FALSE(is_device_name("sim:x"));
   CHECK_FALSE(is_device_name("tpu"));
+  CHECK(is_device_name("cuda:10"));
+  CHECK(is_device_name("sim:0"));
+  CHECK(is_device_name("cpu:0"));
+  // One spelling per device: "sim:01" named sim:1 under a second name.
+  for (const char* name : {"sim:01", "sim:00", "cuda:007", "cpu:00", "sim:+1", "sim:-1", "sim: 1", "sim:1 ", ""})
+    CHECK_FALSE(is_device_name(name));
   CHECK(DeviceRegistry::instance().find("sim") == DeviceRegistry::instance().find("sim:0"));
   CHECK(DeviceRegistry::instance().find("sim:1")->kind() == DeviceKind::kSim);
   CHECK(DeviceRegistry::instance().find("sim:9") == nullptr);
   CHECK(DeviceRegistry::instance().find("cpu") == cpu_device());
+}
+
+TEST_CASE("device_name_error says what is wrong with a name, and nothing for a good one") {
+  CHECK(device_name_error("sim:1") == "");
+  CHECK(device_name_error("sim:01") ==
+        "device \"sim:01\": an index is written as plain digits, without leading zeros, a sign or spaces (expected "
+        "cpu, cuda, cuda:N, sim or sim:N)");
+  for (const char* name : {"cuda:007", "cpu:00", "sim:+1", "sim:-1", "sim: 1", "cuda:0\t"})
+    CHECK(device_name_error(name).find("an index is written as plain digits") != std::string::npos);
+  CHECK(device_name_error("") == "expected a device name (cpu, cuda, cuda:N, sim or sim:N), got an empty string");
+  CHECK(device_name_error("sim:x") == "unknown device \"sim:x\" (expected cpu, cuda, cuda:N, sim or sim:N)");
+  CHECK(device_name_error("cpu:1").starts_with("unknown device"));
+  CHECK(device_name_error("tpu:01").starts_with("unknown device"));
+  CHECK(device_name_error("sim:\x1b[2J") ==
+        "unknown device \"sim:\\u001b[2J\" (expected cpu, cuda, cuda:N, sim or sim:N)");
 }
 
 TEST_CASE("a tensor moves between the host and sim devices with its values, and to() keeps one already there") {

@@ -87,6 +87,10 @@ TEST_CASE("make_layer errors name the JSON path") {
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": "x\u001b[2J"})", "layers[2].name", "\\u001b[2J");
   expect_spec_error(R"({"type": "Dense", "units": 3, "device": "tpu"})", "layers[2].device",
                     "unknown device \"tpu\" (expected cpu, cuda, cuda:N, sim or sim:N)");
+  expect_spec_error(R"({"type": "Dense", "units": 3, "device": ""})", "layers[2].device",
+                    "expected a device name (cpu, cuda, cuda:N, sim or sim:N), got an empty string");
+  expect_spec_error(R"({"type": "Dense", "units": 3, "device": "sim:01"})", "layers[2].device",
+                    "device \"sim:01\": an index is written as plain digits");
   expect_spec_error(R"({"type": "Dense", "units": 3, "Units": 3})", "layers[2].Units", "unknown key");
 }
 
