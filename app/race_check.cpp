@@ -119,11 +119,49 @@ std::vector<std::string> scenarios_on_device(RaceFlags& f, std::vector<std::stri
   return out;
 }
 
+// Refuses counts a scenario cannot hold, before anything runs. counter and sgd keep their sums in float32,
+// exact only to 2^24: past it the updates of a locked mode round away and read as lost, a false "BROKEN". The
+// dataflow counter and defaults build a graph node per operation, about 1 KB each, and queue a counter per item.
+void check_counts(const RaceFlags& f, const std::vector<std::string>& scenarios,
+                  const std::vector<LockingMode>& modes) {
+  const double threads = f.options.threads, iterations = static_cast<double>(f.options.iterations);
+  auto count_text = [](double n) {
+    return n < 1e18 ? thousands(static_cast<std::int64_t>(n)) : fmt::format("about {:.3g}", n);
+  };
+  // `what` names the count {n} and the limit {limit}.
+  auto refuse_past = [&](const std::string& scenario, double count, double limit, const std::string& what) {
+    if (count <= limit) return;
+    throw SpecError(
+        "", "--iterations",
+        fmt::format("{}: {} threads x {} iterations ", scenario, f.options.threads, thousands(f.options.iterations)) +
+            fmt::format(fmt::runtime(what), fmt::arg("n", count_text(count)), fmt::arg("limit", count_text(limit))) +
+            "; lower --threads or --iterations");
+  };
+  constexpr double kExactFloat = 1 << 24, kMaxNodes = 1 << 20;
+  const std::string inexact = ", but a float32 sum counts exactly only to {limit}";
+  const std::string too_many_nodes = ", but it builds at most {limit} (about a GB)";
+  const bool dataflow = std::find(modes.begin(), modes.end(), LockingMode::kDataflow) != modes.end();
+  for (const auto& s : scenarios) {
+    if (s == "counter") refuse_past(s, threads * iterations, kExactFloat, "make {n} increments" + inexact);
+    if (s == "counter" && dataflow)
+      refuse_past(s, threads * iterations, kMaxNodes, "make {n} graph nodes under dataflow" + too_many_nodes);
+    // Thread t subtracts t + 1 a step.
+    if (s == "sgd")
+      refuse_past(s, threads * (threads + 1) / 2 * iterations, kExactFloat, "move the variable by {n}" + inexact);
+    if (s == "defaults") refuse_past(s, threads * iterations, kMaxNodes, "make {n} graph nodes" + too_many_nodes);
+    // Half the threads produce; each item gets a counter of its arrivals.
+    if (s == "queue")
+      refuse_past(s, std::max(1.0, std::floor(threads / 2)) * iterations, kExactFloat,
+                  "make {n} items, but it tracks at most {limit}");
+  }
+}
+
 int run_race_check(const RaceFlags& given) {
   if (!given.graph.empty()) return run_graph_check(given);
   RaceFlags f = given;
   const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
   const auto modes = parse_modes(f.modes);
+  check_counts(f, scenarios, modes);
   if (f.explain && !f.json) {
     for (LockingMode m : modes)
       std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());

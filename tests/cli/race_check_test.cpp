@@ -188,6 +188,24 @@ TEST_SUITE("bad input") {
     expect_user_error(dir, "race-check --iterations -5", {"--iterations"});
     expect_user_error(dir, "race-check --graph missing.json", {"missing.json"});
   }
+
+  TEST_CASE("race-check refuses counts its float32 sums cannot count or its graphs cannot hold, before running") {
+    TempDir dir;
+    // Past 2^24 a float32 counter stops counting: mutex was reported BROKEN, exit 1, after a second's work.
+    expect_user_error(dir, "race-check --scenario counter --modes mutex --threads 2 --iterations 9000000",
+                      {"--iterations: counter: 2 threads x 9,000,000 iterations make 18,000,000 increments",
+                       "a float32 sum counts exactly only to 16,777,216"});
+    expect_user_error(dir, "race-check --scenario sgd --modes mutex --threads 256 --iterations 600",
+                      {"--iterations: sgd: 256 threads x 600 iterations move the variable by 19,737,600"});
+    // A graph node per operation: these took gigabytes, or ended in "out of memory".
+    expect_user_error(dir, "race-check --iterations 300000",
+                      {"--iterations: counter: 4 threads x 300,000 iterations make 1,200,000 graph nodes under "
+                       "dataflow, but it builds at most 1,048,576"});
+    expect_user_error(dir, "race-check --scenario defaults --threads 256 --iterations 9223372036854775807",
+                      {"make about 2.36e+21 graph nodes"});
+    expect_user_error(dir, "race-check --scenario queue --iterations 1000000000000",
+                      {"--iterations: queue: 4 threads x 1,000,000,000,000 iterations make 2,000,000,000,000 items"});
+  }
 }
 
 TEST_CASE("race-check fits its table to COLUMNS, cutting the verdict before leaving out counts") {
