@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -226,6 +227,13 @@ int run_profile(const ProfileFlags& f) {
   const auto inters = thread_list(f.inter, "--inter-op-threads");
   const auto intras = thread_list(f.intra, "--intra-op-threads");
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
+  // A measured step runs twice (with and without the profiler); the step count wrapped past 2^63 and no step
+  // ran at all, leaving a table of zeros and nan.
+  const std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  if (f.options.iterations > (max - f.options.warmup) / 2)
+    throw SpecError("", "--iterations",
+                    fmt::format("--warmup {} and --iterations {} make more than 2^63 steps", f.options.warmup,
+                                f.options.iterations));
 
   TrainConfig config = load_model_file(f.path);
   ProfileOptions options = f.options;

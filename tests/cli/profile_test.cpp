@@ -117,6 +117,10 @@ TEST_SUITE("bad input") {
                       {"--inter-op-threads: expected a comma-separated list"});
     expect_user_error(dir, "profile " + config + " --intra-op-threads 1,,2", {"--intra-op-threads"});
     expect_user_error(dir, "profile " + config + " --iterations 0", {"--iterations"});
+    // The step count wrapped past 2^63: no step ran, and a table of zeros and nan came out with exit 0.
+    expect_user_error(dir, "profile " + config + " --warmup 9223372036854775807 --iterations 1",
+                      {"--iterations: --warmup 9223372036854775807 and --iterations 1 make more than 2^63 steps"});
+    expect_user_error(dir, "profile " + config + " --iterations 9223372036854775807", {"more than 2^63 steps"});
     expect_user_error(dir, "profile " + config + " --trace missing/trace.json",
                       {"--trace: directory missing does not exist"});
   }
