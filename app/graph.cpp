@@ -78,6 +78,12 @@ int run_graph(const GraphFlags& f) {
   if (std::error_code ec; std::filesystem::is_directory(file, ec))
     file = (std::filesystem::path(file) / "model.json").string();
   TrainConfig c = load_model_file(file);
+  // A model spec names no loss, and its inference graph needs none: the default (cross-entropy) refused a model
+  // ending in a ReLU or a sigmoid. The training graph does need one.
+  if (c.spec_only && !f.training && !loss_fits_model(c)) {
+    c.loss.clear();
+    c.metrics.clear();
+  }
   // The graph is traced, never run: one thread of each kind is plenty.
   c.inter_op_threads = 1;
   c.intra_op_threads = 1;

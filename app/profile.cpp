@@ -51,17 +51,6 @@ std::vector<int> thread_list(const std::string& text, const std::string& flag) {
   return out;
 }
 
-// Whether the config's loss fits its model's output (tracing the model finds out).
-bool loss_fits(const TrainConfig& c) {
-  try {
-    build_model(c);
-    return true;
-  } catch (const SpecError& e) {
-    if (e.where() != "loss") throw;
-    return false;
-  }
-}
-
 const char* mode_name(const ProfileReport& r) { return r.eager ? "eager" : "traced"; }
 
 std::string ms(double us) { return fmt::format("{:.3f}", us / 1000.0); }
@@ -248,7 +237,7 @@ int run_profile(const ProfileFlags& f) {
     config.metrics.clear();
   } else if (config.spec_only) {
     config.metrics.clear();
-    no_loss = options.forward_only || !loss_fits(config);
+    no_loss = options.forward_only || !loss_fits_model(config);
   }
   const bool fell_back = no_loss && !options.forward_only;
   if (no_loss) {

@@ -327,6 +327,16 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   return std::make_unique<Model>(std::move(nets), options);
 }
 
+bool loss_fits_model(const TrainConfig& config) {
+  try {
+    build_model(config);
+    return true;
+  } catch (const SpecError& e) {
+    if (e.where() != "loss") throw;
+    return false;
+  }
+}
+
 namespace {
 
 LearningRateControl learning_rate_control(Optimizer& optimizer) {

@@ -104,6 +104,25 @@ TEST_SUITE("graph") {
     CHECK(d.listing() == before);
   }
 
+  TEST_CASE("a model spec ending in a ReLU or a sigmoid has an inference graph; its training graph needs a loss") {
+    TempDir d;
+    for (const std::string activation : {"relu", "sigmoid"}) {
+      CAPTURE(activation);
+      // The default loss, cross-entropy, was traced with the inference graph and refused the model, exit 2.
+      d.write("spec.json", R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 2, "activation": ")" +
+                               activation + R"("}]})");
+      CommandResult r = run_tensorctl("graph spec.json --format json", d.path());
+      CHECK(r.status == 0);
+      CHECK(r.err.empty());
+      const nlohmann::json g = parse_json(r.out);
+      std::set<std::string> ops;
+      for (const auto& n : g.at("nodes")) ops.insert(n.at("op").get<std::string>());
+      CHECK(ops.contains("Placeholder"));
+      CHECK(ops.contains("FusedMatMul"));
+      expect_user_error(d, "graph spec.json --training", {"spec.json: loss:", "cross-entropy needs"});
+    }
+  }
+
   TEST_CASE("graph refuses an unknown format and a missing spec, writing nothing") {
     TempDir d;
     expect_user_error(d, "graph " + quoted(source_path("configs/iris_mlp.json")) + " --format png -o g.png",
