@@ -47,14 +47,10 @@ const nlohmann::json& SpecReader::raw(const std::string& key) {
 
 void SpecReader::skip(const std::string& key) { read_.insert(key); }
 
-namespace {
-// nlohmann stores integers above INT64_MAX as unsigned; reading one as int64 would wrap to a negative
-// number and the message would quote a value the user did not write as the reason.
 bool fits_int64(const nlohmann::json& v) {
   return v.is_number_integer() &&
          !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX));
 }
-}  // namespace
 
 std::int64_t SpecReader::positive_int(const std::string& key) {
   const auto& v = raw(key);

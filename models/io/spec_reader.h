@@ -55,6 +55,10 @@ class SpecReader {
   mutable std::set<std::string> read_;
 };
 
+// Whether `v` is an integer that int64 holds. nlohmann stores integers above INT64_MAX as unsigned, and reading
+// one as int64 wraps it: 18446744073709551615 reads as -1.
+bool fits_int64(const nlohmann::json& v);
+
 // "got -3", "got \"abc\"", "got an object": how a wrong JSON value is named in messages.
 std::string describe_json(const nlohmann::json& v);
 

@@ -16,8 +16,7 @@ class BatchNormalization final : public Layer {
   explicit BatchNormalization(LayerArgs& args) : Layer("BatchNormalization", args.name, args.device) {
     if (args.spec.has("axis")) {
       axis_json_ = args.spec.raw("axis");
-      if (!axis_json_.is_number_integer())
-        args.spec.fail("axis", "expected -1 (the last axis), " + describe_json(axis_json_));
+      if (!fits_int64(axis_json_)) args.spec.fail("axis", "expected -1 (the last axis), " + describe_json(axis_json_));
     }
     momentum_ = args.spec.number_in("momentum", 0.99, 0.0, 1.0, true);
     epsilon_ = args.spec.number_in("epsilon", 1e-3, 1e-30, std::numeric_limits<double>::infinity());

@@ -17,7 +17,7 @@ class Reshape final : public Layer {
                                          " positive integers (one may be -1), " + describe_json(v));
     int unknown = 0;
     for (std::size_t i = 0; i < v.size(); ++i) {
-      const bool ok = v[i].is_number_integer() && (v[i].get<std::int64_t>() > 0 || v[i].get<std::int64_t>() == -1);
+      const bool ok = fits_int64(v[i]) && (v[i].get<std::int64_t>() > 0 || v[i].get<std::int64_t>() == -1);
       if (!ok || (v[i].get<std::int64_t>() == -1 && ++unknown > 1))
         throw SpecError(args.spec.file(), args.spec.path_of("target_shape") + "[" + std::to_string(i) + "]",
                         std::string(ok ? "only one entry may be -1" : "expected a positive integer or -1") + ", " +

@@ -113,6 +113,9 @@ TEST_CASE("BatchNormalization bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"BatchNormalization","axis":-2})", {2, 3}, "layers[0].axis", "only the last axis");
   check_layer_spec_error(R"({"type":"BatchNormalization","axis":[1]})", in, "layers[0].axis",
                          "expected -1 (the last axis)");
+  // Read as int64 it wrapped to -1 and was taken for the last axis.
+  check_layer_spec_error(R"({"type":"BatchNormalization","axis":18446744073709551615})", in, "layers[0].axis",
+                         "expected -1 (the last axis), got 18446744073709551615");
   check_layer_spec_error(R"({"type":"BatchNormalization","momentum":1.5})", in, "layers[0].momentum",
                          "expected a number in [0.0, 1.0]");
   check_layer_spec_error(R"({"type":"BatchNormalization","epsilon":0})", in, "layers[0].epsilon",

@@ -34,6 +34,9 @@ TEST_CASE("Reshape bad target shapes name their JSON path") {
                          "expected a positive integer or -1, got 0");
   check_layer_spec_error(R"({"type":"Reshape","target_shape":[-1,-1]})", {4}, "layers[0].target_shape[1]",
                          "only one entry may be -1");
+  // Above INT64_MAX nlohmann holds an unsigned integer, which read as int64 wrapped to -1 and was taken.
+  check_layer_spec_error(R"({"type":"Reshape","target_shape":[18446744073709551615]})", {4},
+                         "layers[0].target_shape[0]", "expected a positive integer or -1, got 18446744073709551615");
   check_layer_spec_error(R"({"type":"Reshape","target_shape":[3,2]})", {4}, "layers[0].target_shape",
                          "cannot reshape (None, 4) (4 elements per example) to [3,2]");
   check_layer_spec_error(R"({"type":"Reshape","target_shape":[3,-1]})", {4}, "layers[0].target_shape",
