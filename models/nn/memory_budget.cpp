@@ -1,5 +1,6 @@
 #include "models/nn/memory_budget.h"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -42,8 +43,14 @@ std::int64_t memory_limit_bytes() {
       return value << shift;
   }
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page <= 0) return std::int64_t{1} << 62;
-  return static_cast<std::int64_t>(pages) * page;
+  std::int64_t limit = pages <= 0 || page <= 0 ? std::int64_t{1} << 62 : static_cast<std::int64_t>(pages) * page;
+  // An address-space limit (`ulimit -v`) below the memory: allocations fail past it, so a model that needs
+  // more is refused with the budget's message instead of failing in its first allocation.
+  rlimit address_space{};
+  if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY &&
+      address_space.rlim_cur < static_cast<rlim_t>(limit))
+    limit = static_cast<std::int64_t>(address_space.rlim_cur);
+  return limit;
 }
 
 std::string byte_size_text(double bytes) {

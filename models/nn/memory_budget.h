@@ -24,7 +24,7 @@ std::optional<std::int64_t> bounded_num_elements(const Shape& shape);
 std::string approximate_num_elements(const Shape& shape);
 
 // How many bytes a model may take: TENSORCTL_MEMORY_LIMIT (bytes, or with a K/M/G/T suffix, powers of 1024)
-// when set and valid, else this machine's physical memory.
+// when set and valid, else this machine's physical memory or the process's address-space limit, the lower.
 std::int64_t memory_limit_bytes();
 
 // "23.45 GB", "512.00 B": powers of 1024 with the unit names Keras prints in its summary.

@@ -64,10 +64,11 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
     m.layers_.push_back(std::move(layer));
   }
   if (budget.exceeded())
-    throw SpecError(file, top.path_of("layers") + "[" + std::to_string(first_over_budget) + "]",
-                    "the model's weights need " + byte_size_text(static_cast<double>(budget.weight_bytes)) +
-                        ", more than the memory limit of " + byte_size_text(static_cast<double>(budget.limit_bytes)) +
-                        " (this machine's memory, or TENSORCTL_MEMORY_LIMIT); this layer passes it");
+    throw SpecError(
+        file, top.path_of("layers") + "[" + std::to_string(first_over_budget) + "]",
+        "the model's weights need " + byte_size_text(static_cast<double>(budget.weight_bytes)) +
+            ", more than the memory limit of " + byte_size_text(static_cast<double>(budget.limit_bytes)) +
+            " (this machine's memory or address-space limit, or TENSORCTL_MEMORY_LIMIT); this layer passes it");
   return m;
 }
 
@@ -130,7 +131,8 @@ void check_training_memory(const Sequential::Size& size, std::int64_t batch_size
                   "training needs about " + byte_size_text(weights + activations) + " (" + byte_size_text(weights) +
                       " for weights, gradients and optimizer slots, " + byte_size_text(activations) +
                       " for a batch of " + std::to_string(batch_size) + "), more than the memory limit of " +
-                      byte_size_text(limit) + " (this machine's memory, or TENSORCTL_MEMORY_LIMIT)");
+                      byte_size_text(limit) +
+                      " (this machine's memory or address-space limit, or TENSORCTL_MEMORY_LIMIT)");
 }
 
 }  // namespace tctl

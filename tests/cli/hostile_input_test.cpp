@@ -161,7 +161,9 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
                     {"run/summary.json: cannot resume: a directory stands where the run writes this file"});
 }
 
-TEST_CASE("a CSV of binary data is refused at its first NUL byte, not read until memory runs out") {
+// The cases named "under an address-space limit" cap it with ulimit -v, which the sanitizers' shadow memory
+// cannot live under: tests/CMakeLists.txt leaves them out of the sanitized suite.
+TEST_CASE("under an address-space limit: a CSV of /dev/urandom is refused at its first NUL byte") {
   TempDir dir;
   const std::string iris = quoted(source_path("configs/iris_mlp.json"));
   REQUIRE(run_tensorctl("train " + iris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
@@ -174,7 +176,25 @@ TEST_CASE("a CSV of binary data is refused at its first NUL byte, not read until
   CHECK(r.out.starts_with("error: /dev/urandom: line "));
   CHECK(r.out.find("is a NUL byte, which no CSV text holds: this is binary data") != std::string::npos);
   CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
-  // A binary file given as a config's data.
+}
+
+TEST_CASE("under an address-space limit: a model that needs more is refused before anything is allocated") {
+  TempDir dir;
+  // 16 GB of weights against 3.8 GB of address space, on a machine with more memory than the weights need:
+  // before, the budget was the machine's memory, and the first allocation failed with exit 1.
+  dir.write("big.json", R"({"input_shape": [1], "layers": [{"type": "Dense", "units": 2147483648}]})");
+  const CommandResult r = run_shell_command(
+      "ulimit -v 4000000; exec timeout -k 5 60 " + quoted(TENSORCTL_BINARY) + " summary big.json", dir.path());
+  INFO(r.out);
+  CHECK(r.status == 2);
+  CHECK(
+      r.out.starts_with("error: big.json: layers[0]: the model's weights need 16.00 GB, more than the memory "
+                        "limit of 3.81 GB"));
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+}
+
+TEST_CASE("a CSV of binary data given as a config's data is refused at its first NUL byte") {
+  TempDir dir;
   dir.write("blob.csv", std::string("x,label\n1,0\n\x1f\x8b\x08\0\0\0", 18));
   dir.write("config.json", R"({"model": {"input_shape": [1], "layers": [{"type": "Dense", "units": 2}]},
                                "data": {"csv": "blob.csv"}, "output": "out"})");
@@ -190,7 +210,7 @@ TEST_CASE("a model or layer name holding a control character is refused, quoted 
   expect_user_error(dir, "summary l.json", {"l.json: layers[0].name:", "got \"x\\u0000y\""});
 }
 
-TEST_CASE("a thread count the system refuses is one line and exit 1, never a hang") {
+TEST_CASE("under an address-space limit: a thread count the system refuses is one line and exit 1, never a hang") {
   TempDir dir;
   // 3 GB of address space holds a few hundred 8 MB thread stacks, not 1,024. The pool stopped and joined the
   // threads it had started; before, it destroyed its condition variable under them and hung, deaf to SIGTERM.
