@@ -60,7 +60,8 @@ void define_flags(CLI::App& cmd, EvaluateFlags& flags) {
   cmd.add_option("--data", flags.data, "Train config (its test split is used) or labelled CSV")->required();
   cmd.add_option("--weights", flags.weights,
                  "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "
-                 "default weights.safetensors");
+                 "default weights.safetensors")
+      ->check(non_empty("a weights file of the run"));
   cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());
   cmd.add_flag("--json", flags.json, "Print the result as JSON");
 }

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/io/onnx_export.h"
@@ -49,7 +50,8 @@ void define_flags(CLI::App& cmd, ExportFlags& flags) {
   cmd.add_option("--format", flags.format, "onnx");
   cmd.add_option("-o,--output", flags.output, "The file to write (- for stdout)")->required();
   cmd.add_option("--weights", flags.weights,
-                 "Weights file of the run to export, relative to it (default weights.safetensors)");
+                 "Weights file of the run to export, relative to it (default weights.safetensors)")
+      ->check(non_empty("a weights file of the run"));
 }
 
 }  // namespace

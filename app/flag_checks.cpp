@@ -49,12 +49,14 @@ CLI::Validator device_name() {
   return CLI::Validator([](std::string& text) -> std::string { return device_name_error(text); }, "");
 }
 
-CLI::Validator output_path() {
+CLI::Validator non_empty(const std::string& expected) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
-        return text.empty() ? "expected a file name or - for standard output, got an empty string" : std::string();
+      [expected](std::string& text) -> std::string {
+        return text.empty() ? "expected " + expected + ", got an empty string" : std::string();
       },
       "");
 }
+
+CLI::Validator output_path() { return non_empty("a file name or - for standard output"); }
 
 }  // namespace tctl::app

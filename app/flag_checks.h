@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -20,5 +21,8 @@ CLI::Validator device_name();
 // An output file given as an empty string: refused, as check_output_path refuses it, where the flag's absence
 // means standard output or no file (predict --output, import-keras -o, profile --trace).
 CLI::Validator output_path();
+// A value that cannot be empty where an empty one would read as the flag's absence (race-check --graph,
+// --weights, profile --loss): "expected `expected`, got an empty string".
+CLI::Validator non_empty(const std::string& expected);
 
 }  // namespace tctl::app

@@ -110,7 +110,8 @@ void define_flags(CLI::App& cmd, PredictFlags& flags) {
   cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout")->check(output_path());
   cmd.add_option("--weights", flags.weights,
                  "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "
-                 "default weights.safetensors");
+                 "default weights.safetensors")
+      ->check(non_empty("a weights file of the run"));
   cmd.add_option("--keep-columns", flags.keep_columns, "Columns of the input to copy into the output, first")
       ->delimiter(',');
   cmd.add_option("--batch-size", flags.batch_size, "Rows per batch")->check(positive_integer());

@@ -261,7 +261,8 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
   cmd.add_option("--device", f.options.device,
                  "Where the shared variables live and their updates run (counter, sgd, train): cpu, cuda:N, sim:N")
       ->check(device_name());
-  cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph");
+  cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph")
+      ->check(non_empty("a train config"));
   cmd.add_flag("--json", f.json, "Print the report as JSON");
   cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");
 }

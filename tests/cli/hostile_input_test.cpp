@@ -97,6 +97,12 @@ TEST_CASE("numbers past a double, repeated keys and an empty output name the fil
                     {"--trace: expected a file name or - for standard output, got an empty string"});
   expect_user_error(dir, "import-keras ok.json -o ''", {"--output: expected a file name"});
   expect_user_error(dir, "predict --run run --input x.csv --output ''", {"--output: expected a file name"});
+  // Nor where the flag's absence means the default weights, the whole race-check suite or the config's loss.
+  expect_user_error(dir, "predict --run run --input x.csv --weights ''", {"--weights: expected a weights file"});
+  expect_user_error(dir, "evaluate --run run --data ok.json --weights ''", {"--weights: expected a weights file"});
+  expect_user_error(dir, "export run --format onnx -o m.onnx --weights ''", {"--weights: expected a weights file"});
+  expect_user_error(dir, "race-check --graph ''", {"--graph: expected a train config, got an empty string"});
+  expect_user_error(dir, "profile ok.json --loss ''", {"--loss: expected a loss name, got an empty string"});
 }
 
 TEST_CASE("a path the file system refuses is a user's error with its reason, not an escaped filesystem_error") {
