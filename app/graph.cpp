@@ -80,7 +80,12 @@ int run_graph(const GraphFlags& f) {
   TrainConfig c = load_model_file(file);
   // A model spec names no loss, and its inference graph needs none: the default (cross-entropy) refused a model
   // ending in a ReLU or a sigmoid. The training graph does need one.
-  if (c.spec_only && !f.training && !loss_fits_model(c)) {
+  if (c.spec_only && !loss_fits_model(c)) {
+    if (f.training)
+      throw SpecError(file, "--training",
+                      "a model spec names no loss, and the default, " + c.loss +
+                          ", does not fit this model's "
+                          "output; give a train config with its loss to see the training graph");
     c.loss.clear();
     c.metrics.clear();
   }
