@@ -78,9 +78,13 @@ int run_graph(const GraphFlags& f) {
   if (std::error_code ec; std::filesystem::is_directory(file, ec))
     file = (std::filesystem::path(file) / "model.json").string();
   TrainConfig c = load_model_file(file);
+  // The graph is traced, never run: one thread of each kind is plenty.
+  c.inter_op_threads = 1;
+  c.intra_op_threads = 1;
   // A model spec names no loss, and its inference graph needs none: the default (cross-entropy) refused a model
   // ending in a ReLU or a sigmoid. The training graph does need one.
-  if (c.spec_only && !loss_fits_model(c)) {
+  std::unique_ptr<Model> model = c.spec_only ? build_model_if_loss_fits(c) : build_model(c);
+  if (!model) {
     if (f.training)
       throw SpecError(file, "--training",
                       "a model spec names no loss, and the default, " + c.loss +
@@ -88,11 +92,8 @@ int run_graph(const GraphFlags& f) {
                           "output; give a train config with its loss to see the training graph");
     c.loss.clear();
     c.metrics.clear();
+    model = build_model(c);
   }
-  // The graph is traced, never run: one thread of each kind is plenty.
-  c.inter_op_threads = 1;
-  c.intra_op_threads = 1;
-  const std::unique_ptr<Model> model = build_model(c);
   const Graph& g = f.training ? model->training_graph() : model->inference_graph();
   const Placement placement = place_all(g, {}, PlacementOptions{});
   GraphExportOptions options;

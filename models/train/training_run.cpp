@@ -327,15 +327,16 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   return std::make_unique<Model>(std::move(nets), options);
 }
 
-bool loss_fits_model(const TrainConfig& config) {
+std::unique_ptr<Model> build_model_if_loss_fits(const TrainConfig& config) {
   try {
-    build_model(config);
-    return true;
+    return build_model(config);
   } catch (const SpecError& e) {
     if (e.where() != "loss") throw;
-    return false;
+    return nullptr;
   }
 }
+
+bool loss_fits_model(const TrainConfig& config) { return build_model_if_loss_fits(config) != nullptr; }
 
 namespace {
 

@@ -46,8 +46,9 @@ PreparedData prepare_data(const TrainConfig& config, const Sequential& net,
 // run's MPI world), this process's replica of it.
 std::unique_ptr<Model> build_model(const TrainConfig& config, bool auto_control_dependencies = true,
                                    std::shared_ptr<MpiWorld> workers = nullptr);
-// Whether the config's loss fits its model's output (building the model finds out); a SpecError about
-// anything else propagates.
+// The model, or null when the config's loss does not fit its model's output (building it finds out); a
+// SpecError about anything else propagates.
+std::unique_ptr<Model> build_model_if_loss_fits(const TrainConfig& config);
 bool loss_fits_model(const TrainConfig& config);
 
 struct TrainOutcome {
