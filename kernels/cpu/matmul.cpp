@@ -4,6 +4,7 @@
 
 #include "core/ops/fused.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/small_product.h"
 
 namespace tctl::cpu {
 namespace {
@@ -59,9 +60,13 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = ta ? pa + row : pa + row * lda;
       const float* b_tile = tb ? pb + col * ldb : pb + col;
-      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-                  static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile, static_cast<int>(lda), b_tile,
-                  static_cast<int>(ldb), 0.0f, py + row * n + col, static_cast<int>(n));
+      if (!ta && !tb && small_product_applies(rows, k))
+        small_product(rows, cols, k, a_tile, lda, b_tile, ldb, py + row * n + col, n);
+      else
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile,
+                    static_cast<int>(lda), b_tile, static_cast<int>(ldb), 0.0f, py + row * n + col,
+                    static_cast<int>(n));
       finish(row, col, rows, cols);
     }
   });

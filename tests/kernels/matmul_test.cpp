@@ -1,3 +1,10 @@
+#include <cblas.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/cpu/small_product.h"
 #include "kernels/op_test_util.h"
 
 using namespace tctl;
@@ -95,4 +102,56 @@ TEST_CASE("FusedMatMul refuses a bias that does not fit the product") {
   } catch (const ShapeError& e) {
     CHECK(std::string(e.what()).find("bias of shape [5]") != std::string::npos);
   }
+}
+
+TEST_CASE("a product of one to three rows sums each output in one chain over k, which is sgemm's order") {
+  const std::string core = openblas_get_corename();
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+  const bool vector_fma = true;
+#else
+  const bool vector_fma = false;
+#endif
+  if (!vector_fma) {
+    CHECK_FALSE(cpu::small_product_applies(1, 8));
+    return;
+  }
+  // Zen 3 (AVX2) and SkylakeX (AVX-512) are where a row times a matrix was measured to sum as sgemm does;
+  // elsewhere the probe decides, and where it finds other bits those products stay with sgemm.
+  if (core == "Zen" || core == "SkylakeX" || core == "Cooperlake") CHECK(cpu::small_product_matches_blas(1));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (std::int64_t rows = 1; rows <= cpu::kSmallProductRows; ++rows) {
+    const bool as_blas = cpu::small_product_matches_blas(rows);
+    if (!as_blas) MESSAGE("OpenBLAS core " << core << ": products of " << rows << " rows stay with sgemm");
+    for (std::int64_t k : {1, 2, 3, 17, 64, 128, 255, 256}) {
+      for (std::int64_t cols : {1, 7, 8, 10, 15, 16, 33, 64, 100, 128, 200, 257}) {
+        // Strides wider than the operands: a tile of a larger matrix.
+        const std::int64_t lda = k + 3, ldb = cols + 5, ldy = cols + 2;
+        std::vector<float> a(static_cast<std::size_t>(rows * lda)), b(static_cast<std::size_t>(k * ldb));
+        for (float& v : a) v = u(rng);
+        for (float& v : b) v = u(rng);
+        std::vector<float> ours(static_cast<std::size_t>(rows * ldy), -7.0f), chain = ours, blas = ours;
+        cpu::small_product(rows, cols, k, a.data(), lda, b.data(), ldb, ours.data(), ldy);
+        for (std::int64_t r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < cols; ++c) {
+            float sum = 0.0f;
+            for (std::int64_t i = 0; i < k; ++i)
+              sum = std::fma(a[static_cast<std::size_t>(r * lda + i)], b[static_cast<std::size_t>(i * ldb + c)], sum);
+            chain[static_cast<std::size_t>(r * ldy + c)] = sum;
+          }
+        CAPTURE(rows);
+        CAPTURE(k);
+        CAPTURE(cols);
+        // Bit for bit, the padding between rows untouched included.
+        REQUIRE(std::memcmp(ours.data(), chain.data(), ours.size() * sizeof(float)) == 0);
+        if (!as_blas) continue;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols),
+                    static_cast<int>(k), 1.0f, a.data(), static_cast<int>(lda), b.data(), static_cast<int>(ldb), 0.0f,
+                    blas.data(), static_cast<int>(ldy));
+        REQUIRE(std::memcmp(ours.data(), blas.data(), ours.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  CHECK_FALSE(cpu::small_product_applies(1, cpu::kSmallProductDepth + 1));
+  CHECK_FALSE(cpu::small_product_applies(cpu::kSmallProductRows + 1, 8));
 }
