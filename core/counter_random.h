@@ -26,9 +26,12 @@ TCTL_HOST_DEVICE constexpr inline std::uint64_t mix64(std::uint64_t x) { return 
 
 // The mixed word of element i (or of each lane's element) of the stream with this key: its top 24 bits are
 // the element's uniform draw.
+// Element i of a stream is mixed from key ^ (i * kStreamStride): consecutive elements' multiples differ by
+// the stride, so a loop over them may add it instead of multiplying (mod 2^64 both give the same word).
+inline constexpr std::uint64_t kStreamStride = 0x9E3779B97F4A7C15ull;
 template <class Words>
 TCTL_HOST_DEVICE constexpr inline Words stream_words(std::uint64_t key, Words i) {
-  return mix_words(key ^ (i * 0x9E3779B97F4A7C15ull));
+  return mix_words(key ^ (i * kStreamStride));
 }
 
 // An element's uniform draw is the top 24 bits of its mixed word, as an integer (uniform_bits) and scaled

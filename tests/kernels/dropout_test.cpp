@@ -23,3 +23,23 @@ TEST_CASE("dropout drops about `rate` and scales the rest") {
   CHECK(zeros > 2300);
   CHECK(zeros < 2700);
 }
+
+TEST_CASE("dropout's vector loop and its scalar tail draw the same mask for an element") {
+  // Element i's mask depends on the stream and i alone. At width n the last n % lanes elements are drawn one
+  // at a time; at width 64 every one of them is drawn in a vector, in some lane. Two threads start a block
+  // in the middle of the row.
+  for (int threads : {1, 2}) {
+    const std::vector<float> wide =
+        run_op("Dropout", {Tensor::filled(Shape{1, 64}, 1.0f)}, Attrs{{"rate", 0.5}}, threads).to_floats();
+    for (std::int64_t n = 1; n < 64; ++n) {
+      const std::vector<float> narrow =
+          run_op("Dropout", {Tensor::filled(Shape{1, n}, 1.0f)}, Attrs{{"rate", 0.5}}, threads).to_floats();
+      for (std::int64_t i = 0; i < n; ++i) {
+        CAPTURE(threads);
+        CAPTURE(n);
+        CAPTURE(i);
+        REQUIRE(narrow[static_cast<std::size_t>(i)] == wide[static_cast<std::size_t>(i)]);
+      }
+    }
+  }
+}
