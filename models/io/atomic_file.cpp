@@ -182,9 +182,16 @@ std::string read_file(const std::filesystem::path& path, const std::string& file
   std::size_t n;
   try {
     while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
-      if (n > max_bytes - out.size())
+      if (n > max_bytes - out.size()) {
+        // A device or a pipe has no size, and one such as /dev/zero never ends: say which it is.
+        struct stat st {};
+        const bool stream = ::fstat(fileno(file.get()), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+        const std::string limit = std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
         throw SpecError(file_for_errors, "",
-                        "larger than " + std::to_string(max_bytes >> 20) + " MiB, the most this file may hold");
+                        stream ? std::string(S_ISCHR(st.st_mode) ? "a character device" : "a FIFO (a named pipe)") +
+                                     " that gave more than " + limit
+                               : "larger than " + limit);
+      }
       out.append(chunk, n);
     }
   } catch (const std::bad_alloc&) {

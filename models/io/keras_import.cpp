@@ -173,9 +173,16 @@ class KerasConfig {
       name = v->get<std::string>();
     } else if (v->is_object() && v->contains("config") && v->at("config").is_string()) {
       name = v->at("config").get<std::string>();
+    } else if (v->is_object()) {
+      // An object names its function in "config"; its class_name alone ("function", or a layer class such
+      // as "ReLU") is not an activation's name.
+      fail(key,
+           "an activation object needs the function's name as a string in \"config\" (Keras writes "
+           "{\"class_name\": \"function\", \"config\": \"relu\"} or just \"relu\"), " +
+               describe_keras_value(*v) + " with " +
+               (v->contains("config") ? describe_json(v->at("config")).substr(4) + " as its config" : "no config"));
     } else {
-      fail(key, "activation " + describe_keras_value(*v).substr(4) +
-                    " is not supported (supported: " + join(activation_names()) + ")");
+      fail(key, "an activation is a function's name (" + join(activation_names()) + "), " + describe_json(*v));
     }
     if (!contains(activation_names(), name))
       fail(key, "activation \"" + name + "\" is not supported (supported: " + join(activation_names()) + ")");

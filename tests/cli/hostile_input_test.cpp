@@ -103,6 +103,9 @@ TEST_CASE("numbers past a double, repeated keys and an empty output name the fil
   expect_user_error(dir, "export run --format onnx -o m.onnx --weights ''", {"--weights: expected a weights file"});
   expect_user_error(dir, "race-check --graph ''", {"--graph: expected a train config, got an empty string"});
   expect_user_error(dir, "profile ok.json --loss ''", {"--loss: expected a loss name, got an empty string"});
+  // A device that never ends is named as one, not as a file too large.
+  expect_user_error(dir, "race-check --graph /dev/zero",
+                    {"/dev/zero", "a character device that gave more than 64 MiB, the most this file may hold"});
 }
 
 TEST_CASE("a path the file system refuses is a user's error with its reason, not an escaped filesystem_error") {
@@ -145,7 +148,7 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
   const std::string iris = quoted(source_path("configs/iris_mlp.json"));
   REQUIRE(run_tensorctl("train " + iris + " --epochs 2 --output run --quiet", dir.path()).status == 0);
   // A spec, a weights file or a CSV that never ends is refused without filling memory.
-  expect_user_error(dir, "summary /dev/zero", {"/dev/zero: larger than 64 MiB"});
+  expect_user_error(dir, "summary /dev/zero", {"/dev/zero: a character device that gave more than 64 MiB"});
   expect_user_error(dir, "predict --run run --weights /dev/zero --input run/test.csv",
                     {"/dev/zero: header: invalid JSON"});
   // The outputs of predict and export onto the run's own files would destroy the run they read.
