@@ -27,7 +27,7 @@ void mask_block(const float* x, float* y, std::int64_t begin, std::int64_t end, 
   const std::uint64_t advance = static_cast<std::uint64_t>(kMaskLanes) * kStreamStride;
   std::int64_t i = begin;
   for (; i + kMaskLanes <= end; i += kMaskLanes, scaled += advance) {
-    const Words bits = mix_words(key ^ scaled) >> (64 - kUniformBits);
+    const Words bits = uniform_bits_scaled(key, scaled);
     const MaskFloats u = __builtin_convertvector(__builtin_convertvector(bits, Draws), MaskFloats) * kUniformScale;
     MaskFloats v;
     std::memcpy(&v, x + i, sizeof v);

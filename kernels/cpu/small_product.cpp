@@ -7,6 +7,15 @@
 #include <cstring>
 #include <vector>
 
+#include "core/counter_random.h"
+
+// Fused multiply-adds in vectors: AVX-512, or AVX2 with FMA.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define TCTL_VECTOR_FMA 1
+#else
+#define TCTL_VECTOR_FMA 0
+#endif
+
 namespace tctl::cpu {
 namespace {
 
@@ -46,7 +55,7 @@ struct Partial {
 constexpr bool kHasVectorFma = false;
 #endif
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if TCTL_VECTOR_FMA
 // R rows by V vectors of columns: R x V chains, each over all of k. Enough chains in flight hide the
 // multiply-add's latency; R x V <= 8 keeps them in registers on AVX2's 16.
 template <int R, int V>
@@ -94,30 +103,18 @@ void columns(std::int64_t col, std::int64_t cols, std::int64_t k, const float* a
   }
 }
 
-void product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
-             std::int64_t ldb, float* y, std::int64_t ldy) {
-  if (rows == 1)
-    columns<1, 8>(0, cols, k, a, lda, b, ldb, y, ldy);
-  else if (rows == 2)
-    columns<2, 4>(0, cols, k, a, lda, b, ldb, y, ldy);
-  else
-    columns<3, 2>(0, cols, k, a, lda, b, ldb, y, ldy);
-}
-#else
-void product(std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*, std::int64_t, float*,
-             std::int64_t) {}
 #endif
 
 // One row count, with depths and widths that reach each block size and the partial block, on values
 // spread over several orders of magnitude so that any other order of summation shows in the bits.
 bool probe(std::int64_t rows) {
   if (!kHasVectorFma) return false;
-  std::uint64_t state = 0x9e3779b97f4a7c15ULL + static_cast<std::uint64_t>(rows);
-  auto next = [&state] {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const auto bits = static_cast<std::uint32_t>(state >> 40);  // 24 bits
-    const float unit = static_cast<float>(bits) / 16777216.0f - 0.5f;
-    return unit * static_cast<float>(1 << ((state >> 33) % 8));
+  // Draws from the counter-based stream: a uniform value in [-0.5, 0.5) times a power of two from 1 to 128.
+  const std::uint64_t key = static_cast<std::uint64_t>(rows);
+  std::uint64_t draw = 0;
+  auto next = [&] {
+    const float unit = uniform_at(key, draw++) - 0.5f;
+    return unit * static_cast<float>(1u << static_cast<unsigned>(uniform_at(key, draw++) * 8.0f));
   };
   const std::int64_t shapes[][2] = {{1, 1}, {7, 5}, {64, 8 * 16 + 4 * 16 + 2 * 16 + 16 + 9}, {kSmallProductDepth, 33}};
   for (const auto& [k, cols] : shapes) {
@@ -125,7 +122,7 @@ bool probe(std::int64_t rows) {
     for (float& v : a) v = next();
     for (float& v : b) v = next();
     std::vector<float> ours(static_cast<std::size_t>(rows * cols)), blas(ours.size());
-    product(rows, cols, k, a.data(), k, b.data(), cols, ours.data(), cols);
+    small_product(rows, cols, k, a.data(), k, b.data(), cols, ours.data(), cols);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols),
                 static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), b.data(), static_cast<int>(cols), 0.0f,
                 blas.data(), static_cast<int>(cols));
@@ -136,6 +133,21 @@ bool probe(std::int64_t rows) {
 
 }  // namespace
 
+#if TCTL_VECTOR_FMA
+void small_product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
+                   const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  if (rows == 1)
+    columns<1, 8>(0, cols, k, a, lda, b, ldb, y, ldy);
+  else if (rows == 2)
+    columns<2, 4>(0, cols, k, a, lda, b, ldb, y, ldy);
+  else
+    columns<3, 2>(0, cols, k, a, lda, b, ldb, y, ldy);
+}
+#else
+void small_product(std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*, std::int64_t,
+                   float*, std::int64_t) {}
+#endif
+
 bool small_product_matches_blas(std::int64_t rows) {
   static const bool matches[kSmallProductRows] = {probe(1), probe(2), probe(3)};
   return rows >= 1 && rows <= kSmallProductRows && matches[rows - 1];
@@ -143,11 +155,6 @@ bool small_product_matches_blas(std::int64_t rows) {
 
 bool small_product_applies(std::int64_t rows, std::int64_t k) {
   return k <= kSmallProductDepth && small_product_matches_blas(rows);
-}
-
-void small_product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-                   const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  product(rows, cols, k, a, lda, b, ldb, y, ldy);
 }
 
 }  // namespace tctl::cpu

@@ -57,6 +57,13 @@ const char* unwritable_kind(mode_t mode) {
   return nullptr;
 }
 
+// What has no size and may never end: a device or a pipe; nullptr for anything else.
+const char* stream_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISFIFO(mode)) return "a FIFO (a named pipe)";
+  return nullptr;
+}
+
 void write_all(int fd, std::string_view bytes, const std::filesystem::path& path) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
@@ -183,14 +190,12 @@ std::string read_file(const std::filesystem::path& path, const std::string& file
   try {
     while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
       if (n > max_bytes - out.size()) {
-        // A device or a pipe has no size, and one such as /dev/zero never ends: say which it is.
+        // A device or a pipe such as /dev/zero never ends: say which it is.
         struct stat st {};
-        const bool stream = ::fstat(fileno(file.get()), &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+        const char* kind = ::fstat(fileno(file.get()), &st) == 0 ? stream_kind(st.st_mode) : nullptr;
         const std::string limit = std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
         throw SpecError(file_for_errors, "",
-                        stream ? std::string(S_ISCHR(st.st_mode) ? "a character device" : "a FIFO (a named pipe)") +
-                                     " that gave more than " + limit
-                               : "larger than " + limit);
+                        kind ? std::string(kind) + " that gave more than " + limit : "larger than " + limit);
       }
       out.append(chunk, n);
     }
