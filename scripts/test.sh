@@ -21,8 +21,12 @@ sanitizer_build() {
     # Without CUDA: nvcc takes no sanitizer flags, and these builds show that tensorctl builds without it.
     # -O1 -g1 (line tables only), as the sanitizers' manuals advise: the build is CI's largest cost, and these
     # flags compile it in less than half the time of -O2 -g with the same reports and stack traces.
+    # A unity build (eight sources a translation unit) parses the JSON, fmt and CLI11 headers an eighth as often:
+    # on a 2-core AMD EPYC the ASan build took 7.9 min against 18.5. Only here: the Release build stays one
+    # source a unit, so no inlining across files changes its floating-point contractions.
     cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSORCTL_SANITIZE="$sanitizers" \
-      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DTENSORCTL_CUDA=OFF -DTENSORCTL_BENCH=OFF -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" >/dev/null
+      -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DTENSORCTL_CUDA=OFF -DTENSORCTL_BENCH=OFF -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=undefined" \
+      -DCMAKE_UNITY_BUILD=ON -DCMAKE_UNITY_BUILD_BATCH_SIZE=8 >/dev/null
   fi
   local targets=()
   for t in "$@"; do targets+=(--target "$t"); done

@@ -10,9 +10,11 @@
 #include "core/autodiff.h"
 #include "core/errors.h"
 #include "core/kernel_context.h"
+#include "core/scalar_spec.h"
 #include "core/session.h"
 
 using namespace tctl;
+using testing::scalar_spec;
 
 namespace {
 // A test op that waits (up to 10 s) until `n` instances are running at once, then records whether they
@@ -57,7 +59,6 @@ int meetings_in_one_run(const std::shared_ptr<Graph>& g, Output sum, int want, i
 
 void fail_cpu(KernelContext& ctx) { throw RuntimeError("kernel " + ctx.node().name + " failed on purpose"); }
 
-TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec});

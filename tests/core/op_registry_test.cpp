@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "core/op_registry.h"
+#include "core/scalar_spec.h"
 
 using namespace tctl;
+using testing::scalar_spec;
 
 namespace {
 void noop_cpu(KernelContext&) {}
 
-TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
 // A kernel may register before its op's definition: registrars in one file run top to bottom.

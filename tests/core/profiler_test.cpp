@@ -12,10 +12,12 @@
 
 #include "core/kernel_context.h"
 #include "core/profiler.h"
+#include "core/scalar_spec.h"
 #include "core/session.h"
 #include "core/sim_device.h"
 
 using namespace tctl;
+using testing::scalar_spec;
 
 namespace {
 // A test op that waits (up to 10 s) until two instances are running at once, so two independent nodes
@@ -35,7 +37,6 @@ void profiler_meet_cpu(KernelContext& ctx) {
   ctx.output().mutable_data<float>()[0] = 1.0f;
 }
 
-TensorSpec scalar_spec(const InferContext&) { return {DType::kF32, Shape{}}; }
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestProfilerMeet", .num_inputs = 0, .infer = scalar_spec});

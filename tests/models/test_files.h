@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace tctl::testing {
 
@@ -24,5 +25,28 @@ inline std::string write_scratch_file(const std::string& name, const std::string
   std::ofstream(p, std::ios::binary) << contents;
   return p.string();
 }
+
+// A fresh empty directory per test case under the system's temporary folder, removed at the end.
+struct TempDir {
+  TempDir() {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("tctl_test_dir." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  // The names directly inside, in no particular order.
+  std::vector<std::string> entries() const {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(path)) out.push_back(e.path().filename().string());
+    return out;
+  }
+
+  std::filesystem::path path;
+};
 
 }  // namespace tctl::testing

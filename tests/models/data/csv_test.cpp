@@ -18,11 +18,8 @@ using tctl::SpecError;
 
 namespace {
 
-fs::path temp_dir() { return tctl::testing::scratch_dir(); }
-
-std::string write_file(const std::string& name, const std::string& contents) {
-  return tctl::testing::write_scratch_file(name, contents);
-}
+using tctl::testing::scratch_dir;
+using tctl::testing::write_scratch_file;
 
 // Reads `path`, expecting a SpecError; returns it so the test can look at every part.
 SpecError read_error(const std::string& path) {
@@ -38,7 +35,7 @@ SpecError read_error(const std::string& path) {
 }  // namespace
 
 TEST_CASE("read_csv reads a header and numeric rows") {
-  const std::string path = write_file("good.csv", "a,b,c\n1,2.5,-3\n4e2, +5 ,0.125\n");
+  const std::string path = write_scratch_file("good.csv", "a,b,c\n1,2.5,-3\n4e2, +5 ,0.125\n");
   CsvTable t = read_csv(path);
   REQUIRE(t.columns == std::vector<std::string>{"a", "b", "c"});
   CHECK(t.rows == 2);
@@ -50,22 +47,22 @@ TEST_CASE("read_csv reads a header and numeric rows") {
 }
 
 TEST_CASE("read_csv accepts CRLF, no final newline, blank trailing lines, quotes and a BOM") {
-  CsvTable crlf = read_csv(write_file("crlf.csv", "x,y\r\n1,2\r\n3,4\r\n\r\n\r\n"));
+  CsvTable crlf = read_csv(write_scratch_file("crlf.csv", "x,y\r\n1,2\r\n3,4\r\n\r\n\r\n"));
   CHECK(crlf.columns == std::vector<std::string>{"x", "y"});
   CHECK(crlf.rows == 2);
   CHECK(crlf.values == std::vector<float>{1, 2, 3, 4});
 
-  CsvTable no_newline = read_csv(write_file("nonl.csv", "x\n7"));
+  CsvTable no_newline = read_csv(write_scratch_file("nonl.csv", "x\n7"));
   CHECK(no_newline.rows == 1);
   CHECK(no_newline.values == std::vector<float>{7});
 
-  CsvTable quoted = read_csv(write_file("quoted.csv", "\xEF\xBB\xBF\"x\",\"y\"\n\"1\",2\n"));
+  CsvTable quoted = read_csv(write_scratch_file("quoted.csv", "\xEF\xBB\xBF\"x\",\"y\"\n\"1\",2\n"));
   CHECK(quoted.columns == std::vector<std::string>{"x", "y"});
   CHECK(quoted.values == std::vector<float>{1, 2});
 }
 
 TEST_CASE("read_csv reports a missing file") {
-  const std::string path = (temp_dir() / "does_not_exist.csv").string();
+  const std::string path = (scratch_dir() / "does_not_exist.csv").string();
   SpecError e = read_error(path);
   CHECK(e.file() == path);
   CHECK(std::string(e.what()).find("cannot open file") != std::string::npos);
@@ -75,7 +72,7 @@ TEST_CASE("read_csv reports a missing file") {
 // Found by tests/fuzz/train_config_fuzz in load_train_config; read_csv had the same std::filesystem calls, which
 // throw filesystem_error for a name the file system refuses rather than answer "no".
 TEST_CASE("read_csv reports a file name that is too long") {
-  const std::string path = (temp_dir() / (std::string(300, 'a') + ".csv")).string();
+  const std::string path = (scratch_dir() / (std::string(300, 'a') + ".csv")).string();
   SpecError e = read_error(path);
   CHECK(e.file() == path);
   CHECK(e.where() == "");
@@ -84,39 +81,39 @@ TEST_CASE("read_csv reports a file name that is too long") {
 
 // Binary data was read to its end (a device without one until memory ran out, exit 1) and then parsed.
 TEST_CASE("read_csv refuses binary data at its first NUL byte, naming the line and the byte") {
-  SpecError e = read_error(write_file("nul.csv", std::string("a,b\n1,2\n3,\0\x01\xff\n", 12)));
+  SpecError e = read_error(write_scratch_file("nul.csv", std::string("a,b\n1,2\n3,\0\x01\xff\n", 12)));
   CHECK(e.where() == "line 3");
   CHECK(e.message() ==
         "byte 11 is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it as UTF-8)");
   // UTF-16, as Excel's "Unicode text" writes it: a NUL after each ASCII character.
   const std::string utf16("\xff\xfe\x61\0,\0b\0\n\0", 10);  // "a,b\n" after a byte order mark
-  CHECK(read_error(write_file("utf16.csv", utf16)).where() == "line 1");
+  CHECK(read_error(write_scratch_file("utf16.csv", utf16)).where() == "line 1");
   // Past the first chunk read, the line and byte still count from the start of the file.
   std::string long_text = "a\n";
   for (int r = 0; r < 100'000; ++r) long_text += "1\n";
-  SpecError late = read_error(write_file("late_nul.csv", long_text + '\0'));
+  SpecError late = read_error(write_scratch_file("late_nul.csv", long_text + '\0'));
   CHECK(late.where() == "line 100002");
   CHECK(late.message().starts_with("byte 200003 is a NUL byte"));
 }
 
 TEST_CASE("read_csv reports an empty file and a header with no rows") {
-  const std::string empty = write_file("empty.csv", "");
+  const std::string empty = write_scratch_file("empty.csv", "");
   SpecError e = read_error(empty);
   CHECK(e.file() == empty);
   CHECK(e.where() == "line 1");
   CHECK(e.message().find("empty file") != std::string::npos);
 
-  SpecError blank = read_error(write_file("blank.csv", "\n\r\n  \n"));
+  SpecError blank = read_error(write_scratch_file("blank.csv", "\n\r\n  \n"));
   CHECK(blank.message().find("empty file") != std::string::npos);
 
-  const std::string header_only = write_file("header_only.csv", "a,b\n");
+  const std::string header_only = write_scratch_file("header_only.csv", "a,b\n");
   SpecError h = read_error(header_only);
   CHECK(h.where() == "line 2");
   CHECK(h.message().find("no data rows") != std::string::npos);
 }
 
 TEST_CASE("read_csv reports a ragged row with its line") {
-  const std::string path = write_file("ragged.csv", "a,b,c,d,e\n1,2,3,4,5\n1,2,3,4\n");
+  const std::string path = write_scratch_file("ragged.csv", "a,b,c,d,e\n1,2,3,4,5\n1,2,3,4\n");
   SpecError e = read_error(path);
   CHECK(e.file() == path);
   CHECK(e.where() == "line 3");
@@ -125,41 +122,43 @@ TEST_CASE("read_csv reports a ragged row with its line") {
 }
 
 TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text") {
-  const std::string path = write_file("text.csv", "width,height\r\n1,2\r\n3,abc\r\n");
+  const std::string path = write_scratch_file("text.csv", "width,height\r\n1,2\r\n3,abc\r\n");
   SpecError e = read_error(path);
   CHECK(e.file() == path);
   CHECK(e.where() == "line 3");
   CHECK(e.message().find("\"height\"") != std::string::npos);
   CHECK(e.message().find("\"abc\"") != std::string::npos);
 
-  CHECK(read_error(write_file("partial.csv", "a\n1.5x\n")).message().find("\"1.5x\"") != std::string::npos);
-  CHECK(read_error(write_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
-  CHECK(read_error(write_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
-  CHECK(read_error(write_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
+  CHECK(read_error(write_scratch_file("partial.csv", "a\n1.5x\n")).message().find("\"1.5x\"") != std::string::npos);
+  CHECK(read_error(write_scratch_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
+  CHECK(read_error(write_scratch_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
+  CHECK(read_error(write_scratch_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
   // A hostile cell is quoted short and escaped: a megabyte of it, or a terminal escape, never reaches stderr.
-  const std::string big = read_error(write_file("big.csv", "a\n\"" + std::string(1 << 20, 'x') + "7\"\n")).message();
+  const std::string big =
+      read_error(write_scratch_file("big.csv", "a\n\"" + std::string(1 << 20, 'x') + "7\"\n")).message();
   CHECK(big == "column \"a\": expected a finite number, got \"" + std::string(100, 'x') + "\"...");
-  CHECK(read_error(write_file("esc.csv", "a\n\"3\x1b[2J\"\n")).message() ==
+  CHECK(read_error(write_scratch_file("esc.csv", "a\n\"3\x1b[2J\"\n")).message() ==
         "column \"a\": expected a finite number, got \"3\\u001b[2J\"");
 }
 
 TEST_CASE("read_csv reports an empty cell") {
-  const std::string path = write_file("empty_cell.csv", "a,b,c\n1,2,3\n4,,6\n");
+  const std::string path = write_scratch_file("empty_cell.csv", "a,b,c\n1,2,3\n4,,6\n");
   SpecError e = read_error(path);
   CHECK(e.where() == "line 3");
   CHECK(e.message() == "column \"b\": empty cell");
 
-  SpecError trailing = read_error(write_file("trailing_comma.csv", "a,b\n1,\n"));
+  SpecError trailing = read_error(write_scratch_file("trailing_comma.csv", "a,b\n1,\n"));
   CHECK(trailing.where() == "line 2");
   CHECK(trailing.message() == "column \"b\": empty cell");
 }
 
 TEST_CASE("read_csv reports bad headers and blank lines inside the data") {
-  CHECK(read_error(write_file("dup.csv", "a,b,a\n1,2,3\n")).message().find("appears twice") != std::string::npos);
-  SpecError unnamed = read_error(write_file("unnamed.csv", "a,,c\n1,2,3\n"));
+  CHECK(read_error(write_scratch_file("dup.csv", "a,b,a\n1,2,3\n")).message().find("appears twice") !=
+        std::string::npos);
+  SpecError unnamed = read_error(write_scratch_file("unnamed.csv", "a,,c\n1,2,3\n"));
   CHECK(unnamed.where() == "line 1");
   CHECK(unnamed.message().find("column 2") != std::string::npos);
-  SpecError gap = read_error(write_file("gap.csv", "a\n1\n\n2\n"));
+  SpecError gap = read_error(write_scratch_file("gap.csv", "a\n1\n\n2\n"));
   CHECK(gap.where() == "line 3");
 }
 
@@ -172,17 +171,17 @@ TEST_CASE("read_csv refuses a wide header over many short rows without reserving
   text += '\n';
   text.reserve(text.size() + 4'000'000);
   for (int r = 0; r < 2'000'000; ++r) text += "1\n";
-  SpecError e = read_error(write_file("wide_and_long.csv", text));
+  SpecError e = read_error(write_scratch_file("wide_and_long.csv", text));
   CHECK(e.where() == "line 2");
   CHECK(e.message() == "expected 100000 cells, got 1");
 }
 
 TEST_CASE("read_csv follows RFC 4180 quoting: commas, doubled quotes and line breaks inside quotes") {
-  const std::string path = write_file("rfc4180.csv",
-                                      "\"name, full\",x,\"note\"\r\n"
-                                      "\"Smith, J.\",1,\"said \"\"hi\"\"\"\n"
-                                      "plain , 2 ,\"two\nlines\"\n"
-                                      "\"\",3,  \"padded\"  \n");
+  const std::string path = write_scratch_file("rfc4180.csv",
+                                              "\"name, full\",x,\"note\"\r\n"
+                                              "\"Smith, J.\",1,\"said \"\"hi\"\"\"\n"
+                                              "plain , 2 ,\"two\nlines\"\n"
+                                              "\"\",3,  \"padded\"  \n");
   const tctl::CsvOptions text{.header = true, .text_columns = {"name, full", "note"}, .number_columns = {}};
   CsvTable t = read_csv(path, text);
   REQUIRE(t.columns == std::vector<std::string>{"name, full", "x", "note"});
@@ -210,32 +209,32 @@ TEST_CASE("read_csv follows RFC 4180 quoting: commas, doubled quotes and line br
 }
 
 TEST_CASE("read_csv refuses a quote that never closes and text after a closing quote, naming the line") {
-  SpecError open = read_error(write_file("open_quote.csv", "a,b\n1,2\n3,\"4\n5,6\n"));
+  SpecError open = read_error(write_scratch_file("open_quote.csv", "a,b\n1,2\n3,\"4\n5,6\n"));
   CHECK(open.where() == "line 3");
   CHECK(open.message() == "cell 2: the quote opened here never closes");
-  SpecError after = read_error(write_file("after_quote.csv", "a,b\n1,\"2\"x\n"));
+  SpecError after = read_error(write_scratch_file("after_quote.csv", "a,b\n1,\"2\"x\n"));
   CHECK(after.where() == "line 2");
   CHECK(after.message().find("cell 2: text after the closing quote") == 0);
   // A quoted number is a number; a quote inside a plain cell is just a character.
-  CHECK(read_csv(write_file("quoted_number.csv", "a\n\" 2.5 \"\n")).values == std::vector<float>{2.5f});
+  CHECK(read_csv(write_scratch_file("quoted_number.csv", "a\n\" 2.5 \"\n")).values == std::vector<float>{2.5f});
   const tctl::CsvOptions text{.header = true, .text_columns = {"a"}, .number_columns = {}};
-  CHECK(read_csv(write_file("inner_quote.csv", "a\n5\"\n"), text).text_at(0, 0) == "5\"");
+  CHECK(read_csv(write_scratch_file("inner_quote.csv", "a\n5\"\n"), text).text_at(0, 0) == "5\"");
 }
 
 TEST_CASE("read_csv without a header names the columns 1, 2, ... and reads the first line as data") {
   const tctl::CsvOptions no_header{.header = false, .text_columns = {"3"}, .number_columns = {}};
-  CsvTable t = read_csv(write_file("no_header.csv", "1.5,2,setosa\n3,4,virginica\n"), no_header);
+  CsvTable t = read_csv(write_scratch_file("no_header.csv", "1.5,2,setosa\n3,4,virginica\n"), no_header);
   CHECK(t.columns == std::vector<std::string>{"1", "2", "3"});
   CHECK(t.rows == 2);
   CHECK(t.row_lines == std::vector<std::int64_t>{1, 2});
   CHECK(t.at(0, 0) == 1.5f);
   CHECK(t.text_at(1, 2) == "virginica");
-  CHECK(read_error(write_file("no_header_ragged.csv", "1,2\n3\n")).where() == "line 2");
+  CHECK(read_error(write_scratch_file("no_header_ragged.csv", "1,2\n3\n")).where() == "line 2");
 }
 
 TEST_CASE("read_csv with number_columns leaves the other columns unread") {
   const tctl::CsvOptions some{.header = true, .text_columns = {"id"}, .number_columns = {"x"}};
-  CsvTable t = read_csv(write_file("some_columns.csv", "id,x,comment\nr1,1,anything at all\nr2,2,\n"), some);
+  CsvTable t = read_csv(write_scratch_file("some_columns.csv", "id,x,comment\nr1,1,anything at all\nr2,2,\n"), some);
   CHECK(t.at(1, 1) == 2.0f);
   CHECK(std::isnan(t.at(0, 2)));
   CHECK_FALSE(t.is_text(2));
@@ -253,6 +252,6 @@ TEST_CASE("csv_field quotes what the reader would split or trim, and reads back 
   for (const auto& c : cells) row += (row.empty() ? "" : ",") + tctl::csv_field(c);
   std::string header = "c1,c2,c3,c4,c5";
   const tctl::CsvOptions text{.header = true, .text_columns = {"c1", "c2", "c3", "c4", "c5"}, .number_columns = {}};
-  CsvTable t = read_csv(write_file("round_trip.csv", header + "\n" + row + "\n"), text);
+  CsvTable t = read_csv(write_scratch_file("round_trip.csv", header + "\n" + row + "\n"), text);
   for (int c = 0; c < 5; ++c) CHECK(t.text_at(0, c) == cells[static_cast<std::size_t>(c)]);
 }

@@ -20,11 +20,8 @@ using namespace tctl;
 
 namespace {
 
-fs::path temp_dir() { return tctl::testing::scratch_dir(); }
-
-std::string write_file(const std::string& name, const std::string& contents) {
-  return tctl::testing::write_scratch_file(name, contents);
-}
+using tctl::testing::scratch_dir;
+using tctl::testing::write_scratch_file;
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0;
@@ -133,7 +130,7 @@ TEST_CASE("unknown builtin lists the known names") {
 }
 
 TEST_CASE("load_csv_dataset: classification and regression") {
-  const std::string path = write_file("houses.csv", "rooms,label,area\n3,1,70.5\n2,0,40\n5,4,120\n");
+  const std::string path = write_scratch_file("houses.csv", "rooms,label,area\n3,1,70.5\n2,0,40\n5,4,120\n");
   Dataset c = load_csv_dataset(path, "label", true, "train.json", "data.label");
   CHECK(c.name == "houses");
   CHECK(c.x.shape() == Shape{3, 2});
@@ -152,7 +149,7 @@ TEST_CASE("load_csv_dataset: classification and regression") {
 }
 
 TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
-  const std::string path = write_file("bad_labels.csv", "a,label\n1,0\n2,1.5\n");
+  const std::string path = write_scratch_file("bad_labels.csv", "a,label\n1,0\n2,1.5\n");
   try {
     load_csv_dataset(path, "label", true, "train.json", "data.label");
     FAIL("expected a SpecError");
@@ -161,7 +158,7 @@ TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
     CHECK(e.where() == "line 3");
     CHECK(e.message().find("1.5") != std::string::npos);
   }
-  const std::string negative = write_file("negative.csv", "a,label\r\n1,-1\r\n");
+  const std::string negative = write_scratch_file("negative.csv", "a,label\r\n1,-1\r\n");
   CHECK_THROWS_WITH_AS(load_csv_dataset(negative, "label", true, "t.json", "x"), doctest::Contains("line 2"),
                        SpecError);
   // The same file is fine as regression.
@@ -175,13 +172,13 @@ TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
     CHECK(e.where() == "data.label");
     CHECK(e.message().find("columns: a, label") != std::string::npos);
   }
-  const std::string only_label = write_file("only_label.csv", "label\n1\n");
+  const std::string only_label = write_scratch_file("only_label.csv", "label\n1\n");
   CHECK_THROWS_AS(load_csv_dataset(only_label, "label", true, "t.json", "x"), SpecError);
 }
 
 TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct names") {
   const std::string path =
-      write_file("species.csv", "x,species\n1,virginica\n2,setosa\n3,\"versi, color\"\n4,setosa\n");
+      write_scratch_file("species.csv", "x,species\n1,virginica\n2,setosa\n3,\"versi, color\"\n4,setosa\n");
   Dataset d = load_csv_dataset(path, "species", true, "train.json", "data.csv");
   CHECK(d.class_names == std::vector<std::string>{"setosa", "versi, color", "virginica"});
   CHECK(d.num_classes == 3);
@@ -191,10 +188,11 @@ TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct 
   CHECK(take_rows(d, first).class_names == d.class_names);
 
   // One name among numbers makes the whole column names; numbers alone stay numbers.
-  Dataset mixed = load_csv_dataset(write_file("mixed.csv", "x,label\n1,2\n2,b\n3,10\n"), "label", true, "", "");
+  Dataset mixed = load_csv_dataset(write_scratch_file("mixed.csv", "x,label\n1,2\n2,b\n3,10\n"), "label", true, "", "");
   CHECK(mixed.class_names == std::vector<std::string>{"10", "2", "b"});
   CHECK(mixed.y.to_floats() == std::vector<float>{1, 2, 0});
-  CHECK(load_csv_dataset(write_file("numbers.csv", "x,label\n1,2\n2,0\n"), "label", true, "", "").class_names.empty());
+  CHECK(load_csv_dataset(write_scratch_file("numbers.csv", "x,label\n1,2\n2,0\n"), "label", true, "", "")
+            .class_names.empty());
 
   // A trained run's classes: a label is its position there, and a name it does not know is refused.
   const tctl::CsvDataOptions run{
@@ -216,15 +214,16 @@ TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct 
   CHECK_THROWS_WITH_AS(load_csv_dataset(path, "species", true, "", "", numeric),
                        doctest::Contains("class labels must be integers in 0..99999, got \"virginica\""), SpecError);
   // An empty name is refused with its line; a regression target must be a number.
-  CHECK_THROWS_WITH_AS(load_csv_dataset(write_file("empty_name.csv", "x,label\n1,a\n2,\"\"\n"), "label", true, "", ""),
-                       doctest::Contains("line 3: column \"label\": empty class label"), SpecError);
+  CHECK_THROWS_WITH_AS(
+      load_csv_dataset(write_scratch_file("empty_name.csv", "x,label\n1,a\n2,\"\"\n"), "label", true, "", ""),
+      doctest::Contains("line 3: column \"label\": empty class label"), SpecError);
   CHECK_THROWS_WITH_AS(load_csv_dataset(path, "species", false, "", ""),
                        doctest::Contains("line 2: column \"species\": expected a finite number"), SpecError);
 }
 
 TEST_CASE("load_csv_dataset: a file without a header row") {
   const tctl::CsvDataOptions no_header{.header = false, .named_labels = true, .classes = {}};
-  Dataset d = load_csv_dataset(write_file("no_header.csv", "1,2,a\n3,4,b\n"), "3", true, "", "", no_header);
+  Dataset d = load_csv_dataset(write_scratch_file("no_header.csv", "1,2,a\n3,4,b\n"), "3", true, "", "", no_header);
   CHECK(d.feature_names == std::vector<std::string>{"1", "2"});
   CHECK(d.x.to_floats() == std::vector<float>{1, 2, 3, 4});
   CHECK(d.class_names == std::vector<std::string>{"a", "b"});
@@ -243,7 +242,7 @@ TEST_CASE("take_rows copies the chosen rows in order") {
   CHECK(none.x.shape() == Shape{0, 2});
   CHECK(none.y.shape() == Shape{0});
 
-  Dataset reg = load_csv_dataset(write_file("reg.csv", "a,b,t\n1,2,3\n4,5,6\n"), "t", false, "", "");
+  Dataset reg = load_csv_dataset(write_scratch_file("reg.csv", "a,b,t\n1,2,3\n4,5,6\n"), "t", false, "", "");
   const std::vector<std::int64_t> second{1};
   Dataset one = take_rows(reg, second);
   CHECK(one.y.shape() == Shape{1, 1});
@@ -343,7 +342,7 @@ TEST_CASE("Standardizer: mean 0, std 1, constant columns only centred") {
 }
 
 TEST_CASE("TENSORCTL_DATA_DIR overrides where built-in files are read") {
-  const fs::path dir = temp_dir() / "data_dir";
+  const fs::path dir = scratch_dir() / "data_dir";
   fs::create_directories(dir);
   std::ofstream(dir / "iris.csv") << "a,b,label\n1,2,0\n3,4,2\n";
   ::setenv("TENSORCTL_DATA_DIR", dir.string().c_str(), 1);

@@ -11,29 +11,14 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "models/test_files.h"
 
 namespace tctl {
 namespace {
 
 namespace fs = std::filesystem;
 
-// A fresh empty directory per test case, removed at the end.
-struct TempDir {
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tctl_atomic_file_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::vector<std::string> entries() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(path)) out.push_back(e.path().filename().string());
-    return out;
-  }
-  fs::path path;
-};
+using testing::TempDir;
 
 TEST_CASE("write_file_atomic writes the bytes and leaves no temporary file") {
   TempDir dir;

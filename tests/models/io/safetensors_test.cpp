@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "models/test_files.h"
 
 namespace tctl {
 namespace {
@@ -62,18 +63,7 @@ void expect_refused(const std::string& bytes, const std::string& where, const st
   }
 }
 
-// A fresh empty directory per test case, removed at the end.
-struct TempDir {
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("tctl_checkpoint_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  fs::path path;
-};
+using testing::TempDir;
 
 std::vector<NamedTensor> sample_tensors() {
   const float w[] = {0.5f, -1.25f, 3.0f, 1e-30f, -0.0f, 7.75f};
