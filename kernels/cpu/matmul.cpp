@@ -1,5 +1,6 @@
 // CPU kernels of MatMul on OpenBLAS sgemm, with transposes for the gradients, and of FusedMatMul: a Dense
-// layer's product, bias and ReLU in one node (definitions in core/ops/matmul.cpp).
+// layer's product, bias and ReLU in one node (definitions in core/ops/matmul.cpp). Products small enough
+// that sgemm's packing costs as much as its arithmetic go to small_product instead (small_product.h).
 #include <cblas.h>
 
 #include "core/ops/fused.h"
@@ -60,8 +61,8 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = ta ? pa + row : pa + row * lda;
       const float* b_tile = tb ? pb + col * ldb : pb + col;
-      if (!ta && !tb && small_product_applies(rows, k))
-        small_product(rows, cols, k, a_tile, lda, b_tile, ldb, py + row * n + col, n);
+      if (small_product_applies(ta, tb, rows, cols, k))
+        small_product(ta, tb, rows, cols, k, a_tile, lda, b_tile, ldb, py + row * n + col, n);
       else
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile,

@@ -1,10 +1,12 @@
-// Thin products summed in place (small_product.h).
+// Small products summed in place (small_product.h).
 #include "kernels/cpu/small_product.h"
 
 #include <cblas.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/counter_random.h"
@@ -56,51 +58,147 @@ constexpr bool kHasVectorFma = false;
 #endif
 
 #if TCTL_VECTOR_FMA
+// Element (r, i) of op(a): a holds op(a) (TA false, row stride lda) or its transpose (TA true).
+template <bool TA>
+inline float a_at(const float* a, std::int64_t lda, std::int64_t r, std::int64_t i) {
+  return TA ? a[i * lda + r] : a[r * lda + i];
+}
+
 // R rows by V vectors of columns: R x V chains, each over all of k. Enough chains in flight hide the
-// multiply-add's latency; R x V <= 8 keeps them in registers on AVX2's 16.
-template <int R, int V>
+// multiply-add's latency; R x V <= 12 keeps them, V rows of b and a broadcast in AVX2's 16 registers.
+template <bool TA, int R, int V>
 void block(std::int64_t k, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float* y,
            std::int64_t ldy) {
+  // The loops over registers are unrolled whatever the optimisation level: rolled, the accumulators would
+  // live in memory (at -O2 the product took twice sgemm's time).
   Reg acc[R][V];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) acc[r][v] = zero();
   for (std::int64_t i = 0; i < k; ++i) {
     Reg bv[V];
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) bv[v] = load(b + i * ldb + v * kWidth);
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      const Reg x = broadcast(a[r * lda + i]);
+      const Reg x = broadcast(a_at<TA>(a, lda, r, i));
+#pragma GCC unroll 8
       for (int v = 0; v < V; ++v) acc[r][v] = fma(x, bv[v], acc[r][v]);
     }
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
     for (int v = 0; v < V; ++v) store(y + r * ldy + v * kWidth, acc[r][v]);
 }
 
 // The last cols (< kWidth) columns.
-template <int R>
+template <bool TA, int R>
 void partial_block(std::int64_t k, std::int64_t cols, const float* a, std::int64_t lda, const float* b,
                    std::int64_t ldb, float* y, std::int64_t ldy) {
   const Partial part(cols);
   Reg acc[R];
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) acc[r] = zero();
   for (std::int64_t i = 0; i < k; ++i) {
     const Reg bv = part.load(b + i * ldb);
-    for (int r = 0; r < R; ++r) acc[r] = fma(broadcast(a[r * lda + i]), bv, acc[r]);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) acc[r] = fma(broadcast(a_at<TA>(a, lda, r, i)), bv, acc[r]);
   }
+#pragma GCC unroll 8
   for (int r = 0; r < R; ++r) part.store(y + r * ldy, acc[r]);
 }
 
 // Columns from `col` on, in blocks of V vectors while they fit, then of V / 2, down to one vector and the
 // remainder.
-template <int R, int V>
+template <bool TA, int R, int V>
 void columns(std::int64_t col, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
              std::int64_t ldb, float* y, std::int64_t ldy) {
-  for (; col + V * kWidth <= cols; col += V * kWidth) block<R, V>(k, a, lda, b + col, ldb, y + col, ldy);
+  for (; col + V * kWidth <= cols; col += V * kWidth) block<TA, R, V>(k, a, lda, b + col, ldb, y + col, ldy);
   if constexpr (V > 1) {
-    columns<R, V / 2>(col, cols, k, a, lda, b, ldb, y, ldy);
+    columns<TA, R, V / 2>(col, cols, k, a, lda, b, ldb, y, ldy);
   } else if (col < cols) {
-    partial_block<R>(k, cols - col, a, lda, b + col, ldb, y + col, ldy);
+    partial_block<TA, R>(k, cols - col, a, lda, b + col, ldb, y + col, ldy);
   }
+}
+
+// Calls f.template operator()<R>() with R = rows, for 1 to 6 rows.
+template <class F>
+void with_rows(std::int64_t rows, F&& f) {
+  [&]<int... R>(std::integer_sequence<int, R...>) {
+    ((rows == R + 1 ? (f.template operator()<R + 1>(), true) : false) || ...);
+  }
+  (std::make_integer_sequence<int, 6>());
+}
+
+// A product of one to five rows: blocks of all its rows, as wide as keeps about eight chains in flight.
+template <bool TA>
+void few_rows(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+              std::int64_t ldb, float* y, std::int64_t ldy) {
+  with_rows(rows, [&]<int R>() { columns<TA, R, (R == 1 ? 8 : R == 2 ? 4 : 2)>(0, cols, k, a, lda, b, ldb, y, ldy); });
+}
+
+// All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns): six
+// rows a block, then the one to five left. The panel of b (k x V vectors) stays in the first-level cache
+// while every block of rows reads it.
+template <bool TA, int V>
+void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+           std::int64_t ldb, float* y, std::int64_t ldy) {
+  for (std::int64_t r = 0; r < rows; r += 6) {
+    const float* ar = TA ? a + r : a + r * lda;
+    with_rows(std::min<std::int64_t>(6, rows - r), [&]<int R>() {
+      if constexpr (V == 0)
+        partial_block<TA, R>(k, cols, ar, lda, b, ldb, y + r * ldy, ldy);
+      else
+        block<TA, R, V>(k, ar, lda, b, ldb, y + r * ldy, ldy);
+    });
+  }
+}
+
+template <bool TA>
+void product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
+             std::int64_t ldb, float* y, std::int64_t ldy) {
+  if (rows < 6) return few_rows<TA>(rows, cols, k, a, lda, b, ldb, y, ldy);
+  std::int64_t col = 0;
+  for (; col + 2 * kWidth <= cols; col += 2 * kWidth) panel<TA, 2>(rows, 0, k, a, lda, b + col, ldb, y + col, ldy);
+  for (; col + kWidth <= cols; col += kWidth) panel<TA, 1>(rows, 0, k, a, lda, b + col, ldb, y + col, ldy);
+  if (col < cols) panel<TA, 0>(rows, cols - col, k, a, lda, b + col, ldb, y + col, ldy);
+}
+
+// bt (cols x k, row stride ldb) into t (k x cols, packed): eight by eight in registers where both fit.
+void transpose_into(std::int64_t cols, std::int64_t k, const float* bt, std::int64_t ldb, float* t) {
+  std::int64_t c = 0;
+  for (; c + 8 <= cols; c += 8) {
+    std::int64_t i = 0;
+    for (; i + 8 <= k; i += 8) {
+      __m256 r[8], lo[8];
+      for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(bt + (c + j) * ldb + i);
+      for (int j = 0; j < 8; j += 2) {
+        lo[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+        lo[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+      }
+      // lo[0..3] hold rows 0-3 interleaved, lo[4..7] rows 4-7; pair them into columns.
+      for (int h = 0; h < 2; ++h) {
+        const __m256 s0 = _mm256_shuffle_ps(lo[4 * h], lo[4 * h + 2], 0x44);
+        const __m256 s1 = _mm256_shuffle_ps(lo[4 * h], lo[4 * h + 2], 0xEE);
+        const __m256 s2 = _mm256_shuffle_ps(lo[4 * h + 1], lo[4 * h + 3], 0x44);
+        const __m256 s3 = _mm256_shuffle_ps(lo[4 * h + 1], lo[4 * h + 3], 0xEE);
+        r[4 * h] = s0;
+        r[4 * h + 1] = s1;
+        r[4 * h + 2] = s2;
+        r[4 * h + 3] = s3;
+      }
+      for (int j = 0; j < 4; ++j) {
+        _mm256_storeu_ps(t + (i + j) * cols + c, _mm256_permute2f128_ps(r[j], r[j + 4], 0x20));
+        _mm256_storeu_ps(t + (i + j + 4) * cols + c, _mm256_permute2f128_ps(r[j], r[j + 4], 0x31));
+      }
+    }
+    for (; i < k; ++i)
+      for (std::int64_t j = c; j < c + 8; ++j) t[i * cols + j] = bt[j * ldb + i];
+  }
+  for (; c < cols; ++c)
+    for (std::int64_t i = 0; i < k; ++i) t[i * cols + c] = bt[c * ldb + i];
 }
 
 #endif
@@ -122,7 +220,7 @@ bool probe(std::int64_t rows) {
     for (float& v : a) v = next();
     for (float& v : b) v = next();
     std::vector<float> ours(static_cast<std::size_t>(rows * cols)), blas(ours.size());
-    small_product(rows, cols, k, a.data(), k, b.data(), cols, ours.data(), cols);
+    small_product(false, false, rows, cols, k, a.data(), k, b.data(), cols, ours.data(), cols);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols),
                 static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), b.data(), static_cast<int>(cols), 0.0f,
                 blas.data(), static_cast<int>(cols));
@@ -134,18 +232,25 @@ bool probe(std::int64_t rows) {
 }  // namespace
 
 #if TCTL_VECTOR_FMA
-void small_product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-                   const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  if (rows == 1)
-    columns<1, 8>(0, cols, k, a, lda, b, ldb, y, ldy);
-  else if (rows == 2)
-    columns<2, 4>(0, cols, k, a, lda, b, ldb, y, ldy);
+void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                   std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  if (tb) {
+    // b holds op(b) transposed, `cols` rows of k: rows of op(b) must be contiguous to load as vectors, so
+    // it is transposed first, into this thread's buffer (for 64 x 128, about a tenth of the product's time).
+    thread_local std::vector<float> packed;
+    packed.resize(static_cast<std::size_t>(cols * k));
+    transpose_into(cols, k, b, ldb, packed.data());
+    b = packed.data();
+    ldb = cols;
+  }
+  if (ta)
+    product<true>(rows, cols, k, a, lda, b, ldb, y, ldy);
   else
-    columns<3, 2>(0, cols, k, a, lda, b, ldb, y, ldy);
+    product<false>(rows, cols, k, a, lda, b, ldb, y, ldy);
 }
 #else
-void small_product(std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*, std::int64_t,
-                   float*, std::int64_t) {}
+void small_product(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,
+                   std::int64_t, float*, std::int64_t) {}
 #endif
 
 bool small_product_matches_blas(std::int64_t rows) {
@@ -153,8 +258,10 @@ bool small_product_matches_blas(std::int64_t rows) {
   return rows >= 1 && rows <= kSmallProductRows && matches[rows - 1];
 }
 
-bool small_product_applies(std::int64_t rows, std::int64_t k) {
-  return k <= kSmallProductDepth && small_product_matches_blas(rows);
+bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k) {
+  if (k > kSmallProductDepth) return false;
+  if (kEverySmallProduct) return rows * cols * k <= kSmallProductWork;
+  return !ta && !tb && small_product_matches_blas(rows);
 }
 
 }  // namespace tctl::cpu

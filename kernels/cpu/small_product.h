@@ -1,29 +1,47 @@
-// Products of one to three rows, as in inference at batch 1: y = a b with a of `rows` x k and b of k x
-// cols, all row-major. OpenBLAS packs b into its own layout on every call, which at such sizes costs more
-// than the arithmetic: 1.75 us for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes
-// 0.2 us. Each output here is one chain of fused multiply-adds over k in order, starting from zero; that is
-// how OpenBLAS's kernels sum a product this thin on the processors measured (Zen 3's and SkylakeX's), so
-// the bits are sgemm's. Where they would not be, nothing changes: the first use compares the two on
-// probe shapes, one row count at a time, and where they differ those products stay with sgemm.
+// Products small enough to sum in place: y = op(a) op(b), with op(a) rows x k and op(b) k x cols, each
+// output one chain of fused multiply-adds over k in order, starting from zero. OpenBLAS packs both operands
+// into its own layout on every call, which at such sizes costs as much as the arithmetic or more: 1.75 us
+// for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes 0.2 us.
+//
+// Two uses:
+//   - Products of one to three rows (inference at batch 1), on any processor with vector fused
+//     multiply-adds. OpenBLAS sums a product this thin in the same one chain on the processors measured
+//     (Zen 3's and SkylakeX's), so the bits are sgemm's. Where they would not be, nothing changes: the first
+//     use compares the two on probe shapes, one row count at a time, and where they differ those products
+//     stay with sgemm.
+//   - Every product of at most kSmallProductWork multiply-adds, transposed or not, in a build for AVX2
+//     without AVX-512 (kEverySmallProduct). There OpenBLAS's Haswell kernel sums some tiles of a product in
+//     one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's; they are the
+//     one chain's, the same on every processor, whatever the tiling and the thread count. Measured on Zen 3
+//     only: AVX-512 builds keep sgemm, whose speed there was measured and met its goals.
 #pragma once
 
 #include <cstdint>
 
 namespace tctl::cpu {
 
-// The most rows and the deepest k taken here. OpenBLAS restarts its sums every GEMM_Q steps of k (320 on
-// Zen), so a deeper product would be summed in another order.
+// The most rows the probe looks at, and the deepest k taken here. OpenBLAS restarts its sums every GEMM_Q
+// steps of k (320 on Zen), so a deeper thin product would be summed in another order; and for the larger
+// products, a deeper k no longer keeps a panel of b in the first-level cache.
 inline constexpr std::int64_t kSmallProductRows = 3;
 inline constexpr std::int64_t kSmallProductDepth = 256;
 
-// Whether small_product computes this product: a thin, shallow enough product, a build with fused
-// multiply-adds in vectors (AVX2 and FMA, or AVX-512), and a probe that found sgemm's bits.
-bool small_product_applies(std::int64_t rows, std::int64_t k);
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+inline constexpr bool kEverySmallProduct = true;
+#else
+inline constexpr bool kEverySmallProduct = false;
+#endif
+// The most multiply-adds (rows x cols x k) of a product taken here where kEverySmallProduct holds.
+inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 
-// y = a b: `rows` rows of a (row stride lda) times b (k x cols, row stride ldb) into y (row stride ldy).
-// Only where small_product_applies.
-void small_product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-                   const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
+// Whether small_product computes this product, op(a) transposed when ta and op(b) when tb.
+bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k);
+
+// y = op(a) op(b), y row-major with row stride ldy. a holds op(a) (row stride lda), or when ta its transpose
+// (k rows of `rows`); b holds op(b) (row stride ldb), or when tb its transpose (`cols` rows of k). Only where
+// small_product_applies.
+void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                   std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
 
 // The probe's verdict for products of `rows` rows (1 to kSmallProductRows): whether this processor's sgemm
 // sums them as small_product does. False in a build without vector fused multiply-adds.
