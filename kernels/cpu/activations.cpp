@@ -86,8 +86,7 @@ void softmax_cpu(KernelContext& ctx) {
   const float* px = x.data<float>();
   float* y = ctx.output().mutable_data<float>();
   ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / c), [&](std::int64_t begin, std::int64_t end) {
-    float mx = 0.0f;
-    for (std::int64_t r = begin; r < end; ++r) softmax_parts(px + r * c, c, y + r * c, mx);
+    for (std::int64_t r = begin; r < end; ++r) softmax_row(px + r * c, c, y + r * c);
   });
 }
 

@@ -55,24 +55,15 @@ void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {
   });
 }
 
-// Softmax of one row of c logits into p, shifted by the row maximum so exp never overflows. Returns the sum
-// of the shifted exponentials and sets `mx` to the maximum: the row's logsumexp is log(sum) + mx.
-inline float softmax_parts(const float* x, std::int64_t c, float* p, float& mx) {
-  mx = x[0];
+// Softmax of one row of c logits into p, shifted by the row maximum so exp never overflows. Returns the
+// row's logsumexp, which the cross-entropy kernels need.
+inline float softmax_row(const float* x, std::int64_t c, float* p) {
+  float mx = x[0];
   for (std::int64_t j = 1; j < c; ++j) mx = std::max(mx, x[j]);
   float sum = 0.0f;
   for (std::int64_t j = 0; j < c; ++j) sum += (p[j] = std::exp(x[j] - mx));
   const float inv = 1.0f / sum;
   for (std::int64_t j = 0; j < c; ++j) p[j] *= inv;
-  return sum;
-}
-
-// softmax_parts, returning the row's logsumexp, which the cross-entropy losses need. Their gradients and
-// the Softmax activation call softmax_parts itself: the compiler keeps a logarithm whose result is unused,
-// since it may set errno.
-inline float softmax_row(const float* x, std::int64_t c, float* p) {
-  float mx = 0.0f;
-  const float sum = softmax_parts(x, c, p, mx);
   return std::log(sum) + mx;
 }
 

@@ -43,8 +43,7 @@ void sparse_xent_grad_cpu(KernelContext& ctx) {
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   float* dx = ctx.output().mutable_data<float>();
   for_each_row(ctx, n, c, [&](std::int64_t r, float*) {
-    float mx = 0.0f;
-    softmax_parts(logits.data<float>() + r * c, c, dx + r * c, mx);
+    softmax_row(logits.data<float>() + r * c, c, dx + r * c);
     dx[r * c + checked_label(ctx, r, c)] -= 1.0f;
     for (std::int64_t j = 0; j < c; ++j) dx[r * c + j] *= dy[r];
   });
@@ -72,8 +71,7 @@ void dense_xent_grad_cpu(KernelContext& ctx) {
   const std::int64_t n = logits.shape()[0], c = logits.shape()[1];
   float* dx = ctx.output().mutable_data<float>();
   for_each_row(ctx, n, c, [&](std::int64_t r, float*) {
-    float mx = 0.0f;
-    softmax_parts(logits.data<float>() + r * c, c, dx + r * c, mx);
+    softmax_row(logits.data<float>() + r * c, c, dx + r * c);
     float total = 0.0f;
     for (std::int64_t j = 0; j < c; ++j) total += t[r * c + j];
     for (std::int64_t j = 0; j < c; ++j) dx[r * c + j] = (dx[r * c + j] * total - t[r * c + j]) * dy[r];

@@ -4,25 +4,56 @@
 #include <cblas.h>
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "core/counter_random.h"
 
-// Fused multiply-adds in vectors: AVX-512, or AVX2 with FMA.
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#define TCTL_VECTOR_FMA 1
-#else
-#define TCTL_VECTOR_FMA 0
+namespace tctl::cpu {
+namespace {
+
+// This processor's vector units, asked once. The kernels below run only where it has AVX2 and FMA, and
+// which products they take depends on the processor, not on the build's target: a native build and a
+// portable one compute the same bits on the same machine.
+struct CpuUnits {
+  bool avx2_fma = false;
+  bool avx512f = false;
+  CpuUnits() {
+    __builtin_cpu_init();
+    avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    avx512f = __builtin_cpu_supports("avx512f");
+  }
+};
+const CpuUnits& cpu_units() {
+  static const CpuUnits units;
+  return units;
+}
+
+// At least n floats of this thread's own, for a transposed operand.
+float* thread_buffer(std::size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+}  // namespace
+}  // namespace tctl::cpu
+
+// The kernels: for AVX-512 where the build targets it, else for AVX2 and FMA, even where the build targets
+// less (-DTENSORCTL_NATIVE=OFF); they run only on processors with those units (cpu_units). No
+// standard-library function is instantiated in this region: a copy compiled here for AVX2 could be the one
+// the linker keeps for the whole program.
+#if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define TCTL_SMALL_PRODUCT_TARGET 1
 #endif
 
 namespace tctl::cpu {
 namespace {
 
 #if defined(__AVX512F__)
-constexpr bool kHasVectorFma = true;
 constexpr int kWidth = 16;
 using Reg = __m512;
 inline Reg zero() { return _mm512_setzero_ps(); }
@@ -37,8 +68,7 @@ struct Partial {
   Reg load(const float* p) const { return _mm512_maskz_loadu_ps(mask, p); }
   void store(float* p, Reg v) const { _mm512_mask_storeu_ps(p, mask, v); }
 };
-#elif defined(__AVX2__) && defined(__FMA__)
-constexpr bool kHasVectorFma = true;
+#else
 constexpr int kWidth = 8;
 using Reg = __m256;
 inline Reg zero() { return _mm256_setzero_ps(); }
@@ -53,11 +83,8 @@ struct Partial {
   Reg load(const float* p) const { return _mm256_maskload_ps(p, mask); }
   void store(float* p, Reg v) const { _mm256_maskstore_ps(p, mask, v); }
 };
-#else
-constexpr bool kHasVectorFma = false;
 #endif
 
-#if TCTL_VECTOR_FMA
 // Element (r, i) of op(a): a holds op(a) (TA false, row stride lda) or its transpose (TA true).
 template <bool TA>
 inline float a_at(const float* a, std::int64_t lda, std::int64_t r, std::int64_t i) {
@@ -147,7 +174,7 @@ void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
            std::int64_t ldb, float* y, std::int64_t ldy) {
   for (std::int64_t r = 0; r < rows; r += 6) {
     const float* ar = TA ? a + r : a + r * lda;
-    with_rows(std::min<std::int64_t>(6, rows - r), [&]<int R>() {
+    with_rows(rows - r < 6 ? rows - r : 6, [&]<int R>() {
       if constexpr (V == 0)
         partial_block<TA, R>(k, cols, ar, lda, b, ldb, y + r * ldy, ldy);
       else
@@ -201,12 +228,37 @@ void transpose_into(std::int64_t cols, std::int64_t k, const float* bt, std::int
     for (std::int64_t i = 0; i < k; ++i) t[i * cols + c] = bt[c * ldb + i];
 }
 
+}  // namespace
+
+void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                   std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  if (tb) {
+    // b holds op(b) transposed, `cols` rows of k: rows of op(b) must be contiguous to load as vectors, so
+    // it is transposed first, into this thread's buffer (for 64 x 128, about a tenth of the product's time).
+    float* packed = thread_buffer(static_cast<std::size_t>(cols * k));
+    transpose_into(cols, k, b, ldb, packed);
+    b = packed;
+    ldb = cols;
+  }
+  if (ta)
+    product<true>(rows, cols, k, a, lda, b, ldb, y, ldy);
+  else
+    product<false>(rows, cols, k, a, lda, b, ldb, y, ldy);
+}
+
+}  // namespace tctl::cpu
+
+#ifdef TCTL_SMALL_PRODUCT_TARGET
+#pragma GCC pop_options
 #endif
+
+namespace tctl::cpu {
+namespace {
 
 // One row count, with depths and widths that reach each block size and the partial block, on values
 // spread over several orders of magnitude so that any other order of summation shows in the bits.
 bool probe(std::int64_t rows) {
-  if (!kHasVectorFma) return false;
+  if (!cpu_units().avx2_fma) return false;
   // Draws from the counter-based stream: a uniform value in [-0.5, 0.5) times a power of two from 1 to 128.
   const std::uint64_t key = static_cast<std::uint64_t>(rows);
   std::uint64_t draw = 0;
@@ -231,36 +283,16 @@ bool probe(std::int64_t rows) {
 
 }  // namespace
 
-#if TCTL_VECTOR_FMA
-void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
-                   std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  if (tb) {
-    // b holds op(b) transposed, `cols` rows of k: rows of op(b) must be contiguous to load as vectors, so
-    // it is transposed first, into this thread's buffer (for 64 x 128, about a tenth of the product's time).
-    thread_local std::vector<float> packed;
-    packed.resize(static_cast<std::size_t>(cols * k));
-    transpose_into(cols, k, b, ldb, packed.data());
-    b = packed.data();
-    ldb = cols;
-  }
-  if (ta)
-    product<true>(rows, cols, k, a, lda, b, ldb, y, ldy);
-  else
-    product<false>(rows, cols, k, a, lda, b, ldb, y, ldy);
-}
-#else
-void small_product(bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*, std::int64_t, const float*,
-                   std::int64_t, float*, std::int64_t) {}
-#endif
-
 bool small_product_matches_blas(std::int64_t rows) {
   static const bool matches[kSmallProductRows] = {probe(1), probe(2), probe(3)};
   return rows >= 1 && rows <= kSmallProductRows && matches[rows - 1];
 }
 
+bool every_small_product() { return cpu_units().avx2_fma && !cpu_units().avx512f; }
+
 bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k) {
   if (k > kSmallProductDepth) return false;
-  if (kEverySmallProduct) return rows * cols * k <= kSmallProductWork;
+  if (every_small_product()) return rows * cols * k <= kSmallProductWork;
   return !ta && !tb && small_product_matches_blas(rows);
 }
 

@@ -4,16 +4,15 @@
 // for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes 0.2 us.
 //
 // Two uses:
-//   - Products of one to three rows (inference at batch 1), on any processor with vector fused
-//     multiply-adds. OpenBLAS sums a product this thin in the same one chain on the processors measured
-//     (Zen 3's and SkylakeX's), so the bits are sgemm's. Where they would not be, nothing changes: the first
-//     use compares the two on probe shapes, one row count at a time, and where they differ those products
-//     stay with sgemm.
-//   - Every product of at most kSmallProductWork multiply-adds, transposed or not, in a build for AVX2
-//     without AVX-512 (kEverySmallProduct). There OpenBLAS's Haswell kernel sums some tiles of a product in
-//     one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's; they are the
-//     one chain's, the same on every processor, whatever the tiling and the thread count. Measured on Zen 3
-//     only: AVX-512 builds keep sgemm, whose speed there was measured and met its goals.
+//   - Products of one to three rows (inference at batch 1), on any processor with AVX2 and FMA. OpenBLAS
+//     sums a product this thin in the same one chain on the processors measured (Zen 3's and SkylakeX's),
+//     so the bits are sgemm's. Where they would not be, nothing changes: the first use compares the two on
+//     probe shapes, one row count at a time, and where they differ those products stay with sgemm.
+//   - Every product of at most kSmallProductWork multiply-adds, transposed or not, on a processor with AVX2
+//     and without AVX-512 (every_small_product). There OpenBLAS's Haswell kernel sums some tiles of a
+//     product in one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's;
+//     they are the one chain's, the same whatever the tiling and the thread count. Measured on Zen 3 only:
+//     processors with AVX-512 keep sgemm, whose speed there was measured and met its goals.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +25,12 @@ namespace tctl::cpu {
 inline constexpr std::int64_t kSmallProductRows = 3;
 inline constexpr std::int64_t kSmallProductDepth = 256;
 
-#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
-inline constexpr bool kEverySmallProduct = true;
-#else
-inline constexpr bool kEverySmallProduct = false;
-#endif
-// The most multiply-adds (rows x cols x k) of a product taken here where kEverySmallProduct holds.
+// Whether this processor has AVX2 and FMA and no AVX-512: where small_product takes every product of at
+// most kSmallProductWork multiply-adds. Decided by the processor, not the build: a native and a portable
+// build compute the same bits on one machine.
+bool every_small_product();
+
+// The most multiply-adds (rows x cols x k) of a product taken here where every_small_product().
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 
 // Whether small_product computes this product, op(a) transposed when ta and op(b) when tb.
@@ -44,7 +43,7 @@ void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::
                    std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
 
 // The probe's verdict for products of `rows` rows (1 to kSmallProductRows): whether this processor's sgemm
-// sums them as small_product does. False in a build without vector fused multiply-adds.
+// sums them as small_product does. False on a processor without AVX2 and FMA.
 bool small_product_matches_blas(std::int64_t rows);
 
 }  // namespace tctl::cpu

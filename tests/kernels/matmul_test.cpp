@@ -105,11 +105,8 @@ TEST_CASE("FusedMatMul refuses a bias that does not fit the product") {
 }
 
 namespace {
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-constexpr bool kVectorFma = true;
-#else
-constexpr bool kVectorFma = false;
-#endif
+// small_product's kernels run on processors with AVX2 and FMA, whatever the build's target.
+bool vector_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 // op(a) op(b) by small_product and by a scalar chain of fused multiply-adds over k, with every stride wider
 // than its operand (a tile of a larger matrix); requires the two bit for bit, the padding between output
@@ -154,7 +151,7 @@ std::vector<float> check_small_product(bool ta, bool tb, std::int64_t rows, std:
 
 TEST_CASE("a product of one to three rows sums each output in one chain over k, which is sgemm's order") {
   const std::string core = openblas_get_corename();
-  if (!kVectorFma) {
+  if (!vector_fma()) {
     CHECK_FALSE(cpu::small_product_applies(false, false, 1, 8, 8));
     return;
   }
@@ -174,7 +171,7 @@ TEST_CASE("a product of one to three rows sums each output in one chain over k, 
 }
 
 TEST_CASE("every small product, transposed or not, sums each output in one chain over k") {
-  if (!kVectorFma) return;
+  if (!vector_fma()) return;
   std::mt19937 rng(11);
   // Row counts reaching the six-row blocks and each remainder; columns each block width and the partial one;
   // depths around a transposed block of eight.
@@ -192,13 +189,13 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
       const Tensor one = run_op("MatMul", {a, b}, transposes(ta, tb), 1);
       const Tensor two = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
       REQUIRE(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
-      if (!cpu::kEverySmallProduct) continue;
+      if (!cpu::every_small_product()) continue;
       const std::int64_t lda = a.shape()[1], ldb = b.shape()[1];
       std::vector<float> direct(200 * 128);
       cpu::small_product(ta, tb, 200, 128, 64, a.data<float>(), lda, b.data<float>(), ldb, direct.data(), 128);
       CHECK(std::memcmp(direct.data(), one.raw_data(), one.bytes()) == 0);
     }
-  if (cpu::kEverySmallProduct) {
+  if (cpu::every_small_product()) {
     CHECK(cpu::small_product_applies(true, false, 64, 128, 32));
     CHECK(cpu::small_product_applies(false, true, 32, 128, 64));
     CHECK_FALSE(cpu::small_product_applies(false, false, 128, 128, 256));
