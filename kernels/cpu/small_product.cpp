@@ -45,9 +45,13 @@ float* thread_buffer(std::size_t n) {
 // standard-library function is instantiated in this region: a copy compiled here for AVX2 could be the one
 // the linker keeps for the whole program.
 #if !defined(__AVX512F__) && !(defined(__AVX2__) && defined(__FMA__))
+#define TCTL_SMALL_PRODUCT_TARGET 1
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#define TCTL_SMALL_PRODUCT_TARGET 1
+#endif
 #endif
 
 namespace tctl::cpu {
@@ -154,7 +158,7 @@ void columns(std::int64_t col, std::int64_t cols, std::int64_t k, const float* a
 template <class F>
 void with_rows(std::int64_t rows, F&& f) {
   [&]<int... R>(std::integer_sequence<int, R...>) {
-    ((rows == R + 1 ? (f.template operator()<R + 1>(), true) : false) || ...);
+    (void)((rows == R + 1 ? (f.template operator()<R + 1>(), true) : false) || ...);
   }
   (std::make_integer_sequence<int, 6>());
 }
@@ -249,7 +253,11 @@ void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::
 }  // namespace tctl::cpu
 
 #ifdef TCTL_SMALL_PRODUCT_TARGET
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif
 
 namespace tctl::cpu {
