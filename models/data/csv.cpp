@@ -1,5 +1,7 @@
 #include "models/data/csv.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -132,10 +134,26 @@ float parse_cell(const std::string& text, const std::string& path, std::int64_t 
                   "column " + quote_for_message(column) + ": expected a finite number, got " + quote_for_message(text));
 }
 
-// The file's bytes. Read a chunk at a time and checked as it comes: no text holds a NUL byte, so binary data
-// (/dev/urandom, a compressed or UTF-16 file) is refused at the first chunk holding one, not read to its end
-// or until memory runs out.
-std::string read_text(const std::string& path) {
+// A quarter of this machine's memory: what CsvOptions::max_bytes = 0 stands for. The text's buffer doubles as
+// it grows, so reading up to the limit may hold three times as much for a moment; parsing it adds the values.
+std::size_t quarter_of_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return std::numeric_limits<std::size_t>::max();
+  return static_cast<std::size_t>(pages) / 4 * static_cast<std::size_t>(page);
+}
+
+// "12288 MiB" from 1 MiB up, else "N bytes".
+std::string byte_size(std::size_t bytes) {
+  return bytes >= (std::size_t{1} << 20) ? std::to_string(bytes >> 20) + " MiB" : std::to_string(bytes) + " bytes";
+}
+
+// The file's bytes, at most max_bytes (0: a quarter of memory). Read a chunk at a time and checked as it comes: no
+// text holds a NUL byte, so binary data (/dev/urandom, a compressed or UTF-16 file) is refused at the first
+// chunk holding one, and text past the limit (a stream that never ends) at the chunk that crosses it; neither
+// is read to its end or until memory runs out.
+std::string read_text(const std::string& path, std::size_t max_bytes) {
+  const bool quarter = max_bytes == 0;
+  if (quarter) max_bytes = quarter_of_memory();
   // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError. With the
   // error_code overload, a name the file system refuses (too long, a loop of links, no permission) is reported
   // with its reason; the throwing overloads let std::filesystem::filesystem_error escape.
@@ -158,6 +176,11 @@ std::string read_text(const std::string& path) {
                             " is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it "
                             "as UTF-8)");
       }
+      if (got.size() > max_bytes - text.size())
+        throw SpecError(path, "",
+                        "larger than " + byte_size(max_bytes) +
+                            (quarter ? " (a quarter of this machine's memory)" : "") +
+                            ", the most a CSV file may hold here: it is read whole before it is parsed");
       text.append(got);
     }
   } catch (const std::ios_base::failure&) {
@@ -180,7 +203,7 @@ int CsvTable::column_index(const std::string& name) const {
 }
 
 CsvTable read_csv(const std::string& path, const CsvOptions& options) {
-  const std::string text = read_text(path);
+  const std::string text = read_text(path, options.max_bytes);
 
   // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
   std::string_view rest = text;

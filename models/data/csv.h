@@ -24,6 +24,10 @@ struct CsvOptions {
   // When not empty, only these columns (and the text columns) are read; the cells of any other column are not
   // checked, and are NaN in CsvTable::values. Empty: every column that is not text must hold numbers.
   std::vector<std::string> number_columns;
+  // The most bytes the file may hold; 0: a quarter of this machine's memory. The file is read whole before it is
+  // parsed, so a stream without end (`yes 1 | tensorctl predict ... --input /dev/stdin`) stops here, with a
+  // SpecError, instead of filling memory.
+  std::size_t max_bytes = 0;
 };
 
 // A parsed CSV file. Plain value; copy and move freely.

@@ -96,6 +96,36 @@ TEST_CASE("read_csv refuses binary data at its first NUL byte, naming the line a
   CHECK(late.message().starts_with("byte 200003 is a NUL byte"));
 }
 
+// A stream without end (`yes 1 | tensorctl predict ... --input /dev/stdin`) was read until memory ran out.
+TEST_CASE("read_csv refuses a file past its byte limit, by default a quarter of memory") {
+  std::string text = "a\n";
+  for (int r = 0; r < 50'000; ++r) text += "1\n";  // 100,002 bytes: two chunks of the reader
+  const std::string path = write_scratch_file("limit.csv", text);
+  tctl::CsvOptions exact;
+  exact.max_bytes = text.size();
+  CHECK(read_csv(path, exact).rows == 50'000);
+  tctl::CsvOptions less = exact;
+  less.max_bytes = text.size() - 1;
+  try {
+    read_csv(path, less);
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.file() == path);
+    CHECK(e.message() ==
+          "larger than 100001 bytes, the most a CSV file may hold here: it is read whole before it is parsed");
+  }
+  less.max_bytes = std::size_t{3} << 20;
+  const std::string big = write_scratch_file("big.csv", std::string((std::size_t{3} << 20) + 1, '1'));
+  try {
+    read_csv(big, less);
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.message().starts_with("larger than 3 MiB, the most"));
+  }
+  // The default, a quarter of this machine's memory, takes the file whole.
+  CHECK(read_csv(path).rows == 50'000);
+}
+
 TEST_CASE("read_csv reports an empty file and a header with no rows") {
   const std::string empty = write_scratch_file("empty.csv", "");
   SpecError e = read_error(empty);
