@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <unordered_set>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 
 namespace tctl {
 
@@ -154,44 +152,26 @@ std::string byte_size(std::size_t bytes) {
 std::string read_text(const std::string& path, std::size_t max_bytes) {
   const bool quarter = max_bytes == 0;
   if (quarter) max_bytes = quarter_of_memory();
-  // Worded like read_file's messages. A directory would open and then fail to read, a RuntimeError. With the
-  // error_code overload, a name the file system refuses (too long, a loop of links, no permission) is reported
-  // with its reason; the throwing overloads let std::filesystem::filesystem_error escape.
-  std::error_code status_error;
-  const std::filesystem::file_status status = std::filesystem::status(path, status_error);
-  if (std::filesystem::is_directory(status)) throw SpecError(path, "", "cannot open file: Is a directory");
-  if (status_error) throw SpecError(path, "", "cannot open file: " + status_error.message());
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", "cannot open file");
-  std::string text;
-  char chunk[1 << 16];
-  try {
-    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
-      const std::string_view got(chunk, static_cast<std::size_t>(in.gcount()));
-      if (const std::size_t nul = got.find('\0'); nul != std::string_view::npos) {
-        const std::int64_t line = 1 + std::count(text.begin(), text.end(), '\n') +
-                                  std::count(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
-        throw SpecError(path, line_where(line),
-                        "byte " + std::to_string(text.size() + nul + 1) +
-                            " is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it "
-                            "as UTF-8)");
-      }
-      if (got.size() > max_bytes - text.size())
-        throw SpecError(path, "",
-                        "larger than " + byte_size(max_bytes) +
-                            (quarter ? " (a quarter of this machine's memory)" : "") +
-                            ", the most a CSV file may hold here: it is read whole before it is parsed");
-      text.append(got);
-    }
-  } catch (const std::ios_base::failure&) {
-    // libstdc++'s filebuf throws on a read error (EIO, say) even with the stream's exceptions off; errno is
-    // the read's.
-    throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
-  } catch (const std::bad_alloc&) {
-    throw RuntimeError(path + ": too large to read into memory");
-  }
-  if (in.bad()) throw SpecError(path, "", "cannot read file");
-  return text;
+  return read_whole(
+      path, path,
+      {.max_bytes = max_bytes,
+       .inspect =
+           [&](std::string_view got, const std::string& kept) {
+             const std::size_t nul = got.find('\0');
+             if (nul == std::string_view::npos) return;
+             const std::int64_t line = 1 + std::count(kept.begin(), kept.end(), '\n') +
+                                       std::count(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
+             throw SpecError(
+                 path, line_where(line),
+                 "byte " + std::to_string(kept.size() + nul + 1) +
+                     " is a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it "
+                     "as UTF-8)");
+           },
+       .too_large =
+           [&](const char*) {
+             return "larger than " + byte_size(max_bytes) + (quarter ? " (a quarter of this machine's memory)" : "") +
+                    ", the most a CSV file may hold here: it is read whole before it is parsed";
+           }});
 }
 
 }  // namespace

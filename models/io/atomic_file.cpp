@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 
 namespace tctl {
 
@@ -54,13 +55,6 @@ const char* unwritable_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
   if (S_ISBLK(mode)) return "a block device";
   if (S_ISSOCK(mode)) return "a socket";
-  return nullptr;
-}
-
-// What has no size and may never end: a device or a pipe; nullptr for anything else.
-const char* stream_kind(mode_t mode) {
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISFIFO(mode)) return "a FIFO (a named pipe)";
   return nullptr;
 }
 
@@ -180,33 +174,16 @@ void check_output_path(const std::string& path, const std::string& flag) {
 }
 
 std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors, std::size_t max_bytes) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
-  if (!file) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
-
-  // Read in chunks rather than trusting a size from stat: pipes and /proc files report none.
-  std::string out;
-  char chunk[1 << 16];
-  std::size_t n;
-  try {
-    while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
-      if (n > max_bytes - out.size()) {
-        // A device or a pipe such as /dev/zero never ends: say which it is.
-        struct stat st {};
-        const char* kind = ::fstat(fileno(file.get()), &st) == 0 ? stream_kind(st.st_mode) : nullptr;
-        const std::string limit = std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
-        throw SpecError(file_for_errors, "",
-                        kind ? std::string(kind) + " that gave more than " + limit : "larger than " + limit);
-      }
-      out.append(chunk, n);
-    }
-  } catch (const std::bad_alloc&) {
-    throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(out.size()) +
-                       " bytes read)");
-  }
-  // A directory opens fine on Linux and fails here with EISDIR.
-  if (std::ferror(file.get()))
-    throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(errno));
-  return out;
+  const std::string limit = std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
+  return read_whole(path, file_for_errors,
+                    {.max_bytes = max_bytes,
+                     .inspect = [](std::string_view, const std::string&) {},
+                     // A device or a pipe such as /dev/zero never ends: say which it is.
+                     .too_large =
+                         [&](const char* stream) {
+                           return stream ? std::string(stream) + " that gave more than " + limit
+                                         : "larger than " + limit;
+                         }});
 }
 
 }  // namespace tctl

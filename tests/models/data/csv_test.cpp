@@ -69,6 +69,13 @@ TEST_CASE("read_csv reports a missing file") {
   CHECK(std::string(e.what()).find(path) != std::string::npos);
 }
 
+TEST_CASE("read_csv reports a directory as a file it cannot read") {
+  const std::string path = scratch_dir().string();
+  SpecError e = read_error(path);
+  CHECK(e.file() == path);
+  CHECK(e.message() == "cannot read file: Is a directory");
+}
+
 // Found by tests/fuzz/train_config_fuzz in load_train_config; read_csv had the same std::filesystem calls, which
 // throw filesystem_error for a name the file system refuses rather than answer "no".
 TEST_CASE("read_csv reports a file name that is too long") {

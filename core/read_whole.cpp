@@ -1,0 +1,51 @@
+#include "core/read_whole.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "core/errors.h"
+
+namespace tctl {
+namespace {
+
+// What kind of stream a file is, when it may never end; null for a regular file.
+const char* stream_kind(std::FILE* file) {
+  struct stat st {};
+  if (::fstat(fileno(file), &st) != 0) return nullptr;
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO (a named pipe)";
+  return nullptr;
+}
+
+}  // namespace
+
+std::string read_whole(const std::filesystem::path& path, const std::string& file_for_errors, const ReadWhole& read) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!file) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
+  std::string kept;
+  char chunk[1 << 16];
+  std::size_t n;
+  try {
+    while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
+      const std::string_view got(chunk, n);
+      read.inspect(got, kept);
+      if (n > read.max_bytes - kept.size())
+        throw SpecError(file_for_errors, "", read.too_large(stream_kind(file.get())));
+      kept.append(got);
+    }
+  } catch (const std::bad_alloc&) {
+    throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(kept.size()) +
+                       " bytes read)");
+  }
+  // A directory opens fine on Linux and fails here with EISDIR.
+  if (std::ferror(file.get()))
+    throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(errno));
+  return kept;
+}
+
+}  // namespace tctl
