@@ -22,14 +22,19 @@ void check_fed_spec(const Node& placeholder, const TensorSpec& fed) {
 
 namespace {
 // The cost (op_registry.h: multiply-adds, or elements read and written) from which a ready node is worth
-// handing to another inter-op thread. The trip costs a wake-up and the node's inputs crossing to the other
-// core's cache, and whatever follows it tends to stay on that core. Measured on 2 cores: handing off every
-// other ready node ran the digits MLP's 36 us step (nodes of 0.5-6 us) at half the speed of one thread; at
-// 2^20 and 2^22 the digits CNN at batch 64 still lost 7 % on two inter-op threads (its second convolution's
-// gradients, 4.7M multiply-adds counted directly, run as Winograd in about 15 us each); at 2^23 it breaks
-// even, while the 32x32x3 CNN (convolutions of 56M-600M) gains 1.28x and the 784-512-512-10 MLP (products
-// of 33M-51M) 1.10x.
-constexpr std::int64_t kHandOffCost = std::int64_t{1} << 23;
+// handing to another inter-op thread. The trip costs the node's inputs crossing to the other core's cache,
+// and whatever follows it tends to stay on that core; a wake-up too where the worker sleeps, but an idle
+// worker spins for 200 us by the clock first (thread_pool.cpp), longer than a small model's step. Measured
+// on 2 cores: handing off every other ready node ran the digits MLP's step at half the speed of one thread.
+// The threshold was set at 2^23 on the Xeon while an idle worker spun a count of pauses (38 us there): the
+// digits CNN at batch 64 then lost 7 % on two inter-op threads at 2^20 and 2^22. Since the spin is by the
+// clock, on the Zen 3 EPYC, 2^18 (one 32x128x64 product of the digits MLP at batch 32) pays against 2^23:
+// the profiled step on 2 inter-op threads took 44.7-48.3 us against 52.2-52.9 (digits MLP, batch 32),
+// 438-481 us against 534-536 (digits CNN, batch 64), 286-292 us against 321 (digits MLP, batch 256);
+// `train` at 2 x 1 ran the digits MLP at 556k-596k samples/s against 454k-533k and the digits CNN at
+// 101k-123k against 68k-97k. The 32x32x3 CNN and the 784-512-512-10 MLP did not move. Not measured again on
+// the Xeon.
+constexpr std::int64_t kHandOffCost = std::int64_t{1} << 18;
 
 // In a plan that writes no variable (an inference pass), every variable read keeps its value between
 // runs. A write elsewhere then copies the buffer the frame holds instead of changing it. A plan that

@@ -335,8 +335,8 @@ TEST_CASE("costly nodes ready at once on one thread all but one go to the other 
   CHECK(meetings_in_one_run(g, g->add("AddN", {a, b}), 2, 2) == 2);
 }
 
-TEST_CASE("a node is handed off when its cost is unknown or at least 2^23 multiply-adds or elements") {
-  constexpr std::int64_t kWorthIt = std::int64_t{1} << 23;
+TEST_CASE("a node is handed off when its cost is unknown or at least 2^18 multiply-adds or elements") {
+  constexpr std::int64_t kWorthIt = std::int64_t{1} << 18;
   Graph g;
   Output x = g.placeholder("x", DType::kF32, Shape{-1, 784});
   Output w = g.constant(Tensor::zeros(DType::kF32, Shape{784, 512}));
