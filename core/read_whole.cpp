@@ -13,8 +13,9 @@
 namespace tctl {
 namespace {
 
-// What kind of stream a file is, when it may never end; null for a regular file.
-const char* stream_kind(std::FILE* file) {
+// "a character device" or "a FIFO (a named pipe)", what may never end; null for anything else, and when
+// fstat fails.
+const char* endless_kind(std::FILE* file) {
   struct stat st {};
   if (::fstat(fileno(file), &st) != 0) return nullptr;
   if (S_ISCHR(st.st_mode)) return "a character device";
@@ -29,22 +30,26 @@ std::string read_whole(const std::filesystem::path& path, const std::string& fil
   if (!file) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
   std::string kept;
   char chunk[1 << 16];
-  std::size_t n;
   try {
-    while ((n = std::fread(chunk, 1, sizeof chunk, file.get())) > 0) {
-      const std::string_view got(chunk, n);
-      read.inspect(got, kept);
-      if (n > read.max_bytes - kept.size())
-        throw SpecError(file_for_errors, "", read.too_large(stream_kind(file.get())));
-      kept.append(got);
+    for (;;) {
+      const std::size_t n = std::fread(chunk, 1, sizeof chunk, file.get());
+      // A short read is the end or an error (a directory fails here with EISDIR, as Linux opens one):
+      // errno is the read's only until the next call.
+      const int error = n < sizeof chunk && std::ferror(file.get()) ? errno : 0;
+      if (n > 0) {
+        const std::string_view got(chunk, n);
+        read.inspect(got, kept);
+        if (n > read.max_bytes - kept.size())
+          throw SpecError(file_for_errors, "", read.too_large(endless_kind(file.get())));
+        kept.append(got);
+      }
+      if (error != 0) throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(error));
+      if (n < sizeof chunk) break;
     }
   } catch (const std::bad_alloc&) {
     throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(kept.size()) +
                        " bytes read)");
   }
-  // A directory opens fine on Linux and fails here with EISDIR.
-  if (std::ferror(file.get()))
-    throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(errno));
   return kept;
 }
 

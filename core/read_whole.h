@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -11,19 +12,24 @@
 
 namespace tctl {
 
+// How read_whole reads one file. The hooks are references (FunctionRef): pass the lambdas in a braced
+// temporary at the call, `read_whole(path, name, {.inspect = [&](...) {...}, ...})`, so they live as long as
+// the call; a named ReadWhole built from lambdas would refer to temporaries already gone.
 struct ReadWhole {
-  std::size_t max_bytes = 0;
+  // The most bytes the file may hold.
+  std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
   // Sees each chunk before it is kept, with what was kept before it; may throw (a CSV text with a NUL byte).
   FunctionRef<void(std::string_view chunk, const std::string& kept)> inspect;
-  // The message of the SpecError thrown when the file holds more than max_bytes. `stream` names what gave
-  // them when the file is a stream that may never end ("a character device", "a FIFO (a named pipe)"), and
-  // is null for a regular file.
-  FunctionRef<std::string(const char* stream)> too_large;
+  // The message of the SpecError thrown when the file holds more than max_bytes. `kind` says what the file
+  // is when it may be a stream without end ("a character device", "a FIFO (a named pipe)"); it is null for
+  // anything else.
+  FunctionRef<std::string(const char* kind)> too_large;
 };
 
 // The bytes of `path`, read in chunks rather than trusting a size from stat: pipes and /proc files report
 // none. Errors are a SpecError naming `file_for_errors` ("cannot open file: <reason>", "cannot read file:
-// <reason>", a directory among them, and too_large's message), or a RuntimeError when memory runs out.
+// <reason>", a directory among them, too_large's message, or what inspect throws), or a RuntimeError when
+// memory runs out. Thread-safe: touches nothing but the file and the hooks.
 std::string read_whole(const std::filesystem::path& path, const std::string& file_for_errors, const ReadWhole& read);
 
 }  // namespace tctl

@@ -67,7 +67,8 @@ struct CsvTable {
 //   header, an empty or repeated column name, a row with the wrong number of cells ("expected 5 cells, got 4"),
 //   a quoted cell that never closes or is followed by more text, an empty cell, or a cell that is not a finite
 //   number (the message names the column and quotes the text).
-// Throws RuntimeError when reading fails part-way. Thread-safe: touches no shared state.
+// A file that cannot be read (a directory: "cannot read file: Is a directory") is a SpecError too. Throws
+// RuntimeError when memory runs out. Thread-safe: touches no shared state.
 CsvTable read_csv(const std::string& path, const CsvOptions& options = {});
 
 // `cell` as one CSV field: unchanged when it can be written plainly, else in double quotes with its quotes

@@ -9,7 +9,6 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
-#include <memory>
 
 #include "core/errors.h"
 #include "core/read_whole.h"
@@ -180,9 +179,8 @@ std::string read_file(const std::filesystem::path& path, const std::string& file
                      .inspect = [](std::string_view, const std::string&) {},
                      // A device or a pipe such as /dev/zero never ends: say which it is.
                      .too_large =
-                         [&](const char* stream) {
-                           return stream ? std::string(stream) + " that gave more than " + limit
-                                         : "larger than " + limit;
+                         [&](const char* kind) {
+                           return kind ? std::string(kind) + " that gave more than " + limit : "larger than " + limit;
                          }});
 }
 

@@ -371,7 +371,8 @@ TEST_CASE("a node is handed off when its cost is unknown or at least 2^18 multip
   Output huge = g.add("MatMul", {huge_a, huge_a});
   const std::vector<Output> targets{transposed, input_grad,  kernel_grad, relu, delay,
                                     meet,       fused_small, fused_conv,  huge};
-  for (std::int64_t batch : {32, 128, 2048, 8192}) {
+  // At 64 the transposed product, at 256 the Relu, cost exactly 2^18: the threshold is reached, not passed.
+  for (std::int64_t batch : {32, 64, 128, 256, 2048, 8192}) {
     CAPTURE(batch);
     const std::vector<Output> feeds{x, u, image, huge_a};
     const std::vector<TensorSpec> specs{{DType::kF32, Shape{batch, 784}},

@@ -76,8 +76,8 @@ TEST_CASE("read_csv reports a directory as a file it cannot read") {
   CHECK(e.message() == "cannot read file: Is a directory");
 }
 
-// Found by tests/fuzz/train_config_fuzz in load_train_config; read_csv had the same std::filesystem calls, which
-// throw filesystem_error for a name the file system refuses rather than answer "no".
+// Found by tests/fuzz/train_config_fuzz in load_train_config: read_csv once made the same std::filesystem calls,
+// which throw filesystem_error for a name the file system refuses rather than answer "no".
 TEST_CASE("read_csv reports a file name that is too long") {
   const std::string path = (scratch_dir() / (std::string(300, 'a') + ".csv")).string();
   SpecError e = read_error(path);
