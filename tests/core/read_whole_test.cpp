@@ -27,11 +27,11 @@ std::filesystem::path scratch_file(const std::string& name, std::size_t bytes) {
 // read_whole with the given limit, recording each chunk's size and what was kept before it.
 std::string read_recording(const std::filesystem::path& path, std::size_t max_bytes,
                            std::vector<std::pair<std::size_t, std::size_t>>& chunks) {
-  return read_whole(path, "shown.txt",
-                    {.max_bytes = max_bytes,
-                     .inspect = [&](std::string_view got,
-                                    const std::string& kept) { chunks.emplace_back(got.size(), kept.size()); },
-                     .too_large = [](const char* kind) { return std::string("too large, ") + (kind ? kind : "a file"); }});
+  return read_whole(
+      path, "shown.txt",
+      {.max_bytes = max_bytes,
+       .inspect = [&](std::string_view got, const std::string& kept) { chunks.emplace_back(got.size(), kept.size()); },
+       .too_large = [](const char* kind) { return std::string("too large, ") + (kind ? kind : "a file"); }});
 }
 
 SpecError read_error(const std::filesystem::path& path, std::size_t max_bytes) {
