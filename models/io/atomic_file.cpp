@@ -173,13 +173,14 @@ void check_output_path(const std::string& path, const std::string& flag) {
 }
 
 std::string read_file(const std::filesystem::path& path, const std::string& file_for_errors, std::size_t max_bytes) {
-  const std::string limit = std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
   return read_whole(path, file_for_errors,
                     {.max_bytes = max_bytes,
                      .inspect = [](std::string_view, const std::string&) {},
                      // A device or a pipe such as /dev/zero never ends: say which it is.
                      .too_large =
                          [&](const char* kind) {
+                           const std::string limit =
+                               std::to_string(max_bytes >> 20) + " MiB, the most this file may hold";
                            return kind ? std::string(kind) + " that gave more than " + limit : "larger than " + limit;
                          }});
 }
