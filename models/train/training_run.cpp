@@ -688,9 +688,26 @@ void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   }
 }
 
-// What a run records of its inputs, against the model: a tampered summary.json must neither reach a kernel
-// with the wrong number of features nor scale every input into NaN.
-void check_input_record(const LoadedRun& run, std::int64_t inputs, const std::string& file) {
+// What a run records of its inputs and labels, against the model and its loss: a tampered summary.json must
+// neither reach a kernel with the wrong number of features or the wrong kind of targets, nor scale every input
+// into NaN, nor have predict read a class or a target the model has no output for.
+void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t outputs, const std::string& file) {
+  const std::string& loss = run.config.loss;
+  if (!loss_is_classification(loss)) {
+    if (run.num_classes != 0)
+      throw SpecError(
+          file, "data.num_classes",
+          fmt::format("damaged run summary: {} classes, where a run of loss {} has none", run.num_classes, loss));
+    // Such a run read one target per row, from its label column, for its one output.
+    if (outputs != 1)
+      throw SpecError(
+          (run.dir / "model.json").string(), "",
+          fmt::format("damaged run: the model has {} outputs, where a run of loss {} has one", outputs, loss));
+  } else if (run.num_classes < 1 || run.num_classes > outputs) {
+    throw SpecError(file, "data.num_classes",
+                    fmt::format("damaged run summary: {} classes, where a run of loss {} on this model has 1 to {}",
+                                run.num_classes, loss, outputs));
+  }
   if (static_cast<std::int64_t>(run.feature_names.size()) != inputs)
     throw SpecError(file, "data.feature_names",
                     fmt::format("damaged run summary: {} feature names for a model of {} inputs",
@@ -754,7 +771,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   one.strategy = StrategyConfig{};
   run.model = build_model(one);
   const auto& net = run.model->net();
-  check_input_record(run, net.input_shape().num_elements(), finished ? (dir / "summary.json").string() : d);
+  check_input_record(run, net.input_shape().num_elements(), net.output_shape().num_elements(),
+                     finished ? (dir / "summary.json").string() : d);
 
   SafetensorsFile file = load_safetensors(weights_path);
   // A training checkpoint also holds the optimizer's state and the callbacks' tensors: only the weights count.

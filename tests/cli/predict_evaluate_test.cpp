@@ -245,6 +245,38 @@ TEST_SUITE("predict and evaluate") {
             "preprocessing.std[2]: damaged run summary: a scale must be a positive finite number, got 0");
     refused([](auto& j) { j["preprocessing"]["std"][0] = -1; }, "preprocessing.std[0]");
     refused([](auto& j) { j["preprocessing"]["mean"] = {1, 2}; }, "preprocessing: damaged run summary: 2 means");
+    // Read a regression target out of bounds in predict (3 outputs, one target per row), and fed evaluate float
+    // targets for an int32 placeholder, exit 1 without naming the file.
+    refused([](auto& j) { j["data"]["num_classes"] = 0; },
+            "data.num_classes: damaged run summary: 0 classes, where a run of loss sparse_categorical_crossentropy on "
+            "this model has 1 to 3");
+    refused([](auto& j) { j["data"]["num_classes"] = 4; }, "data.num_classes: damaged run summary: 4 classes");
+  }
+
+  TEST_CASE("predict and evaluate refuse a regression run recorded with classes, or with a model of two outputs") {
+    TempDir d;
+    REQUIRE(run_tensorctl(
+                "train " + quoted(source_path("configs/diabetes_regression.json")) + " --epochs 1 --output run --quiet",
+                d.path())
+                .status == 0);
+    const std::string summary = read_text(d / "run/summary.json");
+    nlohmann::json tampered = read_json(d / "run/summary.json");
+    tampered["data"]["num_classes"] = 2;
+    d.write("run/summary.json", tampered.dump(2));
+    for (const std::string command :
+         {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
+      expect_user_error(d, command,
+                        {"run/summary.json: data.num_classes: damaged run summary: 2 classes, where a run "
+                         "of loss mse has none"});
+    d.write("run/summary.json", summary);
+    nlohmann::json model = read_json(d / "run/model.json");
+    REQUIRE(model["layers"].back()["units"] == 1);
+    model["layers"].back()["units"] = 2;
+    d.write("run/model.json", model.dump(2));
+    for (const std::string command :
+         {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
+      expect_user_error(d, command,
+                        {"run/model.json: damaged run: the model has 2 outputs, where a run of loss mse has one"});
   }
 
   TEST_CASE("a CSV whose labels are names: the run keeps them, predict writes them, evaluate maps them") {
