@@ -41,15 +41,41 @@ nlohmann::json Callback::state() const {
           {"best_epoch", watch_.best_epoch}};
 }
 
+// A checkpoint's state is checked as training could have written it: every key of state() present with its
+// type, the counts not negative and the best value finite (record() keeps no other), so a tampered state is a
+// SpecError naming the key, never an escaped JSON error or a wait that never reaches the patience.
 void Callback::restore(const nlohmann::json& state, const std::string& where) {
-  const std::string type = state.at("type").get<std::string>();
-  if (type != config_.type)
-    throw SpecError("", where, "the checkpoint has a " + type + " here, the config a " + config_.type);
-  watch_.best = state.at("best").get<double>();
-  watch_.has_best = state.at("has_best").get<bool>();
-  watch_.wait = state.at("wait").get<std::int64_t>();
-  watch_.cooldown_left = state.at("cooldown_left").get<std::int64_t>();
-  watch_.best_epoch = state.at("best_epoch").get<std::int64_t>();
+  std::string key = where;
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    key = where + "." + name;
+    if (!state.is_object() || !state.contains(name))
+      throw SpecError("", key, "damaged training state: the callback's state has no \"" + std::string(name) + "\"");
+    return state.at(name);
+  };
+  auto count = [&](const char* name) {
+    const nlohmann::json& v = field(name);
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+      throw SpecError("", key, "damaged training state: expected a whole number from 0, got " + v.dump());
+    return v.get<std::int64_t>();
+  };
+  const nlohmann::json& type = field("type");
+  if (!type.is_string())
+    throw SpecError("", key, "damaged training state: expected a callback type, got " + type.dump());
+  if (type.get<std::string>() != config_.type)
+    throw SpecError("", where,
+                    "damaged training state: the state of a callback of type " + type.get<std::string>() +
+                        " where its config has " + config_.type);
+  const nlohmann::json& best = field("best");
+  if (!best.is_number() || !std::isfinite(best.get<double>()))
+    throw SpecError("", key, "damaged training state: expected a finite number, got " + best.dump());
+  const nlohmann::json& has_best = field("has_best");
+  if (!has_best.is_boolean())
+    throw SpecError("", key, "damaged training state: expected true or false, got " + has_best.dump());
+  watch_.best = best.get<double>();
+  watch_.has_best = has_best.get<bool>();
+  watch_.wait = count("wait");
+  watch_.cooldown_left = count("cooldown_left");
+  watch_.best_epoch = count("best_epoch");
 }
 
 namespace {
@@ -291,9 +317,10 @@ std::vector<NamedTensor> Callbacks::expected_tensors() const {
 
 void Callbacks::restore_state(const nlohmann::json& state) {
   if (!state.is_array() || state.size() != callbacks_.size())
-    throw SpecError("", "callbacks", "the checkpoint was written with other callbacks than the config lists");
+    throw SpecError("", "__metadata__.callbacks",
+                    "damaged training state: the checkpoint holds other callbacks than its config lists");
   for (std::size_t i = 0; i < callbacks_.size(); ++i)
-    callbacks_[i]->restore(state[i], "callbacks[" + std::to_string(i) + "]");
+    callbacks_[i]->restore(state[i], "__metadata__.callbacks[" + std::to_string(i) + "]");
 }
 
 void Callbacks::restore_tensors(const SafetensorsFile& tensors) {

@@ -107,8 +107,9 @@ class Callbacks {
   // restore_best_weights, "best/<variable>"; two callbacks holding a name share it, the first one's kept).
   nlohmann::json state() const;
   std::vector<NamedTensor> tensors() const;
-  // Resuming takes three steps: restore_state from the checkpoint's JSON (a SpecError when it lists other
-  // callbacks than the config); expected_tensors, the names and shapes the checkpoint must then hold (none
+  // Resuming takes three steps: restore_state from the checkpoint's JSON (a SpecError naming the key under
+  // __metadata__.callbacks when it lists other callbacks than the config, or a state training could not have
+  // written); expected_tensors, the names and shapes the checkpoint must then hold (none
   // before the first epoch ended); and restore_tensors, once the checkpoint has been checked against them.
   void restore_state(const nlohmann::json& state);
   std::vector<NamedTensor> expected_tensors() const;

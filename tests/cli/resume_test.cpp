@@ -392,6 +392,46 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
   CHECK(run_tensorctl("train " + iris + " --resume run --epochs 3 --quiet", dir.path()).status == 0);
 }
 
+TEST_CASE("resume refuses a checkpoint whose callbacks' state is tampered, naming the key, writing nothing") {
+  TempDir dir;
+  dir.write("cb.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                           R"(", "data": {"dataset": "iris", "validation_split": 0.1},
+    "callbacks": [{"type": "EarlyStopping", "patience": 1}, {"type": "ReduceLROnPlateau", "patience": 1}]})");
+  REQUIRE(run_tensorctl("train cb.json --epochs 2 --output run --quiet", dir.path()).status == 0);
+  const fs::path checkpoint = dir / "run/checkpoint.safetensors";
+  const tctl::SafetensorsFile original = tctl::load_safetensors(checkpoint);
+  const nlohmann::json callbacks = nlohmann::json::parse(original.metadata.at("callbacks"));
+  REQUIRE(callbacks.size() == 2);
+  auto refused = [&](auto change, const std::vector<std::string>& needles) {
+    nlohmann::json state = callbacks;
+    change(state);
+    std::map<std::string, std::string> metadata = original.metadata;
+    metadata["callbacks"] = state.dump();
+    tctl::save_safetensors(checkpoint, original.tensors, metadata);
+    std::vector<std::string> all{"run/checkpoint.safetensors"};
+    all.insert(all.end(), needles.begin(), needles.end());
+    expect_user_error(dir, "train cb.json --resume run --epochs 3", all);
+  };
+  // Each ended in an escaped nlohmann exception (std::terminate) before.
+  refused([](auto& s) { s[1].erase("has_best"); },
+          {"__metadata__.callbacks[1].has_best: damaged training state: the callback's state has no \"has_best\""});
+  refused([](auto& s) { s[0]["best"] = nullptr; },
+          {"__metadata__.callbacks[0].best: damaged training state: expected a finite number, got null"});
+  refused([](auto& s) { s[0]["type"] = 3; }, {"__metadata__.callbacks[0].type"});
+  refused([](auto& s) { s[1] = "ReduceLROnPlateau"; }, {"__metadata__.callbacks[1].type"});
+  // A negative wait would never reach the patience.
+  refused([](auto& s) { s[0]["wait"] = -1; },
+          {"__metadata__.callbacks[0].wait: damaged training state: expected a whole number from 0, got -1"});
+  refused([](auto& s) { s[1]["cooldown_left"] = 1.5; }, {"__metadata__.callbacks[1].cooldown_left"});
+  refused([](auto& s) { s[0]["type"] = "ReduceLROnPlateau"; },
+          {"__metadata__.callbacks[0]: damaged training state: the state of a callback of type ReduceLROnPlateau "
+           "where its config has EarlyStopping"});
+  refused([](auto& s) { s.erase(1); }, {"__metadata__.callbacks: damaged training state"});
+  // Untouched, it resumes.
+  tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
+  CHECK(run_tensorctl("train cb.json --resume run --epochs 3 --quiet", dir.path()).status == 0);
+}
+
 TEST_CASE("a step gone NaN stops training with the epoch, step and first op, and the last good checkpoint stays") {
   TempDir dir;
   std::string rows = "a,b,label\n";
