@@ -1,10 +1,13 @@
-// Shared by the harnesses that load a run directory (run_summary_fuzz, checkpoint_fuzz): what `predict` and
-// `evaluate` rely on in a run load_run accepted, checked on the rows read_run_input read from it, then both
-// done. Reading the rows may refuse them (a renamed feature or label); after that nothing may fail.
+// Shared by the harnesses that load a run directory or feed one rows (run_summary_fuzz, checkpoint_fuzz,
+// predict_input_fuzz): what `predict` and `evaluate` rely on in a run load_run accepted, checked on the rows
+// read_run_input read for it, then both done. Reading the rows may refuse them (a missing feature, a label the
+// run has no class for); after that nothing may fail.
 #pragma once
 
 #include <exception>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "core/errors.h"
 #include "models/nn/losses.h"
@@ -36,17 +39,22 @@ inline void check_run(const LoadedRun& run, const RunInput& in) {
   }
 }
 
-// load_run, read_run_input on `csv`, then check_run, predict and evaluate.
-inline void use_run(const std::filesystem::path& dir, const std::string& csv) {
-  const LoadedRun run = load_run(dir, 1, 1);
-  const RunInput in = read_run_input(run, csv);
+// read_run_input on `csv` (keeping `keep_columns`), then check_run, predict and evaluate.
+inline void use_rows(const LoadedRun& run, const std::string& csv, const std::vector<std::string>& keep_columns = {}) {
+  const RunInput in = read_run_input(run, csv, keep_columns);
   try {
+    TCTL_CHECK(in.kept.size() == keep_columns.size(), "kept columns that are not the ones asked for");
+    for (const auto& column : in.kept)
+      TCTL_CHECK(static_cast<std::int64_t>(column.size()) == in.rows, "a kept column that is not one cell per row");
     check_run(run, in);
     (void)run.model->predict(in.x, 64);
     if (in.labelled.size() > 0) (void)Trainer(*run.model).evaluate(in.labelled, 64);
   } catch (const std::exception& e) {
-    TCTL_CHECK(false, std::string("a run load_run accepted fails in predict or evaluate: ") + e.what());
+    TCTL_CHECK(false, std::string("rows read_run_input accepted fail in predict or evaluate: ") + e.what());
   }
 }
+
+// load_run, then use_rows on `csv`.
+inline void use_run(const std::filesystem::path& dir, const std::string& csv) { use_rows(load_run(dir, 1, 1), csv); }
 
 }  // namespace tctl::fuzz
