@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <optional>
+#include <stdexcept>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -27,12 +28,27 @@ nlohmann::json history_json(const std::vector<EpochResult>& history) {
   return out;
 }
 
+// A value of the state that is not what save_training_checkpoint writes; read_training_checkpoint names the
+// metadata key it came from.
+class BadStateValue : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A whole number as save_training_checkpoint writes one. nlohmann's get<std::int64_t>() would truncate a
+// fraction (1.5 read as 1) and convert a number past int64 (1e39) with undefined behaviour.
+std::int64_t whole_number(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = j.at(key);
+  if (!fits_int64(v)) throw BadStateValue(fmt::format("\"{}\": expected a whole number, {}", key, describe_json(v)));
+  return v.get<std::int64_t>();
+}
+
 std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
   std::vector<EpochResult> out;
   for (const auto& e : j) {
     EpochResult r;
-    r.epoch = e.at("epoch").get<std::int64_t>();
-    r.steps = e.at("steps").get<std::int64_t>();
+    r.epoch = whole_number(e, "epoch");
+    r.steps = whole_number(e, "steps");
     r.seconds = e.at("seconds").get<double>();
     for (const auto& p : e.at("train")) r.train.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
     for (const auto& p : e.at("validation"))
@@ -55,8 +71,8 @@ BatchSums sums_from_json(const nlohmann::json& j) {
   s.top_k_correct = j.at("top_k_correct").get<double>();
   s.abs_error = j.at("abs_error").get<double>();
   s.sq_error = j.at("sq_error").get<double>();
-  s.examples = j.at("examples").get<std::int64_t>();
-  s.values = j.at("values").get<std::int64_t>();
+  s.examples = whole_number(j, "examples");
+  s.values = whole_number(j, "values");
   return s;
 }
 
@@ -194,6 +210,8 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
       return from(j);
     } catch (const nlohmann::json::exception& e) {
       throw SpecError(name, std::string("__metadata__.") + key, "damaged training state: " + json_reason(e));
+    } catch (const BadStateValue& e) {
+      throw SpecError(name, std::string("__metadata__.") + key, std::string("damaged training state: ") + e.what());
     }
   };
   auto as_is = [](const nlohmann::json& j) { return j; };

@@ -251,6 +251,20 @@ TEST_SUITE("predict and evaluate") {
             "data.num_classes: damaged run summary: 0 classes, where a run of loss sparse_categorical_crossentropy on "
             "this model has 1 to 3");
     refused([](auto& j) { j["data"]["num_classes"] = 4; }, "data.num_classes: damaged run summary: 4 classes");
+    // An int conversion out of range (undefined; read as -2147483648 here), a fraction read as a whole number,
+    // and nlohmann's own messages without a key, before.
+    refused([](auto& j) { j["data"]["num_classes"] = 1e39; },
+            "data.num_classes: damaged run summary: expected a whole number from 0, got 1e+39");
+    refused([](auto& j) { j["data"]["num_classes"] = 2.9; }, "data.num_classes: damaged run summary: expected a whole");
+    refused([](auto& j) { j["data"]["num_classes"] = "3"; },
+            "data.num_classes: damaged run summary: expected a whole number from 0, got \"3\"");
+    refused([](auto& j) { j["preprocessing"]["mean"][1] = 1e39; },
+            "preprocessing.mean[1]: damaged run summary: expected a number a float holds, got 1e+39");
+    refused([](auto& j) { j["data"]["feature_names"][3] = 4; },
+            "data.feature_names[3]: damaged run summary: expected a string, got 4");
+    refused([](auto& j) { j["preprocessing"]["standardize"] = 1; },
+            "preprocessing.standardize: damaged run summary: expected true or false, got 1");
+    refused([](auto& j) { j.erase("data"); }, "damaged run summary: expected an object with \"data\"");
   }
 
   TEST_CASE("predict and evaluate refuse a regression run recorded with classes, or with a model of two outputs") {
@@ -276,7 +290,8 @@ TEST_SUITE("predict and evaluate") {
     for (const std::string command :
          {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
       expect_user_error(d, command,
-                        {"run/model.json: damaged run: the model has 2 outputs, where a run of loss mse has one"});
+                        {"run/model.json: damaged run: the model has 2 outputs, where a run of loss mse (as "
+                         "run/summary.json records) has one"});
   }
 
   TEST_CASE("a CSV whose labels are names: the run keeps them, predict writes them, evaluate maps them") {

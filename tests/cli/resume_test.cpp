@@ -373,6 +373,16 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
           {"__metadata__.next_epoch", "expected a whole number, got \"1e9\""});
   refused([](auto& f) { f.metadata["next_epoch"] = "2"; },
           {"__metadata__.history", "2 epochs recorded before epoch 2"});
+  // Converted to int64 with undefined behaviour, and a fraction truncated, before.
+  auto history_with = [&](const char* key, double value) {
+    nlohmann::json history = nlohmann::json::parse(original.metadata.at("history"));
+    history[0][key] = value;
+    return history.dump();
+  };
+  refused([&](auto& f) { f.metadata["history"] = history_with("epoch", 1e39); },
+          {"__metadata__.history: damaged training state: \"epoch\": expected a whole number, got 1e+39"});
+  refused([&](auto& f) { f.metadata["history"] = history_with("steps", 7.5); },
+          {"__metadata__.history: damaged training state: \"steps\": expected a whole number, got 7.5"});
   refused(
       [](auto& f) {
         f.metadata["steps_done"] = "1";
@@ -418,7 +428,9 @@ TEST_CASE("resume refuses a checkpoint whose callbacks' state is tampered, namin
   refused([](auto& s) { s[0]["best"] = nullptr; },
           {"__metadata__.callbacks[0].best: damaged training state: expected a finite number, got null"});
   refused([](auto& s) { s[0]["type"] = 3; }, {"__metadata__.callbacks[0].type"});
-  refused([](auto& s) { s[1] = "ReduceLROnPlateau"; }, {"__metadata__.callbacks[1].type"});
+  refused(
+      [](auto& s) { s[1] = "ReduceLROnPlateau"; },
+      {"__metadata__.callbacks[1]: damaged training state: expected a callback's state, got \"ReduceLROnPlateau\""});
   // A negative wait would never reach the patience.
   refused([](auto& s) { s[0]["wait"] = -1; },
           {"__metadata__.callbacks[0].wait: damaged training state: expected a whole number from 0, got -1"});

@@ -1,7 +1,7 @@
-// libFuzzer harness: a run's summary.json as `predict`, `evaluate` and `export` read it. LLVMFuzzerInitialize
-// trains configs/iris_mlp.json for one epoch into a scratch run directory (model.json, weights.safetensors,
-// test.csv, summary.json); each input replaces its summary.json. Then load_run, and what predict and evaluate
-// do with the run's own test.csv (tests/fuzz/run_checks.h).
+// libFuzzer harness: a run's summary.json as `predict` and `evaluate` read it (`export` loads it alike).
+// LLVMFuzzerInitialize trains configs/iris_mlp.json for one epoch into a scratch run directory (model.json,
+// weights.safetensors, test.csv, summary.json); each input replaces its summary.json. Then load_run, and what predict
+// and evaluate do with the run's own test.csv (tests/fuzz/run_checks.h).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
