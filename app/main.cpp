@@ -21,10 +21,10 @@
 
 namespace {
 
-// Every error is one line: a message from a library may carry newlines, which would split it.
-std::string one_line(std::string s) {
-  for (char& c : s)
-    if (c == '\n' || c == '\r') c = ' ';
+// Every error is one line: a message from a library may carry newlines, which would split it, and a path or
+// an argument may carry terminal escapes.
+std::string one_line(const std::string& message) {
+  std::string s = tctl::printable_line(message);
   while (!s.empty() && s.back() == ' ') s.pop_back();
   return s;
 }

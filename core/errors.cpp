@@ -40,49 +40,73 @@ Utf8 utf8_at(std::string_view s, std::size_t i) {
   if (code < kSmallest[n] || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return {0, 0};
   return {n, code};
 }
-}  // namespace
 
-std::string quote_for_message(std::string_view text) {
-  constexpr std::size_t kLimit = 100;
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out = "\"";
+constexpr char kHex[] = "0123456789abcdef";
+void append_code_escape(std::string& out, std::uint32_t code) {
+  out += "\\u";
+  for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(code >> shift) & 15];
+}
+void append_byte_escape(std::string& out, unsigned char c) {
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+// C1 controls (U+009B starts a terminal escape on some terminals) and the Unicode line separators.
+bool is_unprintable_character(std::uint32_t code) {
+  return (code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029;
+}
+
+// Appends `text` to `out` with its controls, C1 and line separators escaped and bytes that are not UTF-8 as
+// \xNN, stopping before byte `limit` at a character boundary; returns where it stopped. `quoted`: quotes and
+// backslashes are escaped too and line breaks and tabs written as \n and \t; otherwise they become spaces.
+std::size_t append_escaped(std::string& out, std::string_view text, std::size_t limit, bool quoted) {
   std::size_t i = 0;
-  while (i < text.size() && i < kLimit) {
+  while (i < text.size() && i < limit) {
     const auto c = static_cast<unsigned char>(text[i]);
     const auto [n, code] = utf8_at(text, i);
-    // C1 controls (U+009B starts a terminal escape on some terminals) and the Unicode line separators.
-    if (n > 1 && ((code >= 0x80 && code <= 0x9f) || code == 0x2028 || code == 0x2029)) {
-      if (i + n > kLimit) break;
-      out += "\\u";
-      for (int shift = 12; shift >= 0; shift -= 4) out += kHex[(code >> shift) & 15];
+    if (n > 1) {
+      if (i + n > limit) break;  // a character the cut would split
+      if (is_unprintable_character(code))
+        append_code_escape(out, code);
+      else
+        out.append(text.substr(i, n));
       i += n;
       continue;
     }
-    if (c == '"' || c == '\\') {
+    if (!quoted && (c == '\n' || c == '\r' || c == '\t')) {
+      out += ' ';
+    } else if (quoted && (c == '"' || c == '\\')) {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c == '\n') {
+    } else if (quoted && c == '\n') {
       out += "\\n";
-    } else if (c == '\t') {
+    } else if (quoted && c == '\t') {
       out += "\\t";
     } else if (c < 0x20 || c == 0x7f) {
-      out += "\\u00";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      append_code_escape(out, c);
     } else if (n == 0) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      append_byte_escape(out, c);
     } else {
-      if (i + n > kLimit) break;  // a character the cut would split
-      out.append(text.substr(i, n));
-      i += n;
-      continue;
+      out += static_cast<char>(c);
     }
     ++i;
   }
+  return i;
+}
+}  // namespace
+
+std::string quote_for_message(std::string_view text) {
+  std::string out = "\"";
+  const std::size_t end = append_escaped(out, text, 100, true);
   out += '"';
-  if (i < text.size()) out += "...";
+  if (end < text.size()) out += "...";
+  return out;
+}
+
+std::string printable_line(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  append_escaped(out, text, text.size(), false);
   return out;
 }
 

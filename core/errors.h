@@ -62,6 +62,11 @@ std::string quote_for_message(std::string_view text);
 // Whether `text` holds a control character (below 0x20, DEL, or a C1 control U+0080..U+009F): names that
 // tables and messages print must not.
 bool has_control_character(std::string_view text);
+// `text` made safe to print as one line on a terminal: line breaks and tabs become spaces, and every other
+// control character (C0, DEL, C1) and each byte that is not well-formed UTF-8 is written as an escape
+// (\u001b, \xff) as quote_for_message writes it. The last guard before an error reaches the terminal, for text
+// no reader quoted (a path, a library's message): it can neither split the line nor drive the terminal.
+std::string printable_line(std::string_view text);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 

@@ -1,7 +1,9 @@
 #include "models/io/spec_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -14,29 +16,40 @@
 namespace tctl {
 
 std::string describe_json(const nlohmann::json& v) {
-  if (v.is_string()) return "got \"" + v.get<std::string>() + "\"";
+  if (v.is_string()) return "got " + quote_for_message(v.get<std::string>());
   if (v.is_object()) return "got an object";
   if (v.is_array()) return "got a list";
   if (v.is_null()) return "got null";
   return "got " + v.dump();
 }
 
-SpecReader::SpecReader(const nlohmann::json& j, std::string file, std::string path)
-    : j_(j), file_(std::move(file)), path_(std::move(path)) {
-  if (!j_.is_object())
-    throw SpecError(file_, path_.empty() ? "top level" : path_, "expected an object, " + describe_json(j_));
+SpecReader::SpecReader(const nlohmann::json& j, std::string file, std::string path, std::string prefix)
+    : j_(j), file_(std::move(file)), path_(std::move(path)), prefix_(std::move(prefix)) {
+  if (!j_.is_object()) fail_here("expected an object, " + describe_json(j_));
 }
 
-std::string SpecReader::path_of(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+std::string json_path_key(const std::string& parent, const std::string& key) {
+  const bool plain = !key.empty() && std::all_of(key.begin(), key.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+  });
+  if (!plain) return parent + "[" + quote_for_message(key) + "]";
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string SpecReader::path_of(const std::string& key) const { return json_path_key(path_, key); }
 
 bool SpecReader::has(const std::string& key) const { return j_.contains(key); }
 
 void SpecReader::fail(const std::string& key, const std::string& message) const {
-  throw SpecError(file_, path_of(key), message);
+  throw SpecError(file_, path_of(key), prefix_ + message);
+}
+
+void SpecReader::fail_element(const std::string& key, std::size_t index, const std::string& message) const {
+  throw SpecError(file_, path_of(key) + "[" + std::to_string(index) + "]", prefix_ + message);
 }
 
 void SpecReader::fail_here(const std::string& message) const {
-  throw SpecError(file_, path_.empty() ? "top level" : path_, message);
+  throw SpecError(file_, path_.empty() ? "top level" : path_, prefix_ + message);
 }
 
 const nlohmann::json& SpecReader::raw(const std::string& key) {
@@ -65,10 +78,8 @@ std::int64_t SpecReader::positive_int(const std::string& key, std::int64_t fallb
   return has(key) ? positive_int(key) : (skip(key), fallback);
 }
 
-std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t fallback) {
-  read_.insert(key);
-  if (!has(key)) return fallback;
-  const auto& v = j_.at(key);
+std::int64_t SpecReader::non_negative_int(const std::string& key) {
+  const auto& v = raw(key);
   if (v.is_number_integer() && !fits_int64(v))
     fail(key, "expected a non-negative integer of at most 9223372036854775807, " + describe_json(v));
   if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
@@ -76,12 +87,18 @@ std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t f
   return v.get<std::int64_t>();
 }
 
-double SpecReader::number(const std::string& key, double fallback) {
-  read_.insert(key);
-  if (!has(key)) return fallback;
-  const auto& v = j_.at(key);
+std::int64_t SpecReader::non_negative_int(const std::string& key, std::int64_t fallback) {
+  return has(key) ? non_negative_int(key) : (skip(key), fallback);
+}
+
+double SpecReader::number(const std::string& key) {
+  const auto& v = raw(key);
   if (!v.is_number() || !std::isfinite(v.get<double>())) fail(key, "expected a number, " + describe_json(v));
   return v.get<double>();
+}
+
+double SpecReader::number(const std::string& key, double fallback) {
+  return has(key) ? number(key) : (skip(key), fallback);
 }
 
 double SpecReader::number_in(const std::string& key, double fallback, double lo, double hi, bool hi_inclusive) {
@@ -99,12 +116,14 @@ double SpecReader::number_in(const std::string& key, double fallback, double lo,
   return x;
 }
 
-bool SpecReader::boolean(const std::string& key, bool fallback) {
-  read_.insert(key);
-  if (!has(key)) return fallback;
-  const auto& v = j_.at(key);
+bool SpecReader::boolean(const std::string& key) {
+  const auto& v = raw(key);
   if (!v.is_boolean()) fail(key, "expected true or false, " + describe_json(v));
   return v.get<bool>();
+}
+
+bool SpecReader::boolean(const std::string& key, bool fallback) {
+  return has(key) ? boolean(key) : (skip(key), fallback);
 }
 
 std::string SpecReader::string(const std::string& key) {
@@ -122,7 +141,7 @@ std::string SpecReader::one_of(const std::string& key, const std::vector<std::st
   std::string s = string(key, fallback);
   for (const auto& c : choices)
     if (c == s) return s;
-  fail(key, "unknown value \"" + s + "\" (known: " + join(choices) + ")");
+  fail(key, "unknown value " + quote_for_message(s) + " (known: " + join(choices) + ")");
 }
 
 std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) {
@@ -131,14 +150,36 @@ std::vector<std::int64_t> SpecReader::positive_int_list(const std::string& key) 
   std::vector<std::int64_t> out;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (!v[i].is_number_integer() || v[i].get<std::int64_t>() <= 0)
-      throw SpecError(file_, path_of(key) + "[" + std::to_string(i) + "]",
-                      "expected a positive integer, " + describe_json(v[i]));
+      fail_element(key, i, "expected a positive integer, " + describe_json(v[i]));
     out.push_back(v[i].get<std::int64_t>());
   }
   return out;
 }
 
-SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(key), file_, path_of(key)); }
+std::vector<std::string> SpecReader::string_list(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_array()) fail(key, "expected a list of strings, " + describe_json(v));
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_string()) fail_element(key, i, "expected a string, " + describe_json(v[i]));
+    out.push_back(v[i].get<std::string>());
+  }
+  return out;
+}
+
+std::vector<float> SpecReader::float_list(const std::string& key) {
+  const auto& v = raw(key);
+  if (!v.is_array()) fail(key, "expected a list of numbers, " + describe_json(v));
+  std::vector<float> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!v[i].is_number() || !(std::abs(v[i].get<double>()) <= std::numeric_limits<float>::max()))
+      fail_element(key, i, "expected a number a float holds, " + describe_json(v[i]));
+    out.push_back(static_cast<float>(v[i].get<double>()));
+  }
+  return out;
+}
+
+SpecReader SpecReader::object(const std::string& key) { return SpecReader(raw(key), file_, path_of(key), prefix_); }
 
 void SpecReader::finish(const std::vector<std::string>& known_for_message) const {
   for (auto it = j_.begin(); it != j_.end(); ++it) {
@@ -170,7 +211,7 @@ class JsonPlace {
       case Event::key: {
         Frame& f = frames_.back();
         f.key = parsed.get<std::string>();
-        if (!f.keys.insert(f.key).second) throw SpecError(file_, path(), "duplicate key \"" + f.key + "\"");
+        if (!f.keys.insert(f.key).second) throw SpecError(file_, path(), "duplicate key " + quote_for_message(f.key));
         break;
       }
       case Event::value:
@@ -190,8 +231,8 @@ class JsonPlace {
     for (const Frame& f : frames_) {
       if (f.array) {
         out += "[" + std::to_string(f.index < 0 ? 0 : f.index) + "]";
-      } else if (!f.key.empty() || !f.keys.empty()) {
-        out += (out.empty() ? "" : ".") + f.key;
+      } else if (!f.keys.empty()) {
+        out = json_path_key(out, f.key);
       }
     }
     return out.empty() ? "top level" : out;

@@ -46,39 +46,15 @@ nlohmann::json Callback::state() const {
 // type, the counts not negative and the best value finite (record() keeps no other), so a tampered state is a
 // SpecError naming the key, never an escaped JSON error or a wait that never reaches the patience.
 void Callback::restore(const nlohmann::json& state, const std::string& where) {
-  if (!state.is_object())
-    throw SpecError("", where, "damaged training state: expected a callback's state, " + describe_json(state));
-  std::string key = where;
-  auto field = [&](const char* name) -> const nlohmann::json& {
-    key = where + "." + name;
-    if (!state.contains(name))
-      throw SpecError("", key, "damaged training state: the callback's state has no \"" + std::string(name) + "\"");
-    return state.at(name);
-  };
-  auto count = [&](const char* name) {
-    const nlohmann::json& v = field(name);
-    if (!fits_int64(v) || v.get<std::int64_t>() < 0)
-      throw SpecError("", key, "damaged training state: expected a whole number from 0, " + describe_json(v));
-    return v.get<std::int64_t>();
-  };
-  const nlohmann::json& type = field("type");
-  if (!type.is_string())
-    throw SpecError("", key, "damaged training state: expected a callback type, " + describe_json(type));
-  if (type.get<std::string>() != config_.type)
-    throw SpecError("", where,
-                    "damaged training state: the state of a callback of type " + type.get<std::string>() +
-                        " where its config has " + config_.type);
-  const nlohmann::json& best = field("best");
-  if (!best.is_number() || !std::isfinite(best.get<double>()))
-    throw SpecError("", key, "damaged training state: expected a finite number, " + describe_json(best));
-  const nlohmann::json& has_best = field("has_best");
-  if (!has_best.is_boolean())
-    throw SpecError("", key, "damaged training state: expected true or false, " + describe_json(has_best));
-  watch_.best = best.get<double>();
-  watch_.has_best = has_best.get<bool>();
-  watch_.wait = count("wait");
-  watch_.cooldown_left = count("cooldown_left");
-  watch_.best_epoch = count("best_epoch");
+  SpecReader r(state, "", where, "damaged training state: ");
+  const std::string type = r.string("type");
+  if (type != config_.type)
+    r.fail_here("the state of a callback of type " + quote_for_message(type) + " where its config has " + config_.type);
+  watch_.best = r.number("best");
+  watch_.has_best = r.boolean("has_best");
+  watch_.wait = r.non_negative_int("wait");
+  watch_.cooldown_left = r.non_negative_int("cooldown_left");
+  watch_.best_epoch = r.non_negative_int("best_epoch");
 }
 
 namespace {

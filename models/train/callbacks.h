@@ -68,8 +68,9 @@ class Callback {
   // The state to checkpoint: {"type", "best", "has_best", "wait", "cooldown_left", "best_epoch"}.
   virtual nlohmann::json state() const;
   // Restores state() from a checkpoint, checked as training writes it. Throws SpecError at `where`
-  // ("__metadata__.callbacks[1]") when the state is not an object or names another type of callback, and at
-  // its key (`where`.wait) when a key is missing, of another type, a negative count or a best that is not finite.
+  // ("__metadata__.callbacks[1]") when the state is not an object, lacks a key or names another type of
+  // callback, and at its key (`where`.wait) for a value of another type, a negative count or a best that is
+  // not finite.
   virtual void restore(const nlohmann::json& state, const std::string& where);
   // The tensors it checkpoints; the names and shapes a checkpoint of its restored state must hold (to check
   // a checkpoint against); and restoring them from a checkpoint that holds at least those names.

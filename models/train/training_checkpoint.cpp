@@ -1,9 +1,9 @@
 #include "models/train/training_checkpoint.h"
 
 #include <cmath>
+#include <limits>
 #include <optional>
-#include <stdexcept>
-#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -28,31 +28,40 @@ nlohmann::json history_json(const std::vector<EpochResult>& history) {
   return out;
 }
 
-// A value of the state that is not what save_training_checkpoint writes; read_training_checkpoint names the
-// metadata key it came from.
-class BadStateValue : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+constexpr const char* kDamaged = "damaged training state: ";
 
-// A whole number as save_training_checkpoint writes one. nlohmann's get<std::int64_t>() would truncate a
-// fraction (1.5 read as 1) and convert a number past int64 (1e39) with undefined behaviour.
-std::int64_t whole_number(const nlohmann::json& j, const char* key) {
-  const nlohmann::json& v = j.at(key);
-  if (!fits_int64(v)) throw BadStateValue(fmt::format("\"{}\": expected a whole number, {}", key, describe_json(v)));
-  return v.get<std::int64_t>();
+// A row's metrics as history_json writes them, [[name, value], ...]; a value that was not finite is written
+// as null (JSON has no NaN) and reads back as NaN.
+std::vector<std::pair<std::string, double>> metrics_from_json(const nlohmann::json& list, const std::string& file,
+                                                              const std::string& where) {
+  if (!list.is_array())
+    throw SpecError(file, where,
+                    std::string(kDamaged) + "expected a list of [name, value] pairs, " + describe_json(list));
+  std::vector<std::pair<std::string, double>> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const nlohmann::json& p = list[i];
+    if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !(p[1].is_number() || p[1].is_null()))
+      throw SpecError(file, fmt::format("{}[{}]", where, i),
+                      std::string(kDamaged) + "expected a [name, value] pair, " + describe_json(p));
+    out.emplace_back(p[0].get<std::string>(),
+                     p[1].is_null() ? std::numeric_limits<double>::quiet_NaN() : p[1].get<double>());
+  }
+  return out;
 }
 
-std::vector<EpochResult> history_from_json(const nlohmann::json& j) {
+// The history, each value read with its type and range checked (1e39 epochs, 7.5 steps and a missing key
+// are errors naming their place); check_state then asks that the rows are the epochs before the next.
+std::vector<EpochResult> history_from_json(const nlohmann::json& j, const std::string& file, const std::string& where) {
+  if (!j.is_array()) throw SpecError(file, where, std::string(kDamaged) + "expected a list, " + describe_json(j));
   std::vector<EpochResult> out;
-  for (const auto& e : j) {
+  for (std::size_t i = 0; i < j.size(); ++i) {
+    SpecReader row(j[i], file, fmt::format("{}[{}]", where, i), kDamaged);
     EpochResult r;
-    r.epoch = whole_number(e, "epoch");
-    r.steps = whole_number(e, "steps");
-    r.seconds = e.at("seconds").get<double>();
-    for (const auto& p : e.at("train")) r.train.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
-    for (const auto& p : e.at("validation"))
-      r.validation.emplace_back(p.at(0).get<std::string>(), p.at(1).get<double>());
+    r.epoch = row.non_negative_int("epoch");
+    r.steps = row.non_negative_int("steps");
+    r.seconds = row.number("seconds");
+    r.train = metrics_from_json(row.raw("train"), file, row.path_of("train"));
+    r.validation = metrics_from_json(row.raw("validation"), file, row.path_of("validation"));
     out.push_back(std::move(r));
   }
   return out;
@@ -64,23 +73,17 @@ nlohmann::json sums_json(const BatchSums& s) {
           {"values", s.values}};
 }
 
-BatchSums sums_from_json(const nlohmann::json& j) {
+BatchSums sums_from_json(const nlohmann::json& j, const std::string& file, const std::string& where) {
+  SpecReader r(j, file, where, kDamaged);
   BatchSums s;
-  s.loss = j.at("loss").get<double>();
-  s.correct = j.at("correct").get<double>();
-  s.top_k_correct = j.at("top_k_correct").get<double>();
-  s.abs_error = j.at("abs_error").get<double>();
-  s.sq_error = j.at("sq_error").get<double>();
-  s.examples = whole_number(j, "examples");
-  s.values = whole_number(j, "values");
+  s.loss = r.number("loss");
+  s.correct = r.number("correct");
+  s.top_k_correct = r.number("top_k_correct");
+  s.abs_error = r.number("abs_error");
+  s.sq_error = r.number("sq_error");
+  s.examples = r.non_negative_int("examples");
+  s.values = r.non_negative_int("values");
   return s;
-}
-
-// nlohmann's text without its "[json.exception.type_error.302] " prefix.
-std::string json_reason(const nlohmann::json::exception& e) {
-  const std::string_view text = e.what();
-  const std::size_t end = text.starts_with("[json.exception.") ? text.find("] ") : std::string_view::npos;
-  return std::string(end == std::string_view::npos ? text : text.substr(end + 2));
 }
 
 // The state a run could have reached: the history one row per finished epoch, 1 to next_epoch - 1 in order,
@@ -203,18 +206,11 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
                       "damaged training state: expected a whole number, got " + quote_for_message(text));
     return v;
   };
-  // The JSON kept under `key`, read by `from`; its type and key errors name the key.
+  // The JSON kept under `key`, read by `from`, whose errors name their place under it.
   auto json_meta = [&](const char* key, auto from) {
-    const nlohmann::json j = parse_json_text(meta(key), name);
-    try {
-      return from(j);
-    } catch (const nlohmann::json::exception& e) {
-      throw SpecError(name, std::string("__metadata__.") + key, "damaged training state: " + json_reason(e));
-    } catch (const BadStateValue& e) {
-      throw SpecError(name, std::string("__metadata__.") + key, std::string("damaged training state: ") + e.what());
-    }
+    return from(parse_json_text(meta(key), name), name, std::string("__metadata__.") + key);
   };
-  auto as_is = [](const nlohmann::json& j) { return j; };
+  auto as_is = [](const nlohmann::json& j, const std::string&, const std::string&) { return j; };
 
   TrainingState state;
   state.next_epoch = count("next_epoch");

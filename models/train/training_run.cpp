@@ -661,73 +661,6 @@ void load_interrupted_run(LoadedRun& run, const std::filesystem::path& checkpoin
   run.class_names = data.test_raw.class_names;
 }
 
-// summary.json's values, each read with its type and range checked, so that a tampered file is a SpecError
-// naming the key (`data.num_classes: damaged run summary: expected a whole number from 0, got 1e+39`), never
-// nlohmann's own message without a place, nor a conversion out of range (undefined for 1e39 as an int).
-class SummaryValues {
- public:
-  explicit SummaryValues(const std::string& file) : file_(file) {}
-
-  const nlohmann::json& member(const nlohmann::json& parent, const std::string& parent_path,
-                               const std::string& key) const {
-    if (!parent.is_object() || !parent.contains(key))
-      fail(parent_path, "expected an object with \"" + key + "\", " + describe_json(parent));
-    return parent.at(key);
-  }
-  bool boolean(const nlohmann::json& parent, const std::string& parent_path, const std::string& key) const {
-    const nlohmann::json& v = member(parent, parent_path, key);
-    if (!v.is_boolean()) fail(path(parent_path, key), "expected true or false, " + describe_json(v));
-    return v.get<bool>();
-  }
-  std::string string(const nlohmann::json& parent, const std::string& parent_path, const std::string& key) const {
-    const nlohmann::json& v = member(parent, parent_path, key);
-    if (!v.is_string()) fail(path(parent_path, key), "expected a string, " + describe_json(v));
-    return v.get<std::string>();
-  }
-  int count(const nlohmann::json& parent, const std::string& parent_path, const std::string& key) const {
-    const nlohmann::json& v = member(parent, parent_path, key);
-    if (!fits_int64(v) || v.get<std::int64_t>() < 0 || v.get<std::int64_t>() > std::numeric_limits<int>::max())
-      fail(path(parent_path, key), "expected a whole number from 0, " + describe_json(v));
-    return static_cast<int>(v.get<std::int64_t>());
-  }
-  std::vector<std::string> strings(const nlohmann::json& parent, const std::string& parent_path,
-                                   const std::string& key) const {
-    const nlohmann::json& v = member(parent, parent_path, key);
-    if (!v.is_array()) fail(path(parent_path, key), "expected a list of strings, " + describe_json(v));
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_string())
-        fail(fmt::format("{}[{}]", path(parent_path, key), i), "expected a string, " + describe_json(v[i]));
-      out.push_back(v[i].get<std::string>());
-    }
-    return out;
-  }
-  // Numbers a float holds (check_input_record then asks more of a scale).
-  std::vector<float> floats(const nlohmann::json& parent, const std::string& parent_path,
-                            const std::string& key) const {
-    const nlohmann::json& v = member(parent, parent_path, key);
-    if (!v.is_array()) fail(path(parent_path, key), "expected a list of numbers, " + describe_json(v));
-    std::vector<float> out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_number() || !(std::abs(v[i].get<double>()) <= std::numeric_limits<float>::max()))
-        fail(fmt::format("{}[{}]", path(parent_path, key), i),
-             "expected a number a float holds, " + describe_json(v[i]));
-      out.push_back(static_cast<float>(v[i].get<double>()));
-    }
-    return out;
-  }
-
- private:
-  static std::string path(const std::string& parent_path, const std::string& key) {
-    return parent_path.empty() ? key : parent_path + "." + key;
-  }
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw SpecError(file_, key, "damaged run summary: " + what);
-  }
-
-  const std::string& file_;
-};
-
 void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   run.summary = parse_json_file(summary_file);
   if (!run.summary.is_object() || !run.summary.contains("config"))
@@ -737,17 +670,22 @@ void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   run.config.model_file = (run.dir / "model.json").string();
   run.config.model_spec = parse_json_file(run.config.model_file);
   run.config.model_path = "";
-  const SummaryValues values{summary_file};
-  const nlohmann::json& pre = values.member(run.summary, "", "preprocessing");
-  run.standardized = values.boolean(pre, "preprocessing", "standardize");
-  run.standardizer.mean = values.floats(pre, "preprocessing", "mean");
-  run.standardizer.std = values.floats(pre, "preprocessing", "std");
-  const nlohmann::json& info = values.member(run.summary, "", "data");
-  run.feature_names = values.strings(info, "data", "feature_names");
-  run.label = values.string(info, "data", "label");
-  run.num_classes = values.count(info, "data", "num_classes");
+  // Each value with its type and range checked, so a tampered file is a SpecError naming the key, never
+  // nlohmann's message without a place nor a conversion out of range (1e39 as an int).
+  SpecReader summary(run.summary, summary_file, "", "damaged run summary: ");
+  SpecReader pre = summary.object("preprocessing");
+  run.standardized = pre.boolean("standardize");
+  run.standardizer.mean = pre.float_list("mean");
+  run.standardizer.std = pre.float_list("std");
+  SpecReader info = summary.object("data");
+  run.feature_names = info.string_list("feature_names");
+  run.label = info.string("label");
+  const std::int64_t classes = info.non_negative_int("num_classes");
+  if (classes > std::numeric_limits<int>::max())
+    info.fail("num_classes", fmt::format("{} classes, more than any model has outputs", classes));
+  run.num_classes = static_cast<int>(classes);
   // Runs from before class names had no "classes".
-  if (info.contains("classes")) run.class_names = values.strings(info, "data", "classes");
+  if (info.has("classes")) run.class_names = info.string_list("classes");
   if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
     throw SpecError(summary_file, "data.classes", "damaged run summary: the class names do not match num_classes");
 }

@@ -92,6 +92,17 @@ TEST_SUITE("bad input") {
                        "known: elu, gelu, leaky_relu, linear, relu, sigmoid, softmax, tanh"});
   }
 
+  TEST_CASE("terminal escapes and line breaks in a spec are shown escaped, on one line") {
+    // check_user_error also checks that stderr carries no control character.
+    Scratch s(model_with_layers(R"({"type": "Dense", "units": 3, "activation": "re\u001b[2J\nlu"})"));
+    expect_user_error(s.dir, "train config.json",
+                      {R"(model.json: layers[0].activation: unknown value "re\u001b[2J\nlu")"});
+    Scratch key(model_with_layers(R"({"type": "Dense", "units": 3, "units\u009b2J": 1})"));
+    expect_user_error(key.dir, "train config.json", {R"(model.json: layers[0]["units\u009b2J"]: unknown key)"});
+    expect_user_error(s.dir, "summary \"$(printf 'no\033[2Jsuch.json')\"",
+                      {R"(no\u001b[2Jsuch.json: cannot open file)"});
+  }
+
   TEST_CASE("units so large the kernel could not be allocated") {
     Scratch s(model_with_layers(R"({"type": "Dense", "units": 3000000000}, {"type": "Dense", "units": 3})"));
     expect_user_error(s.dir, "train config.json", {"model.json: layers[0].units:", "larger than the 2^31 elements"});

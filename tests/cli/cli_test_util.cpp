@@ -12,6 +12,8 @@
 
 #include <doctest/doctest.h>
 
+#include "core/errors.h"
+
 namespace tctl::cli_test {
 
 namespace fs = std::filesystem;
@@ -177,6 +179,9 @@ void check_one_error_line(const CommandResult& r, const std::vector<std::string>
   CHECK_MESSAGE(lines.size() == 1, "stderr should be one line, got " << lines.size());
   CHECK_MESSAGE(r.err.ends_with("\n"), "stderr should end with a newline");
   CHECK(r.err.starts_with("error: "));
+  // Whatever the input held, the line carries no control character: no terminal escape, no carriage return.
+  CHECK_MESSAGE(!tctl::has_control_character(std::string_view(r.err).substr(0, r.err.size() - 1)),
+                "stderr holds a control character");
   for (const auto& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, "stderr lacks: " << n);
 }
 }  // namespace

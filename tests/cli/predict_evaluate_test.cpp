@@ -254,17 +254,20 @@ TEST_SUITE("predict and evaluate") {
     // An int conversion out of range (undefined; read as -2147483648 here), a fraction read as a whole number,
     // and nlohmann's own messages without a key, before.
     refused([](auto& j) { j["data"]["num_classes"] = 1e39; },
-            "data.num_classes: damaged run summary: expected a whole number from 0, got 1e+39");
-    refused([](auto& j) { j["data"]["num_classes"] = 2.9; }, "data.num_classes: damaged run summary: expected a whole");
+            "data.num_classes: damaged run summary: expected a non-negative integer, got 1e+39");
+    refused([](auto& j) { j["data"]["num_classes"] = 2.9; },
+            "data.num_classes: damaged run summary: expected a non-negative integer, got 2.9");
     refused([](auto& j) { j["data"]["num_classes"] = "3"; },
-            "data.num_classes: damaged run summary: expected a whole number from 0, got \"3\"");
+            "data.num_classes: damaged run summary: expected a non-negative integer, got \"3\"");
+    refused([](auto& j) { j["data"]["num_classes"] = 3000000000LL; },
+            "data.num_classes: damaged run summary: 3000000000 classes, more than any model has outputs");
     refused([](auto& j) { j["preprocessing"]["mean"][1] = 1e39; },
             "preprocessing.mean[1]: damaged run summary: expected a number a float holds, got 1e+39");
     refused([](auto& j) { j["data"]["feature_names"][3] = 4; },
             "data.feature_names[3]: damaged run summary: expected a string, got 4");
     refused([](auto& j) { j["preprocessing"]["standardize"] = 1; },
             "preprocessing.standardize: damaged run summary: expected true or false, got 1");
-    refused([](auto& j) { j.erase("data"); }, "damaged run summary: expected an object with \"data\"");
+    refused([](auto& j) { j.erase("data"); }, "top level: damaged run summary: missing required key \"data\"");
   }
 
   TEST_CASE("predict and evaluate refuse a regression run recorded with classes, or with a model of two outputs") {
@@ -273,25 +276,24 @@ TEST_SUITE("predict and evaluate") {
                 "train " + quoted(source_path("configs/diabetes_regression.json")) + " --epochs 1 --output run --quiet",
                 d.path())
                 .status == 0);
+    auto refused = [&](const std::string& needle) {
+      for (const std::string command :
+           {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
+        expect_user_error(d, command, {needle});
+    };
     const std::string summary = read_text(d / "run/summary.json");
     nlohmann::json tampered = read_json(d / "run/summary.json");
     tampered["data"]["num_classes"] = 2;
     d.write("run/summary.json", tampered.dump(2));
-    for (const std::string command :
-         {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
-      expect_user_error(d, command,
-                        {"run/summary.json: data.num_classes: damaged run summary: 2 classes, where a run "
-                         "of loss mse has none"});
+    refused("run/summary.json: data.num_classes: damaged run summary: 2 classes, where a run of loss mse has none");
     d.write("run/summary.json", summary);
     nlohmann::json model = read_json(d / "run/model.json");
     REQUIRE(model["layers"].back()["units"] == 1);
     model["layers"].back()["units"] = 2;
     d.write("run/model.json", model.dump(2));
-    for (const std::string command :
-         {"predict --run run --input run/test.csv", "evaluate --run run --data run/test.csv"})
-      expect_user_error(d, command,
-                        {"run/model.json: damaged run: the model has 2 outputs, where a run of loss mse (as "
-                         "run/summary.json records) has one"});
+    refused(
+        "run/model.json: damaged run: the model has 2 outputs, where a run of loss mse (as run/summary.json "
+        "records) has one");
   }
 
   TEST_CASE("a CSV whose labels are names: the run keeps them, predict writes them, evaluate maps them") {

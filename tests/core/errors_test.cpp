@@ -33,3 +33,19 @@ TEST_CASE("quote_for_message quotes a user's text as one short, printable line")
   const std::string accents = std::string(99, 'a') + "\xc3\xa9" + "tail";
   CHECK(quote_for_message(accents) == "\"" + std::string(99, 'a') + "\"...");
 }
+
+TEST_CASE("printable_line keeps a message on one line and away from the terminal's controls") {
+  using tctl::printable_line;
+  CHECK(printable_line("run/model.json: layers[0]: caf\xc3\xa9") == "run/model.json: layers[0]: caf\xc3\xa9");
+  // Line breaks and tabs become spaces; nothing is quoted or cut, as this is the whole message.
+  CHECK(printable_line("a\nb\r\tc") == "a b  c");
+  CHECK(printable_line(std::string(300, 'x')).size() == 300);
+  // Other controls, C1 included, and bytes that are not UTF-8 are escaped as quote_for_message escapes them.
+  CHECK(printable_line(std::string("x\x1b[2J\0y\x7f", 8)) == "x\\u001b[2J\\u0000y\\u007f");
+  CHECK(printable_line("a\xc2\x9b"
+                       "2Jb") == "a\\u009b2Jb");
+  CHECK(printable_line("a\xff\xc0\xaf") == "a\\xff\\xc0\\xaf");
+  CHECK(printable_line("a\xe2\x80\xa8"
+                       "b") == "a\\u2028b");
+  CHECK_FALSE(tctl::has_control_character(printable_line("\x01\x1f\xc2\x85\xc2\x80\x9b")));
+}

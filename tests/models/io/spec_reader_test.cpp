@@ -31,6 +31,29 @@ TEST_CASE("parse_json_text refuses a repeated key, naming the key and its place"
   CHECK(parse_json_text(R"({"a": {"x": 1}, "b": {"x": 2}, "c": [{"x": 3}, {"x": 4}]})", "spec.json")["c"][1]["x"] == 4);
 }
 
+TEST_CASE("a key that is not a plain name is quoted in the place, and strings in messages are escaped") {
+  CHECK(json_path_key("", "units") == "units");
+  CHECK(json_path_key("layers[2]", "use_bias") == "layers[2].use_bias");
+  CHECK(json_path_key("layers[2]", "pool-size9") == "layers[2].pool-size9");
+  // A dot would read as nesting, a space or an escape would mislead or reach the terminal.
+  CHECK(json_path_key("a", "b.c") == "a[\"b.c\"]");
+  CHECK(json_path_key("", "") == "[\"\"]");
+  CHECK(json_path_key("layers[0]", "bad\nkey\x1b") == "layers[0][\"bad\\nkey\\u001b\"]");
+  expect_parse_error(R"({"a": {"x\u001b[2J": 1, "x\u001b[2J": 2}})", "a[\"x\\u001b[2J\"]",
+                     "duplicate key \"x\\u001b[2J\"");
+
+  const nlohmann::json spec = nlohmann::json::parse(R"({"layers": [{"units": "8\u001b[31m", "odd key": 1,
+                                                      "activation": "re\nlu"}]})");
+  SpecReader layer(spec["layers"][0], "spec.json", "layers[0]");
+  CHECK_THROWS_WITH(layer.positive_int("units"),
+                    "spec.json: layers[0].units: expected a positive integer, got \"8\\u001b[31m\"");
+  CHECK_THROWS_WITH(layer.one_of("activation", {"relu"}, "relu"),
+                    "spec.json: layers[0].activation: unknown value \"re\\nlu\" (known: relu)");
+  CHECK_THROWS_WITH(layer.finish({"units"}), "spec.json: layers[0][\"odd key\"]: unknown key (known keys here: units)");
+  // A long string is cut, so one value cannot fill the message.
+  CHECK(describe_json(std::string(5000, 'x')).size() < 120);
+}
+
 TEST_CASE("parse_json_text refuses a number beyond a double's range, naming its place") {
   expect_parse_error(R"({"optimizer": {"learning_rate": 1e400}})", "optimizer.learning_rate",
                      "number 1e400 is out of range");
