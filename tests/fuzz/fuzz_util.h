@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include <unistd.h>
+
 #include "core/errors.h"
 #include "core/graph.h"
 #include "models/nn/sequential.h"
@@ -68,13 +70,16 @@ inline void build_model(const nlohmann::json& spec, const std::string& file) {
 }
 
 // A folder of this process's own under $TMPDIR (else /tmp), removed when the process exits normally, for
-// readers that take a path. scripts/fuzz.sh points TMPDIR at a folder it removes, so a crashed run leaves
-// nothing behind either.
+// readers that take a path. A crash (the finding) skips that: scripts/fuzz.sh points TMPDIR at a folder it
+// removes, and a harness run by hand removes the folders of earlier processes that are gone, named by their
+// process id, when it starts.
 class ScratchDir {
  public:
   ScratchDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/tctl-fuzz-XXXXXX";
+    const std::filesystem::path parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
+    remove_abandoned(parent);
+    std::string pattern = (parent / ("tctl-fuzz-" + std::to_string(::getpid()) + "-XXXXXX")).string();
     TCTL_CHECK(mkdtemp(pattern.data()) != nullptr, "cannot create a scratch folder under " + pattern);
     path_ = pattern;
   }
@@ -98,6 +103,22 @@ class ScratchDir {
   }
 
  private:
+  // tctl-fuzz-<pid>-XXXXXX folders whose process no longer runs.
+  static void remove_abandoned(const std::filesystem::path& parent) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with("tctl-fuzz-")) continue;
+      const std::size_t dash = name.find('-', 10);
+      if (dash == std::string::npos || dash == 10) continue;
+      const std::string pid = name.substr(10, dash - 10);
+      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+      if (std::filesystem::exists("/proc/" + pid, ec)) continue;
+      std::error_code ignored;
+      std::filesystem::remove_all(entry.path(), ignored);
+    }
+  }
+
   std::filesystem::path path_;
 };
 
