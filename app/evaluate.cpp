@@ -39,7 +39,7 @@ int run_evaluate(const EvaluateFlags& f) {
   } else {
     RunInput in = read_run_input(run, f.data);
     if (in.labelled.size() == 0 && in.rows > 0)
-      throw SpecError(f.data, "line 1", "no label column \"" + run.label + "\" to evaluate against");
+      throw SpecError(f.data, "line 1", "no label column " + quote_for_message(run.label) + " to evaluate against");
     data = std::move(in.labelled);
     source = f.data;
   }

@@ -97,8 +97,8 @@ int run_predict(const PredictFlags& f) {
                  static_cast<long long>(n));
   if (labelled && !classes) {
     const double cells = static_cast<double>(n * width);
-    std::fprintf(stderr, "mae: %.4f - mse: %.4f (%lld rows with the target \"%s\")\n", abs_error / cells,
-                 squared_error / cells, static_cast<long long>(n), run.label.c_str());
+    std::fprintf(stderr, "mae: %.4f - mse: %.4f (%lld rows with the target %s)\n", abs_error / cells,
+                 squared_error / cells, static_cast<long long>(n), tctl::quote_for_message(run.label).c_str());
   }
   return 0;
 }

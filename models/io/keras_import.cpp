@@ -86,7 +86,7 @@ class KerasConfig {
   }
 
   bool has(const std::string& key) const { return config_.contains(key); }
-  std::string path_of(const std::string& key) const { return path_ + "." + key; }
+  std::string path_of(const std::string& key) const { return json_path_key(path_, key); }
 
   // The value of `key`, or nullptr when absent; either way the key counts as read.
   const json* take(const std::string& key) {

@@ -91,7 +91,7 @@ std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlo
     std::stable_sort(keys.begin(), keys.end(),
                      [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
     for (const auto& k : keys) {
-      const std::string path = key.empty() ? k : key + "." + k;
+      const std::string path = json_path_key(key, k);
       if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end())
         continue;
       const nlohmann::json none;

@@ -30,19 +30,23 @@ nlohmann::json history_json(const std::vector<EpochResult>& history) {
 
 constexpr const char* kDamaged = "damaged training state: ";
 
-// A row's metrics as history_json writes them, [[name, value], ...]; a value that was not finite is written
-// as null (JSON has no NaN) and reads back as NaN.
+// A row's metrics as history_json writes them, [[name, value], ...]. A validation value that was not finite
+// is written as null (JSON has no NaN; an infinite loss too) and reads back as NaN; training's are always
+// finite, as a step with a non-finite loss ends the run.
 std::vector<std::pair<std::string, double>> metrics_from_json(const nlohmann::json& list, const std::string& file,
-                                                              const std::string& where) {
+                                                              const std::string& where, bool null_allowed) {
   if (!list.is_array())
     throw SpecError(file, where,
                     std::string(kDamaged) + "expected a list of [name, value] pairs, " + describe_json(list));
   std::vector<std::pair<std::string, double>> out;
   for (std::size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& p = list[i];
-    if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !(p[1].is_number() || p[1].is_null()))
-      throw SpecError(file, fmt::format("{}[{}]", where, i),
-                      std::string(kDamaged) + "expected a [name, value] pair, " + describe_json(p));
+    if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !(p[1].is_number() || (null_allowed && p[1].is_null())))
+      throw SpecError(
+          file, fmt::format("{}[{}]", where, i),
+          std::string(kDamaged) +
+              (null_allowed ? "expected a [name, value or null] pair, " : "expected a [name, number] pair, ") +
+              describe_json(p));
     out.emplace_back(p[0].get<std::string>(),
                      p[1].is_null() ? std::numeric_limits<double>::quiet_NaN() : p[1].get<double>());
   }
@@ -60,8 +64,8 @@ std::vector<EpochResult> history_from_json(const nlohmann::json& j, const std::s
     r.epoch = row.non_negative_int("epoch");
     r.steps = row.non_negative_int("steps");
     r.seconds = row.number("seconds");
-    r.train = metrics_from_json(row.raw("train"), file, row.path_of("train"));
-    r.validation = metrics_from_json(row.raw("validation"), file, row.path_of("validation"));
+    r.train = metrics_from_json(row.raw("train"), file, row.path_of("train"), false);
+    r.validation = metrics_from_json(row.raw("validation"), file, row.path_of("validation"), true);
     out.push_back(std::move(r));
   }
   return out;

@@ -450,6 +450,15 @@ TEST_CASE("resume refuses a checkpoint whose callbacks' state is tampered, namin
   const auto rows = split_lines(read_text(dir / "run/history.csv"));
   REQUIRE(rows.size() == 4);
   CHECK(rows[2].find(",nan") != std::string::npos);
+  // Training's own metrics are never written so: a step with a non-finite loss ends the run.
+  history = nlohmann::json::parse(original.metadata.at("history"));
+  REQUIRE(history[0]["train"][0][0] == "loss");
+  history[0]["train"][0][1] = nullptr;
+  metadata["history"] = history.dump();
+  tctl::save_safetensors(checkpoint, original.tensors, metadata);
+  expect_user_error(dir, "train cb.json --resume run --epochs 3",
+                    {"run/checkpoint.safetensors: __metadata__.history[0].train[0]: damaged training state: expected "
+                     "a [name, number] pair, got a list"});
   // Untouched, it resumes.
   tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
   CHECK(run_tensorctl("train cb.json --resume run --epochs 3 --quiet", dir.path()).status == 0);

@@ -49,3 +49,11 @@ TEST_CASE("printable_line keeps a message on one line and away from the terminal
                        "b") == "a\\u2028b");
   CHECK_FALSE(tctl::has_control_character(printable_line("\x01\x1f\xc2\x85\xc2\x80\x9b")));
 }
+
+TEST_CASE("quote_for_message cuts before a character or an escape that would cross its 100 bytes") {
+  const std::string a99(99, 'a');
+  CHECK(quote_for_message(a99 + "\xc2\x9b") == "\"" + a99 + "\"...");
+  CHECK(quote_for_message(a99 + "\xc3\xa9") == "\"" + a99 + "\"...");
+  CHECK(quote_for_message(a99 + "b\r") == "\"" + a99 + "b\"...");
+  CHECK(quote_for_message(a99 + "\r") == "\"" + a99 + "\\u000d\"");
+}

@@ -2,6 +2,7 @@
 // model built from one is checked for, and a scratch folder for the readers that take a path.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/errors.h"
@@ -103,17 +106,21 @@ class ScratchDir {
   }
 
  private:
-  // tctl-fuzz-<pid>-XXXXXX folders whose process no longer runs.
+  // tctl-fuzz-<pid>-XXXXXX folders of this user whose process no longer runs: real folders only (a link is
+  // left alone), and any doubt (an error, a process of another user) keeps the folder.
   static void remove_abandoned(const std::filesystem::path& parent) {
     std::error_code ec;
     for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
       const std::string name = entry.path().filename().string();
       if (!name.starts_with("tctl-fuzz-")) continue;
       const std::size_t dash = name.find('-', 10);
-      if (dash == std::string::npos || dash == 10) continue;
-      const std::string pid = name.substr(10, dash - 10);
-      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-      if (std::filesystem::exists("/proc/" + pid, ec)) continue;
+      if (dash == std::string::npos || dash == 10 || dash > 19) continue;
+      const std::string digits = name.substr(10, dash - 10);
+      if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+      struct stat st {};
+      if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != ::getuid()) continue;
+      const auto pid = static_cast<pid_t>(std::stoll(digits));
+      if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
       std::error_code ignored;
       std::filesystem::remove_all(entry.path(), ignored);
     }
