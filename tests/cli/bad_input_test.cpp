@@ -99,8 +99,8 @@ TEST_SUITE("bad input") {
                       {R"(model.json: layers[0].activation: unknown value "re\u001b[2J\nlu")"});
     Scratch key(model_with_layers(R"({"type": "Dense", "units": 3, "units\u009b2J": 1})"));
     expect_user_error(key.dir, "train config.json", {R"(model.json: layers[0]["units\u009b2J"]: unknown key)"});
-    expect_user_error(s.dir, "summary \"$(printf 'no\033[2Jsuch.json')\"",
-                      {R"(no\u001b[2Jsuch.json: cannot open file)"});
+    expect_user_error(s.dir, "summary \"$(printf 'no\033[2J\377such.json')\"",
+                      {R"(no\u001b[2J\xffsuch.json: cannot open file)"});
   }
 
   TEST_CASE("units so large the kernel could not be allocated") {

@@ -179,9 +179,10 @@ void check_one_error_line(const CommandResult& r, const std::vector<std::string>
   CHECK_MESSAGE(lines.size() == 1, "stderr should be one line, got " << lines.size());
   CHECK_MESSAGE(r.err.ends_with("\n"), "stderr should end with a newline");
   CHECK(r.err.starts_with("error: "));
-  // Whatever the input held, the line carries no control character: no terminal escape, no carriage return.
-  CHECK_MESSAGE(!tctl::has_control_character(std::string_view(r.err).substr(0, r.err.size() - 1)),
-                "stderr holds a control character");
+  // Whatever the input held, the line is as printable_line leaves it: no control character (a terminal escape,
+  // a carriage return, C1), no line separator and no byte that is not UTF-8.
+  const std::string line = r.err.ends_with("\n") ? r.err.substr(0, r.err.size() - 1) : r.err;
+  CHECK_MESSAGE(tctl::printable_line(line) == line, "stderr holds a control character or a byte not UTF-8");
   for (const auto& n : needles) CHECK_MESSAGE(r.err.find(n) != std::string::npos, "stderr lacks: " << n);
 }
 }  // namespace
