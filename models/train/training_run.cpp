@@ -687,7 +687,7 @@ void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   // Runs from before class names had no "classes".
   if (info.has("classes")) run.class_names = info.string_list("classes");
   if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
-    throw SpecError(summary_file, "data.classes", "damaged run summary: the class names do not match num_classes");
+    info.fail("classes", "the class names do not match num_classes");
 }
 
 // What a run records of its inputs and labels, against the model and its loss: a tampered summary.json must
