@@ -8,11 +8,11 @@
 //         streams memory once (an optimizer update moves 7 floats a parameter: Adam reads the gradient and
 //         reads and writes the weight and both moments).
 //   update: Adam over the MLP's variables (a weight and a bias per layer), as tensorctl's update phase runs
-//         it (ApplyAdam ops in a Session, each with its numeric guard: a memset, a pass over the gradient and
-//         a report), against a reference in this file: the same guard and the same per-element arithmetic in
-//         kernels launched with a few blocks per multiprocessor (tensorctl's have one block per 256
-//         elements, each forming Adam's rates in double), and against the bound, 8 floats a parameter (the
-//         guard's read of the gradient and Adam's 7) at the device's read+write bandwidth.
+//         it (ApplyAdam ops in a Session, each with its numeric guard and its report to the host), against a
+//         reference in this file: per variable a memset of the guard's word, a pass over the gradient and
+//         the update, with the same per-element arithmetic, in kernels of a few blocks per multiprocessor
+//         and without a session or reports; and against the bound, 8 floats a parameter (the guard's read
+//         of the gradient and Adam's 7) at the device's read+write bandwidth.
 // Usage: bench_cuda_limits [--widths 784,2048,2048,10] [--batch 1024]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -150,8 +150,8 @@ double copy_bandwidth(std::size_t bytes) {
 }
 
 // The reference update: what kernels/cuda/optimizers.cu computes (rounding every operation, no FMA), the
-// guard's verdict word set, found and read by the update the same way, but with the grid a few blocks per
-// multiprocessor and Adam's rates formed once per block from the device's learning rate and step.
+// guard's verdict word set by a memset, found by a pass and read by the update, over a few blocks per
+// multiprocessor, Adam's rates formed once per block from the device's learning rate and step.
 __global__ void reference_find_non_finite(const float* g, std::int64_t n, unsigned long long* verdict) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)

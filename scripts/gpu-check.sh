@@ -9,7 +9,9 @@
 #                               is another, and without MPI, which that machine lacks) and packs its binaries
 #                               into gpu-deps/build-gpu-bin.tgz, all to travel with the tree. `pack --no-build`
 #                               leaves the binaries out (the GPU machine then builds, which costs its time:
-#                               minutes of a 15-minute lease).
+#                               minutes of a 15-minute lease). `pack --gpu-only` builds and packs only what
+#                               every stage but `suites` runs (tensorctl, the two GPU suites, the two GPU
+#                               benchmarks): about half the build, an hour on 2 cores for all of it.
 #   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
 #                               them (python3 reads the .deb archives), then the stages, all of them by default
 #                               or one (each needs the ones before it to have run on the same machine):
@@ -19,6 +21,8 @@
 #                                           and race-check --device cuda:0
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
 #                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
+#                                           (about 4 minutes each; TCTL_GPU_SANITIZE_FILES=*optimizers*, a
+#                                           doctest file filter, narrows them to the ops a change touched)
 #                                 failures  a real device out of memory: another process holds all but
 #                                           1.5 GiB of the GPU while tensorctl resumes, then starts, a
 #                                           run whose weights and Adam's slots need 3 GiB there
@@ -51,8 +55,18 @@ if [ "${1:-}" = "pack" ]; then
   if [ "${2:-}" != "--no-build" ]; then
     [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORCTL_CUDA=ON \
       -DTENSORCTL_NATIVE=OFF -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTENSORCTL_MPI=OFF >/dev/null
-    cmake --build "$build" -j "$(nproc)" >"$build/build.log" 2>&1 || { grep -E "error" "$build/build.log" | head -40; exit 1; }
-    (cd "$build" && tar czf "$deps/build-gpu-bin.tgz" tensorctl tests/*_tests bench/bench_workloads bench/bench_cuda_limits)
+    targets=()
+    [ "${2:-}" != "--gpu-only" ] || targets=(--target tensorctl kernels_tests gpu_tests bench_workloads bench_cuda_limits)
+    cmake --build "$build" -j "$(nproc)" "${targets[@]}" >"$build/build.log" 2>&1 || {
+      grep -E "error" "$build/build.log" | head -40
+      exit 1
+    }
+    if [ "${2:-}" = "--gpu-only" ]; then
+      tests=(tests/kernels_tests tests/gpu_tests)
+    else
+      tests=(tests/*_tests)
+    fi
+    (cd "$build" && tar czf "$deps/build-gpu-bin.tgz" tensorctl "${tests[@]}" bench/bench_workloads bench/bench_cuda_limits)
     echo "$root" >"$deps/built-at"  # the tests name the binary and the configs by this path
   fi
   echo "gpu-check: $(ls "$deps"/*.deb | wc -l) packages and $(ls "$deps"/*.tgz 2>/dev/null | wc -l) binary archive in gpu-deps/ ($(du -sh "$deps" | cut -f1))"
@@ -60,7 +74,7 @@ if [ "${1:-}" = "pack" ]; then
 fi
 stage="${1:-all}"
 case "$stage" in all | build | test | bench | sanitize | failures | profile | pipeline | suites) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack [--no-build]|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
+  echo "usage: scripts/gpu-check.sh [pack [--no-build|--gpu-only]|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
   exit 2
   ;;
 esac
@@ -172,7 +186,8 @@ if runs sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
       echo "gpu-check: compute-sanitizer --tool $tool on the op tests on cuda:0"
-      TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 "$build/tests/kernels_tests" || status=1
+      TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "$build/tests/kernels_tests" ${TCTL_GPU_SANITIZE_FILES:+"-sf=$TCTL_GPU_SANITIZE_FILES"} || status=1
     done
   else
     echo "gpu-check: compute-sanitizer is not installed; sanitize skipped"

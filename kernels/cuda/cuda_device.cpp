@@ -128,6 +128,8 @@ CudaDevice::CudaDevice(int ordinal)
             cudaFree(p);
           }) {
   CurrentDevice current(ordinal_, name_);
+  check(cudaDeviceGetAttribute(&multiprocessors_, cudaDevAttrMultiProcessorCount, ordinal_), name_,
+        "cudaDeviceGetAttribute");
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), name_, "cudaStreamCreate");
   for (std::size_t k = 0; k < staging_.size(); ++k) {
     check(cudaMallocHost(&staging_[k], kStagingBytes), name_, "cudaMallocHost");
@@ -360,7 +362,7 @@ void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::functio
   if (t_own_device == this) {
     // On an own stream the ring's order (one stream, read at the next wait) does not hold: the word is
     // read at once, after a wait for this stream alone, and what the report throws leaves the kernel here,
-    // as the CPU's guard does (before the update is queued, so it writes nothing), for this thread alone.
+    // for this thread alone.
     check(cudaMemcpyAsync(t_own_report, src, bytes, cudaMemcpyDeviceToHost, t_own_stream), name_, "cudaMemcpyAsync");
     check(cudaStreamSynchronize(t_own_stream), name_, "cudaStreamSynchronize");
     report(t_own_report);

@@ -53,6 +53,8 @@ class CudaDevice final : public Device {
   void queue_wait(const Event& event) override;
 
   int ordinal() const { return ordinal_; }
+  // The GPU's streaming multiprocessors (132 on an H100), for kernels that size their grid by the machine.
+  int multiprocessors() const { return multiprocessors_; }
   // Where the calling thread's work goes: its own stream of this device while it holds one, else the
   // device's stream.
   cudaStream_t stream() const;
@@ -97,6 +99,7 @@ class CudaDevice final : public Device {
 
   int ordinal_;
   std::string name_;
+  int multiprocessors_ = 1;
   cudaStream_t stream_ = nullptr;
   CachingPool pool_;
   // A ring of pinned buffers, taken in turn by every copy's chunks, so that filling one overlaps the

@@ -75,30 +75,33 @@ TEST_CASE("ApplyAdam's first step moves each weight by about the learning rate")
 }
 
 TEST_CASE("each update gives the CPU's values on the test device, within its stated tolerance") {
-  const Shape shape{3000};
-  for (const UpdateCase& c : update_cases()) {
-    CAPTURE(c.op);
-    // The same variables twice: updated on the CPU, and on the test device (the CPU again outside device mode).
-    std::vector<std::vector<std::shared_ptr<Variable>>> runs(2);
-    for (int run = 0; run < 2; ++run) {
-      std::vector<VarUse> uses;
-      for (int k = 0; k <= c.slots; ++k) {
-        // The weights random, the slots zero as an optimizer makes them (then three steps fill them).
-        const Tensor initial = k == 0 ? testing::random_tensor(shape, 10) : Tensor::zeros(DType::kF32, shape);
-        runs[run].push_back(std::make_shared<Variable>("v" + std::to_string(k), initial));
-        uses.push_back({runs[run].back(), true});
+  // Sizes either side of what a GPU updates in one block that checks its gradient itself (4,096), and one
+  // past what its capped grid covers with an element a thread (528 blocks of 256 on an H100).
+  for (const UpdateCase& c : update_cases())
+    for (const Shape shape : {Shape{4096}, Shape{4097}, Shape{300000}}) {
+      CAPTURE(c.op);
+      CAPTURE(shape.num_elements());
+      // The same variables twice: updated on the CPU, and on the test device (the CPU again outside device mode).
+      std::vector<std::vector<std::shared_ptr<Variable>>> runs(2);
+      for (int run = 0; run < 2; ++run) {
+        std::vector<VarUse> uses;
+        for (int k = 0; k <= c.slots; ++k) {
+          // The weights random, the slots zero as an optimizer makes them (then three steps fill them).
+          const Tensor initial = k == 0 ? testing::random_tensor(shape, 10) : Tensor::zeros(DType::kF32, shape);
+          runs[run].push_back(std::make_shared<Variable>("v" + std::to_string(k), initial));
+          uses.push_back({runs[run].back(), true});
+        }
+        for (int step = 0; step < 3; ++step)
+          run_update(c.op, 0.01f, c.attrs, uses, testing::random_tensor(shape, 100 + step),
+                     c.adam ? &step_zero : nullptr, 1, /*on_test_device=*/run == 1);
       }
-      for (int step = 0; step < 3; ++step)
-        run_update(c.op, 0.01f, c.attrs, uses, testing::random_tensor(shape, 100 + step), c.adam ? &step_zero : nullptr,
-                   1, /*on_test_device=*/run == 1);
+      const double t = testing::device_tolerance(c.op);
+      for (int k = 0; k <= c.slots; ++k) {
+        const std::vector<float> cpu = runs[0][k]->read().to_floats(), dev = runs[1][k]->read().to_floats();
+        for (std::size_t i = 0; i < cpu.size(); ++i)
+          CHECK(std::abs(static_cast<double>(dev[i]) - cpu[i]) <= t * (1.0 + std::abs(static_cast<double>(cpu[i]))));
+      }
     }
-    const double t = testing::device_tolerance(c.op);
-    for (int k = 0; k <= c.slots; ++k) {
-      const std::vector<float> cpu = runs[0][k]->read().to_floats(), dev = runs[1][k]->read().to_floats();
-      for (std::size_t i = 0; i < cpu.size(); ++i)
-        CHECK(std::abs(static_cast<double>(dev[i]) - cpu[i]) <= t * (1.0 + std::abs(static_cast<double>(cpu[i]))));
-    }
-  }
 }
 
 TEST_CASE("an update never changes a snapshot read before it") {
@@ -112,32 +115,43 @@ TEST_CASE("an update never changes a snapshot read before it") {
 TEST_CASE("every update refuses a NaN or infinite gradient before writing anything") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
-  for (const LockingMode mode : {LockingMode::kMutex, LockingMode::kNone, LockingMode::kSnapshot}) {
-    for (const UpdateCase& c : update_cases()) {
-      for (const float bad : {nan, inf, -inf}) {
-        CAPTURE(c.op);
-        CAPTURE(locking_mode_name(mode));
-        CAPTURE(bad);
-        const std::vector<float> w0{1.0f, 2.0f, 3.0f, 4.0f};
-        auto w = std::make_shared<Variable>("dense/kernel", Tensor::from_floats(Shape{4}, w0), mode);
-        std::vector<VarUse> uses{{w, true}};
-        std::vector<std::shared_ptr<Variable>> slots;
-        for (int k = 0; k < c.slots; ++k) {
-          slots.push_back(std::make_shared<Variable>("slot" + std::to_string(k), Tensor::filled(Shape{4}, 0.5f), mode));
-          uses.push_back({slots.back(), true});
+  // Sizes as in the test above. Past 4 elements a bad one of the other kind comes later, 256 elements on:
+  // the same thread of a one-block update, which must keep its first.
+  for (const std::int64_t n : {std::int64_t{4}, std::int64_t{4096}, std::int64_t{4097}, std::int64_t{300000}}) {
+    for (const LockingMode mode : {LockingMode::kMutex, LockingMode::kNone, LockingMode::kSnapshot}) {
+      for (const UpdateCase& c : update_cases()) {
+        for (const float bad : {nan, inf, -inf}) {
+          CAPTURE(n);
+          CAPTURE(c.op);
+          CAPTURE(locking_mode_name(mode));
+          CAPTURE(bad);
+          const auto size = static_cast<std::size_t>(n);
+          std::vector<float> w0(size), g(size);
+          for (std::size_t i = 0; i < size; ++i) {
+            w0[i] = static_cast<float>(i + 1);
+            g[i] = 0.1f * static_cast<float>(i % 7 + 1);
+          }
+          g[size / 2] = bad;
+          if (n > 4) g[size / 2 + 256] = std::isnan(bad) ? inf : nan;
+          auto w = std::make_shared<Variable>("dense/kernel", Tensor::from_floats(Shape{n}, w0), mode);
+          std::vector<VarUse> uses{{w, true}};
+          std::vector<std::shared_ptr<Variable>> slots;
+          for (int k = 0; k < c.slots; ++k) {
+            slots.push_back(
+                std::make_shared<Variable>("slot" + std::to_string(k), Tensor::filled(Shape{n}, 0.5f), mode));
+            uses.push_back({slots.back(), true});
+          }
+          try {
+            run_update(c.op, 0.1f, c.attrs, uses, Tensor::from_floats(Shape{n}, g), c.adam ? &step_zero : nullptr);
+            FAIL("expected a NonFiniteError");
+          } catch (const NonFiniteError& e) {
+            CHECK(std::string(e.what()) == "gradient of dense/kernel is " +
+                                               std::string(std::isnan(bad) ? "NaN" : "infinite") + " (element " +
+                                               std::to_string(n / 2) + " of " + std::to_string(n) + ")");
+          }
+          CHECK(w->read().to_floats() == w0);
+          for (const auto& s : slots) CHECK(s->read().to_floats() == std::vector<float>(size, 0.5f));
         }
-        const Tensor grad = Tensor::from_floats(Shape{4}, std::vector<float>{0.1f, 0.2f, bad, 0.3f});
-        try {
-          run_update(c.op, 0.1f, c.attrs, uses, grad, c.adam ? &step_zero : nullptr);
-          FAIL("expected a NonFiniteError");
-        } catch (const NonFiniteError& e) {
-          const std::string expected =
-              std::string("gradient of dense/kernel is ") + (std::isnan(bad) ? "NaN" : "infinite");
-          CHECK(std::string(e.what()).rfind(expected, 0) == 0);
-          CHECK(std::string(e.what()).find("element 2 of 4") != std::string::npos);
-        }
-        CHECK(w->read().to_floats() == w0);
-        for (const auto& s : slots) CHECK(s->read().to_floats() == std::vector<float>(4, 0.5f));
       }
     }
   }
