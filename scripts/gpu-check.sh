@@ -32,6 +32,9 @@
 #                                           cuda:0 (16,384 synthetic rows), prefetch 0 against 2: what
 #                                           moving the batches to the GPU on the producer thread buys
 #                                 suites    every other suite, side by side
+#                               or `lease`: build, test, sanitize, bench, pipeline and profile, each cut off
+#                               at its share of 9 minutes, which one call of the device tool can hold
+#                               (set TCTL_GPU_SANITIZE_FILES to the op tests a change touched).
 #                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
 #                               TCTL_GPU_BENCH_LIMIT, 300): the device tool gives a command 10 minutes.
 # Results go to stdout and, when $OUT is set (the device tool's folder), to $OUT/gpu-check-STAGE.log.
@@ -73,11 +76,26 @@ if [ "${1:-}" = "pack" ]; then
   exit 0
 fi
 stage="${1:-all}"
-case "$stage" in all | build | test | bench | sanitize | failures | profile | pipeline | suites) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack [--no-build|--gpu-only]|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
+case "$stage" in all | lease | build | test | bench | sanitize | failures | profile | pipeline | suites) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack [--no-build|--gpu-only]|lease|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
   exit 2
   ;;
 esac
+if [ "$stage" = lease ]; then
+  # What one device call can hold (10 minutes, of a 15-minute lease with its start-up): the stages in the
+  # order of what they prove, each cut off at its share of 9 minutes (seconds below), one round of the bench.
+  # Each stage's log is $OUT/gpu-check-STAGE.log; this prints a line a stage.
+  export ROUNDS="${ROUNDS:-1}" TCTL_GPU_STEP_LIMIT="${TCTL_GPU_STEP_LIMIT:-120}" TCTL_GPU_BENCH_LIMIT="${TCTL_GPU_BENCH_LIMIT:-140}"
+  lease_status=0
+  for share in build:40 test:150 sanitize:110 bench:150 pipeline:60 profile:30; do
+    start=$SECONDS
+    rc=0
+    timeout --kill-after=5 "${share#*:}" bash "$0" "${share%%:*}" >/dev/null 2>&1 || rc=$?
+    [ $rc -eq 0 ] || lease_status=1
+    echo "gpu-check lease: ${share%%:*} exit $rc after $((SECONDS - start)) s$([ $rc -ne 124 ] || echo " (its share ran out)")"
+  done
+  exit $lease_status
+fi
 runs() { [ "$stage" = all ] || [ "$stage" = "$1" ]; }
 [ -d "$deps" ] || { echo "gpu-check: gpu-deps/ is missing; run scripts/gpu-check.sh pack on the build machine" >&2; exit 2; }
 
