@@ -46,6 +46,10 @@ for w in ("mlp2048_b1024", "cnn_digits_b512", "mlp_digits_b32"):
         note = f"{a / gemm['samples_per_s']:.0%} of cuBLAS alone ({gemm['samples_per_s']:,.0f} samples/s)"
     print(f"| {w} | {a:,.0f} samples/s | {b:,.0f} samples/s | {a / b:.2f}x | {note} |")
 for r in rows:
+    if r.get("limit") == "update":
+        print(f"update phase, Adam over {r['variables']} variables ({r['parameters']:,} parameters): tensorctl"
+              f" {r['tensorctl_ms']} ms, reference kernels {r['reference_ms']} ms, bandwidth bound {r['bound_ms']} ms")
+for r in rows:
     if r.get("limit") == "copy":
         print(f"copy {r['bytes'] >> 20} MiB: tensorctl h2d {r['tensorctl_h2d_gbs']} GB/s, d2h {r['tensorctl_d2h_gbs']} GB/s;"
               f" cudaMemcpy pinned h2d {r['cudaMemcpy_pinned_h2d_gbs']} GB/s, d2h {r['cudaMemcpy_pinned_d2h_gbs']} GB/s")
