@@ -83,16 +83,30 @@ case "$stage" in all | lease | build | test | bench | sanitize | failures | prof
 esac
 if [ "$stage" = lease ]; then
   # What one device call can hold (10 minutes, of a 15-minute lease with its start-up): the stages in the
-  # order of what they prove, each cut off at its share of 9 minutes (seconds below), one round of the bench.
-  # Each stage's log is $OUT/gpu-check-STAGE.log; this prints a line a stage.
-  export ROUNDS="${ROUNDS:-1}" TCTL_GPU_STEP_LIMIT="${TCTL_GPU_STEP_LIMIT:-120}" TCTL_GPU_BENCH_LIMIT="${TCTL_GPU_BENCH_LIMIT:-140}"
+  # order of what they prove, each with its share of 9 minutes (seconds, then the steps it runs, each given
+  # an equal part as its TCTL_GPU_STEP_LIMIT), one round of the bench. A stage still running at the end of
+  # its share is stopped, and whatever it started from build-gpu/ (a step's own `timeout` runs it in a
+  # process group of its own) with it. Each stage's log is $OUT/gpu-check-STAGE.log; this prints a line a
+  # stage, and a failed stage's last log line.
+  [ -f "$deps/build-gpu-bin.tgz" ] || {
+    echo "gpu-check lease: gpu-deps/build-gpu-bin.tgz is missing (run scripts/gpu-check.sh pack --gpu-only here)" >&2
+    exit 2
+  }
+  export ROUNDS="${ROUNDS:-1}"
   lease_status=0
-  for share in build:40 test:150 sanitize:110 bench:150 pipeline:60 profile:30; do
+  for share in build:40:1 test:180:3 sanitize:100:2 bench:140:1 pipeline:70:4 profile:30:2; do
+    IFS=: read -r name seconds steps <<<"$share"
     start=$SECONDS
     rc=0
-    timeout --kill-after=5 "${share#*:}" bash "$0" "${share%%:*}" >/dev/null 2>&1 || rc=$?
+    TCTL_GPU_STEP_LIMIT=$((seconds / steps - 2)) TCTL_GPU_BENCH_LIMIT=$((seconds - 5)) \
+      timeout --kill-after=5 "$seconds" bash "$0" "$name" >/dev/null 2>&1 || rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+      pkill -KILL -f "$build/" 2>/dev/null || true
+      pkill -KILL -f "pytorch_workloads.py" 2>/dev/null || true
+    fi
     [ $rc -eq 0 ] || lease_status=1
-    echo "gpu-check lease: ${share%%:*} exit $rc after $((SECONDS - start)) s$([ $rc -ne 124 ] || echo " (its share ran out)")"
+    echo "gpu-check lease: $name exit $rc after $((SECONDS - start)) s$( ([ $rc -eq 124 ] || [ $rc -eq 137 ]) && echo " (its share ran out)")"
+    [ $rc -eq 0 ] || echo "  last line: $(tail -1 "${OUT:-/tmp}/gpu-check-$name.log" 2>/dev/null)"
   done
   exit $lease_status
 fi
@@ -280,7 +294,7 @@ PY
     echo "{\"model\": \"mlp2048.json\", \"data\": {\"csv\": \"rows.csv\", \"test_split\": 0.1, \"validation_split\": 0.0}, \"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.001}, \"epochs\": 4, \"batch_size\": 1024, \"prefetch\": $prefetch, \"device\": \"cuda:0\", \"seed\": 1}" \
       >"$pipe_dir/train.json"
     rm -rf "$pipe_dir/run"
-    step 120 "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet --strict-placement \
+    step "${TCTL_GPU_STEP_LIMIT:-120}" "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet --strict-placement \
       --inter-op-threads 1 --intra-op-threads 1 || status=1
     echo "gpu-check: train, prefetch $prefetch: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
   done
