@@ -11,7 +11,7 @@
 #                               leaves the binaries out (the GPU machine then builds, which costs its time:
 #                               minutes of a 15-minute lease). `pack --gpu-only` builds and packs only what
 #                               every stage but `suites` runs (tensorctl, the two GPU suites, the two GPU
-#                               benchmarks): about half the build, an hour on 2 cores for all of it.
+#                               benchmarks), leaving out the four other test suites.
 #   scripts/gpu-check.sh [STAGE] on the GPU machine, from the repository root, gpu-deps/ beside it: unpacks
 #                               them (python3 reads the .deb archives), then the stages, all of them by default
 #                               or one (each needs the ones before it to have run on the same machine):
@@ -33,7 +33,7 @@
 #                                           moving the batches to the GPU on the producer thread buys
 #                                 suites    every other suite, side by side
 #                               or `lease`: build, test, sanitize, bench, pipeline and profile, each cut off
-#                               at its share of 9 minutes, which one call of the device tool can hold
+#                               at its share of about 9 minutes, which one call of the device tool can hold
 #                               (set TCTL_GPU_SANITIZE_FILES to the op tests a change touched).
 #                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
 #                               TCTL_GPU_BENCH_LIMIT, 300): the device tool gives a command 10 minutes.
@@ -83,7 +83,7 @@ case "$stage" in all | lease | build | test | bench | sanitize | failures | prof
 esac
 if [ "$stage" = lease ]; then
   # What one device call can hold (10 minutes, of a 15-minute lease with its start-up): the stages in the
-  # order of what they prove, each with its share of 9 minutes (seconds, then the steps it runs, each given
+  # order of what they prove, each with its share of 560 seconds (seconds, then the steps it runs, each given
   # an equal part as its TCTL_GPU_STEP_LIMIT), one round of the bench. A stage still running at the end of
   # its share is stopped, and whatever it started from build-gpu/ (a step's own `timeout` runs it in a
   # process group of its own) with it. Each stage's log is $OUT/gpu-check-STAGE.log; this prints a line a

@@ -78,7 +78,7 @@ class Guard {
  public:
   explicit Guard(const KernelContext& ctx)
       : ctx_(ctx), n_(ctx.input(0).num_elements()), verdict_(Tensor::empty(DType::kI64, Shape{1}, &ctx.device())) {
-    if (n_ > 0 && n_ <= kOneBlockUpdate) return;  // the update kernel finds it
+    if (update_checks()) return;  // the update kernel finds it
     check(cudaMemsetAsync(word(), 0xff, sizeof(Verdict), stream_of(ctx)), ctx.device().name(), "cudaMemsetAsync");
     if (n_ == 0) return;
     find_non_finite<<<update_grid(ctx, n_), kBlock, 0, stream_of(ctx)>>>(in<float>(ctx, 0), n_, word());

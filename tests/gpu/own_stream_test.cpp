@@ -1,4 +1,4 @@
-// An optimizer update on a thread's own CUDA stream (race-check's threads) with a NaN or infinite gradient:
+// An optimizer update on a thread's own CUDA stream (race-check's threads) with a NaN gradient:
 // the report is read at once there, so the run throws the CPU's NonFiniteError and the update has written
 // nothing, in every locking mode, for a bias-sized variable (one block that checks its gradient itself) and a
 // larger one (the guard's own pass first). The main stream's path is in tests/kernels/optimizers_test.cpp.
