@@ -142,7 +142,7 @@ blas_lib="$arch_lib/openblas-pthread"
 export LD_LIBRARY_PATH="$blas_lib:$arch_lib:${LD_LIBRARY_PATH:-}"
 
 # --- the build, or the carried binaries ------------------------------------------------------------------
-nvidia-smi -L || true
+if command -v nvidia-smi >/dev/null; then nvidia-smi -L || true; else echo "gpu-check: no nvidia-smi on this machine"; fi
 jobs="$(nproc)"
 status=0
 # Runs a step under a time limit, so that one that hangs or crawls leaves time for the others.
@@ -294,9 +294,13 @@ PY
     echo "{\"model\": \"mlp2048.json\", \"data\": {\"csv\": \"rows.csv\", \"test_split\": 0.1, \"validation_split\": 0.0}, \"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.001}, \"epochs\": 4, \"batch_size\": 1024, \"prefetch\": $prefetch, \"device\": \"cuda:0\", \"seed\": 1}" \
       >"$pipe_dir/train.json"
     rm -rf "$pipe_dir/run"
-    step "${TCTL_GPU_STEP_LIMIT:-120}" "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet --strict-placement \
-      --inter-op-threads 1 --intra-op-threads 1 || status=1
-    echo "gpu-check: train, prefetch $prefetch: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
+    if step "${TCTL_GPU_STEP_LIMIT:-120}" "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet \
+      --strict-placement --inter-op-threads 1 --intra-op-threads 1; then
+      echo "gpu-check: train, prefetch $prefetch: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
+    else
+      echo "gpu-check: train, prefetch $prefetch: failed"
+      status=1
+    fi
   done
   rm -rf "$pipe_dir"
 fi
