@@ -32,6 +32,14 @@ BatchSums& operator+=(BatchSums& into, const BatchSums& b);
 // k of the top_k_accuracy metric (Keras' default for top-k categorical accuracy).
 inline constexpr int kTopK = 5;
 
+// Whether class `label` is among the kTopK highest of a row's `width` scores: fewer than kTopK classes score
+// strictly higher (a tie counts in the label's favour, as Keras' in_top_k does).
+inline bool in_top_k(const float* row, std::int64_t width, std::int64_t label) {
+  std::int64_t above = 0;
+  for (std::int64_t j = 0; j < width; ++j) above += row[j] > row[label] ? 1 : 0;
+  return above < kTopK;
+}
+
 class MetricAccumulator {
  public:
   void add(const BatchSums& b);

@@ -111,10 +111,7 @@ void add_metric_sums(const Tensor& pred, const Dataset& data, std::span<const st
       const std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
       const float* row = p + i * width;
       sums.correct += argmax_row(row, width) == label ? 1.0 : 0.0;
-      // The label's rank: how many classes score strictly higher (ties count in the label's favour).
-      std::int64_t above = 0;
-      for (std::int64_t j = 0; j < width; ++j) above += row[j] > row[label] ? 1 : 0;
-      sums.top_k_correct += above < kTopK ? 1.0 : 0.0;
+      sums.top_k_correct += in_top_k(row, width, label) ? 1.0 : 0.0;
     }
   } else {
     const bool binary = loss_is_binary(loss);

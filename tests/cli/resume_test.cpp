@@ -384,6 +384,13 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
   refused([&](auto& f) { f.metadata["history"] = history_with("steps", 7.5); },
           {"__metadata__.history[0].steps: damaged training state: expected a non-negative integer, got 7.5"});
   refused(
+      [&](auto& f) {
+        nlohmann::json history = nlohmann::json::parse(original.metadata.at("history"));
+        history[0]["epoch"] = 5;
+        f.metadata["history"] = history.dump();
+      },
+      {"__metadata__.history: damaged training state: row 1 is epoch 5"});
+  refused(
       [](auto& f) {
         f.metadata["steps_done"] = "1";
         f.metadata["partial_sums"] =
@@ -400,6 +407,17 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
   // Untouched, it resumes.
   tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
   CHECK(run_tensorctl("train " + iris + " --resume run --epochs 3 --quiet", dir.path()).status == 0);
+  // AdamW keeps Adam's slots, and the same check of its sums of squares.
+  dir.write("adamw.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                              R"(", "data": {"dataset": "iris"}, "optimizer": {"type": "adamw"}})");
+  REQUIRE(run_tensorctl("train adamw.json --epochs 1 --output runw --quiet", dir.path()).status == 0);
+  const fs::path adamw = dir / "runw/checkpoint.safetensors";
+  tctl::SafetensorsFile file = tctl::load_safetensors(adamw);
+  for (auto& t : file.tensors) t.value = t.value.clone();
+  set(file, "optimizer/dense/kernel/v", 3, -1.0f);
+  tctl::save_safetensors(adamw, file.tensors, file.metadata);
+  expect_user_error(dir, "train adamw.json --resume runw --epochs 2",
+                    {"runw/checkpoint.safetensors", "tensor \"optimizer/dense/kernel/v\"", "element 3 is -1"});
 }
 
 TEST_CASE("resume refuses a checkpoint whose callbacks' state is tampered, naming the key, writing nothing") {

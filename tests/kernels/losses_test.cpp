@@ -30,8 +30,12 @@ TEST_CASE("cross-entropy stays finite for extreme logits") {
 
 TEST_CASE("a label outside the classes is a runtime error, not a crash") {
   Tensor logits = random_tensor(Shape{2, 3}, 3);
-  Tensor labels = Tensor::from_ints(Shape{2}, std::vector<std::int32_t>{0, 3});
-  CHECK_THROWS_AS(run_op("SparseSoftmaxXent", {logits, labels}, {}), RuntimeError);
+  for (const std::int32_t bad : {3, -1}) {
+    Tensor labels = Tensor::from_ints(Shape{2}, std::vector<std::int32_t>{0, bad});
+    const std::string expected = "label " + std::to_string(bad) + " in row 1 is outside [0, 3)";
+    CHECK_THROWS_WITH_AS(run_op("SparseSoftmaxXent", {logits, labels}, {}), doctest::Contains(expected.c_str()),
+                         RuntimeError);
+  }
 }
 
 TEST_CASE("one-hot softmax cross-entropy and MSE gradients") {
@@ -59,4 +63,11 @@ TEST_CASE("mae, huber and binary cross-entropy gradients") {
   for (std::int64_t i = 0; i < p.num_elements(); ++i) p.mutable_data<float>()[i] = 0.5f + 0.3f * p.data<float>()[i];
   Tensor t = Tensor::from_floats(Shape{4, 2}, std::vector<float>{0, 1, 1, 0, 1, 1, 0, 0});
   check_op_inputs("BinaryXent", {p, t}, OpCheck{.attrs = Attrs{{"epsilon", 1e-7}}, .constant_inputs = {1}});
+}
+
+TEST_CASE("SoftmaxXent's gradient holds for target rows that do not sum to 1") {
+  // Soft targets summing to 0.5, 2 and 0: the gradient is softmax * (row's target sum) - target.
+  const Tensor logits = random_tensor(Shape{3, 4}, 8);
+  const Tensor t = Tensor::from_floats(Shape{3, 4}, std::vector<float>{0.5f, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0});
+  check_op_inputs("SoftmaxXent", {logits, t}, OpCheck{.constant_inputs = {1}});
 }

@@ -104,6 +104,32 @@ TEST_CASE("each update gives the CPU's values on the test device, within its sta
     }
 }
 
+TEST_CASE("every update gives the mutex mode's bits in every other locking mode") {
+  // One thread, so no mode can lose an update: the lock-free paths (none, atomic, dataflow) apply the same
+  // formulas as the locked ones, AdamW's decay and Nesterov's look-ahead included.
+  for (const UpdateCase& c : update_cases()) {
+    std::vector<float> mutex_weights;
+    for (const LockingMode mode : {LockingMode::kMutex, LockingMode::kNone, LockingMode::kAtomic,
+                                   LockingMode::kDataflow, LockingMode::kSnapshot, LockingMode::kProcess}) {
+      CAPTURE(c.op);
+      CAPTURE(locking_mode_name(mode));
+      std::vector<VarUse> uses;
+      for (int k = 0; k <= c.slots; ++k) {
+        const Tensor initial = k == 0 ? testing::random_tensor(Shape{64}, 10) : Tensor::zeros(DType::kF32, Shape{64});
+        uses.push_back({std::make_shared<Variable>("v" + std::to_string(k), initial, mode), true});
+      }
+      for (int step = 0; step < 3; ++step)
+        run_update(c.op, 0.01f, c.attrs, uses, testing::random_tensor(Shape{64}, 100 + step),
+                   c.adam ? &step_zero : nullptr);
+      const std::vector<float> w = uses[0].var->read().to(cpu_device()).to_floats();
+      if (mode == LockingMode::kMutex)
+        mutex_weights = w;
+      else
+        CHECK(w == mutex_weights);
+    }
+  }
+}
+
 TEST_CASE("an update never changes a snapshot read before it") {
   auto w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{2}, std::vector<float>{1.0f, 2.0f}));
   Tensor before = w->read();

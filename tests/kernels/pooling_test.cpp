@@ -140,3 +140,24 @@ TEST_CASE("pooling shape errors name the node") {
   CHECK_THROWS_AS(g.add("AvgPool2D", {x}, pool_attrs(0, 2, 1, 1, "valid")), ShapeError);
   CHECK(g.spec(g.add("AvgPool2D", {x}, pool_attrs(4, 4, 2, 3, "same"))).shape == Shape{-1, 2, 2, 2});
 }
+
+TEST_CASE("MaxPool2DGrad with a stride past its window gives 0 to the elements no window covers") {
+  // Windows of 2 every 3 elements leave row and column 2 of a 5x5 input uncovered. A dirty buffer before each
+  // call, for an output whose uncovered elements were never written would show what it held.
+  const Tensor x = testing::random_tensor(Shape{1, 5, 5, 1}, 7);
+  const Tensor dy = Tensor::from_floats(Shape{1, 2, 2, 1}, std::vector<float>{1, 2, 3, 4});
+  const Attrs attrs{{"window", std::vector<std::int64_t>{2, 2}},
+                    {"strides", std::vector<std::int64_t>{3, 3}},
+                    {"padding", std::string("valid")}};
+  for (int i = 0; i < 3; ++i) {
+    (void)run_op("Mul", {Tensor::filled(Shape{1, 5, 5, 1}, 7.0f), Tensor::filled(Shape{1, 5, 5, 1}, 1.0f)}, {});
+    const std::vector<float> dx = run_op("MaxPool2DGrad", {dy, x}, attrs).to(cpu_device()).to_floats();
+    float total = 0;
+    for (int k = 0; k < 5; ++k) {
+      CHECK(dx[static_cast<std::size_t>(2 * 5 + k)] == 0.0f);  // row 2
+      CHECK(dx[static_cast<std::size_t>(k * 5 + 2)] == 0.0f);  // column 2
+    }
+    for (const float v : dx) total += v;
+    CHECK(total == 10.0f);
+  }
+}

@@ -161,6 +161,9 @@ TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text")
   CHECK(read_error(write_scratch_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
   CHECK(read_error(write_scratch_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
   CHECK(read_error(write_scratch_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
+  // A sign is taken once: "+-3" is no number, though strtod alone would read -3 after the '+'.
+  CHECK(read_error(write_scratch_file("signs.csv", "a\n+-3\n")).message() ==
+        "column \"a\": expected a finite number, got \"+-3\"");
   // A hostile cell is quoted short and escaped: a megabyte of it, or a terminal escape, never reaches stderr.
   const std::string big =
       read_error(write_scratch_file("big.csv", "a\n\"" + std::string(1 << 20, 'x') + "7\"\n")).message();

@@ -199,6 +199,12 @@ TEST_SUITE("keras_import") {
     doc["config"]["layers"][2]["config"]["seed"] = 3;
     expect_refusal(doc, "config.layers[2].config.seed",
                    {"Dropout layer \"dropout\"", "seed is not supported (only null)"});
+    for (const double rate : {1.0, -0.1}) {  // a rate of 1 drops every unit: Keras refuses it too
+      CAPTURE(rate);
+      doc = keras_file("mlp_keras2.json");
+      doc["config"]["layers"][2]["config"]["rate"] = rate;
+      expect_refusal(doc, "config.layers[2].config.rate", {"Dropout layer \"dropout\"", "expected a number in [0, 1)"});
+    }
     doc = keras_file("mlp_keras3.json");
     doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = "mixed_float16";
     expect_refusal(doc, "config.layers[1].config.dtype", {"dtype \"mixed_float16\" is not supported"});

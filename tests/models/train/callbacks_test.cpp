@@ -97,6 +97,27 @@ TEST_CASE("EarlyStopping stops at the first epoch where the wait reaches patienc
   CHECK(lines[0] == "EarlyStopping: val_loss has not improved for 2 epochs (best 1 at epoch 1); stopping");
 }
 
+TEST_CASE("EarlyStopping counts a change of less than min_delta as none, rising or falling") {
+  // val_accuracy rises (auto mode maximizes it) and val_loss falls, each by less than min_delta 0.01.
+  for (const std::string monitor : {"val_accuracy", "val_loss"}) {
+    CAPTURE(monitor);
+    const bool rises = monitor == "val_accuracy";
+    Harness h;
+    Callbacks callbacks =
+        h.make(R"([{"type": "EarlyStopping", "monitor": ")" + monitor + R"(", "patience": 1, "min_delta": 0.01}])");
+    auto result = [&](std::int64_t n, double value) {
+      EpochResult r = epoch(n, rises ? 1.0 : value);
+      r.validation.emplace_back("accuracy", rises ? value : 0.5);
+      return r;
+    };
+    CHECK(callbacks.on_epoch_end(result(1, 0.5)).empty());
+    const std::vector<std::string> lines = callbacks.on_epoch_end(result(2, rises ? 0.505 : 0.495));
+    REQUIRE(lines.size() == 1);
+    CHECK(lines[0] ==
+          std::string("EarlyStopping: ") + monitor + " has not improved for 1 epoch (best 0.5 at epoch 1); stopping");
+  }
+}
+
 TEST_CASE("EarlyStopping never stops after the first epoch, even with patience 0 and a NaN loss") {
   // Keras: `if self.wait >= self.patience and epoch > 0`, so the first epoch (0 in Keras, 1 here) never stops.
   Harness h;

@@ -64,6 +64,23 @@ TEST_CASE("a bad field of a recorded config is a SpecError naming the summary an
   CHECK_THROWS_AS(TrainConfig::from_json(recorded, "train.json"), SpecError);
 }
 
+TEST_CASE("a test or validation split of 1 is refused: it would leave no rows to train on") {
+  for (const char* key : {"test_split", "validation_split"}) {
+    CAPTURE(key);
+    nlohmann::json j = nlohmann::json::parse(kConfig);
+    j["data"][key] = 1.0;
+    try {
+      TrainConfig::from_json(j, "train.json");
+      FAIL("no SpecError");
+    } catch (const SpecError& e) {
+      CHECK(e.where() == std::string("data.") + key);
+      CHECK(e.message() == "expected a number in [0.0, 1.0), got 1.0");
+    }
+    j["data"][key] = 0.999;  // below 1 it is the data set's size that decides (dataset_test.cpp)
+    CHECK_NOTHROW(TrainConfig::from_json(j, "train.json"));
+  }
+}
+
 TEST_CASE("the strategy: mirrored replicas read back as written, and every mistake names its key") {
   nlohmann::json j = nlohmann::json::parse(kConfig);
   CHECK(!TrainConfig::from_json(j, "train.json").to_json().contains("strategy"));  // none: as before strategies
