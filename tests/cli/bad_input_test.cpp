@@ -154,6 +154,13 @@ TEST_SUITE("bad input") {
     expect_user_error(s.dir, "train config.json", {"config.json: epoch: unknown key", "epochs"});
   }
 
+  TEST_CASE("splits that leave no row to train on are refused before training") {
+    Scratch s(model_with_layers(kLayers),
+              config_with("", R"({"dataset": "iris", "test_split": 0.5, "validation_split": 0.999999})"));
+    expect_user_error(s.dir, "train config.json",
+                      {"config.json: data: no rows are left for training after the test and validation splits"});
+  }
+
   TEST_CASE("unknown key in an inline model names its JSON path in the config") {
     Scratch s;
     s.dir.write("config.json",

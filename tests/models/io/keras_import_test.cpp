@@ -199,7 +199,7 @@ TEST_SUITE("keras_import") {
     doc["config"]["layers"][2]["config"]["seed"] = 3;
     expect_refusal(doc, "config.layers[2].config.seed",
                    {"Dropout layer \"dropout\"", "seed is not supported (only null)"});
-    for (const double rate : {1.0, -0.1}) {  // a rate of 1 drops every unit: Keras refuses it too
+    for (const double rate : {1.0, -0.1}) {  // Keras accepts 1, which drops every unit; our Dropout does not
       CAPTURE(rate);
       doc = keras_file("mlp_keras2.json");
       doc["config"]["layers"][2]["config"]["rate"] = rate;

@@ -76,7 +76,7 @@ TEST_CASE("a test or validation split of 1 is refused: it would leave no rows to
       CHECK(e.where() == std::string("data.") + key);
       CHECK(e.message() == "expected a number in [0.0, 1.0), got 1.0");
     }
-    j["data"][key] = 0.999;  // below 1 it is the data set's size that decides (dataset_test.cpp)
+    j["data"][key] = 0.999;  // below 1 it is the data set's size that decides (bad_input_test.cpp)
     CHECK_NOTHROW(TrainConfig::from_json(j, "train.json"));
   }
 }
