@@ -44,6 +44,7 @@ int run_evaluate(const EvaluateFlags& f) {
     source = f.data;
   }
   if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
+  print_placement_warnings(run.model->placement_warnings());
   MetricValues m = Trainer(*run.model).evaluate(data, f.batch_size);
   if (f.json) {
     nlohmann::json j = {{"run", f.run}, {"weights", run.weights.string()}, {"data", source}, {"rows", data.size()}};

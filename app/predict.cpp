@@ -53,6 +53,7 @@ int run_predict(const PredictFlags& f) {
   LoadedRun run = load_run(f.run, 0, 0, f.weights);
   check_not_run_file(run.dir, run.config, f.output, "--output");
   RunInput in = read_run_input(run, f.input, f.keep_columns);
+  print_placement_warnings(run.model->placement_warnings());
   Tensor pred = run.model->predict(in.x, f.batch_size);
   const std::int64_t n = in.rows;
   const std::int64_t width = n ? pred.num_elements() / n : run.model->net().output_shape().num_elements();

@@ -264,6 +264,7 @@ int run_profile(const ProfileFlags& f) {
     }
   }
   status.clear();
+  print_placement_warnings(reports.front().placement_warnings);
   // The detailed table and the trace show the last configuration of the first mode (traced, unless only
   // eager was asked for).
   const ProfileReport& last = reports[reports.size() / eager_modes.size() - 1];
@@ -309,7 +310,9 @@ void define_flags(CLI::App& cmd, ProfileFlags& f) {
   cmd.add_option("--intra-op-threads", f.intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
   cmd.add_option("--mode", f.mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
   cmd.add_flag("--forward-only", f.options.forward_only, "Profile inference only");
-  cmd.add_option("--loss", f.loss, "The loss of the training step (a model spec has none: forward only without it)")
+  cmd.add_option("--loss", f.loss,
+                 "The loss of the training step (a model spec names none: without this, the default loss where it fits "
+                 "the model's output, else forward only)")
       ->check(non_empty("a loss name"));
   cmd.add_flag("--ops", f.ops, "Break each layer into its graph nodes");
   cmd.add_option("--trace", f.trace, "Write a Chrome trace (Perfetto) of the last measured step")->check(output_path());

@@ -64,6 +64,15 @@ std::string per_step(double s) {
   return fmt::format("{:.0f}us/step", s * 1e6);
 }
 
+void print_placement_warnings(const std::vector<std::string>& warnings, const std::string& more) {
+  constexpr std::size_t kShown = 3;
+  for (std::size_t i = 0; i < warnings.size() && i < kShown; ++i)
+    std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());
+  if (warnings.size() > kShown)
+    std::fprintf(stderr, "warning: ... and %zu more nodes run on cpu instead%s\n", warnings.size() - kShown,
+                 more.empty() ? "" : (" (" + more + ")").c_str());
+}
+
 ProgressPrinter::ProgressPrinter(std::FILE* out, std::int64_t epochs)
     : out_(out), epochs_(epochs), live_(isatty(fileno(out)) != 0) {}
 

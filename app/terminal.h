@@ -20,6 +20,9 @@ std::string human_bytes(double bytes);
 std::string metrics_text(const MetricValues& values, const std::string& prefix = "");
 // "3ms/step", "412us/step", "1s/step".
 std::string per_step(double seconds_per_step);
+// The nodes that run on the CPU instead of the device they asked for, to stderr: the first three lines
+// (Model::placement_warnings), then how many more, with `more` in brackets after the count when given.
+void print_placement_warnings(const std::vector<std::string>& warnings, const std::string& more = "");
 
 // Prints fit progress the way Keras 3 does: "Epoch e/E", then a line per epoch; on a terminal the line
 // redraws itself after every step with a 20-character bar.

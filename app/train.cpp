@@ -157,6 +157,9 @@ int run_train(const TrainFlags& f) {
   control.overwrite = f.overwrite;
   control.interrupt = &g_interrupted;
   control.on_start = [&](std::int64_t epoch) { progress.start_at(epoch); };
+  control.on_placement_warnings = [&](const std::vector<std::string>& warnings) {
+    if (!silent_worker) print_placement_warnings(warnings, "--log-device-placement lists every node");
+  };
   control.on_message = [&](const std::string& line) {
     if (!f.quiet && !silent_worker) std::fprintf(log, "%s\n", line.c_str());
   };
@@ -176,10 +179,6 @@ int run_train(const TrainFlags& f) {
     std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());
     return stopped_status;
   }
-  const auto& warnings = out.placement_warnings;
-  for (std::size_t i = 0; i < warnings.size() && i < 3; ++i) std::fprintf(stderr, "warning: %s\n", warnings[i].c_str());
-  if (warnings.size() > 3)
-    std::fprintf(stderr, "warning: ... and %zu more nodes fell back to cpu\n", warnings.size() - 3);
   if (f.json) {
     std::printf("%s\n", out.summary.dump(2).c_str());
     return 0;
@@ -226,11 +225,11 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_option("--output", flags.output, "Run directory to write (default from the config, else runs/<config name>)");
   cmd.add_option("--resume", flags.resume,
                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "
-                 "thread counts and output flags may differ from the run's)");
+                 "thread counts, prefetch, checkpoint_seconds and output flags may differ from the run's)");
   cmd.add_flag("--overwrite", flags.overwrite,
                "Train into a run directory that holds another run, deleting that run's files first (without it, a "
                "non-empty run directory is refused)");
-  cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim:N")
+  cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim, sim:N")
       ->check(device_name());
   cmd.add_flag("--json", flags.json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd.add_flag("--quiet", flags.quiet, "No progress output");

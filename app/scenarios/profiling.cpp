@@ -228,6 +228,7 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   report.inter_op_threads = o.inter_op_threads;
   report.intra_op_threads = o.intra_op_threads;
   report.last_events = samples.last_events;
+  report.placement_warnings = model->placement_warnings();
   report.layers = layer_rows(model->net(), g, samples, o.batch_size);
   for (auto& [key, node] : samples.per_node) {
     node.info.time = time_stats(node.host);

@@ -71,6 +71,7 @@ struct ProfileReport {
   int inter_op_threads = 1;
   int intra_op_threads = 1;
   bool eager = false;
+  std::vector<std::string> placement_warnings;  // Model::placement_warnings
 };
 
 // Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the

@@ -105,6 +105,8 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
   if (spec.has("device")) {
     device = spec.string("device");
     if (const std::string error = device_name_error(device); !error.empty()) spec.fail("device", error);
+  } else {
+    spec.skip("device");  // so an unknown key's message lists it among the known
   }
   LayerArgs args{spec, name, device};
   auto layer = entry->factory(args);

@@ -211,15 +211,15 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_graph_);
   }
 
-  // A device strict placement refuses is found now, before a caller writes anything, not at the first step.
-  if (options_.placement.strict)
-    for (const auto& [graph, pass] :
-         {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
-      if (graph == nullptr) continue;
-      std::vector<Output> fed{pass->x};
-      if (!inference_only) fed.push_back(pass->targets);
-      place_all(*graph, fed, options_.placement);
-    }
+  // Where each node runs is settled now, before a caller writes anything, not at the first step: a device
+  // strict placement refuses throws here, and the nodes soft placement moves to the CPU are known up front.
+  for (const auto& [graph, pass] :
+       {std::pair{train_graph_.get(), train_pass_.get()}, std::pair{infer_graph_.get(), infer_pass_.get()}}) {
+    if (graph == nullptr) continue;
+    std::vector<Output> fed{pass->x};
+    if (!inference_only) fed.push_back(pass->targets);
+    note_placement_warnings(place_all(*graph, fed, options_.placement).warnings);
+  }
   SessionOptions so;
   so.seed = options_.seed;
   so.placement = options_.placement;
@@ -232,10 +232,8 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
                                          threads_per_replica(options_.intra_op_threads, nets.size()));
     trace_training(*rep->graph, rep->pass, Traced{*rep->net, rep->optimizer, rep->device, static_cast<int>(r)});
     if (options_.auto_control_dependencies) add_auto_control_dependencies(*rep->graph);
-    if (options_.placement.strict) {
-      const Output fed[] = {rep->pass.x, rep->pass.targets, rep->pass.weight};
-      place_all(*rep->graph, fed, options_.placement);
-    }
+    const Output fed[] = {rep->pass.x, rep->pass.targets, rep->pass.weight};
+    note_placement_warnings(place_all(*rep->graph, fed, options_.placement).warnings);
     rep->session = std::make_unique<Session>(rep->graph, rep->inter_pool, rep->intra_pool, so);
     others_.push_back(std::move(rep));
   }
@@ -484,16 +482,10 @@ Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
   return out;
 }
 
-std::vector<std::string> Model::placement_warnings() const {
-  std::vector<std::string> out;
-  auto add = [&](std::vector<std::string> more) {
-    for (auto& w : more)
-      if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(std::move(w));
-  };
-  if (train_session_) add(train_session_->placement_warnings());
-  add(infer_session_->placement_warnings());
-  for (const auto& rep : others_) add(rep->session->placement_warnings());
-  return out;
+void Model::note_placement_warnings(const std::vector<std::string>& more) {
+  for (const auto& w : more)
+    if (std::find(placement_warnings_.begin(), placement_warnings_.end(), w) == placement_warnings_.end())
+      placement_warnings_.push_back(w);
 }
 
 std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,

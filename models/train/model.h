@@ -144,8 +144,9 @@ class Model {
   const Optimizer& optimizer() const { return optimizer_; }
   // For callbacks between steps: set_lr_factor (reduce-on-plateau).
   Optimizer& optimizer() { return optimizer_; }
-  // Nodes that could not run where they asked and fell back to the CPU, so far.
-  std::vector<std::string> placement_warnings() const;
+  // Nodes that cannot run where they ask and run on the CPU instead, one line each ("dense/MatMul: device
+  // cuda:0 is not available (...), running on cpu"); known from construction, before any step.
+  const std::vector<std::string>& placement_warnings() const { return placement_warnings_; }
   const Graph& training_graph() const {
     TCTL_CHECK(train_graph_ != nullptr, "a model without a loss has no training graph");
     return *train_graph_;
@@ -175,6 +176,8 @@ class Model {
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
 
  private:
+  // Adds the lines not already noted.
+  void note_placement_warnings(const std::vector<std::string>& more);
   struct Pass;     // one traced graph's inputs and outputs
   struct Replica;  // replicas 1.. of a mirrored model; the first is the Model's own members
   struct Traced;   // what tracing one replica's step needs: its net, optimizer, device and member
@@ -209,6 +212,7 @@ class Model {
   // Mirrored only: the collective of the replicas (in-process, group_) or of the workers; the members in
   // all, and the member of this process's first replica.
   std::vector<std::unique_ptr<Replica>> others_;
+  std::vector<std::string> placement_warnings_;  // each once, in the order found
   std::shared_ptr<Collective> collective_;
   std::shared_ptr<CollectiveGroup> group_;
   int members_ = 1;

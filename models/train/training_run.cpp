@@ -608,6 +608,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
     clear_run_directory(dir, c, control.overwrite);
   state.config = c.to_json();
   if (writer) start_run_directory(dir, model->net());
+  if (control.on_placement_warnings && !model->placement_warnings().empty())
+    control.on_placement_warnings(model->placement_warnings());
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;
@@ -615,7 +617,6 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   const std::size_t resumed_epochs = state.history.size();
   fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control, writer);
   out.history = state.history;
-  out.placement_warnings = model->placement_warnings();
   if (trainer.interrupted_at()) {
     out.interrupted_at = trainer.interrupted_at();
     state.next_epoch = out.interrupted_at->epoch;

@@ -57,7 +57,6 @@ struct TrainOutcome {
   double seconds = 0.0;
   double samples_per_second = 0.0;
   nlohmann::json summary;
-  std::vector<std::string> placement_warnings;  // nodes that fell back to the CPU
   // Set when the interrupt flag stopped training: where the checkpoint continues. The run directory then
   // holds model.json, history.csv and checkpoint.safetensors, but no final weights or summary yet.
   std::optional<FitPosition> interrupted_at;
@@ -74,6 +73,9 @@ struct TrainControl {
   const std::atomic<bool>* interrupt = nullptr;
   // Lines from the callbacks (early stopping, best checkpoint saved, learning rate lowered).
   std::function<void(const std::string&)> on_message;
+  // Called once with the model's placement warnings (Model::placement_warnings) when there are any, once
+  // the input is checked (bad input gets its one line alone) and before the first step.
+  std::function<void(const std::vector<std::string>&)> on_placement_warnings;
   // Called once before training with the epoch it starts at (after a resume, the checkpoint's).
   std::function<void(std::int64_t epoch)> on_start;
 };

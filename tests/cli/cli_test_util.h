@@ -90,7 +90,8 @@ void check_no_crash(const CommandResult& r);
 // Checks a user's mistake: exit 2, nothing on stdout, stderr exactly one line "error: ..." that contains
 // every string in `needles`.
 void check_user_error(const CommandResult& r, const std::vector<std::string>& needles);
-// Checks a runtime failure: exit 1, stderr exactly one line "error: ..." containing every needle.
+// Checks a runtime failure: exit 1, stderr one line "error: ..." containing every needle, after the
+// placement warnings ("warning: ...") a run prints before its first step, if any.
 void check_runtime_error(const CommandResult& r, const std::vector<std::string>& needles);
 
 // Runs `args` in `dir` and checks check_user_error() plus that the directory's listing did not change, so no

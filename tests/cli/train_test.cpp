@@ -289,11 +289,33 @@ TEST_CASE("a device that is not there falls back to the CPU with a warning") {
   CHECK(r.err.find("), running on cpu") != std::string::npos);
   CHECK(std::filesystem::exists(dir / "run/weights.safetensors"));
 
+  // With --json the progress goes to stderr too: the warnings come before the first epoch, and say how many
+  // more nodes there are than the three they name.
   r = run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) +
-                        " --epochs 1 --quiet --device sim:7 --output " + quoted(dir / "run_sim"),
+                        " --epochs 1 --json --device sim:7 --output " + quoted(dir / "run_sim"),
                     dir.path());
   CHECK(r.status == 0);
-  CHECK(r.err.find("device sim:7 is not available (present: sim:0, sim:1), running on cpu") != std::string::npos);
+  const std::string why = "device sim:7 is not available (present: sim:0, sim:1), running on cpu";
+  const auto warned = r.err.find(why);
+  CHECK(warned < r.err.find("Epoch 1/1"));
+  CHECK(r.err.find("more nodes run on cpu instead (--log-device-placement lists every node)") <
+        r.err.find("Epoch 1/1"));
+  // The run keeps its device: what uses it later warns the same way (without the train-only flag's hint).
+  const std::string run = " --run " + quoted(dir / "run_sim");
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  dir.write("sim7.json", R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() +
+                             R"(", "data": {"dataset": "iris"}, "device": "sim:7"})");
+  for (const std::string& command : {"evaluate" + run + " --data " + iris,
+                                     "predict" + run + " --input " + quoted(source_path("configs/data/iris.csv")) +
+                                         " --output " + quoted(dir / "p.csv"),
+                                     std::string("profile sim7.json --iterations 2")}) {
+    CAPTURE(command);
+    r = run_tensorctl(command, dir.path());
+    CHECK(r.status == 0);
+    CHECK(r.err.find("warning: dense/") != std::string::npos);
+    CHECK(r.err.find(why) != std::string::npos);
+    CHECK(r.err.find("more nodes run on cpu instead\n") != std::string::npos);
+  }
 }
 
 TEST_CASE("one training thread gives the same weights under every locking mode") {

@@ -171,6 +171,10 @@ TEST_CASE("Sequential spec errors name their JSON path") {
   expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}], "optimizer": "adam"})",
                     "optimizer", "unknown key (known keys here: name, input_shape, layers)");
   expect_spec_error(R"({"input_shape": [4], "layers": [3]})", "layers[0]", "expected an object, got 3");
+  // Every key a layer takes is listed, `device` and `name` (read before the layer's own) included.
+  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "unit": 3}]})", "layers[0].unit",
+                    "unknown key (known keys here: activation, bias_initializer, device, kernel_initializer, name, "
+                    "type, units, use_bias)");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"units": 3}]})", "layers[0]", "missing required key \"type\"");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv3D"}]})",
                     "layers[1].type",
