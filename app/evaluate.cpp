@@ -1,5 +1,7 @@
 // tensorctl evaluate --run DIR --data CONFIG|CSV: a trained run's loss and metrics on a config's test split
 // or on a labelled CSV.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 
 #include "app/commands.h"
@@ -36,16 +38,21 @@ int run_evaluate(const EvaluateFlags& f) {
     source = f.data + " (test split)";
     if (data.size() == 0)
       throw SpecError(f.data, "data.test_split", "the test split is empty, so there is nothing to evaluate");
-  } else {
-    RunInput in = read_run_input(run, f.data);
+  }
+  RunInput in;  // a CSV's rows
+  if (source.empty()) {
+    in = read_run_input(run, f.data);
     if (in.labelled.size() == 0 && in.rows > 0)
       throw SpecError(f.data, "line 1", "no label column " + quote_for_message(run.label) + " to evaluate against");
-    data = std::move(in.labelled);
+    data = in.labelled;
     source = f.data;
   }
   if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
   print_placement_warnings(run.model->placement_warnings());
   MetricValues m = Trainer(*run.model).evaluate(data, f.batch_size);
+  // A loss gone non-finite on a CSV's finite rows: the row whose outputs overflowed is named.
+  const bool finite = std::all_of(m.begin(), m.end(), [](const auto& kv) { return std::isfinite(kv.second); });
+  if (in.rows > 0 && !finite) check_finite_outputs(run.model->predict(in.x, f.batch_size), in, f.data);
   if (f.json) {
     nlohmann::json j = {{"run", f.run}, {"weights", run.weights.string()}, {"data", source}, {"rows", data.size()}};
     for (const auto& [k, v] : m) j[k] = v;
@@ -57,8 +64,10 @@ int run_evaluate(const EvaluateFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, EvaluateFlags& flags) {
-  cmd.add_option("--run", flags.run, "Run directory written by train")->required();
-  cmd.add_option("--data", flags.data, "Train config (its test split is used) or labelled CSV")->required();
+  cmd.add_option("--run", flags.run, "Run directory written by train")->required()->check(non_empty("a run directory"));
+  cmd.add_option("--data", flags.data, "Train config (its test split is used) or labelled CSV")
+      ->required()
+      ->check(non_empty("a train config or a CSV file"));
   cmd.add_option("--weights", flags.weights,
                  "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "
                  "default weights.safetensors")

@@ -24,7 +24,7 @@ int run_export(const ExportFlags& f) {
   if (f.format != "onnx") throw SpecError("", "--format", "unknown format \"" + f.format + "\" (known: onnx)");
   check_output_path(f.output, "-o");
   LoadedRun run = load_run(f.run, 1, 1, f.weights);
-  check_not_run_file(run.dir, run.config, f.output, "-o");
+  check_output_keeps_inputs(f.output, "-o");
   const Sequential& net = run.model->net();
   OnnxExportInput in;
   in.spec = net.to_json();  // names and defaults filled in, as train writes model.json
@@ -40,13 +40,13 @@ int run_export(const ExportFlags& f) {
   write_file_atomic(f.output, bytes);
   if (f.output != "-")
     std::fprintf(stderr, "wrote %s (ONNX opset 17, input [batch, %lld] -> %s [batch, %lld], %zu bytes)\n",
-                 f.output.c_str(), static_cast<long long>(run.feature_names.size()), in.output_name.c_str(),
-                 static_cast<long long>(in.outputs), bytes.size());
+                 printable_line(f.output).c_str(), static_cast<long long>(run.feature_names.size()),
+                 in.output_name.c_str(), static_cast<long long>(in.outputs), bytes.size());
   return 0;
 }
 
 void define_flags(CLI::App& cmd, ExportFlags& flags) {
-  cmd.add_option("run", flags.run, "Run directory written by train")->required();
+  cmd.add_option("run", flags.run, "Run directory written by train")->required()->check(non_empty("a run directory"));
   cmd.add_option("--format", flags.format, "onnx");
   cmd.add_option("-o,--output", flags.output, "The file to write (- for stdout)")->required();
   cmd.add_option("--weights", flags.weights,

@@ -1,10 +1,12 @@
 #include "app/flag_checks.h"
 
 #include <charconv>
+#include <filesystem>
 #include <limits>
 #include <string>
 
 #include "core/device.h"
+#include "core/errors.h"
 
 namespace tctl::app {
 
@@ -24,7 +26,11 @@ CLI::Validator integer_check(std::int64_t lo, std::int64_t hi, const std::string
         double number = 0.0;
         auto [num_end, num_ec] = std::from_chars(text.data(), text.data() + text.size(), number);
         const bool numeric = !text.empty() && num_ec == std::errc() && num_end == text.data() + text.size();
-        return "expected " + expected + ", got " + (numeric ? text : "\"" + text + "\"");
+        // A whole number past the 64-bit range reads as one: say where the range ends.
+        const bool too_large = ec == std::errc::result_out_of_range && text.find_first_of(".eE") == std::string::npos &&
+                               text[0] != '-' && hi == std::numeric_limits<std::int64_t>::max();
+        return "expected " + expected + (too_large ? " of at most " + std::to_string(hi) : "") + ", got " +
+               (numeric ? text : "\"" + text + "\"");
       },
       type_name);
 }
@@ -58,5 +64,13 @@ CLI::Validator non_empty(const std::string& expected) {
 }
 
 CLI::Validator output_path() { return non_empty("a file name or - for standard output"); }
+
+std::string model_file_of(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(path, ec)) return path;
+  const std::filesystem::path file = std::filesystem::path(path) / "model.json";
+  if (!std::filesystem::exists(file, ec)) throw SpecError(path, "", "not a run directory: model.json is missing");
+  return file.string();
+}
 
 }  // namespace tctl::app

@@ -25,4 +25,8 @@ CLI::Validator output_path();
 // --weights, profile --loss): "expected `expected`, got an empty string".
 CLI::Validator non_empty(const std::string& expected);
 
+// The model file a positional SPEC|CONFIG|RUN_DIR names: the path itself, or a directory's model.json (a run
+// directory; one without it is refused as "not a run directory", naming the directory).
+std::string model_file_of(const std::string& path);
+
 }  // namespace tctl::app

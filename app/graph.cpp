@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "core/errors.h"
 #include "core/placement.h"
 #include "models/io/atomic_file.h"
@@ -74,9 +75,8 @@ int run_graph(const GraphFlags& f) {
   if (f.format != "dot" && f.format != "json" && f.format != "svg")
     throw SpecError("", "--format", "unknown format \"" + f.format + "\" (known: dot, json, svg)");
   check_output_path(f.output, "-o");
-  std::string file = f.path;
-  if (std::error_code ec; std::filesystem::is_directory(file, ec))
-    file = (std::filesystem::path(file) / "model.json").string();
+  const std::string file = model_file_of(f.path);
+  check_output_keeps_inputs(f.output, "-o", {file});
   TrainConfig c = load_model_file(file);
   // The graph is traced, never run: one thread of each kind is plenty.
   c.inter_op_threads = 1;
@@ -109,15 +109,17 @@ int run_graph(const GraphFlags& f) {
   write_file_atomic(f.output, text);
   if (f.output != "-") {
     const GraphCounts counts = graph_counts(g);
-    std::fprintf(stderr, "wrote %s (%s: %lld nodes, %lld data edges, %lld control edges)\n", f.output.c_str(),
-                 options.title.c_str(), static_cast<long long>(counts.nodes), static_cast<long long>(counts.data_edges),
-                 static_cast<long long>(counts.control_edges));
+    std::fprintf(stderr, "wrote %s (%s: %lld nodes, %lld data edges, %lld control edges)\n",
+                 printable_line(f.output).c_str(), options.title.c_str(), static_cast<long long>(counts.nodes),
+                 static_cast<long long>(counts.data_edges), static_cast<long long>(counts.control_edges));
   }
   return 0;
 }
 
 void define_flags(CLI::App& cmd, GraphFlags& flags) {
-  cmd.add_option("spec", flags.path, "Model spec, train config or run directory")->required();
+  cmd.add_option("spec", flags.path, "Model spec, train config, run directory, or Keras model JSON")
+      ->required()
+      ->check(non_empty("a model spec, train config, run directory or Keras model JSON"));
   cmd.add_flag("--training", flags.training, "The training graph (gradients and updates), not the inference one");
   cmd.add_option("--format", flags.format, "dot (Graphviz), json, or svg (rendered by Graphviz's dot)");
   cmd.add_option("-o,--output", flags.output, "Write here instead of stdout");

@@ -10,6 +10,7 @@
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
+#include "models/train/training_run.h"
 
 namespace tctl::app {
 
@@ -39,6 +40,7 @@ nlohmann::ordered_json readable(const nlohmann::json& spec) {
 
 int run_import_keras(const ImportKerasFlags& f) {
   if (!f.output.empty()) check_output_path(f.output, "--output");
+  check_output_keeps_inputs(f.output, "--output", {f.input});
 
   const nlohmann::json doc = parse_json_file(f.input);
   const nlohmann::json spec = keras_to_spec(doc, f.input);
@@ -56,12 +58,14 @@ int run_import_keras(const ImportKerasFlags& f) {
   // On stderr, so that stdout stays a spec that can be redirected to a file.
   std::fprintf(stderr, "converted %zu layers from %s Sequential '%s'%s\n", spec.at("layers").size(),
                keras_source_description(doc).c_str(), spec.at("name").get<std::string>().c_str(),
-               f.output.empty() ? "" : (" to " + f.output).c_str());
+               f.output.empty() ? "" : (" to " + printable_line(f.output)).c_str());
   return 0;
 }
 
 void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
-  cmd.add_option("file", flags.input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")->required();
+  cmd.add_option("file", flags.input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")
+      ->required()
+      ->check(non_empty("a Keras model JSON file"));
   cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout")->check(output_path());
 }
 

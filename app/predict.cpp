@@ -51,10 +51,11 @@ int run_predict(const PredictFlags& f) {
   if (!f.output.empty()) check_output_path(f.output, "--output");
 
   LoadedRun run = load_run(f.run, 0, 0, f.weights);
-  check_not_run_file(run.dir, run.config, f.output, "--output");
+  check_output_keeps_inputs(f.output, "--output", {f.input});
   RunInput in = read_run_input(run, f.input, f.keep_columns);
   print_placement_warnings(run.model->placement_warnings());
   Tensor pred = run.model->predict(in.x, f.batch_size);
+  check_finite_outputs(pred, in, f.input);
   const std::int64_t n = in.rows;
   const std::int64_t width = n ? pred.num_elements() / n : run.model->net().output_shape().num_elements();
   const bool classes = run.num_classes > 0;
@@ -90,7 +91,7 @@ int run_predict(const PredictFlags& f) {
     std::fwrite(csv.data(), 1, csv.size(), stdout);
   } else {
     write_file_atomic(f.output, csv);
-    std::fprintf(stderr, "wrote %lld predictions to %s\n", static_cast<long long>(n), f.output.c_str());
+    std::fprintf(stderr, "wrote %lld predictions to %s\n", static_cast<long long>(n), printable_line(f.output).c_str());
   }
   if (labelled && classes)
     std::fprintf(stderr, "accuracy: %.4f (%lld of %lld labelled rows)\n",
@@ -105,9 +106,12 @@ int run_predict(const PredictFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, PredictFlags& flags) {
-  cmd.add_option("--run", flags.run, "Run directory written by train (a finished or an interrupted run)")->required();
+  cmd.add_option("--run", flags.run, "Run directory written by train (a finished or an interrupted run)")
+      ->required()
+      ->check(non_empty("a run directory"));
   cmd.add_option("--input", flags.input, "CSV with the model's feature columns (a label column is optional)")
-      ->required();
+      ->required()
+      ->check(non_empty("a CSV file"));
   cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout")->check(output_path());
   cmd.add_option("--weights", flags.weights,
                  "Weights file of the run to use, relative to it (best.safetensors, checkpoint.safetensors); "

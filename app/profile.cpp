@@ -216,6 +216,7 @@ int run_profile(const ProfileFlags& f) {
   const auto inters = thread_list(f.inter, "--inter-op-threads");
   const auto intras = thread_list(f.intra, "--intra-op-threads");
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
+  check_output_keeps_inputs(f.trace, "--trace", {f.path});
   // A measured step runs twice (with and without the profiler); the step count wrapped past 2^63 and no step
   // ran at all, leaving a table of zeros and nan.
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();
@@ -286,7 +287,7 @@ int run_profile(const ProfileFlags& f) {
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
     const ProfileReport& r = reports[(m + 1) * reports.size() / eager_modes.size() - 1];
     std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d\n",
-                m > 0 ? "\n" : "", f.path.c_str(), static_cast<long long>(options.batch_size),
+                m > 0 ? "\n" : "", printable_line(f.path).c_str(), static_cast<long long>(options.batch_size),
                 static_cast<long long>(options.iterations), static_cast<long long>(options.warmup),
                 fell_back              ? "forward only (the default loss does not fit this model's output; --loss NAME "
                                          "profiles training)"
@@ -297,12 +298,15 @@ int run_profile(const ProfileFlags& f) {
   }
   if (reports.size() > 1) print_sweep(reports, eager_modes.size() > 1);
   if (!f.trace.empty())
-    std::printf("trace of the last configuration written to %s (open it in Perfetto)\n", f.trace.c_str());
+    std::printf("trace of the last configuration written to %s (open it in Perfetto)\n",
+                printable_line(f.trace).c_str());
   return 0;
 }
 
 void define_flags(CLI::App& cmd, ProfileFlags& f) {
-  cmd.add_option("config", f.path, "Train config, or a model spec (profiled on random inputs)")->required();
+  cmd.add_option("config", f.path, "Train config, or a model spec (profiled on random inputs)")
+      ->required()
+      ->check(non_empty("a train config or a model spec"));
   cmd.add_option("--batch-size", f.options.batch_size, "Batch size")->check(positive_integer());
   cmd.add_option("--iterations", f.options.iterations, "Measured steps")->check(positive_integer());
   cmd.add_option("--warmup", f.options.warmup, "Steps run before measuring")->check(non_negative_integer());

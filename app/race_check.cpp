@@ -84,7 +84,7 @@ int run_graph_check(const RaceFlags& f) {
                         {"with_auto_control_dependencies", report.with_auto_deps}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
-    std::printf("Training graph of %s: %d nodes\n", f.graph.c_str(), report.nodes);
+    std::printf("Training graph of %s: %d nodes\n", printable_line(f.graph).c_str(), report.nodes);
     std::printf("Unordered conflicts without automatic control dependencies: %zu\n", report.without_auto_deps.size());
     for (const auto& line : report.without_auto_deps) std::printf("  %s\n", line.c_str());
     std::printf("Unordered conflicts with automatic control dependencies: %zu\n", report.with_auto_deps.size());
@@ -261,10 +261,15 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
   cmd.add_option("--device", f.options.device,
                  "Where the shared variables live and their updates run (counter, sgd, train): cpu, cuda:N, sim:N")
       ->check(device_name());
-  cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph")
-      ->check(non_empty("a train config"));
+  CLI::Option* graph =
+      cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph")
+          ->check(non_empty("a train config"));
   cmd.add_flag("--json", f.json, "Print the report as JSON");
   cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");
+  // --graph runs no scenario: a scenario's flag beside it would be ignored, so it is refused.
+  for (const char* name :
+       {"--scenario", "--modes", "--threads", "--iterations", "--size", "--widen", "--seed", "--device", "--explain"})
+    graph->excludes(cmd.get_option(name));
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
@@ -18,9 +19,7 @@ struct SummaryFlags {
 };
 
 int run_summary(const SummaryFlags& f) {
-  std::string file = f.path;
-  if (std::error_code ec; std::filesystem::is_directory(file, ec))
-    file = (std::filesystem::path(file) / "model.json").string();
+  const std::string file = model_file_of(f.path);
   const TrainConfig c = load_model_file(file);
   std::optional<Sequential> net;
   net.emplace(Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed));
@@ -59,7 +58,9 @@ int run_summary(const SummaryFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, SummaryFlags& flags) {
-  cmd.add_option("spec", flags.path, "Model spec, train config, run directory, or Keras model JSON")->required();
+  cmd.add_option("spec", flags.path, "Model spec, train config, run directory, or Keras model JSON")
+      ->required()
+      ->check(non_empty("a model spec, train config, run directory or Keras model JSON"));
   cmd.add_flag("--json", flags.json, "Print the summary as JSON");
 }
 

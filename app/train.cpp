@@ -175,8 +175,8 @@ int run_train(const TrainFlags& f) {
     std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n",
                  terminated ? "Terminated (SIGTERM)" : "Interrupted", static_cast<long long>(at.epoch),
                  static_cast<long long>(at.steps_done),
-                 (std::filesystem::path(c.output) / "checkpoint.safetensors").string().c_str());
-    std::fprintf(log, "Resume with: %s\n", resume_command(f, c.output).c_str());
+                 printable_line((std::filesystem::path(c.output) / "checkpoint.safetensors").string()).c_str());
+    std::fprintf(log, "Resume with: %s\n", printable_line(resume_command(f, c.output)).c_str());
     return stopped_status;
   }
   if (f.json) {
@@ -184,11 +184,11 @@ int run_train(const TrainFlags& f) {
     return 0;
   }
   if (!out.test.empty()) std::fprintf(log, "Test%s\n", metrics_text(out.test).c_str());
-  std::fprintf(
-      log, "%s\n",
-      fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}", c.model_spec.value("name", "model"),
-                  epochs_text(out), out.seconds, thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output)
-          .c_str());
+  std::fprintf(log, "%s\n",
+               printable_line(fmt::format("Trained {} for {} in {:.2f}s ({} samples/s); run saved to {}",
+                                          c.model_spec.value("name", "model"), epochs_text(out), out.seconds,
+                                          thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output))
+                   .c_str());
   const auto& strategy = out.summary.at("strategy");
   if (c.strategy.type == "hogwild") {
     std::fprintf(log, "%s\n",
@@ -214,7 +214,7 @@ int run_train(const TrainFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, TrainFlags& flags) {
-  cmd.add_option("config", flags.config, "Train config (JSON)")->required();
+  cmd.add_option("config", flags.config, "Train config (JSON)")->required()->check(non_empty("a train config"));
   cmd.add_option("--epochs", flags.epochs, "Override the number of epochs")->check(positive_integer());
   cmd.add_option("--batch-size", flags.batch_size, "Override the batch size")->check(positive_integer());
   cmd.add_option("--seed", flags.seed, "Override the seed")->check(non_negative_integer());

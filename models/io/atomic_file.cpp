@@ -34,21 +34,6 @@ void sync_directory(const std::filesystem::path& path) {
   ::close(fd);
 }
 
-// The file a symbolic link chain ends at, whether or not that file exists yet: written in its place, so a
-// link from a run directory into shared storage keeps pointing at the new contents.
-std::filesystem::path final_target(const std::filesystem::path& path) {
-  std::filesystem::path p = path;
-  for (int hops = 0; hops < 40; ++hops) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
-    std::error_code ec;
-    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
-    if (ec) return p;
-    p = target.is_absolute() ? target : p.parent_path() / target;
-  }
-  throw RuntimeError("cannot write " + path.string() + ": " + std::strerror(ELOOP));
-}
-
 // "a directory", "a block device", "a socket", or nullptr for the kinds of file we write.
 const char* unwritable_kind(mode_t mode) {
   if (S_ISDIR(mode)) return "a directory";
@@ -138,6 +123,21 @@ int descriptor_path(const std::string& path) {
 }
 
 }  // namespace
+
+// The file a symbolic link chain ends at, whether or not that file exists yet: written in its place, so a
+// link from a run directory into shared storage keeps pointing at the new contents.
+std::filesystem::path final_target(const std::filesystem::path& path) {
+  std::filesystem::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p;
+    std::error_code ec;
+    std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) return p;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  throw RuntimeError("cannot write " + path.string() + ": " + std::strerror(ELOOP));
+}
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   if (path == "-") return write_stdout(bytes);

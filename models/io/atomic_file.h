@@ -30,6 +30,10 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 // directory (through symbolic links). Anything else is a SpecError naming the flag and the path.
 void check_output_path(const std::string& path, const std::string& flag);
 
+// The file write_file_atomic(path) writes: the end of `path`'s chain of symbolic links (which may not exist
+// yet), or `path` itself when it is no link.
+std::filesystem::path final_target(const std::filesystem::path& path);
+
 // The whole contents of `path`. A missing or unreadable file is the user's mistake: SpecError with
 // `file_for_errors` (the path as the user spelled it) as the file, no JSON path, and the system's reason
 // ("cannot open file: No such file or directory"), as is a file longer than `max_bytes` (a spec that

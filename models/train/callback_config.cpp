@@ -105,8 +105,9 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
                "weights.safetensors, checkpoint.safetensors, history.csv, summary.json, test.csv), got " +
                    quote_for_message(c.filename));
     } else {
-      c.factor = r.number_in("factor", 0.1, 0.0, 1.0);
-      if (c.factor <= 0.0) r.fail("factor", "expected a factor above 0 and below 1");
+      c.factor = r.number("factor", 0.1);
+      if (!(c.factor > 0.0 && c.factor < 1.0))
+        r.fail("factor", "expected a factor above 0 and below 1, " + describe_json(r.raw("factor")));
       c.patience = r.non_negative_int("patience", 10);
       c.min_delta = r.number_in("min_delta", 1e-4, 0.0, inf);
       c.cooldown = r.non_negative_int("cooldown", 0);

@@ -352,7 +352,9 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
   const std::filesystem::path checkpoint = dir / "checkpoint.safetensors";
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec))
-    throw SpecError(dir.string(), "", "cannot resume: the run directory does not exist");
+    throw SpecError(dir.string(), "",
+                    std::filesystem::exists(dir, ec) ? "cannot resume: a file, not a run directory"
+                                                     : "cannot resume: the run directory does not exist");
   if (!std::filesystem::exists(checkpoint, ec))
     throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
   // A file the run writes that is now a directory would fail only after training, with the checkpoint and
@@ -793,16 +795,29 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   return run;
 }
 
-void check_not_run_file(const std::filesystem::path& dir, const TrainConfig& config, const std::string& output,
-                        const std::string& flag) {
+void check_output_keeps_inputs(const std::string& output, const std::string& flag,
+                               const std::vector<std::string>& inputs) {
   if (output.empty() || output == "-") return;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  const std::filesystem::path parent = std::filesystem::absolute(output, ec).parent_path();
-  if (ec || !std::filesystem::equivalent(parent, dir, ec) || ec) return;
-  const std::string name = std::filesystem::path(output).filename().string();
-  if (is_run_file(name, run_file_names(dir, config)))
+  // Where the bytes land: a link is followed, as write_file_atomic follows it.
+  const fs::path target = final_target(output);
+  for (const std::string& input : inputs)
+    if (!input.empty() && fs::equivalent(target, input, ec) && !ec)
+      throw SpecError("", flag,
+                      output + (output == input ? " is" : " leads to " + input + ",") +
+                          " the file this command reads; write the output under another name");
+  const fs::path dir = fs::absolute(target, ec).parent_path();
+  if (ec) return;
+  // A run directory: model.json beside weights, a checkpoint or a summary.
+  const bool run = fs::exists(dir / "model.json", ec) &&
+                   (fs::exists(dir / "weights.safetensors", ec) || fs::exists(dir / "summary.json", ec) ||
+                    fs::exists(dir / "checkpoint.safetensors", ec));
+  const std::string name = target.filename().string();
+  if (run && is_run_file(name, run_file_names(dir, TrainConfig{})))
     throw SpecError("", flag,
-                    output + " is the run's own " + name + "; write the output outside the run or under another name");
+                    output + " is the file " + name + " of the run in " + dir.string() +
+                        "; write the output outside the run or under another name");
 }
 
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
@@ -851,7 +866,19 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
     for (std::int64_t j = 0; j < f; ++j)
       x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
+  // A float like 3.4e38 is read as written, but scaled by a small deviation it leaves the floats.
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j)
+      if (!std::isfinite(scaled_x.data<float>()[r * f + j])) {
+        const auto col = static_cast<std::size_t>(j);
+        throw SpecError(csv_path, where(r),
+                        fmt::format("column \"{}\": {:.9g} lies so far from the training data (mean {:.6g}, "
+                                    "deviation {:.6g}) that its scaled value overflows a float",
+                                    run.feature_names[col], x.data<float>()[r * f + j], run.standardizer.mean[col],
+                                    run.standardizer.std[col]));
+      }
   in.x = shape_for_model(scaled_x, run.model->net());
+  in.row_lines = table.row_lines;
   if (label_col >= 0 && table.rows > 0) {
     Dataset labelled;
     labelled.name = std::filesystem::path(csv_path).stem().string();
@@ -870,6 +897,18 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
     in.labelled = std::move(labelled);
   }
   return in;
+}
+
+void check_finite_outputs(const Tensor& outputs, const RunInput& in, const std::string& csv_path) {
+  const std::int64_t n = in.rows;
+  const std::int64_t width = n ? outputs.num_elements() / n : 0;
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t j = 0; j < width; ++j)
+      if (const float v = outputs.data<float>()[r * width + j]; !std::isfinite(v))
+        throw SpecError(csv_path, "line " + std::to_string(in.row_lines[static_cast<std::size_t>(r)]),
+                        fmt::format("the model's output {} for this row is {}: the row's values lie too far from the "
+                                    "data the model was trained on",
+                                    j, v));
 }
 
 }  // namespace tctl

@@ -114,11 +114,12 @@ struct LoadedRun {
 LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0,
                    const std::string& weights = "");
 
-// Refuses (SpecError naming `flag`) an output path that is one of the files the run at `dir` keeps
-// (model.json, weights.safetensors, its callbacks' files...): predict --output or export -o into it would
-// destroy the run it reads.
-void check_not_run_file(const std::filesystem::path& dir, const TrainConfig& config, const std::string& output,
-                        const std::string& flag);
+// Refuses (SpecError naming `flag`) an output path that, once symbolic links are followed, is one of
+// `inputs` (files the command reads) or one of the files a tensorctl run keeps (model.json,
+// weights.safetensors, its callbacks' files...) in whatever run directory it lands: writing it would destroy
+// what the command reads, or a run. "-" and an empty path (standard output, no file) pass.
+void check_output_keeps_inputs(const std::string& output, const std::string& flag,
+                               const std::vector<std::string>& inputs = {});
 
 // Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
 // the label column is optional; `keep_columns` are passed through as text. When the run's data had no
@@ -131,8 +132,15 @@ struct RunInput {
   std::int64_t rows = 0;
   std::vector<std::string> kept_names;         // keep_columns
   std::vector<std::vector<std::string>> kept;  // their cells: kept[k][row], as written
+  std::vector<std::int64_t> row_lines;         // each row's line in the file, for messages
 };
+// A row whose features, once scaled, are not finite floats is refused (SpecError naming the file, the line
+// and the column).
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
                         const std::vector<std::string>& keep_columns = {});
+// Refuses (SpecError naming the file and the row's line) model outputs for `in`'s rows that are not finite:
+// finite inputs far outside the training data can overflow the model's sums, and a NaN must not be
+// printed as a probability or counted as a correct class.
+void check_finite_outputs(const Tensor& outputs, const RunInput& in, const std::string& csv_path);
 
 }  // namespace tctl

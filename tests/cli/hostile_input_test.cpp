@@ -103,6 +103,19 @@ TEST_CASE("numbers past a double, repeated keys and an empty output name the fil
   expect_user_error(dir, "export run --format onnx -o m.onnx --weights ''", {"--weights: expected a weights file"});
   expect_user_error(dir, "race-check --graph ''", {"--graph: expected a train config, got an empty string"});
   expect_user_error(dir, "profile ok.json --loss ''", {"--loss: expected a loss name, got an empty string"});
+  // An empty input path named no flag ("cannot open file", "no such run directory"): each names its own.
+  for (const auto& [command, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"summary ''", "spec: expected a model spec, train config, run directory or Keras model JSON"},
+           {"graph ''", "spec: expected a model spec, train config, run directory or Keras model JSON"},
+           {"profile ''", "config: expected a train config or a model spec"},
+           {"train ''", "config: expected a train config"},
+           {"import-keras ''", "file: expected a Keras model JSON file"},
+           {"export '' -o m.onnx", "run: expected a run directory"},
+           {"predict --run '' --input x.csv", "--run: expected a run directory"},
+           {"predict --run run --input ''", "--input: expected a CSV file"},
+           {"evaluate --run '' --data ok.json", "--run: expected a run directory"},
+           {"evaluate --run run --data ''", "--data: expected a train config or a CSV file"}})
+    expect_user_error(dir, command, {needle + ", got an empty string"});
   // A device that never ends is named as one, not as a file too large.
   expect_user_error(dir, "race-check --graph /dev/zero",
                     {"/dev/zero", "a character device that gave more than 64 MiB, the most this file may hold"});
@@ -151,10 +164,29 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
   expect_user_error(dir, "summary /dev/zero", {"/dev/zero: a character device that gave more than 64 MiB"});
   expect_user_error(dir, "predict --run run --weights /dev/zero --input run/test.csv",
                     {"/dev/zero: header: invalid JSON"});
-  // The outputs of predict and export onto the run's own files would destroy the run they read.
-  expect_user_error(dir, "export run -o run/weights.safetensors", {"-o: run/weights.safetensors is the run's own"});
+  // An output onto a run's own files would destroy the run, and one onto the input what the command reads:
+  // refused for every command that writes a file, through a symbolic link too.
+  expect_user_error(dir, "export run -o run/weights.safetensors",
+                    {"-o: run/weights.safetensors is the file weights.safetensors of the run in"});
   expect_user_error(dir, "predict --run run --input run/test.csv --output run/test.csv",
-                    {"--output: run/test.csv is the run's own test.csv"});
+                    {"--output: run/test.csv is the file this command reads"});
+  expect_user_error(dir, "graph run -o run/model.json", {"-o: run/model.json is the file this command reads"});
+  expect_user_error(dir, "graph run --format json -o run/checkpoint.safetensors",
+                    {"-o: run/checkpoint.safetensors is the file checkpoint.safetensors of the run in"});
+  expect_user_error(dir, "profile run/model.json --iterations 1 --trace run/history.csv",
+                    {"--trace: run/history.csv is the file history.csv of the run in"});
+  dir.write("k.json", read_text(source_path("tests/data/keras/mlp_keras2.json")));
+  expect_user_error(dir, "import-keras k.json -o run/summary.json",
+                    {"--output: run/summary.json is the file summary.json of the run in"});
+  expect_user_error(dir, "import-keras k.json -o k.json", {"--output: k.json is the file this command reads"});
+  std::filesystem::create_symlink("run/weights.safetensors", dir / "to_weights");
+  expect_user_error(dir, "predict --run run --input run/test.csv --output to_weights",
+                    {"--output: to_weights is the file weights.safetensors of the run in"});
+  std::filesystem::create_symlink("run/test.csv", dir / "to_test");
+  expect_user_error(dir, "predict --run run --input run/test.csv --output to_test",
+                    {"--output: to_test leads to run/test.csv, the file this command reads"});
+  std::filesystem::create_symlink("run/summary.json", dir / "to_summary");
+  expect_user_error(dir, "export run -o to_summary", {"-o: to_summary is the file summary.json of the run in"});
   // A layer without a name in model.json gets its default, in export as in predict.
   nlohmann::json model = read_json(dir / "run/model.json");
   for (auto& layer : model["layers"]) layer.erase("name");
@@ -217,6 +249,40 @@ TEST_CASE("a model or layer name holding a control character is refused, quoted 
                     {"m.json: name: a model name must contain no control character, got \"m\\u001b[2Jx\""});
   dir.write("l.json", R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "name": "x\u0000y"}]})");
   expect_user_error(dir, "summary l.json", {"l.json: layers[0].name:", "got \"x\\u0000y\""});
+}
+
+TEST_CASE("what a hostile sweep found: messages that named the wrong thing, and flags silently ignored") {
+  TempDir dir;
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  const std::string model = source_path("configs/models/iris_mlp.json").string();
+  // A factor of 0 and one of 1 broke the same rule, in two wordings.
+  for (const char* factor : {"0", "1"}) {
+    dir.write("f.json", R"({"model": ")" + model + R"(", "data": {"dataset": "iris"},
+      "callbacks": [{"type": "ReduceLROnPlateau", "factor": )" +
+                            factor + "}]}");
+    expect_user_error(
+        dir, "train f.json",
+        {std::string("f.json: callbacks[0].factor: expected a factor above 0 and below 1, got ") + factor});
+  }
+  // A file given for a run directory is called a file, not a missing directory.
+  expect_user_error(dir, "train " + iris + " --resume f.json", {"f.json: cannot resume: a file, not a run directory"});
+  // A directory without a run in it is not a run directory, whatever command reads it.
+  std::filesystem::create_directory(dir / "plain");
+  expect_user_error(dir, "summary plain", {"plain: not a run directory: model.json is missing"});
+  expect_user_error(dir, "graph plain", {"plain: not a run directory: model.json is missing"});
+  // --graph runs no scenario: a scenario's flags beside it were ignored.
+  expect_user_error(dir, "race-check --graph f.json --scenario counter", {"--graph", "--scenario"});
+  expect_user_error(dir, "race-check --graph f.json --threads 2", {"--graph", "--threads"});
+  // A seed past the 64-bit range says where the range ends.
+  expect_user_error(
+      dir, "train " + iris + " --seed 18446744073709551615",
+      {"--seed: expected a non-negative integer of at most 9223372036854775807, got 18446744073709551615"});
+  // A path with a terminal escape in it is escaped on the success path too, as in errors.
+  const CommandResult r = run_tensorctl("train " + iris + " --epochs 1 --output " + quoted("r\x1b[31mx"), dir.path());
+  INFO(r.out);
+  CHECK(r.status == 0);
+  CHECK(r.out.find("run saved to r\\u001b[31mx") != std::string::npos);
+  CHECK(r.out.find('\x1b') == std::string::npos);
 }
 
 TEST_CASE("under an address-space limit: a thread count the system refuses is one line and exit 1, never a hang") {

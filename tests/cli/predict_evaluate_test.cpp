@@ -196,6 +196,27 @@ TEST_SUITE("predict and evaluate") {
     }
   }
 
+  TEST_CASE("predict and evaluate refuse a row whose scaled features or outputs leave the floats, naming its line") {
+    const TrainedRun& t = trained("configs/iris_mlp.json");
+    TempDir d;
+    fs::copy(t.run, d / "run", fs::copy_options::recursive);
+    // 3.4e38 is a float, but scaled by a deviation below 1 it is not: before, the row's probabilities were
+    // NaN and it counted as classified right.
+    d.write("far.csv", "sepal_length,sepal_width,petal_length,petal_width,label\n1,1,1,1,1\n3.4e38,1,1,1,0\n");
+    const std::string scaled =
+        "far.csv: line 3: column \"sepal_length\": 3.39999995e+38 lies so far from the "
+        "training data (mean ";
+    expect_user_error(d, "predict --run run --input far.csv --output p.csv", {scaled});
+    expect_user_error(d, "evaluate --run run --data far.csv", {scaled});
+    // Finite features, finite weights, and still an output that is not: a weight at the float's edge
+    // overflows the first layer's sums.
+    set_weight(d / "run/weights.safetensors", "dense/kernel", 0, 3e38f);
+    d.write("near.csv", "sepal_length,sepal_width,petal_length,petal_width,label\n5,3,1.5,0.2,0\n7.9,3,6,2,2\n");
+    const std::string output = "near.csv: line 3: the model's output 0 for this row is ";
+    expect_user_error(d, "predict --run run --input near.csv --output p.csv", {output});
+    expect_user_error(d, "evaluate --run run --data near.csv", {output});
+  }
+
   TEST_CASE("predict and evaluate read a run's recorded config as train reads a config: a bad key names summary.json") {
     TempDir d;
     d.write("train.json",

@@ -84,8 +84,8 @@ class Parallel final : public Layer {
       if (outputs[i].rank() != 1)
         where.fail_here("Parallel layer \"" + name() +
                         "\" merges by \"concat\", which needs flat branch outputs (None, features), but branch " +
-                        std::to_string(i) + " gives " + keras(outputs[i]) + " (branch 0 gives " + keras(outputs[0]) +
-                        ")");
+                        std::to_string(i) + " gives " + keras(outputs[i]) +
+                        (i == 0 ? "" : " (branch 0 gives " + keras(outputs[0]) + ")"));
       if (__builtin_add_overflow(features, outputs[i][0], &features) || features > kMaxTensorElements)
         where.fail_here("Parallel layer \"" + name() +
                         "\" concatenates more than the 2^36 features per example tensorctl supports");

@@ -120,6 +120,19 @@ TEST_CASE("Parallel bad keys name their JSON path") {
                          {2, 2}, "layers[0].branches[0][0]", "(None, 2, 2)");
   check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]]})",
                          {2, 2}, "layers[0]", "merges by \"concat\", which needs flat branch outputs");
+  // The branch at fault, and branch 0 beside it only when that is another branch.
+  auto concat_message = [](const std::string& json_text, const Shape& input_shape) {
+    try {
+      build_one_layer(json_text, input_shape);
+    } catch (const SpecError& e) {
+      return std::string(e.message());
+    }
+    return std::string("no error");
+  };
+  CHECK(concat_message(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Flatten"}]]})", {2, 2})
+            .ends_with("but branch 0 gives (None, 2, 2)"));
+  CHECK(concat_message(R"({"type":"Parallel","branches":[[{"type":"Flatten"}],[{"type":"Delay","ms":1}]]})", {2, 2})
+            .ends_with("but branch 1 gives (None, 2, 2) (branch 0 gives (None, 4))"));
   check_layer_spec_error(
       R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]],"brances":1})", {2},
       "layers[0].brances", "unknown key");
