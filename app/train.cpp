@@ -191,13 +191,14 @@ int run_train(const TrainFlags& f) {
                    .c_str());
   const auto& strategy = out.summary.at("strategy");
   if (c.strategy.type == "hogwild") {
-    std::fprintf(log, "%s\n",
-                 fmt::format("Hogwild with {} workers, locking {}: {} updates, {} applied, {} lost", c.strategy.workers,
-                             strategy.at("locking").get<std::string>(),
-                             thousands(strategy.at("updates_expected").get<std::int64_t>()),
-                             thousands(strategy.at("updates_applied").get<std::int64_t>()),
-                             thousands(strategy.at("lost_updates").get<std::int64_t>()))
-                     .c_str());
+    std::fprintf(
+        log, "%s\n",
+        fmt::format("Hogwild with {} worker{}, locking {}: {} updates, {} applied, {} lost", c.strategy.workers,
+                    c.strategy.workers == 1 ? "" : "s", strategy.at("locking").get<std::string>(),
+                    thousands(strategy.at("updates_expected").get<std::int64_t>()),
+                    thousands(strategy.at("updates_applied").get<std::int64_t>()),
+                    thousands(strategy.at("lost_updates").get<std::int64_t>()))
+            .c_str());
   } else if (strategy.at("replicas").get<int>() > 1) {
     const auto& ar = strategy.at("all_reduce");
     const double step = strategy.at("step_seconds").get<double>();

@@ -267,6 +267,31 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
   return dataset_from_table(table, path, label, classification, options);
 }
 
+DataFingerprint fingerprint_of(const Dataset& data) {
+  std::uint64_t h = 14695981039346656037ull;
+  auto add = [&h](const void* bytes, std::size_t n) {
+    for (const auto* p = static_cast<const unsigned char*>(bytes); n > 0; --n, ++p) h = (h ^ *p) * 1099511628211ull;
+  };
+  auto add_count = [&add](std::int64_t v) { add(&v, sizeof v); };
+  // The shapes and sizes first, so bytes that merely move between the features and the labels, or between
+  // class names, still change the hash.
+  for (const Tensor* t : {&data.x, &data.y}) {
+    add_count(t->defined() ? t->shape().rank() : -1);
+    if (!t->defined()) continue;
+    for (int d = 0; d < t->shape().rank(); ++d) add_count(t->shape()[d]);
+    add_count(static_cast<std::int64_t>(t->dtype()));
+  }
+  add_count(data.num_classes);
+  add_count(static_cast<std::int64_t>(data.class_names.size()));
+  for (const std::string& name : data.class_names) {
+    add_count(static_cast<std::int64_t>(name.size()));
+    add(name.data(), name.size());
+  }
+  for (const Tensor* t : {&data.x, &data.y})
+    if (t->defined()) add(t->raw_data(), t->bytes());
+  return {data.size(), h};
+}
+
 Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   const std::int64_t n = data.size();
   for (std::int64_t r : rows) TCTL_CHECK(r >= 0 && r < n, "take_rows: row index out of range");

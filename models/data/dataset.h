@@ -105,6 +105,18 @@ struct Split {
 // names the key). With tiny data sets the train part may come out empty; callers check size().
 Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 
+// What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
+// any split: the features' and labels' shapes and bytes (f32 and i32, little-endian as every platform we build
+// for stores them) and the class names. Column names are left out, as they change no result. The same data
+// gives the same fingerprint on every run; a change to any value, row or class name changes the hash but
+// for a 2^-64 chance.
+struct DataFingerprint {
+  std::int64_t rows = 0;
+  std::uint64_t hash = 0;
+  bool operator==(const DataFingerprint&) const = default;
+};
+DataFingerprint fingerprint_of(const Dataset& data);
+
 // Per-feature standardisation: x' = (x - mean) / std, with the mean and population standard deviation
 // learned from the training rows only, so validation and test data are scaled the same way.
 // A feature with (near) zero deviation, such as the always-blank border pixels of digits, gets std = 1 and so

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/text.h"
 #include "models/io/spec_reader.h"
 
 namespace tctl {
@@ -61,9 +62,21 @@ void parse_tensorboard(SpecReader& r, CallbackConfig& c, bool new_run) {
   }
 }
 
+// What a run of `metrics` can monitor: loss and its metrics, then with validation data their val_ forms.
+std::vector<std::string> monitorable(const std::vector<std::string>& metrics, bool has_validation) {
+  std::vector<std::string> out{"loss"};
+  for (const auto& m : metrics)
+    if (std::find(out.begin(), out.end(), m) == out.end()) out.push_back(m);
+  if (!has_validation) return out;
+  const std::size_t train = out.size();
+  for (std::size_t i = 0; i < train; ++i) out.push_back("val_" + out[i]);
+  return out;
+}
+
 }  // namespace
 
-std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file,
+                                            const std::vector<std::string>& metrics, bool has_validation,
                                             const std::string& path, bool new_run) {
   if (!list.is_array()) throw SpecError(file, path, "expected a list of callbacks, " + describe_json(list));
   std::vector<CallbackConfig> out;
@@ -84,9 +97,17 @@ std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const st
     static const std::vector<std::string> names{"loss", "accuracy", "top_k_accuracy", "mae", "mse"};
     const bool val = c.monitor.rfind("val_", 0) == 0;
     const std::string base = val ? c.monitor.substr(4) : c.monitor;
+    const std::string can = "this run can monitor " + join(monitorable(metrics, has_validation));
     if (std::find(names.begin(), names.end(), base) == names.end())
-      r.fail("monitor", "unknown quantity \"" + c.monitor +
-                            "\" (known: loss, accuracy, top_k_accuracy, mae, mse, each with or without val_)");
+      r.fail("monitor",
+             "unknown quantity \"" + c.monitor +
+                 (new_run ? "\"; " + can
+                          : "\" (known: loss, accuracy, top_k_accuracy, mae, mse, each with or without val_)"));
+    // A quantity the run never computes would read as 0 every epoch: EarlyStopping would stop at once, and
+    // ModelCheckpoint never save.
+    if (new_run && base != "loss" && std::find(metrics.begin(), metrics.end(), base) == metrics.end())
+      r.fail("monitor", "\"" + c.monitor + "\" is not computed: " + base + " is not among the config's metrics (" +
+                            (metrics.empty() ? std::string("none") : join(metrics)) + "); " + can);
     if (val && !has_validation)
       r.fail("monitor",
              c.monitor + " needs validation data, but data.validation_split is 0; monitor \"" + base + "\" instead");

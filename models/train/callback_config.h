@@ -38,10 +38,12 @@ struct CallbackConfig {
   nlohmann::json to_json() const;
 };
 
-// Parses the "callbacks" array, which lies at JSON path `path` in `file`. `has_validation` tells whether
-// val_* names can be monitored. A `new_run`'s callbacks must each write a file or folder of their own, named
-// in at most 200 bytes; a run recorded before those rules keeps working.
-std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file, bool has_validation,
+// Parses the "callbacks" array, which lies at JSON path `path` in `file`. A callback may monitor "loss" and
+// the run's `metrics`, and with `has_validation` their val_ forms. A `new_run`'s callbacks must each write a
+// file or folder of their own, named in at most 200 bytes, and monitor what the run computes; a run recorded
+// before those rules keeps working.
+std::vector<CallbackConfig> parse_callbacks(const nlohmann::json& list, const std::string& file,
+                                            const std::vector<std::string>& metrics, bool has_validation,
                                             const std::string& path = "callbacks", bool new_run = true);
 
 }  // namespace tctl

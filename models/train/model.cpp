@@ -241,6 +241,9 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
     TCTL_CHECK(!collective_, "hogwild shares one replica's variables; it is not mirrored");
     hogwild_ = options_.hogwild_workers;
     members_ = hogwild_;
+  } else if (options_.hogwild_workers == 1) {
+    // One worker takes the plain step, which is exactly its update; it is counted like the others'.
+    hogwild_ = 1;
   }
   if (in_process || hogwild_ > 1) threads_ = std::make_unique<ReplicaThreads>(in_process ? replicas() : hogwild_);
   if (train_graph_ != nullptr && others_.empty() && collective_ == nullptr && hogwild_ <= 1)
@@ -317,7 +320,7 @@ bool Model::stop_requested() const {
 }
 
 HogwildTotals Model::hogwild_totals() const {
-  if (hogwild_ <= 1) return {};
+  if (hogwild_ == 0) return {};
   const double counter = optimizer_.state().back()->read().to(cpu_device()).item();
   return {mirrored_steps_, hogwild_updates_, static_cast<std::int64_t>(std::llround(counter - hogwild_counter_start_))};
 }
@@ -455,8 +458,22 @@ std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, s
   const Output fetches[] = {train_pass_->loss, train_pass_->scores};
   RunOptions ro;
   ro.step = step;
+  begin_hogwild_step();
   optimizer_.begin_step(step);
-  return train_session_->run(feeds, fetches, train_pass_->updates, ro);
+  std::vector<Tensor> out = train_session_->run(feeds, fetches, train_pass_->updates, ro);
+  if (hogwild_ == 1) end_single_hogwild_step();
+  return out;
+}
+
+void Model::begin_hogwild_step() {
+  // The step counter before the first hogwild step (after any checkpoint was restored into it).
+  if (hogwild_ > 0 && mirrored_steps_ == 0)
+    hogwild_counter_start_ = optimizer_.state().back()->read().to(cpu_device()).item();
+}
+
+void Model::end_single_hogwild_step() {
+  ++mirrored_steps_;
+  ++hogwild_updates_;
 }
 
 std::vector<Tensor> Model::eval_batch(const Tensor& x, const Tensor& targets) {
@@ -534,9 +551,7 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);
   }
-  // The step counter before the first hogwild step (after any checkpoint was restored into it).
-  if (hogwild_ > 1 && mirrored_steps_ == 0)
-    hogwild_counter_start_ = optimizer_.state().back()->read().to(cpu_device()).item();
+  begin_hogwild_step();
   optimizer_.begin_step(step);
   for (const auto& rep : others_) {
     if (rep->optimizer.lr_factor() != optimizer_.lr_factor()) rep->optimizer.set_lr_factor(optimizer_.lr_factor());
@@ -659,8 +674,11 @@ float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t ste
   RunOptions ro;
   ro.step = step;
   ro.profiler = profiler;
+  begin_hogwild_step();
   optimizer_.begin_step(step);
-  return train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
+  const float loss = train_session_->run(feeds, fetches, train_pass_->updates, ro)[0].item();
+  if (hogwild_ == 1) end_single_hogwild_step();
+  return loss;
 }
 
 float Model::eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {

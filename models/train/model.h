@@ -67,7 +67,7 @@ struct ModelOptions {
   int worker = 0;
   // Hogwild (strategy "hogwild"): two or more threads share this one replica, its session and variables; a
   // step gives each its share of the rows, and each applies its own update as the optimizer's `locking`
-  // lets it (with none, updates may be lost). No all-reduce.
+  // lets it (with none, updates may be lost). No all-reduce. One worker takes plain steps, counted alike.
   int hogwild_workers = 0;
 };
 
@@ -178,6 +178,10 @@ class Model {
  private:
   // Adds the lines not already noted.
   void note_placement_warnings(const std::vector<std::string>& more);
+  // Hogwild's counts (hogwild_totals): the step counter read before the first step, and one worker's plain
+  // step counted as a step of one update.
+  void begin_hogwild_step();
+  void end_single_hogwild_step();
   struct Pass;     // one traced graph's inputs and outputs
   struct Replica;  // replicas 1.. of a mirrored model; the first is the Model's own members
   struct Traced;   // what tracing one replica's step needs: its net, optimizer, device and member
@@ -229,7 +233,7 @@ class Model {
   const std::atomic<bool>* stop_flag_ = nullptr;
   bool stop_agreed_ = false;  // multi-worker: a rank's stop flag was set at a step's start
   std::int64_t mirrored_steps_ = 0;
-  int hogwild_ = 0;  // hogwild's workers, or 0
+  int hogwild_ = 0;  // hogwild's workers (1: plain steps, counted as hogwild's), or 0
   std::int64_t hogwild_updates_ = 0;
   double hogwild_counter_start_ = 0.0;  // the step counter before the first hogwild step
 };

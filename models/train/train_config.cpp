@@ -253,9 +253,8 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
     t.finish();
   }
   if (top.has("callbacks"))
-    c.callbacks =
-        parse_callbacks(top.raw("callbacks"), top.file(), c.data.validation_split > 0, top.path_of("callbacks"),
-                        /*new_run=*/!recorded);
+    c.callbacks = parse_callbacks(top.raw("callbacks"), top.file(), c.metrics, c.data.validation_split > 0,
+                                  top.path_of("callbacks"), /*new_run=*/!recorded);
   c.device = top.string("device", "cpu");
   if (const std::string error = device_name_error(c.device); !error.empty()) top.fail("device", error);
   c.allow_tf32 = top.boolean("allow_tf32", false);

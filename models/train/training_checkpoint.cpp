@@ -1,5 +1,6 @@
 #include "models/train/training_checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -90,6 +91,24 @@ BatchSums sums_from_json(const nlohmann::json& j, const std::string& file, const
   return s;
 }
 
+nlohmann::json fingerprint_json(const DataFingerprint& f) {
+  return {{"rows", f.rows}, {"hash", fmt::format("{:016x}", f.hash)}};
+}
+
+DataFingerprint fingerprint_from_json(const nlohmann::json& j, const std::string& file, const std::string& where) {
+  SpecReader r(j, file, where, kDamaged);
+  DataFingerprint f;
+  f.rows = r.non_negative_int("rows");
+  const std::string hash = r.string("hash");
+  const bool hex = hash.size() == 16 && std::all_of(hash.begin(), hash.end(), [](char c) {
+                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                   });
+  if (!hex) r.fail("hash", "expected 16 hexadecimal digits, got " + quote_for_message(hash));
+  f.hash = std::stoull(hash, nullptr, 16);
+  r.finish();
+  return f;
+}
+
 // The state a run could have reached: the history one row per finished epoch, 1 to next_epoch - 1 in order,
 // and sums no run could have made refused, so a tampered state never becomes a run's history. The readers
 // above have already refused counts below 0 and sums and seconds that are not finite.
@@ -174,7 +193,9 @@ void save_training_checkpoint(const std::filesystem::path& path, const Model& mo
                     {"partial_sums", sums_json(state.partial_sums).dump()},
                     {"history", history_json(state.history).dump()},
                     {"callbacks", state.callbacks.dump()},
-                    {"config", state.config.dump()}});
+                    {"config", state.config.dump()},
+                    {"data", state.data ? fingerprint_json(*state.data).dump() : "null"},
+                    {"inputs", state.inputs.dump()}});
 }
 
 bool is_training_checkpoint(const SafetensorsFile& file) {
@@ -223,6 +244,13 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
   state.history = json_meta("history", history_from_json);
   state.callbacks = json_meta("callbacks", as_is);
   state.config = json_meta("config", as_is);
+  // Checkpoints written before the data was recorded lack these keys: they resume unchecked, and predict
+  // recomputes their scaling from the data.
+  if (file.metadata.count("data")) {
+    const nlohmann::json data = json_meta("data", as_is);
+    if (!data.is_null()) state.data = fingerprint_from_json(data, name, "__metadata__.data");
+  }
+  if (file.metadata.count("inputs")) state.inputs = json_meta("inputs", as_is);
   check_state(state, name);
   return state;
 }

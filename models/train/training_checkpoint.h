@@ -1,7 +1,8 @@
 // The checkpoint of a training run, checkpoint.safetensors in the run directory: the model's variables,
 // the optimizer's state (slots, step counter), any tensors the callbacks keep, and, in the metadata, where
-// training stopped, the history so far and the callbacks' state. One file written to a temporary name and
-// renamed, so a process killed at any moment leaves the previous checkpoint whole.
+// training stopped, the history so far, the callbacks' state, the config, and the data's fingerprint and
+// input scaling. One file written to a temporary name and renamed, so a process killed at any moment leaves
+// the previous checkpoint whole.
 //
 // Shuffling and dropout are keyed by (seed, epoch) and (seed, node, step), so position plus variables is the
 // whole training state: a resumed run continues exactly as if it had never stopped.
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/data/dataset.h"
 #include "models/io/safetensors.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
@@ -27,6 +29,13 @@ struct TrainingState {
   nlohmann::json callbacks = nlohmann::json::array();
   // The resolved config (TrainConfig::to_json()), which a resume compares with its own.
   nlohmann::json config = nlohmann::json::object();
+  // The data the run trains on, which a resume must find unchanged. Absent in checkpoints written before it
+  // was recorded, which resume unchecked.
+  std::optional<DataFingerprint> data;
+  // What predict and evaluate need to feed an interrupted run new rows, as summary.json records it:
+  // {"data": {"feature_names", "label", "num_classes", "classes"}, "preprocessing": {"standardize", "mean",
+  // "std"}}, read as summary.json's are. Null in checkpoints written before it was recorded.
+  nlohmann::json inputs;
 };
 
 // The tensors a checkpoint of `model` holds: variables then optimizer state, under their names.

@@ -106,6 +106,9 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header)
 // "dataset iris" or "data.csv", for messages that compare the data with the model.
 std::string data_source(const TrainConfig& c) { return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv; }
 
+// The config key that names the data: "data.csv" for a file, "data" for a built-in dataset.
+std::string data_key(const TrainConfig& c) { return c.data.csv.empty() ? "data" : "data.csv"; }
+
 // Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
 std::string model_place(const TrainConfig& c, const std::string& key) {
   return c.model_file + " " + (c.model_path.empty() ? key : c.model_path + "." + key);
@@ -192,13 +195,24 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
   if (entries.empty()) return;
-  if (!overwrite)
+  const bool holds_run = std::any_of(kRunMarkers.begin(), kRunMarkers.end(),
+                                     [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); });
+  // The message suggests only what can work: --resume needs a checkpoint, which a run that failed in its
+  // first epoch never wrote (it leaves model.json alone), and --overwrite needs a run.
+  if (!overwrite && std::filesystem::exists(dir / "checkpoint.safetensors", ec))
     throw SpecError(d, "",
                     "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
                     "--resume " +
                         d + " to continue it");
-  if (std::none_of(kRunMarkers.begin(), kRunMarkers.end(),
-                   [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); }))
+  if (!overwrite && holds_run)
+    throw SpecError(d, "",
+                    "the run directory exists and holds a run without a checkpoint (a run that failed in its first "
+                    "epoch writes none), so it cannot be resumed; pass --overwrite to replace it");
+  if (!overwrite)
+    throw SpecError(d, "",
+                    "the run directory exists and is not empty, and holds no tensorctl run (no model.json, "
+                    "summary.json or checkpoint.safetensors) to replace or resume; choose another --output");
+  if (!holds_run)
     throw SpecError(d, "",
                     "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
                     "summary.json or checkpoint.safetensors); choose another --output");
@@ -237,6 +251,23 @@ void check_resume_config(const TrainingState& saved, const TrainConfig& c, const
                   join(kResumeMayChange)));
 }
 
+// --resume continues a run only on the data it was trained on, as loaded before the split: the same path
+// holding other rows (or TENSORCTL_DATA_DIR pointing at another digits.csv) would continue with other batches
+// and another scaling. A checkpoint that recorded no fingerprint (written before there was one) is not checked.
+void check_resume_data(const TrainingState& saved, const TrainConfig& c, const PreparedData& data,
+                       const std::filesystem::path& dir) {
+  if (!saved.data || *saved.data == data.fingerprint) return;
+  const std::string what =
+      saved.data->rows != data.fingerprint.rows
+          ? fmt::format("{} holds {} rows, where the data its checkpoint was trained on held {}", data_source(c),
+                        data.fingerprint.rows, saved.data->rows)
+          : fmt::format("{} has changed since its checkpoint was written: the rows' values differ", data_source(c));
+  throw SpecError(c.file, data_key(c),
+                  fmt::format("cannot resume {}: {}; a resumed run trains on the same data (to train on this data, "
+                              "start a new run with --output or --overwrite)",
+                              dir.string(), what));
+}
+
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
 void check_finite(const SafetensorsFile& file, const std::filesystem::path& path) {
   for (const auto& t : file.tensors)
@@ -259,7 +290,8 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   Dataset data = c.data.csv.empty()
                      ? load_builtin(c.data.dataset, c.seed, c.file, "data")
                      : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
-  const std::string where = c.data.csv.empty() ? "data" : "data.csv";
+  const DataFingerprint fingerprint = fingerprint_of(data);
+  const std::string where = data_key(c);
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
     // Binary cross-entropy takes 0/1 labels as float targets, one column.
     if (data.num_classes > 2)
@@ -301,6 +333,7 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
     throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
 
   PreparedData p;
+  p.fingerprint = fingerprint;
   p.test_raw = split.test;
   p.standardized = c.data.standardize;
   if (p.standardized) p.standardizer.fit(split.train.x);
@@ -355,6 +388,12 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
     throw SpecError(dir.string(), "",
                     std::filesystem::exists(dir, ec) ? "cannot resume: a file, not a run directory"
                                                      : "cannot resume: the run directory does not exist");
+  // A run that failed in its first epoch leaves model.json and no checkpoint: it can only start again.
+  if (!std::filesystem::exists(checkpoint, ec) && std::filesystem::exists(dir / "model.json", ec))
+    throw SpecError(dir.string(), "",
+                    "cannot resume: the run in it has no checkpoint.safetensors (a run that failed in its first epoch "
+                    "writes none); train it again with --output " +
+                        dir.string() + " --overwrite");
   if (!std::filesystem::exists(checkpoint, ec))
     throw SpecError(dir.string(), "", "cannot resume: not a run directory (checkpoint.safetensors is missing)");
   // A file the run writes that is now a directory would fail only after training, with the checkpoint and
@@ -365,6 +404,7 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
   SafetensorsFile file;
   TrainingState saved = read_training_checkpoint(checkpoint, file);
   check_resume_config(saved, c, dir);
+  check_resume_data(saved, c, data, dir);
   try {
     callbacks.restore_state(saved.callbacks);
   } catch (const SpecError& e) {
@@ -502,9 +542,22 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
           {"compute_seconds_per_step", std::max(0.0, train_seconds - t.seconds) / steps}};
 }
 
+// What predict and evaluate need to feed the run new rows: summary.json's "data" and "preprocessing", which
+// checkpoints record too (TrainingState::inputs).
+nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
+  return {{"data",
+           {{"feature_names", data.test_raw.feature_names},
+            {"label", c.data.label},
+            {"num_classes", data.test_raw.num_classes},
+            {"classes", data.test_raw.class_names}}},
+          {"preprocessing",
+           {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}}};
+}
+
 nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data, const TrainOutcome& out,
                            double train_seconds) {
   const Sequential& net = model.net();
+  const nlohmann::json inputs = input_record(c, data);
   return {{"model", net.name()},
           {"params", net.param_count()},
           {"epochs", c.epochs},
@@ -518,13 +571,8 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"samples_per_second", out.samples_per_second},
           {"devices", device_memory_json()},
           {"strategy", strategy_json(c, model, train_seconds)},
-          {"data",
-           {{"feature_names", data.test_raw.feature_names},
-            {"label", c.data.label},
-            {"num_classes", data.test_raw.num_classes},
-            {"classes", data.test_raw.class_names}}},
-          {"preprocessing",
-           {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}},
+          {"data", inputs.at("data")},
+          {"preprocessing", inputs.at("preprocessing")},
           {"config", c.to_json()},
           {"output", c.output}};
 }
@@ -609,6 +657,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   else if (writer)
     clear_run_directory(dir, c, control.overwrite);
   state.config = c.to_json();
+  state.data = data.fingerprint;
+  state.inputs = input_record(c, data);
   if (writer) start_run_directory(dir, model->net());
   if (control.on_placement_warnings && !model->placement_warnings().empty())
     control.on_placement_warnings(model->placement_warnings());
@@ -635,16 +685,51 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
 
 namespace {
 
+// Where a run's record of its inputs lies, and how a damaged one is reported.
+struct InputRecordPlace {
+  std::string file;    // summary.json or the checkpoint
+  std::string prefix;  // the JSON path of the record in it, with a trailing dot, or ""
+  std::string damaged;
+};
+
+// The inputs' scaling, names and classes, from a record as input_record writes it, each value with its type
+// and range checked, so a tampered file is a SpecError naming the key, never nlohmann's message without a
+// place nor a conversion out of range (1e39 as an int).
+void read_input_record(LoadedRun& run, SpecReader& record) {
+  SpecReader pre = record.object("preprocessing");
+  run.standardized = pre.boolean("standardize");
+  run.standardizer.mean = pre.float_list("mean");
+  run.standardizer.std = pre.float_list("std");
+  SpecReader info = record.object("data");
+  run.feature_names = info.string_list("feature_names");
+  run.label = info.string("label");
+  const std::int64_t classes = info.non_negative_int("num_classes");
+  if (classes > std::numeric_limits<int>::max())
+    info.fail("num_classes", fmt::format("{} classes, more than any model has outputs", classes));
+  run.num_classes = static_cast<int>(classes);
+  // Runs from before class names had no "classes".
+  if (info.has("classes")) run.class_names = info.string_list("classes");
+  if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
+    info.fail("classes", "the class names do not match num_classes");
+}
+
 // What an interrupted run (model.json and checkpoint.safetensors, no summary yet) needs besides its weights:
-// the config from the checkpoint, and the data's scaling, names and classes recomputed from the training data
-// exactly as the run computed them.
-void load_interrupted_run(LoadedRun& run, const std::filesystem::path& checkpoint) {
+// the config and the inputs' scaling, names and classes from the checkpoint. A checkpoint written before it
+// recorded the scaling has it recomputed from the training data as the run computed it, which holds only as
+// long as that data is unchanged.
+InputRecordPlace load_interrupted_run(LoadedRun& run, const std::filesystem::path& checkpoint) {
   SafetensorsFile file;
   const TrainingState state = read_training_checkpoint(checkpoint, file);
   run.config = TrainConfig::from_json(state.config, checkpoint.string(), "config", ConfigOrigin::kRunRecord);
   run.config.model_file = (run.dir / "model.json").string();
   run.config.model_spec = parse_json_file(run.config.model_file);
   run.config.model_path = "";
+  if (!state.inputs.is_null()) {
+    const std::string damaged = "damaged training state: ";
+    SpecReader record(state.inputs, checkpoint.string(), "__metadata__.inputs", damaged);
+    read_input_record(run, record);
+    return {checkpoint.string(), "__metadata__.inputs.", damaged};
+  }
   const Sequential net = Sequential::from_json(run.config.model_spec, run.config.model_file, "", run.config.seed,
                                                run.config.optimizer.locking);
   PreparedData data;
@@ -662,9 +747,10 @@ void load_interrupted_run(LoadedRun& run, const std::filesystem::path& checkpoin
   run.label = run.config.data.label;
   run.num_classes = data.test_raw.num_classes;
   run.class_names = data.test_raw.class_names;
+  return {run.dir.string(), "", "damaged run summary: "};
 }
 
-void load_finished_run(LoadedRun& run, const std::string& summary_file) {
+InputRecordPlace load_finished_run(LoadedRun& run, const std::string& summary_file) {
   run.summary = parse_json_file(summary_file);
   if (!run.summary.is_object() || !run.summary.contains("config"))
     throw SpecError(summary_file, "", "damaged run summary: it records no config");
@@ -673,36 +759,24 @@ void load_finished_run(LoadedRun& run, const std::string& summary_file) {
   run.config.model_file = (run.dir / "model.json").string();
   run.config.model_spec = parse_json_file(run.config.model_file);
   run.config.model_path = "";
-  // Each value with its type and range checked, so a tampered file is a SpecError naming the key, never
-  // nlohmann's message without a place nor a conversion out of range (1e39 as an int).
   SpecReader summary(run.summary, summary_file, "", "damaged run summary: ");
-  SpecReader pre = summary.object("preprocessing");
-  run.standardized = pre.boolean("standardize");
-  run.standardizer.mean = pre.float_list("mean");
-  run.standardizer.std = pre.float_list("std");
-  SpecReader info = summary.object("data");
-  run.feature_names = info.string_list("feature_names");
-  run.label = info.string("label");
-  const std::int64_t classes = info.non_negative_int("num_classes");
-  if (classes > std::numeric_limits<int>::max())
-    info.fail("num_classes", fmt::format("{} classes, more than any model has outputs", classes));
-  run.num_classes = static_cast<int>(classes);
-  // Runs from before class names had no "classes".
-  if (info.has("classes")) run.class_names = info.string_list("classes");
-  if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
-    info.fail("classes", "the class names do not match num_classes");
+  read_input_record(run, summary);
+  return {summary_file, "", "damaged run summary: "};
 }
 
 // What a run records of its inputs and labels, against the model and its loss: a tampered summary.json must
 // neither reach a kernel with the wrong number of features or the wrong kind of targets, nor scale every input
 // into NaN, nor have predict read a class or a target the model has no output for.
-void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t outputs, const std::string& file) {
+void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t outputs,
+                        const InputRecordPlace& record) {
+  const std::string& file = record.file;
+  const std::string& damaged = record.damaged;
+  auto place = [&](const std::string& key) { return record.prefix + key; };
   const std::string& loss = run.config.loss;
   if (!loss_is_classification(loss)) {
     if (run.num_classes != 0)
-      throw SpecError(
-          file, "data.num_classes",
-          fmt::format("damaged run summary: {} classes, where a run of loss {} has none", run.num_classes, loss));
+      throw SpecError(file, place("data.num_classes"),
+                      fmt::format("{}{} classes, where a run of loss {} has none", damaged, run.num_classes, loss));
     // Such a run read one target per row, from its label column, for its one output.
     if (outputs != 1)
       throw SpecError(
@@ -710,28 +784,28 @@ void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t 
           fmt::format("damaged run: the model has {} outputs, where a run of loss {} (as {} records) has one", outputs,
                       loss, file));
   } else if (run.num_classes < 1 || run.num_classes > outputs) {
-    throw SpecError(file, "data.num_classes",
-                    fmt::format("damaged run summary: {} classes, where a run of loss {} on this model has 1 to {}",
+    throw SpecError(file, place("data.num_classes"),
+                    fmt::format("{}{} classes, where a run of loss {} on this model has 1 to {}", damaged,
                                 run.num_classes, loss, outputs));
   }
   if (static_cast<std::int64_t>(run.feature_names.size()) != inputs)
-    throw SpecError(file, "data.feature_names",
-                    fmt::format("damaged run summary: {} feature names for a model of {} inputs",
-                                run.feature_names.size(), inputs));
+    throw SpecError(
+        file, place("data.feature_names"),
+        fmt::format("{}{} feature names for a model of {} inputs", damaged, run.feature_names.size(), inputs));
   if (!run.standardized) return;
   const Standardizer& s = run.standardizer;
   if (static_cast<std::int64_t>(s.mean.size()) != inputs || s.std.size() != s.mean.size())
-    throw SpecError(file, "preprocessing",
-                    fmt::format("damaged run summary: {} means and {} scales for a model of {} inputs", s.mean.size(),
-                                s.std.size(), inputs));
+    throw SpecError(
+        file, place("preprocessing"),
+        fmt::format("{}{} means and {} scales for a model of {} inputs", damaged, s.mean.size(), s.std.size(), inputs));
   for (std::size_t i = 0; i < s.mean.size(); ++i) {
     if (!std::isfinite(s.mean[i]))
-      throw SpecError(file, fmt::format("preprocessing.mean[{}]", i), "damaged run summary: not a finite number");
+      throw SpecError(file, place(fmt::format("preprocessing.mean[{}]", i)), damaged + "not a finite number");
     // Standardizer::fit gives 1 to a constant column: a scale is never 0, and one below the smallest normal
     // float would be read as 0 where denormals are flushed.
     if (!std::isfinite(s.std[i]) || s.std[i] < std::numeric_limits<float>::min())
-      throw SpecError(file, fmt::format("preprocessing.std[{}]", i),
-                      fmt::format("damaged run summary: a scale must be a positive finite number, got {}", s.std[i]));
+      throw SpecError(file, place(fmt::format("preprocessing.std[{}]", i)),
+                      fmt::format("{}a scale must be a positive finite number, got {}", damaged, s.std[i]));
   }
 }
 
@@ -764,10 +838,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
 
   LoadedRun run;
   run.dir = dir;
-  if (finished)
-    load_finished_run(run, (dir / "summary.json").string());
-  else
-    load_interrupted_run(run, dir / "checkpoint.safetensors");
+  const InputRecordPlace record = finished ? load_finished_run(run, (dir / "summary.json").string())
+                                           : load_interrupted_run(run, dir / "checkpoint.safetensors");
   run.config.output = d;
   run.config.inter_op_threads = inter_op_threads;
   run.config.intra_op_threads = intra_op_threads;
@@ -777,8 +849,7 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   one.strategy = StrategyConfig{};
   run.model = build_model(one);
   const auto& net = run.model->net();
-  check_input_record(run, net.input_shape().num_elements(), net.output_shape().num_elements(),
-                     finished ? (dir / "summary.json").string() : d);
+  check_input_record(run, net.input_shape().num_elements(), net.output_shape().num_elements(), record);
 
   SafetensorsFile file = load_safetensors(weights_path);
   // A training checkpoint also holds the optimizer's state and the callbacks' tensors: only the weights count.

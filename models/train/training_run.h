@@ -33,6 +33,7 @@ struct PreparedData {
   Dataset test_raw;  // the test rows before scaling, as written to test.csv
   Standardizer standardizer;
   bool standardized = false;
+  DataFingerprint fingerprint;  // of the rows as loaded, before the split (recorded in checkpoints)
 };
 
 // Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
@@ -106,7 +107,8 @@ struct LoadedRun {
 };
 
 // Loads a finished run (summary.json, weights.safetensors) or an interrupted one (checkpoint.safetensors: its
-// config comes from the checkpoint, and its input scaling is recomputed from the training data). `weights`
+// config and input scaling come from the checkpoint; one written before checkpoints recorded the scaling has
+// it recomputed from the training data). `weights`
 // picks another weights file, relative to the run directory: a ModelCheckpoint's best.safetensors, or
 // checkpoint.safetensors (a training checkpoint's optimizer state is ignored).
 // Throws SpecError naming the directory when it is not a run (saying what is missing) or a file in it is

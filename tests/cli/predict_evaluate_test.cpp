@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli_test_util.h"
+#include "models/io/safetensors.h"
 
 namespace tctl::cli_test {
 namespace {
@@ -488,6 +489,47 @@ TEST_SUITE("predict and evaluate") {
                        "interrupted one) are both missing"});
     fs::remove(d / "run/model.json");
     expect_user_error(d, "predict --run run --input test.csv", {"run: not a run directory: model.json is missing"});
+  }
+
+  TEST_CASE("an interrupted run's checkpoint keeps its input scaling: predict ignores a later change to the data") {
+    TempDir d;
+    const std::string wine = read_text(source_path("configs/data/wine.csv"));
+    d.write("mywine.csv", wine);
+    d.write("w.json", R"({"model": ")" + source_path("configs/models/wine_mlp.json").string() +
+                          R"(", "data": {"csv": "mywine.csv"}, "epochs": 2})");
+    REQUIRE(run_tensorctl("train w.json --quiet --output run", d.path()).status == 0);
+    fs::copy_file(d / "run/test.csv", d / "test.csv");
+    auto predict = [&] {
+      CommandResult r = run_tensorctl("predict --run run --input test.csv", d.path());
+      REQUIRE(r.status == 0);
+      return r.out;
+    };
+    const std::string finished = predict();
+    // Interrupted, then the data file rewritten: the scaling the run learnt came from the old rows.
+    fs::remove(d / "run/summary.json");
+    fs::remove(d / "run/weights.safetensors");
+    const std::vector<std::string> lines = split_lines(wine);
+    std::string head;
+    for (std::size_t i = 0; i < 60; ++i) head += lines[i] + "\n";
+    d.write("mywine.csv", head);
+    CHECK(predict() == finished);
+    CHECK(run_tensorctl("evaluate --run run --data test.csv", d.path()).status == 0);
+    // Without the data file at all.
+    fs::remove(d / "mywine.csv");
+    CHECK(predict() == finished);
+    // A checkpoint written before the scaling was recorded recomputes it from the data, as it was.
+    d.write("mywine.csv", wine);
+    SafetensorsFile file = load_safetensors(d / "run/checkpoint.safetensors");
+    REQUIRE(file.metadata.erase("inputs") == 1);
+    save_safetensors(d / "run/checkpoint.safetensors", file.tensors, file.metadata);
+    CHECK(predict() == finished);
+    // A tampered record names the checkpoint and the key.
+    file.metadata["inputs"] = R"({"data": {"feature_names": ["a"], "label": "label", "num_classes": 3},
+                                  "preprocessing": {"standardize": false, "mean": [], "std": []}})";
+    save_safetensors(d / "run/checkpoint.safetensors", file.tensors, file.metadata);
+    expect_user_error(d, "predict --run run --input test.csv",
+                      {"run/checkpoint.safetensors: __metadata__.inputs.data.feature_names: damaged training state: 1 "
+                       "feature names for a model of 13 inputs"});
   }
 
   TEST_CASE("--version prints the version") {

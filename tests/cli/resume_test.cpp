@@ -342,6 +342,116 @@ TEST_SUITE("bad input") {
     "callbacks": [{"type": "ReduceLROnPlateau", "factor": 1.5}]})");
     expect_user_error(dir, "train cb2.json", {"cb2.json", "callbacks[0].factor"});
   }
+
+  TEST_CASE("a callback monitors only loss and the config's metrics, their val_ forms with validation data") {
+    TempDir dir;
+    auto config = [&](const std::string& name, const std::string& callbacks, const std::string& more = "",
+                      const std::string& data = R"({"dataset": "iris"})") {
+      dir.write(name, R"({"model": ")" + source_path("configs/models/iris_mlp.json").string() + R"(", "data": )" +
+                          data + R"(, "epochs": 3, "callbacks": [)" + callbacks + "]" + more + "}");
+    };
+    // iris_mlp's metrics are ["accuracy"]: mae, val_mse and top_k_accuracy were monitored as 0 every epoch.
+    const std::string can = "this run can monitor loss, accuracy, val_loss, val_accuracy";
+    config("mae.json", R"({"type": "EarlyStopping", "monitor": "mae"})");
+    expect_user_error(dir, "train mae.json",
+                      {"mae.json: callbacks[0].monitor: \"mae\" is not computed: mae is not among the config's "
+                       "metrics (accuracy); " +
+                       can});
+    config("val_mse.json", R"({"type": "ReduceLROnPlateau", "monitor": "val_mse"})");
+    expect_user_error(dir, "train val_mse.json", {"callbacks[0].monitor: \"val_mse\" is not computed", can});
+    config("top_k.json", R"({"type": "EarlyStopping", "monitor": "top_k_accuracy"})");
+    expect_user_error(dir, "train top_k.json", {"callbacks[0].monitor: \"top_k_accuracy\" is not computed", can});
+    config("best.json", R"({"type": "TensorBoard"}, {"type": "ModelCheckpoint", "monitor": "val_mae"})");
+    expect_user_error(dir, "train best.json", {"callbacks[1].monitor: \"val_mae\" is not computed", can});
+    config("typo.json", R"({"type": "EarlyStopping", "monitor": "val_los"})");
+    expect_user_error(dir, "train typo.json", {"callbacks[0].monitor: unknown quantity \"val_los\"; " + can});
+    config("noval.json", R"({"type": "EarlyStopping", "monitor": "mae"})", "",
+           R"({"dataset": "iris", "validation_split": 0})");
+    const CommandResult noval =
+        expect_user_error(dir, "train noval.json", {"callbacks[0].monitor", "this run can monitor loss, accuracy"});
+    CHECK(noval.err.find("val_") == std::string::npos);
+    // A regression computes no accuracy.
+    nlohmann::json diabetes = read_json(source_path("configs/diabetes_regression.json"));
+    diabetes["model"] = source_path("configs/models/diabetes_mlp.json").string();
+    diabetes["data"]["csv"] = source_path("configs/data/diabetes.csv").string();
+    diabetes["callbacks"] = {{{"type", "EarlyStopping"}, {"monitor", "accuracy"}}};
+    dir.write("regression.json", diabetes.dump());
+    expect_user_error(dir, "train regression.json",
+                      {"callbacks[0].monitor: \"accuracy\" is not computed: accuracy is not among the config's "
+                       "metrics (mae, mse); this run can monitor loss, mae, mse, val_loss, val_mae, val_mse"});
+    // Among the metrics, it is monitored.
+    config("ok.json", R"({"type": "EarlyStopping", "monitor": "val_top_k_accuracy", "patience": 5})",
+           R"(, "metrics": ["accuracy", "top_k_accuracy"])");
+    CHECK(run_tensorctl("train ok.json --output ok --quiet", dir.path()).status == 0);
+    // A run recorded before the check, with such a monitor, still loads for predict.
+    nlohmann::json summary = read_json(dir / "ok/summary.json");
+    summary["config"]["metrics"] = {"accuracy"};
+    dir.write("ok/summary.json", summary.dump());
+    CHECK(run_tensorctl("predict --run ok --input ok/test.csv", dir.path()).status == 0);
+  }
+}
+
+TEST_SUITE("bad input") {
+  TEST_CASE("resume refuses data that changed since the checkpoint, naming the source and what changed") {
+    TempDir dir;
+    const std::string wine = read_text(source_path("configs/data/wine.csv"));
+    dir.write("mywine.csv", wine);
+    dir.write("w.json", R"({"model": ")" + source_path("configs/models/wine_mlp.json").string() +
+                            R"(", "data": {"csv": "mywine.csv"}, "epochs": 4})");
+    REQUIRE(run_tensorctl("train w.json --epochs 2 --output rw --quiet", dir.path()).status == 0);
+    const std::string checkpoint = read_text(dir / "rw/checkpoint.safetensors");
+    // The sweep's reproducer: the same path, its first 59 rows.
+    const std::vector<std::string> lines = split_lines(wine);
+    std::string head;
+    for (std::size_t i = 0; i < 60; ++i) head += lines[i] + "\n";
+    dir.write("mywine.csv", head);
+    expect_user_error(dir, "train w.json --resume rw",
+                      {"w.json: data.csv: cannot resume rw: mywine.csv holds 59 rows, where the data its checkpoint "
+                       "was trained on held 178; a resumed run trains on the same data"});
+    // As many rows, one value changed (the first row's alcohol, 14.23).
+    std::string changed = wine;
+    changed.replace(changed.find("14.23"), 5, "14.24");
+    dir.write("mywine.csv", changed);
+    expect_user_error(dir, "train w.json --resume rw",
+                      {"w.json: data.csv: cannot resume rw: mywine.csv has changed since its checkpoint was written: "
+                       "the rows' values differ"});
+    CHECK(read_text(dir / "rw/checkpoint.safetensors") == checkpoint);
+    // The same bytes again resume, to the bits of a run that never stopped.
+    dir.write("mywine.csv", wine);
+    REQUIRE(run_tensorctl("train w.json --resume rw --quiet", dir.path()).status == 0);
+    REQUIRE(run_tensorctl("train w.json --output straight --quiet", dir.path()).status == 0);
+    CHECK(read_text(dir / "rw/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+
+    // A built-in dataset is checked the same way: iris read from another TENSORCTL_DATA_DIR.
+    const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+    REQUIRE(run_tensorctl("train " + iris + " --epochs 1 --output ri --quiet", dir.path()).status == 0);
+    std::string other = read_text(source_path("configs/data/iris.csv"));
+    other.replace(other.find("5.1,"), 4, "5.2,");
+    dir.write("data/iris.csv", other);
+    {
+      ScopedEnv data_dir("TENSORCTL_DATA_DIR", (dir / "data").string());
+      expect_user_error(dir, "train " + iris + " --resume ri --epochs 2",
+                        {"iris_mlp.json: data: cannot resume ri: dataset iris has changed since its checkpoint was "
+                         "written: the rows' values differ"});
+    }
+    CHECK(run_tensorctl("train " + iris + " --resume ri --epochs 2 --quiet", dir.path()).status == 0);
+  }
+
+  TEST_CASE("a checkpoint written before the data was recorded still resumes") {
+    TempDir dir;
+    const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+    REQUIRE(run_tensorctl("train " + iris + " --epochs 1 --output run --quiet", dir.path()).status == 0);
+    const fs::path checkpoint = dir / "run/checkpoint.safetensors";
+    tctl::SafetensorsFile file = tctl::load_safetensors(checkpoint);
+    REQUIRE(file.metadata.count("data") == 1);
+    REQUIRE(file.metadata.count("inputs") == 1);
+    file.metadata.erase("data");
+    file.metadata.erase("inputs");
+    tctl::save_safetensors(checkpoint, file.tensors, file.metadata);
+    REQUIRE(run_tensorctl("train " + iris + " --resume run --epochs 2 --quiet", dir.path()).status == 0);
+    REQUIRE(run_tensorctl("train " + iris + " --epochs 2 --output straight --quiet", dir.path()).status == 0);
+    CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "straight/weights.safetensors"));
+  }
 }
 
 TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor or key, writing nothing") {
@@ -373,6 +483,8 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
           {"__metadata__.next_epoch", "expected a whole number, got \"1e9\""});
   refused([](auto& f) { f.metadata["next_epoch"] = "2"; },
           {"__metadata__.history", "2 epochs recorded before epoch 2"});
+  refused([](auto& f) { f.metadata["data"] = R"({"rows": 150, "hash": "a fingerprint"})"; },
+          {"__metadata__.data.hash: damaged training state: expected 16 hexadecimal digits"});
   // Converted to int64 with undefined behaviour, and a fraction truncated, before.
   auto history_with = [&](const char* key, double value) {
     nlohmann::json history = nlohmann::json::parse(original.metadata.at("history"));

@@ -27,9 +27,13 @@ TEST_CASE("train refuses a run directory that is not empty, naming --overwrite a
   expect_user_error(dir, "train " + kIris + " --epochs 2 --output run",
                     {"run: ", "not empty", "--overwrite", "--resume run"});
   CHECK(read_text(dir / "run/weights.safetensors") == weights);
-  // A directory holding anything at all is refused the same way.
+  // A directory holding anything else is refused too, suggesting neither flag: --overwrite replaces only a run.
   dir.write("notes/readme.txt", "mine\n");
-  expect_user_error(dir, "train " + kIris + " --output notes", {"notes: ", "--overwrite"});
+  const CommandResult notes = expect_user_error(
+      dir, "train " + kIris + " --output notes",
+      {"notes: the run directory exists and is not empty, and holds no tensorctl run", "another --output"});
+  CHECK(notes.err.find("--overwrite") == std::string::npos);
+  CHECK(notes.err.find("--resume") == std::string::npos);
   // An empty directory is as good as a new one.
   fs::create_directory(dir / "empty");
   CHECK(run_tensorctl("train " + kIris + " --epochs 1 --output empty --quiet", dir.path()).status == 0);
@@ -60,6 +64,27 @@ TEST_CASE("--overwrite deletes every file of the old run first, callbacks' files
   REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output interrupted --overwrite --quiet", dir.path()).status ==
           0);
   CHECK(names("interrupted") == names("fresh"));
+}
+
+TEST_CASE("a run that failed in its first epoch leaves no checkpoint: only --overwrite is suggested, and works") {
+  TempDir dir;
+  nlohmann::json config = read_json(source_path("configs/iris_mlp.json"));
+  config["model"] = source_path("configs/models/iris_mlp.json").string();
+  config["optimizer"] = {{"type", "sgd"}, {"learning_rate", 1e36}};
+  dir.write("diverge.json", config.dump());
+  check_runtime_error(run_tensorctl("train diverge.json --output run --quiet", dir.path()), {"epoch 1, step "});
+  REQUIRE(fs::exists(dir / "run/model.json"));
+  REQUIRE(!fs::exists(dir / "run/checkpoint.safetensors"));
+  // It said: pass --overwrite, or --resume run, which then failed for want of a checkpoint.
+  const CommandResult again =
+      expect_user_error(dir, "train " + kIris + " --epochs 1 --output run",
+                        {"run: the run directory exists and holds a run without a checkpoint", "pass --overwrite"});
+  CHECK(again.err.find("--resume") == std::string::npos);
+  expect_user_error(dir, "train " + kIris + " --epochs 1 --resume run",
+                    {"run: cannot resume: the run in it has no checkpoint.safetensors",
+                     "train it again with --output run --overwrite"});
+  REQUIRE(run_tensorctl("train " + kIris + " --epochs 1 --output run --overwrite --quiet", dir.path()).status == 0);
+  CHECK(fs::exists(dir / "run/checkpoint.safetensors"));
 }
 
 TEST_SUITE("bad input") {

@@ -100,6 +100,25 @@ TEST_CASE("hogwild: 2 workers sharing the digits MLP under mutex lose no update 
   CHECK(s.at("test").at("accuracy").get<double>() >= 0.95);
 }
 
+TEST_CASE("hogwild with one worker trains as a plain run and reports its real counts") {
+  TempDir dir;
+  dir.write("train.json", with_strategy("configs/digits_mlp.json", {{"type", "hogwild"}, {"workers", 1}}));
+  const CommandResult r = run_tensorctl("train train.json --epochs 2 --output run", dir.path());
+  REQUIRE(r.status == 0);
+  // 41 steps an epoch, 2 epochs, one update each (it reported 0 of each).
+  CHECK(r.out.find("Hogwild with 1 worker, locking mutex: 82 updates, 82 applied, 0 lost") != std::string::npos);
+  const nlohmann::json strategy = read_json(dir / "run/summary.json").at("strategy");
+  CHECK(strategy.at("steps") == 82);
+  CHECK(strategy.at("updates_expected") == 82);
+  CHECK(strategy.at("updates_applied") == 82);
+  CHECK(strategy.at("lost_updates") == 0);
+  REQUIRE(
+      run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) + " --epochs 2 --output plain --quiet",
+                    dir.path())
+          .status == 0);
+  CHECK(read_text(dir / "run/weights.safetensors") == read_text(dir / "plain/weights.safetensors"));
+}
+
 TEST_CASE("mistakes in the strategy exit 2 naming the key, and write nothing") {
   TempDir dir;
   dir.write("zero.json", with_strategy("configs/digits_mlp.json", {{"type", "mirrored"}, {"replicas", 0}}));

@@ -249,6 +249,25 @@ TEST_CASE("take_rows copies the chosen rows in order") {
   CHECK(one.y.to_floats() == std::vector<float>{6});
 }
 
+TEST_CASE("fingerprint_of: the same rows give the same hash; a value, a row, a label or a class name changes it") {
+  auto fingerprint = [](const std::string& csv, const std::string& label = "label") {
+    return fingerprint_of(load_csv_dataset(write_scratch_file("f.csv", csv), label, true, "", ""));
+  };
+  const std::string rows = "a,b,label\n1,2,0\n3,4,1\n";
+  const DataFingerprint base = fingerprint(rows);
+  CHECK(base.rows == 2);
+  CHECK(fingerprint(rows) == base);
+  // Column names change no number, so no result: the same fingerprint.
+  CHECK(fingerprint("x,y,label\n1,2,0\n3,4,1\n") == base);
+  CHECK(fingerprint("a,b,label\n1,2,0\n3,4.5,1\n").hash != base.hash);
+  CHECK(fingerprint("a,b,label\n1,2,0\n3,4,0\n").hash != base.hash);
+  CHECK(fingerprint("a,b,label\n3,4,1\n1,2,0\n").hash != base.hash);
+  CHECK(fingerprint("a,b,label\n1,2,0\n3,4,1\n5,6,1\n").rows == 3);
+  CHECK(fingerprint("a,b,label\n1,2,cat\n3,4,dog\n").hash != fingerprint("a,b,label\n1,2,cat\n3,4,emu\n").hash);
+  // The same cells with another column as the label.
+  CHECK(fingerprint("a,b,label\n1,2,0\n3,4,1\n", "a").hash != base.hash);
+}
+
 TEST_CASE("split_dataset: sizes, determinism and disjointness") {
   Dataset d = indexed(101);
   Split s = split_dataset(d, 0.2, 0.25, true, 7);

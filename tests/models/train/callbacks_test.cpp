@@ -21,7 +21,8 @@ struct Harness {
   LearningRateControl control{[this] { return lr; }, [this](double f) { lr *= f; }};
 
   Callbacks make(const std::string& json) {
-    std::vector<CallbackConfig> configs = parse_callbacks(nlohmann::json::parse(json), "train.json", true);
+    std::vector<CallbackConfig> configs =
+        parse_callbacks(nlohmann::json::parse(json), "train.json", {"accuracy"}, true);
     return Callbacks(configs, trainer, std::filesystem::temp_directory_path(), control);
   }
 };
