@@ -53,6 +53,10 @@ class Layer {
   std::int64_t param_count() const;
   // The full resolved spec entry: type, name, device (when set) and config().
   nlohmann::json to_json() const;
+  // Elements per example of the activations a training step holds inside the layer besides its output: the
+  // outputs of a container's sub-layers (every layer of a Parallel's branches). 0 for a plain layer; valid
+  // after build().
+  virtual std::int64_t inner_activation_elements() const { return 0; }
 
   // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
   void set_locking_mode(LockingMode mode) { locking_ = mode; }

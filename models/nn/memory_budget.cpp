@@ -3,11 +3,14 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "core/errors.h"
 
 namespace tctl {
 
@@ -27,20 +30,26 @@ std::string approximate_num_elements(const Shape& shape) {
 }
 
 std::int64_t memory_limit_bytes() {
-  if (const char* text = std::getenv("TENSORCTL_MEMORY_LIMIT")) {
+  // Set but empty reads as unset, as TENSORCTL_DATA_DIR does. Anything else that is not a limit is refused:
+  // "1.5G" or "1GB" used to fall back to the machine's memory without a word.
+  if (const char* text = std::getenv("TENSORCTL_MEMORY_LIMIT"); text != nullptr && *text != '\0') {
     std::int64_t value = 0;
     const char* end = text + std::strlen(text);
     auto [rest, error] = std::from_chars(text, end, value);
     int shift = 0;
-    if (rest != end && rest + 1 == end) {
+    if (error == std::errc() && rest + 1 == end) {
       const char* units = "KMGT";
-      if (const char* u = std::strchr(units, *rest); u != nullptr && *u != '\0') {
+      if (const char* u = std::strchr(units, std::toupper(static_cast<unsigned char>(*rest))); u != nullptr) {
         shift = 10 * static_cast<int>(u - units + 1);
         ++rest;
       }
     }
-    if (error == std::errc() && rest == end && value > 0 && value <= (std::int64_t{1} << (62 - shift)))
-      return value << shift;
+    if (error != std::errc() || rest != end || value <= 0 || value > (std::int64_t{1} << (62 - shift)))
+      throw SpecError("", "TENSORCTL_MEMORY_LIMIT",
+                      "expected a whole number of bytes from 1 to 2^62, or one with a K, M, G or T suffix (powers of "
+                      "1024, either case: 512M, 8g), got " +
+                          quote_for_message(text));
+    return value << shift;
   }
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   std::int64_t limit = pages <= 0 || page <= 0 ? std::int64_t{1} << 62 : static_cast<std::int64_t>(pages) * page;

@@ -113,9 +113,11 @@ nlohmann::json Sequential::to_json() const {
 }
 
 std::int64_t Sequential::activation_bytes_per_example() const {
-  // Each output is at most kMaxTensorElements and a stack has far fewer than 2^25 layers: no overflow.
+  // Each output is at most kMaxTensorElements and a stack has far fewer than 2^25 layers, sub-layers
+  // included: no overflow.
   std::int64_t n = 0;
-  for (const Shape& s : output_shapes_) n += s.num_elements();
+  for (std::size_t i = 0; i < layers_.size(); ++i)
+    n += output_shapes_[i].num_elements() + layers_[i]->inner_activation_elements();
   return n * static_cast<std::int64_t>(sizeof(float));
 }
 

@@ -33,7 +33,8 @@ class Sequential {
   };
   static Size check(const nlohmann::json& spec, const std::string& file, const std::string& path);
 
-  // Bytes of float32 activations one example produces through the stack (every layer's output).
+  // Bytes of float32 activations one example produces through the stack: every layer's output, and every
+  // output inside a layer (each layer of a Parallel's branches).
   std::int64_t activation_bytes_per_example() const;
 
   const std::string& name() const { return name_; }

@@ -63,6 +63,42 @@ TEST_CASE("a model too large for memory is refused before anything is allocated,
                     {"config.json: batch_size:", "training needs about", "for a batch of 1000000000000"});
 }
 
+TEST_CASE("a Parallel's branches count in training's memory: 16 branches hold 16 tensors, not one") {
+  TempDir dir;
+  // Each of the 16 branches holds its 1024 features per example and their gradient: 36 MB at batch 256.
+  // Counted once, as the Parallel's output, they came to 4 MB and the run went ahead; at 262144 features
+  // the estimate was 1.29 GB and the process grew past 7 GB.
+  std::string branches;
+  for (int i = 0; i < 16; ++i)
+    branches += std::string(i ? ", " : "") + R"([{"type": "Activation", "activation": "gelu"}])";
+  dir.write("config.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 1024},
+      {"type": "Parallel", "merge": "add", "branches": [)" +
+                                       branches + R"(]}, {"type": "Dense", "units": 3}]})"));
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "20M");
+  expect_user_error(dir, "train config.json --quiet --batch-size 256",
+                    {"config.json: batch_size: training needs about 36.13 MB (128.05 KB for weights, gradients and "
+                     "optimizer slots, 36.01 MB for a batch of 256), more than the memory limit of 20.00 MB"});
+}
+
+TEST_CASE("a TENSORCTL_MEMORY_LIMIT that is not a limit is one line naming it, exit 2, nothing written") {
+  TempDir dir;
+  dir.write("config.json", iris_config(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]})"));
+  // Each used to fall back to the machine's memory without a word; 1G and 100 worked.
+  for (const char* value : {"1.5G", "1GB", "1 G", "1e3", "0", "abc"}) {
+    ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", value);
+    const std::string expected = std::string(
+                                     "error: TENSORCTL_MEMORY_LIMIT: expected a whole number of bytes from 1 to 2^62, "
+                                     "or one with a K, M, G or T suffix (powers of 1024, either case: 512M, "
+                                     "8g), got \"") +
+                                 value + "\"";
+    expect_user_error(dir, "train config.json --quiet", {expected});
+    expect_user_error(dir, "summary config.json", {expected});
+    expect_user_error(dir, "profile config.json --iterations 1 --warmup 0", {expected});
+  }
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1g");
+  CHECK(run_tensorctl("summary config.json", dir.path()).status == 0);
+}
+
 TEST_CASE("nesting thousands of levels deep is one clear error, not minutes, gigabytes or a stack overflow") {
   TempDir dir;
   dir.write("deep.json", nested_parallel(3000));  // about 200 KB

@@ -11,6 +11,7 @@
 // run them concurrently. Their nodes carry the Parallel layer's name as their layer (what the profiler's
 // per-layer table and check_layer expect), with node names made unique by the graph.
 #include <map>
+#include <optional>
 #include <set>
 
 #include "core/errors.h"
@@ -57,6 +58,7 @@ class Parallel final : public Layer {
     // A sub-layer's build reads nothing from its spec, only its file and path for messages.
     static const nlohmann::json kNoKeys = nlohmann::json::object();
     int index = 0;
+    inner_elements_ = 0;
     std::vector<Shape> outputs;
     for (std::size_t i = 0; i < branches_.size(); ++i) {
       Shape shape = input;
@@ -66,6 +68,13 @@ class Parallel final : public Layer {
         layer.set_locking_mode(locking_mode());
         SpecReader reader(kNoKeys, file_, layer_path(i, j));
         shape = layer.build(shape, BuildContext{base, index++, ctx.budget}, reader);
+        // Sequential checks only the Parallel's own output; a sub-layer's may be larger than it.
+        const std::optional<std::int64_t> elements = bounded_num_elements(shape);
+        if (!elements)
+          reader.fail_here("the output " + Shape::concat(-1, shape).keras_string() + " has " +
+                           approximate_num_elements(shape) +
+                           " elements per example, more than the 2^36 tensorctl supports");
+        inner_elements_ += *elements + layer.inner_activation_elements();
         adopt_variables(layer);
       }
       outputs.push_back(shape);
@@ -111,6 +120,10 @@ class Parallel final : public Layer {
     return g.add("Concat", ys);
   }
 
+  // Every branch holds its layers' outputs until the merge, and their gradients in the backward pass: 16
+  // branches of one Activation hold 16 tensors the size of the input, not one.
+  std::int64_t inner_activation_elements() const override { return inner_elements_; }
+
   nlohmann::json config() const override {
     nlohmann::json branches = nlohmann::json::array();
     for (const auto& branch : branches_) {
@@ -129,6 +142,7 @@ class Parallel final : public Layer {
   std::string branches_path_;
   std::string merge_;
   std::vector<std::vector<std::unique_ptr<Layer>>> branches_;
+  std::int64_t inner_elements_ = 0;
 };
 
 }  // namespace

@@ -2,16 +2,16 @@
 
 #include <doctest/doctest.h>
 
-#include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "core/errors.h"
+#include "models/scoped_env.h"
 
 namespace tctl {
 namespace {
 
 using nlohmann::json;
+using testing::ScopedEnv;
 
 Sequential parse(const std::string& text, const std::string& path = "", std::uint64_t seed = 0) {
   return Sequential::from_json(json::parse(text), "model.json", path, seed);
@@ -184,28 +184,6 @@ TEST_CASE("Sequential spec errors name their JSON path") {
                     "expected a string, got 5");
 }
 
-// Sets an environment variable for one scope, restoring the previous value (or its absence) after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
 TEST_CASE("Sequential refuses shapes whose element count overflows, naming the place, never a negative count") {
   // 2^32 x 2^32 wraps to 0 in 64 bits: this used to reach a division by zero (SIGFPE) in Dense.
   expect_spec_error(
@@ -256,6 +234,37 @@ TEST_CASE("check_training_memory counts weights, gradients, slots and one batch 
     CHECK(e.where() == "batch_size");
     CHECK(std::string(e.message()).find("for a batch of 1000000000000") != std::string::npos);
   }
+}
+
+TEST_CASE("a training step's activations count every layer inside a Parallel's branches, nested ones too") {
+  // Each branch holds its layers' outputs until the merge, and their gradients after: counted as the
+  // Parallel's one output, 16 branches of 262144 features were estimated at 1.29 GB and grew past 7 GB.
+  const Sequential::Size net = Sequential::check(json::parse(R"({"input_shape": [8], "layers": [
+      {"type": "Dense", "units": 64},
+      {"type": "Parallel", "merge": "add", "branches": [
+        [{"type": "Activation", "activation": "gelu"}],
+        [{"type": "Dense", "units": 32}, {"type": "Dense", "units": 64}],
+        [{"type": "Parallel", "merge": "concat", "branches": [[{"type": "Dense", "units": 16}],
+                                                              [{"type": "Dense", "units": 48}]]}]]},
+      {"type": "Dense", "units": 10}]})"),
+                                                 "m.json", "");
+  // dense 64, the Parallel's sum 64, its branches 64 | 32 + 64 | the inner concat 64 with 16 + 48, dense 10.
+  CHECK(net.activation_bytes_per_example == (64 + 64 + 64 + 32 + 64 + 64 + 16 + 48 + 10) * 4);
+  // A model without a Parallel counts as it did: every layer's output.
+  CHECK(parse(R"({"input_shape": [8], "layers": [{"type": "Dense", "units": 64}, {"type": "Dense", "units": 10}]})")
+            .activation_bytes_per_example() == (64 + 10) * 4);
+}
+
+TEST_CASE("a layer inside a Parallel's branch whose output passes 2^36 elements is refused at its path") {
+  // The Parallel's own output is small; the branch's first Conv2D gives 2^62 elements per example, which
+  // the count of the branches' activations would overflow on. The limit keeps a model that slips past
+  // from allocating its 12 GB of weights.
+  ScopedEnv limit("TENSORCTL_MEMORY_LIMIT", "1G");
+  expect_spec_error(R"({"input_shape": [65536, 65536, 1], "layers": [{"type": "Parallel", "merge": "add", "branches": [
+                        [{"type": "Conv2D", "filters": 1073741824, "kernel_size": 1}, {"type": "Conv2D", "filters": 1, "kernel_size": 1}],
+                        [{"type": "Conv2D", "filters": 1, "kernel_size": 1}]]}]})",
+                    "layers[0].branches[0][0]",
+                    "the output (None, 65536, 65536, 1073741824) has about 4.61e+18 elements per example");
 }
 
 TEST_CASE("Nested Parallel layers build in time linear in their size") {
