@@ -6,7 +6,7 @@
 namespace tctl {
 namespace {
 
-std::vector<std::vector<float>> weights_of(const Sequential& net) {
+std::vector<std::vector<float>> hooked_weights(const Sequential& net) {
   std::vector<std::vector<float>> out;
   for (const auto& v : net.variables()) out.push_back(v->read().to_floats());
   return out;
@@ -21,11 +21,11 @@ float train_once(ModelOptions options, std::vector<std::vector<float>>* before,
   options.inter_op_threads = 1;
   options.intra_op_threads = 1;
   Model model(net, options);
-  *before = weights_of(*net);
+  *before = hooked_weights(*net);
   const Tensor x = Tensor::from_floats(Shape{4, 3}, std::vector<float>{1, 2, 3, -1, 0.5f, 2, 0, -2, 1, 3, 1, -1});
   const Tensor y = Tensor::from_ints(Shape{4}, std::vector<std::int32_t>{0, 1, 1, 0});
   const float loss = model.train_step(x, y, 0);
-  *after = weights_of(*net);
+  *after = hooked_weights(*net);
   return loss;
 }
 
