@@ -21,8 +21,10 @@
 #                                           and race-check --device cuda:0
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
 #                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
-#                                           (about 4 minutes each; TCTL_GPU_SANITIZE_FILES=*optimizers*, a
+#                                           (about 4 minutes each on an H100, under 1 on an H200;
+#                                           TCTL_GPU_SANITIZE_FILES=*optimizers*, a
 #                                           doctest file filter, narrows them to the ops a change touched)
+#                                           and on the GPU suite's own-stream test
 #                                 failures  a real device out of memory: another process holds all but
 #                                           1.5 GiB of the GPU while tensorctl resumes, then starts, a
 #                                           run whose weights and Adam's slots need 3 GiB there
@@ -67,7 +69,8 @@ if [ "${1:-}" = "pack" ]; then
     if [ "${2:-}" = "--gpu-only" ]; then
       tests=(tests/kernels_tests tests/gpu_tests)
     else
-      tests=(tests/*_tests)
+      tests=("$build"/tests/*_tests)
+      tests=("${tests[@]#"$build/"}")  # the archive names them from build-gpu/
     fi
     (cd "$build" && tar czf "$deps/build-gpu-bin.tgz" tensorctl "${tests[@]}" bench/bench_workloads bench/bench_cuda_limits)
     echo "$root" >"$deps/built-at"  # the tests name the binary and the configs by this path
@@ -220,6 +223,11 @@ if runs sanitize; then
       echo "gpu-check: compute-sanitizer --tool $tool on the op tests on cuda:0"
       TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
         "$build/tests/kernels_tests" ${TCTL_GPU_SANITIZE_FILES:+"-sf=$TCTL_GPU_SANITIZE_FILES"} || status=1
+      # The GPU suite's own-stream test too (race-check's path, seconds); its training cases would take the
+      # sanitizer many minutes, and the launch-failure case's bad launch is an API error it reports on purpose.
+      echo "gpu-check: compute-sanitizer --tool $tool on the own-stream test on cuda:0"
+      TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+        "$build/tests/gpu_tests" "-tc=*own cuda:0 stream*" || status=1
     done
   else
     echo "gpu-check: compute-sanitizer is not installed; sanitize skipped"

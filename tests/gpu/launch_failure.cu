@@ -1,6 +1,7 @@
 // Two test ops with CUDA kernels for tests/gpu/launch_failure_test.cpp: TestBadLaunch launches with more
-// threads per block than any GPU allows (1,024 is the most), so the launch itself fails
-// (cudaErrorInvalidConfiguration, reported at once and not sticky); TestGoodLaunch fills its output with 2.
+// threads per block than any GPU allows (1,024 is the most), so the launch itself fails, reported at once
+// and not sticky (cudaErrorInvalidConfiguration in older runtimes, cudaErrorInvalidValue in CUDA 13's on an
+// H200); TestGoodLaunch fills its output with 2.
 // Both outputs have the input's shape.
 #include "core/op_registry.h"
 #include "kernels/cuda/launch.h"
