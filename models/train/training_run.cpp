@@ -137,6 +137,19 @@ void check_csv_labels(const std::string& csv_path, bool header, const std::strin
 // A directory holding one of these is a tensorctl run's.
 const std::vector<std::string> kRunMarkers{"model.json", "summary.json", "checkpoint.safetensors"};
 
+// How sure a caller must be that a directory holds a run. kAnyMarker: one of kRunMarkers (--overwrite, since a
+// run that failed in its first epoch leaves model.json alone). kTrained: model.json beside what training
+// writes after it, weights, a summary or a checkpoint (the outputs' check, so that a folder of specs with a
+// model.json among them is not taken for a run).
+enum class RunEvidence { kAnyMarker, kTrained };
+
+bool holds_run(const std::filesystem::path& dir, RunEvidence evidence) {
+  std::error_code ec;
+  auto has = [&](const std::string& name) { return std::filesystem::exists(dir / name, ec); };
+  if (evidence == RunEvidence::kAnyMarker) return std::ranges::any_of(kRunMarkers, has);
+  return has("model.json") && (has("weights.safetensors") || has("summary.json") || has("checkpoint.safetensors"));
+}
+
 void add_callback_files(const nlohmann::json& config, std::vector<std::string>& names) {
   if (!config.is_object() || !config.contains("callbacks") || !config.at("callbacks").is_array()) return;
   for (const auto& cb : config.at("callbacks"))
@@ -195,8 +208,7 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
   if (entries.empty()) return;
-  const bool holds_run = std::any_of(kRunMarkers.begin(), kRunMarkers.end(),
-                                     [&](const std::string& m) { return std::filesystem::exists(dir / m, ec); });
+  const bool run = holds_run(dir, RunEvidence::kAnyMarker);
   // The message suggests only what can work: --resume needs a checkpoint, which a run that failed in its
   // first epoch never wrote (it leaves model.json alone), and --overwrite needs a run.
   if (!overwrite && std::filesystem::exists(dir / "checkpoint.safetensors", ec))
@@ -204,7 +216,7 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
                     "the run directory exists and is not empty; pass --overwrite to replace the run in it, or "
                     "--resume " +
                         d + " to continue it");
-  if (!overwrite && holds_run)
+  if (!overwrite && run)
     throw SpecError(d, "",
                     "the run directory exists and holds a run without a checkpoint (a run that failed in its first "
                     "epoch writes none), so it cannot be resumed; pass --overwrite to replace it");
@@ -212,7 +224,7 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
     throw SpecError(d, "",
                     "the run directory exists and is not empty, and holds no tensorctl run (no model.json, "
                     "summary.json or checkpoint.safetensors) to replace or resume; choose another --output");
-  if (!holds_run)
+  if (!run)
     throw SpecError(d, "",
                     "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
                     "summary.json or checkpoint.safetensors); choose another --output");
@@ -880,10 +892,7 @@ void check_output_keeps_inputs(const std::string& output, const std::string& fla
                           " the file this command reads; write the output under another name");
   const fs::path dir = fs::absolute(target, ec).parent_path();
   if (ec) return;
-  // A run directory: model.json beside weights, a checkpoint or a summary.
-  const bool run = fs::exists(dir / "model.json", ec) &&
-                   (fs::exists(dir / "weights.safetensors", ec) || fs::exists(dir / "summary.json", ec) ||
-                    fs::exists(dir / "checkpoint.safetensors", ec));
+  const bool run = holds_run(dir, RunEvidence::kTrained);
   const std::string name = target.filename().string();
   if (run && is_run_file(name, run_file_names(dir, TrainConfig{})))
     throw SpecError("", flag,
@@ -906,6 +915,18 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
   // A headerless file of the features alone: its columns are the features, in order.
   if (!header && static_cast<std::int64_t>(table.columns.size()) == f) table.columns = run.feature_names;
   auto where = [&](std::int64_t r) { return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]); };
+  // Without names, a column past the ones the run knows cannot be told from a shifted feature: refuse it.
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::ranges::find(names, name) != names.end();
+  };
+  if (!header)
+    for (const std::string& name : table.columns)
+      if (name != run.label && !listed(run.feature_names, name) && !listed(keep_columns, name))
+        throw SpecError(csv_path, where(0),
+                        fmt::format("{} cells, but a row without a header holds the model's {} features, in order, "
+                                    "and at most the label as column {}; column {} is neither (or keep it with "
+                                    "--keep-columns {})",
+                                    table.columns.size(), f, run.label, name, name));
   std::vector<int> cols;
   for (const auto& name : run.feature_names) {
     int c = table.column_index(name);

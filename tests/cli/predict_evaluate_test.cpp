@@ -446,6 +446,17 @@ TEST_SUITE("predict and evaluate") {
     REQUIRE(lines.size() == 4);
     CHECK(lines[0] == "prob_0,prob_1,prob_2,predicted");
     CHECK(lines[1].ends_with(",0"));
+    // Without names a sixth column cannot be told from a shifted feature: refused, unless it is kept.
+    std::string wider;
+    for (const auto& row : split_lines(read_text(d / "run/test.csv"))) wider += row + ",7\n";
+    d.write("wider.csv", wider);
+    check_user_error(run_tensorctl("predict --run run --input wider.csv", d.path()),
+                     {"wider.csv: line 1: 6 cells, but a row without a header holds the model's 4 features, in order, "
+                      "and at most the label as column 5; column 6 is neither (or keep it with --keep-columns 6)"});
+    check_user_error(run_tensorctl("evaluate --run run --data wider.csv", d.path()), {"column 6 is neither"});
+    r = run_tensorctl("predict --run run --input wider.csv --keep-columns 6", d.path());
+    REQUIRE(r.status == 0);
+    CHECK(split_lines(r.out)[1].starts_with("7,"));
   }
 
   TEST_CASE("predict and evaluate take --weights from the run, and work on an interrupted run") {
