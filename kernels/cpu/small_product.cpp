@@ -296,7 +296,7 @@ bool small_product_matches_blas(std::int64_t rows) {
   return rows >= 1 && rows <= kSmallProductRows && matches[rows - 1];
 }
 
-bool every_small_product() { return cpu_units().avx2_fma && !cpu_units().avx512f; }
+bool every_small_product() { return cpu_units().avx2_fma; }
 
 bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k) {
   if (k > kSmallProductDepth) return false;

@@ -9,10 +9,10 @@
 //     so the bits are sgemm's. Where they would not be, nothing changes: the first use compares the two on
 //     probe shapes, one row count at a time, and where they differ those products stay with sgemm.
 //   - Every product of at most kSmallProductWork multiply-adds, transposed or not, on a processor with AVX2
-//     and without AVX-512 (every_small_product). There OpenBLAS's Haswell kernel sums some tiles of a
-//     product in one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's;
-//     they are the one chain's, the same whatever the tiling and the thread count. Measured on Zen 3 only:
-//     processors with AVX-512 keep sgemm, whose speed there was measured and met its goals.
+//     (every_small_product). OpenBLAS sums some tiles of a product in one chain and others in two (even and
+//     odd k) and adds them, so these bits are not sgemm's; they are the one chain's, the same whatever the
+//     tiling and the thread count. Measured on Zen 3 (AVX2) and on Zen 5 (AVX-512), where the digits MLP's
+//     step at batch 32 ran 1.7-2x as fast as with sgemm's products (bench/README.md, "Tenth round").
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,7 @@ namespace tctl::cpu {
 inline constexpr std::int64_t kSmallProductRows = 3;
 inline constexpr std::int64_t kSmallProductDepth = 256;
 
-// Whether this processor has AVX2 and FMA and no AVX-512: where small_product takes every product of at
+// Whether this processor has AVX2 and FMA: where small_product takes every product of at
 // most kSmallProductWork multiply-adds. Decided by the processor, not the build: a native and a portable
 // build compute the same bits on one machine.
 bool every_small_product();

@@ -180,8 +180,8 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
         for (std::int64_t k : {1, 7, 8, 9, 64, 130})
           for (std::int64_t cols : {1, 8, 10, 17, 24, 64, 100}) check_small_product(ta, tb, rows, cols, k, false, rng);
   // Through MatMul's kernel: 200 x 64 x 128 is cut into two tiles, whatever the thread count; one and two
-  // threads give the same bits, and on a processor that sends every small product here (AVX2 without
-  // AVX-512: every_small_product) they are small_product's own.
+  // threads give the same bits, and on a processor that sends every small product here (AVX2:
+  // every_small_product) they are small_product's own.
   for (const bool ta : {false, true})
     for (const bool tb : {false, true}) {
       Tensor a = random_tensor(ta ? Shape{64, 200} : Shape{200, 64}, 7);
