@@ -61,7 +61,7 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = ta ? pa + row : pa + row * lda;
       const float* b_tile = tb ? pb + col * ldb : pb + col;
-      if (small_product_applies(ta, tb, rows, cols, k))
+      if (small_product_applies(rows, cols, k))
         small_product(ta, tb, rows, cols, k, a_tile, lda, b_tile, ldb, py + row * n + col, n);
       else
         cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,

@@ -1,14 +1,10 @@
 // Small products summed in place (small_product.h).
 #include "kernels/cpu/small_product.h"
 
-#include <cblas.h>
 #include <immintrin.h>
 
-#include <cstring>
-#include <utility>
+#include <cstdint>
 #include <vector>
-
-#include "core/counter_random.h"
 
 namespace tctl::cpu {
 namespace {
@@ -261,47 +257,11 @@ void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::
 #endif
 
 namespace tctl::cpu {
-namespace {
-
-// One row count, with depths and widths that reach each block size and the partial block, on values
-// spread over several orders of magnitude so that any other order of summation shows in the bits.
-bool probe(std::int64_t rows) {
-  if (!cpu_units().avx2_fma) return false;
-  // Draws from the counter-based stream: a uniform value in [-0.5, 0.5) times a power of two from 1 to 128.
-  const std::uint64_t key = static_cast<std::uint64_t>(rows);
-  std::uint64_t draw = 0;
-  auto next = [&] {
-    const float unit = uniform_at(key, draw++) - 0.5f;
-    return unit * static_cast<float>(1u << static_cast<unsigned>(uniform_at(key, draw++) * 8.0f));
-  };
-  const std::int64_t shapes[][2] = {{1, 1}, {7, 5}, {64, 8 * 16 + 4 * 16 + 2 * 16 + 16 + 9}, {kSmallProductDepth, 33}};
-  for (const auto& [k, cols] : shapes) {
-    std::vector<float> a(static_cast<std::size_t>(rows * k)), b(static_cast<std::size_t>(k * cols));
-    for (float& v : a) v = next();
-    for (float& v : b) v = next();
-    std::vector<float> ours(static_cast<std::size_t>(rows * cols)), blas(ours.size());
-    small_product(false, false, rows, cols, k, a.data(), k, b.data(), cols, ours.data(), cols);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(cols),
-                static_cast<int>(k), 1.0f, a.data(), static_cast<int>(k), b.data(), static_cast<int>(cols), 0.0f,
-                blas.data(), static_cast<int>(cols));
-    if (std::memcmp(ours.data(), blas.data(), ours.size() * sizeof(float)) != 0) return false;
-  }
-  return true;
-}
-
-}  // namespace
-
-bool small_product_matches_blas(std::int64_t rows) {
-  static const bool matches[kSmallProductRows] = {probe(1), probe(2), probe(3)};
-  return rows >= 1 && rows <= kSmallProductRows && matches[rows - 1];
-}
 
 bool every_small_product() { return cpu_units().avx2_fma; }
 
-bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k) {
-  if (k > kSmallProductDepth) return false;
-  if (every_small_product()) return rows * cols * k <= kSmallProductWork;
-  return !ta && !tb && small_product_matches_blas(rows);
+bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k) {
+  return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= kSmallProductWork;
 }
 
 }  // namespace tctl::cpu

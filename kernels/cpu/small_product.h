@@ -3,26 +3,19 @@
 // into its own layout on every call, which at such sizes costs as much as the arithmetic or more: 1.75 us
 // for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes 0.2 us.
 //
-// Two uses:
-//   - Products of one to three rows (inference at batch 1), on any processor with AVX2 and FMA. OpenBLAS
-//     sums a product this thin in the same one chain on the processors measured (Zen 3's and SkylakeX's),
-//     so the bits are sgemm's. Where they would not be, nothing changes: the first use compares the two on
-//     probe shapes, one row count at a time, and where they differ those products stay with sgemm.
-//   - Every product of at most kSmallProductWork multiply-adds, transposed or not, on a processor with AVX2
-//     (every_small_product). OpenBLAS sums some tiles of a product in one chain and others in two (even and
-//     odd k) and adds them, so these bits are not sgemm's; they are the one chain's, the same whatever the
-//     tiling and the thread count. Measured on Zen 3 (AVX2) and on Zen 5 (AVX-512), where the digits MLP's
-//     step at batch 32 ran 1.7-2x as fast as with sgemm's products (bench/README.md, "Tenth round").
+// Every product of at most kSmallProductWork multiply-adds, transposed or not, is taken here on a processor
+// with AVX2 and FMA (every_small_product), inference at batch 1 included. OpenBLAS sums some tiles of a
+// product in one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's;
+// they are the one chain's, the same whatever the tiling and the thread count. Measured on Zen 3 (AVX2) and
+// on Zen 5 (AVX-512), where the digits MLP's step at batch 32 ran 1.7-2x as fast as with sgemm's products
+// (bench/README.md, "Tenth round").
 #pragma once
 
 #include <cstdint>
 
 namespace tctl::cpu {
 
-// The most rows the probe looks at, and the deepest k taken here. OpenBLAS restarts its sums every GEMM_Q
-// steps of k (320 on Zen), so a deeper thin product would be summed in another order; and for the larger
-// products, a deeper k no longer keeps a panel of b in the first-level cache.
-inline constexpr std::int64_t kSmallProductRows = 3;
+// The deepest k taken here: a deeper k no longer keeps a panel of b in the first-level cache.
 inline constexpr std::int64_t kSmallProductDepth = 256;
 
 // Whether this processor has AVX2 and FMA: where small_product takes every product of at
@@ -33,17 +26,13 @@ bool every_small_product();
 // The most multiply-adds (rows x cols x k) of a product taken here where every_small_product().
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 
-// Whether small_product computes this product, op(a) transposed when ta and op(b) when tb.
-bool small_product_applies(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k);
+// Whether small_product computes a product of these sizes, op(a) and op(b) transposed or not.
+bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k);
 
 // y = op(a) op(b), y row-major with row stride ldy. a holds op(a) (row stride lda), or when ta its transpose
 // (k rows of `rows`); b holds op(b) (row stride ldb), or when tb its transpose (`cols` rows of k). Only where
 // small_product_applies.
 void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
                    std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
-
-// The probe's verdict for products of `rows` rows (1 to kSmallProductRows): whether this processor's sgemm
-// sums them as small_product does. False on a processor without AVX2 and FMA.
-bool small_product_matches_blas(std::int64_t rows);
 
 }  // namespace tctl::cpu

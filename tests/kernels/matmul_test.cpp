@@ -1,5 +1,3 @@
-#include <cblas.h>
-
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -110,9 +108,8 @@ bool vector_fma() { return __builtin_cpu_supports("avx2") && __builtin_cpu_suppo
 
 // op(a) op(b) by small_product and by a scalar chain of fused multiply-adds over k, with every stride wider
 // than its operand (a tile of a larger matrix); requires the two bit for bit, the padding between output
-// rows untouched included. Where `as_blas`, requires sgemm's bits too.
-void check_small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, bool as_blas,
-                         std::mt19937& rng) {
+// rows untouched included.
+void check_small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
   const std::int64_t a_rows = ta ? k : rows, a_cols = ta ? rows : k, b_rows = tb ? cols : k, b_cols = tb ? k : cols;
   const std::int64_t lda = a_cols + 3, ldb = b_cols + 5, ldy = cols + 2;
@@ -125,7 +122,7 @@ void check_small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols,
   const auto bt = [&](std::int64_t i, std::int64_t c) {
     return b[static_cast<std::size_t>(tb ? c * ldb + i : i * ldb + c)];
   };
-  std::vector<float> ours(static_cast<std::size_t>(rows * ldy), -7.0f), chain = ours, blas = ours;
+  std::vector<float> ours(static_cast<std::size_t>(rows * ldy), -7.0f), chain = ours;
   cpu::small_product(ta, tb, rows, cols, k, a.data(), lda, b.data(), ldb, ours.data(), ldy);
   for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t c = 0; c < cols; ++c) {
@@ -139,49 +136,32 @@ void check_small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols,
   CAPTURE(k);
   CAPTURE(cols);
   REQUIRE(std::memcmp(ours.data(), chain.data(), ours.size() * sizeof(float)) == 0);
-  if (as_blas) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-                static_cast<int>(cols), static_cast<int>(k), 1.0f, a.data(), static_cast<int>(lda), b.data(),
-                static_cast<int>(ldb), 0.0f, blas.data(), static_cast<int>(ldy));
-    REQUIRE(std::memcmp(ours.data(), blas.data(), ours.size() * sizeof(float)) == 0);
-  }
 }
 }  // namespace
 
-TEST_CASE("a product of one to three rows sums each output in one chain over k, which is sgemm's order") {
-  const std::string core = openblas_get_corename();
+TEST_CASE("every small product, transposed or not, sums each output in one chain over k") {
   if (!vector_fma()) {
-    CHECK_FALSE(cpu::small_product_applies(false, false, 1, 8, 8));
+    // Without AVX2 and FMA, sgemm takes every product.
+    CHECK_FALSE(cpu::every_small_product());
+    CHECK_FALSE(cpu::small_product_applies(1, 8, 8));
     return;
   }
-  // Zen 3 (AVX2) and SkylakeX (AVX-512) are where a row times a matrix was measured to sum as sgemm does;
-  // elsewhere the probe decides, and where it finds other bits those products stay with sgemm.
-  if (core == "Zen" || core == "SkylakeX" || core == "Cooperlake") CHECK(cpu::small_product_matches_blas(1));
-  std::mt19937 rng(5);
-  for (std::int64_t rows = 1; rows <= cpu::kSmallProductRows; ++rows) {
-    const bool as_blas = cpu::small_product_matches_blas(rows);
-    if (!as_blas) MESSAGE("OpenBLAS core " << core << ": products of " << rows << " rows stay with sgemm");
+  REQUIRE(cpu::every_small_product());
+  std::mt19937 rng(11);
+  // One to three rows (inference at batch 1 and small batches) at every depth up to the deepest taken.
+  for (std::int64_t rows = 1; rows <= 3; ++rows)
     for (std::int64_t k : {1, 2, 3, 17, 64, 128, 255, 256})
       for (std::int64_t cols : {1, 7, 8, 10, 15, 16, 33, 64, 100, 128, 200, 257})
-        check_small_product(false, false, rows, cols, k, as_blas, rng);
-    CHECK(cpu::small_product_applies(false, false, rows, 64, 64) == as_blas);
-  }
-  CHECK_FALSE(cpu::small_product_applies(false, false, 1, 8, cpu::kSmallProductDepth + 1));
-}
-
-TEST_CASE("every small product, transposed or not, sums each output in one chain over k") {
-  if (!vector_fma()) return;
-  std::mt19937 rng(11);
+        check_small_product(false, false, rows, cols, k, rng);
   // Row counts reaching the six-row blocks and each remainder; columns each block width and the partial one;
   // depths around a transposed block of eight.
   for (const bool ta : {false, true})
     for (const bool tb : {false, true})
       for (std::int64_t rows : {1, 4, 5, 6, 7, 11, 12, 32})
         for (std::int64_t k : {1, 7, 8, 9, 64, 130})
-          for (std::int64_t cols : {1, 8, 10, 17, 24, 64, 100}) check_small_product(ta, tb, rows, cols, k, false, rng);
+          for (std::int64_t cols : {1, 8, 10, 17, 24, 64, 100}) check_small_product(ta, tb, rows, cols, k, rng);
   // Through MatMul's kernel: 200 x 64 x 128 is cut into two tiles, whatever the thread count; one and two
-  // threads give the same bits, and on a processor that sends every small product here (AVX2:
-  // every_small_product) they are small_product's own.
+  // threads give the same bits, and they are small_product's own.
   for (const bool ta : {false, true})
     for (const bool tb : {false, true}) {
       Tensor a = random_tensor(ta ? Shape{64, 200} : Shape{200, 64}, 7);
@@ -189,19 +169,13 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
       const Tensor one = run_op("MatMul", {a, b}, transposes(ta, tb), 1);
       const Tensor two = run_op("MatMul", {a, b}, transposes(ta, tb), 2);
       REQUIRE(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
-      if (!cpu::every_small_product()) continue;
       const std::int64_t lda = a.shape()[1], ldb = b.shape()[1];
       std::vector<float> direct(200 * 128);
       cpu::small_product(ta, tb, 200, 128, 64, a.data<float>(), lda, b.data<float>(), ldb, direct.data(), 128);
       CHECK(std::memcmp(direct.data(), one.raw_data(), one.bytes()) == 0);
     }
-  if (cpu::every_small_product()) {
-    CHECK(cpu::small_product_applies(true, false, 64, 128, 32));
-    CHECK(cpu::small_product_applies(false, true, 32, 128, 64));
-    CHECK_FALSE(cpu::small_product_applies(false, false, 128, 128, 256));
-  } else {
-    CHECK_FALSE(cpu::small_product_applies(true, false, 1, 8, 8));
-    CHECK_FALSE(cpu::small_product_applies(false, false, 4, 8, 8));
-  }
-  CHECK_FALSE(cpu::small_product_applies(false, false, 4, 8, cpu::kSmallProductDepth + 1));
+  CHECK(cpu::small_product_applies(1, 128, 64));
+  CHECK(cpu::small_product_applies(64, 128, 32));
+  CHECK_FALSE(cpu::small_product_applies(128, 128, 256));  // more multiply-adds than kSmallProductWork
+  CHECK_FALSE(cpu::small_product_applies(1, 8, cpu::kSmallProductDepth + 1));
 }
