@@ -260,6 +260,8 @@ namespace tctl::cpu {
 
 bool every_small_product() { return cpu_units().avx2_fma; }
 
+bool small_product_wide() { return kWidth == 16; }
+
 bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k) {
   return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= kSmallProductWork;
 }

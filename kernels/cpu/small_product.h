@@ -26,6 +26,9 @@ bool every_small_product();
 // The most multiply-adds (rows x cols x k) of a product taken here where every_small_product().
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 
+// Whether small_product's kernels work on vectors of 16 floats (a build for AVX-512), not 8.
+bool small_product_wide();
+
 // Whether small_product computes a product of these sizes, op(a) and op(b) transposed or not.
 bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k);
 
