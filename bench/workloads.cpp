@@ -16,10 +16,10 @@
 // host every step, as a data pipeline would, and each step's loss comes back to the host.
 // With T threads every split of the cores that uses at most T busy threads is tried (inter T x intra 1 and
 // inter 1 x intra T) and the best is reported with its setting. Each setting: one warm-up repetition, then
-// the median of 5, each after a quarter of a repetition untimed. For the MLPs, each repetition is followed by a measurement of the step's sgemm limit
-// (bench/gemm_limit.h) on T OpenBLAS threads in the same process, and the line also gives that limit and the
-// median of the per-repetition ratios ("of_limit"), so the ratio does not depend on how fast the machine
-// happened to be in another process.
+// the median of 5, each after a quarter of a repetition untimed. For the MLPs, each repetition is followed by a
+// measurement of the step's sgemm limit (bench/gemm_limit.h) on T OpenBLAS threads in the same process, and the line
+// also gives that limit and the median of the per-repetition ratios ("of_limit"), so the ratio does not depend on how
+// fast the machine happened to be in another process.
 //
 // `--memory` instead trains mlp784_b128 for 5 epochs of 8,192 synthetic rows and prints, as one JSON line,
 // the resident memory the training added over the process's baseline (peak and after each epoch) against
