@@ -17,14 +17,14 @@ namespace {
 // 784x512 weight gradient was 8 calls). A product of at least kSplitWork multiply-adds still gets two
 // tiles, for two threads: at 2^22 the digits MLP's products at batch 256 (2^21) stayed whole, and its step
 // on two threads was slower than on one (0.287 against 0.276 ms); at 2^20 it takes 0.218 ms, and one
-// thread pays about 1 % for the second packing. But a product that small_product takes whole with 16-float
-// vectors stays whole (whole or cut, each output is the same one chain, so no bit moves): the digits MLP's
-// at batch 256 took 20 us on one thread of a Zen 5 EPYC and no less cut in two on two threads, whose halves
-// of the output then cost the ops reading them (ReluGrad, the update) 6-13 us more each. Its step ran 1.6M
-// samples/s on one thread, 1.17M cut on two, 1.68M whole. With 8-float vectors (Zen 3) the product takes
-// twice as long and the cut still pays: 745k -> 890k samples/s on two threads (bench/README.md, "Eleventh
-// round"). A dimension is cut into equal parts (to multiples of 16), and an odd number of tiles gets one
-// more part, so two threads get the same work.
+// thread pays about 1 % for the second packing. But a product of at most kSmallProductWork that
+// small_product takes whole with 16-float vectors stays whole (whole or cut, each output is the same one chain, so no
+// bit moves): the digits MLP's at batch 256 took 20 us on one thread of a Zen 5 EPYC and no less cut in two on two
+// threads, whose halves of the output then cost the ops reading them (ReluGrad, the update) 6-13 us more each. Its step
+// ran 1.6M samples/s on one thread, 1.17M cut on two, 1.68M whole. With 8-float vectors (Zen 3) the product takes twice
+// as long and the cut still pays: 745k -> 890k samples/s on two threads (bench/README.md, "Eleventh round"). A
+// dimension is cut into equal parts (to multiples of 16), and an odd number of tiles gets one more part, so two threads
+// get the same work.
 constexpr std::int64_t kTile = 512;
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 20;
 
@@ -56,7 +56,8 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const float* pb = b.data<float>();
   float* py = y.mutable_data<float>();
   std::int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
-  const bool stays_whole = row_tiles * col_tiles == 1 && small_product_wide() && small_product_applies(m, n, k);
+  const bool stays_whole = row_tiles * col_tiles == 1 && small_product_wide() && small_product_applies(m, n, k) &&
+                           m * n * k <= kSmallProductWork;
   const bool split = row_tiles * col_tiles > 1 || (m * n * k >= kSplitWork && !stays_whole);
   if (row_tiles * col_tiles % 2 == 1 && split) (m >= n ? row_tiles : col_tiles) += 1;
   ctx.parallel_for(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {

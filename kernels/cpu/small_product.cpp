@@ -1,9 +1,11 @@
 // Small products summed in place (small_product.h).
 #include "kernels/cpu/small_product.h"
 
+#include <cblas.h>
 #include <immintrin.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace tctl::cpu {
@@ -260,10 +262,20 @@ namespace tctl::cpu {
 
 bool every_small_product() { return cpu_units().avx2_fma; }
 
+std::int64_t small_product_work() {
+  static const std::int64_t work = [] {
+    if (!cpu_units().avx512f) return kSmallProductWork;
+    const std::string core = openblas_get_corename();
+    const bool blas_wide = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+    return blas_wide ? kSmallProductWork : kWideSmallProductWork;
+  }();
+  return work;
+}
+
 bool small_product_wide() { return kWidth == 16; }
 
 bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k) {
-  return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= kSmallProductWork;
+  return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= small_product_work();
 }
 
 }  // namespace tctl::cpu

@@ -3,8 +3,8 @@
 // into its own layout on every call, which at such sizes costs as much as the arithmetic or more: 1.75 us
 // for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes 0.2 us.
 //
-// Every product of at most kSmallProductWork multiply-adds, transposed or not, is taken here on a processor
-// with AVX2 and FMA (every_small_product), inference at batch 1 included. OpenBLAS sums some tiles of a
+// Every product of at most small_product_work() multiply-adds, transposed or not, is taken here on a
+// processor with AVX2 and FMA (every_small_product), inference at batch 1 included. OpenBLAS sums some tiles of a
 // product in one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's;
 // they are the one chain's, the same whatever the tiling and the thread count. Measured on Zen 3 (AVX2) and
 // on Zen 5 (AVX-512), where the digits MLP's step at batch 32 ran 1.7-2x as fast as with sgemm's products
@@ -19,12 +19,18 @@ namespace tctl::cpu {
 inline constexpr std::int64_t kSmallProductDepth = 256;
 
 // Whether this processor has AVX2 and FMA: where small_product takes every product of at
-// most kSmallProductWork multiply-adds. Decided by the processor, not the build: a native and a portable
+// most small_product_work() multiply-adds. Decided by the processor, not the build: a native and a portable
 // build compute the same bits on one machine.
 bool every_small_product();
 
-// The most multiply-adds (rows x cols x k) of a product taken here where every_small_product().
+// The most multiply-adds (rows x cols x k) of a product taken here where every_small_product():
+// kSmallProductWork, or kWideSmallProductWork on a processor with AVX-512 whose OpenBLAS runs kernels of
+// 8-float vectors (Debian's 0.3.21 runs its Haswell kernels on Zen 5). There the in-place products ran
+// 1.2-1.4x as fast as sgemm's up to 2^24 multiply-adds (bench/README.md, "Eleventh round"); where OpenBLAS
+// has kernels as wide as ours (SkylakeX), or ours are as narrow as its (AVX2), sgemm wins beyond 2^21.
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
+inline constexpr std::int64_t kWideSmallProductWork = std::int64_t{1} << 24;
+std::int64_t small_product_work();
 
 // Whether small_product's kernels work on vectors of 16 floats (a build for AVX-512), not 8.
 bool small_product_wide();

@@ -1,6 +1,9 @@
+#include <cblas.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "kernels/cpu/small_product.h"
 #include "kernels/op_test_util.h"
@@ -176,6 +179,14 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
     }
   CHECK(cpu::small_product_applies(1, 128, 64));
   CHECK(cpu::small_product_applies(64, 128, 32));
-  CHECK_FALSE(cpu::small_product_applies(128, 128, 256));  // more multiply-adds than kSmallProductWork
+  CHECK(cpu::small_product_applies(1024, 128, 16));
+  // Past the bound of multiply-adds, which is wider only on a processor with AVX-512 whose OpenBLAS runs
+  // narrower kernels.
+  const std::string core = openblas_get_corename();
+  const bool blas_wide = core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  CHECK(cpu::small_product_work() ==
+        (__builtin_cpu_supports("avx512f") && !blas_wide ? cpu::kWideSmallProductWork : cpu::kSmallProductWork));
+  CHECK(cpu::small_product_applies(128, 128, 256) == (cpu::small_product_work() >= 128 * 128 * 256));
+  CHECK_FALSE(cpu::small_product_applies(2048, 2048, 8));  // 2^25 multiply-adds
   CHECK_FALSE(cpu::small_product_applies(1, 8, cpu::kSmallProductDepth + 1));
 }
