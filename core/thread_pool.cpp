@@ -11,6 +11,8 @@
 #include <immintrin.h>
 #endif
 
+#include "core/ceil_div.h"
+
 namespace tctl {
 namespace {
 
@@ -163,7 +165,7 @@ struct ParallelState {
 void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<void(std::int64_t, std::int64_t)> fn) {
   if (n <= 0) return;
   grain = ignore_grain_ ? 1 : std::max<std::int64_t>(grain, 1);
-  std::int64_t max_blocks = (n + grain - 1) / grain;
+  std::int64_t max_blocks = ceil_div(n, grain);
   std::int64_t blocks = std::min<std::int64_t>(size_, max_blocks);
   if (blocks <= 1) {
     fn(0, n);
@@ -171,8 +173,8 @@ void ThreadPool::parallel_for(std::int64_t n, std::int64_t grain, FunctionRef<vo
   }
   auto state = std::make_shared<ParallelState>();
   state->n = n;
-  state->block_size = (n + blocks - 1) / blocks;
-  state->blocks = (n + state->block_size - 1) / state->block_size;
+  state->block_size = ceil_div(n, blocks);
+  state->blocks = ceil_div(n, state->block_size);
   state->fn = &fn;
   for (std::int64_t i = 1; i < state->blocks; ++i) schedule([state] { state->run_blocks(); });
   state->run_blocks();

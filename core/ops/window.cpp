@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/ceil_div.h"
 #include "core/errors.h"
 
 namespace tctl {
@@ -10,7 +11,7 @@ bool window_dim(std::int64_t in, std::int64_t window, std::int64_t stride, bool 
   d = WindowDim{in, window, stride, -1, 0};
   if (in < 0) return true;
   if (same) {
-    d.out = (in + stride - 1) / stride;
+    d.out = ceil_div(in, stride);
     const std::int64_t total = std::max<std::int64_t>((d.out - 1) * stride + window - in, 0);
     d.pad_before = total / 2;
     return true;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/ceil_div.h"
 #include "core/op_registry.h"
 #include "core/tensor.h"
 
@@ -52,7 +53,7 @@ inline RowBlocks conv_row_blocks(std::int64_t rows, std::int64_t floats_per_row)
   std::int64_t count = std::max<std::int64_t>(1, rows * floats_per_row / kConvBlockFloats);
   if (count > 1) count += count % 2;
   count = std::min(count, std::max<std::int64_t>(rows, 1));
-  return {count, (rows + count - 1) / count};
+  return {count, ceil_div(rows, count)};
 }
 
 }  // namespace tctl

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/ceil_div.h"
 #include "core/ops/fused.h"
 #include "core/ops/window.h"
 #include "kernels/cpu/kernel_util.h"
@@ -389,7 +390,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
   const bool direct = depth <= kDirectDepth;
   const Blocks blocks = direct ? image_blocks(g, depth, filters) : row_blocks(rows, depth);
   const std::int64_t parts = direct ? blocks.count : std::min(blocks.count, kKernelGradParts);
-  const std::int64_t blocks_per_part = (blocks.count + parts - 1) / parts;
+  const std::int64_t blocks_per_part = ceil_div(blocks.count, parts);
   float* dk = ctx.output().mutable_data<float>();
   // The partials live in the calling thread's scratch until this call returns; helpers write their parts.
   float* partials = parts > 1 ? scratch(parts * size, Scratch::kPartials) : nullptr;

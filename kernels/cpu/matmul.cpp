@@ -3,6 +3,7 @@
 // that sgemm's packing costs as much as its arithmetic go to small_product instead (small_product.h).
 #include <cblas.h>
 
+#include "core/ceil_div.h"
 #include "core/ops/fused.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/small_product.h"
@@ -55,7 +56,7 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.mutable_data<float>();
-  std::int64_t row_tiles = (m + kTile - 1) / kTile, col_tiles = (n + kTile - 1) / kTile;
+  std::int64_t row_tiles = ceil_div(m, kTile), col_tiles = ceil_div(n, kTile);
   const bool stays_whole = row_tiles * col_tiles == 1 && small_product_wide() && small_product_applies(m, n, k) &&
                            m * n * k <= kSmallProductWork;
   const bool split = row_tiles * col_tiles > 1 || (m * n * k >= kSplitWork && !stays_whole);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/ceil_div.h"
 #include "kernels/cpu/kernel_util.h"
 
 namespace tctl::cpu {
@@ -101,8 +102,8 @@ struct Plan {
         out_c(out_c),
         pad_top(pad_top),
         pad_left(pad_left) {
-    tiles_h = (out_h + kTile - 1) / kTile;
-    tiles_w = (out_w + kTile - 1) / kTile;
+    tiles_h = ceil_div(out_h, kTile);
+    tiles_w = ceil_div(out_w, kTile);
     tiles = batch * tiles_h * tiles_w;
     // Blocks by shape alone, an even number of them where there are several, so two threads share evenly;
     // at least two where each gets kMinBlockTiles tiles (a small layer in one block runs on one thread).
@@ -110,7 +111,7 @@ struct Plan {
     if (blocks == 1 && tiles >= 2 * kMinBlockTiles) blocks = 2;
     if (blocks > 1) blocks += blocks % 2;
     blocks = std::min(blocks, std::max<std::int64_t>(tiles, 1));
-    block_tiles = (tiles + blocks - 1) / blocks;
+    block_tiles = ceil_div(tiles, blocks);
   }
   // Tile t's image and the output pixel of its top-left corner.
   void locate(std::int64_t t, std::int64_t& n, std::int64_t& y, std::int64_t& x) const {
@@ -294,7 +295,7 @@ void winograd_kernel_grad(const KernelContext& ctx, const WindowGeometry& g, con
   const std::int64_t c = g.channels, size = kPoints * c * filters;
   const Plan p(g.batch, g.h.in, g.w.in, c, g.h.out, g.w.out, filters, g.h.pad_before, g.w.pad_before);
   const std::int64_t parts = std::min({p.blocks, kKernelGradParts, std::max<std::int64_t>(1, kPartialFloats / size)});
-  const std::int64_t blocks_per_part = (p.blocks + parts - 1) / parts;
+  const std::int64_t blocks_per_part = ceil_div(p.blocks, parts);
   float* partials = buffer(parts * size, Buffer::kPartials);
   const bool tile_major = p.block_tiles < 48;
   const Layout vl = tile_major ? Layout::tile_major(c) : Layout::point_major(p.block_tiles, c);

@@ -8,6 +8,7 @@
 // of its double sum (at most an ulp of the float result, and rarely that). The elementwise kernels and
 // AssignMovingAverage compute the CPU's formulas with each product and sum rounded apart (no FMA): the
 // CPU's bits for the same inputs.
+#include "core/ceil_div.h"
 #include "core/errors.h"
 #include "core/op_registry.h"
 #include "core/variable.h"
@@ -40,7 +41,7 @@ __global__ void __launch_bounds__(kSumThreads)
 template <class Term, class Finish>
 void launch_channel_sums(const KernelContext& ctx, std::int64_t rows, std::int64_t channels, Term term, Finish finish) {
   if (channels > 0)
-    channel_sums<<<static_cast<unsigned>((channels + kTile - 1) / kTile), dim3(kTile, kLanes), 0, stream_of(ctx)>>>(
+    channel_sums<<<static_cast<unsigned>(ceil_div(channels, kTile)), dim3(kTile, kLanes), 0, stream_of(ctx)>>>(
         rows, channels, term, finish);
   check_launch(ctx);
 }

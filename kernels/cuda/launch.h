@@ -8,6 +8,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include "core/ceil_div.h"
 #include "core/kernel_context.h"
 #include "kernels/cuda/cuda_device.h"
 
@@ -47,7 +48,7 @@ inline CublasCall cublas_of(const KernelContext& ctx) { return CublasCall(device
 
 inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
+  const std::int64_t blocks = ceil_div(n, kBlock);
   return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/ceil_div.h"
 #include "core/errors.h"
 #include "core/op_registry.h"
 #include "core/ops/fused.h"
@@ -112,14 +113,14 @@ void bias_add_grad_cuda(KernelContext& ctx) {
   const float* x = in<float>(ctx, 0);
   std::vector<Tensor> partials;  // each pass's tile sums, alive until the pass after them is queued
   while (cols > 0 && rows > 0) {
-    const std::int64_t tile = std::max(kSumTileRows, (rows + kMaxTiles - 1) / kMaxTiles);
-    const std::int64_t tiles = (rows + tile - 1) / tile;
+    const std::int64_t tile = std::max(kSumTileRows, ceil_div(rows, kMaxTiles));
+    const std::int64_t tiles = ceil_div(rows, tile);
     float* sums = db;
     if (tiles > 1) {
       partials.push_back(Tensor::empty(DType::kF32, Shape{tiles, cols}, &ctx.device()));
       sums = static_cast<float*>(partials.back().raw_mutable_data());
     }
-    const dim3 grid(static_cast<unsigned>((cols + kSumColumns - 1) / kSumColumns), static_cast<unsigned>(tiles));
+    const dim3 grid(static_cast<unsigned>(ceil_div(cols, kSumColumns)), static_cast<unsigned>(tiles));
     column_tile_sums<<<grid, dim3(kSumColumns, kSumLanes), 0, stream_of(ctx)>>>(x, sums, rows, cols, tile);
     x = sums;
     rows = tiles == 1 ? 0 : tiles;
