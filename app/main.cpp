@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <csignal>
@@ -34,8 +35,15 @@ int print_error(const std::string& message, int status) {
   return status;
 }
 
-// Standard output is checked once, at the end: a full device or a closed pipe fails the command even when
-// every printf before "succeeded" into the buffer. Closing it flushes and reports deferred errors too.
+// Set by SIGPIPE: a write found a pipe whose reader had gone. The handler only stores to a lock-free atomic,
+// which is async-signal-safe; the write then fails with EPIPE.
+std::atomic<bool> g_broken_pipe{false};
+extern "C" void on_broken_pipe(int) { g_broken_pipe.store(true, std::memory_order_relaxed); }
+
+// Standard output is checked once, at the end: a full device fails the command even when every printf before
+// "succeeded" into the buffer. Closing it flushes and reports deferred errors too. A reader that went away
+// (`tensorctl predict ... | head`) ends the command quietly with 141, the status a shell reports for coreutils'
+// tools that SIGPIPE ended, once its work (a run directory, say) is done.
 int finish_stdout(int status) {
   int error = 0;
   if (std::fflush(stdout) != 0) error = errno;
@@ -43,6 +51,7 @@ int finish_stdout(int status) {
   if (std::fclose(stdout) != 0 && error == 0) error = errno;
   // A command that failed has said so in its one line (a write to stdout that failed included).
   if ((error == 0 && !failed_before) || status != 0) return status;
+  if (error == EPIPE || (error == 0 && g_broken_pipe.load(std::memory_order_relaxed))) return 128 + SIGPIPE;
   // An earlier write that failed leaves only the error flag, not its reason.
   return print_error(
       std::string("cannot write standard output: ") + (error != 0 ? std::strerror(error) : "write error"),
@@ -68,9 +77,13 @@ void hold_closed_standard_streams() {
 
 int main(int argc, char** argv) {
   hold_closed_standard_streams();
-  // A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG, which become a
-  // message and exit 1, instead of a signal that ends the process mid-write without one.
-  std::signal(SIGPIPE, SIG_IGN);
+  // A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG instead of a signal
+  // that ends the process mid-write (a run directory half written): a file past its limit becomes a message
+  // and exit 1, a closed standard output a quiet 141 at the end.
+  struct sigaction pipe_action {};
+  pipe_action.sa_handler = on_broken_pipe;
+  sigemptyset(&pipe_action.sa_mask);
+  sigaction(SIGPIPE, &pipe_action, nullptr);
   std::signal(SIGXFSZ, SIG_IGN);
   // Every kernel linked in belongs to a defined op (an internal error otherwise, found before any work).
   tctl::check_op_registry();
@@ -135,11 +148,11 @@ int main(int argc, char** argv) {
     status = print_error(e.what(), 1);
   }
   // A multi-worker run's processes leave MPI together when they all succeed, or when `train` stopped on a
-  // signal (130, 143), which every rank agreed to stop at the same step: Open MPI's MPI_Finalize waits for
+  // signal (130, 143, 129), which every rank agreed to stop at the same step: Open MPI's MPI_Finalize waits for
   // every rank, so a worker does not leave (and mpirun end the job) while rank 0 still writes the checkpoint
   // and its report; stdout is written out first. One that fails exits without, which makes mpirun end the
   // others.
-  const bool together = status == 0 || status == 128 + SIGINT || status == 128 + SIGTERM;
+  const bool together = status == 0 || status == 128 + SIGINT || status == 128 + SIGTERM || status == 128 + SIGHUP;
   status = finish_stdout(status);
   if (together) tctl::mpi_finalize();
   return status;

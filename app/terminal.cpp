@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -73,8 +74,23 @@ void print_placement_warnings(const std::vector<std::string>& warnings, const st
                  more.empty() ? "" : (" (" + more + ")").c_str());
 }
 
+bool live_terminal(int fd) {
+  if (isatty(fd) == 0) return false;
+  const char* term = std::getenv("TERM");
+  return term == nullptr || std::string_view(term) != "dumb";
+}
+
+bool colour_allowed() {
+  const char* no_colour = std::getenv("NO_COLOR");
+  return no_colour == nullptr || *no_colour == '\0';
+}
+
 ProgressPrinter::ProgressPrinter(std::FILE* out, std::int64_t epochs)
-    : out_(out), epochs_(epochs), live_(isatty(fileno(out)) != 0) {}
+    : out_(out),
+      epochs_(epochs),
+      live_(live_terminal(fileno(out))),
+      green_(colour_allowed() ? "\033[32m" : ""),
+      plain_(colour_allowed() ? "\033[0m" : "") {}
 
 void ProgressPrinter::on_step(std::int64_t step, std::int64_t steps, const MetricValues& running) {
   if (!header_printed_) {
@@ -87,8 +103,8 @@ void ProgressPrinter::on_step(std::int64_t step, std::int64_t steps, const Metri
   const int done = static_cast<int>(20 * step / std::max<std::int64_t>(steps, 1));
   const double eta = elapsed / static_cast<double>(step) * static_cast<double>(steps - step);
   const int width = static_cast<int>(std::to_string(steps).size());
-  std::fprintf(out_, "\r%*lld/%lld \033[32m%s\033[0m%s %.0fs %s%s\033[K", width, static_cast<long long>(step),
-               static_cast<long long>(steps), repeat("━", static_cast<std::size_t>(done)).c_str(),
+  std::fprintf(out_, "\r%*lld/%lld %s%s%s%s %.0fs %s%s\033[K", width, static_cast<long long>(step),
+               static_cast<long long>(steps), green_, repeat("━", static_cast<std::size_t>(done)).c_str(), plain_,
                repeat("━", static_cast<std::size_t>(20 - done)).c_str(), step == steps ? elapsed : eta,
                per_step(elapsed / static_cast<double>(step)).c_str(), metrics_text(running).c_str());
   std::fflush(out_);
@@ -100,9 +116,9 @@ void ProgressPrinter::on_epoch(const EpochResult& r) {
   std::string text = metrics_text(r.train) + metrics_text(r.validation, "val_");
   const double step_time = r.seconds / static_cast<double>(std::max<std::int64_t>(r.steps, 1));
   if (live_) {
-    std::fprintf(out_, "\r%lld/%lld \033[32m%s\033[0m %.0fs %s%s\033[K\n", static_cast<long long>(r.steps),
-                 static_cast<long long>(r.steps), repeat("━", 20).c_str(), r.seconds, per_step(step_time).c_str(),
-                 text.c_str());
+    std::fprintf(out_, "\r%lld/%lld %s%s%s %.0fs %s%s\033[K\n", static_cast<long long>(r.steps),
+                 static_cast<long long>(r.steps), green_, repeat("━", 20).c_str(), plain_, r.seconds,
+                 per_step(step_time).c_str(), text.c_str());
   } else {
     std::fprintf(out_, "%lld/%lld - %.0fs - %s%s\n", static_cast<long long>(r.steps), static_cast<long long>(r.steps),
                  r.seconds, per_step(step_time).c_str(), text.c_str());
@@ -272,7 +288,7 @@ std::string table_for_output(const std::vector<TableColumn>& columns,
   return t.text + fmt::format("({} left out to fit {} columns; --json has every figure)\n", join(quoted), width);
 }
 
-StatusLine::StatusLine() : live_(isatty(STDERR_FILENO) != 0), start_(now_seconds()) {}
+StatusLine::StatusLine() : live_(live_terminal(STDERR_FILENO)), start_(now_seconds()) {}
 
 StatusLine::~StatusLine() { clear(); }
 

@@ -24,6 +24,12 @@ std::string per_step(double seconds_per_step);
 // (Model::placement_warnings), then how many more, with `more` in brackets after the count when given.
 void print_placement_warnings(const std::vector<std::string>& warnings, const std::string& more = "");
 
+// Whether `fd` is a terminal that redraws a line (carriage returns, erase to the end of the line): a terminal
+// whose TERM is not "dumb" (Emacs' shell buffers, some CI logs set it to get plain lines).
+bool live_terminal(int fd);
+// Whether colour escapes may be written: NO_COLOR unset or empty (https://no-color.org).
+bool colour_allowed();
+
 // Prints fit progress the way Keras 3 does: "Epoch e/E", then a line per epoch; on a terminal the line
 // redraws itself after every step with a 20-character bar.
 class ProgressPrinter {
@@ -38,6 +44,8 @@ class ProgressPrinter {
   std::FILE* out_;
   std::int64_t epochs_;
   bool live_;
+  const char* green_;  // the bar's colour escapes, empty under NO_COLOR
+  const char* plain_;
   std::int64_t current_epoch_ = 1;
   bool header_printed_ = false;
   double epoch_start_ = 0.0;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <iterator>
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
@@ -66,53 +67,63 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   return out;
 }
 
-// Set by SIGINT (Ctrl-C) or SIGTERM (`kill`, a batch system's time limit, mpirun passing on a Ctrl-C to its
-// ranks); training finishes its step, writes a checkpoint and stops. The handler only stores to lock-free
+// Set by SIGINT (Ctrl-C), SIGTERM (`kill`, a batch system's time limit, mpirun passing on a Ctrl-C to its
+// ranks) or SIGHUP (the terminal closed, an ssh session dropped); training finishes its step, writes a
+// checkpoint and stops. The handler only stores to lock-free
 // atomics, which is async-signal-safe; a second signal gets the default action and ends the process.
 std::atomic<bool> g_interrupted{false};
 std::atomic<int> g_signal{0};
 static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
 
-// The first signal is the one reported; it puts both back to their default actions (sigaction is
-// async-signal-safe), so a second one of either kind ends the process. Both are blocked while it runs.
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
+
+// The first signal is the one reported; it puts all three back to their default actions (sigaction is
+// async-signal-safe), so a second one of any kind ends the process. All are blocked while it runs.
 extern "C" void on_stop_signal(int sig) {
   struct sigaction default_action {};
   default_action.sa_handler = SIG_DFL;
-  sigaction(SIGINT, &default_action, nullptr);
-  sigaction(SIGTERM, &default_action, nullptr);
+  for (int s : kStopSignals) sigaction(s, &default_action, nullptr);
   g_signal.store(sig, std::memory_order_relaxed);
   g_interrupted.store(true, std::memory_order_relaxed);
 }
 
-// Installs on_stop_signal for SIGINT and SIGTERM for the life of the object, and restores the previous
-// actions after.
+// Installs on_stop_signal for the stop signals for the life of the object, and restores the previous actions
+// after. A SIGHUP that nohup set to be ignored stays ignored.
 class StopSignalGuard {
  public:
   StopSignalGuard() {
     struct sigaction sa {};
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
-    sigaddset(&sa.sa_mask, SIGINT);
-    sigaddset(&sa.sa_mask, SIGTERM);
+    for (int s : kStopSignals) sigaddset(&sa.sa_mask, s);
     sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, &previous_int_);
-    sigaction(SIGTERM, &sa, &previous_term_);
+    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) {
+      sigaction(kStopSignals[i], nullptr, &previous_[i]);
+      if (kStopSignals[i] == SIGHUP && previous_[i].sa_handler == SIG_IGN) continue;
+      sigaction(kStopSignals[i], &sa, nullptr);
+    }
   }
   ~StopSignalGuard() {
-    sigaction(SIGINT, &previous_int_, nullptr);
-    sigaction(SIGTERM, &previous_term_, nullptr);
+    for (std::size_t i = 0; i < std::size(kStopSignals); ++i) sigaction(kStopSignals[i], &previous_[i], nullptr);
   }
   StopSignalGuard(const StopSignalGuard&) = delete;
   StopSignalGuard& operator=(const StopSignalGuard&) = delete;
 
  private:
-  struct sigaction previous_int_ {};
-  struct sigaction previous_term_ {};
+  struct sigaction previous_[std::size(kStopSignals)]{};
 };
+
+// How a stop signal is reported: "Interrupted" (SIGINT, or another rank's vote), "Terminated (SIGTERM)",
+// "Hung up (SIGHUP)".
+const char* stop_text(int sig) {
+  if (sig == SIGTERM) return "Terminated (SIGTERM)";
+  if (sig == SIGHUP) return "Hung up (SIGHUP)";
+  return "Interrupted";
+}
 
 // "10 epochs", or after a resume "epochs 6-10 (resumed)"; an early stop shows where it stopped.
 std::string epochs_text(const TrainOutcome& out) {
-  const std::int64_t last = out.history.empty() ? 0 : out.history.back().epoch;
+  const std::int64_t last = out.last_epoch ? out.last_epoch->epoch : 0;
   if (out.first_epoch > last) return "no more epochs (the run had already trained " + std::to_string(last) + ")";
   if (out.first_epoch > 1) return fmt::format("epochs {}-{} (resumed)", out.first_epoch, last);
   return fmt::format("{} epochs", last);
@@ -165,16 +176,15 @@ int run_train(const TrainFlags& f) {
   };
   StopSignalGuard stop_signals;
   TrainOutcome out = train_and_save(c, on_epoch, on_step, control);
-  // 130 after SIGINT, 143 after SIGTERM, as a shell reports a process the signal ended (130 also for a
-  // worker that stopped on another rank's vote, having had no signal of its own).
-  const bool terminated = g_signal.load() == SIGTERM;
-  const int stopped_status = 128 + (terminated ? SIGTERM : SIGINT);
+  // 130 after SIGINT, 143 after SIGTERM, 129 after SIGHUP, as a shell reports a process the signal ended
+  // (130 also for a worker that stopped on another rank's vote, having had no signal of its own).
+  const int sig = g_signal.load() == 0 ? SIGINT : g_signal.load();
+  const int stopped_status = 128 + sig;
   if (silent_worker) return out.interrupted_at ? stopped_status : 0;
   if (out.interrupted_at) {
     const auto& at = *out.interrupted_at;
-    std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n",
-                 terminated ? "Terminated (SIGTERM)" : "Interrupted", static_cast<long long>(at.epoch),
-                 static_cast<long long>(at.steps_done),
+    std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n", stop_text(sig),
+                 static_cast<long long>(at.epoch), static_cast<long long>(at.steps_done),
                  printable_line((std::filesystem::path(c.output) / "checkpoint.safetensors").string()).c_str());
     std::fprintf(log, "Resume with: %s\n", printable_line(resume_command(f, c.output)).c_str());
     return stopped_status;

@@ -95,6 +95,15 @@ std::size_t append_escaped(std::string& out, std::string_view text, std::size_t 
 }
 }  // namespace
 
+std::optional<std::size_t> first_non_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = utf8_at(text, i).length;
+    if (n == 0) return i;
+    i += n;
+  }
+  return std::nullopt;
+}
+
 std::string quote_for_message(std::string_view text) {
   std::string out = "\"";
   const std::size_t end = append_escaped(out, text, 100, true);

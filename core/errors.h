@@ -6,6 +6,8 @@
 //   TCTL_CHECK   a broken internal invariant: prints file, line and condition, then aborts. Never for input.
 #pragma once
 
+#include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +69,10 @@ bool has_control_character(std::string_view text);
 // (\u001b, \xff) as quote_for_message writes it. The last guard before an error reaches the terminal, for text
 // no reader quoted (a path, a library's message): it can neither split the line nor drive the terminal.
 std::string printable_line(std::string_view text);
+
+// The offset of the first byte of `text` that is not part of well-formed UTF-8 (as quote_for_message judges
+// it), or nullopt when all of it is. Names and paths that go into a run's JSON files must be UTF-8.
+std::optional<std::size_t> first_non_utf8(std::string_view text);
 
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const std::string& message);
 

@@ -1,6 +1,7 @@
 // Small text helpers for messages.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@ inline std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& s : items) out += (out.empty() ? "" : ", ") + s;
   return out;
+}
+
+// "a, b, c, d, e, f, g, h and 99992 more": at most `shown` of the items, then how many more, so a message
+// about a list of 100,000 names stays one short line.
+inline std::string join_first(const std::vector<std::string>& items, std::size_t shown = 8) {
+  if (items.size() <= shown) return join(items);
+  std::string out = join(std::vector<std::string>(items.begin(), items.begin() + static_cast<std::ptrdiff_t>(shown)));
+  return out + " and " + std::to_string(items.size() - shown) + " more";
 }
 
 }  // namespace tctl

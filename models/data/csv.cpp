@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <unordered_set>
+
+#include <fmt/format.h>
 
 #include "core/errors.h"
 #include "core/read_whole.h"
@@ -114,6 +118,16 @@ bool parse_number(std::string_view text, float& value, bool& out_of_range) {
   if (text.size() > 1 && text.front() == '+' && text[1] != '-') text.remove_prefix(1);
   if (text.empty()) return false;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  // from_chars calls a magnitude below the smallest denormal (1e-46) out of range too; it rounds to zero (or
+  // a denormal), as any conversion to float does. Only too large a magnitude is out of range.
+  if (ec == std::errc::result_out_of_range && end == text.data() + text.size()) {
+    const std::string copy(text);
+    const double wide = std::strtod(copy.c_str(), nullptr);
+    if (std::fabs(wide) < 1.0) {
+      value = static_cast<float>(wide);
+      ec = std::errc();
+    }
+  }
   out_of_range = ec == std::errc::result_out_of_range;
   // NaN and infinity parse fine but would poison every statistic computed from the column.
   return ec == std::errc() && end == text.data() + text.size() && std::isfinite(value);
@@ -149,16 +163,41 @@ std::string byte_size(std::size_t bytes) {
 // text holds a NUL byte, so binary data (/dev/urandom, a compressed or UTF-16 file) is refused at the first
 // chunk holding one, and text past the limit (a stream that never ends) at the chunk that crosses it; neither
 // is read to its end or until memory runs out.
-std::string read_text(const std::string& path, std::size_t max_bytes) {
+std::string read_text(const std::string& path, const CsvOptions& options) {
+  std::size_t max_bytes = options.max_bytes;
   const bool quarter = max_bytes == 0;
   if (quarter) max_bytes = quarter_of_memory();
+  // The header row ends at the first line break outside quotes; each chunk is scanned once.
+  bool header_seen = !options.header || !options.check_header;
+  bool in_quotes = false;
+  auto check_header = [&](std::string_view got, const std::string& kept) {
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] == '"') in_quotes = !in_quotes;
+      if (got[i] != '\n' || in_quotes) continue;
+      header_seen = true;
+      std::string row = kept;
+      row.append(got.substr(0, i + 1));
+      std::string_view text = row;
+      if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+      Tokenizer tokens(text, path);
+      std::vector<std::string> cells;
+      bool blank = false;
+      if (tokens.next(cells, blank) && !blank) options.check_header(cells);
+      return;
+    }
+  };
+  // "-" is standard input, as --output - is standard output; messages still name it "-".
   return read_whole(
-      path, path,
+      path == "-" ? std::filesystem::path("/dev/stdin") : std::filesystem::path(path), path,
       {.max_bytes = max_bytes,
        .inspect =
            [&](std::string_view got, const std::string& kept) {
+             // Binary data first: its bytes are no header.
              const std::size_t nul = got.find('\0');
-             if (nul == std::string_view::npos) return;
+             if (nul == std::string_view::npos) {
+               if (!header_seen) check_header(got, kept);
+               return;
+             }
              const std::int64_t line = 1 + std::count(kept.begin(), kept.end(), '\n') +
                                        std::count(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(nul), '\n');
              throw SpecError(
@@ -169,7 +208,8 @@ std::string read_text(const std::string& path, std::size_t max_bytes) {
            },
        .too_large =
            [&](const char*) {
-             return "larger than " + byte_size(max_bytes) + (quarter ? " (a quarter of this machine's memory)" : "") +
+             const std::string reason = quarter ? "a quarter of this machine's memory" : options.max_bytes_reason;
+             return "larger than " + byte_size(max_bytes) + (reason.empty() ? "" : " (" + reason + ")") +
                     ", the most a CSV file may hold here: it is read whole before it is parsed";
            }});
 }
@@ -183,7 +223,7 @@ int CsvTable::column_index(const std::string& name) const {
 }
 
 CsvTable read_csv(const std::string& path, const CsvOptions& options) {
-  const std::string text = read_text(path, options.max_bytes);
+  const std::string text = read_text(path, options);
 
   // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
   std::string_view rest = text;
@@ -220,6 +260,10 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
       if (!seen.insert(column).second)
         throw SpecError(path, line_where(1),
                         "column name " + quote_for_message(column) + " appears twice in the header row");
+      if (const auto bad = first_non_utf8(column))
+        throw SpecError(
+            path, line_where(1),
+            not_utf8_message("column " + std::to_string(table.columns.size() + 1) + "'s name", column, *bad));
       table.columns.push_back(std::move(column));
     }
     if (!next_record()) throw SpecError(path, line_where(records.record_line() + 1), "no data rows after the header");
@@ -261,6 +305,13 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   }
   table.rows = static_cast<std::int64_t>(table.row_lines.size());
   return table;
+}
+
+std::string not_utf8_message(const std::string& what, std::string_view text, std::size_t at) {
+  return fmt::format(
+      "{} {} holds the byte 0x{:02x} at offset {}, which is not UTF-8; the run records it in its JSON files, which "
+      "hold UTF-8 text only",
+      what, quote_for_message(text), static_cast<unsigned char>(text[at]), at);
 }
 
 std::string csv_field(std::string_view cell) {

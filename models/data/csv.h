@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,13 @@ struct CsvOptions {
   // parsed, so a stream without end (`yes 1 | tensorctl predict ... --input /dev/stdin`) stops here, with a
   // SpecError, instead of filling memory.
   std::size_t max_bytes = 0;
+  // What max_bytes is, for the message of a file past it ("a quarter of the memory limit"); empty: a quarter
+  // of this machine's memory, the default's reason.
+  std::string max_bytes_reason;
+  // With a header row: called with its column names as soon as that row has been read, before any other, so
+  // a file whose columns are wrong is refused at its first chunk rather than once all of it (a stream without
+  // end) is in memory. May throw; the checks of the header read_csv makes itself come after.
+  std::function<void(const std::vector<std::string>& columns)> check_header;
 };
 
 // A parsed CSV file. Plain value; copy and move freely.
@@ -70,6 +78,10 @@ struct CsvTable {
 // A file that cannot be read (a directory: "cannot read file: Is a directory") is a SpecError too. Throws
 // RuntimeError when memory runs out. Thread-safe: touches no shared state.
 CsvTable read_csv(const std::string& path, const CsvOptions& options = {});
+
+// "WHAT "TEXT" holds the byte 0xNN at offset AT, which is not UTF-8; ...": the message for a name or a path
+// that the run's JSON files could not record, `at` as first_non_utf8 found it.
+std::string not_utf8_message(const std::string& what, std::string_view text, std::size_t at);
 
 // `cell` as one CSV field: unchanged when it can be written plainly, else in double quotes with its quotes
 // doubled (when it holds a comma, a quote, a line break, or spaces at either end, which the reader trims).

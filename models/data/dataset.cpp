@@ -76,9 +76,14 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
                   Dataset& data) {
   const std::string& column = table.columns[static_cast<std::size_t>(label)];
   auto where = [&](std::int64_t r) { return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]); };
-  for (std::int64_t r = 0; r < table.rows; ++r)
+  for (std::int64_t r = 0; r < table.rows; ++r) {
     if (table.text_at(r, label).empty())
       throw SpecError(path, where(r), "column " + quote_for_message(column) + ": empty class label");
+    if (const auto bad = first_non_utf8(table.text_at(r, label)))
+      throw SpecError(
+          path, where(r),
+          not_utf8_message("column " + quote_for_message(column) + ": class name", table.text_at(r, label), *bad));
+  }
   std::vector<std::string> names = known;
   if (names.empty()) {
     names = table.text[static_cast<std::size_t>(label)];
@@ -102,7 +107,8 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
     if (it == sorted.end() || *it != name)
       throw SpecError(path, where(r),
                       "column " + quote_for_message(column) + ": " + quote_for_message(name) +
-                          " is not one of the run's classes (" + join(names) + ")");
+                          " is not one of the run's " + std::to_string(names.size()) + " classes (" +
+                          join_first(names) + ")");
     y[r] = position[static_cast<std::size_t>(it - sorted.begin())];
   }
   data.num_classes = static_cast<int>(names.size());
@@ -289,7 +295,14 @@ DataFingerprint fingerprint_of(const Dataset& data) {
   }
   for (const Tensor* t : {&data.x, &data.y})
     if (t->defined()) add(t->raw_data(), t->bytes());
-  return {data.size(), h};
+  const std::uint64_t values = h;
+  h = 14695981039346656037ull;
+  add_count(static_cast<std::int64_t>(data.feature_names.size()));
+  for (const std::string& name : data.feature_names) {
+    add_count(static_cast<std::int64_t>(name.size()));
+    add(name.data(), name.size());
+  }
+  return {data.size(), values, h};
 }
 
 Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -107,12 +108,16 @@ Split split_dataset(const Dataset& data, double test_split, double validation_sp
 
 // What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
 // any split: the features' and labels' shapes and bytes (f32 and i32, little-endian as every platform we build
-// for stores them) and the class names. Column names are left out, as they change no result. The same data
+// for stores them) and the class names. The same data
 // gives the same fingerprint on every run; a change to any value, row or class name changes the hash but
 // for a 2^-64 chance.
+// The feature columns' names, in order, have a hash of their own: they change no number the run trains on,
+// but predict and evaluate find a run's features by name, so a run resumed on renamed or swapped columns
+// would be fed its inputs in the wrong places. Checkpoints written before it record none (nullopt).
 struct DataFingerprint {
   std::int64_t rows = 0;
   std::uint64_t hash = 0;
+  std::optional<std::uint64_t> columns;
   bool operator==(const DataFingerprint&) const = default;
 };
 DataFingerprint fingerprint_of(const Dataset& data);

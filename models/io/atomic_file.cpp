@@ -64,10 +64,14 @@ void write_in_place(const std::filesystem::path& path, std::string_view bytes) {
   if (::close(fd) != 0 && errno != EINTR) throw_io_error(path, "close failed", errno);
 }
 
+// A reader that closed the pipe (`| head`) is no failure: the error stays flagged on stdout, and the program
+// ends quietly once it has checked it (app/main.cpp's finish_stdout).
 void write_stdout(std::string_view bytes) {
   if ((!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size()) ||
-      std::fflush(stdout) != 0)
+      std::fflush(stdout) != 0) {
+    if (errno == EPIPE) return;
     throw RuntimeError(std::string("cannot write standard output: ") + std::strerror(errno));
+  }
 }
 
 void replace_file(const std::filesystem::path& path, std::string_view bytes) {

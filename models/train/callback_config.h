@@ -17,9 +17,10 @@
 
 namespace tctl {
 
-// The files a run writes into its directory, besides its callbacks' files and folders.
-inline const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",   "history.csv", "summary.json",
-                                                "test.csv",   "checkpoint.safetensors"};
+// The files a run writes into its directory, besides its callbacks' files and folders; the last is its lock
+// (models/io/run_lock.h), which outlives the run.
+inline const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",    "history.csv",   "summary.json",
+                                                "test.csv",   "checkpoint.safetensors", "tensorctl.lock"};
 
 struct CallbackConfig {
   std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, TensorBoard

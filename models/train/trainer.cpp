@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "core/ceil_div.h"
 #include "core/errors.h"
 #include "core/fifo_queue.h"
 
@@ -166,15 +167,17 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
                                bool training, std::int64_t first_step, const BatchSums& start,
                                const StepCallback& on_step) {
   const auto n = static_cast<std::int64_t>(order.size());
-  const std::int64_t steps = (n + batch_size - 1) / batch_size;
+  const std::int64_t steps = ceil_div(n, batch_size);
   const ModelOptions& options = model_.options();
   steps_run_ = 0;
   auto rows_of = [&](std::int64_t step) {
     return order.subspan(static_cast<std::size_t>(step * batch_size),
                          static_cast<std::size_t>(std::min(batch_size, n - step * batch_size)));
   };
-  const std::int64_t batch_bytes =
-      data.size() == 0 ? 0 : static_cast<std::int64_t>(data.x.bytes() + data.y.bytes()) / data.size() * batch_size;
+  // No batch holds more than the n rows (a batch size near 2^63 would overflow the product).
+  const std::int64_t batch_bytes = data.size() == 0 ? 0
+                                                    : static_cast<std::int64_t>(data.x.bytes() + data.y.bytes()) /
+                                                          data.size() * std::min(batch_size, n);
   const bool prefetch = training && batch_bytes >= options.prefetch_min_bytes;
   // A training step reads only this process's rows of its batch (multi-worker: this worker's share).
   auto fed_rows = [&](std::int64_t step) {
@@ -238,7 +241,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
   interrupted_at_.reset();
   stop_after_epoch_ = false;
   const std::int64_t n = train.size();
-  const std::int64_t steps_per_epoch = (n + batch_size - 1) / batch_size;
+  const std::int64_t steps_per_epoch = ceil_div(n, batch_size);
   TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
              "fit() resumed past the end of its epoch");
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
@@ -271,7 +274,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
     if (on_epoch) on_epoch(r);
-    history.push_back(std::move(r));
+    if (keep_history_) history.push_back(std::move(r));
     if (stop_after_epoch_) break;
     if (model_.stop_requested() && epoch < epochs) {
       interrupted_at_ = FitPosition{epoch + 1, 0, {}};

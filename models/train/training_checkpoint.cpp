@@ -92,19 +92,25 @@ BatchSums sums_from_json(const nlohmann::json& j, const std::string& file, const
 }
 
 nlohmann::json fingerprint_json(const DataFingerprint& f) {
-  return {{"rows", f.rows}, {"hash", fmt::format("{:016x}", f.hash)}};
+  nlohmann::json j = {{"rows", f.rows}, {"hash", fmt::format("{:016x}", f.hash)}};
+  if (f.columns) j["columns"] = fmt::format("{:016x}", *f.columns);
+  return j;
 }
 
 DataFingerprint fingerprint_from_json(const nlohmann::json& j, const std::string& file, const std::string& where) {
   SpecReader r(j, file, where, kDamaged);
   DataFingerprint f;
   f.rows = r.non_negative_int("rows");
-  const std::string hash = r.string("hash");
-  const bool hex = hash.size() == 16 && std::all_of(hash.begin(), hash.end(), [](char c) {
-                     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
-                   });
-  if (!hex) r.fail("hash", "expected 16 hexadecimal digits, got " + quote_for_message(hash));
-  f.hash = std::stoull(hash, nullptr, 16);
+  auto hex_hash = [&r](const std::string& key) {
+    const std::string hash = r.string(key);
+    const bool hex = hash.size() == 16 && std::all_of(hash.begin(), hash.end(), [](char c) {
+                       return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+                     });
+    if (!hex) r.fail(key, "expected 16 hexadecimal digits, got " + quote_for_message(hash));
+    return static_cast<std::uint64_t>(std::stoull(hash, nullptr, 16));
+  };
+  f.hash = hex_hash("hash");
+  if (r.has("columns")) f.columns = hex_hash("columns");
   r.finish();
   return f;
 }
@@ -117,11 +123,14 @@ void check_state(const TrainingState& state, const std::string& name) {
     throw SpecError(name, "__metadata__." + key, "damaged training state: " + what);
   };
   if (state.next_epoch < 1) fail("next_epoch", fmt::format("epoch {} (epochs count from 1)", state.next_epoch));
-  if (static_cast<std::int64_t>(state.history.size()) != state.next_epoch - 1)
-    fail("history", fmt::format("{} epochs recorded before epoch {}", state.history.size(), state.next_epoch));
-  for (std::size_t i = 0; i < state.history.size(); ++i) {
-    const EpochResult& r = state.history[i];
-    if (r.epoch != static_cast<std::int64_t>(i) + 1) fail("history", fmt::format("row {} is epoch {}", i + 1, r.epoch));
+  const auto rows = static_cast<std::int64_t>(state.history.size());
+  if (rows > state.next_epoch - 1 || (rows == 0 && state.next_epoch > 1))
+    fail("history", fmt::format("{} epochs recorded before epoch {}", rows, state.next_epoch));
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const EpochResult& r = state.history[static_cast<std::size_t>(i)];
+    const std::int64_t expected = state.next_epoch - rows + i;
+    if (r.epoch != expected)
+      fail("history", fmt::format("row {} is epoch {}, where epoch {} was expected", i + 1, r.epoch, expected));
     if (r.seconds < 0.0) fail("history", fmt::format("epoch {} has {} steps in {} s", r.epoch, r.steps, r.seconds));
   }
   const BatchSums& s = state.partial_sums;
@@ -191,7 +200,9 @@ void save_training_checkpoint(const std::filesystem::path& path, const Model& mo
                     {"next_epoch", std::to_string(state.next_epoch)},
                     {"steps_done", std::to_string(state.steps_done)},
                     {"partial_sums", sums_json(state.partial_sums).dump()},
-                    {"history", history_json(state.history).dump()},
+                    {"history", history_json(state.history.empty() ? std::vector<EpochResult>{}
+                                                                   : std::vector<EpochResult>{state.history.back()})
+                                    .dump()},
                     {"callbacks", state.callbacks.dump()},
                     {"config", state.config.dump()},
                     {"data", state.data ? fingerprint_json(*state.data).dump() : "null"},

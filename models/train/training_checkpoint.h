@@ -25,6 +25,11 @@ struct TrainingState {
   std::int64_t next_epoch = 1;  // the epoch to run next (1-based)
   std::int64_t steps_done = 0;  // steps of next_epoch already taken (a checkpoint written on interrupt)
   BatchSums partial_sums;       // the loss and metric sums of those steps, so the epoch's row is whole
+  // The rows of the last epochs, consecutive, ending with epoch next_epoch - 1 (none before the first epoch
+  // ends). A checkpoint keeps the last row alone, which the run's summary needs: the whole history is the run
+  // directory's history.csv, appended as checkpoints are written, so a checkpoint's size and cost stay flat
+  // however long the run (every row in every checkpoint grew to 26 MB in 18 s of `--epochs 99999999999`).
+  // Checkpoints written before kept every row, and read back whole.
   std::vector<EpochResult> history;
   nlohmann::json callbacks = nlohmann::json::array();
   // The resolved config (TrainConfig::to_json()), which a resume compares with its own.

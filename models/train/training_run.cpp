@@ -1,19 +1,29 @@
 #include "models/train/training_run.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
+#include <string_view>
+#include <unordered_set>
 
+#include "core/ceil_div.h"
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/text.h"
 #include "models/data/csv.h"
 #include "models/io/atomic_file.h"
+#include "models/io/run_lock.h"
 #include "models/io/safetensors.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/memory_budget.h"
 #include "models/train/callbacks.h"
 #include "models/train/training_checkpoint.h"
 
@@ -65,20 +75,112 @@ nlohmann::json metrics_json(const MetricValues& values) {
 
 std::string csv_number(double v) { return fmt::format("{:.6g}", v); }
 
-std::string history_csv(const std::vector<EpochResult>& history) {
-  if (history.empty()) return "epoch\n";
+// history.csv's header row for rows like `r`.
+std::string history_header(const EpochResult& r) {
   std::string out = "epoch";
-  for (const auto& [k, v] : history[0].train) out += "," + k;
-  for (const auto& [k, v] : history[0].validation) out += ",val_" + k;
-  out += ",seconds\n";
-  for (const auto& r : history) {
-    out += std::to_string(r.epoch);
-    for (const auto& [k, v] : r.train) out.append(",").append(csv_number(v));
-    for (const auto& [k, v] : r.validation) out.append(",").append(csv_number(v));
-    out.append(",").append(fmt::format("{:.4f}", r.seconds)).append("\n");
-  }
-  return out;
+  for (const auto& [k, v] : r.train) out += "," + k;
+  for (const auto& [k, v] : r.validation) out += ",val_" + k;
+  return out + ",seconds\n";
 }
+
+std::string history_row(const EpochResult& r) {
+  std::string out = std::to_string(r.epoch);
+  for (const auto& [k, v] : r.train) out.append(",").append(csv_number(v));
+  for (const auto& [k, v] : r.validation) out.append(",").append(csv_number(v));
+  return out.append(",").append(fmt::format("{:.4f}", r.seconds)).append("\n");
+}
+
+// The run directory's history.csv, one row per finished epoch, appended: the rows wait in a buffer of at most
+// 64 KB, and go to the file when it fills and before each checkpoint, so neither memory nor a checkpoint grows
+// with the epochs, and no row is written twice. The rows reach the disk before the checkpoint that counts them
+// is written, so the file holds at least the checkpoint's epochs; a resume drops any rows past them (epochs
+// that ended after it, which it trains again), and a row cut short by a crash lies past them too. Not
+// thread-safe; the writer holds the run directory's lock.
+class HistoryLog {
+ public:
+  explicit HistoryLog(std::filesystem::path path) : path_(std::move(path)) {}
+
+  // A resumed run at epoch `next_epoch`: keeps the file's first next_epoch - 1 rows and drops the rest. A
+  // checkpoint that kept every row (written before the history was appended) gives them when the file has
+  // fewer; otherwise a file short of rows is refused (SpecError naming it), as the run's history is lost.
+  void resume(std::int64_t next_epoch, const std::vector<EpochResult>& recorded) {
+    const std::int64_t epochs = next_epoch - 1;
+    std::error_code ec;
+    std::vector<std::string> lines;
+    if (std::filesystem::exists(path_, ec)) {
+      const std::string text = read_file(path_, path_.string());
+      for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = text.find('\n', at);
+        if (end == std::string::npos) break;  // a row cut short
+        lines.push_back(text.substr(at, end + 1 - at));
+        at = end + 1;
+      }
+    }
+    const bool whole = static_cast<std::int64_t>(recorded.size()) == epochs && epochs > 0 && recorded[0].epoch == 1;
+    if (static_cast<std::int64_t>(lines.size()) < epochs + 1 && !whole && epochs > 0)
+      throw SpecError(path_.string(), "",
+                      fmt::format("cannot resume: it holds {} epochs' rows, where the checkpoint continues after "
+                                  "epoch {}; the run's history is lost (train it again with --overwrite)",
+                                  std::max<std::int64_t>(0, static_cast<std::int64_t>(lines.size()) - 1), epochs));
+    std::string kept;
+    if (static_cast<std::int64_t>(lines.size()) >= epochs + 1) {
+      for (std::int64_t i = 0; i <= epochs && epochs > 0; ++i) kept += lines[static_cast<std::size_t>(i)];
+    } else if (whole) {
+      kept = history_header(recorded[0]);
+      for (const EpochResult& r : recorded) kept += history_row(r);
+    }
+    created_ = epochs > 0;
+    if (!created_) {
+      std::filesystem::remove(path_, ec);
+      return;
+    }
+    write_file_atomic(path_, kept);
+  }
+
+  // The row of an epoch that ended.
+  void add(const EpochResult& r) {
+    if (!created_ && buffer_.empty()) buffer_ = history_header(r);
+    buffer_ += history_row(r);
+    if (buffer_.size() >= kBufferBytes) flush(false);
+  }
+
+  // Writes the rows added since the last flush; with `sync`, to the disk (before a checkpoint counts them).
+  // The first rows of a run create the file whole.
+  void flush(bool sync = true) {
+    if (buffer_.empty()) return;
+    if (!created_) {
+      write_file_atomic(path_, buffer_);
+      created_ = true;
+      buffer_.clear();
+      return;
+    }
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(errno));
+    std::string_view rest = buffer_;
+    while (!rest.empty()) {
+      const ssize_t n = ::write(fd, rest.data(), rest.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int error = errno;
+        ::close(fd);
+        throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(error));
+      }
+      rest.remove_prefix(static_cast<std::size_t>(n));
+    }
+    buffer_.clear();
+    // On the disk before the checkpoint that counts these rows is renamed into place.
+    const bool synced = !sync || ::fsync(fd) == 0;
+    const int error = errno;
+    ::close(fd);
+    if (!synced) throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(error));
+  }
+
+ private:
+  static constexpr std::size_t kBufferBytes = 64 * 1024;
+  std::filesystem::path path_;
+  bool created_ = false;  // the file holds its header
+  std::string buffer_;    // rows not yet written
+};
 
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
 std::string dataset_csv(const Dataset& d, const std::string& label, bool header) {
@@ -196,18 +298,29 @@ bool is_run_file(const std::string& entry, const std::vector<std::string>& names
 }
 
 // Makes `dir` ready for a new run: a missing or empty directory is; with `overwrite`, so is a run directory
-// once its files are deleted. Everything is checked before the first file is deleted.
-void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c, bool overwrite) {
+// once its files are deleted. Everything is checked before the first file is deleted; with `check_only`,
+// nothing is. The lock file and the temporaries of killed processes (is_stale_temporary) do not count: a
+// directory holding only those is empty (a run killed while writing its first file leaves one), and the
+// temporaries go. Called for real only holding the directory's write lock, which it leaves in place.
+void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c, bool overwrite, bool check_only) {
   std::error_code ec;
   const std::string d = dir.string();
   const std::filesystem::file_status status = std::filesystem::status(dir, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_directory(status))
     throw SpecError(d, "", "the run directory (--output, or the config's \"output\") is a file, not a directory");
   if (!std::filesystem::is_directory(status)) return;  // created later (or refused there with its reason)
+  const std::vector<std::string> names = run_file_names(dir, c);
   std::vector<std::filesystem::path> entries;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) entries.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    const bool stale = !e.is_symlink(ec) && e.is_regular_file(ec) && is_stale_temporary(name, names);
+    if (name != kRunLockFile && !stale) entries.push_back(e.path());
+  }
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
-  if (entries.empty()) return;
+  if (entries.empty()) {
+    if (!check_only) remove_stale_temporaries(dir, names);
+    return;
+  }
   const bool run = holds_run(dir, RunEvidence::kAnyMarker);
   // The message suggests only what can work: --resume needs a checkpoint, which a run that failed in its
   // first epoch never wrote (it leaves model.json alone), and --overwrite needs a run.
@@ -229,7 +342,6 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
                     "--overwrite replaces only a tensorctl run, and this directory holds none (no model.json, "
                     "summary.json or checkpoint.safetensors); choose another --output");
   std::sort(entries.begin(), entries.end());
-  const std::vector<std::string> names = run_file_names(dir, c);
   for (const auto& e : entries) {
     const auto status = std::filesystem::symlink_status(e, ec);
     const bool ours = std::filesystem::is_directory(status) ? is_log_dir(e) : std::filesystem::is_regular_file(status);
@@ -238,6 +350,8 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
                       "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +
                           " is not one of them; move it away or choose another --output");
   }
+  if (check_only) return;
+  remove_stale_temporaries(dir, names);
   for (const auto& e : entries)
     if (std::filesystem::remove_all(e, ec) == static_cast<std::uintmax_t>(-1) || ec)
       throw RuntimeError("cannot remove " + e.string() + ": " + ec.message());
@@ -263,21 +377,89 @@ void check_resume_config(const TrainingState& saved, const TrainConfig& c, const
                   join(kResumeMayChange)));
 }
 
+// Up to the first 8 of `names`, then how many more: a message about 100,000 columns stays one short line.
+std::string column_list(const std::vector<std::string>& names) {
+  if (names.empty()) return "(not recorded)";
+  std::string out;
+  for (std::size_t i = 0; i < std::min<std::size_t>(names.size(), 8); ++i)
+    out += (i ? ", " : "") + quote_for_message(names[i]);
+  if (names.size() > 8) out += fmt::format(" and {} more", names.size() - 8);
+  return out;
+}
+
+// The feature names a checkpoint's input record holds, or none when it is damaged or missing.
+std::vector<std::string> recorded_feature_names(const nlohmann::json& inputs) {
+  try {
+    return inputs.at("data").at("feature_names").get<std::vector<std::string>>();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 // --resume continues a run only on the data it was trained on, as loaded before the split: the same path
 // holding other rows (or TENSORCTL_DATA_DIR pointing at another digits.csv) would continue with other batches
 // and another scaling. A checkpoint that recorded no fingerprint (written before there was one) is not checked.
 void check_resume_data(const TrainingState& saved, const TrainConfig& c, const PreparedData& data,
                        const std::filesystem::path& dir) {
-  if (!saved.data || *saved.data == data.fingerprint) return;
-  const std::string what =
-      saved.data->rows != data.fingerprint.rows
-          ? fmt::format("{} holds {} rows, where the data its checkpoint was trained on held {}", data_source(c),
-                        data.fingerprint.rows, saved.data->rows)
-          : fmt::format("{} has changed since its checkpoint was written: the rows' values differ", data_source(c));
+  if (!saved.data) return;
+  const DataFingerprint& now = data.fingerprint;
+  const bool same_columns = !saved.data->columns || saved.data->columns == now.columns;
+  if (saved.data->rows == now.rows && saved.data->hash == now.hash && same_columns) return;
+  std::string what;
+  if (saved.data->rows != now.rows)
+    what = fmt::format("{} holds {} rows, where the data its checkpoint was trained on held {}", data_source(c),
+                       now.rows, saved.data->rows);
+  else if (saved.data->hash != now.hash)
+    what = fmt::format("{} has changed since its checkpoint was written: the rows' values differ", data_source(c));
+  else
+    what = fmt::format("{} has changed since its checkpoint was written: its columns are named {}, where they were {}",
+                       data_source(c), column_list(data.test_raw.feature_names),
+                       column_list(recorded_feature_names(saved.inputs)));
   throw SpecError(c.file, data_key(c),
                   fmt::format("cannot resume {}: {}; a resumed run trains on the same data (to train on this data, "
                               "start a new run with --output or --overwrite)",
                               dir.string(), what));
+}
+
+// A callback that monitors a val_ quantity needs validation rows: with none, val_loss would read as 0 every
+// epoch (EarlyStopping restoring epoch 1, ModelCheckpoint never saving, ReduceLROnPlateau lowering the rate
+// without end). An explicit validation_split of 0 is refused where the config is read; this is the split
+// that rounds to no row.
+void check_validation_monitors(const TrainConfig& c, const PreparedData& data) {
+  if (data.validation.size() > 0) return;
+  for (std::size_t i = 0; i < c.callbacks.size(); ++i) {
+    const CallbackConfig& cb = c.callbacks[i];
+    if (cb.type == "TensorBoard" || !cb.monitor.starts_with("val_")) continue;
+    const std::int64_t left = data.train.size() + data.validation.size();
+    throw SpecError(c.file, fmt::format("callbacks[{}].monitor", i),
+                    fmt::format("{} needs validation data, but data.validation_split {:g} of the {} rows left after "
+                                "the test split rounds to 0 rows; raise validation_split or monitor \"{}\"",
+                                cb.monitor, c.data.validation_split, left, cb.monitor.substr(4)));
+  }
+}
+
+// Every text the run records in its JSON files (model.json, summary.json, the checkpoint's header) must be
+// UTF-8, or the first write after an epoch fails without naming what: the config's values (paths resolved
+// against a config whose own path is not UTF-8) and the run directory's path. The data's names are checked
+// where the CSV is read.
+void check_utf8_text(const nlohmann::json& j, const std::string& key, const std::string& file) {
+  if (j.is_string()) {
+    const std::string& text = j.get_ref<const std::string&>();
+    if (const auto bad = first_non_utf8(text)) throw SpecError(file, key, not_utf8_message("the value", text, *bad));
+    return;
+  }
+  if (j.is_array())
+    for (std::size_t i = 0; i < j.size(); ++i) check_utf8_text(j[i], fmt::format("{}[{}]", key, i), file);
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) check_utf8_text(v, key.empty() ? k : key + "." + k, file);
+}
+
+void check_utf8_record(const TrainConfig& c) {
+  check_utf8_text(c.to_json(), "", c.file);
+  if (const auto bad = first_non_utf8(c.output))
+    throw SpecError(
+        c.output, "",
+        not_utf8_message("the run directory (--output, --resume or the config's \"output\")", c.output, *bad));
 }
 
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.
@@ -330,7 +512,7 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
     if (!data.class_names.empty())
       throw SpecError(c.file, where,
                       fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
-                                  data_source(c), data.num_classes, join(data.class_names), last, outputs));
+                                  data_source(c), data.num_classes, join_first(data.class_names), last, outputs));
     if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
     throw SpecError(c.file, where,
                     fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
@@ -424,7 +606,7 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
   }
   restore_training_checkpoint(checkpoint, file, model, callbacks.expected_tensors());
   callbacks.restore_tensors(file);
-  const std::int64_t steps_per_epoch = (data.train.size() + c.batch_size - 1) / c.batch_size;
+  const std::int64_t steps_per_epoch = ceil_div(data.train.size(), c.batch_size);
   if (saved.steps_done >= steps_per_epoch)
     throw SpecError(checkpoint.string(), "header",
                     fmt::format("the checkpoint is {} steps into epoch {}, but an epoch of {} has {} steps: the data "
@@ -446,7 +628,7 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
 }
 
 // Created before training, so a run directory that cannot be made fails at once, not after the last epoch.
-void start_run_directory(const std::filesystem::path& dir, const Sequential& net) {
+void create_run_directory(const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   // A path the user chose that cannot be a directory (under a file, unwritable, too long) is theirs to fix; a
@@ -454,15 +636,40 @@ void start_run_directory(const std::filesystem::path& dir, const Sequential& net
   if (ec == std::errc::no_space_on_device || ec == std::errc::io_error)
     throw RuntimeError("cannot create run directory " + dir.string() + ": " + ec.message());
   if (ec) throw SpecError(dir.string(), "", "cannot create the run directory: " + ec.message());
-  write_file_atomic(dir / "model.json", net.to_json().dump(2) + "\n");
 }
 
-// With the callbacks' state as it is now: an interrupt before the first epoch's end writes it too.
+// The directory's write lock, for a new run (made ready by clear_run_directory once locked) or a resumed one
+// (whose checkpoint is read only once locked; a refused resume leaves no lock file it created).
+RunLock own_run_directory(const TrainConfig& c, const TrainControl& control) {
+  const std::filesystem::path dir = c.output;
+  if (!control.resume.empty()) {
+    std::error_code ec;
+    // A missing directory or a file is refused by resume_from_checkpoint, with its reason.
+    if (!std::filesystem::is_directory(dir, ec)) return RunLock();
+    return RunLock::acquire(dir, RunLock::Mode::kWrite);
+  }
+  try {
+    clear_run_directory(dir, c, control.overwrite, true);
+  } catch (const SpecError&) {
+    // What another writer is doing to the directory right now (its temporaries, files it has not written
+    // yet) is no reason to give: name the writer.
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) (void)RunLock::acquire(dir, RunLock::Mode::kRead);
+    throw;
+  }
+  create_run_directory(dir);
+  RunLock lock = RunLock::acquire(dir, RunLock::Mode::kWrite);
+  clear_run_directory(dir, c, control.overwrite, false);
+  return lock;
+}
+
+// With the callbacks' state as it is now: an interrupt before the first epoch's end writes it too. The
+// history's rows reach the disk first.
 void write_checkpoint(const std::filesystem::path& dir, const Model& model, TrainingState& state,
-                      const Callbacks& callbacks) {
+                      const Callbacks& callbacks, HistoryLog& history) {
   state.callbacks = callbacks.state();
+  history.flush();
   save_training_checkpoint(dir / "checkpoint.safetensors", model, state, callbacks.tensors());
-  write_file_atomic(dir / "history.csv", history_csv(state.history));
 }
 
 // Trains from `state` to c.epochs, or until a callback stops it or the interrupt flag is set; after every
@@ -473,18 +680,22 @@ void write_checkpoint(const std::filesystem::path& dir, const Model& model, Trai
 // writing one after each). `state` ends where training ended.
 void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Trainer& trainer, Callbacks& callbacks,
                           TrainingState& state, const Trainer::EpochCallback& on_epoch,
-                          const Trainer::StepCallback& on_step, const TrainControl& control, bool writer) {
+                          const Trainer::StepCallback& on_step, const TrainControl& control, bool writer,
+                          HistoryLog& history, TrainOutcome& out) {
   const std::filesystem::path dir = c.output;
   std::optional<std::chrono::steady_clock::time_point> written;  // when this run last wrote one
   bool pending = false;                                          // an epoch ended since then
   auto checkpoint = [&] {
-    write_checkpoint(dir, trainer.model(), state, callbacks);
+    write_checkpoint(dir, trainer.model(), state, callbacks, history);
     written = std::chrono::steady_clock::now();
     pending = false;
   };
   auto epoch_done = [&](const EpochResult& r) {
     if (on_epoch) on_epoch(r);
-    state.history.push_back(r);
+    state.history.assign(1, r);  // the last row, for the checkpoint and the summary
+    if (writer) history.add(r);
+    ++out.epochs_trained;
+    out.train_seconds += r.seconds;
     for (const std::string& line : callbacks.on_epoch_end(r))
       if (control.on_message) control.on_message(line);
     state.next_epoch = r.epoch + 1;
@@ -502,6 +713,7 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
   };
   if (control.on_start) control.on_start(state.next_epoch);
   trainer.set_interrupt_flag(control.interrupt);
+  trainer.set_keep_history(false);
   trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, step_done,
               FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
   trainer.set_interrupt_flag(nullptr);
@@ -573,9 +785,9 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
   return {{"model", net.name()},
           {"params", net.param_count()},
           {"epochs", c.epochs},
-          {"epochs_run", out.history.empty() ? 0 : out.history.back().epoch},
-          {"train", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().train)},
-          {"validation", out.history.empty() ? nlohmann::json::object() : metrics_json(out.history.back().validation)},
+          {"epochs_run", out.last_epoch ? out.last_epoch->epoch : 0},
+          {"train", out.last_epoch ? metrics_json(out.last_epoch->train) : nlohmann::json::object()},
+          {"validation", out.last_epoch ? metrics_json(out.last_epoch->validation) : nlohmann::json::object()},
           {"test", metrics_json(out.test)},
           {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
           {"wall_seconds", out.seconds},
@@ -589,16 +801,12 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"output", c.output}};
 }
 
-// After the last epoch: the test metrics, the timing of the epochs this call trained (from `resumed_epochs`
-// on), and the run directory's final files.
-void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data, std::size_t resumed_epochs,
-                std::chrono::steady_clock::time_point start, TrainOutcome& out, bool writer) {
-  double train_seconds = 0.0;
-  std::int64_t epochs_trained = 0;
-  for (std::size_t i = resumed_epochs; i < out.history.size(); ++i) {
-    train_seconds += out.history[i].seconds;
-    ++epochs_trained;
-  }
+// After the last epoch: the test metrics, the timing of the epochs this call trained, and the run directory's
+// final files.
+void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data,
+                std::chrono::steady_clock::time_point start, TrainOutcome& out, bool writer, HistoryLog& history) {
+  const double train_seconds = out.train_seconds;
+  const std::int64_t epochs_trained = out.epochs_trained;
   if (data.test.size() > 0) out.test = trainer.evaluate(data.test, c.batch_size);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
@@ -610,7 +818,7 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   const Sequential& net = trainer.model().net();
   save_safetensors(dir / "weights.safetensors", variable_values(net.variables()),
                    {{"format", "tensorctl"}, {"model", net.name()}});
-  write_file_atomic(dir / "history.csv", history_csv(out.history));
+  history.flush();
   write_file_atomic(dir / "test.csv", dataset_csv(data.test_raw, c.data.label, c.data.header));
   write_file_atomic(dir / "summary.json", out.summary.dump(2) + "\n");
 }
@@ -652,6 +860,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
                             const Trainer::StepCallback& on_step, const TrainControl& control) {
   TrainConfig c = config;
   if (!control.resume.empty()) c.output = control.resume.string();
+  check_utf8_record(c);
   // Everything that can be wrong with the input is found before the run directory is touched.
   check_training_memory(Sequential::check(c.model_spec, c.model_file, c.model_path), c.batch_size,
                         c.optimizer.slots_per_weight(), c.file, "batch_size");
@@ -660,38 +869,61 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   const bool writer = !workers || workers->rank() == 0;
   std::unique_ptr<Model> model = build_model(c, true, workers);
   PreparedData data = prepare_data(c, model->net());
+  check_validation_monitors(c, data);
   const std::filesystem::path dir = c.output;
   Trainer trainer(*model);
   Callbacks callbacks(c.callbacks, trainer, dir, learning_rate_control(model->optimizer()), writer);
+  // Held until this function returns: no other process writes or reads the directory meanwhile.
+  RunLock lock = writer ? own_run_directory(c, control) : RunLock();
   TrainingState state;
-  if (!control.resume.empty())
-    state = resume_from_checkpoint(c, dir, data, *model, callbacks);
-  else if (writer)
-    clear_run_directory(dir, c, control.overwrite);
+  if (!control.resume.empty()) {
+    try {
+      state = resume_from_checkpoint(c, dir, data, *model, callbacks);
+    } catch (const SpecError&) {
+      lock.release_and_remove_if_created();
+      throw;
+    }
+    if (writer) remove_stale_temporaries(dir, run_file_names(dir, c));
+    // A finished run resumed to no more epochs than it trained: nothing to train, and nothing rewritten
+    // (its summary once became "epochs 5, epochs_run 10" after `--resume --epochs 5` on a 10-epoch run).
+    std::error_code ec;
+    if (state.next_epoch > c.epochs && state.steps_done == 0 && std::filesystem::exists(dir / "summary.json", ec)) {
+      TrainOutcome out;
+      if (!state.history.empty()) out.last_epoch = state.history.back();
+      out.first_epoch = state.next_epoch;
+      out.summary = parse_json_file((dir / "summary.json").string());
+      if (out.summary.is_object() && out.summary.contains("test") && out.summary.at("test").is_object())
+        for (const auto& [k, v] : out.summary.at("test").items())
+          if (v.is_number()) out.test.emplace_back(k, v.get<double>());
+      return out;
+    }
+  }
+  HistoryLog history(dir / "history.csv");
+  if (writer && !control.resume.empty()) history.resume(state.next_epoch, state.history);
+  if (state.history.size() > 1) state.history.erase(state.history.begin(), state.history.end() - 1);
   state.config = c.to_json();
   state.data = data.fingerprint;
   state.inputs = input_record(c, data);
-  if (writer) start_run_directory(dir, model->net());
+  if (writer) write_file_atomic(dir / "model.json", model->net().to_json().dump(2) + "\n");
   if (control.on_placement_warnings && !model->placement_warnings().empty())
     control.on_placement_warnings(model->placement_warnings());
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;
   out.first_epoch = state.next_epoch;
-  const std::size_t resumed_epochs = state.history.size();
-  fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control, writer);
-  out.history = state.history;
+  fit_with_checkpoints(c, data, trainer, callbacks, state, on_epoch, on_step, control, writer, history, out);
+  if (!state.history.empty()) out.last_epoch = state.history.back();
   if (trainer.interrupted_at()) {
     out.interrupted_at = trainer.interrupted_at();
     state.next_epoch = out.interrupted_at->epoch;
     state.steps_done = out.interrupted_at->steps_done;
     state.partial_sums = out.interrupted_at->sums;
-    if (writer) write_checkpoint(dir, *model, state, callbacks);
+    if (writer) write_checkpoint(dir, *model, state, callbacks, history);
     return out;
   }
   const std::string restored = callbacks.on_train_end();
   if (!restored.empty() && control.on_message) control.on_message(restored);
-  finish_run(c, trainer, data, resumed_epochs, start, out, writer);
+  finish_run(c, trainer, data, start, out, writer, history);
   return out;
 }
 
@@ -830,6 +1062,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   if (!std::filesystem::exists(dir, ec)) throw SpecError(d, "", "no such run directory");
   if (!std::filesystem::is_directory(dir, ec))
     throw SpecError(d, "", "not a run directory: expected the directory that train wrote");
+  // Every file of the run is read under it, so none comes from a run that replaces it meanwhile.
+  const RunLock lock = RunLock::acquire(dir, RunLock::Mode::kRead);
   if (!std::filesystem::exists(dir / "model.json", ec))
     throw SpecError(d, "", "not a run directory: model.json is missing");
   const bool finished = std::filesystem::exists(dir / "summary.json", ec);
@@ -906,10 +1140,26 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
   CsvOptions options{.header = header, .text_columns = keep_columns, .number_columns = {}};
   if (run.num_classes > 0) options.text_columns.push_back(run.label);
   // Other columns of a file with a header are none of our business; a headerless file's are all features.
+  auto missing_column = [&](const std::string& name) {
+    return SpecError(
+        csv_path, "line 1",
+        "missing column \"" + name + "\" (the model was trained on: " + join_first(run.feature_names) + ")");
+  };
   if (header) {
     options.number_columns = run.feature_names;
     options.number_columns.push_back(run.label);
+    // Checked as soon as the header is read: `yes 1 | tensorctl predict --input -` is refused at once.
+    // A set of the features, not of the columns: a header of millions of names costs no more than its cells.
+    options.check_header = [&](const std::vector<std::string>& columns) {
+      std::unordered_set<std::string_view> missing(run.feature_names.begin(), run.feature_names.end());
+      for (const std::string& name : columns) missing.erase(name);
+      for (const std::string& name : run.feature_names)
+        if (missing.contains(name)) throw missing_column(name);
+    };
   }
+  // The file is read whole, then parsed to floats and kept text: a quarter of what the model may take.
+  options.max_bytes = static_cast<std::size_t>(memory_limit_bytes() / 4);
+  options.max_bytes_reason = "a quarter of the memory limit: this machine's memory, or TENSORCTL_MEMORY_LIMIT";
   CsvTable table = read_csv(csv_path, options);
   const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
   // A headerless file of the features alone: its columns are the features, in order.
@@ -930,9 +1180,7 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
   std::vector<int> cols;
   for (const auto& name : run.feature_names) {
     int c = table.column_index(name);
-    if (c < 0)
-      throw SpecError(csv_path, "line 1",
-                      "missing column \"" + name + "\" (the model was trained on: " + join(run.feature_names) + ")");
+    if (c < 0) throw missing_column(name);
     // A feature read as text (also kept, or a headerless file's renamed column) must still be numbers.
     if (table.is_text(c))
       for (std::int64_t r = 0; r < table.rows; ++r)
@@ -947,7 +1195,7 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
     if (c < 0)
       throw SpecError(
           csv_path, "line 1",
-          "no column \"" + name + "\" to keep (--keep-columns; the columns are " + join(table.columns) + ")");
+          "no column \"" + name + "\" to keep (--keep-columns; the columns are " + join_first(table.columns, 16) + ")");
     in.kept_names.push_back(name);
     in.kept.push_back(table.text[static_cast<std::size_t>(c)]);
   }

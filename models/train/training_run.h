@@ -1,7 +1,8 @@
 // A training run end to end: load and split the config's data, build the model, train it, and write the
 // run directory; and the reverse, loading a run directory back for evaluate and predict.
 //
-// Run directory: model.json (resolved spec), weights.safetensors, history.csv (one row per epoch),
+// Run directory: model.json (resolved spec), weights.safetensors, history.csv (one row per epoch, appended
+// as checkpoints are written),
 // summary.json (metrics, timing, resolved config, preprocessing), test.csv (the held-out rows as read),
 // checkpoint.safetensors, and the files of ModelCheckpoint callbacks (best.safetensors). Every file is
 // written to a temporary name and renamed into place. A run directory never mixes two runs: a new run
@@ -53,13 +54,18 @@ std::unique_ptr<Model> build_model_if_loss_fits(const TrainConfig& config);
 bool loss_fits_model(const TrainConfig& config);
 
 struct TrainOutcome {
-  std::vector<EpochResult> history;  // every epoch of the run, those before a resume included
+  // The run's last finished epoch (one before a resume included), if any; every epoch's row is in the run
+  // directory's history.csv, and passes on_epoch as it ends.
+  std::optional<EpochResult> last_epoch;
+  std::int64_t epochs_trained = 0;  // by this call
+  double train_seconds = 0.0;       // the time of those epochs
   MetricValues test;
   double seconds = 0.0;
   double samples_per_second = 0.0;
   nlohmann::json summary;
   // Set when the interrupt flag stopped training: where the checkpoint continues. The run directory then
   // holds model.json, history.csv and checkpoint.safetensors, but no final weights or summary yet.
+  // tensorctl.lock (models/io/run_lock.h) is in every run directory.
   std::optional<FitPosition> interrupted_at;
   std::int64_t first_epoch = 1;  // the first epoch this call trained (after a resume, the one it continued)
 };

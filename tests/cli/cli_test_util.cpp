@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include <spawn.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -13,6 +14,8 @@
 #include <doctest/doctest.h>
 
 #include "core/errors.h"
+
+extern char** environ;
 
 namespace tctl::cli_test {
 
@@ -151,6 +154,22 @@ std::optional<CommandResult> run_piped_and_on_terminal(const std::string& args, 
   check_no_crash(tty);
   REQUIRE(tty.status == 0);
   return tty;
+}
+
+int spawn_tensorctl(const std::string& args, const fs::path& cwd, const fs::path& out, const fs::path& err) {
+  const std::string command = "cd " + quoted(cwd) + " && exec " + quoted(TENSORCTL_BINARY) + " " + args + " >" +
+                              quoted(out) + " 2>" + quoted(err) + " </dev/null";
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = -1;
+  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  return pid;
+}
+
+int wait_exit(int pid) {
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : -1;
 }
 
 CommandResult run_shell_command(const std::string& command, const fs::path& cwd) {

@@ -68,6 +68,13 @@ CommandResult run_tensorctl(const std::string& args, const std::filesystem::path
 // half was skipped, where script(1) is not installed.
 std::optional<CommandResult> run_piped_and_on_terminal(const std::string& args, const std::filesystem::path& cwd);
 
+// Starts `tensorctl ARGS` in `cwd` without waiting (the shell that runs it execs it: the pid is tensorctl's),
+// stdin from /dev/null, stdout and stderr to the files `out` and `err`. For signals and concurrent runs.
+int spawn_tensorctl(const std::string& args, const std::filesystem::path& cwd, const std::filesystem::path& out,
+                    const std::filesystem::path& err);
+// Waits for a spawned process: its exit status, or 128 + the signal that ended it.
+int wait_exit(int pid);
+
 // Runs `command` with /bin/sh in `cwd`, stdin from /dev/null; `out` holds its stdout and stderr together.
 // For the tools the tests check tensorctl's output with (Graphviz, python3, a shell pipeline).
 CommandResult run_shell_command(const std::string& command, const std::filesystem::path& cwd);

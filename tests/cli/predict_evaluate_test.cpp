@@ -1,6 +1,7 @@
 // tensorctl evaluate and predict on a saved run reproduce what train reported, and their outputs have the
 // documented shape; --version and --help work for every command.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -44,8 +45,9 @@ std::string four_decimals(double v) { return fmt::format("{:.4f}", v); }
 
 double test_metric(const TrainedRun& t, const char* name) { return t.summary.at("test").at(name).get<double>(); }
 
-void check_evaluate_json(const TrainedRun& t, const std::string& data, std::int64_t rows) {
-  CommandResult r = run_tensorctl("evaluate --run run --data " + data + " --json", t.dir.path());
+void check_evaluate_json(const TrainedRun& t, const std::string& data, std::int64_t rows,
+                         const std::string& flags = "") {
+  CommandResult r = run_tensorctl("evaluate --run run --data " + data + " --json" + flags, t.dir.path());
   REQUIRE(r.status == 0);
   const nlohmann::json j = parse_json(r.out);
   for (const char* key : {"run", "data", "rows", "loss", "accuracy"}) CHECK_MESSAGE(j.contains(key), key);
@@ -113,6 +115,23 @@ TEST_SUITE("predict and evaluate") {
       const TrainedRun& t = trained(config);
       check_evaluate_json(t, "run/test.csv", t.summary.at("rows").at("test").get<std::int64_t>());
     }
+  }
+
+  TEST_CASE("evaluate with a batch size near 2^63 reports what the default batch size does") {
+    // rows + batch - 1 wrapped past 2^63 - rows: zero batches, and "accuracy: 0.0000 - loss: 0.0000".
+    const TrainedRun& t = trained("configs/iris_mlp.json");
+    const std::int64_t rows = t.summary.at("rows").at("test").get<std::int64_t>();
+    for (const std::string& batch : {std::string("9223372036854775807"), std::to_string(INT64_MAX - rows + 1)}) {
+      CAPTURE(batch);
+      check_evaluate_json(t, quoted(t.config), rows, " --batch-size " + batch);
+      check_evaluate_json(t, "run/test.csv", rows, " --batch-size " + batch);
+    }
+    const TrainedRun& regression = trained("configs/diabetes_regression.json");
+    CommandResult r = run_tensorctl("evaluate --run run --data run/test.csv --json --batch-size 9223372036854775807",
+                                    regression.dir.path());
+    REQUIRE(r.status == 0);
+    const double loss = test_metric(regression, "loss");
+    CHECK(std::abs(parse_json(r.out).at("loss").get<double>() - loss) <= 1e-4 * std::max(1.0, loss));
   }
 
   TEST_CASE("evaluate without --json prints one line with the metrics") {
@@ -357,8 +376,8 @@ TEST_SUITE("predict and evaluate") {
             "petal_width,sepal_length,sepal_width,petal_length,species\n0.2,5.1,3.5,1.4,setosa\n"
             "0.2,5.1,3.5,1.4,\"iris, setosa\"\n");
     expect_user_error(d, "evaluate --run " + quoted(named.run) + " --data unknown.csv",
-                      {"unknown.csv: line 3: column \"species\": \"iris, setosa\" is not one of the run's classes "
-                       "(setosa, versicolor, virginica)"});
+                      {"unknown.csv: line 3: column \"species\": \"iris, setosa\" is not one of the run's 3 "
+                       "classes (setosa, versicolor, virginica)"});
   }
 
   TEST_CASE("a named-class run whose model has more outputs than classes predicts by number") {
@@ -541,6 +560,46 @@ TEST_SUITE("predict and evaluate") {
     expect_user_error(d, "predict --run run --input test.csv",
                       {"run/checkpoint.safetensors: __metadata__.inputs.data.feature_names: damaged training state: 1 "
                        "feature names for a model of 13 inputs"});
+  }
+
+  TEST_CASE("predict --input - reads standard input, and a stream whose header is wrong is refused at once") {
+    const TrainedRun& t = trained("configs/iris_mlp.json");
+    const std::string binary = quoted(TENSORCTL_BINARY);
+    const CommandResult file = run_tensorctl("predict --run run --input run/test.csv", t.dir.path());
+    REQUIRE(file.status == 0);
+    // "-" was refused as a file that does not exist, while --output - meant standard output.
+    const CommandResult piped =
+        run_shell_command(binary + " predict --run run --input - < run/test.csv 2>/dev/null", t.dir.path());
+    CHECK(piped.status == 0);
+    CHECK(piped.out == file.out);
+    // `yes 1` never ends: its header ("1") names none of the features, which used to be found only once the
+    // stream had filled the size limit (6 GB read, 8.5 GB resident, 47 s). `timeout` ends a reader that hangs.
+    const CommandResult endless = run_shell_command(
+        "yes 1 | TENSORCTL_MEMORY_LIMIT=400M timeout 60 " + binary + " predict --run run --input -", t.dir.path());
+    CHECK(endless.status == 2);
+    CHECK(endless.out ==
+          "error: -: line 1: missing column \"sepal_length\" (the model was trained on: "
+          "sepal_length, sepal_width, petal_length, petal_width)\n");
+  }
+
+  TEST_CASE("a closed standard output ends predict quietly with 141, as coreutils' tools end") {
+    const TrainedRun& t = trained("configs/digits_mlp.json");
+    // `true` reads nothing: the predictions (1,440 rows of 10 probabilities, over 64 KB) fill the pipe, and the
+    // write fails once it has gone, whatever the timing.
+    const std::vector<std::string> rows = split_lines(read_text(t.run / "test.csv"));
+    std::string big = rows[0] + "\n";
+    for (int copy = 0; copy < 4; ++copy)
+      for (std::size_t i = 1; i < rows.size(); ++i) big += rows[i] + "\n";
+    std::ofstream(t.dir / "big.csv") << big;
+    const CommandResult r = run_shell_command(
+        "(" + quoted(TENSORCTL_BINARY) + " predict --run run --input big.csv 2>err.txt; echo $? >status.txt) | true",
+        t.dir.path());
+    CHECK(r.status == 0);
+    // Its accuracy on stderr, and no error.
+    CHECK(read_text(t.dir / "err.txt").starts_with("accuracy: "));
+    CHECK(read_text(t.dir / "err.txt").find("error") == std::string::npos);
+    CHECK(read_text(t.dir / "status.txt") == "141\n");
+    for (const char* name : {"err.txt", "status.txt", "big.csv"}) fs::remove(t.dir / name);
   }
 
   TEST_CASE("--version prints the version") {

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <map>
 #include <random>
 #include <thread>
+#include <tuple>
 
 #include "cli/cli_test_util.h"
 #include "core/errors.h"
@@ -26,22 +28,9 @@ extern char** environ;
 
 namespace {
 
-// Starts `tensorctl ARGS` in `cwd` without waiting; stdout and stderr go to files in `cwd`/../.
+// Starts `tensorctl ARGS` in `dir` without waiting; stdout and stderr go to out.txt and err.txt there.
 pid_t spawn_tensorctl(const std::string& args, const TempDir& dir) {
-  const std::string command = "cd " + quoted(dir.path()) + " && exec " + quoted(TENSORCTL_BINARY) + " " + args + " >" +
-                              quoted(dir.path() / "out.txt") + " 2>" + quoted(dir.path() / "err.txt") + " </dev/null";
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = -1;
-  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  return pid;
-}
-
-int wait_exit(pid_t pid) {
-  int status = 0;
-  waitpid(pid, &status, 0);
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  return tctl::cli_test::spawn_tensorctl(args, dir.path(), dir / "out.txt", dir / "err.txt");
 }
 
 // Waits up to 60 s for `path` to appear; false when it never does.
@@ -109,10 +98,17 @@ TEST_CASE("4 epochs straight and 2 then resumed to 4 give bit-identical weights 
   // The history holds all four epochs; the losses agree to the digit (the seconds column differs).
   CHECK(history_rows(dir / "straight").size() == 5);
   CHECK(history_rows(dir / "straight") == history_rows(dir / "resumed"));
-  // Resuming a finished run trains nothing more.
-  r = run_tensorctl("train " + kDigits + " --epochs 4 --resume resumed", dir.path());
-  REQUIRE(r.status == 0);
-  CHECK(r.out.find("no more epochs") != std::string::npos);
+  // Resuming a finished run trains nothing more, and to fewer epochs rewrites nothing: its summary said
+  // "epochs 2, epochs_run 4" after `--resume --epochs 2`.
+  const std::string summary = read_text(dir / "resumed/summary.json");
+  const std::string history = read_text(dir / "resumed/history.csv");
+  for (const char* epochs : {"4", "2"}) {
+    r = run_tensorctl("train " + kDigits + " --epochs " + epochs + " --resume resumed", dir.path());
+    REQUIRE(r.status == 0);
+    CHECK(r.out.find("no more epochs (the run had already trained 4)") != std::string::npos);
+    CHECK(read_text(dir / "resumed/summary.json") == summary);
+    CHECK(read_text(dir / "resumed/history.csv") == history);
+  }
 }
 
 TEST_CASE(
@@ -146,16 +142,52 @@ TEST_CASE(
   CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
 }
 
-TEST_CASE("SIGTERM stops training as Ctrl-C does, and exits 143 saying so") {
+TEST_CASE("SIGTERM and SIGHUP stop training as Ctrl-C does, and exit 143 and 129 saying so; the run resumes") {
+  // SIGHUP (a closed terminal, a dropped ssh session) ended the process with 129 and no checkpoint.
+  for (const auto& [signal, status_wanted, said] : {std::tuple{SIGTERM, 143, "Terminated (SIGTERM): epoch "},
+                                                    std::tuple{SIGHUP, 129, "Hung up (SIGHUP): epoch "}}) {
+    CAPTURE(said);
+    TempDir dir;
+    const auto [status, out, err] =
+        signal_training("train " + kDigits + " --epochs 300 --output run --quiet", dir, signal);
+    INFO(out << err);
+    REQUIRE(status == status_wanted);
+    CHECK(out.find(said) != std::string::npos);
+    CHECK(out.find("Resume with: tensorctl train ") != std::string::npos);
+    CHECK(fs::exists(dir / "run/checkpoint.safetensors"));
+    CHECK(!fs::exists(dir / "run/weights.safetensors"));
+    CHECK(run_tensorctl("train " + kDigits + " --epochs 300 --resume run --quiet", dir.path()).status == 0);
+    CHECK(fs::exists(dir / "run/weights.safetensors"));
+  }
+}
+
+TEST_CASE("the history is appended to history.csv: a checkpoint's size stays flat, and a resume keeps its rows") {
   TempDir dir;
-  const auto [status, out, err] =
-      signal_training("train " + kDigits + " --epochs 300 --output run --quiet", dir, SIGTERM);
-  INFO(out << err);
-  REQUIRE(status == 143);
-  CHECK(out.find("Terminated (SIGTERM): epoch ") != std::string::npos);
-  CHECK(out.find("Resume with: tensorctl train ") != std::string::npos);
-  CHECK(fs::exists(dir / "run/checkpoint.safetensors"));
-  CHECK(!fs::exists(dir / "run/weights.safetensors"));
+  const std::string iris = quoted(source_path("configs/iris_mlp.json"));
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 2 --output short --quiet", dir.path()).status == 0);
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 3000 --output long --quiet", dir.path()).status == 0);
+  // Every row in every checkpoint made the I/O quadratic: 26 MB after 18 s of --epochs 99999999999.
+  const auto short_size = fs::file_size(dir / "short/checkpoint.safetensors");
+  const auto long_size = fs::file_size(dir / "long/checkpoint.safetensors");
+  CHECK(long_size < short_size + 64);
+  const auto rows = split_lines(read_text(dir / "long/history.csv"));
+  REQUIRE(rows.size() == 3001);
+  CHECK(rows[3000].starts_with("3000,"));
+  CHECK(read_json(dir / "long/summary.json").at("epochs_run") == 3000);
+
+  // Rows past the checkpoint (epochs that ended after it was written) are dropped by a resume, which trains
+  // those epochs again.
+  std::ofstream(dir / "short/history.csv", std::ios::app) << "3,9,9,9,9,0.0010\n4,9,9";
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 4 --resume short --quiet", dir.path()).status == 0);
+  REQUIRE(run_tensorctl("train " + iris + " --epochs 4 --output straight --quiet", dir.path()).status == 0);
+  CHECK(history_rows(dir / "short") == history_rows(dir / "straight"));
+  // A history.csv that lost the checkpoint's rows is refused: the run's history would be wrong.
+  fs::remove(dir / "short/summary.json");
+  std::ofstream(dir / "short/history.csv", std::ios::trunc)
+      << split_lines(read_text(dir / "straight/history.csv"))[0] << "\n";
+  expect_user_error(dir, "train " + iris + " --epochs 5 --resume short",
+                    {"short/history.csv: cannot resume: it holds 0 epochs' rows, where the checkpoint continues after "
+                     "epoch 4"});
 }
 
 TEST_CASE("a process killed at random points never leaves an unreadable checkpoint") {
@@ -370,6 +402,18 @@ TEST_SUITE("bad input") {
     const CommandResult noval =
         expect_user_error(dir, "train noval.json", {"callbacks[0].monitor", "this run can monitor loss, accuracy"});
     CHECK(noval.err.find("val_") == std::string::npos);
+    // A validation_split that rounds to no row (0.001 of iris' 120 rows left after the test split): val_loss
+    // read as 0 every epoch, and EarlyStopping restored epoch 1's weights.
+    for (const char* type : {"EarlyStopping", "ModelCheckpoint", "ReduceLROnPlateau"}) {
+      config("tiny.json", std::string(R"({"type": ")") + type + R"("})", "",
+             R"({"dataset": "iris", "validation_split": 0.001})");
+      expect_user_error(dir, "train tiny.json --output tiny",
+                        {"tiny.json: callbacks[0].monitor: val_loss needs validation data, but "
+                         "data.validation_split 0.001 of the 120 rows left after the test split rounds to 0 rows"});
+    }
+    config("tiny.json", R"({"type": "EarlyStopping", "monitor": "loss"})", "",
+           R"({"dataset": "iris", "validation_split": 0.001})");
+    CHECK(run_tensorctl("train tiny.json --output tiny --quiet", dir.path()).status == 0);
     // A regression computes no accuracy.
     nlohmann::json diabetes = read_json(source_path("configs/diabetes_regression.json"));
     diabetes["model"] = source_path("configs/models/diabetes_mlp.json").string();
@@ -415,6 +459,16 @@ TEST_SUITE("bad input") {
     expect_user_error(dir, "train w.json --resume rw",
                       {"w.json: data.csv: cannot resume rw: mywine.csv has changed since its checkpoint was written: "
                        "the rows' values differ"});
+    // The same values under two header names swapped: predict would feed each to the other's input.
+    const std::string header = lines[0];
+    std::string swapped = wine;
+    swapped.replace(0, header.size(), "malic_acid,alcohol" + header.substr(std::string("alcohol,malic_acid").size()));
+    REQUIRE(header.starts_with("alcohol,malic_acid,"));
+    dir.write("mywine.csv", swapped);
+    expect_user_error(dir, "train w.json --resume rw",
+                      {"w.json: data.csv: cannot resume rw: mywine.csv has changed since its checkpoint was written: "
+                       "its columns are named \"malic_acid\", \"alcohol\",",
+                       "where they were \"alcohol\", \"malic_acid\","});
     CHECK(read_text(dir / "rw/checkpoint.safetensors") == checkpoint);
     // The same bytes again resume, to the bits of a run that never stopped.
     dir.write("mywine.csv", wine);
@@ -481,8 +535,10 @@ TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor 
   refused([&](auto& f) { set(f, "optimizer/learning_rate_factor", 0, 0.0f); }, {"optimizer/learning_rate_factor"});
   refused([](auto& f) { f.metadata["next_epoch"] = "1e9"; },
           {"__metadata__.next_epoch", "expected a whole number, got \"1e9\""});
-  refused([](auto& f) { f.metadata["next_epoch"] = "2"; },
-          {"__metadata__.history", "2 epochs recorded before epoch 2"});
+  refused([](auto& f) { f.metadata["next_epoch"] = "1"; },
+          {"__metadata__.history", "1 epochs recorded before epoch 1"});
+  refused([](auto& f) { f.metadata["next_epoch"] = "4"; },
+          {"__metadata__.history", "row 1 is epoch 2, where epoch 3 was expected"});
   refused([](auto& f) { f.metadata["data"] = R"({"rows": 150, "hash": "a fingerprint"})"; },
           {"__metadata__.data.hash: damaged training state: expected 16 hexadecimal digits"});
   // Converted to int64 with undefined behaviour, and a fraction truncated, before.
@@ -568,18 +624,18 @@ TEST_CASE("resume refuses a checkpoint whose callbacks' state is tampered, namin
           {"__metadata__.callbacks[0]: damaged training state: the state of a callback of type \"ReduceLROnPlateau\" "
            "where its config has EarlyStopping"});
   refused([](auto& s) { s.erase(1); }, {"__metadata__.callbacks: damaged training state"});
-  // A metric that was not finite is written as null (JSON has no NaN): such a run resumes, with nan in its
-  // history.
+  // A metric that was not finite is written as null (JSON has no NaN): such a run resumes. The checkpoint
+  // holds the last epoch's row alone; the others are history.csv's.
   std::map<std::string, std::string> metadata = original.metadata;
   nlohmann::json history = nlohmann::json::parse(metadata.at("history"));
-  REQUIRE(history[1]["validation"][0][0] == "loss");
-  history[1]["validation"][0][1] = nullptr;
+  REQUIRE(history.size() == 1);
+  REQUIRE(history[0]["validation"][0][0] == "loss");
+  history[0]["validation"][0][1] = nullptr;
   metadata["history"] = history.dump();
   tctl::save_safetensors(checkpoint, original.tensors, metadata);
   REQUIRE(run_tensorctl("train cb.json --resume run --epochs 3 --quiet", dir.path()).status == 0);
   const auto rows = split_lines(read_text(dir / "run/history.csv"));
   REQUIRE(rows.size() == 4);
-  CHECK(rows[2].find(",nan") != std::string::npos);
   // Training's own metrics are never written so: a step with a non-finite loss ends the run.
   history = nlohmann::json::parse(original.metadata.at("history"));
   REQUIRE(history[0]["train"][0][0] == "loss");

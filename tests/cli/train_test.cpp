@@ -2,6 +2,7 @@
 // and results that do not depend on the thread counts.
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include <doctest/doctest.h>
 
@@ -176,7 +177,8 @@ TEST_SUITE("train") {
         run_tensorctl("train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run", d.path());
     REQUIRE(r.status == 0);
     CHECK(d.listing() == std::set<std::string>{"run", "run/checkpoint.safetensors", "run/history.csv", "run/model.json",
-                                               "run/summary.json", "run/test.csv", "run/weights.safetensors"});
+                                               "run/summary.json", "run/tensorctl.lock", "run/test.csv",
+                                               "run/weights.safetensors"});
 
     // Progress on stdout, one "Epoch e/E" line and one metrics line per epoch, then the test metrics.
     CHECK(r.out.find("Epoch 1/2\n") != std::string::npos);
@@ -223,6 +225,32 @@ TEST_SUITE("train") {
     }
     CHECK(elements == summary.at("params").get<std::int64_t>());
     CHECK(8 + n + data_bytes == w.size());
+  }
+
+  TEST_CASE("progress on a terminal redraws a green bar; TERM=dumb gets plain lines, NO_COLOR no colour") {
+    TempDir d;
+    const std::string args =
+        "train " + quoted(source_path("configs/iris_mlp.json")) + " --epochs 2 --output run --overwrite";
+    ScopedEnv term_set("TERM", "xterm");
+    ScopedEnv colour_set("NO_COLOR", "");  // empty: colour allowed
+    const std::optional<CommandResult> tty = run_piped_and_on_terminal(args, d.path());
+    if (!tty) return;
+    CHECK(tty->out.find("\x1b[32m") != std::string::npos);
+    CHECK(tty->out.find("\x1b[K") != std::string::npos);
+    {
+      // Escape codes in a log that no terminal reads: the lines a pipe gets instead.
+      ScopedEnv term("TERM", "dumb");
+      const std::optional<CommandResult> dumb = run_piped_and_on_terminal(args, d.path());
+      REQUIRE(dumb);
+      CHECK(dumb->out.find('\x1b') == std::string::npos);
+      CHECK(dumb->out.find("Epoch 2/2") != std::string::npos);
+    }
+    ScopedEnv no_colour("NO_COLOR", "1");
+    const std::optional<CommandResult> plain = run_piped_and_on_terminal(args, d.path());
+    REQUIRE(plain);
+    CHECK(plain->out.find("\x1b[32m") == std::string::npos);
+    CHECK(plain->out.find("\x1b[0m") == std::string::npos);
+    CHECK(plain->out.find("\x1b[K") != std::string::npos);  // still redrawn in place
   }
 
   TEST_CASE("--json prints only the summary on stdout and the progress on stderr") {

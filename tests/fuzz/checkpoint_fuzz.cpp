@@ -50,12 +50,11 @@ void set_up_run(std::string_view checkpoint) {
 }
 
 void check_resumed(const tctl::TrainOutcome& out) {
-  for (std::size_t i = 0; i < out.history.size(); ++i) {
-    const tctl::EpochResult& r = out.history[i];
-    TCTL_CHECK(r.epoch == static_cast<std::int64_t>(i) + 1, "a resumed history whose epochs are not 1, 2, ...");
-    for (const auto& [name, value] : r.train)
-      TCTL_CHECK(std::isfinite(value), "a resumed history with a training metric that is not finite: " + name);
-  }
+  if (!out.last_epoch) return;
+  const tctl::EpochResult& r = *out.last_epoch;
+  TCTL_CHECK(r.epoch >= out.epochs_trained, "a resumed run whose last epoch is before the epochs it trained");
+  for (const auto& [name, value] : r.train)
+    TCTL_CHECK(std::isfinite(value), "a resumed run with a training metric that is not finite: " + name);
 }
 }  // namespace
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 
 #include "core/errors.h"
@@ -149,6 +150,19 @@ TEST_CASE("read_csv reports a ragged row with its line") {
   CHECK(std::string(e.what()) == path + ": line 3: expected 5 cells, got 4");
 }
 
+TEST_CASE("read_csv reads a magnitude below the smallest float as zero or a denormal, as a conversion rounds it") {
+  // 1e-46 was refused as out of range while 1e-40 (a denormal) was read.
+  const CsvTable t = read_csv(write_scratch_file("tiny.csv", "a\n1e-40\n1e-46\n-1e-400\n1.4e-45\n"));
+  REQUIRE(t.rows == 4);
+  CHECK(t.at(0, 0) == static_cast<float>(1e-40));
+  CHECK(t.at(1, 0) == 0.0f);
+  CHECK(t.at(2, 0) == 0.0f);
+  CHECK(std::signbit(t.at(2, 0)));
+  // The smallest denormal itself, unless this process flushes denormals to zero.
+  CHECK(t.at(3, 0) <= std::numeric_limits<float>::denorm_min());
+  CHECK(t.at(3, 0) >= 0.0f);
+}
+
 TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text") {
   const std::string path = write_scratch_file("text.csv", "width,height\r\n1,2\r\n3,abc\r\n");
   SpecError e = read_error(path);
@@ -161,6 +175,8 @@ TEST_CASE("read_csv reports a non-numeric cell, naming the column and the text")
   CHECK(read_error(write_scratch_file("nan.csv", "a\nnan\n")).message().find("finite") != std::string::npos);
   CHECK(read_error(write_scratch_file("comma.csv", "a\n1,5\n")).message() == "expected 1 cells, got 2");
   CHECK(read_error(write_scratch_file("huge.csv", "a\n1e999\n")).message().find("out of range") != std::string::npos);
+  CHECK(read_error(write_scratch_file("big_float.csv", "a\n-4e38\n")).message().find("out of range") !=
+        std::string::npos);
   // A sign is taken once: "+-3" is no number, though strtod alone would read -3 after the '+'.
   CHECK(read_error(write_scratch_file("signs.csv", "a\n+-3\n")).message() ==
         "column \"a\": expected a finite number, got \"+-3\"");

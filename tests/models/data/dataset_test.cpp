@@ -207,7 +207,19 @@ TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct 
   } catch (const SpecError& e) {
     CHECK(e.file() == path);
     CHECK(e.where() == "line 4");
-    CHECK(e.message() == "column \"species\": \"versi, color\" is not one of the run's classes (setosa, virginica)");
+    CHECK(e.message() == "column \"species\": \"versi, color\" is not one of the run's 2 classes (setosa, virginica)");
+  }
+  // A run of 100,000 classes: the message names the count and the first few (it was one 1.2 MB line).
+  std::vector<std::string> many;
+  for (int i = 0; i < 100000; ++i) many.push_back("class_" + std::to_string(i));
+  try {
+    load_csv_dataset(path, "species", true, "", "",
+                     tctl::CsvDataOptions{.header = true, .named_labels = true, .classes = many});
+    FAIL("expected a SpecError");
+  } catch (const SpecError& e) {
+    CHECK(e.message().find("is not one of the run's 100000 classes (class_0, class_1,") != std::string::npos);
+    CHECK(e.message().find("class_7 and 99992 more)") != std::string::npos);
+    CHECK(e.message().size() < 300);
   }
   // A run whose classes were numbers takes no names.
   const tctl::CsvDataOptions numeric{.header = true, .named_labels = false, .classes = {}};
@@ -257,8 +269,15 @@ TEST_CASE("fingerprint_of: the same rows give the same hash; a value, a row, a l
   const DataFingerprint base = fingerprint(rows);
   CHECK(base.rows == 2);
   CHECK(fingerprint(rows) == base);
-  // Column names change no number, so no result: the same fingerprint.
-  CHECK(fingerprint("x,y,label\n1,2,0\n3,4,1\n") == base);
+  // Column names change no number: the same hash of the values, but not of the columns (predict finds the
+  // features by name), nor when two names swap.
+  const DataFingerprint renamed = fingerprint("x,y,label\n1,2,0\n3,4,1\n");
+  CHECK(renamed.hash == base.hash);
+  CHECK(renamed.rows == base.rows);
+  REQUIRE(base.columns.has_value());
+  CHECK(renamed.columns != base.columns);
+  CHECK(fingerprint("b,a,label\n1,2,0\n3,4,1\n").columns != base.columns);
+  CHECK(fingerprint(rows).columns == base.columns);
   CHECK(fingerprint("a,b,label\n1,2,0\n3,4.5,1\n").hash != base.hash);
   CHECK(fingerprint("a,b,label\n1,2,0\n3,4,0\n").hash != base.hash);
   CHECK(fingerprint("a,b,label\n3,4,1\n1,2,0\n").hash != base.hash);
