@@ -154,6 +154,13 @@ int main(int argc, char** argv) {
   // others.
   const bool together = status == 0 || status == 128 + SIGINT || status == 128 + SIGTERM || status == 128 + SIGHUP;
   status = finish_stdout(status);
-  if (together) tctl::mpi_finalize();
+  if (!together) return status;
+  // A rank that stopped after the last all-reduce would hold MPI_Finalize for good: mpi_finalize waits for
+  // the others against the timeout, and a rank missing by then fails this one too.
+  try {
+    tctl::mpi_finalize();
+  } catch (const std::exception& e) {
+    return print_error(e.what(), 1);
+  }
   return status;
 }

@@ -620,7 +620,8 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     loss = loss_term(s);
     stop_votes = stop_vote ? 1.0f : 0.0f;
     collective_->all_reduce(first_member_, collective_key(step, kResultsInstance), results.data(),
-                            static_cast<std::int64_t>(results.size()), 1.0f, results.data(), "the step's results");
+                            static_cast<std::int64_t>(results.size()), 1.0f, results.data(),
+                            "the results at step " + std::to_string(step));
     std::memcpy(scores_.mutable_data<float>(), results.data(), scores_.bytes());
     total = loss;
     stop_agreed_ = stop_agreed_ || stop_votes > 0.0f;
@@ -655,7 +656,7 @@ void Model::average_moving_statistics(std::int64_t step, const std::function<flo
     mean = packed_values(local(0));
     collective_->all_reduce(first_member_, collective_key(step, kStatisticsInstance), mean.data(),
                             static_cast<std::int64_t>(mean.size()), weight(first_member_), mean.data(),
-                            "the moving statistics");
+                            "the moving statistics at step " + std::to_string(step));
   } else {
     for (int r = 0; r < replicas(); ++r) {
       const std::vector<float> v = packed_values(local(r));

@@ -844,7 +844,8 @@ std::shared_ptr<MpiWorld> join_workers(const TrainConfig& c) {
                     fmt::format("{} workers do not divide batch_size {}: each worker takes an equal share of the "
                                 "batch",
                                 world->members(), c.batch_size));
-  const std::vector<std::uint64_t> hashes = world->all_gather(fnv1a(c.to_json().dump()));
+  const std::vector<std::uint64_t> hashes =
+      world->all_gather(fnv1a(c.to_json().dump()), "comparing the ranks' configs");
   for (std::size_t r = 1; r < hashes.size(); ++r)
     if (hashes[r] != hashes[0])
       throw SpecError(c.file, "",

@@ -1,8 +1,9 @@
 // Multi-worker training end to end, under a real `mpirun` on this machine (Open MPI, two processes on
 // localhost): the same bits as two mirrored replicas in one process, rank 0 alone writing and speaking, a
-// resumed run equal to one that never stopped, a stalled worker named by the others' timeout, and the
-// mistakes that exit 2. Skipped, with the reason, in a build without MPI, without mpirun, and under the
-// sanitizers (Open MPI's own allocations and threads are not ours to report).
+// resumed run equal to one that never stopped, a stalled worker (TCTL_MPI_STALL, and a real process stopped
+// by SIGSTOP) named by the others' timeout, and the mistakes that exit 2. Skipped, with the reason, in a
+// build without MPI, without mpirun, and under the sanitizers (Open MPI's own allocations and threads are
+// not ours to report).
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -218,6 +219,74 @@ TEST_CASE("a worker that stalls is named by the others' timeout, one line, and t
   CHECK(r.status != 0);
   CHECK(r.err.find("error: all-reduce of all_reduce/AllReduce at step 1: rank 1 of 2 did not arrive within 1 s\n") !=
         std::string::npos);
+}
+
+TEST_CASE(
+    "a worker stopped by SIGSTOP is named by the other's timeout in one line, exit 1, and rank 0's last "
+    "checkpoint resumes to the bits of a run that never stopped") {
+  if (!mpirun_ready()) return;
+  TempDir dir;
+  dir.write("workers.json", digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
+  const std::string command = mpirun_command(2, "train workers.json --output run --epochs 200 --quiet", dir, "", false);
+  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+  pid_t pid = -1;  // mpirun's, the shell having exec'd it
+  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+  // However the test leaves, the job ends: its ranks, the stopped one included (SIGKILL ends a stopped
+  // process; SIGCONT after it in case the kernel held the kill until it runs), then mpirun.
+  bool reaped = false;
+  struct JobGuard {
+    pid_t mpirun;
+    const bool& reaped;
+    ~JobGuard() {
+      if (reaped) return;
+      for (int r = 0; r < 2; ++r)
+        if (const pid_t p = rank_process(mpirun, r); p > 0) {
+          kill(p, SIGKILL);
+          kill(p, SIGCONT);
+        }
+      kill(mpirun, SIGKILL);
+      waitpid(mpirun, nullptr, 0);
+    }
+  } guard{pid, reaped};
+  for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  // A real stopped process, as a debugger, a swapped-out node or a `kill -STOP` leaves one: it holds its
+  // sockets and shared memory open, so MPI sees no failure; wherever rank 0 waits for it (its arrival
+  // notice or the sum), only rank 0's timeout ends the job.
+  const pid_t rank1 = rank_process(pid, 1);
+  REQUIRE(rank1 > 0);
+  REQUIRE(kill(rank1, SIGSTOP) == 0);
+  // The timeout (1 s for the notices, 1 s more for the sum) and mpirun's teardown (SIGCONT, SIGTERM and
+  // SIGKILL a second apart) take a few seconds; 60 s on a loaded machine, then the job counts as hung (and
+  // the guard ends it). Continued by that SIGCONT, rank 1 waits 5 s more before it blames rank 0: the one
+  // error line is rank 0's.
+  int raw = 0;
+  for (int i = 0; i < 6000 && !reaped; ++i) {
+    reaped = waitpid(pid, &raw, WNOHANG) == pid;
+    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string err = read_text(dir / "mpi.err");
+  INFO(read_text(dir / "mpi.out") << err);
+  REQUIRE(reaped);
+  CHECK(WIFEXITED(raw));
+  CHECK(WEXITSTATUS(raw) == 1);  // rank 0's status, which mpirun passes on
+  std::vector<std::string> errors;
+  for (const auto& line : split_lines(err))
+    if (line.rfind("error: ", 0) == 0) errors.push_back(line);
+  REQUIRE(errors.size() == 1);
+  CHECK(errors[0].find("rank 1 of 2") != std::string::npos);
+  CHECK(errors[0].find(" at step ") != std::string::npos);
+  // Rank 0's last checkpoint is its last epoch's (the failed step's weights are not written: with buckets
+  // some gradients may have been applied and others not); history.csv, written with it, counts its epochs.
+  REQUIRE(std::filesystem::exists(dir / "run/checkpoint.safetensors"));
+  REQUIRE(!std::filesystem::exists(dir / "run/weights.safetensors"));
+  const std::size_t saved = history_rows(dir / "run").size() - 1;  // less the header
+  REQUIRE(saved >= 1);
+  const std::string more = " --epochs " + std::to_string(saved + 1) + " --quiet";
+  REQUIRE(run_mpirun(2, "train workers.json --resume run" + more, dir).status == 0);
+  REQUIRE(run_mpirun(2, "train workers.json --output straight" + more, dir).status == 0);
+  CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "run/weights.safetensors"));
+  CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
 }
 
 TEST_CASE(
