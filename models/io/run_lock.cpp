@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <string_view>
@@ -86,16 +86,16 @@ RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
     if (lock.fd_ < 0) {
       // A reader of a run it cannot lock (another user's, read-only) reads it as before there were locks.
       if (!write && (errno == EACCES || errno == EPERM)) return RunLock();
-      throw SpecError(dir.string(), "",
-                      std::string("cannot open the run directory's lock file ") + kRunLockFile + ": " +
-                          std::strerror(errno));
+      throw SpecError(
+          dir.string(), "",
+          std::string("cannot open the run directory's lock file ") + kRunLockFile + ": " + std::strerror(errno));
     }
     int locked_now = ::flock(lock.fd_, (write ? LOCK_EX : LOCK_SH) | LOCK_NB);
     // A writer waits for readers, which hold the lock only while they read (a predict run as a train starts
     // is not a reason to refuse it); another writer, which holds it for a whole run, is refused at once.
-    for (const auto until = std::chrono::steady_clock::now() + kReaderWait;
-         locked_now != 0 && errno == EWOULDBLOCK && write && only_readers(lock.fd_) &&
-         std::chrono::steady_clock::now() < until;) {
+    for (const auto until = std::chrono::steady_clock::now() + kReaderWait; locked_now != 0 && errno == EWOULDBLOCK &&
+                                                                            write && only_readers(lock.fd_) &&
+                                                                            std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
       locked_now = ::flock(lock.fd_, LOCK_EX | LOCK_NB);
     }
@@ -113,7 +113,8 @@ RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
       }
       throw RuntimeError("cannot lock " + path.string() + ": " + std::strerror(error));
     }
-    struct stat locked {}, named {};
+    struct stat locked {
+    }, named{};
     if (::fstat(lock.fd_, &locked) != 0 || ::stat(path.c_str(), &named) != 0 || locked.st_ino != named.st_ino ||
         locked.st_dev != named.st_dev) {
       lock.created_ = false;
@@ -130,7 +131,9 @@ RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
 }
 
 RunLock::RunLock(RunLock&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), created_(std::exchange(other.created_, false)), path_(std::move(other.path_)) {}
+    : fd_(std::exchange(other.fd_, -1)),
+      created_(std::exchange(other.created_, false)),
+      path_(std::move(other.path_)) {}
 
 RunLock& RunLock::operator=(RunLock&& other) noexcept {
   if (this == &other) return *this;

@@ -101,40 +101,52 @@ class HistoryLog {
   explicit HistoryLog(std::filesystem::path path) : path_(std::move(path)) {}
 
   // A resumed run at epoch `next_epoch`: keeps the file's first next_epoch - 1 rows and drops the rest. A
-  // checkpoint that kept every row (written before the history was appended) gives them when the file has
-  // fewer; otherwise a file short of rows is refused (SpecError naming it), as the run's history is lost.
+  // checkpoint that holds every row (one written before the history was appended, or one after epoch 1)
+  // gives them instead. Otherwise the file must hold the header for the checkpoint's metrics and a row for
+  // each of those epochs, in order, or the resume is refused (SpecError naming the file and the line), as the
+  // run's history would be lost or wrong.
   void resume(std::int64_t next_epoch, const std::vector<EpochResult>& recorded) {
     const std::int64_t epochs = next_epoch - 1;
     std::error_code ec;
-    std::vector<std::string> lines;
-    if (std::filesystem::exists(path_, ec)) {
-      const std::string text = read_file(path_, path_.string());
-      for (std::size_t at = 0; at < text.size();) {
-        const std::size_t end = text.find('\n', at);
-        if (end == std::string::npos) break;  // a row cut short
-        lines.push_back(text.substr(at, end + 1 - at));
-        at = end + 1;
-      }
-    }
-    const bool whole = static_cast<std::int64_t>(recorded.size()) == epochs && epochs > 0 && recorded[0].epoch == 1;
-    if (static_cast<std::int64_t>(lines.size()) < epochs + 1 && !whole && epochs > 0)
-      throw SpecError(path_.string(), "",
-                      fmt::format("cannot resume: it holds {} epochs' rows, where the checkpoint continues after "
-                                  "epoch {}; the run's history is lost (train it again with --overwrite)",
-                                  std::max<std::int64_t>(0, static_cast<std::int64_t>(lines.size()) - 1), epochs));
-    std::string kept;
-    if (static_cast<std::int64_t>(lines.size()) >= epochs + 1) {
-      for (std::int64_t i = 0; i <= epochs && epochs > 0; ++i) kept += lines[static_cast<std::size_t>(i)];
-    } else if (whole) {
-      kept = history_header(recorded[0]);
-      for (const EpochResult& r : recorded) kept += history_row(r);
-    }
     created_ = epochs > 0;
     if (!created_) {
       std::filesystem::remove(path_, ec);
       return;
     }
-    write_file_atomic(path_, kept);
+    TCTL_CHECK(!recorded.empty() && recorded.back().epoch == epochs, "a checkpoint without its last epoch's row");
+    const std::string header = history_header(recorded.back());
+    std::string kept;
+    if (static_cast<std::int64_t>(recorded.size()) == epochs) {
+      kept = header;
+      for (const EpochResult& r : recorded) kept += history_row(r);
+      return write_file_atomic(path_, kept);
+    }
+    auto refuse = [&](std::int64_t line, const std::string& what) {
+      throw SpecError(path_.string(), line > 0 ? "line " + std::to_string(line) : "",
+                      "cannot resume: " + what + "; the run's history is lost (train it again with --overwrite)");
+    };
+    if (!std::filesystem::exists(path_, ec)) refuse(0, "it is missing");
+    const std::string text = read_file(path_, path_.string());
+    const auto cells = std::count(header.begin(), header.end(), ',');
+    std::size_t at = 0;
+    for (std::int64_t line = 1; line <= epochs + 1; ++line) {
+      const std::size_t end = text.find('\n', at);
+      if (end == std::string::npos)
+        refuse(line, fmt::format("it holds {} epochs' rows, where the checkpoint continues after epoch {}",
+                                 std::max<std::int64_t>(line - 2, 0), epochs));
+      const std::string_view row(text.data() + at, end + 1 - at);
+      if (line == 1 && row != header)
+        refuse(1, "expected the header " + quote_for_message(header.substr(0, header.size() - 1)) + ", got " +
+                      quote_for_message(row.substr(0, row.size() - 1)));
+      if (line > 1 &&
+          (!row.starts_with(std::to_string(line - 1) + ",") || std::count(row.begin(), row.end(), ',') != cells))
+        refuse(line, fmt::format("expected the row of epoch {} ({} cells), got {}", line - 1, cells + 1,
+                                 quote_for_message(row.substr(0, row.size() - 1))));
+      at = end + 1;
+    }
+    // Rows past the checkpoint's epochs (and a row a kill cut short) are dropped: the resumed run trains
+    // those epochs again.
+    if (at < text.size()) write_file_atomic(path_, text.substr(0, at));
   }
 
   // The row of an epoch that ended.
@@ -455,11 +467,11 @@ void check_utf8_text(const nlohmann::json& j, const std::string& key, const std:
 }
 
 void check_utf8_record(const TrainConfig& c) {
-  check_utf8_text(c.to_json(), "", c.file);
   if (const auto bad = first_non_utf8(c.output))
     throw SpecError(
         c.output, "",
         not_utf8_message("the run directory (--output, --resume or the config's \"output\")", c.output, *bad));
+  check_utf8_text(c.to_json(), "", c.file);
 }
 
 // A NaN or an infinity in the weights makes every prediction NaN: refused, naming the first.

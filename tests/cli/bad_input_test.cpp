@@ -154,6 +154,30 @@ TEST_SUITE("bad input") {
     expect_user_error(s.dir, "train config.json", {"config.json: epoch: unknown key", "epochs"});
   }
 
+  TEST_CASE("a name or a path that is not UTF-8 is refused before any work, naming the file, line and column") {
+    // The run's JSON files hold UTF-8 only: the first write after epoch 1 ended the run with nlohmann's
+    // "invalid UTF-8 byte at index 4: 0x6F" (no file, line or key) and left a directory nothing accepted.
+    Scratch s(model_with_layers(kLayers), config_with("", R"({"csv": "data.csv"})"));
+    std::string header = kCsv;
+    header.replace(header.find("a,b"), 1, "\xff");
+    s.dir.write("data.csv", header);
+    expect_user_error(s.dir, "train config.json --quiet",
+                      {"data.csv: line 1: column 1's name \"\\xff\" holds the byte 0xff at offset 0, which is not "
+                       "UTF-8"});
+    // A class name, on the line where it is.
+    std::string classes = "a,b,c,d,label\n";
+    for (int i = 0; i < 10; ++i)
+      classes += "5.1,3.5,1.4,0.2," + std::string(i == 7 ? "bad\xc3(" : (i % 2 ? "setosa" : "virginica")) + "\n";
+    s.dir.write("data.csv", classes);
+    expect_user_error(s.dir, "train config.json --quiet",
+                      {"data.csv: line 9: column \"label\": class name \"bad\\xc3(\" holds the byte 0xc3 at offset 3"});
+    // The run directory's path.
+    s.dir.write("data.csv", kCsv);
+    expect_user_error(s.dir, "train config.json --quiet --output $(printf 'run\\345')",
+                      {"the run directory (--output, --resume or the config's \"output\") \"run\\xe5\" holds the byte "
+                       "0xe5 at offset 3"});
+  }
+
   TEST_CASE("splits that leave no row to train on are refused before training") {
     Scratch s(model_with_layers(kLayers),
               config_with("", R"({"dataset": "iris", "test_split": 0.5, "validation_split": 0.999999})"));

@@ -185,9 +185,19 @@ TEST_CASE("the history is appended to history.csv: a checkpoint's size stays fla
   fs::remove(dir / "short/summary.json");
   std::ofstream(dir / "short/history.csv", std::ios::trunc)
       << split_lines(read_text(dir / "straight/history.csv"))[0] << "\n";
-  expect_user_error(dir, "train " + iris + " --epochs 5 --resume short",
-                    {"short/history.csv: cannot resume: it holds 0 epochs' rows, where the checkpoint continues after "
-                     "epoch 4"});
+  expect_user_error(
+      dir, "train " + iris + " --epochs 5 --resume short",
+      {"short/history.csv: line 2: cannot resume: it holds 0 epochs' rows, where the checkpoint continues after "
+       "epoch 4"});
+  // A row that is not its epoch's.
+  std::vector<std::string> lines = split_lines(read_text(dir / "straight/history.csv"));
+  lines[2] = "2,oops";
+  std::string damaged;
+  for (const std::string& line : lines) damaged += line + "\n";
+  std::ofstream(dir / "short/history.csv", std::ios::trunc) << damaged;
+  expect_user_error(
+      dir, "train " + iris + " --epochs 5 --resume short",
+      {"short/history.csv: line 3: cannot resume: expected the row of epoch 2 (6 cells), got \"2,oops\""});
 }
 
 TEST_CASE("a process killed at random points never leaves an unreadable checkpoint") {
