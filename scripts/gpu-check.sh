@@ -170,8 +170,15 @@ if [ -f "$deps/build-gpu-bin.tgz" ] && [ ! -f "$build/CMakeCache.txt" ]; then
       mkdir -p "$(dirname "$built_at")" && ln -s "$root" "$built_at"
     fi
   fi
-  # The CUDA libraries the binaries were linked against, from this machine's toolkit or its Python wheels.
-  for lib in $(LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd "$build/tensorctl" | awk '/not found/ {print $1}' | sort -u); do
+  # The CUDA libraries the binaries were linked against, from this machine's toolkit or its Python wheels, and
+  # cuBLAS of the same major version, which tensorctl opens on first use (kernels/cuda/cublas_loader.cpp), so
+  # ldd does not list it.
+  cuda_major="$(ldd "$build/tensorctl" | sed -n 's/.*libcudart\.so\.\([0-9]*\).*/\1/p' | head -1)"
+  needed="$(LD_LIBRARY_PATH="$LD_LIBRARY_PATH" ldd "$build/tensorctl" | awk '/not found/ {print $1}' | sort -u)"
+  if [ -n "$cuda_major" ] && ! ldconfig -p 2>/dev/null | grep -q "libcublas\.so\.$cuda_major "; then
+    needed="$needed libcublas.so.$cuda_major"
+  fi
+  for lib in $needed; do
     found="$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)"
     if [ -n "$found" ]; then
       export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$found")"

@@ -430,7 +430,8 @@ void CudaDevice::synchronize() {
 cublasHandle_t CudaDevice::cublas() {
   std::call_once(cublas_once_, [this] {
     CurrentDevice current(ordinal_, name_);
-    if (cublasCreate(&cublas_) != CUBLAS_STATUS_SUCCESS) throw RuntimeError(name_ + ": cublasCreate failed");
+    if (const cublasStatus_t status = cublasCreate(&cublas_); status != CUBLAS_STATUS_SUCCESS)
+      throw RuntimeError(name_ + ": cublasCreate failed: " + cublasGetStatusString(status));
     check(cudaMalloc(&cublas_workspace_, kCublasWorkspace), name_, "cudaMalloc (cuBLAS workspace)");
     check(cudaEventCreateWithFlags(&cublas_done_, cudaEventDisableTiming), name_, "cudaEventCreate");
     cublas_stream_ = stream_;

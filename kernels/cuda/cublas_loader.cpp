@@ -1,0 +1,99 @@
+// The cuBLAS functions tensorctl calls, defined here and forwarded to libcublas, which is opened on the
+// first call (the first product on a CUDA device). Linked, libcublas and the libcublasLt it needs were
+// loaded at every start: `tensorctl --version` took 229 MB resident on a machine without a GPU (issue 46,
+// finding 11). The call sites are unchanged: cublas_v2.h maps cublasCreate to cublasCreate_v2 and so on,
+// and these definitions are the ones the binary links. The library is found by its soname, as the linker
+// would have recorded it (TCTL_CUBLAS_LIBRARY, set by CMake from the toolkit's major version).
+#include <dlfcn.h>
+
+#include <cublas_v2.h>
+
+#include <mutex>
+#include <string>
+
+namespace {
+
+struct Cublas {
+  decltype(&cublasCreate_v2) create = nullptr;
+  decltype(&cublasDestroy_v2) destroy = nullptr;
+  decltype(&cublasSetWorkspace_v2) set_workspace = nullptr;
+  decltype(&cublasSetStream_v2) set_stream = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode = nullptr;
+  decltype(&cublasGetStatusString) status_string = nullptr;
+  decltype(&cublasSgemm_v2) sgemm = nullptr;
+  bool loaded = false;
+  std::string why_not;  // when not loaded: dlopen's or dlsym's reason
+};
+
+template <class Fn>
+void find(void* library, const char* name, Fn& fn, bool& all) {
+  fn = reinterpret_cast<Fn>(::dlsym(library, name));
+  all = all && fn != nullptr;
+}
+
+// Opened once, and never closed: its handles live as long as the devices that made them.
+const Cublas& cublas() {
+  static Cublas table;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* library = ::dlopen(TCTL_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (library == nullptr) {
+      const char* why = ::dlerror();
+      table.why_not = std::string("cuBLAS could not be loaded: ") + (why != nullptr ? why : TCTL_CUBLAS_LIBRARY);
+      return;
+    }
+    bool all = true;
+    find(library, "cublasCreate_v2", table.create, all);
+    find(library, "cublasDestroy_v2", table.destroy, all);
+    find(library, "cublasSetWorkspace_v2", table.set_workspace, all);
+    find(library, "cublasSetStream_v2", table.set_stream, all);
+    find(library, "cublasSetMathMode", table.set_math_mode, all);
+    find(library, "cublasGetStatusString", table.status_string, all);
+    find(library, "cublasSgemm_v2", table.sgemm, all);
+    table.loaded = all;
+    if (!all) table.why_not = "cuBLAS could not be loaded: " TCTL_CUBLAS_LIBRARY " lacks a function tensorctl calls";
+  });
+  return table;
+}
+
+}  // namespace
+
+// Without the library, cublasCreate fails as cuBLAS does without a driver, and the device says why
+// (CudaDevice::cublas names cublasGetStatusString's text); no other function is reached without a handle.
+extern "C" cublasStatus_t cublasCreate_v2(cublasHandle_t* handle) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.create(handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasDestroy_v2(cublasHandle_t handle) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.destroy(handle) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t handle, void* workspace, size_t bytes) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.set_workspace(handle, workspace, bytes) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.set_stream(handle, stream) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.set_math_mode(handle, mode) : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" const char* cublasGetStatusString(cublasStatus_t status) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.status_string(status) : c.why_not.c_str();
+}
+
+extern "C" cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb,
+                                         int m, int n, int k, const float* alpha, const float* a, int lda,
+                                         const float* b, int ldb, const float* beta, float* c_out, int ldc) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c_out, ldc)
+                  : CUBLAS_STATUS_NOT_INITIALIZED;
+}
