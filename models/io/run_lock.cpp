@@ -90,17 +90,17 @@ RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
           dir.string(), "",
           std::string("cannot open the run directory's lock file ") + kRunLockFile + ": " + std::strerror(errno));
     }
-    int locked_now = ::flock(lock.fd_, (write ? LOCK_EX : LOCK_SH) | LOCK_NB);
+    // flock's errno, or 0 once locked.
+    auto try_lock = [&](int operation) { return ::flock(lock.fd_, operation | LOCK_NB) == 0 ? 0 : errno; };
+    int error = try_lock(write ? LOCK_EX : LOCK_SH);
     // A writer waits for readers, which hold the lock only while they read (a predict run as a train starts
     // is not a reason to refuse it); another writer, which holds it for a whole run, is refused at once.
-    for (const auto until = std::chrono::steady_clock::now() + kReaderWait; locked_now != 0 && errno == EWOULDBLOCK &&
-                                                                            write && only_readers(lock.fd_) &&
-                                                                            std::chrono::steady_clock::now() < until;) {
+    const auto until = std::chrono::steady_clock::now() + kReaderWait;
+    while (error == EWOULDBLOCK && write && only_readers(lock.fd_) && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      locked_now = ::flock(lock.fd_, LOCK_EX | LOCK_NB);
+      error = try_lock(LOCK_EX);
     }
-    if (locked_now != 0) {
-      const int error = errno;
+    if (error != 0) {
       if (error == EWOULDBLOCK) {
         const std::string holder = holder_text(lock.fd_, mode);
         lock.created_ = false;  // the holder opened it: it is theirs now
