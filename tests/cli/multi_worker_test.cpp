@@ -104,6 +104,48 @@ pid_t rank_process(pid_t mpirun, int rank) {
   return -1;
 }
 
+// A two-rank `mpirun` job started without waiting (no time limit of timeout's: see mpirun_command), for the
+// tests that signal one of its ranks: it trains into `dir`/run, and is returned once that run has written its
+// first epoch's history. However the test leaves, the job ends: its ranks (SIGKILL, then SIGCONT for one that
+// was stopped, in case the kernel holds the kill until it runs), then mpirun.
+class MpirunJob {
+ public:
+  MpirunJob(const std::string& args, const TempDir& dir) {
+    const std::string command = mpirun_command(2, args, dir, "", false);
+    const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
+    REQUIRE(posix_spawn(&mpirun_, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
+    for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ~MpirunJob() {
+    if (reaped_) return;
+    for (int r = 0; r < 2; ++r)
+      if (const pid_t p = rank(r); p > 0) {
+        kill(p, SIGKILL);
+        kill(p, SIGCONT);
+      }
+    kill(mpirun_, SIGKILL);
+    waitpid(mpirun_, nullptr, 0);
+  }
+  MpirunJob(const MpirunJob&) = delete;
+  MpirunJob& operator=(const MpirunJob&) = delete;
+
+  // The process of rank `r`, or -1.
+  pid_t rank(int r) const { return rank_process(mpirun_, r); }
+  // Waits at most 60 s for mpirun to end (then the job counts as hung): whether it did, and its wait status.
+  bool wait(int& raw) {
+    for (int i = 0; i < 6000 && !reaped_; ++i) {
+      reaped_ = waitpid(mpirun_, &raw, WNOHANG) == mpirun_;
+      if (!reaped_) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return reaped_;
+  }
+
+ private:
+  pid_t mpirun_ = -1;  // mpirun's, the shell having exec'd it
+  bool reaped_ = false;
+};
+
 // The digits MLP config with a strategy, 3 epochs.
 std::string digits_config(const nlohmann::json& strategy, std::int64_t batch_size = 32) {
   nlohmann::json c = read_json(source_path("configs/digits_mlp.json"));
@@ -165,39 +207,17 @@ TEST_CASE(
   // Long enough (about 7 s) that the signal, sent after the first epoch's checkpoint, lands while training runs.
   const std::string run = " --epochs 200 --quiet";
   REQUIRE(run_mpirun(2, "train workers.json --output straight" + run, dir).status == 0);
-  const std::string command = mpirun_command(2, "train workers.json --output run" + run, dir, "", false);
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = -1;  // mpirun's, the shell having exec'd it
-  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  // However the test leaves, the job ends: its ranks (in process groups of their own), then mpirun.
-  bool reaped = false;
-  struct JobGuard {
-    pid_t mpirun;
-    const bool& reaped;
-    ~JobGuard() {
-      if (reaped) return;
-      for (int r = 0; r < 2; ++r)
-        if (const pid_t p = rank_process(mpirun, r); p > 0) kill(p, SIGKILL);
-      kill(mpirun, SIGKILL);
-      waitpid(mpirun, nullptr, 0);
-    }
-  } guard{pid, reaped};
-  for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  MpirunJob job("train workers.json --output run" + run, dir);
   // Rank 1 alone, as a batch system or a user's `kill` may signal one process: had it stopped on its own,
   // rank 0 would wait for it in the next all-reduce (until the stall timeout, then exit 1).
-  const pid_t rank1 = rank_process(pid, 1);
+  const pid_t rank1 = job.rank(1);
   REQUIRE(rank1 > 0);
   kill(rank1, SIGTERM);
-  // At most 60 s, then the job counts as hung (and the guard ends it).
   int raw = 0;
-  for (int i = 0; i < 6000 && !reaped; ++i) {
-    reaped = waitpid(pid, &raw, WNOHANG) == pid;
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool ended = job.wait(raw);
   const std::string out = read_text(dir / "mpi.out");
   INFO(out << read_text(dir / "mpi.err"));
-  REQUIRE(reaped);
+  REQUIRE(ended);
   CHECK(WIFEXITED(raw));
   CHECK(WEXITSTATUS(raw) != 0);  // a rank ended by a signal's status
   REQUIRE(out.find("Interrupted: epoch ") != std::string::npos);
@@ -227,47 +247,22 @@ TEST_CASE(
   if (!mpirun_ready()) return;
   TempDir dir;
   dir.write("workers.json", digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
-  const std::string command = mpirun_command(2, "train workers.json --output run --epochs 200 --quiet", dir, "", false);
-  const char* argv[] = {"/bin/sh", "-c", command.c_str(), nullptr};
-  pid_t pid = -1;  // mpirun's, the shell having exec'd it
-  REQUIRE(posix_spawn(&pid, "/bin/sh", nullptr, nullptr, const_cast<char**>(argv), environ) == 0);
-  // However the test leaves, the job ends: its ranks, the stopped one included (SIGKILL ends a stopped
-  // process; SIGCONT after it in case the kernel held the kill until it runs), then mpirun.
-  bool reaped = false;
-  struct JobGuard {
-    pid_t mpirun;
-    const bool& reaped;
-    ~JobGuard() {
-      if (reaped) return;
-      for (int r = 0; r < 2; ++r)
-        if (const pid_t p = rank_process(mpirun, r); p > 0) {
-          kill(p, SIGKILL);
-          kill(p, SIGCONT);
-        }
-      kill(mpirun, SIGKILL);
-      waitpid(mpirun, nullptr, 0);
-    }
-  } guard{pid, reaped};
-  for (int i = 0; i < 6000 && !std::filesystem::exists(dir / "run/history.csv"); ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  MpirunJob job("train workers.json --output run --epochs 200 --quiet", dir);
   // A real stopped process, as a debugger, a swapped-out node or a `kill -STOP` leaves one: it holds its
   // sockets and shared memory open, so MPI sees no failure; wherever rank 0 waits for it (its arrival
   // notice or the sum), only rank 0's timeout ends the job.
-  const pid_t rank1 = rank_process(pid, 1);
+  const pid_t rank1 = job.rank(1);
   REQUIRE(rank1 > 0);
   REQUIRE(kill(rank1, SIGSTOP) == 0);
   // The timeout (1 s for the notices, 1 s more for the sum) and mpirun's teardown (SIGCONT, SIGTERM and
   // SIGKILL a second apart) take a few seconds; 60 s on a loaded machine, then the job counts as hung (and
-  // the guard ends it). Continued by that SIGCONT, rank 1 waits 5 s more before it blames rank 0: the one
+  // the job's destructor ends it). Continued by that SIGCONT, rank 1 waits 5 s more before it blames rank 0: the one
   // error line is rank 0's.
   int raw = 0;
-  for (int i = 0; i < 6000 && !reaped; ++i) {
-    reaped = waitpid(pid, &raw, WNOHANG) == pid;
-    if (!reaped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const bool ended = job.wait(raw);
   const std::string err = read_text(dir / "mpi.err");
   INFO(read_text(dir / "mpi.out") << err);
-  REQUIRE(reaped);
+  REQUIRE(ended);
   CHECK(WIFEXITED(raw));
   CHECK(WEXITSTATUS(raw) == 1);  // rank 0's status, which mpirun passes on
   std::vector<std::string> errors;
