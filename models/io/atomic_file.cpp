@@ -51,18 +51,23 @@ void write_all(int fd, std::string_view bytes, const std::filesystem::path& path
   }
 }
 
-// A FIFO or a device is someone else's file: write into it as a shell redirection would, never replace it.
-void write_in_place(const std::filesystem::path& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY);
+// Opens the existing `path` for writing with `flags` besides O_WRONLY, writes `bytes`, with `sync` fsyncs, and
+// closes it: what writing in place and appending share.
+void write_through(const std::filesystem::path& path, int flags, std::string_view bytes, bool sync) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | flags);
   if (fd < 0) throw_io_error(path, "cannot open", errno);
   try {
     write_all(fd, bytes, path);
+    if (sync && ::fsync(fd) != 0) throw_io_error(path, "fsync failed", errno);
   } catch (...) {
     ::close(fd);
     throw;
   }
   if (::close(fd) != 0 && errno != EINTR) throw_io_error(path, "close failed", errno);
 }
+
+// A FIFO or a device is someone else's file: write into it as a shell redirection would, never replace it.
+void write_in_place(const std::filesystem::path& path, std::string_view bytes) { write_through(path, 0, bytes, false); }
 
 // A reader that closed the pipe (`| head`) is no failure: the error stays flagged on stdout, and the program
 // ends quietly once it has checked it (app/main.cpp's finish_stdout).
@@ -127,6 +132,10 @@ int descriptor_path(const std::string& path) {
 }
 
 }  // namespace
+
+void append_file(const std::filesystem::path& path, std::string_view bytes, bool sync) {
+  write_through(path, O_APPEND, bytes, sync);
+}
 
 // The file a symbolic link chain ends at, whether or not that file exists yet: written in its place, so a
 // link from a run directory into shared storage keeps pointing at the new contents.

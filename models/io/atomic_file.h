@@ -25,6 +25,13 @@ namespace tctl {
 // Thread-safe: concurrent calls use distinct temporary names; for the same `path`, the last rename wins.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
+// Appends `bytes` to the existing file `path` (O_APPEND), and with `sync` flushes it to the disk before
+// returning. The one writer that does not replace its file: for a log that grows (a run's history.csv),
+// where rewriting it whole at each step would cost its whole length each time. A crash may leave the last
+// bytes appended cut short; the caller's format must tolerate that. RuntimeError names `path` and the
+// system's reason on failure (a missing file included).
+void append_file(const std::filesystem::path& path, std::string_view bytes, bool sync);
+
 // Checks, before any work is done, that write_file_atomic can write `path` given by the user with `flag`
 // ("--output"): "-" or an existing regular file, FIFO or character device, or a new name in an existing
 // directory (through symbolic links). Anything else is a SpecError naming the flag and the path.

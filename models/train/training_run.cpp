@@ -1,14 +1,9 @@
 #include "models/train/training_run.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -166,25 +161,9 @@ class HistoryLog {
       buffer_.clear();
       return;
     }
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (fd < 0) throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(errno));
-    std::string_view rest = buffer_;
-    while (!rest.empty()) {
-      const ssize_t n = ::write(fd, rest.data(), rest.size());
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int error = errno;
-        ::close(fd);
-        throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(error));
-      }
-      rest.remove_prefix(static_cast<std::size_t>(n));
-    }
-    buffer_.clear();
     // On the disk before the checkpoint that counts these rows is renamed into place.
-    const bool synced = !sync || ::fsync(fd) == 0;
-    const int error = errno;
-    ::close(fd);
-    if (!synced) throw RuntimeError("cannot append to " + path_.string() + ": " + std::strerror(error));
+    append_file(path_, buffer_, sync);
+    buffer_.clear();
   }
 
  private:
@@ -389,14 +368,12 @@ void check_resume_config(const TrainingState& saved, const TrainConfig& c, const
                   join(kResumeMayChange)));
 }
 
-// Up to the first 8 of `names`, then how many more: a message about 100,000 columns stays one short line.
+// The names quoted, as join_first lists them: a message about 100,000 columns stays one short line.
 std::string column_list(const std::vector<std::string>& names) {
   if (names.empty()) return "(not recorded)";
-  std::string out;
-  for (std::size_t i = 0; i < std::min<std::size_t>(names.size(), 8); ++i)
-    out += (i ? ", " : "") + quote_for_message(names[i]);
-  if (names.size() > 8) out += fmt::format(" and {} more", names.size() - 8);
-  return out;
+  std::vector<std::string> quoted;
+  for (const std::string& name : names) quoted.push_back(quote_for_message(name));
+  return join_first(quoted);
 }
 
 // The feature names a checkpoint's input record holds, or none when it is damaged or missing.
@@ -790,8 +767,8 @@ nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
            {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}}};
 }
 
-nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data, const TrainOutcome& out,
-                           double train_seconds) {
+nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data,
+                           const TrainOutcome& out) {
   const Sequential& net = model.net();
   const nlohmann::json inputs = input_record(c, data);
   return {{"model", net.name()},
@@ -803,10 +780,10 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"test", metrics_json(out.test)},
           {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
           {"wall_seconds", out.seconds},
-          {"train_seconds", train_seconds},
+          {"train_seconds", out.train_seconds},
           {"samples_per_second", out.samples_per_second},
           {"devices", device_memory_json()},
-          {"strategy", strategy_json(c, model, train_seconds)},
+          {"strategy", strategy_json(c, model, out.train_seconds)},
           {"data", inputs.at("data")},
           {"preprocessing", inputs.at("preprocessing")},
           {"config", c.to_json()},
@@ -817,13 +794,11 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
 // final files.
 void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data,
                 std::chrono::steady_clock::time_point start, TrainOutcome& out, bool writer, HistoryLog& history) {
-  const double train_seconds = out.train_seconds;
-  const std::int64_t epochs_trained = out.epochs_trained;
   if (data.test.size() > 0) out.test = trainer.evaluate(data.test, c.batch_size);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =
-      train_seconds > 0 ? static_cast<double>(data.train.size() * epochs_trained) / train_seconds : 0.0;
-  out.summary = run_summary(c, trainer.model(), data, out, train_seconds);
+      out.train_seconds > 0 ? static_cast<double>(data.train.size() * out.epochs_trained) / out.train_seconds : 0.0;
+  out.summary = run_summary(c, trainer.model(), data, out);
   if (!writer) return;
 
   const std::filesystem::path dir = c.output;
