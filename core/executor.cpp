@@ -24,16 +24,11 @@ namespace {
 // The cost (op_registry.h: multiply-adds, or elements read and written) from which a ready node is worth
 // handing to another inter-op thread. The trip costs the node's inputs crossing to the other core's cache,
 // and whatever follows it tends to stay on that core; a wake-up too where the worker sleeps, but an idle
-// worker spins for 200 us by the clock first (thread_pool.cpp), longer than a small model's step. Measured
-// on 2 cores: handing off every other ready node ran the digits MLP's step at half the speed of one thread.
-// The threshold was set at 2^23 on the Xeon while an idle worker spun a count of pauses (38 us there): the
-// digits CNN at batch 64 then lost 7 % on two inter-op threads at 2^20 and 2^22. Since the spin is by the
-// clock, on the Zen 3 EPYC, 2^18 (one 32x128x64 product of the digits MLP at batch 32) pays against 2^23:
-// the profiled step on 2 inter-op threads took 44.7-48.3 us against 52.2-52.9 (digits MLP, batch 32),
-// 438-481 us against 534-536 (digits CNN, batch 64), 286-292 us against 321 (digits MLP, batch 256);
-// `train` at 2 x 1 ran the digits MLP at 556k-596k samples/s against 454k-533k and the digits CNN at
-// 101k-123k against 68k-97k. The 32x32x3 CNN and the 784-512-512-10 MLP did not move. Not measured again on
-// the Xeon.
+// worker spins by the clock first (kSpinTime, thread_pool.cpp), longer than a small model's step. Handing
+// off every ready node slows a small model's step; 2^18 is one 32x128x64 product of the digits MLP at batch
+// 32, whose weight and input gradients then run side by side. Measured by `tensorctl profile
+// configs/digits_mlp.json --inter-op-threads 1,2` (and the digits CNN) and bench_workloads mlp_digits_b32 at
+// 2 threads; the figures are in bench/README.md, "Figures behind the constants in the code".
 constexpr std::int64_t kHandOffCost = std::int64_t{1} << 18;
 
 // In a plan that writes no variable (an inference pass), every variable read keeps its value between
@@ -235,7 +230,7 @@ struct Run {
     }
     if (failed.load(std::memory_order_relaxed)) return;
     // A kept variable read whose value in the frame is still current needs no kernel call (the kernel
-    // makes the same test; a profiled run calls it, to time it). 4 % of an inference pass at batch 1.
+    // makes the same test; a profiled run calls it, to time it). bench_workloads infer_b1 measures the saving.
     if (pn.keep_read && ctx.profiler == nullptr &&
         pn.node->vars[0].var->holds_current(values[static_cast<std::size_t>(i)], frame.read_writes_[i]))
       return;

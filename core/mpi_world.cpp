@@ -86,10 +86,9 @@ constexpr auto kAfterStop = std::chrono::seconds(5);
 // Polls until `done` says so or `timeout` has passed since `from`. Open MPI moves a non-blocking request
 // on only inside MPI calls (it has no progress thread), so the poll is tight for its first kSpin, reading
 // the clock every 64 polls, then yields the core between tests, as Open MPI's own blocking waits do when
-// oversubscribed. Yielding from the first poll cost 5-6 ms an exchange whenever another process (a
-// compiler) was runnable, sched_yield handing it the rest of a time slice: the digits MLP's 70 KB
-// all-reduce took 6 ms instead of 0.2 ms (a loop of MPI_Iallreduce and MPI_Test under mpirun -np 2 beside
-// a build).
+// oversubscribed. Yielding from the first poll hands any other runnable process (a compiler) the rest of
+// a time slice, many times a small all-reduce's own time (`mpirun --oversubscribe -np 2 bench_data_parallel
+// --allreduce 70504` beside a build; figures in bench/README.md, "Figures behind the constants in the code").
 //
 // Time this process did not run does not count. Once a wait notices a SIGCONT, or a gap of more than half
 // the timeout between two clock reads (a debugger's stop sends no SIGCONT), no wait ends before the timeout,
@@ -180,10 +179,9 @@ std::shared_ptr<MpiWorld> MpiWorld::get(Seconds timeout) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
-    // Open MPI's non-blocking all-reduce (libnbc) takes a binomial tree for 2 ranks: 2 times its blocking
-    // one's time for the MLP's 2.7 MB, 1.7 times for the digits MLP's 70 KB. Its ring is as fast as the
-    // blocking call at both (bench_data_parallel --allreduce, bench/README.md). Read by MPI_Init; a value
-    // the user set stays, and other MPIs ignore the variable.
+    // Open MPI's non-blocking all-reduce (libnbc) takes a binomial tree for 2 ranks, slower than its
+    // blocking one; its ring is as fast (bench_data_parallel --allreduce, figures in bench/README.md). Read
+    // by MPI_Init; a value the user set stays, and other MPIs ignore the variable.
     setenv("OMPI_MCA_coll_libnbc_iallreduce_algorithm", "1", 0);
     int provided = 0;
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)

@@ -22,12 +22,12 @@ inline void pause() {
 #endif
 }
 
-// How long an idle thread spins before it sleeps, by the clock: a pause lasts 9 ns on one processor and
-// several times that on another, so a count of them spun 38 us on the Xeon where 100 us was meant. Waking a
-// thread that sleeps on a condition variable takes about 40 us on these virtual machines once its core has
-// gone idle, and a parallel call whose worker slept waits that long for the worker's half: the
-// 784-512-512-10 MLP at batch 128 trained at 42-55k samples/s on two intra-op threads with 38-60 us of spin,
-// and at 61-65k with 100-300 us.
+// How long an idle thread spins before it sleeps, by the clock: a pause lasts several times longer on one
+// processor than on another, so a count of them spins for a time nobody chose. Waking a thread that sleeps
+// on a condition variable is slow on virtual machines once its core has gone idle, and a parallel call whose
+// worker slept waits that long for the worker's half; the spin outlasts a wake-up several times over.
+// Measured by bench_workloads mlp784_b128 at 2 threads (bench/README.md, "Figures behind the constants in
+// the code").
 constexpr auto kSpinTime = std::chrono::microseconds(200);
 
 // Spins until done() or kSpinTime has passed, reading the clock every 16 pauses.
