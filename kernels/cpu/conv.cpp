@@ -23,9 +23,9 @@ Blocks row_blocks(std::int64_t rows, std::int64_t floats_per_row) { return conv_
 
 // Below this many multiply-adds the direct forward pass and the kernel gradients (direct and im2col) run
 // their blocks on one thread: the time a second one saves is lost to waking it and to moving data between
-// the cores' caches, in this op or the next (the digits CNN's first convolution, 590K, took 22 us on two
-// threads against 37 on one, but the pooling after it read half its input from the other core and took 9 us
-// against 4.5, and its kernel gradient 22-62 us against 28). im2col's forward pass and input gradient still
+// the cores' caches, in this op or the next (on the digits CNN's first convolution, 590K, the op gained
+// but the pooling after it and its kernel gradient lost more: `tensorctl profile configs/digits_cnn.json
+// --ops --intra-op-threads 1,2`, figures in bench/README.md). im2col's forward pass and input gradient still
 // split at any size, as does the kernel gradients' final sum of partials.
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 22;
 
@@ -102,14 +102,14 @@ void im2col_rows(const float* x, const WindowGeometry& g, std::int64_t first, st
 }
 
 // A kernel with few taps per output pixel (kh * kw * C; 9 for a 3x3 kernel on one channel, 27 on RGB)
-// makes a GEMM with a tiny inner dimension, where sgemm runs at a fraction of its speed: 9 GFLOP/s for the
-// digits CNN's first layer. Such products are summed by the loops below instead.
+// makes a GEMM with a tiny inner dimension, where sgemm runs at a fraction of its speed (the digits CNN's
+// first layer in `tensorctl profile --ops`). Such products are summed by the loops below instead.
 constexpr std::int64_t kDirectDepth = 32;
 
 // The direct sums below work on 16 filters at a time, held in kernel_util.h's vectors of the target's width:
 // one zmm with AVX-512, two ymm with AVX2, four xmm otherwise. (A 16-float vector type on an AVX2 target is
-// split by GCC through the stack: the digits CNN's first convolution took 172 us there against 31 with
-// AVX-512.) Each filter's sum runs in the same order at any width, so every build gives the same bits.
+// split by GCC through the stack, several times slower.) Each filter's sum runs in the same order at any
+// width, so every build gives the same bits.
 constexpr int kParts = 16 / kLanes;  // vectors per 16 filters
 
 // One image zero-padded on every side its windows reach past, so each tap of each window sits at a fixed
@@ -370,7 +370,7 @@ void conv2d_input_grad_cpu(KernelContext& ctx) {
 // into at most kKernelGradParts partials (by shape, not by thread count), each summed over its run of
 // im2col blocks by sgemm accumulating into it, then the partials are added in order. (One partial per
 // block, as before, wrote and reread the whole [taps, filters] gradient for every 128 KB of patches: the
-// 32x32x3 CNN's conv 64-64 spent 46 ms there against 14 ms for its forward product.)
+// 32x32x3 CNN's conv 64-64 spent several times its forward product's time there; bench/conv_gemm.sh.)
 constexpr std::int64_t kKernelGradParts = 8;
 
 // Inputs: x, dy. The sum over all output pixels is cut into partials (by shape, not by thread count), then

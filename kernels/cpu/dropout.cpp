@@ -10,8 +10,8 @@ namespace {
 // The mask kMaskLanes elements at a time: stream_words on 64-bit lanes as wide as the target's registers
 // (GCC's vector extensions; AVX2, which has no 64-bit multiply, gets it from 32-bit ones), drawn as
 // uniform_at draws them (uniform_bits, kUniformScale). A per-element loop was not vectorized (on AVX2 at all, and
-// elsewhere not through a lambda holding its scalars by reference): 2,048 elements took 8.5 us against 1.1 (AVX-512)
-// and 2.5 (AVX2).
+// elsewhere not through a lambda holding its scalars by reference) and ran several times slower on the digits
+// MLP's 2,048 elements (`tensorctl profile configs/digits_mlp.json --ops`, figures in bench/README.md).
 constexpr int kMaskLanes = kLanes / 2;
 using Words = std::uint64_t __attribute__((vector_size(kMaskLanes * sizeof(std::uint64_t))));
 using Draws = std::int32_t __attribute__((vector_size(kMaskLanes * sizeof(std::int32_t))));

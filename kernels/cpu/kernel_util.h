@@ -15,8 +15,9 @@
 namespace tctl::cpu {
 
 // Elements per intra-op block for cheap elementwise work: below this, splitting costs more than it saves
-// (waking the other thread and fetching its half of the data: a ReluGrad of 32K floats took 3.9 us on one
-// thread and 10-13 us cut in two).
+// (waking the other thread and fetching its half of the data: a ReluGrad of 32K floats, the digits MLP's at
+// batch 256, runs slower cut in two than on one thread; `tensorctl profile configs/digits_mlp.json
+// --batch-size 256 --ops --intra-op-threads 1,2`, figures in bench/README.md).
 inline constexpr std::int64_t kElementwiseGrain = 65536;
 
 // A vector of floats as wide as the target's registers (GCC's vector extensions; a wider type than the

@@ -14,18 +14,16 @@ namespace {
 // The output is cut into tiles of at most about kTile x kTile, one sgemm call each. The cut depends only on
 // the shapes, never on the thread count, so every element is computed by the same call whether 1 or 8
 // threads run the tiles: results stay bit-identical. Every tile packs its operands again, so tiles are
-// large: 256-wide tiles cost the 784-512-512-10 MLP's step 4-5 % of its sgemm limit on one thread (its
-// 784x512 weight gradient was 8 calls). A product of at least kSplitWork multiply-adds still gets two
-// tiles, for two threads: at 2^22 the digits MLP's products at batch 256 (2^21) stayed whole, and its step
-// on two threads was slower than on one (0.287 against 0.276 ms); at 2^20 it takes 0.218 ms, and one
-// thread pays about 1 % for the second packing. But a product of at most kSmallProductWork that
-// small_product takes whole with 16-float vectors stays whole (whole or cut, each output is the same one chain, so no
-// bit moves): the digits MLP's at batch 256 took 20 us on one thread of a Zen 5 EPYC and no less cut in two on two
-// threads, whose halves of the output then cost the ops reading them (ReluGrad, the update) 6-13 us more each. Its step
-// ran 1.6M samples/s on one thread, 1.17M cut on two, 1.68M whole. With 8-float vectors (Zen 3) the product takes twice
-// as long and the cut still pays: 745k -> 890k samples/s on two threads (bench/README.md, "Eleventh round"). A
-// dimension is cut into equal parts (to multiples of 16), and an odd number of tiles gets one more part, so two threads
-// get the same work.
+// large (256-wide ones slowed the 784-512-512-10 MLP's step, whose 784x512 weight gradient was 8 calls). A
+// product of at least kSplitWork multiply-adds still gets two tiles, for two threads: at 2^22 the digits
+// MLP's products at batch 256 (2^21) stayed whole and its step ran slower on two threads than on one; at
+// 2^20 one thread pays little for the second packing. But a product of at most kSmallProductWork that
+// small_product takes whole with 16-float vectors stays whole (whole or cut, each output is the same one
+// chain, so no bit moves): cut in two it gains nothing, and its halves of the output cost the ops reading
+// them (ReluGrad, the update) the other core's cache. With 8-float vectors the product takes twice as long
+// and the cut still pays. Measured by bench_workloads mlp784_b128 and mlp_digits_b256 at 1 and 2 threads
+// (figures in bench/README.md, "Figures behind the constants in the code"). A dimension is cut into equal
+// parts (to multiples of 16), and an odd number of tiles gets one more part, so two threads get the same work.
 constexpr std::int64_t kTile = 512;
 constexpr std::int64_t kSplitWork = std::int64_t{1} << 20;
 

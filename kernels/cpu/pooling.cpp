@@ -51,7 +51,8 @@ void for_each_window(KernelContext& ctx, Fn fn) {
 // The usual pool, 2x2 at stride 2 over an input of even sides with no padding, on channels in whole
 // vectors: each window's four pixels are loaded kLanes channels at a time and compared in registers, in the
 // order and with the comparisons of the general loops (the same bits, NaN included), without their per-window
-// bookkeeping: the digits CNN's first pool gradient took 52 us that way at batch 64.
+// bookkeeping, which was most of the digits CNN's pool gradients' time (`tensorctl profile
+// configs/digits_cnn.json --ops`).
 bool pool_2x2(const WindowGeometry& g) {
   return g.h.window == 2 && g.w.window == 2 && g.h.stride == 2 && g.w.stride == 2 && g.h.pad_before == 0 &&
          g.w.pad_before == 0 && g.h.in == 2 * g.h.out && g.w.in == 2 * g.w.out && g.w.out > 0 && g.channels > 0 &&
@@ -150,7 +151,7 @@ void avg_pool_cpu(KernelContext& ctx) {
 // Per channel, the position and value of the running maximum of a window; one per task. The position is
 // the element's number in the window's scan (row by row over the clipped window), a 32-bit integer like
 // the floats beside it, so the selects below vectorise at the float width on AVX2 too (with 64-bit
-// offsets the digits CNN's first pool gradient took 231 us there against 55 with AVX-512).
+// offsets AVX2 ran the digits CNN's first pool gradient several times slower than AVX-512).
 struct ArgmaxScratch {
   explicit ArgmaxScratch(std::int64_t channels)
       : pos(static_cast<std::size_t>(channels)), value(static_cast<std::size_t>(channels)) {}
@@ -245,7 +246,7 @@ void max_pool_grad_tiled(KernelContext& ctx, const WindowGeometry& g) {
                            for (std::int64_t w = s.w0; w < s.w1; ++w, ++k) {
                              float* target = out + (h * g.w.in + w) * c;
                              // dy + 0 where the maximum was, +0 elsewhere, by a bit mask: GCC left the
-                             // select as a branch for AVX2 (no masked loads), 4x slower there.
+                             // select as a branch for AVX2 (no masked loads), several times slower.
                              for (std::int64_t ch = 0; ch < c; ++ch) {
                                const std::uint32_t keep = 0u - static_cast<std::uint32_t>(pos[ch] == k);
                                target[ch] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(0.0f + d[ch]) & keep);

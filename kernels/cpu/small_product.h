@@ -1,14 +1,14 @@
 // Products small enough to sum in place: y = op(a) op(b), with op(a) rows x k and op(b) k x cols, each
 // output one chain of fused multiply-adds over k in order, starting from zero. OpenBLAS packs both operands
-// into its own layout on every call, which at such sizes costs as much as the arithmetic or more: 1.75 us
-// for 1x64 by 64x128 on a Zen 3 EPYC (AVX2), where reading b in place takes 0.2 us.
+// into its own layout on every call, which at such sizes costs as much as the arithmetic or more (the digits
+// MLP's first product at batch 1, 1x64 by 64x128: bench_workloads infer_b1).
 //
 // Every product of at most small_product_work() multiply-adds, transposed or not, is taken here on a
 // processor with AVX2 and FMA (every_small_product), inference at batch 1 included. OpenBLAS sums some tiles of a
 // product in one chain and others in two (even and odd k) and adds them, so these bits are not sgemm's;
-// they are the one chain's, the same whatever the tiling and the thread count. Measured on Zen 3 (AVX2) and
-// on Zen 5 (AVX-512), where the digits MLP's step at batch 32 ran 1.7-2x as fast as with sgemm's products
-// (bench/README.md, "Tenth round").
+// they are the one chain's, the same whatever the tiling and the thread count. Measured with AVX2 and with
+// AVX-512 by bench_workloads mlp_digits_b32 against sgemm's products (bench/README.md, "Figures behind the
+// constants in the code").
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,9 @@ bool every_small_product();
 
 // The most multiply-adds (rows x cols x k) of a product taken here where every_small_product():
 // kSmallProductWork, or kWideSmallProductWork on a processor with AVX-512 whose OpenBLAS runs kernels of
-// 8-float vectors (Debian's 0.3.21 runs its Haswell kernels on Zen 5). There the in-place products ran
-// 1.2-1.4x as fast as sgemm's up to 2^24 multiply-adds (bench/README.md, "Eleventh round"); where OpenBLAS
-// has kernels as wide as ours (SkylakeX), or ours are as narrow as its (AVX2), sgemm wins beyond 2^21.
+// 8-float vectors (Debian's 0.3.21 runs its Haswell kernels on Zen 5). There the in-place products beat
+// sgemm's up to 2^24 multiply-adds; where OpenBLAS has kernels as wide as ours (SkylakeX), or ours are as
+// narrow as its (AVX2), sgemm wins beyond 2^21 (bench_workloads; bench/README.md, "Eleventh round").
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 inline constexpr std::int64_t kWideSmallProductWork = std::int64_t{1} << 24;
 std::int64_t small_product_work();

@@ -130,9 +130,10 @@ struct Plan {
 // Where point e of tile t of a block lies in a transformed block of `width` floats per point:
 // tile-major [tiles][36][width] (a tile's 36 points together: its transform writes a few lines, and each
 // point's sgemm reads rows 36 x width apart), or point-major [36][tiles][width] (each point's rows together).
-// Measured on the Xeon: tile-major made the digits CNN's second convolution 53 -> 41 us forward and 59 -> 40
-// us for its kernel gradient (32 tiles a block); point-major keeps the 32x32x3 CNN's kernel gradients
-// 7-10 % faster (57 to 114 tiles a block), where the transposed sgemm reads rows far apart.
+// Tile-major is faster for small blocks (the digits CNN's second convolution, 32 tiles a block); point-major
+// for the 32x32x3 CNN's kernel gradients (57 to 114 tiles a block), where the transposed sgemm reads rows
+// far apart. Measured by `tensorctl profile configs/digits_cnn.json --ops` and bench/conv_gemm.sh (figures
+// in bench/README.md).
 struct Layout {
   std::int64_t tile, point;  // strides in floats
   static Layout tile_major(std::int64_t width) { return {kPoints * width, width}; }
@@ -301,9 +302,9 @@ void winograd_kernel_grad(const KernelContext& ctx, const WindowGeometry& g, con
   const Layout vl = tile_major ? Layout::tile_major(c) : Layout::point_major(p.block_tiles, c);
   const Layout ml = tile_major ? Layout::tile_major(filters) : Layout::point_major(p.block_tiles, filters);
   // Parts go to other threads only when the products are large: a helper's partial crosses to the caller's
-  // core to be added, and dy reaches the helper from the core that computed it. The digits CNN's second
-  // convolution (1.2M multiply-adds) took 78 us on two threads against 39 on one; the parts, and so the
-  // bits, are the same either way.
+  // core to be added, and dy reaches the helper from the core that computed it: the digits CNN's second
+  // convolution (1.2M multiply-adds) ran slower on two threads than on one (`tensorctl profile
+  // configs/digits_cnn.json --ops --intra-op-threads 1,2`). The parts, and so the bits, are the same either way.
   const bool split = p.tiles * kPoints * c * filters >= kSplitWork;
   ctx.parallel_for(parts, split ? 1 : parts, [&](std::int64_t begin, std::int64_t end) {
     float* v = buffer(kPoints * p.block_tiles * c, Buffer::kInput);
