@@ -76,8 +76,9 @@ class CudaDevice final : public Device {
   // reads that copy on the host at the next wait that covers it (synchronize, an event's wait, a copy to the
   // host), which rethrows what it throws. So a result computed on the device (an update's numeric guard, a
   // bad label) reaches host code without holding up the stream: a host function on the stream, as before,
-  // stalled it for 40-60 us per update on an H200. On a thread's own stream the copy is waited for and
-  // `report` runs at once instead, throwing from here. `report` must not call CUDA.
+  // stalled it at every update (bench/compare_pytorch_gpu.sh, mlp_digits_b32; figures in bench/README.md).
+  // On a thread's own stream the copy is waited for and `report` runs at once instead, throwing from here.
+  // `report` must not call CUDA.
   static constexpr std::size_t kReportBytes = 8;
   void enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report);
   // The number of reports queued so far: take it before queueing a wait, then pass it to read_reports
@@ -93,8 +94,8 @@ class CudaDevice final : public Device {
   void stage_from_host(char* dst, const char* src, std::size_t bytes);
   void stage_to_host(char* dst, const char* src, std::size_t bytes);
   // memcpy between pageable and staging memory, split over copy_pool_ when the chunk is large: one core
-  // copies 10-11 GB/s, a fifth of what the link carries from pinned memory, and the batch of the MLP
-  // 784-2048-2048-10 at 1024 (3.2 MB) spent 0.3 ms of a 1.6 ms step on one core's memcpy on an H100 machine.
+  // copies several times slower than the link carries from pinned memory, a large share of a step that
+  // moves a large batch (bench_cuda_limits' copy lines; mlp2048_b1024 in bench/compare_pytorch_gpu.sh).
   void host_copy(char* dst, const char* src, std::size_t bytes);
 
   int ordinal_;
@@ -107,9 +108,9 @@ class CudaDevice final : public Device {
   // it, and is waited for before the buffer is used again (on whichever stream that transfer was). Eight,
   // so that a batch of a few MB moved by the fit loop's producer thread (models/train/trainer.cpp) while a
   // step runs does not wait, holding staging_mu_, for its own first chunk's transfer queued behind the
-  // step's kernels (a batch over 8 MiB still does, at its ninth chunk). Chunks of 1 MiB: on an H100 machine the large
-  // MLP's batch spent 0.28 ms of stream time in its copy with 1 MiB chunks and 0.46 ms with one 4 MiB chunk (both
-  // filled by four threads), though a single transfer of 4 MiB, alone, is faster.
+  // step's kernels (a batch over 8 MiB still does, at its ninth chunk). Chunks of 1 MiB: a large batch's copy
+  // takes less stream time than in 4 MiB chunks (both filled by four threads), though a single transfer of
+  // 4 MiB, alone, is faster (mlp2048_b1024 in bench/compare_pytorch_gpu.sh; figures in bench/README.md).
   static constexpr std::size_t kStagingBytes = std::size_t{1} << 20;
   static constexpr std::size_t kStagingBuffers = 8;
   // The next buffer of the ring, once its last transfer is done; under staging_mu_.

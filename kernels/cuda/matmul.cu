@@ -62,8 +62,9 @@ __global__ void bias_add(const float* x, const float* bias, float* y, std::int64
 // kSumLanes rows of threads adds every kSumLanes-th row of the tile in order, then the lanes' sums meet in a
 // fixed pairwise tree; the tiles' sums, one row per tile, are summed the same way until one row is left.
 // The order depends on the shape alone, not the CPU's first-to-last (within 1e-5 of it), and spreads a tall
-// gradient over the GPU: one thread per column, first to last, took 1.5 ms for the digits CNN's first bias
-// at batch 512 (32,768 rows of 16) on an H200.
+// gradient over the GPU: one thread per column, first to last, took half the digits CNN's step for its first
+// bias at batch 512 (32,768 rows of 16; cnn_digits_b512 in bench/compare_pytorch_gpu.sh, figures in
+// bench/README.md).
 constexpr int kSumColumns = 32, kSumLanes = 8;
 constexpr std::int64_t kSumTileRows = 256, kMaxTiles = 65535;  // a grid's y extent
 
