@@ -48,9 +48,10 @@ struct ModelOptions {
   std::int64_t prefetch_min_bytes = std::int64_t{256} << 10;
   // Strict placement, and the log of where every node runs (core/placement.h).
   PlacementOptions placement;
-  // The one place between "gradients computed" and "updates applied": given each trainable variable's
-  // gradient, returns the gradients the optimizer applies (same order and shapes). Empty: applied as they
-  // are. Data-parallel training puts its all-reduce here, so every replica applies the same update.
+  // A hook between "gradients computed" and "updates applied": given each trainable variable's gradient,
+  // returns the gradients the optimizer applies (same order and shapes). Empty: applied as they are. With
+  // data parallelism it sees the gradients already all-reduced (the model's own all-reduce, in buckets of
+  // `bucket_bytes`, runs before it).
   std::function<std::vector<Output>(Graph&, std::span<const std::shared_ptr<Variable>>, std::vector<Output>)>
       combine_gradients;
   // Mirrored data parallelism (train config "strategy": {"type": "mirrored"}): two or more entries make one
@@ -101,12 +102,13 @@ class Model {
 
   // 1, or the mirrored replicas of this process.
   int replicas() const { return static_cast<int>(others_.size()) + 1; }
-  // The replicas in all: this process's, or with multi-worker every worker's.
+  // The replicas in all: this process's, or with multi-worker every worker's; with hogwild, its workers.
   int members() const { return members_; }
   // Replica r's network (0: net()).
   const Sequential& replica_net(int r) const;
   // Copies the first replica's variables and optimizer state into the others, which are otherwise written
-  // only by the steps: after a checkpoint was restored into net() and optimizer(). No-op with one replica.
+  // only by the steps: after a checkpoint was restored into net() and optimizer(). With multi-worker, rank 0's
+  // values go to every rank (an all-reduce: every worker calls it at the same point). No-op with one replica.
   void sync_replicas();
   AllReduceTotals all_reduce_totals() const;
   HogwildTotals hogwild_totals() const;
@@ -188,13 +190,14 @@ class Model {
   class ReplicaThreads;
   // The forward pass and loss into `g`; with training, the layers' training behaviour (dropout).
   void trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) const;
-  // The forward pass, loss, gradients and optimizer updates of one training step into `g`; with a member
-  // (>= 0), the gradients are all-reduced across the replicas first.
+  // The forward pass, loss, gradients and optimizer updates of one training step into `g`; when r.member >= 0,
+  // the gradients are all-reduced across the replicas first.
   void trace_training(Graph& g, Pass& pass, const Traced& r);
   Traced first_replica(int member);
   // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
   std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
-  // One mirrored training step: {weighted mean loss, metric scores}.
+  // One training step of a mirrored (in-process or multi-worker) or hogwild model, which train_batch and
+  // train_step hand over to: {weighted mean loss, metric scores}.
   std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
                                     std::int64_t batch_rows = 0);
   void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
@@ -213,10 +216,11 @@ class Model {
   std::unique_ptr<Session> train_session_;
   std::unique_ptr<Session> infer_session_;
   Device* input_device_ = nullptr;
-  // Mirrored only: the collective of the replicas (in-process, group_) or of the workers; the members in
-  // all, and the member of this process's first replica.
+  // Replicas 1.. of an in-process mirrored model.
   std::vector<std::unique_ptr<Replica>> others_;
   std::vector<std::string> placement_warnings_;  // each once, in the order found
+  // The collective of a mirrored model's replicas (in-process: group_) or of the workers, else null; the
+  // members in all (with hogwild, its workers), and the member of this process's first replica.
   std::shared_ptr<Collective> collective_;
   std::shared_ptr<CollectiveGroup> group_;
   int members_ = 1;
