@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the direction of #includes between tensorctl's folders (README "Layout"): each folder may include
+# Checks the direction of #includes between tensorctl's folders (docs/architecture.md, "Layout"): each folder may include
 # only the folders listed for it. Prints every include that breaks the rule and exits 1 if there is one.
 # Run by ctest (the `layering` test) from any directory.
 set -uo pipefail

@@ -612,7 +612,7 @@ TEST_SUITE("predict and evaluate") {
 
   TEST_CASE("cuBLAS is not loaded at start: a CPU run does not pay for it") {
     // Linked, libcublas and libcublasLt were loaded by every command: `tensorctl --version` took 229 MB
-    // resident, now 13 MB (README, Devices). The dynamic loader lists what a start would load.
+    // resident, now 13 MB (docs/devices.md, "CUDA"). The dynamic loader lists what a start would load.
     TempDir d;
     const CommandResult r =
         run_shell_command("LD_TRACE_LOADED_OBJECTS=1 " + quoted(TENSORCTL_BINARY) + " --version", d.path());
