@@ -1,16 +1,22 @@
-// The README's samples are the program's output: every code block whose lines start with "$ " is run, in
-// README order, in one scratch directory (configs/ and tests/ linked from the source tree, `tensorctl` on
-// the PATH), and each line shown under a command must be a line it prints (stdout and stderr together, in
-// any order, as a pipe may reorder them; a sample may leave lines out). Numbers are compared by their form,
-// not their value (timings and last digits vary by machine): each number reads as 9, so "0.090 ms" is
-// "9.9 ms" and "1,234" is "9"; NaN and infinity read alike; a signed percentage reads as "±9.9%" (a measured
-// difference such as the profiler's overhead falls either side of zero). Table columns that are deterministic (Param #,
-// MFLOP, Output Shape) compare exactly. HTML comments just above a block steer it:
+// The manual's samples are the program's output: every code block whose lines start with "$ " is run, in
+// order (README.md first, then every docs/**/*.md in sorted path order, so a page may use a run an earlier
+// page made), in one scratch directory (configs/ and tests/ linked from the source tree, `tensorctl` on the
+// PATH and as build/tensorctl), and each line shown under a command must be a line it prints (stdout and
+// stderr together, in any order, as a pipe may reorder them; a sample may leave lines out). Numbers are
+// compared by their form, not their value (timings and last digits vary by machine): each number reads as
+// 9, so "0.090 ms" is "9.9 ms" and "1,234" is "9"; NaN and infinity read alike; a signed percentage reads as
+// "±9.9%" (a measured difference such as the profiler's overhead falls either side of zero). Table columns
+// that are deterministic (Param #, MFLOP, Output Shape) compare exactly. HTML comments just above a block
+// steer it:
 //   <!-- test: skip WHY -->     the block is not run (hardware-specific output, mpirun, a Ctrl-C)
 //   <!-- test: run COMMAND -->  a shell command run first, its output ignored (a run the sample needs)
 //   <!-- test: vary TEXT -->    lines holding TEXT are not compared (a race's outcome differs run to run)
+// The same pages' relative links must name files that exist (and headings that exist, for an anchor into
+// a Markdown file), and every page of docs/ must be reachable from the README through them.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -30,15 +36,29 @@ struct Sample {
 };
 
 struct Block {
-  int line = 0;  // of the opening fence, 1-based
+  std::string page;  // relative to the source tree: README.md, docs/...
+  int line = 0;      // of the opening fence, 1-based
   std::string skip;
   std::vector<std::string> setup;
   std::vector<std::string> vary;
   std::vector<Sample> samples;
 };
 
-std::vector<Block> readme_blocks() {
-  const auto lines = split_lines(read_text(source_path("README.md")));
+// README.md, then every Markdown file under docs/ in sorted path order: the order the samples run in.
+std::vector<std::string> manual_pages() {
+  std::vector<fs::path> docs;
+  const fs::path root = source_path("docs");
+  for (const auto& entry : fs::recursive_directory_iterator(root))
+    if (entry.is_regular_file() && entry.path().extension() == ".md")
+      docs.push_back("docs" / entry.path().lexically_relative(root));
+  std::sort(docs.begin(), docs.end());
+  std::vector<std::string> pages{"README.md"};
+  for (const auto& d : docs) pages.push_back(d.generic_string());
+  return pages;
+}
+
+std::vector<Block> blocks_of(const std::string& page) {
+  const auto lines = split_lines(read_text(source_path(page)));
   std::vector<Block> blocks;
   std::vector<std::string> comments;
   for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -52,6 +72,7 @@ std::vector<Block> readme_blocks() {
       continue;
     }
     Block b;
+    b.page = page;
     b.line = static_cast<int>(i + 1);
     for (const auto& c : comments) {
       const std::string body = c.substr(11, c.size() - 11 - 4);
@@ -132,9 +153,82 @@ CommandResult shell(const fs::path& dir, const fs::path& bin, const std::string&
   return run_shell_command("PATH=" + quoted(bin) + ":\"$PATH\" COLUMNS=200 sh -c " + quoted(fs::path(command)), dir);
 }
 
+// Runs one sample and checks that each line it shows is a line printed; not their order, which a pipe may
+// change between stdout and stderr.
+void check_sample(const TempDir& d, const fs::path& bin, const Block& b, const Sample& sample) {
+  // `cat FILE` shows a file the next commands use: the sample's lines are its content.
+  if (sample.command.starts_with("cat ") && !fs::exists(d / sample.command.substr(4))) {
+    std::string text;
+    for (const auto& l : sample.expected) text += l + "\n";
+    d.write(sample.command.substr(4), text);
+  }
+  const CommandResult s = shell(d.path(), bin, sample.command);
+  INFO("$ " << sample.command << "\n" << s.out);
+  Normalizer expected_form, actual_form;
+  std::multiset<std::string> actual;
+  for (const auto& l : split_lines(s.out)) actual.insert(actual_form(l));
+  for (const auto& e : sample.expected) {
+    if (e == "..." || e.empty() ||
+        std::any_of(b.vary.begin(), b.vary.end(), [&](const std::string& v) { return e.find(v) != std::string::npos; }))
+      continue;
+    const std::string want = expected_form(e);
+    auto it = actual.find(want);
+    CHECK_MESSAGE(it != actual.end(), "not printed: " << e << "\n  (compared as: " << want << ")");
+    if (it != actual.end()) actual.erase(it);
+  }
+}
+
+// GitHub's anchor for a heading: lower case, punctuation but '-' and '_' dropped, each space a '-'.
+std::string anchor_of(const std::string& heading) {
+  std::string out;
+  for (const unsigned char c : heading) {
+    if (c == ' ') out += '-';
+    if (std::isalnum(c) || c == '-' || c == '_' || c >= 0x80) out += static_cast<char>(std::tolower(c));
+  }
+  return out;
+}
+
+struct Link {
+  int line = 0;
+  std::string target;
+};
+
+// What a Markdown file offers and points to, outside code blocks and code spans: the anchors of its headings
+// (a repeated heading's with -1, -2, ... as GitHub numbers them) and its relative links.
+struct PageLinks {
+  std::set<std::string> anchors;
+  std::vector<Link> links;
+};
+
+PageLinks links_of(const std::string& page) {
+  static const std::regex link(R"(\]\(([^()\s]+)\))"), code_span("`[^`]*`");
+  PageLinks out;
+  std::map<std::string, int> seen;
+  bool in_code = false;
+  const auto lines = split_lines(read_text(source_path(page)));
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string& l = lines[i];
+    if (l.starts_with("```")) in_code = !in_code;
+    if (in_code || l.starts_with("```")) continue;
+    const std::size_t text = l.find_first_not_of('#');
+    if (text > 0 && text != std::string::npos && l[text] == ' ') {
+      const std::string a = anchor_of(l.substr(text + 1));
+      const int repeat = seen[a]++;
+      out.anchors.insert(repeat ? a + "-" + std::to_string(repeat) : a);
+    }
+    const std::string prose = std::regex_replace(l, code_span, "");
+    for (std::sregex_iterator m(prose.begin(), prose.end(), link), end; m != end; ++m) {
+      const std::string target = (*m)[1];
+      if (target.find("://") == std::string::npos && !target.starts_with("mailto:"))
+        out.links.push_back({static_cast<int>(i + 1), target});
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-TEST_CASE("every sample in the README is what the program prints") {
+TEST_CASE("every sample in the README and docs/ is what the program prints") {
   TempDir d;
   const fs::path bin = d / ".bin";
   fs::create_directories(bin);
@@ -144,46 +238,62 @@ TEST_CASE("every sample in the README is what the program prints") {
   fs::create_directories(d / "docs");
   for (const char* linked : {"configs", "tests"}) fs::create_directory_symlink(source_path(linked), d / linked);
   int run = 0, skipped = 0;
-  for (const Block& b : readme_blocks()) {
-    INFO("README.md line " << b.line);
-    if (!b.skip.empty()) {
-      ++skipped;
-      continue;
-    }
-    for (const auto& command : b.setup) {
-      const CommandResult s = shell(d.path(), bin, command);
-      INFO("setup: " << command << "\n" << s.out);
-      REQUIRE(s.status == 0);
-    }
-    for (const Sample& sample : b.samples) {
-      ++run;
-      // `cat FILE` shows a file the next commands use: the sample's lines are its content.
-      if (sample.command.starts_with("cat ") && !fs::exists(d / sample.command.substr(4))) {
-        std::string text;
-        for (const auto& l : sample.expected) text += l + "\n";
-        d.write(sample.command.substr(4), text);
+  const auto pages = manual_pages();
+  for (const auto& page : pages) {
+    for (const Block& b : blocks_of(page)) {
+      INFO(b.page << " line " << b.line);
+      if (!b.skip.empty()) {
+        ++skipped;
+        continue;
       }
-      const CommandResult s = shell(d.path(), bin, sample.command);
-      INFO("$ " << sample.command << "\n" << s.out);
-      // Each line shown must be a line printed; not their order, which a pipe may change between stdout and
-      // stderr.
-      Normalizer expected_form, actual_form;
-      std::multiset<std::string> actual;
-      for (const auto& l : split_lines(s.out)) actual.insert(actual_form(l));
-      for (const auto& e : sample.expected) {
-        if (e == "..." || e.empty() || std::any_of(b.vary.begin(), b.vary.end(), [&](const std::string& v) {
-              return e.find(v) != std::string::npos;
-            }))
-          continue;
-        const std::string want = expected_form(e);
-        auto it = actual.find(want);
-        CHECK_MESSAGE(it != actual.end(), "not printed: " << e << "\n  (compared as: " << want << ")");
-        if (it != actual.end()) actual.erase(it);
+      for (const auto& command : b.setup) {
+        const CommandResult s = shell(d.path(), bin, command);
+        INFO("setup: " << command << "\n" << s.out);
+        REQUIRE(s.status == 0);
+      }
+      for (const Sample& sample : b.samples) {
+        ++run;
+        check_sample(d, bin, b, sample);
       }
     }
   }
-  MESSAGE(run << " README commands run, " << skipped << " blocks skipped as marked");
+  MESSAGE(run << " commands run from " << pages.size() << " pages, " << skipped << " blocks skipped as marked");
   CHECK(run >= 30);
+}
+
+TEST_CASE("every relative link in the README and docs/ names a file and a heading that exist") {
+  const auto pages = manual_pages();
+  std::map<std::string, std::set<std::string>> pages_linked;  // page -> the Markdown files it links to
+  int checked = 0;
+  for (const auto& page : pages) {
+    for (const Link& l : links_of(page).links) {
+      INFO(page << " line " << l.line << ": " << l.target);
+      ++checked;
+      const std::size_t hash = l.target.find('#');
+      const std::string file = l.target.substr(0, hash),
+                        anchor = hash == std::string::npos ? "" : l.target.substr(hash + 1);
+      const std::string target =
+          file.empty() ? page : (fs::path(page).parent_path() / file).lexically_normal().generic_string();
+      if (!fs::exists(source_path(target))) {
+        FAIL_CHECK("no such file: " << target);
+        continue;
+      }
+      if (!target.ends_with(".md")) continue;
+      pages_linked[page].insert(target);
+      if (!anchor.empty())
+        CHECK_MESSAGE(links_of(target).anchors.count(anchor), "no heading #" << anchor << " in " << target);
+    }
+  }
+  std::set<std::string> reached{"README.md"};
+  for (std::vector<std::string> todo{"README.md"}; !todo.empty();) {
+    const std::string page = todo.back();
+    todo.pop_back();
+    for (const auto& next : pages_linked[page])
+      if (reached.insert(next).second) todo.push_back(next);
+  }
+  for (const auto& page : pages) CHECK_MESSAGE(reached.count(page), page << ": no link leads to it from README.md");
+  MESSAGE(checked << " relative links checked in " << pages.size() << " pages");
+  CHECK(checked >= 20);
 }
 
 }  // namespace tctl::cli_test
