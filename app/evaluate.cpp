@@ -8,7 +8,8 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
-#include "models/train/training_run.h"
+#include "models/run/loaded_run.h"
+#include "models/run/run_input.h"
 
 namespace tctl::app {
 
@@ -26,18 +27,8 @@ int run_evaluate(const EvaluateFlags& f) {
   Dataset data;
   std::string source;
   if (f.data.ends_with(".json")) {
-    TrainConfig c = load_train_config(f.data);
-    // The data is checked against the run's model, so messages must name the run's model file.
-    c.model_file = (run.dir / "model.json").string();
-    c.model_path = "";
-    // The config's split decides the rows; the run's own scaling must be used on them.
-    PreparedData raw = prepare_data(c, run.model->net(), &run.class_names);
-    data = raw.test_raw;
-    data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
-    data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
+    data = read_run_test_split(run, f.data);
     source = f.data + " (test split)";
-    if (data.size() == 0)
-      throw SpecError(f.data, "data.test_split", "the test split is empty, so there is nothing to evaluate");
   }
   RunInput in;  // a CSV's rows
   if (source.empty()) {
@@ -49,7 +40,7 @@ int run_evaluate(const EvaluateFlags& f) {
   }
   if (data.size() == 0) throw SpecError(f.data, "", "no rows to evaluate");
   print_placement_warnings(run.model->placement_warnings());
-  MetricValues m = Trainer(*run.model).evaluate(data, f.batch_size);
+  MetricValues m = evaluate_run(run, data, f.batch_size);
   // A loss gone non-finite on a CSV's finite rows: the row whose outputs overflowed is named.
   const bool finite = std::all_of(m.begin(), m.end(), [](const auto& kv) { return std::isfinite(kv.second); });
   if (in.rows > 0 && !finite) check_finite_outputs(run.model->predict(in.x, f.batch_size), in, f.data);

@@ -8,7 +8,8 @@
 #include "models/io/atomic_file.h"
 #include "models/io/onnx_export.h"
 #include "models/io/safetensors.h"
-#include "models/train/training_run.h"
+#include "models/run/loaded_run.h"
+#include "models/run/output_check.h"
 
 namespace tctl::app {
 

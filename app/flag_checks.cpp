@@ -7,6 +7,7 @@
 
 #include "core/device.h"
 #include "core/errors.h"
+#include "models/io/run_layout.h"
 
 namespace tctl::app {
 
@@ -68,7 +69,7 @@ CLI::Validator output_path() { return non_empty("a file name or - for standard o
 std::string model_file_of(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_directory(path, ec)) return path;
-  const std::filesystem::path file = std::filesystem::path(path) / "model.json";
+  const std::filesystem::path file = RunLayout(path).model();
   if (!std::filesystem::exists(file, ec)) throw SpecError(path, "", "not a run directory: model.json is missing");
   return file.string();
 }

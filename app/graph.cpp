@@ -17,8 +17,9 @@
 #include "core/placement.h"
 #include "models/io/atomic_file.h"
 #include "models/io/graph_export.h"
+#include "models/run/output_check.h"
+#include "models/train/model_builder.h"
 #include "models/train/train_config.h"
-#include "models/train/training_run.h"
 
 extern char** environ;
 

@@ -10,7 +10,7 @@
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
-#include "models/train/training_run.h"
+#include "models/run/output_check.h"
 
 namespace tctl::app {
 

@@ -12,7 +12,9 @@
 #include "core/errors.h"
 #include "models/data/csv.h"
 #include "models/io/atomic_file.h"
-#include "models/train/training_run.h"
+#include "models/run/loaded_run.h"
+#include "models/run/output_check.h"
+#include "models/run/run_input.h"
 
 namespace tctl::app {
 

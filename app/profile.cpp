@@ -17,7 +17,8 @@
 #include "models/io/atomic_file.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
-#include "models/train/training_run.h"
+#include "models/run/output_check.h"
+#include "models/train/model_builder.h"
 
 namespace tctl::app {
 

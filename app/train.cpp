@@ -15,7 +15,9 @@
 #include "app/flag_checks.h"
 #include "app/terminal.h"
 #include "core/errors.h"
+#include "core/mpi_world.h"
 #include "core/thread_pool.h"
+#include "models/io/run_layout.h"
 #include "models/train/training_run.h"
 
 namespace tctl::app {
@@ -185,7 +187,7 @@ int run_train(const TrainFlags& f) {
     const auto& at = *out.interrupted_at;
     std::fprintf(log, "\n%s: epoch %lld, %lld steps done; checkpoint written to %s\n", stop_text(sig),
                  static_cast<long long>(at.epoch), static_cast<long long>(at.steps_done),
-                 printable_line((std::filesystem::path(c.output) / "checkpoint.safetensors").string()).c_str());
+                 printable_line(RunLayout(c.output).checkpoint().string()).c_str());
     std::fprintf(log, "Resume with: %s\n", printable_line(resume_command(f, c.output)).c_str());
     return stopped_status;
   }

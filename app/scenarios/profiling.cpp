@@ -10,7 +10,8 @@
 
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
-#include "models/train/training_run.h"
+#include "models/train/model_builder.h"
+#include "models/train/prepared_data.h"
 
 namespace tctl {
 

@@ -16,8 +16,8 @@
 #include "core/session.h"
 #include "models/data/dataset.h"
 #include "models/train/model.h"
+#include "models/train/model_builder.h"
 #include "models/train/trainer.h"
-#include "models/train/training_run.h"
 
 namespace tctl {
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/errors.h"
+#include "models/io/run_layout.h"
 
 namespace tctl {
 
@@ -118,8 +119,8 @@ EventFileWriter::EventFileWriter(const std::filesystem::path& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw RuntimeError("cannot create " + dir.string() + ": " + ec.message());
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  path_ = dir / ("events.out.tfevents." + std::to_string(static_cast<std::int64_t>(now)) + "." + host_name() + "." +
-                 std::to_string(getpid()) + "." + std::to_string(counter++) + ".tensorctl");
+  path_ = dir / (RunLayout::kEventFilePrefix + std::to_string(static_cast<std::int64_t>(now)) + "." + host_name() +
+                 "." + std::to_string(getpid()) + "." + std::to_string(counter++) + ".tensorctl");
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) throw RuntimeError("cannot create " + path_.string() + ": " + std::strerror(errno));
   append({event_file_version(now)});

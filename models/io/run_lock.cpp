@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "core/errors.h"
+#include "models/io/run_layout.h"
 
 namespace tctl {
 
@@ -51,7 +52,8 @@ std::string holder_text(int fd, RunLock::Mode mode) {
   const long pid = recorded_pid(fd);
   const std::string who = pid > 0 && process_alive(pid) ? "another tensorctl process (pid " + std::to_string(pid) + ")"
                                                         : "another tensorctl process";
-  return who + " is writing this run directory (" + kRunLockFile + " is locked); wait for it to end or stop it" +
+  return who + " is writing this run directory (" + RunLayout::kLockFile +
+         " is locked); wait for it to end or stop it" +
          (mode == RunLock::Mode::kWrite ? ", or choose another --output" : "");
 }
 
@@ -69,7 +71,7 @@ long temporary_pid(std::string_view entry, const std::string& name) {
 }  // namespace
 
 RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
-  const std::filesystem::path path = dir / kRunLockFile;
+  const std::filesystem::path path = dir / RunLayout::kLockFile;
   const bool write = mode == Mode::kWrite;
   // A few tries: the file can be replaced between our open and our lock (a refused writer deletes the lock
   // file it created), and a lock on an unlinked file guards nothing.
@@ -86,9 +88,9 @@ RunLock RunLock::acquire(const std::filesystem::path& dir, Mode mode) {
     if (lock.fd_ < 0) {
       // A reader of a run it cannot lock (another user's, read-only) reads it as before there were locks.
       if (!write && (errno == EACCES || errno == EPERM)) return RunLock();
-      throw SpecError(
-          dir.string(), "",
-          std::string("cannot open the run directory's lock file ") + kRunLockFile + ": " + std::strerror(errno));
+      throw SpecError(dir.string(), "",
+                      std::string("cannot open the run directory's lock file ") + RunLayout::kLockFile + ": " +
+                          std::strerror(errno));
     }
     // flock's errno, or 0 once locked.
     auto try_lock = [&](int operation) { return ::flock(lock.fd_, operation | LOCK_NB) == 0 ? 0 : errno; };

@@ -1,6 +1,8 @@
-// The owner of a run directory: an advisory lock (flock) on the file tensorctl.lock inside it, held for the
+// The owner of a run directory: an advisory lock (flock) on its lock file (RunLayout::kLockFile), held for the
 // whole of a command, so two writers never mix two runs in one directory and a reader never reads one run's
-// model with another's weights. The kernel releases it when the process ends, however it ends.
+// model with another's weights. The kernel releases it when the process ends, however it ends. The lock file
+// stays after the run (deleting it would race with a process about to lock it) and holds the pid of the last
+// writer.
 #pragma once
 
 #include <filesystem>
@@ -8,10 +10,6 @@
 #include <vector>
 
 namespace tctl {
-
-// The lock file's name inside a run directory. It stays after the run (deleting it would race with a process
-// about to lock it) and holds the pid of the last writer.
-inline constexpr const char* kRunLockFile = "tensorctl.lock";
 
 // Held from a successful acquire until destruction. Movable, not copyable. Not thread-safe: one per command.
 class RunLock {

@@ -6,6 +6,7 @@
 
 #include "core/errors.h"
 #include "core/text.h"
+#include "models/io/run_layout.h"
 #include "models/io/spec_reader.h"
 
 namespace tctl {
@@ -40,7 +41,7 @@ namespace {
 bool plain_run_file_name(const std::string& name, bool new_run) {
   return !name.empty() && (!new_run || name.size() <= 200) && !has_control_character(name) &&
          name.find('/') == std::string::npos && name.find('\\') == std::string::npos && name != "." && name != ".." &&
-         std::find(kRunFiles.begin(), kRunFiles.end(), name) == kRunFiles.end();
+         std::ranges::find(RunLayout::file_names(), name) == RunLayout::file_names().end();
 }
 
 // TensorBoard's keys: log_dir, and update_freq ("epoch", "batch", or a number of steps), as in Keras.

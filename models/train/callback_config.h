@@ -17,11 +17,6 @@
 
 namespace tctl {
 
-// The files a run writes into its directory, besides its callbacks' files and folders; the last is its lock
-// (models/io/run_lock.h), which outlives the run.
-inline const std::vector<std::string> kRunFiles{"model.json", "weights.safetensors",    "history.csv",   "summary.json",
-                                                "test.csv",   "checkpoint.safetensors", "tensorctl.lock"};
-
 struct CallbackConfig {
   std::string type;  // EarlyStopping, ModelCheckpoint, ReduceLROnPlateau, TensorBoard
   std::string monitor = "val_loss";

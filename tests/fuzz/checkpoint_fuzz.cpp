@@ -15,6 +15,7 @@
 #include <string>
 
 #include "models/io/atomic_file.h"
+#include "models/run/loaded_run.h"
 #include "models/train/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/run/loaded_run.h"
 #include "models/train/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -11,8 +11,9 @@
 
 #include "core/errors.h"
 #include "models/nn/losses.h"
+#include "models/run/loaded_run.h"
+#include "models/run/run_input.h"
 #include "models/train/trainer.h"
-#include "models/train/training_run.h"
 
 namespace tctl::fuzz {
 

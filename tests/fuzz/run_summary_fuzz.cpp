@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "models/run/loaded_run.h"
 #include "models/train/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"

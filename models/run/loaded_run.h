@@ -1,0 +1,49 @@
+// A trained run loaded back from its run directory (RunLayout names its files) for predict, evaluate and
+// export: its model with the saved weights, and what is needed to feed it new data. This part reads runs and
+// never trains: it uses the network and the run's recorded config, never the fit loop, the optimizer or the
+// callbacks (scripts/check_layers.sh keeps it so).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/data/dataset.h"
+#include "models/train/model.h"
+#include "models/train/train_config.h"
+
+namespace tctl {
+
+// A trained run loaded back: its model with the saved weights, and what is needed to feed it new data.
+struct LoadedRun {
+  std::filesystem::path dir;
+  TrainConfig config;
+  std::unique_ptr<Model> model;
+  Standardizer standardizer;
+  bool standardized = false;
+  std::vector<std::string> feature_names;
+  std::string label = "label";
+  int num_classes = 0;
+  std::vector<std::string> class_names;  // when the labels were names; label i is class_names[i]
+  nlohmann::json summary;                // summary.json; empty for an interrupted run
+  std::filesystem::path weights;         // the file the weights came from
+};
+
+// Loads a finished run (summary.json, weights.safetensors) or an interrupted one (checkpoint.safetensors: its
+// config and input scaling come from the checkpoint; one written before checkpoints recorded the scaling has
+// it recomputed from the training data). `weights`
+// picks another weights file, relative to the run directory: a ModelCheckpoint's best.safetensors, or
+// checkpoint.safetensors (a training checkpoint's optimizer state is ignored).
+// Throws SpecError naming the directory when it is not a run (saying what is missing) or a file in it is
+// damaged, and RuntimeError naming the file, the tensor and the element when a weight is NaN or infinite.
+LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads = 0, int intra_op_threads = 0,
+                   const std::string& weights = "");
+
+// Loss and metrics of the run's model over every row of `data` (scaled and shaped for the model), in batches
+// of `batch_size`, with the inference graph.
+MetricValues evaluate_run(LoadedRun& run, const Dataset& data, std::int64_t batch_size);
+
+}  // namespace tctl

@@ -1,0 +1,189 @@
+#include "models/run/run_input.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/text.h"
+#include "models/data/csv.h"
+#include "models/io/run_layout.h"
+#include "models/nn/memory_budget.h"
+#include "models/train/prepared_data.h"
+
+namespace tctl {
+
+namespace {
+
+SpecError missing_column(const LoadedRun& run, const std::string& csv_path, const std::string& name) {
+  return SpecError(csv_path, "line 1",
+                   "missing column \"" + name + "\" (the model was trained on: " + join_first(run.feature_names) + ")");
+}
+
+std::string row_place(const CsvTable& table, std::int64_t r) {
+  return "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]);
+}
+
+// Other columns of a file with a header are none of our business; a headerless file's are all features.
+CsvOptions run_csv_options(const LoadedRun& run, const std::string& csv_path,
+                           const std::vector<std::string>& keep_columns) {
+  const bool header = run.config.data.header;
+  CsvOptions options{.header = header, .text_columns = keep_columns, .number_columns = {}};
+  if (run.num_classes > 0) options.text_columns.push_back(run.label);
+  if (header) {
+    options.number_columns = run.feature_names;
+    options.number_columns.push_back(run.label);
+    // Checked as soon as the header is read: `yes 1 | tensorctl predict --input -` is refused at once.
+    // A set of the features, not of the columns: a header of millions of names costs no more than its cells.
+    options.check_header = [&run, &csv_path](const std::vector<std::string>& columns) {
+      std::unordered_set<std::string_view> missing(run.feature_names.begin(), run.feature_names.end());
+      for (const std::string& name : columns) missing.erase(name);
+      for (const std::string& name : run.feature_names)
+        if (missing.contains(name)) throw missing_column(run, csv_path, name);
+    };
+  }
+  // The file is read whole, then parsed to floats and kept text: a quarter of what the model may take.
+  options.max_bytes = static_cast<std::size_t>(memory_limit_bytes() / 4);
+  options.max_bytes_reason = "a quarter of the memory limit: this machine's memory, or TENSORCTL_MEMORY_LIMIT";
+  return options;
+}
+
+// The table's column of each of the run's features, in the run's order. A headerless file of the features
+// alone has its columns named after them first.
+std::vector<int> feature_columns(const LoadedRun& run, CsvTable& table, const std::string& csv_path,
+                                 const std::vector<std::string>& keep_columns) {
+  const bool header = run.config.data.header;
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  if (!header && static_cast<std::int64_t>(table.columns.size()) == f) table.columns = run.feature_names;
+  // Without names, a column past the ones the run knows cannot be told from a shifted feature: refuse it.
+  auto listed = [](const std::vector<std::string>& names, const std::string& name) {
+    return std::ranges::find(names, name) != names.end();
+  };
+  if (!header)
+    for (const std::string& name : table.columns)
+      if (name != run.label && !listed(run.feature_names, name) && !listed(keep_columns, name))
+        throw SpecError(csv_path, row_place(table, 0),
+                        fmt::format("{} cells, but a row without a header holds the model's {} features, in order, "
+                                    "and at most the label as column {}; column {} is neither (or keep it with "
+                                    "--keep-columns {})",
+                                    table.columns.size(), f, run.label, name, name));
+  std::vector<int> cols;
+  for (const auto& name : run.feature_names) {
+    int c = table.column_index(name);
+    if (c < 0) throw missing_column(run, csv_path, name);
+    // A feature read as text (also kept, or a headerless file's renamed column) must still be numbers.
+    if (table.is_text(c))
+      for (std::int64_t r = 0; r < table.rows; ++r)
+        if (std::isnan(table.at(r, c)))
+          throw SpecError(csv_path, row_place(table, r),
+                          "column \"" + name + "\": expected a finite number, got \"" + table.text_at(r, c) + "\"");
+    cols.push_back(c);
+  }
+  return cols;
+}
+
+void add_kept_columns(const CsvTable& table, const std::string& csv_path, const std::vector<std::string>& keep_columns,
+                      RunInput& in) {
+  for (const auto& name : keep_columns) {
+    const int c = table.column_index(name);
+    if (c < 0)
+      throw SpecError(
+          csv_path, "line 1",
+          "no column \"" + name + "\" to keep (--keep-columns; the columns are " + join_first(table.columns, 16) + ")");
+    in.kept_names.push_back(name);
+    in.kept.push_back(table.text[static_cast<std::size_t>(c)]);
+  }
+}
+
+// The features of every row, [rows, features], scaled by the run's scaling.
+Tensor scaled_features(const LoadedRun& run, const CsvTable& table, const std::vector<int>& cols,
+                       const std::string& csv_path) {
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j)
+      x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+  Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
+  // A float like 3.4e38 is read as written, but scaled by a small deviation it leaves the floats.
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j)
+      if (!std::isfinite(scaled_x.data<float>()[r * f + j])) {
+        const auto col = static_cast<std::size_t>(j);
+        throw SpecError(csv_path, row_place(table, r),
+                        fmt::format("column \"{}\": {:.9g} lies so far from the training data (mean {:.6g}, "
+                                    "deviation {:.6g}) that its scaled value overflows a float",
+                                    run.feature_names[col], x.data<float>()[r * f + j], run.standardizer.mean[col],
+                                    run.standardizer.std[col]));
+      }
+  return scaled_x;
+}
+
+// The rows with their labels from column `label_col`, mapped to the run's classes; a class label the model
+// has no output for is refused, naming its line.
+Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::string& csv_path, int label_col,
+                      const Tensor& x) {
+  Dataset labelled;
+  labelled.name = std::filesystem::path(csv_path).stem().string();
+  labelled.feature_names = run.feature_names;
+  const CsvDataOptions labels{
+      .header = run.config.data.header, .named_labels = !run.class_names.empty(), .classes = run.class_names};
+  set_labels(labelled, table, csv_path, label_col, run.num_classes > 0, labels);
+  const std::int64_t outputs = run.model->net().output_shape().num_elements();
+  if (run.num_classes > 0 && labelled.num_classes > outputs)
+    for (std::int64_t r = 0; r < table.rows; ++r)
+      if (const std::int32_t y = labelled.y.data<std::int32_t>()[r]; y >= outputs)
+        throw SpecError(
+            csv_path, row_place(table, r),
+            fmt::format("label {} does not fit the model's {} outputs ({} {}); labels must lie in 0..{}", y, outputs,
+                        RunLayout(run.dir).model().string(), last_layer_key(run.model->net()), outputs - 1));
+  labelled.x = x;
+  return labelled;
+}
+
+}  // namespace
+
+RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
+                        const std::vector<std::string>& keep_columns) {
+  CsvTable table = read_csv(csv_path, run_csv_options(run, csv_path, keep_columns));
+  const std::vector<int> cols = feature_columns(run, table, csv_path, keep_columns);
+  RunInput in;
+  add_kept_columns(table, csv_path, keep_columns, in);
+  const int label_col = table.column_index(run.label);
+  in.rows = table.rows;
+  in.x = shape_for_model(scaled_features(run, table, cols, csv_path), run.model->net());
+  in.row_lines = table.row_lines;
+  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+  return in;
+}
+
+Dataset read_run_test_split(const LoadedRun& run, const std::string& config_path) {
+  TrainConfig c = load_train_config(config_path);
+  // The data is checked against the run's model, so messages must name the run's model file.
+  c.model_file = RunLayout(run.dir).model().string();
+  c.model_path = "";
+  // The config's split decides the rows; the run's own scaling must be used on them.
+  PreparedData raw = prepare_data(c, run.model->net(), &run.class_names);
+  Dataset data = raw.test_raw;
+  data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
+  data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
+  if (data.size() == 0)
+    throw SpecError(config_path, "data.test_split", "the test split is empty, so there is nothing to evaluate");
+  return data;
+}
+
+void check_finite_outputs(const Tensor& outputs, const RunInput& in, const std::string& csv_path) {
+  const std::int64_t n = in.rows;
+  const std::int64_t width = n ? outputs.num_elements() / n : 0;
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t j = 0; j < width; ++j)
+      if (const float v = outputs.data<float>()[r * width + j]; !std::isfinite(v))
+        throw SpecError(csv_path, "line " + std::to_string(in.row_lines[static_cast<std::size_t>(r)]),
+                        fmt::format("the model's output {} for this row is {}: the row's values lie too far from the "
+                                    "data the model was trained on",
+                                    j, v));
+}
+
+}  // namespace tctl

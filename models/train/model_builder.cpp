@@ -1,0 +1,65 @@
+#include "models/train/model_builder.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+namespace {
+
+ModelOptions model_options(const TrainConfig& c) {
+  ModelOptions o;
+  o.loss = c.loss;
+  o.optimizer = c.optimizer;
+  o.metrics = c.metrics;
+  o.inter_op_threads = c.inter_op_threads;
+  o.intra_op_threads = c.intra_op_threads;
+  o.device = c.device;
+  o.allow_tf32 = c.allow_tf32;
+  o.seed = c.seed;
+  o.config_file = c.file;
+  o.prefetch = c.prefetch;
+  if (c.strategy.mirrored() && c.strategy.replicas > 1) {
+    o.replica_devices = c.strategy.devices;
+    if (o.replica_devices.empty()) o.replica_devices.assign(static_cast<std::size_t>(c.strategy.replicas), c.device);
+  }
+  o.bucket_bytes = c.strategy.bucket_bytes;
+  if (c.strategy.type == "hogwild") o.hogwild_workers = c.strategy.workers;
+  o.placement.strict = c.strict_placement;
+  if (c.log_device_placement)
+    o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
+  return o;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_dependencies,
+                                   std::shared_ptr<MpiWorld> workers) {
+  ModelOptions options = model_options(c);
+  options.auto_control_dependencies = auto_control_dependencies;
+  if (workers) {
+    options.worker = workers->rank();
+    options.workers = std::move(workers);
+  }
+  // Each mirrored replica has its own network, built alike.
+  std::vector<std::shared_ptr<Sequential>> nets;
+  for (std::size_t r = 0; r < std::max<std::size_t>(1, options.replica_devices.size()); ++r)
+    nets.push_back(std::make_shared<Sequential>(
+        Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking)));
+  return std::make_unique<Model>(std::move(nets), options);
+}
+
+std::unique_ptr<Model> build_model_if_loss_fits(const TrainConfig& config) {
+  try {
+    return build_model(config);
+  } catch (const SpecError& e) {
+    if (e.where() != "loss") throw;
+    return nullptr;
+  }
+}
+
+bool loss_fits_model(const TrainConfig& config) { return build_model_if_loss_fits(config) != nullptr; }
+
+}  // namespace tctl

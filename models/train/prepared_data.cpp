@@ -1,0 +1,121 @@
+#include "models/train/prepared_data.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/text.h"
+#include "models/data/csv.h"
+#include "models/nn/losses.h"
+
+namespace tctl {
+
+Tensor shape_for_model(const Tensor& x, const Sequential& net) {
+  return x.reshaped(Shape::concat(x.shape()[0], net.input_shape()));
+}
+
+std::string data_source(const TrainConfig& c) { return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv; }
+
+std::string data_key(const TrainConfig& c) { return c.data.csv.empty() ? "data" : "data.csv"; }
+
+std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
+
+namespace {
+
+Dataset scaled(const Dataset& d, const Standardizer* s, const Sequential& net) {
+  Dataset out = d;
+  if (d.size() == 0) return out;
+  out.x = shape_for_model(s ? s->apply(d.x) : d.x, net);
+  return out;
+}
+
+// Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
+std::string model_place(const TrainConfig& c, const std::string& key) {
+  return c.model_file + " " + (c.model_path.empty() ? key : c.model_path + "." + key);
+}
+
+// Throws a SpecError naming the CSV line of the first label that the model's `outputs` cannot represent.
+// Only called once a label is known to be out of range: it reads the file again to find the line, which the
+// Dataset no longer knows.
+void check_csv_labels(const std::string& csv_path, bool header, const std::string& label, std::int64_t outputs,
+                      const std::string& model_place) {
+  CsvTable table = read_csv(csv_path, CsvOptions{.header = header, .text_columns = {}, .number_columns = {}});
+  const int col = table.column_index(label);
+  if (col < 0) return;
+  for (std::int64_t r = 0; r < table.rows; ++r) {
+    const float v = table.at(r, col);
+    if (v >= static_cast<float>(outputs))
+      throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
+                                  outputs, model_place, outputs - 1));
+  }
+}
+
+}  // namespace
+
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
+  const bool classification = loss_is_classification(c.loss);
+  CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}};
+  if (run_classes != nullptr) {
+    options.named_labels = !run_classes->empty();
+    options.classes = *run_classes;
+  }
+  Dataset data = c.data.csv.empty()
+                     ? load_builtin(c.data.dataset, c.seed, c.file, "data")
+                     : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
+  const DataFingerprint fingerprint = fingerprint_of(data);
+  const std::string where = data_key(c);
+  if (loss_is_binary(c.loss) && data.num_classes > 0) {
+    // Binary cross-entropy takes 0/1 labels as float targets, one column.
+    if (data.num_classes > 2)
+      throw SpecError(
+          c.file, "loss",
+          "loss " + c.loss + " needs two classes, but " + data.name + " has " + std::to_string(data.num_classes));
+    std::vector<float> y(static_cast<std::size_t>(data.size()));
+    for (std::int64_t i = 0; i < data.size(); ++i)
+      y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
+    data.y = Tensor::from_floats(Shape{data.size(), 1}, y);
+    data.num_classes = 0;
+  }
+  if (!classification && data.num_classes > 0)
+    throw SpecError(c.file, "loss",
+                    "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
+  if (data.num_features() != net.input_shape().num_elements())
+    throw SpecError(c.file, where,
+                    fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
+                                data_source(c), data.num_features(), net.input_shape().to_string(),
+                                model_place(c, "input_shape"), net.input_shape().num_elements()));
+  const std::int64_t outputs = net.output_shape().num_elements();
+  if (classification && data.num_classes > outputs) {
+    const std::string last = model_place(c, last_layer_key(net));
+    if (!data.class_names.empty())
+      throw SpecError(c.file, where,
+                      fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
+                                  data_source(c), data.num_classes, join_first(data.class_names), last, outputs));
+    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
+    throw SpecError(c.file, where,
+                    fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
+                                data_source(c), data.num_classes - 1, last, outputs));
+  }
+  if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
+    throw SpecError(c.file, where,
+                    fmt::format("the data has {} targets per row, but the model has {} outputs",
+                                data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
+  Split split = split_dataset(data, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  if (split.train.size() == 0)
+    throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
+
+  PreparedData p;
+  p.fingerprint = fingerprint;
+  p.test_raw = split.test;
+  p.standardized = c.data.standardize;
+  if (p.standardized) p.standardizer.fit(split.train.x);
+  const Standardizer* s = p.standardized ? &p.standardizer : nullptr;
+  p.train = scaled(split.train, s, net);
+  p.validation = scaled(split.validation, s, net);
+  p.test = scaled(split.test, s, net);
+  return p;
+}
+
+}  // namespace tctl

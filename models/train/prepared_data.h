@@ -1,0 +1,42 @@
+// The data a run trains on: the config's data set loaded, checked against the model's input and output,
+// split into train, validation and test rows, and scaled as the config says.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/data/dataset.h"
+#include "models/nn/sequential.h"
+#include "models/train/train_config.h"
+
+namespace tctl {
+
+// The config's data, split and scaled, checked against the model's input and output.
+struct PreparedData {
+  Dataset train, validation, test;
+  Dataset test_raw;  // the test rows before scaling, as written to test.csv
+  Standardizer standardizer;
+  bool standardized = false;
+  DataFingerprint fingerprint;  // of the rows as loaded, before the split (recorded in checkpoints)
+};
+
+// Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
+// the model's input shape, or labels do not fit its output.
+// `run_classes`: a trained run's class names (empty when its classes were numbers), which the labels are
+// mapped to (evaluate); null when training.
+PreparedData prepare_data(const TrainConfig& config, const Sequential& net,
+                          const std::vector<std::string>* run_classes = nullptr);
+
+// The rows of x ([N, features]) reshaped to [N, ...input_shape]; the element counts must agree.
+Tensor shape_for_model(const Tensor& x, const Sequential& net);
+
+// "dataset iris" or "data.csv", for messages that compare the data with the model.
+std::string data_source(const TrainConfig& c);
+
+// The config key that names the data: "data.csv" for a file, "data" for a built-in dataset.
+std::string data_key(const TrainConfig& c);
+
+// "layers[3]": the JSON key of the model's last layer, whose size sets the number of classes.
+std::string last_layer_key(const Sequential& net);
+
+}  // namespace tctl

@@ -1,0 +1,124 @@
+#include "models/train/run_summary.h"
+
+#include <algorithm>
+
+#include "core/device.h"
+#include "models/data/csv.h"
+#include "models/train/history_log.h"
+#include "models/train/training_run.h"
+
+namespace tctl {
+
+namespace {
+
+nlohmann::json metrics_json(const MetricValues& values) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : values) j[k] = v;
+  return j;
+}
+
+// The memory of each device besides the CPU that this process used: the pool's peak, what it holds, and
+// how often it took fresh memory from the device or reused a block.
+nlohmann::json device_memory_json() {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& d : DeviceRegistry::instance().devices()) {
+    const DeviceMemoryStats m = d->memory_stats();
+    if (m.fresh_blocks == 0) continue;
+    out.push_back({{"name", d->name()},
+                   {"peak_bytes", m.bytes_peak},
+                   {"reserved_bytes", m.bytes_reserved},
+                   {"fresh_blocks", m.fresh_blocks},
+                   {"reused_blocks", m.reused_blocks}});
+  }
+  return out;
+}
+
+// Mirrored training: the replicas, and what their all-reduces cost per step against the whole step.
+nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double train_seconds) {
+  if (c.strategy.type == "hogwild") {
+    const HogwildTotals h = model.hogwild_totals();
+    return {{"type", "hogwild"},
+            {"workers", c.strategy.workers},
+            {"locking", std::string(locking_mode_name(c.optimizer.locking))},
+            {"steps", h.steps},
+            {"updates_expected", h.expected},
+            {"updates_applied", h.applied},
+            {"lost_updates", h.expected - h.applied}};
+  }
+  if (model.members() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
+  const AllReduceTotals t = model.all_reduce_totals();
+  const double steps = static_cast<double>(std::max<std::int64_t>(t.steps, 1));
+  return {{"type", c.strategy.type},
+          {"replicas", model.members()},
+          {"steps", t.steps},
+          {"all_reduce",
+           {{"calls", t.calls},
+            {"bytes", t.bytes},
+            {"seconds", t.seconds},
+            {"bytes_per_step", static_cast<double>(t.bytes) / steps},
+            {"seconds_per_step", t.seconds / steps}}},
+          {"step_seconds", train_seconds / steps},
+          {"compute_seconds_per_step", std::max(0.0, train_seconds - t.seconds) / steps}};
+}
+
+}  // namespace
+
+// The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
+std::string dataset_csv(const Dataset& d, const std::string& label, bool header) {
+  std::string out;
+  if (header) {
+    for (const auto& f : d.feature_names) out += csv_field(f) + ",";
+    out += csv_field(label) + "\n";
+  }
+  const std::int64_t f = d.num_features();
+  const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
+  for (std::int64_t r = 0; r < d.size(); ++r) {
+    for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
+    if (d.num_classes > 0) {
+      const std::int32_t y = d.y.data<std::int32_t>()[r];
+      out += d.class_names.empty() ? std::to_string(y) : csv_field(d.class_names[static_cast<std::size_t>(y)]);
+    } else {
+      for (std::int64_t j = 0; j < targets; ++j)
+        out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// What predict and evaluate need to feed the run new rows: summary.json's "data" and "preprocessing", which
+// checkpoints record too (TrainingState::inputs).
+nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
+  return {{"data",
+           {{"feature_names", data.test_raw.feature_names},
+            {"label", c.data.label},
+            {"num_classes", data.test_raw.num_classes},
+            {"classes", data.test_raw.class_names}}},
+          {"preprocessing",
+           {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}}};
+}
+
+nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data,
+                           const TrainOutcome& out) {
+  const Sequential& net = model.net();
+  const nlohmann::json inputs = input_record(c, data);
+  return {{"model", net.name()},
+          {"params", net.param_count()},
+          {"epochs", c.epochs},
+          {"epochs_run", out.last_epoch ? out.last_epoch->epoch : 0},
+          {"train", out.last_epoch ? metrics_json(out.last_epoch->train) : nlohmann::json::object()},
+          {"validation", out.last_epoch ? metrics_json(out.last_epoch->validation) : nlohmann::json::object()},
+          {"test", metrics_json(out.test)},
+          {"rows", {{"train", data.train.size()}, {"validation", data.validation.size()}, {"test", data.test.size()}}},
+          {"wall_seconds", out.seconds},
+          {"train_seconds", out.train_seconds},
+          {"samples_per_second", out.samples_per_second},
+          {"devices", device_memory_json()},
+          {"strategy", strategy_json(c, model, out.train_seconds)},
+          {"data", inputs.at("data")},
+          {"preprocessing", inputs.at("preprocessing")},
+          {"config", c.to_json()},
+          {"output", c.output}};
+}
+
+}  // namespace tctl
