@@ -73,24 +73,21 @@ void hold_closed_standard_streams() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  hold_closed_standard_streams();
-  // A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG instead of a signal
-  // that ends the process mid-write (a run directory half written): a file past its limit becomes a message
-  // and exit 1, a closed standard output a quiet 141 at the end.
+// A closed pipe and a file past its size limit then fail the write with EPIPE and EFBIG instead of a signal
+// that ends the process mid-write (a run directory half written): a file past its limit becomes a message
+// and exit 1, a closed standard output a quiet 141 at the end.
+void survive_failed_writes() {
   struct sigaction pipe_action {};
   pipe_action.sa_handler = on_broken_pipe;
   sigemptyset(&pipe_action.sa_mask);
   sigaction(SIGPIPE, &pipe_action, nullptr);
   std::signal(SIGXFSZ, SIG_IGN);
-  // Every kernel linked in belongs to a defined op (an internal error otherwise, found before any work).
-  tctl::check_op_registry();
-  CLI::App app{"tensorctl: define, train, run and inspect neural networks from JSON specs", "tensorctl"};
-  app.set_version_flag("--version", std::string("tensorctl ") + TENSORCTL_VERSION);
-  app.require_subcommand(1);
-  std::map<CLI::App*, tctl::app::Command> commands;
+}
+
+using Commands = std::map<CLI::App*, tctl::app::Command>;
+
+Commands add_commands(CLI::App& app) {
+  Commands commands;
   auto add = [&](tctl::app::Command (*fn)(CLI::App&)) {
     std::size_t before = app.get_subcommands({}).size();
     tctl::app::Command c = fn(app);
@@ -106,6 +103,53 @@ int main(int argc, char** argv) {
   add(tctl::app::add_devices_command);
   add(tctl::app::add_graph_command);
   add(tctl::app::add_export_command);
+  return commands;
+}
+
+// CLI11's refusal of the command line as one line of ours, naming the --help to read.
+int parse_error_status(const CLI::ParseError& e, const Commands& commands, const std::string& known, int argc) {
+  std::string hint = "tensorctl --help";
+  for (const auto& [sub, run] : commands)
+    if (sub->parsed()) hint = "tensorctl " + sub->get_name() + " --help";
+  if (argc == 1) return print_error("a command is required (known: " + known + "); see " + hint, 2);
+  // CLI11 starts its sentences with a capital ("The following argument was not expected"); ours do not.
+  std::string message = one_line(e.what());
+  if (message.size() > 1 && std::isupper(static_cast<unsigned char>(message[0])) &&
+      std::islower(static_cast<unsigned char>(message[1])))
+    message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
+  return print_error(message + " (see " + hint + ")", 2);
+}
+
+// Runs the parsed command; an exception becomes its one line and the exit status.
+int run_command(Commands& commands) {
+  int status = 2;
+  try {
+    for (auto& [sub, run] : commands)
+      if (sub->parsed()) status = run();
+  } catch (const tctl::SpecError& e) {
+    status = print_error(e.what(), 2);
+  } catch (const tctl::PlacementError& e) {
+    // --strict-placement refused a device the spec or flags asked for: the user's choice, as a bad spec.
+    status = print_error(e.what(), 2);
+  } catch (const std::bad_alloc&) {
+    status = print_error("out of memory", 1);
+  } catch (const std::exception& e) {
+    status = print_error(e.what(), 1);
+  }
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hold_closed_standard_streams();
+  survive_failed_writes();
+  // Every kernel linked in belongs to a defined op (an internal error otherwise, found before any work).
+  tctl::check_op_registry();
+  CLI::App app{"tensorctl: define, train, run and inspect neural networks from JSON specs", "tensorctl"};
+  app.set_version_flag("--version", std::string("tensorctl ") + TENSORCTL_VERSION);
+  app.require_subcommand(1);
+  Commands commands = add_commands(app);
 
   std::string known;
   bool known_command = false;
@@ -122,31 +166,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return finish_stdout(app.exit(e));  // --help, --version
   } catch (const CLI::ParseError& e) {
-    std::string hint = "tensorctl --help";
-    for (const auto& [sub, run] : commands)
-      if (sub->parsed()) hint = "tensorctl " + sub->get_name() + " --help";
-    if (argc == 1) return print_error("a command is required (known: " + known + "); see " + hint, 2);
-    // CLI11 starts its sentences with a capital ("The following argument was not expected"); ours do not.
-    std::string message = one_line(e.what());
-    if (message.size() > 1 && std::isupper(static_cast<unsigned char>(message[0])) &&
-        std::islower(static_cast<unsigned char>(message[1])))
-      message[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(message[0])));
-    return print_error(message + " (see " + hint + ")", 2);
+    return parse_error_status(e, commands, known, argc);
   }
-  int status = 2;
-  try {
-    for (auto& [sub, run] : commands)
-      if (sub->parsed()) status = run();
-  } catch (const tctl::SpecError& e) {
-    status = print_error(e.what(), 2);
-  } catch (const tctl::PlacementError& e) {
-    // --strict-placement refused a device the spec or flags asked for: the user's choice, as a bad spec.
-    status = print_error(e.what(), 2);
-  } catch (const std::bad_alloc&) {
-    status = print_error("out of memory", 1);
-  } catch (const std::exception& e) {
-    status = print_error(e.what(), 1);
-  }
+  int status = run_command(commands);
   // A multi-worker run's processes leave MPI together when they all succeed, or when `train` stopped on a
   // signal (130, 143, 129), which every rank agreed to stop at the same step: Open MPI's MPI_Finalize waits for
   // every rank, so a worker does not leave (and mpirun end the job) while rank 0 still writes the checkpoint

@@ -211,21 +211,10 @@ void print_sweep(const std::vector<ProfileReport>& reports, bool both_modes) {
                         .c_str());
 }
 
-int run_profile(const ProfileFlags& f) {
-  if (f.mode != "traced" && f.mode != "eager" && f.mode != "both")
-    throw SpecError("", "--mode", "unknown mode \"" + f.mode + "\" (known: traced, eager, both)");
-  std::vector<bool> eager_modes;
-  if (f.mode != "eager") eager_modes.push_back(false);
-  if (f.mode != "traced") eager_modes.push_back(true);
-  const auto inters = thread_list(f.inter, "--inter-op-threads");
-  const auto intras = thread_list(f.intra, "--intra-op-threads");
-  if (!f.trace.empty()) check_output_path(f.trace, "--trace");
-  check_output_keeps_inputs(f.trace, "--trace", {f.path});
-
-  TrainConfig config = load_model_file(f.path);
-  ProfileOptions options = f.options;
-  // A model spec names no loss: a forward-only profile builds none, and a training profile takes the default
-  // (sparse categorical cross-entropy) where it fits the model's output, or else runs forward only and says so.
+// A model spec names no loss: a forward-only profile builds none, and a training profile takes the default
+// (sparse categorical cross-entropy) where it fits the model's output, or else runs forward only and says so.
+// Sets the config's loss and the options' forward_only; returns whether the profile fell back to forward only.
+bool choose_loss(const ProfileFlags& f, TrainConfig& config, ProfileOptions& options) {
   bool no_loss = false;
   if (!f.loss.empty()) {
     const auto& known = loss_names();
@@ -242,9 +231,13 @@ int run_profile(const ProfileFlags& f) {
     config.loss.clear();
     options.forward_only = true;
   }
-  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), options.batch_size,
-                        config.optimizer.slots_per_weight(), "", "--batch-size");
+  return fell_back;
+}
 
+// Every configuration of the sweep profiled, by mode, then inter-op, then intra-op threads.
+std::vector<ProfileReport> profile_sweep(const TrainConfig& config, const ProfileOptions& options,
+                                         const std::vector<bool>& eager_modes, const std::vector<int>& inters,
+                                         const std::vector<int>& intras) {
   std::vector<ProfileReport> reports;
   StatusLine status;
   const std::size_t runs = eager_modes.size() * inters.size() * intras.size();
@@ -262,6 +255,27 @@ int run_profile(const ProfileFlags& f) {
     }
   }
   status.clear();
+  return reports;
+}
+
+int run_profile(const ProfileFlags& f) {
+  if (f.mode != "traced" && f.mode != "eager" && f.mode != "both")
+    throw SpecError("", "--mode", "unknown mode \"" + f.mode + "\" (known: traced, eager, both)");
+  std::vector<bool> eager_modes;
+  if (f.mode != "eager") eager_modes.push_back(false);
+  if (f.mode != "traced") eager_modes.push_back(true);
+  const auto inters = thread_list(f.inter, "--inter-op-threads");
+  const auto intras = thread_list(f.intra, "--intra-op-threads");
+  if (!f.trace.empty()) check_output_path(f.trace, "--trace");
+  check_output_keeps_inputs(f.trace, "--trace", {f.path});
+
+  TrainConfig config = load_model_file(f.path);
+  ProfileOptions options = f.options;
+  const bool fell_back = choose_loss(f, config, options);
+  check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), options.batch_size,
+                        config.optimizer.slots_per_weight(), "", "--batch-size");
+
+  const std::vector<ProfileReport> reports = profile_sweep(config, options, eager_modes, inters, intras);
   print_placement_warnings(reports.front().placement_warnings);
   // The detailed table and the trace show the last configuration of the first mode (traced, unless only
   // eager was asked for).

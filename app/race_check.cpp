@@ -156,19 +156,11 @@ void check_counts(const RaceFlags& f, const std::vector<std::string>& scenarios,
   }
 }
 
-int run_race_check(const RaceFlags& given) {
-  if (!given.graph.empty()) return run_graph_check(given);
-  RaceFlags f = given;
-  const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
-  const auto modes = parse_modes(f.modes);
-  check_counts(f, scenarios, modes);
-  if (f.explain && !f.json) {
-    for (LockingMode m : modes)
-      std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
-    std::printf("\n");
-  }
-  // Every row to run: a scenario under a locking mode, or with none, train's lock-free mirrored row.
-  std::vector<std::pair<std::string, std::optional<LockingMode>>> plan;
+// Every row to run: a scenario under a locking mode, or with none, train's lock-free mirrored row.
+using RacePlan = std::vector<std::pair<std::string, std::optional<LockingMode>>>;
+RacePlan race_plan(const RaceFlags& f, const std::vector<std::string>& scenarios,
+                   const std::vector<LockingMode>& modes) {
+  RacePlan plan;
   for (const auto& scenario : scenarios) {
     if (!race_scenario_uses_modes(scenario)) {
       plan.emplace_back(scenario, LockingMode::kMutex);
@@ -179,44 +171,40 @@ int run_race_check(const RaceFlags& given) {
     // CPU; on a device they would share its one stream).
     if (scenario == "train" && f.options.device == "cpu") plan.emplace_back(scenario, std::nullopt);
   }
-  std::vector<RaceRow> rows;
-  StatusLine status;
-  for (const auto& [scenario, mode] : plan) {
-    status.show(rows.size() + 1, plan.size(),
-                "race-check " + scenario + ", mode " + (mode ? std::string(locking_mode_name(*mode)) : "mirrored"));
-    rows.push_back(mode ? run_race_scenario(scenario, *mode, f.options) : run_mirrored_train(f.options));
-  }
-  status.clear();
-  bool broken = false;
-  for (const auto& r : rows) broken |= r.broken;
+  return plan;
+}
 
-  if (f.json) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& r : rows) {
-      nlohmann::json j = {{"scenario", r.scenario},
-                          {"mode", r.mode},
-                          {"threads", r.threads},
-                          {"operations", r.operations},
-                          {"expected", r.expected},
-                          {"observed", r.observed},
-                          {"lost_updates", r.lost_updates},
-                          {"torn_reads", r.torn_reads},
-                          {"ops_per_second", r.ops_per_second},
-                          {"promised", r.promised},
-                          {"broken", r.broken},
-                          {"verdict", r.verdict}};
-      if (r.final_loss >= 0) j["final_loss"] = r.final_loss;
-      out.push_back(j);
-    }
-    nlohmann::json doc = {{"device", f.options.device}, {"rows", out}, {"consistent", !broken}};
-    if (f.explain) {
-      nlohmann::json ex = nlohmann::json::object();
-      for (LockingMode m : modes) ex[std::string(locking_mode_name(m))] = explain_locking_mode(m);
-      doc["explain"] = ex;
-    }
-    std::printf("%s\n", doc.dump(2).c_str());
-    return broken ? 1 : 0;
+// The rows as --json prints them, with the locking modes explained when asked.
+nlohmann::json race_json(const RaceFlags& f, const std::vector<RaceRow>& rows, const std::vector<LockingMode>& modes,
+                         bool broken) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json j = {{"scenario", r.scenario},
+                        {"mode", r.mode},
+                        {"threads", r.threads},
+                        {"operations", r.operations},
+                        {"expected", r.expected},
+                        {"observed", r.observed},
+                        {"lost_updates", r.lost_updates},
+                        {"torn_reads", r.torn_reads},
+                        {"ops_per_second", r.ops_per_second},
+                        {"promised", r.promised},
+                        {"broken", r.broken},
+                        {"verdict", r.verdict}};
+    if (r.final_loss >= 0) j["final_loss"] = r.final_loss;
+    out.push_back(j);
   }
+  nlohmann::json doc = {{"device", f.options.device}, {"rows", out}, {"consistent", !broken}};
+  if (f.explain) {
+    nlohmann::json ex = nlohmann::json::object();
+    for (LockingMode m : modes) ex[std::string(locking_mode_name(m))] = explain_locking_mode(m);
+    doc["explain"] = ex;
+  }
+  return doc;
+}
+
+// The rows as a table, preceded by its title, for the terminal.
+void print_race_table(const RaceFlags& f, const std::vector<RaceRow>& rows) {
   std::vector<std::vector<std::string>> table;
   bool any_loss = false;
   for (const auto& r : rows) any_loss |= r.final_loss >= 0;
@@ -242,6 +230,36 @@ int run_race_check(const RaceFlags& given) {
   columns.push_back({"verdict", false, 0, "", 24});
   std::printf("Shared variables and their updates on %s\n", f.options.device.c_str());
   std::printf("%s", table_for_output(columns, table).c_str());
+}
+
+int run_race_check(const RaceFlags& given) {
+  if (!given.graph.empty()) return run_graph_check(given);
+  RaceFlags f = given;
+  const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
+  const auto modes = parse_modes(f.modes);
+  check_counts(f, scenarios, modes);
+  if (f.explain && !f.json) {
+    for (LockingMode m : modes)
+      std::printf("%-9s %s\n", std::string(locking_mode_name(m)).c_str(), explain_locking_mode(m).c_str());
+    std::printf("\n");
+  }
+  const RacePlan plan = race_plan(f, scenarios, modes);
+  std::vector<RaceRow> rows;
+  StatusLine status;
+  for (const auto& [scenario, mode] : plan) {
+    status.show(rows.size() + 1, plan.size(),
+                "race-check " + scenario + ", mode " + (mode ? std::string(locking_mode_name(*mode)) : "mirrored"));
+    rows.push_back(mode ? run_race_scenario(scenario, *mode, f.options) : run_mirrored_train(f.options));
+  }
+  status.clear();
+  bool broken = false;
+  for (const auto& r : rows) broken |= r.broken;
+
+  if (f.json) {
+    std::printf("%s\n", race_json(f, rows, modes, broken).dump(2).c_str());
+    return broken ? 1 : 0;
+  }
+  print_race_table(f, rows);
   std::printf("%s\n", broken ? "A mode broke its promise." : "Every mode that promises consistency kept it.");
   return broken ? 1 : 0;
 }

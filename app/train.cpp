@@ -131,7 +131,8 @@ std::string epochs_text(const TrainOutcome& out) {
   return fmt::format("{} epochs", last);
 }
 
-int run_train(const TrainFlags& f) {
+// The config with the command line's overrides; --keep-denormals takes effect here.
+TrainConfig config_with_flags(const TrainFlags& f) {
   TrainConfig c = load_train_config(f.config);
   if (f.epochs) c.epochs = *f.epochs;
   if (f.batch_size) c.batch_size = *f.batch_size;
@@ -152,7 +153,37 @@ int run_train(const TrainFlags& f) {
   c.log_device_placement = f.log_device_placement;
   if (f.keep_denormals) set_denormal_flushing(false);
   if (f.device) c.device = *f.device;
+  return c;
+}
 
+// The line on how a hogwild, mirrored or multi-worker run went, from its summary's "strategy"; none for one
+// replica.
+void print_strategy_line(std::FILE* log, const TrainConfig& c, const nlohmann::json& strategy) {
+  if (c.strategy.type == "hogwild") {
+    std::fprintf(
+        log, "%s\n",
+        fmt::format("Hogwild with {} worker{}, locking {}: {} updates, {} applied, {} lost", c.strategy.workers,
+                    c.strategy.workers == 1 ? "" : "s", strategy.at("locking").get<std::string>(),
+                    thousands(strategy.at("updates_expected").get<std::int64_t>()),
+                    thousands(strategy.at("updates_applied").get<std::int64_t>()),
+                    thousands(strategy.at("lost_updates").get<std::int64_t>()))
+            .c_str());
+  } else if (strategy.at("replicas").get<int>() > 1) {
+    const auto& ar = strategy.at("all_reduce");
+    const double step = strategy.at("step_seconds").get<double>();
+    const double reduce = ar.at("seconds_per_step").get<double>();
+    std::fprintf(
+        log, "%s\n",
+        fmt::format("{} over {} {}: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms step)",
+                    c.strategy.mirrored() ? "Mirrored" : "Multi-worker", strategy.at("replicas").get<int>(),
+                    c.strategy.mirrored() ? "replicas" : "workers", human_bytes(ar.at("bytes_per_step").get<double>()),
+                    reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
+            .c_str());
+  }
+}
+
+int run_train(const TrainFlags& f) {
+  TrainConfig c = config_with_flags(f);
   // Multi-worker: rank 0 speaks for the job; the other ranks print nothing but their errors.
   const auto launch = mpi_launch();
   const bool silent_worker = c.strategy.type == "multi-worker" && launch && launch->rank != 0;
@@ -201,28 +232,7 @@ int run_train(const TrainFlags& f) {
                                           c.model_spec.value("name", "model"), epochs_text(out), out.seconds,
                                           thousands(static_cast<std::int64_t>(out.samples_per_second)), c.output))
                    .c_str());
-  const auto& strategy = out.summary.at("strategy");
-  if (c.strategy.type == "hogwild") {
-    std::fprintf(
-        log, "%s\n",
-        fmt::format("Hogwild with {} worker{}, locking {}: {} updates, {} applied, {} lost", c.strategy.workers,
-                    c.strategy.workers == 1 ? "" : "s", strategy.at("locking").get<std::string>(),
-                    thousands(strategy.at("updates_expected").get<std::int64_t>()),
-                    thousands(strategy.at("updates_applied").get<std::int64_t>()),
-                    thousands(strategy.at("lost_updates").get<std::int64_t>()))
-            .c_str());
-  } else if (strategy.at("replicas").get<int>() > 1) {
-    const auto& ar = strategy.at("all_reduce");
-    const double step = strategy.at("step_seconds").get<double>();
-    const double reduce = ar.at("seconds_per_step").get<double>();
-    std::fprintf(
-        log, "%s\n",
-        fmt::format("{} over {} {}: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms step)",
-                    c.strategy.mirrored() ? "Mirrored" : "Multi-worker", strategy.at("replicas").get<int>(),
-                    c.strategy.mirrored() ? "replicas" : "workers", human_bytes(ar.at("bytes_per_step").get<double>()),
-                    reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
-            .c_str());
-  }
+  print_strategy_line(log, c, out.summary.at("strategy"));
   return 0;
 }
 
