@@ -1,7 +1,8 @@
 // A trained run loaded back from its run directory (RunLayout names its files) for predict, evaluate and
 // export: its model with the saved weights, and what is needed to feed it new data. This part reads runs and
-// never trains: it uses the network and the run's recorded config, never the fit loop, the optimizer or the
-// callbacks (scripts/check_layers.sh keeps it so).
+// never trains: it uses the network, the run's recorded config and checkpoint, and Trainer::evaluate's
+// inference loop, never train_and_save, the callbacks or an optimizer step (scripts/check_layers.sh keeps its
+// includes so; Model itself still owns its optimizer).
 #pragma once
 
 #include <filesystem>
