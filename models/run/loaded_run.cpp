@@ -185,8 +185,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
 
   LoadedRun run;
   run.dir = dir;
-  const InputRecordPlace record = finished ? load_finished_run(run, layout.summary().string())
-                                           : load_interrupted_run(run, layout.checkpoint());
+  const InputRecordPlace record =
+      finished ? load_finished_run(run, layout.summary().string()) : load_interrupted_run(run, layout.checkpoint());
   run.config.output = d;
   run.config.inter_op_threads = inter_op_threads;
   run.config.intra_op_threads = intra_op_threads;

@@ -34,7 +34,6 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
 // printed as a probability or counted as a correct class.
 void check_finite_outputs(const Tensor& outputs, const RunInput& in, const std::string& csv_path);
 
-
 // The test split of the train config at `config_path`, as that config splits its data, with the labels mapped
 // to the run's classes and the rows scaled by the run's own scaling. Throws SpecError naming the config when
 // its data does not fit the run's model, or its test split is empty.

@@ -75,7 +75,8 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
   std::sort(entries.begin(), entries.end());
   for (const auto& e : entries) {
     const auto status = std::filesystem::symlink_status(e, ec);
-    const bool ours = std::filesystem::is_directory(status) ? RunLayout::is_log_dir(e) : std::filesystem::is_regular_file(status);
+    const bool ours =
+        std::filesystem::is_directory(status) ? RunLayout::is_log_dir(e) : std::filesystem::is_regular_file(status);
     if (!ours || !RunLayout::is_run_file(e.filename().string(), names))
       throw SpecError(d, "",
                       "--overwrite deletes only the files tensorctl writes, and " + e.filename().string() +

@@ -21,8 +21,7 @@ struct TrainOutcome;
 nlohmann::json input_record(const TrainConfig& c, const PreparedData& data);
 
 // summary.json's content for the run `out` describes.
-nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data,
-                           const TrainOutcome& out);
+nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data, const TrainOutcome& out);
 
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
 std::string dataset_csv(const Dataset& d, const std::string& label, bool header);
