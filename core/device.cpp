@@ -6,8 +6,12 @@
 #include <fstream>
 #include <thread>
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+
 #include "core/errors.h"
-#include "core/sim_device.h"
+#include "core/graph.h"
 
 namespace tctl {
 
@@ -23,7 +27,7 @@ class DoneEvent final : public Event {
 // block goes straight back to the system allocator.
 class CpuDevice final : public Device {
  public:
-  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  DeviceKind kind() const override { return DeviceKind::cpu(); }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
   void* allocate(std::size_t bytes) override {
@@ -102,34 +106,58 @@ int index_after(std::string_view name, std::string_view prefix) {
 
 }  // namespace
 
-std::string_view device_kind_name(DeviceKind kind) {
-  constexpr std::string_view kNames[kNumDeviceKinds] = {"cpu", "cuda", "sim"};
-  return kNames[static_cast<std::size_t>(kind)];
-}
-
 namespace {
-std::atomic<bool> g_allow_tf32{false};
+
+// The kinds' names by slot, the CPU's first. Filled by static registrars before main(), read-only after.
+std::vector<std::string>& kind_names() {
+  static std::vector<std::string> names{"cpu"};
+  return names;
+}
+std::vector<BackendDef>& backend_defs() {
+  static std::vector<BackendDef> defs;
+  return defs;
+}
+std::atomic<bool> g_registry_made{false};
+
 }  // namespace
 
-void set_allow_tf32(bool allow) { g_allow_tf32.store(allow, std::memory_order_relaxed); }
-bool allow_tf32() { return g_allow_tf32.load(std::memory_order_relaxed); }
+DeviceKind device_kind(std::string_view name) {
+  std::vector<std::string>& names = kind_names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return DeviceKind(i);
+  TCTL_CHECK(!g_registry_made.load(), "device kind " + std::string(name) + " made after the device registry");
+  TCTL_CHECK(names.size() < kMaxDeviceKinds, "more than kMaxDeviceKinds device kinds");
+  names.emplace_back(name);
+  return DeviceKind(names.size() - 1);
+}
+
+std::string_view DeviceKind::name() const { return kind_names()[slot_]; }
+
+bool Device::supports(const Node& node) const { return node.op->kernel(kind()) != nullptr; }
+
+std::atomic<bool>& backend_flag(std::string_view name) {
+  static std::mutex mu;
+  // A map's elements never move, so the references handed out stay valid.
+  static std::map<std::string, std::atomic<bool>, std::less<>> flags;
+  std::lock_guard lock(mu);
+  auto it = flags.find(name);
+  if (it == flags.end()) it = flags.try_emplace(std::string(name), false).first;
+  return it->second;
+}
 
 Device* cpu_device() {
   static CpuDevice device;
   return &device;
 }
 
-namespace {
-std::vector<DeviceProvider>& providers() {
-  static std::vector<DeviceProvider> list;
-  return list;
-}
-std::atomic<bool> g_registry_made{false};
-}  // namespace
-
-bool add_device_provider(DeviceProvider provider) {
-  TCTL_CHECK(!g_registry_made.load(), "a device provider registered after the device registry was made");
-  providers().push_back(provider);
+bool register_backend(BackendDef def) {
+  TCTL_CHECK(!g_registry_made.load(), "backend " + def.name + " registered after the device registry was made");
+  TCTL_CHECK(def.name != "cpu" && !def.name.empty() && def.name.find(':') == std::string::npos,
+             "bad backend name " + def.name);
+  for (const BackendDef& b : backend_defs())
+    TCTL_CHECK(b.name != def.name, "backend " + def.name + " registered twice");
+  device_kind(def.name);
+  backend_defs().push_back(std::move(def));
   return true;
 }
 
@@ -140,10 +168,12 @@ std::shared_ptr<Event> done_event() {
 
 DeviceRegistry::DeviceRegistry() {
   g_registry_made.store(true);
-  for (int i = 0; i < kSimDevices; ++i) devices_.push_back(std::make_unique<SimDevice>(i));
-  for (DeviceProvider provider : providers()) {
-    ProvidedDevices provided = provider();
-    backends_.push_back({provided.backend, provided.devices.empty() ? provided.why_none : ""});
+  // Name order, so that listings and messages do not depend on the order static registrars ran in.
+  std::vector<BackendDef> defs = backend_defs();
+  std::sort(defs.begin(), defs.end(), [](const BackendDef& a, const BackendDef& b) { return a.name < b.name; });
+  for (const BackendDef& def : defs) {
+    ProvidedDevices provided = def.provider != nullptr ? def.provider() : ProvidedDevices{{}, def.why_none};
+    backends_.push_back({def.name, provided.devices.empty() ? provided.why_none : "", def.graph_colour});
     for (auto& d : provided.devices) devices_.push_back(std::move(d));
   }
 }
@@ -157,7 +187,7 @@ DeviceRegistry& DeviceRegistry::instance() {
 Device* DeviceRegistry::find(std::string_view name) const {
   if (name == "cpu" || name == "cpu:0") return cpu_device();
   std::string wanted(name);
-  if (wanted == "cuda" || wanted == "sim") wanted += ":0";
+  if (wanted.find(':') == std::string::npos) wanted += ":0";
   for (const auto& d : devices_)
     if (d->name() == wanted) return d.get();
   return nullptr;
@@ -173,21 +203,43 @@ std::string DeviceRegistry::why_absent(std::string_view name) const {
   const std::string_view kind = name.substr(0, name.find(':'));
   std::string present;
   for (const auto& d : devices_)
-    if (device_kind_name(d->kind()) == kind) present += (present.empty() ? "" : ", ") + d->name();
+    if (d->kind().name() == kind) present += (present.empty() ? "" : ", ") + d->name();
   if (!present.empty()) return "present: " + present;
   for (const Backend& b : backends_)
     if (b.name == kind) return b.why_none;
-  return "this tensorctl was built without " + (kind == "cuda" ? std::string("CUDA") : std::string(kind));
+  return "no backend is named " + std::string(kind);
+}
+
+const BackendDef* find_backend(std::string_view device_name) {
+  const std::string_view kind = device_name.substr(0, device_name.find(':'));
+  for (const BackendDef& b : backend_defs())
+    if (b.name == kind) return &b;
+  return nullptr;
+}
+
+std::string device_spellings() {
+  std::vector<std::string> kinds;
+  for (const BackendDef& b : backend_defs()) kinds.push_back(b.name);
+  std::sort(kinds.begin(), kinds.end());
+  std::vector<std::string> names;
+  for (const std::string& kind : kinds) {
+    names.push_back(kind);
+    names.push_back(kind + ":N");
+  }
+  std::string out = "cpu";
+  for (std::size_t i = 0; i < names.size(); ++i) out += (i + 1 == names.size() ? " or " : ", ") + names[i];
+  return out;
 }
 
 bool is_device_name(std::string_view name) {
-  if (name == "cpu" || name == "cpu:0" || name == "cuda" || name == "sim") return true;
-  return index_after(name, "cuda") >= 0 || index_after(name, "sim") >= 0;
+  if (name == "cpu" || name == "cpu:0") return true;
+  const BackendDef* backend = find_backend(name);
+  return backend != nullptr && (name == backend->name || index_after(name, backend->name) >= 0);
 }
 
 std::string device_name_error(std::string_view name) {
   if (is_device_name(name)) return "";
-  if (name.empty()) return std::string("expected a device name (") + kDeviceSpellings + "), got an empty string";
+  if (name.empty()) return "expected a device name (" + device_spellings() + "), got an empty string";
   const std::size_t colon = name.find(':');
   const std::string_view kind = name.substr(0, colon);
   const std::string_view index = colon == std::string_view::npos ? "" : name.substr(colon + 1);
@@ -195,19 +247,20 @@ std::string device_name_error(std::string_view name) {
   const bool numeric = index.find_first_of(kDigits) != std::string_view::npos &&
                        index.find_first_not_of("0123456789+- \t") == std::string_view::npos;
   const bool plain = index.find_first_not_of(kDigits) == std::string_view::npos && !index.starts_with("0");
-  if ((kind == "cpu" || kind == "cuda" || kind == "sim") && numeric && !plain)
+  const bool known = kind == "cpu" || find_backend(kind) != nullptr;
+  if (known && numeric && !plain)
     return "device " + quote_for_message(name) +
            ": an index is written as plain digits, without leading zeros, a sign or spaces (expected " +
-           kDeviceSpellings + ")";
-  return "unknown device " + quote_for_message(name) + " (expected " + kDeviceSpellings + ")";
+           device_spellings() + ")";
+  return "unknown device " + quote_for_message(name) + " (expected " + device_spellings() + ")";
 }
 
 void copy_between(Device& from, const void* src, Device& to, void* dst, std::size_t bytes) {
   if (&from == &to) {
     from.copy_on_device(dst, src, bytes);
-  } else if (from.kind() == DeviceKind::kCpu) {
+  } else if (from.kind() == DeviceKind::cpu()) {
     to.copy_from_host(dst, src, bytes);
-  } else if (to.kind() == DeviceKind::kCpu) {
+  } else if (to.kind() == DeviceKind::cpu()) {
     from.copy_to_host(dst, src, bytes);
   } else {
     // Two devices with no direct path: through host memory.

@@ -1,6 +1,11 @@
 // Devices: where a buffer lives and where a node's kernel runs. Every node carries a device name ("cpu",
 // "cuda:0", "sim:0"); the placement pass resolves names to Device objects through the DeviceRegistry.
 //
+// core knows no backend but the CPU. A backend (kernels/cuda/, kernels/sim/, a test's own) registers itself
+// from a static registrar in its own folder: its name, which gives it a DeviceKind (its slot in every op's kernel
+// table), a provider that makes its devices, and its kernels (core/op_registry.h). Device names are parsed
+// from what is registered.
+//
 // A device owns its memory and orders its work on one stream: work queued on it runs in the order it was
 // queued, copies included (a thread may hold a stream of its own beside it: Device::own_stream, for
 // race-check). The CPU runs everything at once, on the thread that asks. A device with a stream of its own (CUDA, the
@@ -8,6 +13,7 @@
 // before the free has finished: whatever was still reading the block reads it before anyone can write it again.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -20,10 +26,32 @@
 
 namespace tctl {
 
-enum class DeviceKind { kCpu, kCuda, kSim };
-inline constexpr std::size_t kNumDeviceKinds = 3;
-// "cpu", "cuda", "sim".
-std::string_view device_kind_name(DeviceKind kind);
+struct Node;
+
+// The most kinds of device one process knows: the CPU and up to seven backends.
+inline constexpr std::size_t kMaxDeviceKinds = 8;
+
+// A kind of device: the CPU or one backend, and with it a slot in each op's kernel table. A value; compare
+// with ==. The CPU's is DeviceKind::cpu(); a backend's comes from device_kind("name").
+class DeviceKind {
+ public:
+  static constexpr DeviceKind cpu() { return DeviceKind(0); }
+  // The kernel table's index, below kMaxDeviceKinds.
+  constexpr std::size_t slot() const { return slot_; }
+  // "cpu", "cuda", "sim", ...
+  std::string_view name() const;
+  friend constexpr bool operator==(DeviceKind, DeviceKind) = default;
+
+ private:
+  friend DeviceKind device_kind(std::string_view name);
+  constexpr explicit DeviceKind(std::size_t slot) : slot_(slot) {}
+  std::size_t slot_;
+};
+
+// The kind named `name` ("cpu", "cuda"), given the next free slot on its first use. A backend and its kernel
+// files each ask for their kind from static registrars, in any order, so a kind's slot is fixed before main();
+// a new name after the device registry is made, or more than kMaxDeviceKinds of them, is an internal error.
+DeviceKind device_kind(std::string_view name);
 
 // A point in a device's stream: done once the work queued before it has finished.
 class Event {
@@ -62,6 +90,10 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual DeviceKind kind() const = 0;
+  // Whether `node` can run here: by default, whether its op has a kernel for this kind. A backend narrows it
+  // where a kernel takes only some shapes, dtypes or attributes; placement asks this, and a node it refuses
+  // runs on the CPU (core/placement.h).
+  virtual bool supports(const Node& node) const;
   // Canonical name, e.g. "cpu", "cuda:0" or "sim:1".
   virtual const std::string& name() const = 0;
   // True when host code may read and write this device's memory through a plain pointer (the CPU, and
@@ -115,42 +147,58 @@ class Device {
   virtual std::vector<std::pair<std::string, std::string>> properties() const { return {}; }
 };
 
-// Whether matrix products on a GPU may round their inputs to TF32 (a 10-bit mantissa) on tensor cores:
-// several times faster, about 1e-3 relative error. Off unless a run's config says "allow_tf32": true; one
-// setting for the whole process, read at each product.
-void set_allow_tf32(bool allow);
-bool allow_tf32();
+// A process-wide switch that a backend reads by name and a run's config sets (CUDA's "allow_tf32"): core
+// holds it without knowing what it means. Off until set. The reference stays valid for the life of the
+// process, so a backend may look it up once; reads and writes are atomic.
+std::atomic<bool>& backend_flag(std::string_view name);
 
 // The host CPU; one process-wide instance.
 Device* cpu_device();
 // An event that is done already (the CPU's, whose work is done when its call returns).
 std::shared_ptr<Event> done_event();
 
-// A backend's devices (one per GPU, say), made when the registry is first used: a backend registers its
-// provider from a static registrar, and the devices are looked for only when a run asks for one.
+// A backend's devices (one per GPU, say), made when the registry is first used, so the devices are looked
+// for only when a run asks for one.
 struct ProvidedDevices {
-  std::string backend;  // "cuda"
-  std::vector<std::unique_ptr<Device>> devices;
-  std::string why_none;  // when there are none: why ("no CUDA-capable device is detected")
+  std::vector<std::unique_ptr<Device>> devices;  // named "<backend>:0", "<backend>:1", ... in order
+  std::string why_none;                          // when there are none: why ("no CUDA-capable device is detected")
 };
 using DeviceProvider = ProvidedDevices (*)();
-// Returns true, to initialise a static. An internal error once the registry exists.
-bool add_device_provider(DeviceProvider provider);
 
-// Every device of the process, by name. Made on first use (the CPU, sim:0 and sim:1, then each provider's
-// devices), read-only afterwards.
+// What a backend registers about itself.
+struct BackendDef {
+  std::string name;  // "cuda": the DeviceKind's name and the devices' prefix
+  // Makes the devices; null for a backend this build knows by name but left out, whose devices then fall back
+  // to the CPU with `why_none` ("this tensorctl was built without CUDA").
+  DeviceProvider provider = nullptr;
+  std::string why_none;
+  // The fill colour of its nodes in `tensorctl graph` (an SVG/DOT colour); grey when empty.
+  std::string graph_colour;
+};
+// Adds a backend; a second one of the same name, or one after the registry is made, is an internal error.
+// Returns true, to initialise a static.
+bool register_backend(BackendDef def);
+
+// The registration of the backend whose devices `device_name` names ("cuda" for "cuda:1"), or null for the
+// CPU and for a name no backend registered. Reads the registrations only: it makes no device.
+const BackendDef* find_backend(std::string_view device_name);
+
+// Every device of the process, by name. Made on first use (the CPU, then each backend's devices, backends in
+// name order), read-only afterwards.
 class DeviceRegistry {
  public:
   static DeviceRegistry& instance();
   // The devices present besides the CPU, in the order names() lists them.
   const std::vector<std::unique_ptr<Device>>& devices() const { return devices_; }
-  // Each backend built in, with why it has no device where it has none ("" where it has some).
+  // Each backend registered, in name order, with why it has no device where it has none ("" where it has some).
   struct Backend {
     std::string name;
     std::string why_none;
+    std::string graph_colour;
   };
   const std::vector<Backend>& backends() const { return backends_; }
-  // The device with this name ("cuda" means "cuda:0", "sim" "sim:0"), or nullptr when absent.
+  // The device with this name (a backend's bare name means its device 0: "cuda" is "cuda:0"), or nullptr when
+  // absent.
   Device* find(std::string_view name) const;
   // The names of the devices present, the CPU first.
   std::vector<std::string> names() const;
@@ -164,10 +212,10 @@ class DeviceRegistry {
   std::vector<Backend> backends_;
 };
 
-// How a device is spelled, for messages: "cpu, cuda, cuda:N, sim or sim:N".
-inline constexpr const char* kDeviceSpellings = "cpu, cuda, cuda:N, sim or sim:N";
-// True for names tensorctl knows how to spell ("cpu", "cuda", "cuda:N", "sim", "sim:N"), present or not, with N
-// in plain digits ("sim:1"; "sim:01", "sim:+1" and "sim: 1" are not names).
+// How a device is spelled, for messages, from the backends registered: "cpu, cuda, cuda:N, sim or sim:N".
+std::string device_spellings();
+// True for "cpu", "cpu:0" and for a registered backend's "NAME" and "NAME:N", present or not, with N in plain
+// digits ("sim:1"; "sim:01", "sim:+1" and "sim: 1" are not names).
 bool is_device_name(std::string_view name);
 // Why `name` is not a device name, for a message after its file and place; "" when is_device_name(name). Says so
 // for an empty name and for an index with leading zeros, a sign or spaces; else "unknown device ...".

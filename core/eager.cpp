@@ -45,10 +45,10 @@ void EagerRunner::run(const Node& node) {
     values_[id] = it->second;
     return;
   }
-  // Where the op runs: its device when that has a kernel for it, else the CPU (no warning here: the traced
+  // Where the op runs: its device when that supports it, else the CPU (no warning here: the traced
   // graph's placement reports it). Inputs from another device are copied over first.
   Device* device = DeviceRegistry::instance().find(node.device);
-  if (device == nullptr || node.op->kernel(device->kind()) == nullptr) device = cpu_device();
+  if (device == nullptr || !device->supports(node)) device = cpu_device();
   for (const VarUse& use : node.vars) use.var->place_on(device);
   // The node's spec may have an unknown batch dimension; the kernel gets the concrete one.
   std::vector<TensorSpec> in_specs;

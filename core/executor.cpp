@@ -271,10 +271,10 @@ struct Run {
   void run_profiled(const PlanNode& pn, KernelContext& kc, const Tensor* const* inputs) {
     // A copy to the host is work on the stream of the device it copies from.
     Device* stream = pn.device;
-    if (pn.node->op == &ops::copy() && pn.device->kind() == DeviceKind::kCpu && inputs[0]->defined())
+    if (pn.node->op == &ops::copy() && pn.device->kind() == DeviceKind::cpu() && inputs[0]->defined())
       stream = inputs[0]->device();
     const auto start = Profiler::Clock::now();
-    if (stream->kind() == DeviceKind::kCpu) {
+    if (stream->kind() == DeviceKind::cpu()) {
       pn.kernel(kc);
       ctx.profiler->record(*pn.node, start, Profiler::Clock::now(), {.device = stream});
       return;

@@ -95,8 +95,8 @@ bool register_op(OpDef def) {
 
 bool register_kernel(std::string_view op, DeviceKind kind, KernelFn fn) {
   Entry& e = entry(op);
-  KernelFn& slot = e.def.kernels[static_cast<std::size_t>(kind)];
-  TCTL_CHECK(slot == nullptr, "two " + std::string(device_kind_name(kind)) + " kernels for op " + std::string(op));
+  KernelFn& slot = e.def.kernels[kind.slot()];
+  TCTL_CHECK(slot == nullptr, "two " + std::string(kind.name()) + " kernels for op " + std::string(op));
   TCTL_CHECK(fn != nullptr, "a null kernel for op " + std::string(op));
   slot = fn;
   return true;

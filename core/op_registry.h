@@ -2,9 +2,9 @@
 // apart from it, one per (op, device kind), so a backend adds kernels without touching any op's definition.
 //
 // core defines its ops in core/ops/, and the registry adds them itself before its first lookup or kernel
-// registration. Kernels, and ops defined outside core (a test's own; for now kernels/cpu/state.cpp's), register
-// from static registrars (TCTL_REGISTER_KERNEL, TCTL_REGISTER_OP) in any order; the registry is filled before
-// main() and read-only afterwards, so lookups need no lock.
+// registration. Kernels, and ops defined outside core (a test's own), register from static registrars
+// (TCTL_REGISTER_KERNEL, TCTL_REGISTER_OP) in any order; the registry is filled before main() and read-only
+// afterwards, so lookups need no lock.
 #pragma once
 
 #include <array>
@@ -79,8 +79,13 @@ struct OpDef {
   CostFn cost;
 
   // The kernel for a device kind, or null when that kind has none. Filled by register_kernel.
-  KernelFn kernel(DeviceKind kind) const { return kernels[static_cast<std::size_t>(kind)]; }
-  std::array<KernelFn, kNumDeviceKinds> kernels{};
+  KernelFn kernel(DeviceKind kind) const {
+    return kernels[kind.slot()] != nullptr ? kernels[kind.slot()] : every_device_kernel;
+  }
+  std::array<KernelFn, kMaxDeviceKinds> kernels{};
+  // The kernel of every device kind that registers none of its own, backends not yet registered included:
+  // the state ops', which hand over buffers and do no arithmetic.
+  KernelFn every_device_kernel = nullptr;
 };
 
 // Adds an op; a duplicate name is an internal error. Returns true so it can initialise a static.
@@ -126,11 +131,12 @@ InferFn same_shape_inputs();
 #define TCTL_REGISTER_OP(...)                                                        \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_op_, __COUNTER__) = \
       ::tctl::register_op(::tctl::OpDef __VA_ARGS__)
-// TCTL_REGISTER_KERNEL("Relu", ::tctl::DeviceKind::kCpu, relu_cpu);
-#define TCTL_REGISTER_KERNEL(op, kind, fn)                                               \
+// TCTL_REGISTER_KERNEL("Relu", "cpu", relu_cpu); the second argument names the backend (core/device.h
+// device_kind).
+#define TCTL_REGISTER_KERNEL(op, backend, fn)                                            \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernel_, __COUNTER__) = \
-      ::tctl::register_kernel(op, kind, fn)
-// TCTL_REGISTER_KERNELS(::tctl::DeviceKind::kCpu, {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu});
-#define TCTL_REGISTER_KERNELS(kind, ...)                                                  \
+      ::tctl::register_kernel(op, ::tctl::device_kind(backend), fn)
+// TCTL_REGISTER_KERNELS("cpu", {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu});
+#define TCTL_REGISTER_KERNELS(backend, ...)                                               \
   [[maybe_unused]] static const bool TCTL_CONCAT(tctl_registered_kernels_, __COUNTER__) = \
-      ::tctl::register_kernels(kind, {__VA_ARGS__})
+      ::tctl::register_kernels(::tctl::device_kind(backend), {__VA_ARGS__})

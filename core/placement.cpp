@@ -70,7 +70,7 @@ Placement place_nodes(const Graph& g, const std::vector<char>& needed, const std
     }
   }
 
-  // Each group runs where its first node asked, unless one of its ops has no kernel there.
+  // Each group runs where its first node asked, unless the device does not support one of its nodes.
   std::vector<Device*> group_device(static_cast<std::size_t>(n), nullptr);
   for (const Node& node : g.nodes()) {
     const auto id = static_cast<std::size_t>(node.id);
@@ -78,8 +78,10 @@ Placement place_nodes(const Graph& g, const std::vector<char>& needed, const std
     const auto r = static_cast<std::size_t>(groups.root(node.id));
     if (group_device[r] == nullptr) group_device[r] = p.devices[r];
     Device*& d = group_device[r];
-    if (d != cpu_device() && node.op->kernel(d->kind()) == nullptr) {
-      fall_back(node, "op " + node.op->name + " has no kernel for " + d->name());
+    if (d != cpu_device() && !d->supports(node)) {
+      fall_back(node, node.op->kernel(d->kind()) == nullptr
+                          ? "op " + node.op->name + " has no kernel for " + d->name()
+                          : d->name() + " does not support this " + node.op->name + " (its shapes or attributes)");
       d = cpu_device();
     }
   }

@@ -1,11 +1,12 @@
-// The placement pass: resolves each node's requested device to a Device that has a kernel for its op.
+// The placement pass: resolves each node's requested device to a Device that supports it (Device::supports:
+// by default, a kernel for its op there).
 //
 // - Fed placeholders and constants live on the host; the executor copies them to where they are used. A
 //   value fed already on a device stays there when only copies use it (PlanNode::feed_anywhere).
 // - Colocation: a variable and every node that reads or updates it run on one device, the one asked for
 //   by the first of those nodes (the layer's forward read), so an optimizer's update runs where its
 //   weights live. Nodes sharing a variable (an update touching a weight and its slots) share the device.
-// - Soft placement: a node whose device is absent, or whose op has no kernel there, runs on the CPU with
+// - Soft placement: a node whose device is absent, or does not support it, runs on the CPU with
 //   one warning naming it (its whole colocation group moves with it). With `strict` that is an error.
 #pragma once
 

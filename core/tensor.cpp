@@ -119,7 +119,7 @@ Tensor Tensor::reshaped(const Shape& shape) const {
 }
 
 std::vector<float> Tensor::to_floats() const {
-  if (defined() && device()->kind() != DeviceKind::kCpu) return to(cpu_device()).to_floats();
+  if (defined() && device()->kind() != DeviceKind::cpu()) return to(cpu_device()).to_floats();
   std::vector<float> out(static_cast<std::size_t>(num_elements()));
   for (std::size_t i = 0; i < out.size(); ++i) {
     switch (dtype_) {

@@ -99,7 +99,7 @@ void widened_sgd_kernel(KernelContext& ctx) {
 TCTL_REGISTER_OP({.name = "RaceCheckWidenedSgd", .num_inputs = 2, .infer = [](const InferContext&) {
                     return TensorSpec{DType::kF32, Shape{}};
                   }});
-TCTL_REGISTER_KERNEL("RaceCheckWidenedSgd", DeviceKind::kCpu, widened_sgd_kernel);
+TCTL_REGISTER_KERNEL("RaceCheckWidenedSgd", "cpu", widened_sgd_kernel);
 
 // The counter's sessions place its one op where the scope asks, or refuse: an Increment that fell back to
 // the CPU would measure the CPU, not the device asked for. The sgd scenario's gradient ops may fall back

@@ -62,20 +62,25 @@ const OpDef& copy() { return state_op(kCopy); }
 
 void define_state_ops() {
   // A feed, a constant and a variable read hand over a buffer that exists already.
-  register_op({.name = "Placeholder", .num_inputs = 0, .infer = spec_from_attrs, .cost = free_cost});
-  register_op({.name = "Const", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true, .cost = free_cost});
-  register_op({.name = "AssignVariable", .infer = assign_infer});
-  register_op(
-      {.name = "ReadVariable", .num_inputs = 0, .infer = spec_from_attrs, .aliases_output = true, .cost = free_cost});
-  register_op({.name = "Copy", .infer = same_as_input(0)});
-  for (std::size_t k = 0; k < kNumDeviceKinds; ++k) {
-    const auto kind = static_cast<DeviceKind>(k);
-    register_kernel("Placeholder", kind, placeholder_kernel);
-    register_kernel("Const", kind, const_kernel);
-    register_kernel("AssignVariable", kind, assign_variable_kernel);
-    register_kernel("ReadVariable", kind, read_variable_kernel);
-    register_kernel("Copy", kind, copy_kernel);
-  }
+  register_op({.name = "Placeholder",
+               .num_inputs = 0,
+               .infer = spec_from_attrs,
+               .cost = free_cost,
+               .every_device_kernel = placeholder_kernel});
+  register_op({.name = "Const",
+               .num_inputs = 0,
+               .infer = spec_from_attrs,
+               .aliases_output = true,
+               .cost = free_cost,
+               .every_device_kernel = const_kernel});
+  register_op({.name = "AssignVariable", .infer = assign_infer, .every_device_kernel = assign_variable_kernel});
+  register_op({.name = "ReadVariable",
+               .num_inputs = 0,
+               .infer = spec_from_attrs,
+               .aliases_output = true,
+               .cost = free_cost,
+               .every_device_kernel = read_variable_kernel});
+  register_op({.name = "Copy", .infer = same_as_input(0), .every_device_kernel = copy_kernel});
 }
 
 }  // namespace tctl::ops

@@ -109,7 +109,7 @@ void softmax_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu}, {"LeakyRelu", leaky_relu_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"Relu", relu_cpu}, {"ReluGrad", relu_grad_cpu}, {"LeakyRelu", leaky_relu_cpu},
                       {"LeakyReluGrad", leaky_relu_grad_cpu}, {"Elu", elu_cpu}, {"EluGrad", elu_grad_cpu},
                       {"Gelu", gelu_cpu}, {"GeluGrad", gelu_grad_cpu}, {"Sigmoid", sigmoid_cpu},
                       {"SigmoidGrad", sigmoid_grad_cpu}, {"Tanh", tanh_cpu}, {"TanhGrad", tanh_grad_cpu},

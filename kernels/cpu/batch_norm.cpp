@@ -159,7 +159,7 @@ void assign_moving_average_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"BatchNorm", batch_norm_cpu}, {"BatchNormGrad", batch_norm_grad_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"BatchNorm", batch_norm_cpu}, {"BatchNormGrad", batch_norm_grad_cpu},
                       {"BatchNormMean", mean_cpu}, {"BatchNormMeanGrad", mean_grad_cpu},
                       {"BatchNormVariance", variance_cpu}, {"BatchNormVarianceGrad", variance_grad_cpu},
                       {"AssignMovingAverage", assign_moving_average_cpu});

@@ -48,6 +48,6 @@ void flat_slice_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"AllReduce", all_reduce_cpu}, {"FlatSlice", flat_slice_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"AllReduce", all_reduce_cpu}, {"FlatSlice", flat_slice_cpu});
 
 }  // namespace tctl::cpu

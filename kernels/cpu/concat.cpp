@@ -63,7 +63,7 @@ void pad_last_axis_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Concat", concat_cpu}, {"SliceLastAxis", slice_last_axis_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"Concat", concat_cpu}, {"SliceLastAxis", slice_last_axis_cpu},
                       {"PadLastAxis", pad_last_axis_cpu});
 
 }  // namespace tctl::cpu

@@ -434,7 +434,7 @@ void conv2d_kernel_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Conv2D", conv2d_cpu}, {"FusedConv2D", fused_conv2d_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"Conv2D", conv2d_cpu}, {"FusedConv2D", fused_conv2d_cpu},
                       {"Conv2DInputGrad", conv2d_input_grad_cpu}, {"Conv2DKernelGrad", conv2d_kernel_grad_cpu});
 
 }  // namespace tctl::cpu

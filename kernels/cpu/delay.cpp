@@ -19,6 +19,6 @@ void delay_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Delay", delay_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"Delay", delay_cpu});
 
 }  // namespace tctl::cpu

@@ -54,6 +54,6 @@ void dropout_grad_cpu(KernelContext& ctx) { apply_mask(ctx, ctx.attrs().i("strea
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Dropout", dropout_cpu}, {"DropoutGrad", dropout_grad_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"Dropout", dropout_cpu}, {"DropoutGrad", dropout_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -89,7 +89,7 @@ void bias_add_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Add", add_cpu}, {"Sub", sub_cpu}, {"Mul", mul_cpu}, {"Scale", scale_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"Add", add_cpu}, {"Sub", sub_cpu}, {"Mul", mul_cpu}, {"Scale", scale_cpu},
                       {"AddN", add_n_cpu}, {"ZerosLike", zeros_like_cpu}, {"BiasAdd", bias_add_cpu},
                       {"BiasAddGrad", bias_add_grad_cpu});
 

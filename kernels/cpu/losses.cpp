@@ -158,10 +158,10 @@ void binary_xent_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"SparseSoftmaxXent", sparse_xent_cpu},
-                      {"SparseSoftmaxXentGrad", sparse_xent_grad_cpu}, {"SoftmaxXent", dense_xent_cpu},
-                      {"SoftmaxXentGrad", dense_xent_grad_cpu}, {"Mse", mse_cpu}, {"MseGrad", mse_grad_cpu},
-                      {"Mae", mae_cpu}, {"MaeGrad", mae_grad_cpu}, {"Huber", huber_cpu}, {"HuberGrad", huber_grad_cpu},
-                      {"BinaryXent", binary_xent_cpu}, {"BinaryXentGrad", binary_xent_grad_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"SparseSoftmaxXent", sparse_xent_cpu}, {"SparseSoftmaxXentGrad", sparse_xent_grad_cpu},
+                      {"SoftmaxXent", dense_xent_cpu}, {"SoftmaxXentGrad", dense_xent_grad_cpu}, {"Mse", mse_cpu},
+                      {"MseGrad", mse_grad_cpu}, {"Mae", mae_cpu}, {"MaeGrad", mae_grad_cpu}, {"Huber", huber_cpu},
+                      {"HuberGrad", huber_grad_cpu}, {"BinaryXent", binary_xent_cpu},
+                      {"BinaryXentGrad", binary_xent_grad_cpu});
 
 }  // namespace tctl::cpu

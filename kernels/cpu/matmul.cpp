@@ -101,6 +101,6 @@ void fused_matmul_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"MatMul", matmul_cpu}, {"FusedMatMul", fused_matmul_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"MatMul", matmul_cpu}, {"FusedMatMul", fused_matmul_cpu});
 
 }  // namespace tctl::cpu

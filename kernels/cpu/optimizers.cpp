@@ -259,7 +259,7 @@ void clip_by_global_norm_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"ApplySgd", apply_sgd_cpu}, {"ApplyMomentum", apply_momentum_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"ApplySgd", apply_sgd_cpu}, {"ApplyMomentum", apply_momentum_cpu},
                       {"ApplyAdam", apply_adam_cpu}, {"ApplyRmsProp", apply_rmsprop_cpu},
                       {"ApplyAdagrad", apply_adagrad_cpu}, {"Increment", increment_cpu},
                       {"GlobalNorm", global_norm_cpu}, {"ClipByGlobalNorm", clip_by_global_norm_cpu});

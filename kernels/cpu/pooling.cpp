@@ -290,7 +290,7 @@ void avg_pool_grad_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"MaxPool2D", max_pool_cpu}, {"MaxPool2DGrad", max_pool_grad_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"MaxPool2D", max_pool_cpu}, {"MaxPool2DGrad", max_pool_grad_cpu},
                       {"AvgPool2D", avg_pool_cpu}, {"AvgPool2DGrad", avg_pool_grad_cpu});
 
 }  // namespace tctl::cpu

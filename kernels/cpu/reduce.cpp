@@ -38,7 +38,7 @@ void mean_grad_cpu(KernelContext& ctx) { broadcast_grad(ctx, true); }
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Sum", sum_cpu}, {"SumGrad", sum_grad_cpu}, {"Mean", mean_cpu},
+TCTL_REGISTER_KERNELS("cpu", {"Sum", sum_cpu}, {"SumGrad", sum_grad_cpu}, {"Mean", mean_cpu},
                       {"MeanGrad", mean_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -9,6 +9,6 @@ void reshape_cpu(KernelContext& ctx) { ctx.set_output(ctx.input(0).reshaped(ctx.
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCpu, {"Reshape", reshape_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"Reshape", reshape_cpu});
 
 }  // namespace tctl::cpu

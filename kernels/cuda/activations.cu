@@ -117,10 +117,10 @@ void tanh_grad_cuda(KernelContext& ctx) { map_binary(ctx, TanhGrad{}); }
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Relu", relu_cuda}, {"ReluGrad", relu_grad_cuda},
-                      {"LeakyRelu", leaky_relu_cuda}, {"LeakyReluGrad", leaky_relu_grad_cuda}, {"Elu", elu_cuda},
-                      {"EluGrad", elu_grad_cuda}, {"Gelu", gelu_cuda}, {"GeluGrad", gelu_grad_cuda},
-                      {"Sigmoid", sigmoid_cuda}, {"SigmoidGrad", sigmoid_grad_cuda}, {"Tanh", tanh_cuda},
-                      {"TanhGrad", tanh_grad_cuda}, {"Softmax", softmax_cuda}, {"SoftmaxGrad", softmax_grad_cuda});
+TCTL_REGISTER_KERNELS("cuda", {"Relu", relu_cuda}, {"ReluGrad", relu_grad_cuda}, {"LeakyRelu", leaky_relu_cuda},
+                      {"LeakyReluGrad", leaky_relu_grad_cuda}, {"Elu", elu_cuda}, {"EluGrad", elu_grad_cuda},
+                      {"Gelu", gelu_cuda}, {"GeluGrad", gelu_grad_cuda}, {"Sigmoid", sigmoid_cuda},
+                      {"SigmoidGrad", sigmoid_grad_cuda}, {"Tanh", tanh_cuda}, {"TanhGrad", tanh_grad_cuda},
+                      {"Softmax", softmax_cuda}, {"SoftmaxGrad", softmax_grad_cuda});
 
 }  // namespace tctl::cuda

@@ -282,7 +282,7 @@ void assign_moving_average_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"BatchNorm", batch_norm_cuda}, {"BatchNormGrad", batch_norm_grad_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"BatchNorm", batch_norm_cuda}, {"BatchNormGrad", batch_norm_grad_cuda},
                       {"BatchNormMean", mean_cuda}, {"BatchNormMeanGrad", mean_grad_cuda},
                       {"BatchNormVariance", variance_cuda}, {"BatchNormVarianceGrad", variance_grad_cuda},
                       {"AssignMovingAverage", assign_moving_average_cuda});

@@ -69,7 +69,7 @@ void reshape_cuda(KernelContext& ctx) { ctx.set_output(ctx.input(0).reshaped(ctx
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Concat", concat_cuda}, {"SliceLastAxis", slice_last_axis_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"Concat", concat_cuda}, {"SliceLastAxis", slice_last_axis_cuda},
                       {"PadLastAxis", pad_last_axis_cuda}, {"Reshape", reshape_cuda});
 
 }  // namespace tctl::cuda

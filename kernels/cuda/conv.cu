@@ -285,7 +285,7 @@ void conv2d_kernel_grad_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Conv2D", conv2d_cuda}, {"FusedConv2D", fused_conv2d_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"Conv2D", conv2d_cuda}, {"FusedConv2D", fused_conv2d_cuda},
                       {"Conv2DInputGrad", conv2d_input_grad_cuda}, {"Conv2DKernelGrad", conv2d_kernel_grad_cuda});
 
 }  // namespace tctl::cuda

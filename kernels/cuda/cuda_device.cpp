@@ -80,7 +80,7 @@ class AllStreamsEvent final : public Event {
 };
 
 ProvidedDevices cuda_devices() {
-  ProvidedDevices out{.backend = "cuda"};
+  ProvidedDevices out;
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess) {
@@ -100,7 +100,8 @@ ProvidedDevices cuda_devices() {
   return out;
 }
 
-[[maybe_unused]] const bool registered = add_device_provider(cuda_devices);
+[[maybe_unused]] const bool registered =
+    register_backend({.name = "cuda", .provider = cuda_devices, .graph_colour = "#d4efd4"});
 
 }  // namespace
 

@@ -30,7 +30,7 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal);
   ~CudaDevice() override;
 
-  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  DeviceKind kind() const override { return device_kind("cuda"); }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return false; }
   void* allocate(std::size_t bytes) override;

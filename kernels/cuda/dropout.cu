@@ -34,6 +34,6 @@ void dropout_grad_cuda(KernelContext& ctx) { apply_mask(ctx, ctx.attrs().i("stre
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Dropout", dropout_cuda}, {"DropoutGrad", dropout_grad_cuda});
+TCTL_REGISTER_KERNELS("cuda", {"Dropout", dropout_cuda}, {"DropoutGrad", dropout_grad_cuda});
 
 }  // namespace tctl::cuda

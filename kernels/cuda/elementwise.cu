@@ -65,7 +65,7 @@ void zeros_like_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Add", add_cuda}, {"Sub", sub_cuda}, {"Mul", mul_cuda}, {"Scale", scale_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"Add", add_cuda}, {"Sub", sub_cuda}, {"Mul", mul_cuda}, {"Scale", scale_cuda},
                       {"AddN", add_n_cuda}, {"ZerosLike", zeros_like_cuda});
 
 }  // namespace tctl::cuda

@@ -18,15 +18,17 @@ inline CudaDevice& device_of(const KernelContext& ctx) { return static_cast<Cuda
 inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).stream(); }
 
 // The device's cuBLAS handle for one call, set for the products of this kernel: exact FP32 unless the run
-// allows TF32 (set_allow_tf32, the config's "allow_tf32"), and held under the device's cuBLAS lock until the
-// end of the full expression that calls cuBLAS with it, so calls from several executor threads never meet in
-// the shared handle and its workspace (seen on an H200: with them meeting, two runs of a config gave
-// weights a few ulp apart; one at a time, the same bits).
+// allows TF32 (the backend flag "allow_tf32", set from the config's "allow_tf32"), and held under the device's cuBLAS
+// lock until the end of the full expression that calls cuBLAS with it, so calls from several executor threads never
+// meet in the shared handle and its workspace (seen on an H200: with them meeting, two runs of a config gave weights a
+// few ulp apart; one at a time, the same bits).
 class CublasCall {
  public:
   explicit CublasCall(CudaDevice& device)
       : lock_(device.cublas_mutex()), handle_(device.cublas()), device_(device), ordered_(device.has_own_streams()) {
-    cublasSetMathMode(handle_, allow_tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    static const std::atomic<bool>& allow_tf32 = backend_flag("allow_tf32");
+    cublasSetMathMode(handle_,
+                      allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
     device.bind_cublas_to(device.stream());  // the calling thread's own stream, when it holds one
     if (ordered_) cudaStreamWaitEvent(device.stream(), device.cublas_done(), 0);
   }

@@ -212,10 +212,9 @@ void binary_xent_grad_cuda(KernelContext& ctx) { elementwise_loss_grad(ctx, Bina
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"SparseSoftmaxXent", sparse_xent_cuda},
-                      {"SparseSoftmaxXentGrad", sparse_xent_grad_cuda}, {"SoftmaxXent", dense_xent_cuda},
-                      {"SoftmaxXentGrad", dense_xent_grad_cuda}, {"Mse", mse_cuda}, {"MseGrad", mse_grad_cuda},
-                      {"Mae", mae_cuda}, {"MaeGrad", mae_grad_cuda}, {"Huber", huber_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"SparseSoftmaxXent", sparse_xent_cuda}, {"SparseSoftmaxXentGrad", sparse_xent_grad_cuda},
+                      {"SoftmaxXent", dense_xent_cuda}, {"SoftmaxXentGrad", dense_xent_grad_cuda}, {"Mse", mse_cuda},
+                      {"MseGrad", mse_grad_cuda}, {"Mae", mae_cuda}, {"MaeGrad", mae_grad_cuda}, {"Huber", huber_cuda},
                       {"HuberGrad", huber_grad_cuda}, {"BinaryXent", binary_xent_cuda},
                       {"BinaryXentGrad", binary_xent_grad_cuda});
 

@@ -131,7 +131,7 @@ void bias_add_grad_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"MatMul", matmul_cuda}, {"FusedMatMul", fused_matmul_cuda},
-                      {"BiasAdd", bias_add_cuda}, {"BiasAddGrad", bias_add_grad_cuda});
+TCTL_REGISTER_KERNELS("cuda", {"MatMul", matmul_cuda}, {"FusedMatMul", fused_matmul_cuda}, {"BiasAdd", bias_add_cuda},
+                      {"BiasAddGrad", bias_add_grad_cuda});
 
 }  // namespace tctl::cuda

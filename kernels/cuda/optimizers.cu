@@ -414,7 +414,7 @@ void clip_by_global_norm_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"ApplySgd", apply_sgd_cuda}, {"ApplyMomentum", apply_momentum_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"ApplySgd", apply_sgd_cuda}, {"ApplyMomentum", apply_momentum_cuda},
                       {"ApplyAdam", apply_adam_cuda}, {"ApplyRmsProp", apply_rmsprop_cuda},
                       {"ApplyAdagrad", apply_adagrad_cuda}, {"Increment", increment_cuda},
                       {"GlobalNorm", global_norm_cuda}, {"ClipByGlobalNorm", clip_by_global_norm_cuda});

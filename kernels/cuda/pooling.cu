@@ -181,7 +181,7 @@ void avg_pool_grad_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"MaxPool2D", max_pool_cuda}, {"MaxPool2DGrad", max_pool_grad_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"MaxPool2D", max_pool_cuda}, {"MaxPool2DGrad", max_pool_grad_cuda},
                       {"AvgPool2D", avg_pool_cuda}, {"AvgPool2DGrad", avg_pool_grad_cuda});
 
 }  // namespace tctl::cuda

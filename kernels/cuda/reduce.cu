@@ -58,7 +58,7 @@ void mean_grad_cuda(KernelContext& ctx) { reduce_grad(ctx, true); }
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"Sum", sum_cuda}, {"SumGrad", sum_grad_cuda}, {"Mean", mean_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"Sum", sum_cuda}, {"SumGrad", sum_grad_cuda}, {"Mean", mean_cuda},
                       {"MeanGrad", mean_grad_cuda});
 
 }  // namespace tctl::cuda

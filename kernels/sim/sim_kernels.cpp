@@ -1,4 +1,4 @@
-// Kernels of the simulated device (core/sim_device.h). Each checks that every buffer it is given lives on
+// Kernels of the simulated device (kernels/sim/sim_device.h). Each checks that every buffer it is given lives on
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
 // complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole; any other op falls
@@ -25,9 +25,9 @@ void refuse_foreign(const KernelContext& ctx) {
 }
 
 void run_on_stream(KernelContext& ctx) {
-  TCTL_CHECK(ctx.device().kind() == DeviceKind::kSim, "a sim kernel on " + ctx.device().name());
+  TCTL_CHECK(ctx.device().kind() == device_kind("sim"), "a sim kernel on " + ctx.device().name());
   refuse_foreign(ctx);
-  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::kCpu);
+  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
   TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
   // The stream runs the work at once unless a test paused it; synchronizing proves that (it refuses a
   // paused stream holding work) and brings back an error the arithmetic threw.
@@ -44,7 +44,7 @@ constexpr const char* kSimulatedOps[] = {
 };
 
 bool register_all() {
-  for (const char* op : kSimulatedOps) register_kernel(op, DeviceKind::kSim, run_on_stream);
+  for (const char* op : kSimulatedOps) register_kernel(op, device_kind("sim"), run_on_stream);
   return true;
 }
 [[maybe_unused]] const bool registered = register_all();

@@ -22,11 +22,11 @@ const char* phase_colour(Phase p) {
   return "#444444";
 }
 
-const char* device_colour(const std::string& device) {
+// The CPU's blue, else the colour the device's backend registered, else grey.
+std::string device_colour(const std::string& device) {
   if (device.starts_with("cpu")) return "#d6e6f5";
-  if (device.starts_with("cuda")) return "#d4efd4";
-  if (device.starts_with("sim")) return "#fbefc4";
-  return "#e6e6e6";
+  const BackendDef* backend = find_backend(device);
+  return backend != nullptr && !backend->graph_colour.empty() ? backend->graph_colour : "#e6e6e6";
 }
 
 // A DOT double-quoted string: quotes and backslashes escaped, line breaks as \n (a centred line).

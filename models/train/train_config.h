@@ -79,7 +79,8 @@ struct TrainConfig {
   int intra_op_threads = 0;
   std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
-  // GPU matrix products may use TF32 tensor cores (core/device.h set_allow_tf32); off by default.
+  // GPU matrix products may use TF32 tensor cores (the backend flag "allow_tf32", core/device.h backend_flag); off by
+  // default.
   bool allow_tf32 = false;
   StrategyConfig strategy;
   bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/device.h"
-#include "core/sim_device.h"
 #include "core/tensor.h"
+#include "kernels/sim/sim_device.h"
 
 using namespace tctl;
 
@@ -30,7 +30,7 @@ TEST_CASE("device names: cpu, cuda, sim and their numbered forms") {
   for (const char* name : {"sim:01", "sim:00", "cuda:007", "cpu:00", "sim:+1", "sim:-1", "sim: 1", "sim:1 ", ""})
     CHECK_FALSE(is_device_name(name));
   CHECK(DeviceRegistry::instance().find("sim") == DeviceRegistry::instance().find("sim:0"));
-  CHECK(DeviceRegistry::instance().find("sim:1")->kind() == DeviceKind::kSim);
+  CHECK(DeviceRegistry::instance().find("sim:1")->kind() == device_kind("sim"));
   CHECK(DeviceRegistry::instance().find("sim:9") == nullptr);
   CHECK(DeviceRegistry::instance().find("cpu") == cpu_device());
 }

@@ -64,9 +64,9 @@ void fail_cpu(KernelContext& ctx) { throw RuntimeError("kernel " + ctx.node().na
 TCTL_REGISTER_OP({.name = "TestMeet", .num_inputs = 0, .infer = scalar_spec});
 TCTL_REGISTER_OP({.name = "TestMeetAfter", .num_inputs = 1, .infer = scalar_spec});
 TCTL_REGISTER_OP({.name = "TestFail", .num_inputs = 1, .infer = same_as_input(0)});
-TCTL_REGISTER_KERNEL("TestMeet", DeviceKind::kCpu, meet_cpu);
-TCTL_REGISTER_KERNEL("TestMeetAfter", DeviceKind::kCpu, meet_cpu);
-TCTL_REGISTER_KERNEL("TestFail", DeviceKind::kCpu, fail_cpu);
+TCTL_REGISTER_KERNEL("TestMeet", "cpu", meet_cpu);
+TCTL_REGISTER_KERNEL("TestMeetAfter", "cpu", meet_cpu);
+TCTL_REGISTER_KERNEL("TestFail", "cpu", fail_cpu);
 
 TEST_CASE("independent nodes run at the same time with two inter-op threads") {
   auto g = std::make_shared<Graph>();
@@ -166,7 +166,7 @@ void busy_probe_cpu(KernelContext& ctx) {
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestBusyProbe", .num_inputs = 0, .infer = scalar_spec});
-TCTL_REGISTER_KERNEL("TestBusyProbe", DeviceKind::kCpu, busy_probe_cpu);
+TCTL_REGISTER_KERNEL("TestBusyProbe", "cpu", busy_probe_cpu);
 
 TEST_CASE("inter-op x intra-op never runs more busy threads than asked") {
   auto g = std::make_shared<Graph>();
@@ -198,7 +198,7 @@ void chunk_meet_cpu(KernelContext& ctx) {
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestChunkMeet", .num_inputs = 0, .infer = scalar_spec});
-TCTL_REGISTER_KERNEL("TestChunkMeet", DeviceKind::kCpu, chunk_meet_cpu);
+TCTL_REGISTER_KERNEL("TestChunkMeet", "cpu", chunk_meet_cpu);
 
 TEST_CASE(
     "the pools reach the concurrency asked: three inter-op threads run three nodes at once, two intra-op threads two "
@@ -232,7 +232,7 @@ void count_cpu(KernelContext& ctx) {
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestCountRun", .num_inputs = 1, .infer = scalar_spec});
-TCTL_REGISTER_KERNEL("TestCountRun", DeviceKind::kCpu, count_cpu);
+TCTL_REGISTER_KERNEL("TestCountRun", "cpu", count_cpu);
 
 TEST_CASE("a kernel's error cancels the nodes not yet started") {
   // A chain behind a failing node: none of its 20 nodes may start once the failure is recorded.
@@ -288,7 +288,7 @@ const PlanNode& plan_node(const Plan& plan, Output o) {
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestRecordThread", .num_inputs = -1, .infer = scalar_spec, .cost = elements_cost});
-TCTL_REGISTER_KERNEL("TestRecordThread", DeviceKind::kCpu, record_thread_cpu);
+TCTL_REGISTER_KERNEL("TestRecordThread", "cpu", record_thread_cpu);
 // The same, declared worth a thread of its own.
 TCTL_REGISTER_OP({.name = "TestRecordThreadCostly",
                   .num_inputs = -1,
@@ -296,7 +296,7 @@ TCTL_REGISTER_OP({.name = "TestRecordThreadCostly",
                   .cost = [](std::span<const TensorSpec>, const TensorSpec&, const Attrs&) {
                     return std::int64_t{1} << 30;
                   }});
-TCTL_REGISTER_KERNEL("TestRecordThreadCostly", DeviceKind::kCpu, record_thread_cpu);
+TCTL_REGISTER_KERNEL("TestRecordThreadCostly", "cpu", record_thread_cpu);
 
 TEST_CASE("nodes too cheap to hand off run on the thread that made them ready, with any number of inter-op threads") {
   // Four cheap roots, each read by three cheap nodes: handing any root or any of its readers to the pool's

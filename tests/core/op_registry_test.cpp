@@ -21,7 +21,7 @@ void noop_cpu(KernelContext&) {}
 }  // namespace
 
 // A kernel may register before its op's definition: registrars in one file run top to bottom.
-TCTL_REGISTER_KERNEL("TestKernelFirst", DeviceKind::kCpu, noop_cpu);
+TCTL_REGISTER_KERNEL("TestKernelFirst", "cpu", noop_cpu);
 TCTL_REGISTER_OP({.name = "TestKernelFirst", .num_inputs = 0, .infer = scalar_spec});
 
 TEST_CASE("core defines every op family's ops, though core is a static library") {
@@ -39,13 +39,13 @@ TEST_CASE("every defined op has a CPU kernel, and no kernel belongs to an undefi
   check_op_registry();  // aborts on a kernel whose op is never defined
   for (const std::string& name : op_names()) {
     CAPTURE(name);
-    CHECK((op_def(name).kernel(DeviceKind::kCpu) != nullptr));
+    CHECK((op_def(name).kernel(DeviceKind::cpu()) != nullptr));
   }
 }
 
 TEST_CASE("a kernel registered before its op's definition is kept") {
-  CHECK((op_def("TestKernelFirst").kernel(DeviceKind::kCpu) == &noop_cpu));
-  CHECK((op_def("TestKernelFirst").kernel(DeviceKind::kSim) == nullptr));
+  CHECK((op_def("TestKernelFirst").kernel(DeviceKind::cpu()) == &noop_cpu));
+  CHECK((op_def("TestKernelFirst").kernel(device_kind("sim")) == nullptr));
 }
 
 // A second kernel for one (op, device kind) is a broken invariant, which aborts; a child process tries it.
@@ -60,12 +60,12 @@ TEST_CASE("a second kernel for the same op and device kind is refused") {
       dup2(null, STDOUT_FILENO);
       dup2(null, STDERR_FILENO);
     }
-    register_kernel("Relu", DeviceKind::kCpu, noop_cpu);
+    register_kernel("Relu", DeviceKind::cpu(), noop_cpu);
     _exit(0);
   }
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK(WIFSIGNALED(status));
   CHECK(WTERMSIG(status) == SIGABRT);
-  CHECK((op_def("Relu").kernel(DeviceKind::kCpu) != &noop_cpu));
+  CHECK((op_def("Relu").kernel(DeviceKind::cpu()) != &noop_cpu));
 }

@@ -1,4 +1,4 @@
-// Placement across devices, on the simulated device sim:N (core/sim_device.h), which every machine has.
+// Placement across devices, on the simulated device sim:N (kernels/sim/sim_device.h), which every machine has.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include "core/kernel_context.h"
 #include "core/ops/state.h"
 #include "core/session.h"
-#include "core/sim_device.h"
+#include "kernels/sim/sim_device.h"
 
 using namespace tctl;
 
@@ -178,8 +178,8 @@ void probe(KernelContext& ctx) {
 }
 TensorSpec probe_spec(const InferContext&) { return {DType::kF32, Shape{2}}; }
 TCTL_REGISTER_OP({.name = "TestDeviceProbe", .num_inputs = -1, .infer = probe_spec});
-TCTL_REGISTER_KERNEL("TestDeviceProbe", DeviceKind::kCpu, probe);
-TCTL_REGISTER_KERNEL("TestDeviceProbe", DeviceKind::kSim, probe);
+TCTL_REGISTER_KERNEL("TestDeviceProbe", "cpu", probe);
+TCTL_REGISTER_KERNEL("TestDeviceProbe", "sim", probe);
 }  // namespace
 
 TEST_CASE("no kernel ever receives a buffer of another device") {
@@ -257,7 +257,7 @@ TEST_CASE("a sim kernel refuses an input that lives on another device") {
   ThreadPool intra(1);
   const TensorSpec spec{DType::kF32, Shape{2, 2}};
   KernelContext ctx(g.node(m), *sim0(), spec, inputs, out, intra, 0, 0);
-  const KernelFn kernel = g.node(m).op->kernel(DeviceKind::kSim);
+  const KernelFn kernel = g.node(m).op->kernel(device_kind("sim"));
   REQUIRE(static_cast<bool>(kernel));
   CHECK_THROWS_WITH_AS(kernel(ctx), "sim:0 kernel of MatMul refuses input 1, which lives on cpu", RuntimeError);
   CHECK_FALSE(out.defined());

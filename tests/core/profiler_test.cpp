@@ -14,7 +14,7 @@
 #include "core/profiler.h"
 #include "core/scalar_spec.h"
 #include "core/session.h"
-#include "core/sim_device.h"
+#include "kernels/sim/sim_device.h"
 
 using namespace tctl;
 using testing::scalar_spec;
@@ -40,7 +40,7 @@ void profiler_meet_cpu(KernelContext& ctx) {
 }  // namespace
 
 TCTL_REGISTER_OP({.name = "TestProfilerMeet", .num_inputs = 0, .infer = scalar_spec});
-TCTL_REGISTER_KERNEL("TestProfilerMeet", DeviceKind::kCpu, profiler_meet_cpu);
+TCTL_REGISTER_KERNEL("TestProfilerMeet", "cpu", profiler_meet_cpu);
 
 TEST_CASE("a profiled run records every executed node once, with end >= start") {
   auto g = std::make_shared<Graph>();

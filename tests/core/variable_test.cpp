@@ -126,7 +126,7 @@ class StreamsDevice final : public Device {
     int id;
   };
 
-  DeviceKind kind() const override { return DeviceKind::kSim; }
+  DeviceKind kind() const override { return device_kind("sim"); }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
   void* allocate(std::size_t bytes) override {

@@ -25,7 +25,7 @@ void good_launch(KernelContext& ctx) {
 
 TCTL_REGISTER_OP({.name = "TestBadLaunch", .num_inputs = 1, .infer = same_as_input(0)});
 TCTL_REGISTER_OP({.name = "TestGoodLaunch", .num_inputs = 1, .infer = same_as_input(0)});
-TCTL_REGISTER_KERNELS(DeviceKind::kCuda, {"TestBadLaunch", bad_launch}, {"TestGoodLaunch", good_launch});
+TCTL_REGISTER_KERNELS("cuda", {"TestBadLaunch", bad_launch}, {"TestGoodLaunch", good_launch});
 
 }  // namespace
 }  // namespace tctl::cuda

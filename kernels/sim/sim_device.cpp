@@ -1,4 +1,4 @@
-#include "core/sim_device.h"
+#include "kernels/sim/sim_device.h"
 
 #include <chrono>
 #include <cstdlib>
@@ -183,5 +183,18 @@ void SimDevice::resume() {
     run_one_locked(work);
   }
 }
+
+namespace {
+
+ProvidedDevices sim_devices() {
+  ProvidedDevices out;
+  for (int i = 0; i < kSimDevices; ++i) out.devices.push_back(std::make_unique<SimDevice>(i));
+  return out;
+}
+// sim goes through the same registration as any backend, so placement and names meet nothing special in it.
+[[maybe_unused]] const bool registered =
+    register_backend({.name = "sim", .provider = sim_devices, .graph_colour = "#fbefc4"});
+
+}  // namespace
 
 }  // namespace tctl

@@ -25,7 +25,7 @@ namespace tctl {
 
 class SimEvent;
 
-// How many sim devices every process has: sim:0 and sim:1.
+// How many sim devices every process has: sim:0 and sim:1 (registered as backend "sim" in sim_device.cpp).
 inline constexpr int kSimDevices = 2;
 
 class SimDevice final : public Device {
@@ -33,7 +33,7 @@ class SimDevice final : public Device {
   explicit SimDevice(int index);
   ~SimDevice() override;
 
-  DeviceKind kind() const override { return DeviceKind::kSim; }
+  DeviceKind kind() const override { return device_kind("sim"); }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
   void* allocate(std::size_t bytes) override;
