@@ -184,7 +184,7 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
                  (nets.size() == 1 && !options_.workers && options_.hogwild_workers <= 1 && options_.metrics.empty()),
              "a model without a loss is one replica without metrics");
   check_metrics(options_);
-  set_allow_tf32(options_.allow_tf32);
+  backend_flag("allow_tf32").store(options_.allow_tf32, std::memory_order_relaxed);
   const bool in_process = options_.replica_devices.size() > 1;
   TCTL_CHECK(!(in_process && options_.workers), "a model is mirrored in-process or across workers, not both");
   TCTL_CHECK(nets.size() == (in_process ? options_.replica_devices.size() : 1),
@@ -505,27 +505,24 @@ void Model::note_placement_warnings(const std::vector<std::string>& more) {
       placement_warnings_.push_back(w);
 }
 
-std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
-                                         std::int64_t batch_rows) {
-  const int n = members_;
-  const bool stop_vote = stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
-  const std::int64_t batch = batch_rows > 0 ? batch_rows : x.shape()[0];
-  TCTL_CHECK(batch >= 1 && targets.shape()[0] == x.shape()[0], "a mirrored step needs a batch of one row or more");
+// Rows split evenly between the members (every replica of every worker), the first taking one more where they
+// do not divide; a member left without rows (a last batch smaller than the members) runs the first row it was
+// fed (the batch's first, or the one row local_rows gave a worker without rows) with weight 0, so it still
+// meets the others in the all-reduce and adds nothing.
+struct Model::Share {
+  std::int64_t begin = 0, rows = 0;
+  float weight = 0.0f;
+  Tensor x, targets;
+  std::vector<Tensor> out;
+  std::exception_ptr error;
+};
+
+std::vector<Model::Share> Model::split_batch(const Tensor& x, const Tensor& targets, std::int64_t batch) {
   // x holds the whole batch, or this process's rows of it (local_rows), which start at `offset`.
   const auto [offset, local] =
       x.shape()[0] == batch ? std::pair<std::int64_t, std::int64_t>{0, batch} : local_rows(batch);
   TCTL_CHECK(x.shape()[0] == local, "a mirrored step fed rows other than local_rows");
-  // Rows split evenly between the members (every replica of every worker), the first taking one more where
-  // they do not divide; a member left without rows (a last batch smaller than the members) runs the first row
-  // it was fed (the batch's first, or the one row local_rows gave a worker without rows) with weight 0, so it
-  // still meets the others in the all-reduce and adds nothing.
-  struct Share {
-    std::int64_t begin = 0, rows = 0;
-    float weight = 0.0f;
-    Tensor x, targets;
-    std::vector<Tensor> out;
-    std::exception_ptr error;
-  };
+  const int n = members_;
   std::vector<Share> shares(static_cast<std::size_t>(n));
   for (int m = 0; m < n; ++m) {
     Share& s = shares[static_cast<std::size_t>(m)];
@@ -533,8 +530,6 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     s.rows = first_row_of_member(batch, n, m + 1) - s.begin;
     s.weight = static_cast<float>(static_cast<double>(s.rows) / static_cast<double>(batch));
   }
-  // This process's replicas are members first_member_ .. first_member_ + replicas() - 1.
-  auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
   while (static_cast<std::int64_t>(row_numbers_.size()) < batch)
     row_numbers_.push_back(static_cast<std::int64_t>(row_numbers_.size()));
   const std::span<const std::int64_t> fed_rows =
@@ -543,7 +538,8 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   const int runs = hogwild_ > 1 ? hogwild_ : replicas();
   share_buffers_.resize(static_cast<std::size_t>(runs));
   for (int r = 0; r < runs; ++r) {
-    Share& s = share_of(r);
+    // This process's replicas are members first_member_ .. first_member_ + replicas() - 1.
+    Share& s = shares[static_cast<std::size_t>(first_member_ + r)];
     const std::span<const std::int64_t> rows =
         s.rows > 0 ? fed_rows.subspan(static_cast<std::size_t>(s.begin - offset), static_cast<std::size_t>(s.rows))
                    : fed_rows.first(1);
@@ -551,6 +547,11 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     s.x = gather_rows(x, rows, bx);
     s.targets = gather_rows(targets, rows, bt);
   }
+  return shares;
+}
+
+void Model::run_replicas(std::vector<Share>& shares, std::int64_t step, Profiler* profiler) {
+  auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
   begin_hogwild_step();
   optimizer_.begin_step(step);
   for (const auto& rep : others_) {
@@ -596,15 +597,15 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     }
     std::rethrow_exception(share_of(failed).error);
   }
-  ++mirrored_steps_;
-  if (hogwild_ > 1) hogwild_updates_ += hogwild_;
-  if (collective_)
-    average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
+}
 
-  // The step's loss (the members' mean losses weighted by their rows) and metric scores (theirs in row
-  // order), computed alike in-process and across workers, where they come from an all-reduce of each
-  // member's rows, zeros elsewhere, and its loss times its rows.
-  const Tensor& p0 = share_of(0).out[1];
+// The step's loss (the members' mean losses weighted by their rows) and metric scores (theirs in row order),
+// computed alike in-process and across workers, where they come from an all-reduce of each member's rows,
+// zeros elsewhere, and its loss times its rows.
+std::vector<Tensor> Model::step_results(const std::vector<Share>& shares, std::int64_t batch, std::int64_t step,
+                                        bool stop_vote) {
+  const Share& first = shares[static_cast<std::size_t>(first_member_)];
+  const Tensor& p0 = first.out[1];
   const Shape shape = Shape::concat(batch, p0.shape().without_batch());
   if (!scores_.defined() || scores_.shape() != shape || !scores_.unique()) scores_ = Tensor::empty(DType::kF32, shape);
   const std::int64_t width = p0.num_elements() / p0.shape()[0];
@@ -613,11 +614,11 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
   if (multi_worker()) {
     // After the rows' scores: the loss term, and this rank's vote to stop (the sum says whether any voted).
     std::vector<float> results(static_cast<std::size_t>(batch * width + 2), 0.0f);
-    const Share& s = share_of(0);
-    if (s.rows > 0) std::memcpy(results.data() + s.begin * width, s.out[1].data<float>(), s.out[1].bytes());
+    if (first.rows > 0)
+      std::memcpy(results.data() + first.begin * width, first.out[1].data<float>(), first.out[1].bytes());
     float& loss = results[static_cast<std::size_t>(batch * width)];
     float& stop_votes = results.back();
-    loss = loss_term(s);
+    loss = loss_term(first);
     stop_votes = stop_vote ? 1.0f : 0.0f;
     collective_->all_reduce(first_member_, collective_key(step, kResultsInstance), results.data(),
                             static_cast<std::int64_t>(results.size()), 1.0f, results.data(),
@@ -633,6 +634,20 @@ std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets,
     }
   }
   return {Tensor::scalar(total / static_cast<float>(batch)), scores_};
+}
+
+std::vector<Tensor> Model::mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
+                                         std::int64_t batch_rows) {
+  const bool stop_vote = stop_flag_ != nullptr && stop_flag_->load(std::memory_order_relaxed);
+  const std::int64_t batch = batch_rows > 0 ? batch_rows : x.shape()[0];
+  TCTL_CHECK(batch >= 1 && targets.shape()[0] == x.shape()[0], "a mirrored step needs a batch of one row or more");
+  std::vector<Share> shares = split_batch(x, targets, batch);
+  run_replicas(shares, step, profiler);
+  ++mirrored_steps_;
+  if (hogwild_ > 1) hogwild_updates_ += hogwild_;
+  if (collective_)
+    average_moving_statistics(step, [&](int member) { return shares[static_cast<std::size_t>(member)].weight; });
+  return step_results(shares, batch, step, stop_vote);
 }
 
 // Variables a step writes without a gradient (BatchNormalization's moving statistics) moved apart, each

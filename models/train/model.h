@@ -35,7 +35,7 @@ struct ModelOptions {
   int inter_op_threads = 0;          // 0: one per core
   int intra_op_threads = 0;
   std::string device = "cpu";
-  // GPU products may use TF32 (set process-wide when the model is made: core/device.h set_allow_tf32).
+  // GPU products may use TF32 (set process-wide when the model is made: the backend flag "allow_tf32", core/device.h).
   bool allow_tf32 = false;
   std::uint64_t seed = 0;
   std::string config_file;  // names the file in errors about the loss or metrics
@@ -200,6 +200,15 @@ class Model {
   // train_step hand over to: {weighted mean loss, metric scores}.
   std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
                                     std::int64_t batch_rows = 0);
+  struct Share;  // one member's rows of a mirrored step, and what its run gave
+  // The batch's rows per member, gathered for this process's runs (replicas, or hogwild's workers).
+  std::vector<Share> split_batch(const Tensor& x, const Tensor& targets, std::int64_t batch);
+  // Runs this process's replicas (or hogwild's workers) on their shares, each filling its `out`; rethrows the
+  // first failure, after putting the replicas back in step with each other.
+  void run_replicas(std::vector<Share>& shares, std::int64_t step, Profiler* profiler);
+  // {weighted mean loss, metric scores} of the step, across workers through an all-reduce.
+  std::vector<Tensor> step_results(const std::vector<Share>& shares, std::int64_t batch, std::int64_t step,
+                                   bool stop_vote);
   void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
