@@ -113,14 +113,11 @@ void link_edges(Plan& plan, const std::vector<int>& slot) {
 }
 }  // namespace
 
-Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
-                std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement) {
-  const int n = g.size();
-  std::vector<int> feed_of(static_cast<std::size_t>(n), -1);
-  for (std::size_t i = 0; i < feeds.size(); ++i) feed_of[static_cast<std::size_t>(feeds[i].node)] = static_cast<int>(i);
-
-  // Walk back from what was asked for; a fed node needs nothing upstream.
-  std::vector<char> needed(static_cast<std::size_t>(n), 0);
+namespace {
+// The nodes the fetches and targets need, walking back from them; a fed node needs nothing upstream.
+std::vector<char> needed_nodes(const Graph& g, const std::vector<int>& feed_of, std::span<const Output> fetches,
+                               std::span<const Output> targets) {
+  std::vector<char> needed(static_cast<std::size_t>(g.size()), 0);
   std::vector<int> stack;
   for (Output o : fetches) stack.push_back(o.node);
   for (Output o : targets) stack.push_back(o.node);
@@ -133,6 +130,65 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     for (int in : g.node(id).inputs) stack.push_back(in);
     for (int in : g.node(id).control_inputs) stack.push_back(in);
   }
+  return needed;
+}
+
+// Fills a fed node's spec and release rule from its feed.
+void plan_fed_node(PlanNode& pn, const Node& node, std::span<const TensorSpec> feed_specs) {
+  pn.hand_off = false;
+  // The caller keeps its own handle to a fed tensor; the frame lets go of it once consumed, so the
+  // caller may refill the same buffer for the next step.
+  pn.release_after_use = true;
+  pn.spec = feed_specs[static_cast<std::size_t>(pn.feed)];
+  check_fed_spec(node, pn.spec);
+}
+
+// Fills a computed node's inputs (through copies where they live elsewhere), spec, kernel and hand-off rule.
+void plan_computed_node(PlanNode& pn, const Node& node, const std::vector<int>& slot,
+                        const std::vector<TensorSpec>& specs, CopyInserter& copies) {
+  if (node.op == &ops::placeholder()) throw RuntimeError("placeholder " + node.name + " must be fed");
+  std::vector<TensorSpec> in_specs;
+  for (int in : node.inputs) {
+    pn.inputs.push_back(copies.on(slot[static_cast<std::size_t>(in)], pn.device));
+    in_specs.push_back(specs[static_cast<std::size_t>(in)]);
+  }
+  pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
+  pn.kernel = node.op->kernel(pn.device->kind());
+  // CPU nodes only. A device node (and a copy) keeps hand_off as before costs came in: its kernel
+  // mostly queues work on a stream, but a copy to the host waits for it, and no GPU has measured what
+  // a cheaper rule would do there.
+  if (pn.device == cpu_device() && node.op->cost)
+    pn.hand_off = node.op->cost(in_specs, pn.spec, node.attrs) >= kHandOffCost;
+  TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no kernel for " + pn.device->name());
+  pn.release_after_use = node.op->aliases_output;
+}
+
+// What follows the nodes: fetch slots, edges, release rules, stream devices and the placement log.
+void finish_plan(Plan& plan, std::vector<int> fetch_slots, const std::vector<int>& slot,
+                 const PlacementOptions& placement) {
+  link_edges(plan, slot);
+  mark_kept_reads(plan);
+  for (int s : fetch_slots) {
+    plan.fetch_slots.push_back(s);
+    plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
+  }
+  mark_feeds_anywhere(plan);
+  for (const PlanNode& pn : plan.nodes)
+    if (pn.device != cpu_device() &&
+        std::find(plan.stream_devices.begin(), plan.stream_devices.end(), pn.device) == plan.stream_devices.end())
+      plan.stream_devices.push_back(pn.device);
+  if (placement.log)
+    for (const PlanNode& pn : plan.nodes)
+      plan.placement_log.push_back(pn.node->name + " (" + pn.node->op->name + "): " + pn.device->name());
+}
+}  // namespace
+
+Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
+                std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement) {
+  const int n = g.size();
+  std::vector<int> feed_of(static_cast<std::size_t>(n), -1);
+  for (std::size_t i = 0; i < feeds.size(); ++i) feed_of[static_cast<std::size_t>(feeds[i].node)] = static_cast<int>(i);
+  const std::vector<char> needed = needed_nodes(g, feed_of, fetches, targets);
 
   std::vector<char> fed(static_cast<std::size_t>(n), 0);
   for (int i = 0; i < n; ++i) fed[static_cast<std::size_t>(i)] = feed_of[static_cast<std::size_t>(i)] >= 0;
@@ -150,30 +206,10 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
     pn.feed = feed_of[static_cast<std::size_t>(node.id)];
     // A variable lives where the nodes using it run (placement colocates them).
     for (const VarUse& use : node.vars) use.var->place_on(pn.device);
-    if (pn.feed >= 0) {
-      pn.hand_off = false;
-      // The caller keeps its own handle to a fed tensor; the frame lets go of it once consumed, so the
-      // caller may refill the same buffer for the next step.
-      pn.release_after_use = true;
-      pn.spec = feed_specs[static_cast<std::size_t>(pn.feed)];
-      check_fed_spec(node, pn.spec);
-    } else {
-      if (node.op == &ops::placeholder()) throw RuntimeError("placeholder " + node.name + " must be fed");
-      std::vector<TensorSpec> in_specs;
-      for (int in : node.inputs) {
-        pn.inputs.push_back(copies.on(slot[static_cast<std::size_t>(in)], pn.device));
-        in_specs.push_back(specs[static_cast<std::size_t>(in)]);
-      }
-      pn.spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
-      pn.kernel = node.op->kernel(pn.device->kind());
-      // CPU nodes only. A device node (and a copy) keeps hand_off as before costs came in: its kernel
-      // mostly queues work on a stream, but a copy to the host waits for it, and no GPU has measured what
-      // a cheaper rule would do there.
-      if (pn.device == cpu_device() && node.op->cost)
-        pn.hand_off = node.op->cost(in_specs, pn.spec, node.attrs) >= kHandOffCost;
-      TCTL_CHECK(pn.kernel != nullptr, "op " + node.op->name + " has no kernel for " + pn.device->name());
-      pn.release_after_use = node.op->aliases_output;
-    }
+    if (pn.feed >= 0)
+      plan_fed_node(pn, node, feed_specs);
+    else
+      plan_computed_node(pn, node, slot, specs, copies);
     specs[static_cast<std::size_t>(node.id)] = pn.spec;
     slot[static_cast<std::size_t>(node.id)] = static_cast<int>(plan.nodes.size());
     plan.nodes.push_back(std::move(pn));
@@ -182,20 +218,7 @@ Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const T
   // Fetched values leave on the host.
   std::vector<int> fetch_slots;
   for (Output o : fetches) fetch_slots.push_back(copies.on(slot[static_cast<std::size_t>(o.node)], cpu_device()));
-  link_edges(plan, slot);
-  mark_kept_reads(plan);
-  for (int s : fetch_slots) {
-    plan.fetch_slots.push_back(s);
-    plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
-  }
-  mark_feeds_anywhere(plan);
-  for (const PlanNode& pn : plan.nodes)
-    if (pn.device != cpu_device() &&
-        std::find(plan.stream_devices.begin(), plan.stream_devices.end(), pn.device) == plan.stream_devices.end())
-      plan.stream_devices.push_back(pn.device);
-  if (placement.log)
-    for (const PlanNode& pn : plan.nodes)
-      plan.placement_log.push_back(pn.node->name + " (" + pn.node->op->name + "): " + pn.device->name());
+  finish_plan(plan, std::move(fetch_slots), slot, placement);
   return plan;
 }
 
