@@ -77,6 +77,12 @@ struct OpDef {
   // Null means kUnknownCost, except for core's own ops, which default to elements_cost; an op that blocks
   // (Delay, AllReduce) says unknown_cost.
   CostFn cost;
+  // Floating-point operations as TensorFlow's profiler counts them, for `tensorctl profile`: a product's
+  // multiply and add are two, a pooling window one per element it covers. Null: not counted (0), as for the
+  // memory-bound ops (elementwise, losses, updates).
+  CostFn flops;
+  // The node waits for other replicas (an all-reduce); the profiler gives such nodes a trace track of their own.
+  bool collective = false;
 
   // The kernel for a device kind, or null when that kind has none. Filled by register_kernel.
   KernelFn kernel(DeviceKind kind) const {

@@ -133,6 +133,7 @@ void Profiler::collect() {
       e.node_id = r.node->id;
       e.name = r.node->name;
       e.op = r.node->op->name;
+      e.collective = r.node->op->collective;
       e.layer = r.node->layer;
       e.phase = r.node->phase;
       e.start_us = us_between(epoch_, r.start);
@@ -266,7 +267,7 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
   // Data-parallel training's all-reduces also get a track of their own after the streams': the time a step
   // spends exchanging gradients (waiting for the other replicas included) in one row.
   const bool all_reduces =
-      std::any_of(events.begin(), events.end(), [](const ProfileEvent& e) { return e.op == "AllReduce"; });
+      std::any_of(events.begin(), events.end(), [](const ProfileEvent& e) { return e.collective; });
   const int all_reduce_tid = lanes + static_cast<int>(streams.size());
 
   std::string out;
@@ -281,12 +282,26 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
   if (all_reduces) append_thread_name(out, pid, all_reduce_tid, "all-reduce");
   for (const ProfileEvent& e : events) {
     append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, e.lane);
-    if (e.op == "AllReduce") append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, all_reduce_tid);
+    if (e.collective) append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, all_reduce_tid);
     if (e.device_timed)
       append_complete(out, e, e.device_start_us, e.device_end_us - e.device_start_us, pid, stream_tid(e.device));
   }
   out += "\n]}\n";
   return out;
+}
+
+double node_flops(const Graph& g, const Node& n, std::int64_t batch) {
+  if (!n.op->flops) return 0;
+  auto with_batch = [&](TensorSpec spec) {
+    std::vector<std::int64_t> dims(spec.shape.dims().begin(), spec.shape.dims().end());
+    for (auto& d : dims)
+      if (d < 0) d = batch;
+    spec.shape = Shape(dims);
+    return spec;
+  };
+  std::vector<TensorSpec> inputs;
+  for (int in : n.inputs) inputs.push_back(with_batch(g.node(in).spec));
+  return static_cast<double>(n.op->flops(inputs, with_batch(n.spec), n.attrs));
 }
 
 }  // namespace tctl

@@ -23,9 +23,10 @@ namespace tctl {
 // saw, in order of first appearance; a trace shows one track per lane.
 struct ProfileEvent {
   int node_id = -1;
-  std::string name;   // the node's unique name, "dense_1/MatMul"
-  std::string op;     // "MatMul"
-  std::string layer;  // "" outside any layer
+  std::string name;         // the node's unique name, "dense_1/MatMul"
+  std::string op;           // "MatMul"
+  bool collective = false;  // the op waits for other replicas (OpDef::collective): an all-reduce
+  std::string layer;        // "" outside any layer
   Phase phase = Phase::kForward;
   double start_us = 0;  // on the host: the kernel call, which on a device with a stream only queues work
   double end_us = 0;
@@ -126,5 +127,9 @@ struct TraceOptions {
 // that stream ("sim:0 stream", tids after the lanes, in order of device name): a second "X" event at its
 // device time, and both carry args.device. A trace of host work only has neither.
 std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const TraceOptions& options = {});
+
+// The floating-point operations of node `n` of `g` (its op's OpDef::flops; 0 for an op without) with every
+// unknown (-1) dimension of its input and output specs taken as `batch`.
+double node_flops(const Graph& g, const Node& n, std::int64_t batch);
 
 }  // namespace tctl

@@ -27,37 +27,6 @@ TimeStats time_stats(std::vector<double> samples) {
 
 namespace {
 
-// The floating-point operations of one node with the batch dimension filled in, counted as TensorFlow's
-// profiler does: a product's multiply and add are two (its bias and activation not counted), a pooling
-// window one per element it covers. Zero for the ops the table gives no figure (elementwise, losses,
-// updates), whose time is memory-bound.
-double node_flops(const Graph& g, const Node& n, std::int64_t batch) {
-  auto dim = [&](std::int64_t d) { return static_cast<double>(d < 0 ? batch : d); };
-  auto elements = [&](const Shape& s) {
-    double e = 1;
-    for (int i = 0; i < s.rank(); ++i) e *= dim(s[i]);
-    return e;
-  };
-  auto input = [&](std::size_t i) -> const Shape& { return g.node(n.inputs[i]).spec.shape; };
-  const std::string& op = n.op->name;
-  if (op == "MatMul" || op == "FusedMatMul") {
-    const bool ta = n.attrs.i_or("transpose_a", 0) != 0;
-    return 2.0 * dim(n.spec.shape[0]) * dim(n.spec.shape[1]) * dim(input(0)[ta ? 0 : 1]);
-  }
-  // A convolution and both its gradients: 2 multiply-adds per output pixel, filter and kernel element,
-  // from the output-side tensor (the forward output, dy) and the kernel [kh, kw, C, F].
-  if (op == "Conv2D" || op == "FusedConv2D")
-    return 2.0 * elements(n.spec.shape) * elements(input(1)) / dim(input(1)[3]);
-  if (op == "Conv2DInputGrad") return 2.0 * elements(input(0)) * elements(input(1)) / dim(input(1)[3]);
-  if (op == "Conv2DKernelGrad") return 2.0 * elements(input(1)) * elements(n.spec.shape) / dim(n.spec.shape[3]);
-  if (op == "MaxPool2D" || op == "AvgPool2D" || op == "MaxPool2DGrad" || op == "AvgPool2DGrad") {
-    const auto& window = n.attrs.ints("window");
-    const Shape& out = op.ends_with("Grad") ? input(0) : n.spec.shape;
-    return elements(out) * static_cast<double>(window[0] * window[1]);
-  }
-  return 0;
-}
-
 // Batches of the config's training data, or random batches of the model's input shape.
 std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch,
                                                     std::int64_t count) {

@@ -65,7 +65,8 @@ TensorSpec flat_slice_infer(const InferContext& c) {
 void define_collective_ops() {
   // An all-reduce waits for the other members: like any node of unknown cost it runs only once its thread
   // has nothing cheap left to run, and then others ready with it go to the pool.
-  register_op({.name = "AllReduce", .num_inputs = -1, .infer = all_reduce_infer, .cost = unknown_cost});
+  register_op(
+      {.name = "AllReduce", .num_inputs = -1, .infer = all_reduce_infer, .cost = unknown_cost, .collective = true});
   register_op({.name = "FlatSlice", .infer = flat_slice_infer});
 }
 

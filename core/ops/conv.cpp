@@ -50,6 +50,17 @@ std::int64_t conv2d_kernel_grad_cost(std::span<const TensorSpec> in, const Tenso
   return conv_macs(in[1].shape, out.shape);
 }
 
+// The profiler's counts: a multiply-add is two operations.
+std::int64_t conv2d_flops(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs& attrs) {
+  return cost_product(2, conv2d_cost(in, out, attrs));
+}
+std::int64_t conv2d_input_grad_flops(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs& attrs) {
+  return cost_product(2, conv2d_input_grad_cost(in, out, attrs));
+}
+std::int64_t conv2d_kernel_grad_flops(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs& attrs) {
+  return cost_product(2, conv2d_kernel_grad_cost(in, out, attrs));
+}
+
 Attrs window_attrs(const Attrs& conv, std::int64_t kh, std::int64_t kw) {
   return Attrs{
       {"strides", conv.ints("strides")}, {"padding", conv.s("padding")}, {"window", std::vector<std::int64_t>{kh, kw}}};
@@ -73,18 +84,28 @@ std::vector<Output> fused_conv2d_grad(GradBuilder& g) {
 }  // namespace
 
 void define_conv_ops() {
-  register_op({.name = "Conv2D", .num_inputs = 2, .infer = conv2d_infer, .grad = conv2d_grad, .cost = conv2d_cost});
+  register_op({.name = "Conv2D",
+               .num_inputs = 2,
+               .infer = conv2d_infer,
+               .grad = conv2d_grad,
+               .cost = conv2d_cost,
+               .flops = conv2d_flops});
   register_op({.name = "FusedConv2D",
                .num_inputs = 3,
                .infer = fused_infer(conv2d_infer, "filters"),
                .grad = fused_conv2d_grad,
-               .cost = conv2d_cost});
-  register_op(
-      {.name = "Conv2DInputGrad", .num_inputs = 3, .infer = conv2d_input_grad_infer, .cost = conv2d_input_grad_cost});
+               .cost = conv2d_cost,
+               .flops = conv2d_flops});
+  register_op({.name = "Conv2DInputGrad",
+               .num_inputs = 3,
+               .infer = conv2d_input_grad_infer,
+               .cost = conv2d_input_grad_cost,
+               .flops = conv2d_input_grad_flops});
   register_op({.name = "Conv2DKernelGrad",
                .num_inputs = 2,
                .infer = conv2d_kernel_grad_infer,
-               .cost = conv2d_kernel_grad_cost});
+               .cost = conv2d_kernel_grad_cost,
+               .flops = conv2d_kernel_grad_flops});
 }
 
 }  // namespace tctl

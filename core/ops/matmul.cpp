@@ -30,6 +30,11 @@ std::int64_t matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec& o
   return cost_product(cost_elements(output.shape), ka >= 0 ? ka : kb);
 }
 
+// The profiler's count: a multiply-add is two operations.
+std::int64_t matmul_flops(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs& attrs) {
+  return cost_product(2, matmul_cost(inputs, output, attrs));
+}
+
 Output matmul(GradBuilder& g, Output a, Output b, bool ta, bool tb) {
   return g.op("MatMul", {a, b}, Attrs{{"transpose_a", std::int64_t{ta}}, {"transpose_b", std::int64_t{tb}}});
 }
@@ -63,12 +68,18 @@ std::vector<Output> fused_matmul_grad(GradBuilder& g) {
 }  // namespace
 
 void define_matmul_ops() {
-  register_op({.name = "MatMul", .num_inputs = 2, .infer = matmul_infer, .grad = matmul_grad, .cost = matmul_cost});
+  register_op({.name = "MatMul",
+               .num_inputs = 2,
+               .infer = matmul_infer,
+               .grad = matmul_grad,
+               .cost = matmul_cost,
+               .flops = matmul_flops});
   register_op({.name = "FusedMatMul",
                .num_inputs = 3,
                .infer = fused_infer(matmul_infer, "columns of the product"),
                .grad = fused_matmul_grad,
-               .cost = matmul_cost});
+               .cost = matmul_cost,
+               .flops = matmul_flops});
 }
 
 }  // namespace tctl

@@ -20,17 +20,35 @@ TensorSpec pool_infer(const InferContext& c) {
 
 TensorSpec pool_grad_infer(const InferContext& c) { return c.input(1); }
 
+// The profiler's count, one operation per element a window covers, from the pooled side: the output, or
+// the gradient dy a gradient op reads.
+std::int64_t pool_flops(std::span<const TensorSpec>, const TensorSpec& output, const Attrs& attrs) {
+  const auto& window = attrs.ints("window");
+  return cost_product(cost_elements(output.shape), window[0] * window[1]);
+}
+std::int64_t pool_grad_flops(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs& attrs) {
+  return pool_flops(inputs, inputs[0], attrs);
+}
+
 }  // namespace
 
 void define_pooling_ops() {
-  register_op({.name = "MaxPool2D", .infer = pool_infer, .grad = [](GradBuilder& g) {
-                 return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
-               }});
-  register_op({.name = "MaxPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer});
-  register_op({.name = "AvgPool2D", .infer = pool_infer, .grad = [](GradBuilder& g) {
-                 return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
-               }});
-  register_op({.name = "AvgPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer});
+  register_op({.name = "MaxPool2D",
+               .infer = pool_infer,
+               .grad =
+                   [](GradBuilder& g) {
+                     return std::vector<Output>{g.op("MaxPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
+                   },
+               .flops = pool_flops});
+  register_op({.name = "MaxPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .flops = pool_grad_flops});
+  register_op({.name = "AvgPool2D",
+               .infer = pool_infer,
+               .grad =
+                   [](GradBuilder& g) {
+                     return std::vector<Output>{g.op("AvgPool2DGrad", {g.dy(), g.x(0)}, g.attrs())};
+                   },
+               .flops = pool_flops});
+  register_op({.name = "AvgPool2DGrad", .num_inputs = 2, .infer = pool_grad_infer, .flops = pool_grad_flops});
 }
 
 }  // namespace tctl

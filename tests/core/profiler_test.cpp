@@ -42,6 +42,41 @@ void profiler_meet_cpu(KernelContext& ctx) {
 TCTL_REGISTER_OP({.name = "TestProfilerMeet", .num_inputs = 0, .infer = scalar_spec});
 TCTL_REGISTER_KERNEL("TestProfilerMeet", "cpu", profiler_meet_cpu);
 
+namespace {
+void profiler_exchange_cpu(KernelContext& ctx) { ctx.output().mutable_data<float>()[0] = 2.0f; }
+}  // namespace
+// A collective that is not AllReduce: the trace's all-reduce track follows the op's flag, not its name.
+TCTL_REGISTER_OP({.name = "TestProfilerExchange", .num_inputs = 0, .infer = scalar_spec, .collective = true});
+TCTL_REGISTER_KERNEL("TestProfilerExchange", DeviceKind::kCpu, profiler_exchange_cpu);
+
+TEST_CASE("a profiled collective op's events carry its flag, and the trace gives them the all-reduce track") {
+  auto g = std::make_shared<Graph>();
+  Output exchange = g->add("TestProfilerExchange", {});
+  Output sum = g->add("Add", {exchange, exchange});
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  std::vector<Output> fetch{sum};
+  Profiler profiler;
+  RunOptions options;
+  options.profiler = &profiler;
+  s.run({}, fetch, {}, options);
+  const std::vector<ProfileEvent> events = profiler.events();
+  REQUIRE(events.size() == 2);
+  for (const ProfileEvent& e : events) CHECK(e.collective == (e.op == "TestProfilerExchange"));
+  const std::string trace = chrome_trace_json(events);
+  CHECK(trace.find("\"all-reduce\"") != std::string::npos);
+}
+
+TEST_CASE("node_flops: the op's flops function with unknown dimensions taken as the batch") {
+  Graph g;
+  Output x = g.placeholder("x", DType::kF32, Shape{-1, 8});
+  Output w = g.placeholder("w", DType::kF32, Shape{8, 4});
+  Output y = g.add("MatMul", {x, w});
+  CHECK(node_flops(g, g.node(y), 3) == 2.0 * 3 * 8 * 4);
+  // An op without a flops function (Relu) counts none.
+  CHECK(node_flops(g, g.node(g.add("Relu", {y})), 3) == 0);
+}
+
 TEST_CASE("a profiled run records every executed node once, with end >= start") {
   auto g = std::make_shared<Graph>();
   Output x = g->placeholder("x", DType::kF32, Shape{3});
@@ -229,11 +264,13 @@ TEST_CASE("all-reduces get a track of their own in the trace, besides their exec
   events[0].end_us = 1.0;
   events[1].name = "all_reduce/AllReduce";
   events[1].op = "AllReduce";
+  events[1].collective = true;
   events[1].start_us = 1.0;
   events[1].end_us = 4.0;
   events[1].lane = 1;
   events[2].name = "all_reduce/AllReduce_1";
   events[2].op = "AllReduce";
+  events[2].collective = true;
   events[2].start_us = 4.0;
   events[2].end_us = 5.0;
   nlohmann::json trace = nlohmann::json::parse(chrome_trace_json(events));
