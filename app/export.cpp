@@ -7,7 +7,6 @@
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/io/onnx_export.h"
-#include "models/io/safetensors.h"
 #include "models/run/loaded_run.h"
 #include "models/run/output_check.h"
 
@@ -28,8 +27,9 @@ int run_export(const ExportFlags& f) {
   check_output_keeps_inputs(f.output, "-o");
   const Sequential& net = run.model->net();
   OnnxExportInput in;
-  in.spec = net.to_json();  // names and defaults filled in, as train writes model.json
-  for (auto& t : variable_values(net.variables())) in.weights.emplace(t.name, t.value);
+  in.name = net.name();
+  in.input_shape.assign(net.input_shape().dims().begin(), net.input_shape().dims().end());
+  in.add_network = [&net](OnnxWriter& w, const std::string& x) { return net.to_onnx(w, x); };
   if (run.standardized) {
     in.mean = run.standardizer.mean;
     in.std = run.standardizer.std;

@@ -43,7 +43,7 @@ int run_import_keras(const ImportKerasFlags& f) {
   check_output_keeps_inputs(f.output, "--output", {f.input});
 
   const nlohmann::json doc = parse_json_file(f.input);
-  const nlohmann::json spec = keras_to_spec(doc, f.input);
+  const nlohmann::json spec = keras_to_spec(doc, f.input, keras_layer_mappings());
   // A spec we write must load: shapes and sizes are checked as `summary` would, without allocating weights.
   try {
     Sequential::check(spec, f.input, "");

@@ -13,20 +13,37 @@ std::uint64_t BuildContext::key(std::uint64_t salt) const {
 }
 
 #define TCTL_LAYER(type, factory) std::unique_ptr<Layer> factory(LayerArgs& args);
+#define TCTL_KERAS_LAYER(type, factory, keras) \
+  TCTL_LAYER(type, factory)                    \
+  void keras(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk);
 #include "models/nn/layers/layers.def"
+#undef TCTL_KERAS_LAYER
 #undef TCTL_LAYER
 
 namespace {
 struct LayerEntry {
   const char* type;
   LayerFactory factory;
+  KerasLayerMapping keras;  // null: Keras files cannot hold the layer
 };
 constexpr LayerEntry kLayers[] = {
-#define TCTL_LAYER(type, factory) {type, factory},
+#define TCTL_LAYER(type, factory) {type, factory, nullptr},
+#define TCTL_KERAS_LAYER(type, factory, keras) {type, factory, keras},
 #include "models/nn/layers/layers.def"
+#undef TCTL_KERAS_LAYER
 #undef TCTL_LAYER
 };
 }  // namespace
+
+const KerasLayerMappings& keras_layer_mappings() {
+  static const KerasLayerMappings mappings = [] {
+    KerasLayerMappings m;
+    for (const auto& e : kLayers)
+      if (e.keras != nullptr) m.emplace(e.type, e.keras);
+    return m;
+  }();
+  return mappings;
+}
 
 std::int64_t Layer::param_count() const {
   std::int64_t n = 0;
@@ -42,13 +59,24 @@ nlohmann::json Layer::to_json() const {
   return j;
 }
 
+std::string Layer::to_onnx(OnnxWriter&, const std::string&) const {
+  throw SpecError("model.json", name_, "ONNX export has no form for layer type \"" + type_ + "\"");
+}
+
+Tensor Layer::value(const std::string& short_name) const {
+  const std::string full = variable_name(short_name);
+  for (const auto& v : variables_)
+    if (v->name() == full) return v->read();
+  TCTL_CHECK(false, "layer " + name_ + " has no variable " + full);
+}
+
 std::shared_ptr<Variable> Layer::add_variable(const BuildContext& ctx, const std::string& short_name,
                                               const Shape& shape, FunctionRef<Tensor()> init, bool trainable) {
   if (ctx.budget != nullptr) {
     ctx.budget->weight_bytes += shape.num_elements() * static_cast<std::int64_t>(sizeof(float));
     if (!ctx.budget->allocate) return nullptr;
   }
-  auto v = std::make_shared<Variable>(variable_prefix_ + name_ + "/" + short_name, init(), locking_, trainable);
+  auto v = std::make_shared<Variable>(variable_name(short_name), init(), locking_, trainable);
   variables_.push_back(v);
   return v;
 }

@@ -1,6 +1,7 @@
 // Layer: one entry of a Sequential stack. A layer parses its own JSON keys, creates and owns its Variables
-// when built, and adds its ops to a graph when called. New layers are one file in models/nn/layers/ plus one
-// line in models/nn/layers/layers.def.
+// when built, adds its ops to a graph when called, and exports itself to ONNX (to_onnx). New layers are one
+// file in models/nn/layers/ plus one line in models/nn/layers/layers.def, which also names the layer's Keras
+// mapping when it has one (TCTL_KERAS_LAYER).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,8 @@
 #include "core/function_ref.h"
 #include "core/graph.h"
 #include "core/variable.h"
+#include "models/io/keras_config.h"
+#include "models/io/onnx_writer.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/memory_budget.h"
 
@@ -47,6 +50,10 @@ class Layer {
   virtual Output call(Graph& g, Output x, bool training) = 0;
   // The layer's resolved keys (type-specific), merged into the spec written to model.json.
   virtual nlohmann::json config() const = 0;
+  // Adds the layer's inference form to an ONNX graph on the value `x` (a batch of this layer's inputs) with
+  // the current values of its variables, and returns the name of its output value; valid after build(). The
+  // default refuses: SpecError("model.json", name(), "ONNX export has no form for layer type ...").
+  virtual std::string to_onnx(OnnxWriter& w, const std::string& x) const;
 
   // Variables in a fixed order (kernel before bias); checkpoints name them "<layer>/<variable>".
   const std::vector<std::shared_ptr<Variable>>& variables() const { return variables_; }
@@ -74,6 +81,10 @@ class Layer {
                                          FunctionRef<Tensor()> init, bool trainable = true);
   // Reads the layer's variables into g (ReadVariable nodes).
   Output read(Graph& g, std::size_t i) const { return g.read(variables_[i]); }
+  // The current value of the variable build() named `short_name` ("kernel"); it must exist.
+  Tensor value(const std::string& short_name) const;
+  // The name build() gave that variable, "<prefix><layer>/<short_name>", whether or not it exists.
+  std::string variable_name(const std::string& short_name) const { return variable_prefix_ + name_ + "/" + short_name; }
   LockingMode locking_mode() const { return locking_; }
   // A container layer lists the variables of a sub-layer it owns as its own (after its build()).
   void adopt_variables(const Layer& child) {
@@ -96,6 +107,8 @@ struct LayerArgs {
   std::string device;
 };
 using LayerFactory = std::unique_ptr<Layer> (*)(LayerArgs& args);
+// The Keras mappings of the layers that have one, by Keras class name (the layer's type), for keras_to_spec.
+const KerasLayerMappings& keras_layer_mappings();
 
 // Builds the layer described by `spec` (a "type" key and the type's own keys); an unknown type is an error
 // listing the known ones. `auto_name` is used when the spec has no "name".

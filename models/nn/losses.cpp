@@ -1,6 +1,7 @@
 #include "models/nn/losses.h"
 
 #include "core/errors.h"
+#include "models/nn/activations.h"
 
 namespace tctl {
 
@@ -36,21 +37,19 @@ TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_sha
 
 std::string check_loss_fits(const Graph& g, const std::string& loss, Output predictions) {
   const Node& out = g.node(predictions);
-  // A layer's ReLU may be fused into its product (FusedMatMul, FusedConv2D): name the activation.
-  const std::string op =
-      out.op->name.starts_with("Fused") && out.attrs.s("activation") == "relu" ? "Relu" : out.op->name;
+  const OutputActivation activation = output_activation(out);
   if (loss_is_binary(loss)) {
     if (out.spec.shape.rank() != 2)
       return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
-    if (op != "Sigmoid")
-      return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + op;
+    if (activation.name != "sigmoid")
+      return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + activation.op;
     return {};
   }
   if (!loss_is_classification(loss)) return {};
   if (out.spec.shape.rank() != 2)
     return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string();
-  if (op == "Relu" || op == "Sigmoid" || op == "Tanh")
-    return "cross-entropy needs a softmax or linear output layer, the model ends in " + op;
+  if (!activation_gives_scores(activation.name))
+    return "cross-entropy needs a softmax or linear output layer, the model ends in " + activation.op;
   return {};
 }
 
@@ -67,7 +66,8 @@ LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Ou
     out.per_example = g.add("BinaryXent", {predictions, targets}, Attrs{{"epsilon", 1e-7}});
   } else {
     const Node& p = g.node(predictions);
-    Output logits = p.op->name == "Softmax" ? Output{p.inputs[0]} : predictions;
+    // Softmax and cross-entropy as one op, on the logits: stable where the probabilities underflow.
+    Output logits = output_activation(p).name == "softmax" ? Output{p.inputs[0]} : predictions;
     out.scores = logits;
     out.per_example =
         g.add(loss == "sparse_categorical_crossentropy" ? "SparseSoftmaxXent" : "SoftmaxXent", {logits, targets});

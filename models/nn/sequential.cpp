@@ -85,6 +85,12 @@ Output Sequential::call(Graph& g, Output x, bool training, const std::string& de
   return x;
 }
 
+std::string Sequential::to_onnx(OnnxWriter& w, const std::string& x) const {
+  std::string y = x;
+  for (const auto& layer : layers_) y = layer->to_onnx(w, y);
+  return y;
+}
+
 std::vector<std::shared_ptr<Variable>> Sequential::variables() const {
   std::vector<std::shared_ptr<Variable>> out;
   for (const auto& l : layers_)

@@ -48,6 +48,9 @@ class Sequential {
   // `default_device`.
   Output call(Graph& g, Output x, bool training, const std::string& default_device) const;
 
+  // Adds every layer's ONNX form (Layer::to_onnx) in order on the value x; returns the last output's name.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const;
+
   std::vector<std::shared_ptr<Variable>> variables() const;
   std::int64_t param_count() const;
   std::int64_t trainable_param_count() const;

@@ -10,6 +10,7 @@
 #include "models/data/dataset.h"
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
+#include "models/nn/layer.h"
 #include "models/nn/losses.h"
 
 namespace tctl {
@@ -351,7 +352,8 @@ ModelFileKind classify_model_file(const nlohmann::json& doc) {
 }
 
 nlohmann::json model_spec_from(const nlohmann::json& doc, const std::string& file) {
-  return classify_model_file(doc) == ModelFileKind::kKerasExport ? keras_to_spec(doc, file) : doc;
+  return classify_model_file(doc) == ModelFileKind::kKerasExport ? keras_to_spec(doc, file, keras_layer_mappings())
+                                                                 : doc;
 }
 
 TrainConfig load_model_file(const std::string& path) {

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const nlohmann::json doc = tctl::parse_json_text(std::string(tctl::fuzz::as_text(data, size)), "model.json");
     // summary imports only what looks like a Keras file; import-keras converts whatever it is given.
     (void)tctl::is_keras_model_json(doc);
-    const nlohmann::json spec = tctl::keras_to_spec(doc, "model.json");
+    const nlohmann::json spec = tctl::keras_to_spec(doc, "model.json", tctl::keras_layer_mappings());
     const std::string printed = spec.dump(2);
     (void)tctl::keras_source_description(doc);
     tctl::fuzz::build_model(tctl::parse_json_text(printed, "spec.json"), "spec.json");

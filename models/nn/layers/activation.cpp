@@ -12,6 +12,9 @@ class Activation final : public Layer {
   }
   Shape build(const Shape& input, const BuildContext&, const SpecReader&) override { return input; }
   Output call(Graph& g, Output x, bool) override { return apply_activation(g, x, activation_); }
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    return activation_to_onnx(w, name(), activation_, x);
+  }
   nlohmann::json config() const override { return {{"activation", activation_}}; }
 
  private:
@@ -23,6 +26,10 @@ class Activation final : public Layer {
 std::unique_ptr<Layer> make_activation(LayerArgs& args) {
   if (!args.spec.has("activation")) args.spec.fail_here("missing required key \"activation\"");
   return std::make_unique<Activation>(args);
+}
+
+void keras_activation(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  out["activation"] = c.activation("activation", true);
 }
 
 }  // namespace tctl

@@ -4,6 +4,7 @@
 // non-trainable moving_mean and moving_variance toward them, m = momentum m + (1 - momentum) batch, as
 // Keras does; inference normalizes with the moving statistics. Variables, in Keras' order: gamma (when
 // scale), beta (when center), moving_mean, moving_variance; checkpoints save all four.
+#include <cmath>
 #include <limits>
 
 #include "models/nn/layer.h"
@@ -65,6 +66,22 @@ class BatchNormalization final : public Layer {
     return y;
   }
 
+  // The inference form (x - mean) * gamma / sqrt(variance + epsilon) + beta as Sub, Mul and Add.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    const Tensor mean = value("moving_mean");
+    const std::vector<float> variance = value("moving_variance").to_floats();
+    std::vector<float> scale(variance.size(), 1.0f), shift(variance.size(), 0.0f);
+    if (scale_) scale = value("gamma").to_floats();
+    if (center_) shift = value("beta").to_floats();
+    // gamma * (1 / sqrt(variance + epsilon)), the inverse computed in double as the kernel does.
+    for (std::size_t j = 0; j < scale.size(); ++j)
+      scale[j] = scale[j] * static_cast<float>(1.0 / std::sqrt(static_cast<double>(variance[j]) + epsilon_));
+    const std::int64_t c = static_cast<std::int64_t>(scale.size());
+    const std::string centred = w.op("Sub", name(), {x, w.weight(variable_name("moving_mean"), mean)});
+    const std::string scaled = w.op("Mul", name(), {centred, w.initializer(variable_name("scale"), {c}, scale)});
+    return w.op("Add", name(), {scaled, w.initializer(variable_name("shift"), {c}, shift)});
+  }
+
   nlohmann::json config() const override {
     return {
         {"axis", axis_json_}, {"momentum", momentum_}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
@@ -83,5 +100,30 @@ class BatchNormalization final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_batch_normalization(LayerArgs& args) { return std::make_unique<BatchNormalization>(args); }
+
+void keras_batch_normalization(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  // Keras writes -1 before the layer is built and the resolved index ([3] for an image) after; the index
+  // counts the batch, so the last axis is `rank`.
+  if (const nlohmann::json* raw = c.take("axis"); raw && !raw->is_null()) {
+    const nlohmann::json& v = keras_list(*raw);
+    const nlohmann::json& axis = v.is_array() && v.size() == 1 ? v[0] : v;
+    const bool last = axis.is_number_integer() && (axis.get<std::int64_t>() == -1 ||
+                                                   axis.get<std::int64_t>() == static_cast<std::int64_t>(walk.rank));
+    if (!last) c.fail("axis", "axis " + raw->dump() + " is not supported (only the last axis, -1)");
+  }
+  out["axis"] = -1;
+  out["momentum"] = c.number("momentum", 0.99);
+  out["epsilon"] = c.number("epsilon", 0.001);
+  out["center"] = c.boolean("center", true);
+  out["scale"] = c.boolean("scale", true);
+  c.initializer("beta_initializer", {"zeros"}, "zeros");
+  c.initializer("gamma_initializer", {"ones"}, "ones");
+  c.initializer("moving_mean_initializer", {"zeros"}, "zeros");
+  c.initializer("moving_variance_initializer", {"ones"}, "ones");
+  c.require_null({"beta_regularizer", "gamma_regularizer", "beta_constraint", "gamma_constraint"});
+  c.require_false({"synchronized", "renorm"});
+  // Only used by renormalization, which is off once the line above passed.
+  c.take("renorm_momentum");
+}
 
 }  // namespace tctl

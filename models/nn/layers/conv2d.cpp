@@ -53,6 +53,29 @@ class Conv2D final : public Layer {
     return add_fused_with_bias(g, "FusedConv2D", {x, read(g, 0), read(g, 1)}, std::move(attrs), activation_);
   }
 
+  // Conv between Transposes to NCHW and back, then the activation; "same" is SAME_UPPER, TF's rule.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    // Keras' kernel [kh, kw, in, out] becomes ONNX's [out, in, kh, kw].
+    const Tensor kernel = value("kernel");
+    const auto& k = kernel.shape().dims();
+    const std::vector<float> src = kernel.to_floats();
+    std::vector<float> oihw(src.size());
+    for (std::int64_t i = 0; i < k[0]; ++i)
+      for (std::int64_t j = 0; j < k[1]; ++j)
+        for (std::int64_t c = 0; c < k[2]; ++c)
+          for (std::int64_t o = 0; o < k[3]; ++o)
+            oihw[static_cast<std::size_t>(((o * k[2] + c) * k[0] + i) * k[1] + j)] =
+                src[static_cast<std::size_t>(((i * k[1] + j) * k[2] + c) * k[3] + o)];
+    std::vector<std::string> inputs{onnx_to_nchw(w, name(), x),
+                                    w.initializer(variable_name("kernel"), {k[3], k[2], k[0], k[1]}, oihw)};
+    if (use_bias_) inputs.push_back(w.weight(variable_name("bias"), value("bias")));
+    const std::string y =
+        w.op("Conv", name(), inputs,
+             {OnnxAttr::ints("kernel_shape", {k[0], k[1]}), OnnxAttr::ints("strides", {strides_[0], strides_[1]}),
+              OnnxAttr::text("auto_pad", detail::onnx_auto_pad(padding_))});
+    return activation_to_onnx(w, name(), activation_, onnx_to_nhwc(w, name(), y));
+  }
+
   nlohmann::json config() const override {
     return {{"filters", filters_},
             {"kernel_size", detail::pair_json(kernel_size_)},
@@ -75,5 +98,25 @@ class Conv2D final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_conv2d(LayerArgs& args) { return std::make_unique<Conv2D>(args); }
+
+void keras_conv2d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  out["filters"] = c.positive_int("filters");
+  auto kernel = c.int_pair("kernel_size");
+  if (!kernel) c.fail("kernel_size", "missing required option kernel_size");
+  out["kernel_size"] = *kernel;
+  out["strides"] = c.int_pair("strides").value_or(nlohmann::json::array({1, 1}));
+  out["padding"] = c.one_of("padding", {"valid", "same"}, "valid");
+  out["activation"] = c.activation("activation", false);
+  out["use_bias"] = c.boolean("use_bias", true);
+  out["kernel_initializer"] = c.initializer("kernel_initializer", keras_weight_initializers(), "glorot_uniform");
+  out["bias_initializer"] = c.initializer("bias_initializer", keras_weight_initializers(), "zeros");
+  c.require_channels_last();
+  if (auto dilation = c.int_pair("dilation_rate"); dilation && *dilation != nlohmann::json::array({1, 1}))
+    c.fail("dilation_rate", "dilation_rate " + dilation->dump() + " is not supported (only 1)");
+  if (const nlohmann::json* groups = c.take("groups"); groups && !groups->is_null() && *groups != nlohmann::json(1))
+    c.fail("groups", "groups " + groups->dump() + " is not supported (only 1)");
+  c.require_null(
+      {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
+}
 
 }  // namespace tctl

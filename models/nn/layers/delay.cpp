@@ -19,6 +19,8 @@ class Delay final : public Layer {
   }
   Shape build(const Shape& input, const BuildContext&, const SpecReader&) override { return input; }
   Output call(Graph& g, Output x, bool /*training*/) override { return g.add("Delay", {x}, Attrs{{"ms", ms_}}); }
+  // The delay is a profiling aid, not part of what the model computes.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return w.op("Identity", name(), {x}); }
   nlohmann::json config() const override { return {{"ms", ms_}}; }
 
  private:

@@ -42,6 +42,13 @@ class Dense final : public Layer {
     return add_fused_with_bias(g, "FusedMatMul", {x, read(g, 0), read(g, 1)}, {}, activation_);
   }
 
+  // MatMul, then Add for the bias, then the activation.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    std::string y = w.op("MatMul", name(), {x, w.weight(variable_name("kernel"), value("kernel"))});
+    if (use_bias_) y = w.op("Add", name(), {y, w.weight(variable_name("bias"), value("bias"))});
+    return activation_to_onnx(w, name(), activation_, y);
+  }
+
   nlohmann::json config() const override {
     return {{"units", units_},
             {"activation", activation_},
@@ -60,5 +67,15 @@ class Dense final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_dense(LayerArgs& args) { return std::make_unique<Dense>(args); }
+
+void keras_dense(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  out["units"] = c.positive_int("units");
+  out["activation"] = c.activation("activation", false);
+  out["use_bias"] = c.boolean("use_bias", true);
+  out["kernel_initializer"] = c.initializer("kernel_initializer", keras_weight_initializers(), "glorot_uniform");
+  out["bias_initializer"] = c.initializer("bias_initializer", keras_weight_initializers(), "zeros");
+  c.require_null(
+      {"kernel_regularizer", "bias_regularizer", "activity_regularizer", "kernel_constraint", "bias_constraint"});
+}
 
 }  // namespace tctl

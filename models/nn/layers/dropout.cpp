@@ -20,6 +20,8 @@ class Dropout final : public Layer {
     if (!training || rate_ == 0.0) return x;
     return g.add("Dropout", {x}, Attrs{{"rate", rate_}, {"stream", stream_}});
   }
+  // Inference drops nothing.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return w.op("Identity", name(), {x}); }
   nlohmann::json config() const override { return {{"rate", rate_}}; }
 
  private:
@@ -30,5 +32,14 @@ class Dropout final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_dropout(LayerArgs& args) { return std::make_unique<Dropout>(args); }
+
+void keras_dropout(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  const nlohmann::json* rate = c.take("rate");
+  if (!rate) c.fail("rate", "missing required option rate");
+  if (!rate->is_number() || rate->get<double>() < 0.0 || rate->get<double>() >= 1.0)
+    c.fail("rate", "expected a number in [0, 1), " + describe_json(*rate));
+  out["rate"] = *rate;
+  c.require_null({"noise_shape", "seed"});
+}
 
 }  // namespace tctl

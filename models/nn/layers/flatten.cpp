@@ -15,6 +15,9 @@ class Flatten final : public Layer {
   Output call(Graph& g, Output x, bool) override {
     return g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{features_}}});
   }
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    return w.op("Flatten", name(), {x}, {OnnxAttr::integer("axis", 1)});
+  }
   nlohmann::json config() const override { return nlohmann::json::object(); }
 
  private:
@@ -24,5 +27,10 @@ class Flatten final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_flatten(LayerArgs& args) { return std::make_unique<Flatten>(args); }
+
+void keras_flatten(KerasConfig& c, nlohmann::json&, KerasLayerWalk& walk) {
+  c.require_channels_last();
+  walk.rank = 1;
+}
 
 }  // namespace tctl

@@ -124,6 +124,18 @@ class Parallel final : public Layer {
   // branches of one Activation hold 16 tensors the size of the input, not one.
   std::int64_t inner_activation_elements() const override { return inner_elements_; }
 
+  // The branches one after another on the same input, joined by Sum or by Concat on the last axis.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    std::vector<std::string> ys;
+    for (const auto& branch : branches_) {
+      std::string y = x;
+      for (const auto& layer : branch) y = layer->to_onnx(w, y);
+      ys.push_back(y);
+    }
+    if (merge_ == "add") return w.op("Sum", name(), ys);
+    return w.op("Concat", name(), ys, {OnnxAttr::integer("axis", -1)});
+  }
+
   nlohmann::json config() const override {
     nlohmann::json branches = nlohmann::json::array();
     for (const auto& branch : branches_) {

@@ -31,6 +31,17 @@ class Pooling2D final : public Layer {
     return g.add(op_, {x}, std::move(attrs));
   }
 
+  // MaxPool or AveragePool (padding not counted, as our kernel) between Transposes to NCHW and back.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    const bool max = type() == "MaxPooling2D";
+    std::vector<OnnxAttr> attrs{OnnxAttr::ints("kernel_shape", {pool_size_[0], pool_size_[1]}),
+                                OnnxAttr::ints("strides", {strides_[0], strides_[1]}),
+                                OnnxAttr::text("auto_pad", detail::onnx_auto_pad(padding_))};
+    if (!max) attrs.push_back(OnnxAttr::integer("count_include_pad", 0));
+    const std::string nchw = onnx_to_nchw(w, name(), x);
+    return onnx_to_nhwc(w, name(), w.op(max ? "MaxPool" : "AveragePool", name(), {nchw}, attrs));
+  }
+
   nlohmann::json config() const override {
     return {
         {"pool_size", detail::pair_json(pool_size_)}, {"strides", detail::pair_json(strides_)}, {"padding", padding_}};
@@ -49,6 +60,15 @@ std::unique_ptr<Layer> make_max_pooling2d(LayerArgs& args) {
 }
 std::unique_ptr<Layer> make_average_pooling2d(LayerArgs& args) {
   return std::make_unique<Pooling2D>(args, "AveragePooling2D", "AvgPool2D");
+}
+
+void keras_pooling2d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  const nlohmann::json pool = c.int_pair("pool_size").value_or(nlohmann::json::array({2, 2}));
+  out["pool_size"] = pool;
+  // Keras' strides default (None) is the pool size.
+  out["strides"] = c.int_pair("strides").value_or(pool);
+  out["padding"] = c.one_of("padding", {"valid", "same"}, "valid");
+  c.require_channels_last();
 }
 
 }  // namespace tctl

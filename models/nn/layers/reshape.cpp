@@ -45,6 +45,12 @@ class Reshape final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool) override { return g.add("Reshape", {x}, Attrs{{"shape", resolved_}}); }
+  // The batch dimension is kept (0 copies the input's).
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    std::vector<std::int64_t> shape{0};
+    shape.insert(shape.end(), target_.begin(), target_.end());
+    return w.op("Reshape", name(), {x, w.int_initializer(name() + "/shape", shape)});
+  }
   nlohmann::json config() const override { return {{"target_shape", target_}}; }
 
  private:
@@ -55,5 +61,21 @@ class Reshape final : public Layer {
 }  // namespace
 
 std::unique_ptr<Layer> make_reshape(LayerArgs& args) { return std::make_unique<Reshape>(args); }
+
+void keras_reshape(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  const nlohmann::json* raw = c.take("target_shape");
+  if (!raw) c.fail("target_shape", "missing required option target_shape");
+  const nlohmann::json& v = keras_list(*raw);
+  bool ok = v.is_array() && !v.empty();
+  int unknown = 0;
+  for (std::size_t i = 0; ok && i < v.size(); ++i) {
+    ok = v[i].is_number_integer() && (v[i].get<std::int64_t>() > 0 || v[i].get<std::int64_t>() == -1);
+    if (ok && v[i].get<std::int64_t>() == -1) ++unknown;
+  }
+  if (!ok || unknown > 1)
+    c.fail("target_shape", "expected a list of positive integers with at most one -1, " + describe_json(*raw));
+  out["target_shape"] = v;
+  walk.rank = v.size();
+}
 
 }  // namespace tctl

@@ -18,7 +18,7 @@ json keras_file(const std::string& name) {
 // Converting `doc` must fail with a SpecError at `where` whose message contains every part.
 void expect_refusal(const json& doc, const std::string& where, const std::vector<std::string>& parts) {
   try {
-    keras_to_spec(doc, "m.json");
+    keras_to_spec(doc, "m.json", keras_layer_mappings());
     FAIL("expected a SpecError at " << where);
   } catch (const SpecError& e) {
     INFO("error: " << std::string(e.what()));
@@ -41,8 +41,8 @@ const json kMlpLayers = json::parse(R"([
 
 TEST_SUITE("keras_import") {
   TEST_CASE("the Keras 2 and Keras 3 exports of one MLP convert to the same spec") {
-    const json two = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
-    const json three = keras_to_spec(keras_file("mlp_keras3.json"), "mlp_keras3.json");
+    const json two = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json", keras_layer_mappings());
+    const json three = keras_to_spec(keras_file("mlp_keras3.json"), "mlp_keras3.json", keras_layer_mappings());
     CHECK(two == three);
     CHECK(two.at("name") == "iris_keras_mlp");
     CHECK(two.at("input_shape") == json::array({4}));
@@ -50,7 +50,7 @@ TEST_SUITE("keras_import") {
   }
 
   TEST_CASE("an old Keras 2 file with a bare layer list and VarianceScaling initializers converts too") {
-    const json spec = keras_to_spec(keras_file("mlp_keras2_legacy.json"), "legacy.json");
+    const json spec = keras_to_spec(keras_file("mlp_keras2_legacy.json"), "legacy.json", keras_layer_mappings());
     CHECK(spec.at("name") == "sequential");
     CHECK(spec.at("input_shape") == json::array({4}));
     CHECK(spec.at("layers") == kMlpLayers);
@@ -59,7 +59,7 @@ TEST_SUITE("keras_import") {
   TEST_CASE("the imported MLP builds, with the parameter count of the Keras summary") {
     // Keras' summary of this model: dense 4*16+16 = 80, dropout 0, dense_1 16*8+8 = 136, activation 0,
     // dense_2 8*3+3 = 27; total 243.
-    const json spec = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json");
+    const json spec = keras_to_spec(keras_file("mlp_keras2.json"), "mlp_keras2.json", keras_layer_mappings());
     Sequential net = Sequential::from_json(spec, "mlp_keras2.json", "", 1);
     CHECK(net.param_count() == 243);
     REQUIRE(net.layers().size() == 5);
@@ -71,8 +71,8 @@ TEST_SUITE("keras_import") {
   }
 
   TEST_CASE("the Keras 2 and Keras 3 exports of one CNN convert to the same spec") {
-    const json two = keras_to_spec(keras_file("cnn_keras2.json"), "cnn_keras2.json");
-    const json three = keras_to_spec(keras_file("cnn_keras3.json"), "cnn_keras3.json");
+    const json two = keras_to_spec(keras_file("cnn_keras2.json"), "cnn_keras2.json", keras_layer_mappings());
+    const json three = keras_to_spec(keras_file("cnn_keras3.json"), "cnn_keras3.json", keras_layer_mappings());
     CHECK(two == three);
     const json expected = json::parse(R"({"name": "small_cnn", "input_shape": [8, 8, 1], "layers": [
     {"type": "Conv2D", "name": "conv2d", "filters": 4, "kernel_size": [3, 3], "strides": [1, 1], "padding": "same",
@@ -99,7 +99,7 @@ TEST_SUITE("keras_import") {
     layers[3]["class_name"] = "AveragePooling2D";
     layers[3]["config"]["pool_size"] = 3;
     layers[3]["config"]["strides"] = nullptr;
-    const json spec = keras_to_spec(doc, "m.json");
+    const json spec = keras_to_spec(doc, "m.json", keras_layer_mappings());
     CHECK(spec["layers"][0]["kernel_size"] == json::array({5, 5}));
     CHECK(spec["layers"][0]["strides"] == json::array({2, 2}));
     CHECK(spec["layers"][2]["type"] == "AveragePooling2D");
@@ -117,7 +117,7 @@ TEST_SUITE("keras_import") {
                   json::parse(R"({"class_name": "BatchNormalization", "config": {"name": "bn2", "axis": [2]}})"));
     layers[2]["config"]["renorm"] = false;
     layers[2]["config"]["renorm_momentum"] = 0.99;
-    const json spec = keras_to_spec(doc, "m.json");
+    const json spec = keras_to_spec(doc, "m.json", keras_layer_mappings());
     CHECK(spec["layers"][3] == json::parse(R"({"type": "Reshape", "name": "reshape", "target_shape": [16, 4]})"));
     CHECK(spec["layers"][4]["axis"] == -1);
   }
@@ -125,11 +125,11 @@ TEST_SUITE("keras_import") {
   TEST_CASE("layers without an InputLayer take the shape from a Keras 3 build_config or the model") {
     json doc = keras_file("mlp_keras3.json");
     doc["config"]["layers"].erase(0);
-    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("input_shape") == json::array({4}));
     doc["config"]["layers"][0].erase("build_config");
-    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("input_shape") == json::array({4}));
     doc["config"].erase("build_input_shape");
-    CHECK(keras_to_spec(doc, "m.json").at("input_shape") == json::array({4}));
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("input_shape") == json::array({4}));
     doc.erase("build_config");
     expect_refusal(doc, "config.layers", {"no input shape"});
   }
@@ -213,7 +213,7 @@ TEST_SUITE("keras_import") {
   TEST_CASE("unknown keys are accepted only when null") {
     json doc = keras_file("mlp_keras3.json");
     doc["config"]["layers"][1]["config"]["quantization_config"] = nullptr;
-    CHECK(keras_to_spec(doc, "m.json").at("layers") == kMlpLayers);
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("layers") == kMlpLayers);
   }
 
   TEST_CASE("input shapes must be fixed") {
@@ -254,7 +254,7 @@ TEST_SUITE("keras_import") {
     // Keras' own classes have null, or their own name where a class is not exported.
     doc["registered_name"] = "Sequential";
     doc["config"]["layers"][1]["registered_name"] = "Dense";
-    CHECK(keras_to_spec(doc, "m.json").at("layers") == kMlpLayers);
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("layers") == kMlpLayers);
   }
 
   TEST_CASE("any odd value in any layer option is converted or refused as a SpecError, never another exception") {
@@ -286,7 +286,7 @@ TEST_SUITE("keras_import") {
             CAPTURE(key);
             CAPTURE(value.dump());
             try {
-              keras_to_spec(doc, "m.json");
+              keras_to_spec(doc, "m.json", keras_layer_mappings());
             } catch (const SpecError&) {
               ++refused;
             } catch (const std::exception& e) {

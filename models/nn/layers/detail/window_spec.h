@@ -36,6 +36,9 @@ inline std::string read_padding(SpecReader& spec) { return spec.one_of("padding"
 
 inline nlohmann::json pair_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
 
+// ONNX's auto_pad for a padding: TF's "same" puts the odd pixel after, as SAME_UPPER does.
+inline std::string onnx_auto_pad(const std::string& padding) { return padding == "same" ? "SAME_UPPER" : "VALID"; }
+
 // The [H, W, C] input of a windowed layer; anything else fails at the layer.
 inline void expect_image_input(const Shape& input, const std::string& type, const SpecReader& where) {
   if (input.rank() != 3)
