@@ -20,7 +20,8 @@ TEST_CASE("BatchNormalization passes the layer checks in inference mode") {
   CHECK(checked.output_shape == Shape{4});
   CHECK(checked.layer().name() == "batch_normalization");
   check_layer(R"({"type":"BatchNormalization","center":false})", {3, 2, 2});
-  check_layer(R"({"type":"BatchNormalization","scale":false,"axis":2})", {2, 3});
+  // Keras' axis 2 here is its last axis, which the importer writes as -1: not a round trip.
+  check_layer(R"({"type":"BatchNormalization","scale":false,"axis":2})", {2, 3}, {.keras = false});
 }
 
 TEST_CASE("BatchNormalization passes the layer checks in training mode, through the batch statistics") {

@@ -15,7 +15,9 @@ using testing::check_layer;
 using testing::check_layer_spec_error;
 
 TEST_CASE("Conv2D passes the layer checks") {
-  auto checked = check_layer(R"({"type":"Conv2D","filters":3,"kernel_size":3})", {5, 6, 2});
+  // 2 operations per output pixel (3 x 4 x 3) and kernel weight per filter (3 x 3 x 2).
+  auto checked =
+      check_layer(R"({"type":"Conv2D","filters":3,"kernel_size":3})", {5, 6, 2}, {.flops_per_example = 1296});
   CHECK(checked.output_shape == Shape{3, 4, 3});
   CHECK(checked.layer().name() == "conv2d");
   CHECK(check_layer(R"({"type":"Conv2D","filters":2,"kernel_size":[3,2],"strides":2,"padding":"same"})", {5, 7, 2})

@@ -19,7 +19,8 @@ std::vector<float> kernel_of(const Sequential& net, std::size_t layer = 0) {
 }
 
 TEST_CASE("Dense passes the layer checks") {
-  auto checked = check_layer(R"({"type":"Dense","units":4})", {8});
+  // A product's multiply and add count two: 2 x 8 x 4 per example.
+  auto checked = check_layer(R"({"type":"Dense","units":4})", {8}, {.flops_per_example = 64});
   CHECK(checked.output_shape == Shape{4});
   CHECK(checked.layer().name() == "dense");
 }

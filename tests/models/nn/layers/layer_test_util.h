@@ -8,7 +8,13 @@
 //   - the gradient of a scalar loss sum(y * r) (r a random constant) with respect to the input and every
 //     variable, against central finite differences;
 //   - the JSON round trip to_json() -> from_json() -> to_json(), which must also rebuild the same weights;
-//   - the summary row: name, type, output shape and parameter count.
+//   - the summary row: name, type, output shape and parameter count;
+//   - the Keras round trip: the layer written as a Keras Sequential model file imports (through the layer's
+//     own mapping) to the same resolved spec; a layer without a mapping is refused by name;
+//   - the ONNX export (the layer's to_onnx): the repo's own evaluator (tests/onnx/evaluate_onnx.py, numpy)
+//     runs the exported model on a batch and must match the model's inference output within 1e-5;
+//   - the FLOPs the profiler counts for the layer's forward nodes: proportional to the batch, and equal to
+//     LayerCheckOptions::flops_per_example when the test gives it.
 // Failures are reported through doctest CHECKs with the layer's JSON attached.
 #pragma once
 
@@ -17,6 +23,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <string>
@@ -25,9 +35,13 @@
 #include <nlohmann/json.hpp>
 
 #include "core/autodiff.h"
+#include "core/profiler.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
+#include "models/io/keras_import.h"
+#include "models/io/onnx_export.h"
 #include "models/nn/sequential.h"
+#include "tests/models/test_files.h"
 
 namespace tctl::testing {
 
@@ -42,6 +56,12 @@ struct LayerCheckOptions {
   float tolerance = 2e-2f;  // relative and absolute
   // Elements checked per tensor; larger tensors are sampled at a fixed stride.
   std::int64_t max_checks_per_tensor = 48;
+  // The layer's spec written as Keras would write it imports back to itself. Off only for a spec with an
+  // option Keras files cannot hold (an initializer the importer refuses).
+  bool keras = true;
+  // The forward pass's FLOPs per example as the profiler counts them (OpDef::flops); negative: not checked
+  // beyond being proportional to the batch.
+  double flops_per_example = -1;
 };
 
 // What check_layer built, for the layer's own follow-up checks.
@@ -139,6 +159,95 @@ void compare_with_finite_differences(const std::string& what, const std::vector<
   INFO(what << ": " << checked << " points, " << kinks << " at kinks, " << failures << " failures");
   CHECK(failures == 0);
   CHECK(kinks * 10 <= std::max(checked, 10));
+}
+
+// The layer written as a one-layer Keras Sequential model imports to the same resolved spec; a layer type
+// with no Keras mapping is refused, naming its class.
+inline void check_keras_round_trip(const Sequential& net, const Shape& input_shape, std::uint64_t seed) {
+  const Layer& layer = *net.layers().front();
+  nlohmann::json config = layer.to_json();
+  config.erase("type");
+  nlohmann::json batch_shape = nlohmann::json::array({nullptr});
+  for (auto d : input_shape.dims()) batch_shape.push_back(d);
+  const nlohmann::json doc = {{"class_name", "Sequential"},
+                              {"config",
+                               {{"name", net.name()},
+                                {"layers",
+                                 {{{"class_name", "InputLayer"}, {"config", {{"batch_input_shape", batch_shape}}}},
+                                  {{"class_name", layer.type()}, {"config", config}}}}}}};
+  INFO("Keras file: " << doc.dump());
+  if (!keras_layer_mappings().contains(layer.type())) {
+    try {
+      keras_to_spec(doc, "keras.json", keras_layer_mappings());
+      FAIL("a layer without a Keras mapping was imported");
+    } catch (const SpecError& e) {
+      CHECK(e.message().find("layer type " + layer.type()) != std::string::npos);
+    }
+    return;
+  }
+  const nlohmann::json spec = keras_to_spec(doc, "keras.json", keras_layer_mappings());
+  CHECK(Sequential::from_json(spec, "keras.json", "", seed).to_json() == net.to_json());
+}
+
+// "v0,v1,...\n" then one row per example of t ([batch, ...]), as the ONNX evaluator reads CSV.
+inline std::string csv_rows(const Tensor& t) {
+  const std::int64_t rows = t.shape()[0], width = t.num_elements() / std::max<std::int64_t>(rows, 1);
+  std::string out;
+  for (std::int64_t j = 0; j < width; ++j) out += (j ? ",v" : "v") + std::to_string(j);
+  out += "\n";
+  const std::vector<float> v = t.to_floats();
+  char cell[32];
+  for (std::int64_t i = 0; i < rows; ++i) {
+    for (std::int64_t j = 0; j < width; ++j) {
+      std::snprintf(cell, sizeof cell, "%s%.9g", j ? "," : "",
+                    static_cast<double>(v[static_cast<std::size_t>(i * width + j)]));
+      out += cell;
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+// The layer's ONNX export, run by tests/onnx/evaluate_onnx.py on a batch, gives the model's inference output.
+inline void check_onnx_export(const Sequential& net, const Shape& input_shape, const LayerCheckOptions& o) {
+  OnnxExportInput in;
+  in.name = net.name();
+  in.input_shape.assign(input_shape.dims().begin(), input_shape.dims().end());
+  in.add_network = [&net](OnnxWriter& w, const std::string& x) { return net.to_onnx(w, x); };
+  in.outputs = net.output_shape().num_elements();
+  in.output_name = "values";
+  const std::string bytes = export_onnx(in);
+  if (std::system("/usr/bin/python3 -c 'import onnx, numpy' 2>/dev/null") != 0) {
+    MESSAGE("/usr/bin/python3 has no onnx module (python3-onnx): the ONNX evaluation is skipped");
+    return;
+  }
+  const Tensor x = random_tensor(Shape::concat(o.batch, input_shape), o.seed + 303);
+  const Tensor y = run_net(net, x);
+  const std::string model = write_scratch_file("layer.onnx", bytes);
+  const std::string rows = write_scratch_file("layer_rows.csv", csv_rows(x));
+  const std::string expected = write_scratch_file("layer_expected.csv", csv_rows(y));
+  const std::string report = (scratch_dir() / "layer_onnx.txt").string();
+  const std::string command = "/usr/bin/python3 " TENSORCTL_SOURCE_DIR "/tests/onnx/evaluate_onnx.py " + model + " " +
+                              rows + " " + expected + " > " + report + " 2>&1";
+  const int status = std::system(command.c_str());
+  std::ifstream f(report);
+  const std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK_MESSAGE(status == 0, "evaluate_onnx.py: " << said);
+}
+
+// The forward nodes' FLOPs (OpDef::flops), at two batch sizes.
+inline void check_flops(const Sequential& net, const Shape& input_shape, const LayerCheckOptions& o) {
+  Graph g;
+  const int first = g.size() + 1;
+  net.call(g, g.placeholder("x", DType::kF32, Shape::concat(-1, input_shape)), false, "cpu");
+  double at_batch = 0, at_double = 0;
+  for (int id = first; id < g.size(); ++id) {
+    at_batch += node_flops(g, g.node(id), o.batch);
+    at_double += node_flops(g, g.node(id), 2 * o.batch);
+  }
+  CHECK(at_batch >= 0);
+  CHECK(at_double == 2 * at_batch);
+  if (o.flops_per_example >= 0) CHECK(at_batch == o.flops_per_example * static_cast<double>(o.batch));
 }
 
 }  // namespace detail
@@ -272,6 +381,10 @@ inline CheckedLayer check_layer(const std::string& json_text, const Shape& input
   CHECK(!layer.name().empty());
   CHECK(layer.type() == nlohmann::json::parse(json_text)["type"].get<std::string>());
   CHECK(!Shape::concat(-1, result.output_shape).keras_string().empty());
+
+  if (o.keras) detail::check_keras_round_trip(net, input_shape, o.seed);
+  detail::check_onnx_export(net, input_shape, o);
+  detail::check_flops(net, input_shape, o);
   return result;
 }
 

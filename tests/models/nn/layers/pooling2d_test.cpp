@@ -14,7 +14,8 @@ using testing::check_layer_spec_error;
 TEST_CASE("pooling layers pass the layer checks") {
   for (const std::string type : {"MaxPooling2D", "AveragePooling2D"}) {
     CAPTURE(type);
-    auto checked = check_layer(R"({"type":")" + type + R"("})", {4, 6, 2});
+    // One operation per element a window covers: 2 x 3 x 2 outputs of 2 x 2 windows.
+    auto checked = check_layer(R"({"type":")" + type + R"("})", {4, 6, 2}, {.flops_per_example = 48});
     CHECK(checked.output_shape == Shape{2, 3, 2});
     CHECK(checked.layer().param_count() == 0);
     CHECK(check_layer(R"({"type":")" + type + R"(","pool_size":[3,2],"strides":1,"padding":"same"})", {5, 4, 3})
