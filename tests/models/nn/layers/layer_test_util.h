@@ -209,11 +209,22 @@ inline std::string csv_rows(const Tensor& t) {
 }
 
 // The layer's ONNX export, run by tests/onnx/evaluate_onnx.py on a batch, gives the model's inference output.
-inline void check_onnx_export(const Sequential& net, const Shape& input_shape, const LayerCheckOptions& o) {
+inline void check_onnx_export(const Sequential& built, const Shape& input_shape, const LayerCheckOptions& o) {
+  // Every variable drawn from [0.5, 1.5) (a variance must be positive), so a bias that starts at zero or a
+  // scale that starts at one cannot hide a term the export leaves out.
+  const Sequential net = Sequential::from_json(built.to_json(), "model.json", "", o.seed);
+  const auto vars = net.variables();
+  for (std::size_t k = 0; k < vars.size(); ++k)
+    vars[k]->assign(random_tensor(vars[k]->shape(), o.seed + 400 + k, 0.5f, 1.5f));
   OnnxExportInput in;
   in.name = net.name();
   in.input_shape.assign(input_shape.dims().begin(), input_shape.dims().end());
-  in.add_network = [&net](OnnxWriter& w, const std::string& x) { return net.to_onnx(w, x); };
+  // The export's output is [batch, values], as predict writes rows: an image output is flattened after.
+  in.add_network = [&net](OnnxWriter& w, const std::string& x) {
+    const std::string y = net.to_onnx(w, x);
+    if (net.output_shape().rank() == 1) return y;
+    return w.op("Flatten", "check", {y}, {OnnxAttr::integer("axis", 1)});
+  };
   in.outputs = net.output_shape().num_elements();
   in.output_name = "values";
   const std::string bytes = export_onnx(in);
