@@ -159,7 +159,7 @@ TrainConfig config_with_flags(const TrainFlags& f) {
 // The line on how a hogwild, mirrored or multi-worker run went, from its summary's "strategy"; none for one
 // replica.
 void print_strategy_line(std::FILE* log, const TrainConfig& c, const nlohmann::json& strategy) {
-  if (c.strategy.type == "hogwild") {
+  if (c.strategy.type == StrategyType::kHogwild) {
     std::fprintf(
         log, "%s\n",
         fmt::format("Hogwild with {} worker{}, locking {}: {} updates, {} applied, {} lost", c.strategy.workers,
@@ -172,13 +172,13 @@ void print_strategy_line(std::FILE* log, const TrainConfig& c, const nlohmann::j
     const auto& ar = strategy.at("all_reduce");
     const double step = strategy.at("step_seconds").get<double>();
     const double reduce = ar.at("seconds_per_step").get<double>();
-    std::fprintf(
-        log, "%s\n",
-        fmt::format("{} over {} {}: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms step)",
-                    c.strategy.mirrored() ? "Mirrored" : "Multi-worker", strategy.at("replicas").get<int>(),
-                    c.strategy.mirrored() ? "replicas" : "workers", human_bytes(ar.at("bytes_per_step").get<double>()),
-                    reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
-            .c_str());
+    const bool mirrored = c.strategy.type == StrategyType::kMirrored;
+    std::fprintf(log, "%s\n",
+                 fmt::format("{} over {} {}: all-reduce of {} per step in {:.3f} ms ({:.0f}% of a {:.3f} ms step)",
+                             mirrored ? "Mirrored" : "Multi-worker", strategy.at("replicas").get<int>(),
+                             mirrored ? "replicas" : "workers", human_bytes(ar.at("bytes_per_step").get<double>()),
+                             reduce * 1e3, step > 0 ? 100.0 * reduce / step : 0.0, step * 1e3)
+                     .c_str());
   }
 }
 
@@ -186,7 +186,7 @@ int run_train(const TrainFlags& f) {
   TrainConfig c = config_with_flags(f);
   // Multi-worker: rank 0 speaks for the job; the other ranks print nothing but their errors.
   const auto launch = mpi_launch();
-  const bool silent_worker = c.strategy.type == "multi-worker" && launch && launch->rank != 0;
+  const bool silent_worker = c.strategy.type == StrategyType::kMultiWorker && launch && launch->rank != 0;
   // With --json, stdout carries only the JSON document; progress goes to stderr.
   std::FILE* log = f.json ? stderr : stdout;
   ProgressPrinter progress(log, c.epochs);

@@ -192,7 +192,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   run.config.intra_op_threads = intra_op_threads;
   // Predicting and evaluating need one replica, on the device the first replica trained on.
   TrainConfig one = run.config;
-  if (one.strategy.mirrored() && !one.strategy.devices.empty()) one.device = one.strategy.devices[0];
+  if (one.strategy.type == StrategyType::kMirrored && !one.strategy.devices.empty())
+    one.device = one.strategy.devices[0];
   one.strategy = StrategyConfig{};
   run.model = build_model(one);
   const auto& net = run.model->net();

@@ -21,12 +21,12 @@ ModelOptions model_options(const TrainConfig& c) {
   o.seed = c.seed;
   o.config_file = c.file;
   o.prefetch = c.prefetch;
-  if (c.strategy.mirrored() && c.strategy.replicas > 1) {
+  if (c.strategy.type == StrategyType::kMirrored && c.strategy.replicas > 1) {
     o.replica_devices = c.strategy.devices;
     if (o.replica_devices.empty()) o.replica_devices.assign(static_cast<std::size_t>(c.strategy.replicas), c.device);
   }
   o.bucket_bytes = c.strategy.bucket_bytes;
-  if (c.strategy.type == "hogwild") o.hogwild_workers = c.strategy.workers;
+  if (c.strategy.type == StrategyType::kHogwild) o.hogwild_workers = c.strategy.workers;
   o.placement.strict = c.strict_placement;
   if (c.log_device_placement)
     o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };

@@ -35,9 +35,10 @@ nlohmann::json device_memory_json() {
 
 // Mirrored training: the replicas, and what their all-reduces cost per step against the whole step.
 nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double train_seconds) {
-  if (c.strategy.type == "hogwild") {
+  const std::string type(strategy_type_name(c.strategy.type));
+  if (c.strategy.type == StrategyType::kHogwild) {
     const HogwildTotals h = model.hogwild_totals();
-    return {{"type", "hogwild"},
+    return {{"type", type},
             {"workers", c.strategy.workers},
             {"locking", std::string(locking_mode_name(c.optimizer.locking))},
             {"steps", h.steps},
@@ -45,10 +46,10 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
             {"updates_applied", h.applied},
             {"lost_updates", h.expected - h.applied}};
   }
-  if (model.members() <= 1) return {{"type", c.strategy.type}, {"replicas", 1}};
+  if (model.members() <= 1) return {{"type", type}, {"replicas", 1}};
   const AllReduceTotals t = model.all_reduce_totals();
   const double steps = static_cast<double>(std::max<std::int64_t>(t.steps, 1));
-  return {{"type", c.strategy.type},
+  return {{"type", type},
           {"replicas", model.members()},
           {"steps", t.steps},
           {"all_reduce",

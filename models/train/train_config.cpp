@@ -1,6 +1,8 @@
 #include "models/train/train_config.h"
 
 #include <algorithm>
+#include <array>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -14,6 +16,21 @@
 #include "models/nn/losses.h"
 
 namespace tctl {
+
+namespace {
+constexpr std::array<std::pair<StrategyType, std::string_view>, 4> kStrategyNames{{
+    {StrategyType::kNone, "none"},
+    {StrategyType::kMirrored, "mirrored"},
+    {StrategyType::kMultiWorker, "multi-worker"},
+    {StrategyType::kHogwild, "hogwild"},
+}};
+}  // namespace
+
+std::string_view strategy_type_name(StrategyType type) {
+  for (const auto& [t, name] : kStrategyNames)
+    if (t == type) return name;
+  return "?";
+}
 
 nlohmann::json DataConfig::to_json() const {
   nlohmann::json j;
@@ -31,13 +48,13 @@ nlohmann::json DataConfig::to_json() const {
 }
 
 nlohmann::json StrategyConfig::to_json() const {
-  nlohmann::json j{{"type", type}};
-  if (type == "hogwild") j["workers"] = workers;
-  if (type == "multi-worker") {
+  nlohmann::json j{{"type", std::string(strategy_type_name(type))}};
+  if (type == StrategyType::kHogwild) j["workers"] = workers;
+  if (type == StrategyType::kMultiWorker) {
     j["bucket_bytes"] = bucket_bytes;
     j["timeout_seconds"] = timeout_seconds;
   }
-  if (mirrored()) {
+  if (type == StrategyType::kMirrored) {
     j["replicas"] = replicas;
     j["devices"] = devices;
     j["bucket_bytes"] = bucket_bytes;
@@ -63,7 +80,7 @@ nlohmann::json TrainConfig::to_json() const {
                    {"keep_denormals", keep_denormals},
                    {"output", output}};
   // Absent without a strategy, as in the runs recorded before there were strategies (which may resume).
-  if (strategy.type != "none") j["strategy"] = strategy.to_json();
+  if (strategy.type != StrategyType::kNone) j["strategy"] = strategy.to_json();
   return j;
 }
 
@@ -271,21 +288,31 @@ int batch_share_count(SpecReader& r, const std::string& key, std::int64_t batch_
   return static_cast<int>(n);
 }
 
+StrategyType read_strategy_type(SpecReader& r) {
+  std::vector<std::string> names;
+  for (const auto& entry : kStrategyNames) names.emplace_back(entry.second);
+  const std::string name = r.one_of("type", names, "none");
+  for (const auto& [t, n] : kStrategyNames)
+    if (n == name) return t;
+  TCTL_CHECK(false, "one_of returned a name outside kStrategyNames");
+  return StrategyType::kNone;
+}
+
 StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
   StrategyConfig st;
   if (!top.has("strategy")) return st;
   SpecReader r = top.object("strategy");
-  st.type = r.one_of("type", {"none", "mirrored", "multi-worker", "hogwild"}, "none");
-  if (st.type == "none") {
+  st.type = read_strategy_type(r);
+  if (st.type == StrategyType::kNone) {
     r.finish({"type"});
     return st;
   }
-  if (st.type == "hogwild") {
+  if (st.type == StrategyType::kHogwild) {
     st.workers = batch_share_count(r, "workers", c.batch_size);
     r.finish({"type", "workers"});
     return st;
   }
-  if (st.type == "multi-worker") {
+  if (st.type == StrategyType::kMultiWorker) {
     st.bucket_bytes = r.positive_int("bucket_bytes", st.bucket_bytes);
     st.timeout_seconds = r.number_in("timeout_seconds", st.timeout_seconds, 0.001, 86400.0, true);
     r.finish({"type", "bucket_bytes", "timeout_seconds"});

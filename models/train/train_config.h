@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -38,14 +39,18 @@ struct DataConfig {
 //   {"type": "hogwild", "workers": N}
 // N threads share one replica and its variables, each applying its own share's update under the
 // optimizer's `locking` (Hogwild when that is none): the classic alternative, for comparison.
+enum class StrategyType { kNone, kMirrored, kMultiWorker, kHogwild };
+
+// JSON spelling ("none", "mirrored", "multi-worker", "hogwild"), as the config, summary.json and --json write it.
+std::string_view strategy_type_name(StrategyType type);
+
 struct StrategyConfig {
-  std::string type = "none";  // none, mirrored, multi-worker, hogwild
+  StrategyType type = StrategyType::kNone;
   int replicas = 1;
   int workers = 2;                   // hogwild: threads sharing the one replica
   std::vector<std::string> devices;  // mirrored: one per replica; empty: all on the config's device
   std::int64_t bucket_bytes = std::int64_t{4} << 20;
   double timeout_seconds = 60.0;  // multi-worker: how long an all-reduce waits for the other ranks
-  bool mirrored() const { return type == "mirrored"; }
   nlohmann::json to_json() const;
 };
 

@@ -160,7 +160,7 @@ std::uint64_t fnv1a(const std::string& text) {
 // A multi-worker run's MPI world, joined after its checks: started by mpirun, a build with MPI, workers
 // that divide the batch, and the same resolved config on every rank. Null for the other strategies.
 std::shared_ptr<MpiWorld> join_workers(const TrainConfig& c) {
-  if (c.strategy.type != "multi-worker") return nullptr;
+  if (c.strategy.type != StrategyType::kMultiWorker) return nullptr;
   if (!mpi_built())
     throw SpecError(c.file, "strategy.type", "multi-worker needs a tensorctl built with MPI (libopenmpi-dev)");
   if (!mpi_launch())

@@ -86,7 +86,7 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   CHECK(!TrainConfig::from_json(j, "train.json").to_json().contains("strategy"));  // none: as before strategies
   j["strategy"] = {{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu", "sim:0"}}};
   const TrainConfig c = TrainConfig::from_json(j, "train.json");
-  CHECK(c.strategy.mirrored());
+  CHECK(c.strategy.type == StrategyType::kMirrored);
   CHECK(c.strategy.replicas == 2);
   CHECK(c.strategy.devices == std::vector<std::string>{"cpu", "sim:0"});
   CHECK(c.strategy.bucket_bytes == 4 << 20);
@@ -112,7 +112,8 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
         "strategy.devices: 1 devices for 2 replicas: name one device per replica");
   CHECK(refusal({{"type", "mirrored"}, {"replicas", 2}, {"devices", {"cpu", "gpu"}}})
             .starts_with("strategy.devices[1]: unknown device \"gpu\""));
-  CHECK(refusal({{"type", "mirored"}}).starts_with("strategy.type: "));
+  CHECK(refusal({{"type", "mirored"}}) ==
+        "strategy.type: unknown value \"mirored\" (known: none, mirrored, multi-worker, hogwild)");
   CHECK(refusal({{"type", "multi-worker"}, {"timeout_seconds", 0}}).starts_with("strategy.timeout_seconds: "));
   CHECK(refusal({{"type", "multi-worker"}, {"replicas", 2}}).starts_with("strategy.replicas: unknown key"));
   CHECK(refusal({{"type", "hogwild"}, {"workers", 3}}) ==
@@ -122,11 +123,27 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   CHECK(TrainConfig::from_json(j, "train.json").strategy.workers == 4);
   j["strategy"] = {{"type", "multi-worker"}, {"timeout_seconds", 5}};
   const TrainConfig w = TrainConfig::from_json(j, "train.json");
-  CHECK(w.strategy.type == "multi-worker");
+  CHECK(w.strategy.type == StrategyType::kMultiWorker);
   CHECK(w.strategy.timeout_seconds == 5.0);
   CHECK(TrainConfig::from_json(w.to_json(), "run/summary.json", "config", ConfigOrigin::kRunRecord).to_json() ==
         w.to_json());
   CHECK(refusal({{"type", "mirrored"}, {"replica", 2}}).starts_with("strategy.replica: unknown key"));
+}
+
+TEST_CASE("the strategy: each type reads from its JSON spelling and writes the same spelling back") {
+  const std::pair<const char*, StrategyType> spellings[] = {{"none", StrategyType::kNone},
+                                                            {"mirrored", StrategyType::kMirrored},
+                                                            {"multi-worker", StrategyType::kMultiWorker},
+                                                            {"hogwild", StrategyType::kHogwild}};
+  for (const auto& [name, type] : spellings) {
+    CAPTURE(name);
+    nlohmann::json j = nlohmann::json::parse(kConfig);
+    j["strategy"] = {{"type", name}};
+    const TrainConfig c = TrainConfig::from_json(j, "train.json");
+    CHECK(c.strategy.type == type);
+    CHECK(strategy_type_name(type) == name);
+    if (type != StrategyType::kNone) CHECK(c.to_json().at("strategy").at("type") == name);
+  }
 }
 
 TEST_CASE("data.header: false reads back, is recorded only when false, and belongs to a CSV") {
