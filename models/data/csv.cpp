@@ -29,6 +29,12 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+// Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
+std::string_view without_bom(std::string_view text) {
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
+  return text;
+}
+
 // Splits the text into records (RFC 4180): cells separated by commas, records by line ends, a cell in double
 // quotes may hold both and doubles its quotes. Keeps the line count, which quoted line breaks advance.
 class Tokenizer {
@@ -177,9 +183,7 @@ std::string read_text(const std::string& path, const CsvOptions& options) {
       header_seen = true;
       std::string row = kept;
       row.append(got.substr(0, i + 1));
-      std::string_view text = row;
-      if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);
-      Tokenizer tokens(text, path);
+      Tokenizer tokens(without_bom(row), path);
       std::vector<std::string> cells;
       bool blank = false;
       if (tokens.next(cells, blank) && !blank) options.check_header(cells);
@@ -214,6 +218,93 @@ std::string read_text(const std::string& path, const CsvOptions& options) {
            }});
 }
 
+// The records of the text that are not blank lines. Blank lines at the end are fine; a blank line followed
+// by more data is a broken file.
+class Records {
+ public:
+  Records(std::string_view text, const std::string& path) : tokens_(text, path), path_(path) {}
+
+  // Reads the next record that is not blank into cells(); false at the end of the text.
+  bool next() {
+    std::int64_t first_blank = 0;
+    bool blank = false;
+    while (tokens_.next(cells_, blank)) {
+      if (!blank) {
+        if (first_blank != 0) throw SpecError(path_, line_where(first_blank), "blank line before the end of the data");
+        return true;
+      }
+      if (first_blank == 0) first_blank = tokens_.record_line();
+    }
+    return false;
+  }
+
+  std::vector<std::string>& cells() { return cells_; }
+  // The line the last record read starts on.
+  std::int64_t line() const { return tokens_.record_line(); }
+
+ private:
+  Tokenizer tokens_;
+  const std::string& path_;
+  std::vector<std::string> cells_;
+};
+
+// The column names of the header row `cells` (moved out), refused when one is empty, repeated or not UTF-8.
+std::vector<std::string> header_columns(std::vector<std::string>& cells, const std::string& path) {
+  std::vector<std::string> columns;
+  std::unordered_set<std::string> seen;
+  for (std::string& column : cells) {
+    if (column.empty())
+      throw SpecError(path, line_where(1),
+                      "empty name for column " + std::to_string(columns.size() + 1) + " in the header row");
+    if (!seen.insert(column).second)
+      throw SpecError(path, line_where(1),
+                      "column name " + quote_for_message(column) + " appears twice in the header row");
+    if (const auto bad = first_non_utf8(column))
+      throw SpecError(path, line_where(1),
+                      not_utf8_message("column " + std::to_string(columns.size() + 1) + "'s name", column, *bad));
+    columns.push_back(std::move(column));
+  }
+  return columns;
+}
+
+enum class CellKind { kNumber, kText, kSkipped };
+
+// How each of the table's columns is read, from the options' number and text columns.
+std::vector<CellKind> column_kinds(const CsvTable& table, const CsvOptions& options) {
+  std::vector<CellKind> kinds(table.columns.size(),
+                              options.number_columns.empty() ? CellKind::kNumber : CellKind::kSkipped);
+  for (const auto& name : options.number_columns)
+    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = CellKind::kNumber;
+  for (const auto& name : options.text_columns)
+    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = CellKind::kText;
+  return kinds;
+}
+
+// Appends the data row `cells` (its text cells moved out), which starts on `line`, to the table.
+void append_row(CsvTable& table, std::vector<std::string>& cells, const std::vector<CellKind>& kinds, std::int64_t line,
+                const std::string& path) {
+  const std::size_t width = table.columns.size();
+  if (cells.size() != width)
+    throw SpecError(path, line_where(line),
+                    "expected " + std::to_string(width) + " cells, got " + std::to_string(cells.size()));
+  for (std::size_t c = 0; c < width; ++c) {
+    if (kinds[c] == CellKind::kNumber) {
+      table.values.push_back(parse_cell(cells[c], path, line, table.columns[c]));
+      continue;
+    }
+    if (kinds[c] == CellKind::kSkipped) {
+      table.values.push_back(std::numeric_limits<float>::quiet_NaN());
+      continue;
+    }
+    float value = 0.0f;
+    bool out_of_range = false;
+    table.values.push_back(parse_number(cells[c], value, out_of_range) ? value
+                                                                       : std::numeric_limits<float>::quiet_NaN());
+    table.text[c].push_back(std::move(cells[c]));
+  }
+  table.row_lines.push_back(line);
+}
+
 }  // namespace
 
 int CsvTable::column_index(const std::string& name) const {
@@ -224,85 +315,24 @@ int CsvTable::column_index(const std::string& name) const {
 
 CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   const std::string text = read_text(path, options);
-
-  // Excel writes a UTF-8 byte order mark; without this the first column name would carry it.
-  std::string_view rest = text;
-  if (rest.substr(0, 3) == "\xEF\xBB\xBF") rest.remove_prefix(3);
-  Tokenizer records(rest, path);
-  std::vector<std::string> cells;
-  bool blank = false;
-  // Blank lines at the end are fine; a blank line followed by more data is a broken file.
-  auto next_record = [&] {
-    std::int64_t first_blank = 0;
-    while (records.next(cells, blank)) {
-      if (!blank) {
-        if (first_blank != 0) throw SpecError(path, line_where(first_blank), "blank line before the end of the data");
-        return true;
-      }
-      if (first_blank == 0) first_blank = records.record_line();
-    }
-    return false;
-  };
-
-  CsvTable table;
-  if (!next_record()) {
+  Records records(without_bom(text), path);
+  if (!records.next()) {
     throw SpecError(
         path, line_where(1),
         options.header ? "empty file: expected a header row of column names" : "empty file: expected rows of cells");
   }
-  bool have_row = !options.header;
+  CsvTable table;
   if (options.header) {
-    std::unordered_set<std::string> seen;
-    for (std::string& column : cells) {
-      if (column.empty())
-        throw SpecError(path, line_where(1),
-                        "empty name for column " + std::to_string(table.columns.size() + 1) + " in the header row");
-      if (!seen.insert(column).second)
-        throw SpecError(path, line_where(1),
-                        "column name " + quote_for_message(column) + " appears twice in the header row");
-      if (const auto bad = first_non_utf8(column))
-        throw SpecError(
-            path, line_where(1),
-            not_utf8_message("column " + std::to_string(table.columns.size() + 1) + "'s name", column, *bad));
-      table.columns.push_back(std::move(column));
-    }
-    if (!next_record()) throw SpecError(path, line_where(records.record_line() + 1), "no data rows after the header");
-    have_row = true;
+    table.columns = header_columns(records.cells(), path);
+    if (!records.next()) throw SpecError(path, line_where(records.line() + 1), "no data rows after the header");
   } else {
-    for (std::size_t c = 0; c < cells.size(); ++c) table.columns.push_back(std::to_string(c + 1));
+    for (std::size_t c = 0; c < records.cells().size(); ++c) table.columns.push_back(std::to_string(c + 1));
   }
-
-  const std::size_t width = table.columns.size();
-  enum class Kind { kNumber, kText, kSkipped };
-  std::vector<Kind> kinds(width, options.number_columns.empty() ? Kind::kNumber : Kind::kSkipped);
-  for (const auto& name : options.number_columns)
-    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = Kind::kNumber;
-  for (const auto& name : options.text_columns)
-    if (int c = table.column_index(name); c >= 0) kinds[static_cast<std::size_t>(c)] = Kind::kText;
-  table.text.resize(width);
-  while (have_row) {
-    const std::int64_t line = records.record_line();
-    if (cells.size() != width)
-      throw SpecError(path, line_where(line),
-                      "expected " + std::to_string(width) + " cells, got " + std::to_string(cells.size()));
-    for (std::size_t c = 0; c < width; ++c) {
-      if (kinds[c] == Kind::kNumber) {
-        table.values.push_back(parse_cell(cells[c], path, line, table.columns[c]));
-        continue;
-      }
-      if (kinds[c] == Kind::kSkipped) {
-        table.values.push_back(std::numeric_limits<float>::quiet_NaN());
-        continue;
-      }
-      float value = 0.0f;
-      bool out_of_range = false;
-      table.values.push_back(parse_number(cells[c], value, out_of_range) ? value
-                                                                         : std::numeric_limits<float>::quiet_NaN());
-      table.text[c].push_back(std::move(cells[c]));
-    }
-    table.row_lines.push_back(line);
-    have_row = next_record();
-  }
+  const std::vector<CellKind> kinds = column_kinds(table, options);
+  table.text.resize(table.columns.size());
+  do {
+    append_row(table, records.cells(), kinds, records.line(), path);
+  } while (records.next());
   table.rows = static_cast<std::int64_t>(table.row_lines.size());
   return table;
 }
