@@ -47,7 +47,7 @@ void profiler_exchange_cpu(KernelContext& ctx) { ctx.output().mutable_data<float
 }  // namespace
 // A collective that is not AllReduce: the trace's all-reduce track follows the op's flag, not its name.
 TCTL_REGISTER_OP({.name = "TestProfilerExchange", .num_inputs = 0, .infer = scalar_spec, .collective = true});
-TCTL_REGISTER_KERNEL("TestProfilerExchange", DeviceKind::kCpu, profiler_exchange_cpu);
+TCTL_REGISTER_KERNEL("TestProfilerExchange", "cpu", profiler_exchange_cpu);
 
 TEST_CASE("a profiled collective op's events carry its flag, and the trace gives them the all-reduce track") {
   auto g = std::make_shared<Graph>();
