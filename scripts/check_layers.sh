@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the direction of #includes between tensorctl's folders (docs/architecture.md, "Layout"): each folder may include
-# only the folders listed for it. Prints every include that breaks the rule and exits 1 if there is one.
+# Checks the direction of #includes between tensorctl's folders (docs/architecture.md, "Layout"): each folder
+# may include only the folders listed for it, and no backend's folder under kernels/ another's. Prints every
+# include that breaks the rule and exits 1 if there is one.
 # Run by ctest (the `layering` test) from any directory.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -45,6 +46,20 @@ for folder in core kernels models/io models/data models/nn models/train models/r
     fi
   done < <(grep -rHE '^#include "[^"]+"' --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' "$folder")
 done
+# Each backend's folder (kernels/cpu, kernels/cuda, kernels/sim) includes no other backend's files: a backend
+# is added or dropped as one folder, and the CPU kernels build where nvcc is absent.
+while IFS= read -r line; do
+  file="${line%%:*}"
+  own="$(cut -d/ -f2 <<<"$file")"
+  target="$(sed -E 's/.*#include "([^"]+)".*/\1/' <<<"$line")"
+  case "$target" in
+    kernels/"$own"/*) ;;
+    kernels/*/*)
+      echo "$file includes $target, another backend's file (kernels/$own may include only its own folder)"
+      bad=1
+      ;;
+  esac
+done < <(grep -rHE '^#include "kernels/[^"]+"' --include='*.h' --include='*.cpp' --include='*.cu' --include='*.cuh' kernels/*/)
 # models/ holds nothing but its parts.
 stray="$(find models -maxdepth 1 -type f \( -name '*.h' -o -name '*.cpp' \))"
 if [ -n "$stray" ]; then
