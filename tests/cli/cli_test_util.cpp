@@ -213,6 +213,12 @@ void check_user_error(const CommandResult& r, const std::vector<std::string>& ne
   check_one_error_line(r, needles);
 }
 
+void check_user_error_in_output(const CommandResult& r, const std::vector<std::string>& needles) {
+  INFO("stdout and stderr: " << r.out);
+  CHECK(r.status == 2);
+  check_one_error_line(CommandResult{.status = r.status, .out = "", .err = r.out}, needles);
+}
+
 void check_runtime_error(const CommandResult& r, const std::vector<std::string>& needles) {
   INFO("stderr: " << r.err);
   CHECK(r.status == 1);

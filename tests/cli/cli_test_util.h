@@ -97,6 +97,8 @@ void check_no_crash(const CommandResult& r);
 // Checks a user's mistake: exit 2, nothing on stdout, stderr exactly one line "error: ..." that contains
 // every string in `needles`.
 void check_user_error(const CommandResult& r, const std::vector<std::string>& needles);
+// check_user_error() for a command run by run_shell_command(), whose `out` holds its stdout and stderr together.
+void check_user_error_in_output(const CommandResult& r, const std::vector<std::string>& needles);
 // Checks a runtime failure: exit 1, stderr one line "error: ..." containing every needle, after the
 // placement warnings ("warning: ...") a run prints before its first step, if any.
 void check_runtime_error(const CommandResult& r, const std::vector<std::string>& needles);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
@@ -36,13 +37,8 @@ std::string read_recording(const std::filesystem::path& path, std::size_t max_by
 
 SpecError read_error(const std::filesystem::path& path, std::size_t max_bytes) {
   std::vector<std::pair<std::size_t, std::size_t>> chunks;
-  try {
-    read_recording(path, max_bytes, chunks);
-  } catch (const SpecError& e) {
-    return e;
-  }
-  FAIL("expected a SpecError for " << path);
-  return SpecError("", "", "");
+  INFO("reading " << path);
+  return testing::catch_spec_error([&] { read_recording(path, max_bytes, chunks); });
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "models/test_files.h"
+#include "spec_error_check.h"
 
 namespace fs = std::filesystem;
 using tctl::CsvTable;
@@ -24,13 +25,8 @@ using tctl::testing::write_scratch_file;
 
 // Reads `path`, expecting a SpecError; returns it so the test can look at every part.
 SpecError read_error(const std::string& path, const tctl::CsvOptions& options = {}) {
-  try {
-    read_csv(path, options);
-  } catch (const SpecError& e) {
-    return e;
-  }
-  FAIL("expected a SpecError from " << path);
-  return SpecError("", "", "");
+  INFO("reading " << path);
+  return tctl::testing::catch_spec_error([&] { read_csv(path, options); });
 }
 
 }  // namespace
@@ -246,13 +242,9 @@ TEST_CASE("read_csv follows RFC 4180 quoting: commas, doubled quotes and line br
   // The row after the quoted line break starts on line 5, and errors count lines the same way.
   CHECK(t.row_lines == std::vector<std::int64_t>{2, 3, 5});
   const tctl::CsvOptions not_note{.header = true, .text_columns = {"name, full"}, .number_columns = {}};
-  try {
-    read_csv(path, not_note);
-    FAIL("the note column is not numbers");
-  } catch (const SpecError& e) {
-    CHECK(e.where() == "line 2");
-    CHECK(e.message() == "column \"note\": expected a finite number, got \"said \\\"hi\\\"\"");
-  }
+  const SpecError e = read_error(path, not_note);  // the note column is not numbers
+  CHECK(e.where() == "line 2");
+  CHECK(e.message() == "column \"note\": expected a finite number, got \"said \\\"hi\\\"\"");
 }
 
 TEST_CASE("read_csv refuses a quote that never closes and text after a closing quote, naming the line") {

@@ -14,12 +14,15 @@
 
 #include "core/errors.h"
 #include "models/test_files.h"
+#include "spec_error_check.h"
 
 namespace fs = std::filesystem;
 using namespace tctl;
 
 namespace {
 
+using tctl::testing::catch_spec_error;
+using tctl::testing::check_spec_error;
 using tctl::testing::scratch_dir;
 using tctl::testing::write_scratch_file;
 
@@ -121,12 +124,8 @@ TEST_CASE("builtin spirals are deterministic in the seed") {
 }
 
 TEST_CASE("unknown builtin lists the known names") {
-  try {
-    load_builtin("mnist", 0, "train.json", "dataset");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(std::string(e.what()) == "train.json: dataset: unknown dataset \"mnist\" (known: digits, iris, spirals)");
-  }
+  const SpecError e = catch_spec_error([] { load_builtin("mnist", 0, "train.json", "dataset"); });
+  CHECK(std::string(e.what()) == "train.json: dataset: unknown dataset \"mnist\" (known: digits, iris, spirals)");
 }
 
 TEST_CASE("load_csv_dataset: classification and regression") {
@@ -150,28 +149,15 @@ TEST_CASE("load_csv_dataset: classification and regression") {
 
 TEST_CASE("load_csv_dataset: bad labels and a missing label column") {
   const std::string path = write_scratch_file("bad_labels.csv", "a,label\n1,0\n2,1.5\n");
-  try {
-    load_csv_dataset(path, "label", true, "train.json", "data.label");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == path);
-    CHECK(e.where() == "line 3");
-    CHECK(e.message().find("1.5") != std::string::npos);
-  }
+  check_spec_error([&] { load_csv_dataset(path, "label", true, "train.json", "data.label"); }, path, "line 3", {"1.5"});
   const std::string negative = write_scratch_file("negative.csv", "a,label\r\n1,-1\r\n");
   CHECK_THROWS_WITH_AS(load_csv_dataset(negative, "label", true, "t.json", "x"), doctest::Contains("line 2"),
                        SpecError);
   // The same file is fine as regression.
   CHECK(load_csv_dataset(path, "label", false, "t.json", "x").size() == 2);
 
-  try {
-    load_csv_dataset(path, "target", true, "train.json", "data.label");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == "train.json");
-    CHECK(e.where() == "data.label");
-    CHECK(e.message().find("columns: a, label") != std::string::npos);
-  }
+  check_spec_error([&] { load_csv_dataset(path, "target", true, "train.json", "data.label"); }, "train.json",
+                   "data.label", {"columns: a, label"});
   const std::string only_label = write_scratch_file("only_label.csv", "label\n1\n");
   CHECK_THROWS_AS(load_csv_dataset(only_label, "label", true, "t.json", "x"), SpecError);
 }
@@ -201,26 +187,17 @@ TEST_CASE("load_csv_dataset: labels written as names become the sorted distinct 
   CHECK(mapped.class_names == run.classes);
   CHECK(mapped.y.to_floats() == std::vector<float>{0, 1, 2, 1});
   const tctl::CsvDataOptions two{.header = true, .named_labels = true, .classes = {"setosa", "virginica"}};
-  try {
-    load_csv_dataset(path, "species", true, "", "", two);
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == path);
-    CHECK(e.where() == "line 4");
-    CHECK(e.message() == "column \"species\": \"versi, color\" is not one of the run's 2 classes (setosa, virginica)");
-  }
+  const SpecError e =
+      check_spec_error([&] { load_csv_dataset(path, "species", true, "", "", two); }, path, "line 4", {});
+  CHECK(e.message() == "column \"species\": \"versi, color\" is not one of the run's 2 classes (setosa, virginica)");
   // A run of 100,000 classes: the message names the count and the first few (it was one 1.2 MB line).
   std::vector<std::string> many;
   for (int i = 0; i < 100000; ++i) many.push_back("class_" + std::to_string(i));
-  try {
-    load_csv_dataset(path, "species", true, "", "",
-                     tctl::CsvDataOptions{.header = true, .named_labels = true, .classes = many});
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.message().find("is not one of the run's 100000 classes (class_0, class_1,") != std::string::npos);
-    CHECK(e.message().find("class_7 and 99992 more)") != std::string::npos);
-    CHECK(e.message().size() < 300);
-  }
+  const tctl::CsvDataOptions many_classes{.header = true, .named_labels = true, .classes = many};
+  const SpecError many_error =
+      check_spec_error([&] { load_csv_dataset(path, "species", true, "", "", many_classes); }, path, "line 2",
+                       {"is not one of the run's 100000 classes (class_0, class_1,", "class_7 and 99992 more)"});
+  CHECK(many_error.message().size() < 300);
   // A run whose classes were numbers takes no names.
   const tctl::CsvDataOptions numeric{.header = true, .named_labels = false, .classes = {}};
   CHECK_THROWS_WITH_AS(load_csv_dataset(path, "species", true, "", "", numeric),

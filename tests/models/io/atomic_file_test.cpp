@@ -12,12 +12,14 @@
 
 #include "core/errors.h"
 #include "models/test_files.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
 
 namespace fs = std::filesystem;
 
+using testing::check_spec_error;
 using testing::TempDir;
 
 TEST_CASE("write_file_atomic writes the bytes and leaves no temporary file") {
@@ -83,15 +85,10 @@ TEST_CASE("write_file_atomic from many threads leaves one complete version") {
 
 TEST_CASE("read_file of a missing file is a SpecError naming the file") {
   TempDir dir;
-  try {
-    read_file(dir.path / "absent.json", "configs/absent.json");
-    FAIL("expected SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == "configs/absent.json");
-    CHECK(e.where().empty());
-    CHECK(e.message().find("cannot open file") == 0);
-    CHECK(std::string(e.what()).find("configs/absent.json: cannot open file") == 0);
-  }
+  const SpecError e = check_spec_error([&] { read_file(dir.path / "absent.json", "configs/absent.json"); },
+                                       "configs/absent.json", "", {});
+  CHECK(e.message().find("cannot open file") == 0);
+  CHECK(std::string(e.what()).find("configs/absent.json: cannot open file") == 0);
 }
 
 TEST_CASE("read_file of a directory is a SpecError") {
@@ -146,13 +143,8 @@ TEST_CASE("write_file_atomic writes a character device in place: /dev/null stays
 TEST_CASE("check_output_path refuses what cannot be written before any work, naming the flag") {
   TempDir dir;
   auto refused = [](const std::string& path, const std::string& part) {
-    try {
-      check_output_path(path, "--output");
-      FAIL("expected a SpecError for " << path);
-    } catch (const SpecError& e) {
-      CHECK(e.where() == "--output");
-      CHECK(e.message().find(part) != std::string::npos);
-    }
+    INFO("path: " << path);
+    check_spec_error([&] { check_output_path(path, "--output"); }, "", "--output", {part});
   };
   refused(dir.path.string(), "is a directory");
   refused((dir.path / "missing" / "out.csv").string(), "does not exist");

@@ -5,6 +5,7 @@
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
@@ -17,15 +18,7 @@ json keras_file(const std::string& name) {
 
 // Converting `doc` must fail with a SpecError at `where` whose message contains every part.
 void expect_refusal(const json& doc, const std::string& where, const std::vector<std::string>& parts) {
-  try {
-    keras_to_spec(doc, "m.json", keras_layer_mappings());
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == "m.json");
-    CHECK(e.where() == where);
-    for (const auto& part : parts) CHECK_MESSAGE(e.message().find(part) != std::string::npos, part);
-  }
+  testing::check_spec_error([&] { keras_to_spec(doc, "m.json", keras_layer_mappings()); }, "m.json", where, parts);
 }
 
 // The MLP every mlp_*.json file describes, as our spec.

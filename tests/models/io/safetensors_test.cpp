@@ -13,11 +13,14 @@
 
 #include "core/errors.h"
 #include "models/test_files.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::catch_spec_error;
+using testing::check_spec_error;
 
 const std::string kFile = "run/weights.safetensors";
 
@@ -52,15 +55,7 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
 
 // Decoding `bytes` must throw SpecError at `where` with `message_part` in its message.
 void expect_refused(const std::string& bytes, const std::string& where, const std::string& message_part) {
-  try {
-    decode_safetensors(bytes, kFile);
-    FAIL("expected SpecError containing: " << message_part);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == kFile);
-    CHECK(e.where() == where);
-    CHECK(e.message().find(message_part) != std::string::npos);
-  }
+  check_spec_error([&] { decode_safetensors(bytes, kFile); }, kFile, where, {message_part});
 }
 
 using testing::TempDir;
@@ -168,13 +163,9 @@ TEST_CASE("save_safetensors and load_safetensors go through a file") {
   CHECK(file.tensors.size() == sample_tensors().size());
   CHECK(file.metadata.at("epoch") == "3");
   CHECK(std::distance(fs::directory_iterator(dir.path), fs::directory_iterator()) == 1);
-  try {
-    load_safetensors(dir.path / "absent.safetensors");
-    FAIL("expected SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == (dir.path / "absent.safetensors").string());
-    CHECK(e.message().find("cannot open file") == 0);
-  }
+  const SpecError e = catch_spec_error([&] { load_safetensors(dir.path / "absent.safetensors"); });
+  CHECK(e.file() == (dir.path / "absent.safetensors").string());
+  CHECK(e.message().find("cannot open file") == 0);
 }
 
 TEST_CASE("load_safetensors reads only what the header accounts for: a padded file or a device is refused early") {
@@ -348,14 +339,11 @@ TEST_CASE("long tensor names round trip whole but are cut short in errors") {
   check_round_trip({{name, Tensor::scalar(1.0f)}}, {});
 
   const std::string huge(1'000'000, 'x');
-  try {
-    decode_safetensors(make_file("{\"" + huge + "\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[0,2]}}", "ab"),
-                       kFile);
-    FAIL("expected SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.where().size() < 120);
-    CHECK(e.where().ends_with("xxx\"..."));
-  }
+  const std::string long_name =
+      make_file("{\"" + huge + "\":{\"dtype\":\"F16\",\"shape\":[],\"data_offsets\":[0,2]}}", "ab");
+  const SpecError e = catch_spec_error([&] { decode_safetensors(long_name, kFile); });
+  CHECK(e.where().size() < 120);
+  CHECK(e.where().ends_with("xxx\"..."));
   expect_refused(make_file("{\"w\":{\"dtype\":\"F32\",\"shape\":[\"" + huge + "\"],\"data_offsets\":[0,4]}}", "abcd"),
                  "tensor \"w\"", "non-negative integers");
 }
@@ -407,15 +395,7 @@ TEST_CASE("check_against accepts matching tensors in any order") {
 
 void expect_mismatch(const SafetensorsFile& file, const std::vector<NamedTensor>& expected, const std::string& where,
                      const std::vector<std::string>& parts) {
-  try {
-    check_against(file, expected, kFile);
-    FAIL("expected SpecError");
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == kFile);
-    CHECK(e.where() == where);
-    for (const std::string& part : parts) CHECK(e.message().find(part) != std::string::npos);
-  }
+  check_spec_error([&] { check_against(file, expected, kFile); }, kFile, where, parts);
 }
 
 TEST_CASE("check_against names missing, mismatched and extra tensors") {

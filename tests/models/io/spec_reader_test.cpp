@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/errors.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
@@ -12,15 +13,7 @@ namespace {
 // parse_json_text must fail with a SpecError at `where` whose message contains `message_part`.
 void expect_parse_error(const std::string& text, const std::string& where, const std::string& message_part) {
   INFO("text: " << text);
-  try {
-    parse_json_text(text, "spec.json");
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == "spec.json");
-    CHECK(e.where() == where);
-    CHECK(e.message().find(message_part) != std::string::npos);
-  }
+  testing::check_spec_error([&] { parse_json_text(text, "spec.json"); }, "spec.json", where, {message_part});
 }
 
 TEST_CASE("parse_json_text refuses a repeated key, naming the key and its place") {
@@ -72,13 +65,10 @@ TEST_CASE("parse_json_text bounds nesting, naming where it went too deep") {
   std::string text;
   for (std::size_t i = 0; i < deep; ++i) text += "{\"a\":";
   text += "1" + std::string(deep, '}');
-  try {
-    parse_json_text(text, "spec.json");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.message() == "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-    CHECK(e.where().rfind("a.a.a.", 0) == 0);
-  }
+  const SpecError e = testing::catch_spec_error([&] { parse_json_text(text, "spec.json"); });
+  CHECK(e.file() == "spec.json");
+  CHECK(e.message() == "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+  CHECK(e.where().rfind("a.a.a.", 0) == 0);
 }
 
 TEST_CASE("parse_json_text reports syntax errors by line and column") {

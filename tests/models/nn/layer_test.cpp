@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "core/errors.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
@@ -16,14 +16,7 @@ void expect_spec_error(const std::string& text, const std::string& where, const 
   INFO("layer: " << text);
   const json j = json::parse(text);
   SpecReader reader(j, "model.json", "layers[2]");
-  try {
-    make_layer(reader, "auto");
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.where() == where);
-    CHECK(e.message().find(message_part) != std::string::npos);
-  }
+  testing::check_spec_error([&] { make_layer(reader, "auto"); }, "model.json", where, {message_part});
 }
 
 TEST_CASE("layer_type_names lists the registry, sorted") {

@@ -7,10 +7,12 @@
 
 #include "core/errors.h"
 #include "models/scoped_env.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
 
+using testing::check_spec_error;
 using testing::ScopedEnv;
 
 std::int64_t limit_for(const char* value) {
@@ -42,17 +44,11 @@ TEST_CASE("a TENSORCTL_MEMORY_LIMIT that is not a limit is refused, naming it, t
   for (const char* value : {"1.5G", "1GB", "1 G", " 1G", "1G ", "+1G", "1e3", "0", "0K", "-1", "abc", "G", "1KK",
                             "4611686018427387905", "4194305T", "99999999999999999999"}) {
     INFO("TENSORCTL_MEMORY_LIMIT=" << value);
-    try {
-      limit_for(value);
-      FAIL("expected a SpecError");
-    } catch (const SpecError& e) {
-      CHECK(e.file().empty());
-      CHECK(e.where() == "TENSORCTL_MEMORY_LIMIT");
-      CHECK(e.message() ==
-            "expected a whole number of bytes from 1 to 2^62, or one with a K, M, G or T suffix (powers "
-            "of 1024, either case: 512M, 8g), got \"" +
-                std::string(value) + "\"");
-    }
+    const SpecError e = check_spec_error([&] { limit_for(value); }, "", "TENSORCTL_MEMORY_LIMIT", {});
+    CHECK(e.message() ==
+          "expected a whole number of bytes from 1 to 2^62, or one with a K, M, G or T suffix (powers "
+          "of 1024, either case: 512M, 8g), got \"" +
+              std::string(value) + "\"");
   }
 }
 

@@ -6,11 +6,13 @@
 
 #include "core/errors.h"
 #include "models/scoped_env.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
 
 using nlohmann::json;
+using testing::check_spec_error;
 using testing::ScopedEnv;
 
 Sequential parse(const std::string& text, const std::string& path = "", std::uint64_t seed = 0) {
@@ -21,15 +23,7 @@ Sequential parse(const std::string& text, const std::string& path = "", std::uin
 void expect_spec_error(const std::string& text, const std::string& where, const std::string& message_part,
                        const std::string& path = "") {
   INFO("spec: " << text);
-  try {
-    parse(text, path);
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == "model.json");
-    CHECK(e.where() == where);
-    CHECK(e.message().find(message_part) != std::string::npos);
-  }
+  check_spec_error([&] { parse(text, path); }, "model.json", where, {message_part});
 }
 
 std::vector<std::string> names_of(const Sequential& net) {
@@ -104,15 +98,7 @@ TEST_CASE("Sequential::call turns an op's shape error into a SpecError naming th
                          "model");
   Graph g;
   Output x = g.placeholder("x", DType::kF32, Shape{-1, 5});  // not the 4 features the model was built for
-  try {
-    net.call(g, x, false, "cpu");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    INFO(std::string(e.what()));
-    CHECK(e.file() == "model.json");
-    CHECK(e.where() == "model.layers[1]");
-    CHECK(e.message().find("MatMul") != std::string::npos);
-  }
+  check_spec_error([&] { net.call(g, x, false, "cpu"); }, "model.json", "model.layers[1]", {"MatMul"});
 }
 
 TEST_CASE("Sequential::call places nodes on the layer's device and scope") {
@@ -227,13 +213,8 @@ TEST_CASE("check_training_memory counts weights, gradients, slots and one batch 
   CHECK(net.activation_bytes_per_example == 64 * 4);
   // 4160 weights x 4 bytes x (2 + 2 Adam slots) = 66,560 bytes, plus 2 x 512 bytes of activations per example.
   CHECK_NOTHROW(check_training_memory(net, 900, 2, "c.json", "batch_size"));
-  try {
-    check_training_memory(net, 1000000000000, 2, "c.json", "batch_size");
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.where() == "batch_size");
-    CHECK(std::string(e.message()).find("for a batch of 1000000000000") != std::string::npos);
-  }
+  check_spec_error([&] { check_training_memory(net, 1000000000000, 2, "c.json", "batch_size"); }, "c.json",
+                   "batch_size", {"for a batch of 1000000000000"});
 }
 
 TEST_CASE("a training step's activations count every layer inside a Parallel's branches, nested ones too") {

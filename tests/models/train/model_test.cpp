@@ -9,11 +9,13 @@
 #include <random>
 
 #include "core/errors.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
 
 using nlohmann::json;
+using testing::check_spec_error;
 
 std::shared_ptr<Sequential> make_net(const std::string& spec, std::uint64_t seed) {
   return std::make_shared<Sequential>(Sequential::from_json(json::parse(spec), "model.json", "", seed));
@@ -198,25 +200,17 @@ TEST_CASE("regression with mse reports mae and mse") {
 TEST_CASE("Model rejects metrics and losses that do not suit the model, naming the config") {
   ModelOptions bad_metric = classifier_options();
   bad_metric.metrics = {"accuracy", "mae"};
-  try {
-    Model m(make_net(kClassifier, 0), bad_metric);
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == "train.json");
-    CHECK(e.where() == "metrics[1]");
-    CHECK(e.message() ==
-          "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy, top_k_accuracy)");
-  }
+  const SpecError metric_error =
+      check_spec_error([&] { Model m(make_net(kClassifier, 0), bad_metric); }, "train.json", "metrics[1]", {});
+  CHECK(metric_error.message() ==
+        "metric \"mae\" does not apply to loss sparse_categorical_crossentropy (known: accuracy, top_k_accuracy)");
   ModelOptions xent = classifier_options();
-  try {
-    Model m(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "relu"}]})", 0),
-            xent);
-    FAIL("expected a SpecError");
-  } catch (const SpecError& e) {
-    CHECK(e.file() == "train.json");
-    CHECK(e.where() == "loss");
-    CHECK(e.message().find("ends in Relu") != std::string::npos);
-  }
+  check_spec_error(
+      [&] {
+        Model m(make_net(R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "relu"}]})", 0),
+                xent);
+      },
+      "train.json", "loss", {"ends in Relu"});
 }
 
 // Wide enough that the 2-thread pools really split MatMul rows and elementwise loops.

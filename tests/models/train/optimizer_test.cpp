@@ -8,6 +8,7 @@
 #include "core/autodiff.h"
 #include "core/errors.h"
 #include "core/session.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
@@ -22,15 +23,7 @@ OptimizerConfig parse_config(const std::string& text) {
 
 void expect_config_error(const std::string& text, const std::string& where, const std::string& message_part) {
   INFO("optimizer: " << text);
-  try {
-    parse_config(text);
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == "train.json");
-    CHECK(e.where() == where);
-    CHECK(e.message().find(message_part) != std::string::npos);
-  }
+  testing::check_spec_error([&] { parse_config(text); }, "train.json", where, {message_part});
 }
 
 const std::vector<float> kW0{1.0f, -2.0f, 0.5f};

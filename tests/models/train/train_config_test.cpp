@@ -4,9 +4,13 @@
 #include <doctest/doctest.h>
 
 #include "core/errors.h"
+#include "spec_error_check.h"
 
 namespace tctl {
 namespace {
+
+using testing::catch_spec_error;
+using testing::check_spec_error;
 
 // Inline model and a built-in data set, so no file is read; every key and every callback type.
 const char* kConfig = R"({
@@ -33,14 +37,10 @@ TEST_CASE("a run's recorded config reads back as the config it was resolved from
 TEST_CASE("a bad field of a recorded config is a SpecError naming the summary and the key under config") {
   nlohmann::json recorded = TrainConfig::from_json(nlohmann::json::parse(kConfig), "train.json").to_json();
   const auto refusal = [&](const nlohmann::json& config) {
-    try {
-      TrainConfig::from_json(config, "run/summary.json", "config", ConfigOrigin::kRunRecord);
-    } catch (const SpecError& e) {
-      CHECK(e.file() == "run/summary.json");
-      return e.where() + ": " + e.message();
-    }
-    FAIL("no SpecError");
-    return std::string();
+    const SpecError e = catch_spec_error(
+        [&] { TrainConfig::from_json(config, "run/summary.json", "config", ConfigOrigin::kRunRecord); });
+    CHECK(e.file() == "run/summary.json");
+    return e.where() + ": " + e.message();
   };
   nlohmann::json bad = recorded;
   bad["batch_size"] = -3;
@@ -69,13 +69,9 @@ TEST_CASE("a test or validation split of 1 is refused: it would leave no rows to
     CAPTURE(key);
     nlohmann::json j = nlohmann::json::parse(kConfig);
     j["data"][key] = 1.0;
-    try {
-      TrainConfig::from_json(j, "train.json");
-      FAIL("no SpecError");
-    } catch (const SpecError& e) {
-      CHECK(e.where() == std::string("data.") + key);
-      CHECK(e.message() == "expected a number in [0.0, 1.0), got 1.0");
-    }
+    const SpecError e = check_spec_error([&] { TrainConfig::from_json(j, "train.json"); }, "train.json",
+                                         std::string("data.") + key, {});
+    CHECK(e.message() == "expected a number in [0.0, 1.0), got 1.0");
     j["data"][key] = 0.999;  // below 1 it is the data set's size that decides (bad_input_test.cpp)
     CHECK_NOTHROW(TrainConfig::from_json(j, "train.json"));
   }
@@ -96,14 +92,9 @@ TEST_CASE("the strategy: mirrored replicas read back as written, and every mista
   const auto refusal = [&](const nlohmann::json& strategy) {
     nlohmann::json bad = nlohmann::json::parse(kConfig);
     bad["strategy"] = strategy;
-    try {
-      TrainConfig::from_json(bad, "train.json");
-    } catch (const SpecError& e) {
-      CHECK(e.file() == "train.json");
-      return e.where() + ": " + e.message();
-    }
-    FAIL("no SpecError");
-    return std::string();
+    const SpecError e = catch_spec_error([&] { TrainConfig::from_json(bad, "train.json"); });
+    CHECK(e.file() == "train.json");
+    return e.where() + ": " + e.message();
   };
   CHECK(refusal({{"type", "mirrored"}, {"replicas", 0}}) == "strategy.replicas: expected a positive integer, got 0");
   CHECK(refusal({{"type", "mirrored"}, {"replicas", 3}}) ==

@@ -41,6 +41,7 @@
 #include "models/io/keras_import.h"
 #include "models/io/onnx_export.h"
 #include "models/nn/sequential.h"
+#include "spec_error_check.h"
 #include "tests/models/test_files.h"
 
 namespace tctl::testing {
@@ -404,17 +405,9 @@ inline CheckedLayer check_layer(const std::string& json_text, const Shape& input
 inline void check_layer_spec_error(const std::string& json_text, const Shape& input_shape, const std::string& where,
                                    const std::string& message_part) {
   INFO("layer: " << json_text);
-  try {
-    build_one_layer(json_text, input_shape);
-    FAIL("expected a SpecError at " << where);
-  } catch (const SpecError& e) {
-    INFO("error: " << std::string(e.what()));
-    CHECK(e.file() == "layer_test.json");
-    CHECK(e.where() == where);
-    CHECK_MESSAGE(e.message().find(message_part) != std::string::npos,
-                  "message [" << e.message() << "] part [" << message_part << "]");
-    CHECK(std::string(e.what()).find(where) != std::string::npos);
-  }
+  const SpecError e =
+      check_spec_error([&] { build_one_layer(json_text, input_shape); }, "layer_test.json", where, {message_part});
+  CHECK(std::string(e.what()).find(where) != std::string::npos);
 }
 
 }  // namespace tctl::testing

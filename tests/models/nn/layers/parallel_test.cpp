@@ -10,6 +10,7 @@ namespace tctl {
 namespace {
 
 using testing::build_one_layer;
+using testing::catch_spec_error;
 using testing::check_layer;
 using testing::check_layer_spec_error;
 
@@ -122,12 +123,7 @@ TEST_CASE("Parallel bad keys name their JSON path") {
                          {2, 2}, "layers[0]", "merges by \"concat\", which needs flat branch outputs");
   // The branch at fault, and branch 0 beside it only when that is another branch.
   auto concat_message = [](const std::string& json_text, const Shape& input_shape) {
-    try {
-      build_one_layer(json_text, input_shape);
-    } catch (const SpecError& e) {
-      return std::string(e.message());
-    }
-    return std::string("no error");
+    return catch_spec_error([&] { build_one_layer(json_text, input_shape); }).message();
   };
   CHECK(concat_message(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Flatten"}]]})", {2, 2})
             .ends_with("but branch 0 gives (None, 2, 2)"));
