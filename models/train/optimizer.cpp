@@ -152,7 +152,12 @@ std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr
           g.add("ApplyAdam", {grad, lr, step}, a, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}));
     } else if (c.type == "rmsprop") {
       Attrs a{{"rho", c.rho}, {"momentum", c.momentum}, {"epsilon", c.epsilon}, {"centered", std::int64_t{c.centered}}};
-      std::vector<VarUse> uses{{v, true}, {slot(*v, "velocity"), true}};
+      // Room for all four first: growing a vector built from an initializer list trips g++ 12's -Warray-bounds
+      // (a false positive, in shared_ptr's move inside the reallocation).
+      std::vector<VarUse> uses;
+      uses.reserve(4);
+      uses.push_back({v, true});
+      uses.push_back({slot(*v, "velocity"), true});
       if (c.centered) uses.push_back({slot(*v, "average_gradient"), true});
       if (c.momentum > 0.0) uses.push_back({slot(*v, "momentum"), true});
       updates.push_back(g.add("ApplyRmsProp", {grad, lr}, a, std::move(uses)));

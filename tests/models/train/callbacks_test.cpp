@@ -15,7 +15,8 @@ struct Harness {
       nlohmann::json::parse(
           R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2, "activation": "softmax"}]})"),
       "model.json", "", 1));
-  Model model{net, ModelOptions{}};
+  ModelOptions options;
+  Model model{net, options};
   Trainer trainer{model};
   double lr = 1.0;
   LearningRateControl control{[this] { return lr; }, [this](double f) { lr *= f; }};
