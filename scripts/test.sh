@@ -63,6 +63,8 @@ if [ "${1:-}" = "--asan" ]; then
   exit 0
 fi
 
-"$root/scripts/build.sh" "$root/build"
+# TENSORCTL_CUDA=AUTO: the CUDA backend wherever nvcc is installed, also where a first scripts/run.sh configured
+# build/ without it for want of a GPU.
+"$root/scripts/build.sh" "$root/build" -DTENSORCTL_CUDA=AUTO
 cd "$root/build"
 ctest --output-on-failure -j "$jobs"
