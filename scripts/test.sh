@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command: set up, build, and run the whole test suite with ctest.
 #   scripts/test.sh          Release build in build/, every test; where nvcc and cuBLAS are installed the
-#                            build compiles and links the CUDA backend too (its GPU tests skip without a GPU)
+#                            build compiles and links the CUDA backend too (its GPU tests skip without a GPU);
+#                            a compiler warning fails the build (TENSORCTL_WERROR)
 #   scripts/test.sh --tsan   ThreadSanitizer build in build-tsan/: the concurrency tests and
 #                            `race-check --scenario all` under every locking mode; any report fails it
 #   scripts/test.sh --asan   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/: every test
@@ -64,7 +65,7 @@ if [ "${1:-}" = "--asan" ]; then
 fi
 
 # TENSORCTL_CUDA=AUTO: the CUDA backend wherever nvcc is installed, also where a first scripts/run.sh configured
-# build/ without it for want of a GPU.
-"$root/scripts/build.sh" "$root/build" -DTENSORCTL_CUDA=AUTO
+# build/ without it for want of a GPU. -Werror: CI fails on a new compiler warning.
+"$root/scripts/build.sh" "$root/build" -DTENSORCTL_CUDA=AUTO -DTENSORCTL_WERROR=ON
 cd "$root/build"
 ctest --output-on-failure -j "$jobs"
