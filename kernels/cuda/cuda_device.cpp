@@ -100,7 +100,7 @@ ProvidedDevices cuda_devices() {
   return out;
 }
 
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool cuda_backend_registered =
     register_backend({.name = "cuda", .provider = cuda_devices, .graph_colour = "#d4efd4"});
 
 }  // namespace

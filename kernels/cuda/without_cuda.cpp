@@ -5,7 +5,7 @@
 
 namespace tctl {
 namespace {
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool cuda_backend_registered =
     register_backend({.name = "cuda", .why_none = "this tensorctl was built without CUDA"});
 }  // namespace
 }  // namespace tctl

@@ -192,7 +192,7 @@ ProvidedDevices sim_devices() {
   return out;
 }
 // sim goes through the same registration as any backend, so placement and names meet nothing special in it.
-[[maybe_unused]] const bool registered =
+[[maybe_unused]] const bool sim_backend_registered =
     register_backend({.name = "sim", .provider = sim_devices, .graph_colour = "#fbefc4"});
 
 }  // namespace
