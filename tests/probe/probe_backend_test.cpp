@@ -5,11 +5,11 @@
 // Its own suite (probe_tests), so the device names every other suite spells out stay as they are.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <algorithm>
 #include <set>
 
 #include "core/graph.h"
@@ -155,13 +155,14 @@ TEST_CASE("a layer on probe:0 trains to the CPU's weights bit for bit, with its 
   CHECK(logged(on_probe, "x/copy_to_probe:0 (Copy): probe:0"));
   CHECK(logged(on_probe, "optimizer/ApplySgd (ApplySgd): probe:0"));
   bool copied_back = false;
-  for (const std::string& line : on_probe.log) copied_back |= line.find("/copy_to_cpu (Copy): cpu") != std::string::npos;
+  for (const std::string& line : on_probe.log)
+    copied_back |= line.find("/copy_to_cpu (Copy): cpu") != std::string::npos;
   CHECK(copied_back);
   // The one node the probe refuses by its attributes runs on the CPU, with a warning naming the reason.
   bool refused = false;
   for (const std::string& w : on_probe.warnings)
-    refused |= w.find("probe:0 does not support this MatMul (its shapes or attributes), running on cpu") !=
-               std::string::npos;
+    refused |=
+        w.find("probe:0 does not support this MatMul (its shapes or attributes), running on cpu") != std::string::npos;
   CHECK(refused);
   for (const std::string& line : on_probe.log) INFO(line);
 }
