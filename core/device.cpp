@@ -1,14 +1,13 @@
 #include "core/device.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <thread>
-
-#include <algorithm>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "core/errors.h"
 #include "core/graph.h"
@@ -157,7 +156,10 @@ bool register_backend(BackendDef def) {
   for (const BackendDef& b : backend_defs())
     TCTL_CHECK(b.name != def.name, "backend " + def.name + " registered twice");
   device_kind(def.name);
-  backend_defs().push_back(std::move(def));
+  // Kept in name order, so that listings and messages do not depend on the order static registrars ran in.
+  std::vector<BackendDef>& defs = backend_defs();
+  const auto at = std::find_if(defs.begin(), defs.end(), [&](const BackendDef& b) { return b.name > def.name; });
+  defs.insert(at, std::move(def));
   return true;
 }
 
@@ -168,12 +170,9 @@ std::shared_ptr<Event> done_event() {
 
 DeviceRegistry::DeviceRegistry() {
   g_registry_made.store(true);
-  // Name order, so that listings and messages do not depend on the order static registrars ran in.
-  std::vector<BackendDef> defs = backend_defs();
-  std::sort(defs.begin(), defs.end(), [](const BackendDef& a, const BackendDef& b) { return a.name < b.name; });
-  for (const BackendDef& def : defs) {
+  for (const BackendDef& def : backend_defs()) {
     ProvidedDevices provided = def.provider != nullptr ? def.provider() : ProvidedDevices{{}, def.why_none};
-    backends_.push_back({def.name, provided.devices.empty() ? provided.why_none : "", def.graph_colour});
+    backends_.push_back({def.name, provided.devices.empty() ? provided.why_none : ""});
     for (auto& d : provided.devices) devices_.push_back(std::move(d));
   }
 }
@@ -218,13 +217,10 @@ const BackendDef* find_backend(std::string_view device_name) {
 }
 
 std::string device_spellings() {
-  std::vector<std::string> kinds;
-  for (const BackendDef& b : backend_defs()) kinds.push_back(b.name);
-  std::sort(kinds.begin(), kinds.end());
   std::vector<std::string> names;
-  for (const std::string& kind : kinds) {
-    names.push_back(kind);
-    names.push_back(kind + ":N");
+  for (const BackendDef& b : backend_defs()) {
+    names.push_back(b.name);
+    names.push_back(b.name + ":N");
   }
   std::string out = "cpu";
   for (std::size_t i = 0; i < names.size(); ++i) out += (i + 1 == names.size() ? " or " : ", ") + names[i];

@@ -194,7 +194,6 @@ class DeviceRegistry {
   struct Backend {
     std::string name;
     std::string why_none;
-    std::string graph_colour;
   };
   const std::vector<Backend>& backends() const { return backends_; }
   // The device with this name (a backend's bare name means its device 0: "cuda" is "cuda:0"), or nullptr when

@@ -30,7 +30,7 @@ class CudaDevice final : public Device {
   explicit CudaDevice(int ordinal);
   ~CudaDevice() override;
 
-  DeviceKind kind() const override { return device_kind("cuda"); }
+  DeviceKind kind() const override { return kind_; }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return false; }
   void* allocate(std::size_t bytes) override;
@@ -99,6 +99,8 @@ class CudaDevice final : public Device {
   void host_copy(char* dst, const char* src, std::size_t bytes);
 
   int ordinal_;
+  // Looked up once: kind() is asked for each node the executor runs.
+  const DeviceKind kind_ = device_kind("cuda");
   std::string name_;
   int multiprocessors_ = 1;
   cudaStream_t stream_ = nullptr;

@@ -33,7 +33,7 @@ class SimDevice final : public Device {
   explicit SimDevice(int index);
   ~SimDevice() override;
 
-  DeviceKind kind() const override { return device_kind("sim"); }
+  DeviceKind kind() const override { return kind_; }
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
   void* allocate(std::size_t bytes) override;
@@ -65,6 +65,8 @@ class SimDevice final : public Device {
   // Notes the time on the timed events the stream reaches once `finished` items are done.
   void stamp_reached_locked(std::uint64_t finished);
 
+  // Looked up once: kind() is asked for each node the executor runs.
+  const DeviceKind kind_ = device_kind("sim");
   std::string name_;
   std::size_t limit_;  // TCTL_SIM_MEMORY_LIMIT, 0 for none
   // The stream.

@@ -25,7 +25,8 @@ void refuse_foreign(const KernelContext& ctx) {
 }
 
 void run_on_stream(KernelContext& ctx) {
-  TCTL_CHECK(ctx.device().kind() == device_kind("sim"), "a sim kernel on " + ctx.device().name());
+  static const DeviceKind sim = device_kind("sim");
+  TCTL_CHECK(ctx.device().kind() == sim, "a sim kernel on " + ctx.device().name());
   refuse_foreign(ctx);
   const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
   TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
