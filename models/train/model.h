@@ -3,7 +3,6 @@
 // batches, metrics, callbacks) is the Trainer's (models/train/trainer.h).
 #pragma once
 
-#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -21,6 +20,7 @@
 #include "models/data/dataset.h"
 #include "models/nn/losses.h"
 #include "models/nn/sequential.h"
+#include "models/train/distribution.h"
 #include "models/train/metric_accumulator.h"
 #include "models/train/optimizer.h"
 
@@ -72,22 +72,6 @@ struct ModelOptions {
   int hogwild_workers = 0;
 };
 
-// What hogwild's updates came to: each worker's update per step expected, and the optimizer's step counter,
-// written like the variables in the optimizer's locking mode, counting those that stuck.
-struct HogwildTotals {
-  std::int64_t steps = 0;
-  std::int64_t expected = 0;
-  std::int64_t applied = 0;
-};
-
-// What the all-reduces of a mirrored model have cost so far, seen from its first replica.
-struct AllReduceTotals {
-  std::int64_t steps = 0;  // mirrored training steps
-  std::int64_t calls = 0;  // one per bucket per step
-  std::int64_t bytes = 0;  // gradient bytes each replica contributed
-  double seconds = 0.0;    // from arriving to having the sum, waiting for the other replicas included
-};
-
 double metric(const MetricValues& values, const std::string& name);
 
 class Model {
@@ -101,26 +85,23 @@ class Model {
   ~Model();
 
   // 1, or the mirrored replicas of this process.
-  int replicas() const { return static_cast<int>(others_.size()) + 1; }
+  int replicas() const { return strategy_->replicas(); }
   // The replicas in all: this process's, or with multi-worker every worker's; with hogwild, its workers.
-  int members() const { return members_; }
+  int members() const { return strategy_->members(); }
   // Replica r's network (0: net()).
-  const Sequential& replica_net(int r) const;
+  const Sequential& replica_net(int r) const { return strategy_->replica_net(r); }
   // Copies the first replica's variables and optimizer state into the others, which are otherwise written
   // only by the steps: after a checkpoint was restored into net() and optimizer(). With multi-worker, rank 0's
   // values go to every rank (an all-reduce: every worker calls it at the same point). No-op with one replica.
-  void sync_replicas();
-  AllReduceTotals all_reduce_totals() const;
-  HogwildTotals hogwild_totals() const;
+  void sync_replicas() { strategy_->sync_replicas(); }
+  AllReduceTotals all_reduce_totals() const { return strategy_->all_reduce_totals(); }
+  HogwildTotals hogwild_totals() const { return strategy_->hogwild_totals(); }
   // The stop flag (Ctrl-C, SIGTERM; borrowed, may be null) and whether to stop after the last training step:
   // the flag's value, or with multi-worker whether any rank's flag was set when its step began, learnt from
   // the all-reduce of the step's results. So every rank stops after the same step: a rank that stopped on
   // its own would leave the others waiting for it in the next all-reduce until the stall timeout.
-  void set_stop_flag(const std::atomic<bool>* flag) {
-    stop_flag_ = flag;
-    stop_agreed_ = false;
-  }
-  bool stop_requested() const;
+  void set_stop_flag(const std::atomic<bool>* flag) { strategy_->set_stop_flag(flag); }
+  bool stop_requested() const { return strategy_->stop_requested(); }
 
   // One training step on a batch: the optimizer's updates run. Returns {mean loss, metric scores}, on the
   // host: the scores are what the metrics read (LossOutputs::scores: the logits under a softmax output, else
@@ -134,7 +115,9 @@ class Model {
   // The rows of a training batch of `batch_rows` rows that this process's replicas take, as {first, count}:
   // with multi-worker this worker's share (at least one row: a worker left without rows runs one with weight
   // 0), else all of them.
-  std::pair<std::int64_t, std::int64_t> local_rows(std::int64_t batch_rows) const;
+  std::pair<std::int64_t, std::int64_t> local_rows(std::int64_t batch_rows) const {
+    return strategy_->local_rows(batch_rows);
+  }
   // One evaluation step with the inference graph: {per-example loss, metric scores}.
   std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets);
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
@@ -150,10 +133,10 @@ class Model {
   // cuda:0 is not available (...), running on cpu"); known from construction, before any step.
   const std::vector<std::string>& placement_warnings() const { return placement_warnings_; }
   const Graph& training_graph() const {
-    TCTL_CHECK(train_graph_ != nullptr, "a model without a loss has no training graph");
-    return *train_graph_;
+    TCTL_CHECK(train_.graph != nullptr, "a model without a loss has no training graph");
+    return *train_.graph;
   }
-  const Graph& inference_graph() const { return *infer_graph_; }
+  const Graph& inference_graph() const { return *infer_.graph; }
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
   // With a profiler, the run's node events are recorded into it.
   float train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
@@ -180,36 +163,20 @@ class Model {
  private:
   // Adds the lines not already noted.
   void note_placement_warnings(const std::vector<std::string>& more);
-  // Hogwild's counts (hogwild_totals): the step counter read before the first step, and one worker's plain
-  // step counted as a step of one update.
-  void begin_hogwild_step();
-  void end_single_hogwild_step();
-  struct Pass;     // one traced graph's inputs and outputs
-  struct Replica;  // replicas 1.. of a mirrored model; the first is the Model's own members
-  struct Traced;   // what tracing one replica's step needs: its net, optimizer, device and member
-  class ReplicaThreads;
+  struct Traced;  // what tracing one replica's step needs: its net, optimizer, device and member
   // The forward pass and loss into `g`; with training, the layers' training behaviour (dropout).
-  void trace_forward(Graph& g, Pass& pass, bool training, const Traced& r) const;
+  void trace_forward(Graph& g, TracedPass& pass, bool training, const Traced& r) const;
   // The forward pass, loss, gradients and optimizer updates of one training step into `g`; when r.member >= 0,
   // the gradients are all-reduced across the replicas first.
-  void trace_training(Graph& g, Pass& pass, const Traced& r);
+  void trace_training(Graph& g, TracedPass& pass, const Traced& r);
   Traced first_replica(int member);
+  // Another replica's training step, traced like the first (the strategy's ReplicaTracer).
+  TracedStep trace_replica(const Sequential& net, Optimizer& optimizer, const std::string& device, int member,
+                           ThreadPool& inter, ThreadPool& intra);
   // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
-  std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const Pass& pass, int member) const;
-  // One training step of a mirrored (in-process or multi-worker) or hogwild model, which train_batch and
-  // train_step hand over to: {weighted mean loss, metric scores}.
-  std::vector<Tensor> mirrored_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler,
-                                    std::int64_t batch_rows = 0);
-  struct Share;  // one member's rows of a mirrored step, and what its run gave
-  // The batch's rows per member, gathered for this process's runs (replicas, or hogwild's workers).
-  std::vector<Share> split_batch(const Tensor& x, const Tensor& targets, std::int64_t batch);
-  // Runs this process's replicas (or hogwild's workers) on their shares, each filling its `out`; rethrows the
-  // first failure, after putting the replicas back in step with each other.
-  void run_replicas(std::vector<Share>& shares, std::int64_t step, Profiler* profiler);
-  // {weighted mean loss, metric scores} of the step, across workers through an all-reduce.
-  std::vector<Tensor> step_results(const std::vector<Share>& shares, std::int64_t batch, std::int64_t step,
-                                   bool stop_vote);
-  void average_moving_statistics(std::int64_t step, const std::function<float(int)>& weight);
+  std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const TracedPass& pass,
+                                           int member) const;
+  SessionOptions session_options() const;
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);
 
@@ -218,37 +185,13 @@ class Model {
   Optimizer optimizer_;
   ThreadPool inter_pool_;
   ThreadPool intra_pool_;
-  std::shared_ptr<Graph> train_graph_;
-  std::shared_ptr<Graph> infer_graph_;
-  std::unique_ptr<Pass> train_pass_;
-  std::unique_ptr<Pass> infer_pass_;
-  std::unique_ptr<Session> train_session_;
-  std::unique_ptr<Session> infer_session_;
+  // The model's own replica's training step (no graph in a model without a loss), and the inference pass.
+  TracedStep train_;
+  TracedStep infer_;
   Device* input_device_ = nullptr;
-  // Replicas 1.. of an in-process mirrored model.
-  std::vector<std::unique_ptr<Replica>> others_;
   std::vector<std::string> placement_warnings_;  // each once, in the order found
-  // The collective of a mirrored model's replicas (in-process: group_) or of the workers, else null; the
-  // members in all (with hogwild, its workers), and the member of this process's first replica.
-  std::shared_ptr<Collective> collective_;
-  std::shared_ptr<CollectiveGroup> group_;
-  int members_ = 1;
-  int first_member_ = 0;
-  std::int64_t syncs_ = 0;
-  std::unique_ptr<ReplicaThreads> threads_;
-  Tensor scores_;  // a mirrored step's metric scores, gathered from the replicas (reused)
-  // A mirrored step's rows per run (replica or hogwild worker): {x, targets} buffers reused from step to
-  // step, and the row numbers 0 .. batch - 1 they are gathered by.
-  std::vector<std::array<Tensor, 2>> share_buffers_;
-  std::vector<std::int64_t> row_numbers_;
-  // Multi-worker with more than one member in all: the steps all-reduce across processes.
-  bool multi_worker() const { return options_.workers && members_ > 1; }
-  const std::atomic<bool>* stop_flag_ = nullptr;
-  bool stop_agreed_ = false;  // multi-worker: a rank's stop flag was set at a step's start
-  std::int64_t mirrored_steps_ = 0;
-  int hogwild_ = 0;  // hogwild's workers (1: plain steps, counted as hogwild's), or 0
-  std::int64_t hogwild_updates_ = 0;
-  double hogwild_counter_start_ = 0.0;  // the step counter before the first hogwild step
+  // Last, so its threads are stopped before the sessions they run go.
+  std::unique_ptr<DistributionStrategy> strategy_;
 };
 
 }  // namespace tctl

@@ -1,0 +1,65 @@
+// Hogwild: two or more threads share one replica, its session and variables. A step gives each its share of
+// the rows, and each applies its own update as the optimizer's `locking` lets it (with none, updates may be
+// lost: race-check measures how many). No all-reduce. One worker takes plain steps, counted alike.
+#include <cmath>
+#include <memory>
+
+#include "core/device.h"
+#include "models/train/split_step.h"
+
+namespace tctl {
+namespace {
+
+class HogwildStrategy final : public SplitStepStrategy {
+ public:
+  explicit HogwildStrategy(int threads) : SplitStepStrategy(threads, 0) {}
+
+  void start(ReplicaHandle first, const ReplicaTracer& trace,
+             std::vector<std::shared_ptr<Sequential>> more_nets) override {
+    DistributionStrategy::start(first, trace, std::move(more_nets));
+    if (members_ > 1) threads_ = std::make_unique<RunThreads>(members_);
+  }
+  int replicas() const override { return 1; }
+  bool feeds_whole_batch() const override { return members_ == 1; }
+
+  std::vector<Tensor> step(const StepRequest& request) override {
+    if (members_ > 1) return SplitStepStrategy::step(request);
+    // One worker's plain step is exactly its update.
+    begin_counting();
+    std::vector<Tensor> out = run_whole_batch(first_, request);
+    ++steps_;
+    ++updates_;
+    return out;
+  }
+
+  // The optimizer's step counter, written like the variables, counts the updates that stuck.
+  HogwildTotals hogwild_totals() const override {
+    return {steps_, updates_, static_cast<std::int64_t>(std::llround(step_counter() - counter_start_))};
+  }
+
+ private:
+  int runs() const override { return members_; }
+  ReplicaHandle run_handle(int /*r*/) const override { return first_; }
+  void begin_runs(std::int64_t step) override {
+    begin_counting();
+    SplitStepStrategy::begin_runs(step);
+  }
+  void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) override { updates_ += members_; }
+
+  double step_counter() const { return first_.optimizer->state().back()->read().to(cpu_device()).item(); }
+  // The step counter before the first step (after any checkpoint was restored into it).
+  void begin_counting() {
+    if (steps_ == 0) counter_start_ = step_counter();
+  }
+
+  std::int64_t updates_ = 0;
+  double counter_start_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<DistributionStrategy> hogwild_strategy(int threads) {
+  return std::make_unique<HogwildStrategy>(threads);
+}
+
+}  // namespace tctl
