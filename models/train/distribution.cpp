@@ -33,8 +33,8 @@ std::vector<Tensor> run_whole_batch(ReplicaHandle replica, const StepRequest& re
   ro.step = request.step;
   ro.profiler = request.profiler;
   replica.optimizer->begin_step(request.step);
-  return replica.step->session->run(feeds, std::span<const Output>(fetches).first(request.scores ? 2 : 1),
-                                    pass.updates, ro);
+  return replica.step->session->run(feeds, std::span<const Output>(fetches).first(request.scores ? 2 : 1), pass.updates,
+                                    ro);
 }
 
 namespace {

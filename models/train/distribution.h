@@ -93,7 +93,8 @@ class DistributionStrategy {
   virtual int first_member() const { return 0; }
   // Once the model's own replica is traced: the other replicas made from `more_nets` (the mirrored one's),
   // each traced by `trace`; the threads started.
-  virtual void start(ReplicaHandle first, const ReplicaTracer& trace, std::vector<std::shared_ptr<Sequential>> more_nets);
+  virtual void start(ReplicaHandle first, const ReplicaTracer& trace,
+                     std::vector<std::shared_ptr<Sequential>> more_nets);
 
   // This process's replicas, and the replicas in all (every worker's; hogwild's workers).
   virtual int replicas() const { return 1; }
