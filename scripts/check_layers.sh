@@ -7,13 +7,12 @@ set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
-# The run loader (models/run) reads what training wrote and never trains: of models/train it may include only
-# the network, the run's recorded config and checkpoint, the data preparation, the run directory's files, and
-# the Trainer for its evaluation loop; never the fit loop (training_run.h), the callbacks or the optimizer.
-# predict and evaluate use the loader alone.
-run_reads_of_train="models/train/model.h models/train/model_builder.h models/train/train_config.h
-  models/train/training_checkpoint.h models/train/prepared_data.h models/train/run_directory.h
-  models/train/trainer.h"
+# The run loader (models/run) reads what training wrote and never trains: it runs the network's inference
+# graph (models/infer), and of models/train it may include only the run's recorded config and checkpoint, the
+# data preparation and the run directory's files; never the Model, the fit loop, the callbacks or the
+# optimizer. predict and evaluate use the loader alone.
+run_reads_of_train="models/train/train_config.h models/train/training_checkpoint.h models/train/prepared_data.h
+  models/train/run_directory.h"
 
 # folder (or file): the folders, or single files, its files may include (besides itself)
 allowed() {
@@ -23,15 +22,16 @@ allowed() {
     models/io) echo "core models/io" ;;
     models/data) echo "core models/data" ;;
     models/nn) echo "core models/io models/nn" ;;
-    models/train) echo "core models/io models/data models/nn models/train" ;;
-    models/run) echo "core models/io models/data models/nn models/run" $run_reads_of_train ;;
+    models/infer) echo "core models/io models/data models/nn models/infer" ;;
+    models/train) echo "core models/io models/data models/nn models/infer models/train" ;;
+    models/run) echo "core models/io models/data models/nn models/infer models/run" $run_reads_of_train ;;
     app) echo "core models app" ;;
-    app/predict.cpp | app/evaluate.cpp) echo "core app models/io models/data models/run" ;;
+    app/predict.cpp | app/evaluate.cpp) echo "core app models/io models/data models/infer models/run" ;;
   esac
 }
 
 bad=0
-for folder in core kernels models/io models/data models/nn models/train models/run app app/predict.cpp app/evaluate.cpp; do
+for folder in core kernels models/io models/data models/nn models/infer models/train models/run app app/predict.cpp app/evaluate.cpp; do
   ok="$(allowed "$folder")"
   while IFS= read -r line; do
     file="${line%%:*}"
@@ -63,7 +63,7 @@ done < <(grep -rHE '^#include "kernels/[^"]+"' --include='*.h' --include='*.cpp'
 # models/ holds nothing but its parts.
 stray="$(find models -maxdepth 1 -type f \( -name '*.h' -o -name '*.cpp' \))"
 if [ -n "$stray" ]; then
-  echo "files directly in models/ (put them in io, data, nn, train or run): $stray"
+  echo "files directly in models/ (put them in io, data, nn, infer, train or run): $stray"
   bad=1
 fi
 [ "$bad" = 0 ] && echo "layering: every include goes the allowed way"

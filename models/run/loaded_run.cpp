@@ -10,9 +10,7 @@
 #include "models/io/run_lock.h"
 #include "models/io/safetensors.h"
 #include "models/io/spec_reader.h"
-#include "models/train/model_builder.h"
 #include "models/train/prepared_data.h"
-#include "models/train/trainer.h"
 #include "models/train/training_checkpoint.h"
 
 namespace tctl {
@@ -190,12 +188,12 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   run.config.output = d;
   run.config.inter_op_threads = inter_op_threads;
   run.config.intra_op_threads = intra_op_threads;
-  // Predicting and evaluating need one replica, on the device the first replica trained on.
-  TrainConfig one = run.config;
-  if (one.strategy.type == StrategyType::kMirrored && !one.strategy.devices.empty())
-    one.device = one.strategy.devices[0];
-  one.strategy = StrategyConfig{};
-  run.model = build_model(one);
+  // Predicting and evaluating need the network's inference graph alone, on the device the first replica
+  // trained on: no optimizer, gradients or replicas.
+  const TrainConfig& c = run.config;
+  run.model = std::make_unique<Inference>(std::make_shared<Sequential>(Sequential::from_json(
+                                              c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking)),
+                                          c.inference_options(), inter_op_threads, intra_op_threads);
   const auto& net = run.model->net();
   check_input_record(run, net.input_shape().num_elements(), net.output_shape().num_elements(), record);
 
@@ -214,9 +212,8 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
   return run;
 }
 
-// Trainer's evaluation: the inference graph over batches of rows, which trains nothing.
 MetricValues evaluate_run(LoadedRun& run, const Dataset& data, std::int64_t batch_size) {
-  return Trainer(*run.model).evaluate(data, batch_size);
+  return run.model->evaluate(data, batch_size);
 }
 
 }  // namespace tctl

@@ -1,8 +1,8 @@
 // A trained run loaded back from its run directory (RunLayout names its files) for predict, evaluate and
-// export: its model with the saved weights, and what is needed to feed it new data. This part reads runs and
-// never trains: it uses the network, the run's recorded config and checkpoint, and Trainer::evaluate's
-// inference loop, never train_and_save, the callbacks or an optimizer step (scripts/check_layers.sh keeps its
-// includes so; Model itself still owns its optimizer).
+// export: its network's inference graph (models/infer) with the saved weights, and what is needed to feed it
+// new data. This part reads runs and never trains: of models/train it reads only the run's recorded config,
+// its checkpoint and its data preparation, never the Model, the fit loop, the callbacks or an optimizer
+// (scripts/check_layers.sh keeps its includes so).
 #pragma once
 
 #include <filesystem>
@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
-#include "models/train/model.h"
+#include "models/infer/inference.h"
 #include "models/train/train_config.h"
 
 namespace tctl {
@@ -22,7 +22,7 @@ namespace tctl {
 struct LoadedRun {
   std::filesystem::path dir;
   TrainConfig config;
-  std::unique_ptr<Model> model;
+  std::unique_ptr<Inference> model;  // the network's inference graph, with the saved weights
   Standardizer standardizer;
   bool standardized = false;
   std::vector<std::string> feature_names;

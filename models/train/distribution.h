@@ -17,24 +17,13 @@
 #include "core/profiler.h"
 #include "core/session.h"
 #include "core/thread_pool.h"
+#include "models/infer/inference.h"
 #include "models/nn/sequential.h"
 #include "models/train/optimizer.h"
 
 namespace tctl {
 
 struct ModelOptions;
-
-// The feeds and fetches of one traced graph: a replica's training step, or the inference pass.
-struct TracedPass {
-  Output x;
-  Output targets;
-  Output predictions;
-  Output scores;       // what the metrics read (LossOutputs::scores)
-  Output loss;         // scalar mean
-  Output per_example;  // [batch]
-  Output weight;       // data-parallel training: this replica's share of the batch's rows (a float scalar)
-  std::vector<Output> updates;
-};
 
 // A traced graph with its feeds and fetches and the session that runs it.
 struct TracedStep {

@@ -32,17 +32,6 @@ struct Model::Traced {
 
 namespace {
 
-void check_metrics(const ModelOptions& o) {
-  for (std::size_t i = 0; i < o.metrics.size(); ++i) {
-    const std::string& m = o.metrics[i];
-    const auto& known = loss_metrics(o.loss);
-    if (std::find(known.begin(), known.end(), m) == known.end()) {
-      throw SpecError(o.config_file, "metrics[" + std::to_string(i) + "]",
-                      "metric \"" + m + "\" does not apply to loss " + o.loss + " (known: " + join(known) + ")");
-    }
-  }
-}
-
 // Model::input_device: the one device besides the CPU that every use of `x` in `g` is placed on, as a
 // session placing `g` with `placement` would place it; nullptr otherwise.
 Device* device_using(const Graph& g, Output x, Output targets, PlacementOptions placement) {
@@ -82,28 +71,21 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
                  (nets.size() == 1 && !options_.workers && options_.hogwild_workers <= 1 && options_.metrics.empty()),
              "a model without a loss is one replica without metrics");
   check_metrics(options_);
-  backend_flag("allow_tf32").store(options_.allow_tf32, std::memory_order_relaxed);
   if (options_.replica_devices.size() > 1) options_.device = options_.replica_devices[0];
 
-  infer_.graph = std::make_shared<Graph>();
-  trace_forward(*infer_.graph, infer_.pass, false, first_replica(-1));
   if (!inference_only) {
     train_.graph = std::make_shared<Graph>();
     trace_training(*train_.graph, train_.pass, first_replica(strategy_->collective() ? strategy_->first_member() : -1));
     if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_.graph);
+    // Where each node runs is settled now, before a caller writes anything, not at the first step: a device
+    // strict placement refuses throws here, and the nodes soft placement moves to the CPU are known up front.
+    const Output fed[] = {train_.pass.x, train_.pass.targets};
+    note_placement_warnings(place_all(*train_.graph, fed, options_.placement).warnings);
   }
-
-  // Where each node runs is settled now, before a caller writes anything, not at the first step: a device
-  // strict placement refuses throws here, and the nodes soft placement moves to the CPU are known up front.
-  for (const TracedStep* traced : {&train_, &infer_}) {
-    if (traced->graph == nullptr) continue;
-    std::vector<Output> fed{traced->pass.x};
-    if (!inference_only) fed.push_back(traced->pass.targets);
-    note_placement_warnings(place_all(*traced->graph, fed, options_.placement).warnings);
-  }
+  inference_ = std::make_unique<Inference>(net_, options_, inter_pool_, intra_pool_);
+  note_placement_warnings(inference_->placement_warnings());
   if (!inference_only)
     train_.session = std::make_unique<Session>(train_.graph, inter_pool_, intra_pool_, session_options());
-  infer_.session = std::make_unique<Session>(infer_.graph, inter_pool_, intra_pool_, session_options());
 
   nets.erase(nets.begin());
   strategy_->start(
@@ -139,26 +121,8 @@ Model::Traced Model::first_replica(int member) { return Traced{*net_, optimizer_
 
 Model::~Model() = default;
 
-void Model::trace_forward(Graph& g, TracedPass& pass, bool training, const Traced& r) const {
-  pass.x = g.placeholder("x", DType::kF32, Shape::concat(-1, r.net.input_shape()));
-  if (options_.loss.empty()) {
-    pass.predictions = r.net.call(g, pass.x, training, r.device);
-    return;
-  }
-  const TensorSpec target = loss_target_spec(options_.loss, Shape::concat(-1, r.net.output_shape()));
-  pass.targets = g.placeholder("targets", target.dtype, target.shape);
-  pass.predictions = r.net.call(g, pass.x, training, r.device);
-  std::string why = check_loss_fits(g, options_.loss, pass.predictions);
-  if (!why.empty()) throw SpecError(options_.config_file, "loss", why);
-  Graph::Scope scope(g, "loss", r.device, Phase::kForward);
-  LossOutputs loss = build_loss(g, options_.loss, pass.predictions, pass.targets);
-  pass.loss = loss.mean;
-  pass.per_example = loss.per_example;
-  pass.scores = loss.scores;
-}
-
 void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
-  trace_forward(g, pass, true, r);
+  trace_forward(g, pass, r.net, true, r.device, options_);
   // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
   std::vector<std::shared_ptr<Variable>> vars;
   std::vector<Output> reads;
@@ -237,42 +201,9 @@ std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> gr
   return out;
 }
 
-Tensor Model::targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
-  Tensor buffer;
-  return targets_into(data, rows, buffer);
-}
-
-Tensor Model::targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const {
-  if (options_.loss == "categorical_crossentropy") return one_hot_rows(data.y, rows, net_->output_shape()[0], buffer);
-  return gather_rows(data.y, rows, buffer);
-}
-
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step,
                                        std::int64_t batch_rows) {
   return strategy_->step(StepRequest{x, targets, step, batch_rows, nullptr, true});
-}
-
-std::vector<Tensor> Model::eval_batch(const Tensor& x, const Tensor& targets) {
-  const Feed feeds[] = {{infer_.pass.x, x}, {infer_.pass.targets, targets}};
-  const Output fetches[] = {infer_.pass.per_example, infer_.pass.scores};
-  return infer_.session->run(feeds, fetches);
-}
-
-Tensor Model::predict(const Tensor& x, std::int64_t batch_size) {
-  const std::int64_t n = x.shape()[0];
-  Tensor out = Tensor::empty(DType::kF32, Shape::concat(n, net_->output_shape()));
-  const std::size_t row_bytes = out.bytes() / static_cast<std::size_t>(std::max<std::int64_t>(n, 1));
-  std::vector<std::int64_t> rows;
-  Tensor buffer;
-  std::vector<Output> fetches{infer_.pass.predictions};
-  for (std::int64_t start = 0; start < n; start += batch_size) {
-    rows.clear();
-    for (std::int64_t i = start; i < std::min(n, start + batch_size); ++i) rows.push_back(i);
-    std::vector<Feed> feeds{{infer_.pass.x, gather_rows(x, rows, buffer)}};
-    std::vector<Tensor> r = infer_.session->run(feeds, fetches);
-    std::memcpy(out.mutable_data<char>() + static_cast<std::size_t>(start) * row_bytes, r[0].raw_data(), r[0].bytes());
-  }
-  return out;
 }
 
 void Model::note_placement_warnings(const std::vector<std::string>& more) {
@@ -310,7 +241,7 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
     eager.feed("targets", Tensor::zeros(target.dtype, target.shape));
   }
   TracedPass pass;
-  trace_forward(g, pass, false, first_replica(-1));
+  trace_forward(g, pass, *net_, false, options_.device, options_);
   return eager.value(pass.predictions);
 }
 
@@ -323,14 +254,6 @@ std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::
     return e.what();
   }
   return "replaying the step found no op that made a NaN or an infinity";
-}
-
-Tensor Model::forward_step(const Tensor& x, Profiler* profiler) {
-  const Feed feeds[] = {{infer_.pass.x, x}};
-  const Output fetches[] = {infer_.pass.predictions};
-  RunOptions ro;
-  ro.profiler = profiler;
-  return std::move(infer_.session->run(feeds, fetches, {}, ro)[0]);
 }
 
 }  // namespace tctl

@@ -18,27 +18,23 @@
 #include "core/session.h"
 #include "core/thread_pool.h"
 #include "models/data/dataset.h"
+#include "models/infer/inference.h"
+#include "models/infer/metrics.h"
 #include "models/nn/losses.h"
 #include "models/nn/sequential.h"
 #include "models/train/distribution.h"
-#include "models/train/metric_accumulator.h"
 #include "models/train/optimizer.h"
 
 namespace tctl {
 
-struct ModelOptions {
-  // Empty: no loss, an inference-only model (one replica, no metrics): the inference graph holds the
-  // predictions alone, and nothing may train or evaluate it (a model spec profiled without a loss).
-  std::string loss = "sparse_categorical_crossentropy";
+// What a Model is made with: its inference graph's options (the loss, metrics, device, seed, placement; an
+// empty loss makes an inference-only model: one replica, no metrics, nothing may train or evaluate it), and
+// how it trains.
+struct ModelOptions : InferenceOptions {
+  ModelOptions() { loss = "sparse_categorical_crossentropy"; }
   OptimizerConfig optimizer;
-  std::vector<std::string> metrics;  // "accuracy" for classification; "mae", "mse" for regression
-  int inter_op_threads = 0;          // 0: one per core
+  int inter_op_threads = 0;  // 0: one per core
   int intra_op_threads = 0;
-  std::string device = "cpu";
-  // GPU products may use TF32 (set process-wide when the model is made: the backend flag "allow_tf32", core/device.h).
-  bool allow_tf32 = false;
-  std::uint64_t seed = 0;
-  std::string config_file;  // names the file in errors about the loss or metrics
   // Order stateful ops on one variable by control edges (off only to show what they prevent).
   bool auto_control_dependencies = true;
   // Training batches a producer thread prepares ahead through a FIFOQueue; 0 prepares each inline.
@@ -46,8 +42,6 @@ struct ModelOptions {
   // Batches of fewer bytes (inputs and targets) are gathered inline even with prefetch: handing a batch to
   // the loop through the queues (a wake-up each way) costs more than copying a small one. 0: always prefetch.
   std::int64_t prefetch_min_bytes = std::int64_t{256} << 10;
-  // Strict placement, and the log of where every node runs (core/placement.h).
-  PlacementOptions placement;
   // A hook between "gradients computed" and "updates applied": given each trainable variable's gradient,
   // returns the gradients the optimizer applies (same order and shapes). Empty: applied as they are. With
   // data parallelism it sees the gradients already all-reduced (the model's own all-reduce, in buckets of
@@ -119,9 +113,11 @@ class Model {
     return strategy_->local_rows(batch_rows);
   }
   // One evaluation step with the inference graph: {per-example loss, metric scores}.
-  std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets);
+  std::vector<Tensor> eval_batch(const Tensor& x, const Tensor& targets) { return inference_->eval_batch(x, targets); }
   // Predictions for every row of x ([N, ...input_shape]), computed in batches.
-  Tensor predict(const Tensor& x, std::int64_t batch_size);
+  Tensor predict(const Tensor& x, std::int64_t batch_size) { return inference_->predict(x, batch_size); }
+  // The inference graph and its session (validation, predict, the forward-only profile).
+  Inference& inference() { return *inference_; }
 
   // The first replica's network and optimizer (the others hold the same values after every step).
   const Sequential& net() const { return *net_; }
@@ -136,12 +132,12 @@ class Model {
     TCTL_CHECK(train_.graph != nullptr, "a model without a loss has no training graph");
     return *train_.graph;
   }
-  const Graph& inference_graph() const { return *infer_.graph; }
+  const Graph& inference_graph() const { return inference_->graph(); }
   // Runs one training step on a batch; returns the loss. For benchmarks and tests.
   // With a profiler, the run's node events are recorded into it.
   float train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler = nullptr);
   // One inference pass on a batch (the forward-only profile), on the first replica.
-  Tensor forward_step(const Tensor& x, Profiler* profiler = nullptr);
+  Tensor forward_step(const Tensor& x, Profiler* profiler = nullptr) { return inference_->forward_step(x, profiler); }
   // The same two, eagerly (core/eager.h): every op runs as the model calls it, one after another, with no
   // graph to plan or overlap. Same seed and step, same numbers as the traced step. A mirrored model's eager
   // step is one replica's on the whole batch (no all-reduce), writing the first replica only.
@@ -156,16 +152,19 @@ class Model {
   // producer thread moves each prefetched batch there while the step before runs.
   Device* input_device() const { return input_device_; }
   // The batch feeds for rows of a data set, in the form the loss expects.
-  Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const;
+  Tensor targets_for(const Dataset& data, std::span<const std::int64_t> rows) const {
+    Tensor buffer;
+    return targets_into(data, rows, buffer);
+  }
   // targets_for, reusing `buffer` when nobody else holds it (steady-state steps allocate nothing).
-  Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
+  Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const {
+    return inference_->targets_into(data, rows, buffer);
+  }
 
  private:
   // Adds the lines not already noted.
   void note_placement_warnings(const std::vector<std::string>& more);
   struct Traced;  // what tracing one replica's step needs: its net, optimizer, device and member
-  // The forward pass and loss into `g`; with training, the layers' training behaviour (dropout).
-  void trace_forward(Graph& g, TracedPass& pass, bool training, const Traced& r) const;
   // The forward pass, loss, gradients and optimizer updates of one training step into `g`; when r.member >= 0,
   // the gradients are all-reduced across the replicas first.
   void trace_training(Graph& g, TracedPass& pass, const Traced& r);
@@ -185,9 +184,9 @@ class Model {
   Optimizer optimizer_;
   ThreadPool inter_pool_;
   ThreadPool intra_pool_;
-  // The model's own replica's training step (no graph in a model without a loss), and the inference pass.
+  // The model's own replica's training step (none in a model without a loss), and the inference graph.
   TracedStep train_;
-  TracedStep infer_;
+  std::unique_ptr<Inference> inference_;
   Device* input_device_ = nullptr;
   std::vector<std::string> placement_warnings_;  // each once, in the order found
   // Last, so its threads are stopped before the sessions they run go.

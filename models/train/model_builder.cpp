@@ -1,7 +1,6 @@
 #include "models/train/model_builder.h"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "core/errors.h"
 
@@ -11,15 +10,10 @@ namespace {
 
 ModelOptions model_options(const TrainConfig& c) {
   ModelOptions o;
-  o.loss = c.loss;
+  static_cast<InferenceOptions&>(o) = c.inference_options();
   o.optimizer = c.optimizer;
-  o.metrics = c.metrics;
   o.inter_op_threads = c.inter_op_threads;
   o.intra_op_threads = c.intra_op_threads;
-  o.device = c.device;
-  o.allow_tf32 = c.allow_tf32;
-  o.seed = c.seed;
-  o.config_file = c.file;
   o.prefetch = c.prefetch;
   if (c.strategy.type == StrategyType::kMirrored && c.strategy.replicas > 1) {
     o.replica_devices = c.strategy.devices;
@@ -27,9 +21,6 @@ ModelOptions model_options(const TrainConfig& c) {
   }
   o.bucket_bytes = c.strategy.bucket_bytes;
   if (c.strategy.type == StrategyType::kHogwild) o.hogwild_workers = c.strategy.workers;
-  o.placement.strict = c.strict_placement;
-  if (c.log_device_placement)
-    o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
   return o;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <utility>
 
 #include <fmt/format.h>
@@ -393,6 +394,20 @@ TrainConfig load_model_file(const std::string& path) {
   c.metrics = {"accuracy"};
   c.spec_only = true;
   return c;
+}
+
+InferenceOptions TrainConfig::inference_options() const {
+  InferenceOptions o;
+  o.loss = loss;
+  o.metrics = metrics;
+  o.device = strategy.type == StrategyType::kMirrored && !strategy.devices.empty() ? strategy.devices[0] : device;
+  o.allow_tf32 = allow_tf32;
+  o.seed = seed;
+  o.config_file = file;
+  o.placement.strict = strict_placement;
+  if (log_device_placement)
+    o.placement.log = [](const std::string& line) { std::fprintf(stderr, "placement: %s\n", line.c_str()); };
+  return o;
 }
 
 }  // namespace tctl

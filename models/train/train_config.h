@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/infer/inference.h"
 #include "models/train/callback_config.h"
 #include "models/train/optimizer.h"
 
@@ -97,6 +98,9 @@ struct TrainConfig {
   // nobody chose. Not recorded.
   bool spec_only = false;
   nlohmann::json callbacks_json() const;
+  // What the inference graph of the config's model needs (models/infer): the loss, metrics, device, seed and
+  // placement; the device, with a mirrored strategy of named devices, the first replica's.
+  InferenceOptions inference_options() const;
 
   // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.
   nlohmann::json to_json() const;

@@ -89,48 +89,6 @@ class BatchSource {
   Batch inline_;
 };
 
-// The epoch's sums are kept as plain values because an interrupted epoch's go into the checkpoint.
-MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics) {
-  MetricAccumulator accumulator;
-  accumulator.add(sums);
-  return accumulator.averages(metrics);
-}
-
-std::int64_t argmax_row(const float* p, std::int64_t n) { return std::max_element(p, p + n) - p; }
-
-// The metric sums of one batch's metric scores (Model::train_batch) against the labels of `rows`. A
-// classification's accuracy and top-k read only the order of a row's scores: its logits give the order its
-// softmax gives, save where the softmax rounds scores apart to the same float (a saturated row: two
-// probabilities equal at the top, or underflowed to 0), where the logits keep them apart.
-void add_metric_sums(const Tensor& pred, const Dataset& data, std::span<const std::int64_t> rows,
-                     const std::string& loss, BatchSums& sums) {
-  const auto b = static_cast<std::int64_t>(rows.size());
-  const std::int64_t width = pred.num_elements() / std::max<std::int64_t>(b, 1);
-  const float* p = pred.data<float>();
-  if (loss_is_classification(loss)) {
-    for (std::int64_t i = 0; i < b; ++i) {
-      const std::int64_t label = data.y.data<std::int32_t>()[rows[static_cast<std::size_t>(i)]];
-      const float* row = p + i * width;
-      sums.correct += argmax_row(row, width) == label ? 1.0 : 0.0;
-      sums.top_k_correct += in_top_k(row, width, label) ? 1.0 : 0.0;
-    }
-  } else {
-    const bool binary = loss_is_binary(loss);
-    for (std::int64_t i = 0; i < b; ++i) {
-      const float* t = data.y.data<float>() + rows[static_cast<std::size_t>(i)] * width;
-      for (std::int64_t j = 0; j < width; ++j) {
-        const double d = static_cast<double>(p[i * width + j]) - t[j];
-        sums.abs_error += std::abs(d);
-        sums.sq_error += d * d;
-        // Binary accuracy (Keras' threshold 0.5), averaged over the outputs of a row.
-        if (binary) sums.correct += ((p[i * width + j] > 0.5f) == (t[j] > 0.5f)) / static_cast<double>(width);
-      }
-    }
-    sums.values = b * width;
-  }
-  sums.examples = b;
-}
-
 }  // namespace
 
 std::string Trainer::where(std::int64_t step) const {
@@ -138,9 +96,8 @@ std::string Trainer::where(std::int64_t step) const {
                      step + 1 - (current_epoch_ - 1) * steps_per_epoch_, step + 1);
 }
 
-std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step,
-                                      const Dataset& data, std::span<const std::int64_t> rows) {
-  if (!training) return model_.eval_batch(x, y);
+std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, std::int64_t step, const Dataset& data,
+                                      std::span<const std::int64_t> rows) {
   const auto batch_rows = static_cast<std::int64_t>(rows.size());
   // The replay that names the first op gone NaN runs the whole batch, of which a worker was fed its share.
   auto find_non_finite = [&] {
@@ -164,8 +121,7 @@ std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, bool tra
 }
 
 BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
-                               bool training, std::int64_t first_step, const BatchSums& start,
-                               const StepCallback& on_step) {
+                               std::int64_t first_step, const BatchSums& start, const StepCallback& on_step) {
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t steps = ceil_div(n, batch_size);
   const ModelOptions& options = model_.options();
@@ -178,11 +134,10 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   const std::int64_t batch_bytes = data.size() == 0 ? 0
                                                     : static_cast<std::int64_t>(data.x.bytes() + data.y.bytes()) /
                                                           data.size() * std::min(batch_size, n);
-  const bool prefetch = training && batch_bytes >= options.prefetch_min_bytes;
+  const bool prefetch = batch_bytes >= options.prefetch_min_bytes;
   // A training step reads only this process's rows of its batch (multi-worker: this worker's share).
   auto fed_rows = [&](std::int64_t step) {
     const auto rows = rows_of(step);
-    if (!training) return rows;
     const auto [first, count] = model_.local_rows(static_cast<std::int64_t>(rows.size()));
     return rows.subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
   };
@@ -213,21 +168,16 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   for (std::int64_t step = 0; step < steps; ++step) {
     Batch batch = source.next(step);
     const auto rows = rows_of(step);
-    const std::vector<Tensor> out = run_step(batch.x, batch.y, training, first_step + step, data, rows);
+    const std::vector<Tensor> out = run_step(batch.x, batch.y, first_step + step, data, rows);
     stepped.store(true, std::memory_order_release);
     source.give_back(std::move(batch));
     BatchSums sums;
-    if (training) {
-      sums.loss = static_cast<double>(out[0].item()) * static_cast<double>(rows.size());
-    } else {
-      const float* l = out[0].data<float>();
-      for (std::size_t i = 0; i < rows.size(); ++i) sums.loss += l[i];
-    }
+    sums.loss = static_cast<double>(out[0].item()) * static_cast<double>(rows.size());
     add_metric_sums(out[1], data, rows, options.loss, sums);
     totals += sums;
     if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
     steps_run_ = step + 1;
-    if (training && model_.stop_requested()) break;
+    if (model_.stop_requested()) break;
   }
   return totals;
 }
@@ -260,7 +210,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     const auto started = std::chrono::steady_clock::now();
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
-    const BatchSums sums = run_batches(train, rows, batch_size, true, (epoch - 1) * steps_per_epoch + skip,
+    const BatchSums sums = run_batches(train, rows, batch_size, (epoch - 1) * steps_per_epoch + skip,
                                        resumed ? start.sums : BatchSums{}, on_step);
     const std::int64_t done = skip + steps_run_;
     if (done < steps_per_epoch) {  // interrupted inside the epoch
@@ -285,9 +235,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
 }
 
 MetricValues Trainer::evaluate(const Dataset& data, std::int64_t batch_size) {
-  std::vector<std::int64_t> order(static_cast<std::size_t>(data.size()));
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int64_t>(i);
-  return averages(run_batches(data, order, batch_size, false, 0, {}, {}), model_.options().metrics);
+  return model_.inference().evaluate(data, batch_size);
 }
 
 }  // namespace tctl

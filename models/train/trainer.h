@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "models/data/dataset.h"
-#include "models/train/metric_accumulator.h"
+#include "models/infer/metrics.h"
 #include "models/train/model.h"
 
 namespace tctl {
@@ -68,13 +68,13 @@ class Trainer {
   Model& model() { return model_; }
 
  private:
-  // Runs the batches of `order` and returns `start` plus their sums. Training stops early, after a step,
-  // when the interrupt flag is set (steps_run_ says how many ran).
+  // Trains on the batches of `order` and returns `start` plus their sums. Stops early, after a step, when the
+  // interrupt flag is set (steps_run_ says how many ran).
   BatchSums run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
-                        bool training, std::int64_t first_step, const BatchSums& start, const StepCallback& on_step);
-  // The model's step on the batch of `rows` of `data`, x and y holding the whole batch or, training,
+                        std::int64_t first_step, const BatchSums& start, const StepCallback& on_step);
+  // The model's training step on the batch of `rows` of `data`, x and y holding the whole batch or
   // Model::local_rows of it; a step gone NaN becomes a RuntimeError naming where, and the op that began it.
-  std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, bool training, std::int64_t step, const Dataset& data,
+  std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, std::int64_t step, const Dataset& data,
                                std::span<const std::int64_t> rows);
   // "epoch E, step S (step N of the run)" for messages.
   std::string where(std::int64_t step) const;

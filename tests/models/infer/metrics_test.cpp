@@ -3,7 +3,7 @@
 #include <thread>
 #include <vector>
 
-#include "models/train/metric_accumulator.h"
+#include "models/infer/metrics.h"
 
 using namespace tctl;
 

@@ -1,14 +1,17 @@
-// MetricAccumulator: running sums of the loss and metrics over the batches of an epoch, safe to feed from
-// several training threads at once (each add is one locked update, never a lost one).
+// Metrics: a batch's sums of the loss and metrics from its scores and labels, and MetricAccumulator, their
+// running sums over the batches of an epoch or an evaluation, safe to feed from several threads at once (each
+// add is one locked update, never a lost one).
 #pragma once
 
 #include <cstdint>
 #include <mutex>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "core/errors.h"
+#include "models/data/dataset.h"
 
 namespace tctl {
 
@@ -52,5 +55,16 @@ class MetricAccumulator {
   mutable std::mutex mu_;
   BatchSums sums_ TCTL_GUARDED_BY(mu_);
 };
+
+// The averages of plain sums (an interrupted epoch's go into the checkpoint as such).
+MetricValues averages(const BatchSums& sums, const std::vector<std::string>& metrics);
+
+// Adds the metric sums of one batch's metric scores (LossOutputs::scores) against the labels of `rows` of
+// `data` into `sums`, and its examples. A classification's accuracy and top-k read only the order of a row's
+// scores: its logits give the order its softmax gives, save where the softmax rounds scores apart to the same
+// float (a saturated row: two probabilities equal at the top, or underflowed to 0), where the logits keep them
+// apart.
+void add_metric_sums(const Tensor& scores, const Dataset& data, std::span<const std::int64_t> rows,
+                     const std::string& loss, BatchSums& sums);
 
 }  // namespace tctl
