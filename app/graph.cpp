@@ -17,9 +17,9 @@
 #include "core/placement.h"
 #include "models/io/atomic_file.h"
 #include "models/io/graph_export.h"
+#include "models/record/train_config.h"
 #include "models/run/output_check.h"
 #include "models/train/model_builder.h"
-#include "models/train/train_config.h"
 
 extern char** environ;
 

@@ -8,7 +8,7 @@
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 namespace tctl::app {
 

@@ -8,12 +8,9 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 # The run loader (models/run) reads what training wrote and never trains: it runs the network's inference
-# graph (models/infer), and of models/train it may include only the run's recorded config and checkpoint, the
-# data preparation and the run directory's files; never the Model, the fit loop, the callbacks or the
-# optimizer. predict and evaluate use the loader alone.
-run_reads_of_train="models/train/train_config.h models/train/training_checkpoint.h models/train/prepared_data.h
-  models/train/run_directory.h"
-
+# graph (models/infer) and reads the run's record (models/record), and includes nothing of models/train (the
+# Model, the fit loop, the callbacks, the optimizers); tests/link/run_alone.cpp links it without them.
+# predict and evaluate use the loader alone.
 # folder (or file): the folders, or single files, its files may include (besides itself)
 allowed() {
   case "$1" in
@@ -23,15 +20,16 @@ allowed() {
     models/data) echo "core models/data" ;;
     models/nn) echo "core models/io models/nn" ;;
     models/infer) echo "core models/io models/data models/nn models/infer" ;;
-    models/train) echo "core models/io models/data models/nn models/infer models/train" ;;
-    models/run) echo "core models/io models/data models/nn models/infer models/run" $run_reads_of_train ;;
+    models/record) echo "core models/io models/data models/nn models/infer models/record" ;;
+    models/train) echo "core models/io models/data models/nn models/infer models/record models/train" ;;
+    models/run) echo "core models/io models/data models/nn models/infer models/record models/run" ;;
     app) echo "core models app" ;;
-    app/predict.cpp | app/evaluate.cpp) echo "core app models/io models/data models/infer models/run" ;;
+    app/predict.cpp | app/evaluate.cpp) echo "core app models/io models/data models/infer models/record models/run" ;;
   esac
 }
 
 bad=0
-for folder in core kernels models/io models/data models/nn models/infer models/train models/run app app/predict.cpp app/evaluate.cpp; do
+for folder in core kernels models/io models/data models/nn models/infer models/record models/train models/run app app/predict.cpp app/evaluate.cpp; do
   ok="$(allowed "$folder")"
   while IFS= read -r line; do
     file="${line%%:*}"
@@ -63,7 +61,7 @@ done < <(grep -rHE '^#include "kernels/[^"]+"' --include='*.h' --include='*.cpp'
 # models/ holds nothing but its parts.
 stray="$(find models -maxdepth 1 -type f \( -name '*.h' -o -name '*.cpp' \))"
 if [ -n "$stray" ]; then
-  echo "files directly in models/ (put them in io, data, nn, infer, train or run): $stray"
+  echo "files directly in models/ (put them in io, data, nn, infer, record, train or run): $stray"
   bad=1
 fi
 [ "$bad" = 0 ] && echo "layering: every include goes the allowed way"

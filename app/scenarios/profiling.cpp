@@ -10,8 +10,8 @@
 
 #include "core/errors.h"
 #include "models/io/spec_reader.h"
+#include "models/record/prepared_data.h"
 #include "models/train/model_builder.h"
-#include "models/train/prepared_data.h"
 
 namespace tctl {
 

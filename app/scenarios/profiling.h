@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "core/profiler.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/locking_mode.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
 

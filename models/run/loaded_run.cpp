@@ -10,8 +10,9 @@
 #include "models/io/run_lock.h"
 #include "models/io/safetensors.h"
 #include "models/io/spec_reader.h"
-#include "models/train/prepared_data.h"
-#include "models/train/training_checkpoint.h"
+#include "models/nn/losses.h"
+#include "models/record/prepared_data.h"
+#include "models/record/training_state.h"
 
 namespace tctl {
 

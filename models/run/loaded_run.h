@@ -14,7 +14,7 @@
 
 #include "models/data/dataset.h"
 #include "models/infer/inference.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
 

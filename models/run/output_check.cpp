@@ -3,8 +3,8 @@
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/io/run_layout.h"
-#include "models/train/run_directory.h"
-#include "models/train/train_config.h"
+#include "models/record/run_files.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
 

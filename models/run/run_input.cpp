@@ -12,7 +12,7 @@
 #include "models/data/csv.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
-#include "models/train/prepared_data.h"
+#include "models/record/prepared_data.h"
 
 namespace tctl {
 

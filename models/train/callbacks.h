@@ -1,4 +1,4 @@
-// Training callbacks (models/train/callback_config.h has the config they are made from): after each epoch they
+// Training callbacks (models/record/callback_config.h has the config they are made from): after each epoch they
 // may stop the trainer, save the best weights, lower the learning rate, log to TensorBoard. One class per callback,
 // behind the Callback interface, made by make_callback; Callbacks is the list a training run holds.
 //
@@ -16,7 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/io/safetensors.h"
-#include "models/train/callback_config.h"
+#include "models/record/callback_config.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
 

@@ -5,8 +5,8 @@
 #include <memory>
 
 #include "core/mpi_world.h"
+#include "models/record/train_config.h"
 #include "models/train/model.h"
-#include "models/train/train_config.h"
 
 namespace tctl {
 

@@ -1,14 +1,5 @@
-// Optimizers: parse their config and add the update ops of one training step to a graph.
-//
-// Config (Keras names and defaults; the keys of another type are unknown keys):
-//   {"type": "sgd", "learning_rate": 0.01, "momentum": 0.0, "nesterov": false}
-//   {"type": "adam", "learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7}
-//   {"type": "adamw", ... adam's keys ..., "weight_decay": 0.004}      decoupled: w -= lr * wd * w, then Adam
-//   {"type": "rmsprop", "learning_rate": 0.001, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": false}
-//   {"type": "adagrad", "learning_rate": 0.001, "initial_accumulator_value": 0.1, "epsilon": 1e-7}
-// Every type also takes "locking" (core/locking_mode.h), "global_clipnorm" (clip all gradients together
-// to this global norm) and "schedule" (models/train/schedule.h). Keras' per-variable "clipnorm" and "clipvalue"
-// are refused with a message pointing to global_clipnorm.
+// Optimizers: the update ops of one training step added to a graph, and the state they keep (slots, the
+// step counter, the learning rate). Their config is models/record/optimizer_config.h.
 #pragma once
 
 #include <cstdint>
@@ -21,34 +12,9 @@
 
 #include "core/graph.h"
 #include "models/io/spec_reader.h"
-#include "models/train/schedule.h"
+#include "models/record/optimizer_config.h"
 
 namespace tctl {
-
-struct OptimizerConfig {
-  std::string type = "adam";  // sgd, adam, adamw, rmsprop, adagrad
-  double learning_rate = 0.001;
-  double momentum = 0.0;                   // sgd, rmsprop
-  bool nesterov = false;                   // sgd
-  double beta1 = 0.9;                      // adam, adamw
-  double beta2 = 0.999;                    // adam, adamw
-  double epsilon = 1e-7;                   // adam, adamw, rmsprop, adagrad
-  double weight_decay = 0.004;             // adamw
-  double rho = 0.9;                        // rmsprop
-  bool centered = false;                   // rmsprop
-  double initial_accumulator_value = 0.1;  // adagrad
-  double global_clipnorm = 0.0;            // 0: no clipping
-  ScheduleConfig schedule;                 // constant unless "schedule" is given
-  // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
-  // the slots and the step counter all use it.
-  LockingMode locking = LockingMode::kMutex;
-
-  // Reads the "optimizer" object; throws SpecError naming the JSON path of a bad or unknown key.
-  static OptimizerConfig parse(SpecReader& spec);
-  nlohmann::json to_json() const;
-  // How many slot tensors the optimizer keeps per weight (Adam's two moments, a momentum, an accumulator).
-  int slots_per_weight() const;
-};
 
 // Owns the optimizer's state: slot variables (momentum, moments, accumulators), the step counter, and the
 // learning rate as a scalar variable that every update op reads, so a schedule or a callback can change

@@ -10,14 +10,10 @@
 #include <vector>
 
 #include "models/io/run_lock.h"
-#include "models/train/train_config.h"
+#include "models/record/run_files.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
-
-// The names of the files the run in `dir` and the new run `c` write: the fixed ones (RunLayout::file_names),
-// and the callbacks' files as `c` and the old run's summary or checkpoint recorded them (a damaged record
-// adds none).
-std::vector<std::string> run_file_names(const std::filesystem::path& dir, const TrainConfig& c);
 
 // The write lock of the run directory c.output, held for the whole run. For a new run (`resuming` false)
 // the directory must be missing or empty; with `overwrite` it may hold a run, whose files are deleted once the

@@ -4,10 +4,10 @@
 
 #include <filesystem>
 
+#include "models/record/prepared_data.h"
+#include "models/record/train_config.h"
 #include "models/train/callbacks.h"
 #include "models/train/model.h"
-#include "models/train/prepared_data.h"
-#include "models/train/train_config.h"
 #include "models/train/training_checkpoint.h"
 
 namespace tctl {

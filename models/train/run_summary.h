@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
+#include "models/record/prepared_data.h"
+#include "models/record/train_config.h"
 #include "models/train/model.h"
-#include "models/train/prepared_data.h"
-#include "models/train/train_config.h"
 
 namespace tctl {
 

@@ -14,17 +14,10 @@
 
 #include "models/data/dataset.h"
 #include "models/infer/metrics.h"
+#include "models/record/training_state.h"
 #include "models/train/model.h"
 
 namespace tctl {
-
-struct EpochResult {
-  std::int64_t epoch = 0;  // 1-based
-  std::int64_t steps = 0;
-  double seconds = 0.0;
-  MetricValues train;
-  MetricValues validation;  // empty without validation data
-};
 
 // Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
 // steps already taken and `sums` the loss and metric sums of those steps.

@@ -1,64 +1,25 @@
-// The checkpoint of a training run, checkpoint.safetensors in the run directory: the model's variables,
-// the optimizer's state (slots, step counter), any tensors the callbacks keep, and, in the metadata, where
-// training stopped, the history so far, the callbacks' state, the config, and the data's fingerprint and
-// input scaling. One file written to a temporary name and renamed, so a process killed at any moment leaves
+// Writing a model's training checkpoint (checkpoint.safetensors: its variables, the optimizer's state and
+// the callbacks' tensors, with the TrainingState of models/record/training_state.h as metadata) and restoring
+// one into a model. One file written to a temporary name and renamed, so a process killed at any moment leaves
 // the previous checkpoint whole.
-//
-// Shuffling and dropout are keyed by (seed, epoch) and (seed, node, step), so position plus variables is the
-// whole training state: a resumed run continues exactly as if it had never stopped.
 #pragma once
 
 #include <filesystem>
-#include <optional>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "models/data/dataset.h"
 #include "models/io/safetensors.h"
+#include "models/record/training_state.h"
 #include "models/train/model.h"
-#include "models/train/trainer.h"
 
 namespace tctl {
-
-struct TrainingState {
-  std::int64_t next_epoch = 1;  // the epoch to run next (1-based)
-  std::int64_t steps_done = 0;  // steps of next_epoch already taken (a checkpoint written on interrupt)
-  BatchSums partial_sums;       // the loss and metric sums of those steps, so the epoch's row is whole
-  // The rows of the last epochs, consecutive, ending with epoch next_epoch - 1 (none before the first epoch
-  // ends). A checkpoint keeps the last row alone, which the run's summary needs: the whole history is the run
-  // directory's history.csv, appended as checkpoints are written, so a checkpoint's size and cost stay flat
-  // however long the run (every row in every checkpoint grew to 26 MB in 18 s of `--epochs 99999999999`).
-  // Checkpoints written before kept every row, and read back whole.
-  std::vector<EpochResult> history;
-  nlohmann::json callbacks = nlohmann::json::array();
-  // The resolved config (TrainConfig::to_json()), which a resume compares with its own.
-  nlohmann::json config = nlohmann::json::object();
-  // The data the run trains on, which a resume must find unchanged. Absent in checkpoints written before it
-  // was recorded, which resume unchecked.
-  std::optional<DataFingerprint> data;
-  // What predict and evaluate need to feed an interrupted run new rows, as summary.json records it:
-  // {"data": {"feature_names", "label", "num_classes", "classes"}, "preprocessing": {"standardize", "mean",
-  // "std"}}, read as summary.json's are. Null in checkpoints written before it was recorded.
-  nlohmann::json inputs;
-};
 
 // The tensors a checkpoint of `model` holds: variables then optimizer state, under their names.
 std::vector<NamedTensor> checkpoint_tensors(const Model& model);
 
 void save_training_checkpoint(const std::filesystem::path& path, const Model& model, const TrainingState& state,
                               const std::vector<NamedTensor>& extra);
-
-// The index of the first element of an F32 tensor that is a NaN or an infinity, or with `nonnegative` below 0;
-// nothing when every element is fine or the tensor holds another type.
-std::optional<std::int64_t> first_bad_element(const Tensor& t, bool nonnegative = false);
-
-// Whether `file` was written by save_training_checkpoint (its metadata says so).
-bool is_training_checkpoint(const SafetensorsFile& file);
-
-// Reads a checkpoint's tensors into `file` and returns its training state, touching no model. A file that is
-// not a tensorctl training checkpoint, or a damaged or truncated one, is a SpecError naming it, never a crash.
-TrainingState read_training_checkpoint(const std::filesystem::path& path, SafetensorsFile& file);
 
 // Loads a checkpoint read by read_training_checkpoint into `model` (variables and optimizer state). The file
 // must hold exactly the model's tensors plus `extra_expected` (the callbacks'); otherwise a SpecError names

@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 #include "models/train/trainer.h"
 
 namespace tctl {

@@ -109,6 +109,17 @@ TEST_SUITE("predict and evaluate") {
     }
   }
 
+  TEST_CASE("predict's and evaluate's code, linked without models/train, evaluates a run as train tested it") {
+    const TrainedRun& t = trained("configs/iris_mlp.json");
+    CommandResult r = run_shell_command(std::string(TENSORCTL_RUN_ALONE) + " run " + quoted(t.config), t.dir.path());
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> lines = split_lines(r.out);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0].starts_with("loss "));
+    CHECK(std::abs(std::stod(lines[0].substr(5)) - test_metric(t, "loss")) < 1e-4);
+    CHECK(lines[1] == "accuracy " + fmt::format("{:.6f}", test_metric(t, "accuracy")));
+  }
+
   TEST_CASE("evaluate --data RUN/test.csv reproduces train's test accuracy") {
     for (const char* config : {"configs/digits_mlp.json", "configs/iris_mlp.json"}) {
       CAPTURE(config);

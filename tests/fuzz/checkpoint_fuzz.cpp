@@ -15,8 +15,8 @@
 #include <string>
 
 #include "models/io/atomic_file.h"
+#include "models/record/train_config.h"
 #include "models/run/loaded_run.h"
-#include "models/train/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/run_checks.h"

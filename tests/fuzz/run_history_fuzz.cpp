@@ -14,7 +14,7 @@
 
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 
+#include "models/record/train_config.h"
 #include "models/run/loaded_run.h"
-#include "models/train/train_config.h"
 #include "models/train/training_run.h"
 #include "tests/fuzz/fuzz_util.h"
 #include "tests/fuzz/run_checks.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {

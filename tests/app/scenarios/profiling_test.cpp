@@ -6,8 +6,8 @@
 
 #include <set>
 
+#include "models/record/train_config.h"
 #include "models/train/model.h"
-#include "models/train/train_config.h"
 
 namespace tctl {
 namespace {

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "models/io/safetensors.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 #include "models/train/training_run.h"
 
 namespace tctl {

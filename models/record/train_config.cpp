@@ -1,4 +1,4 @@
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 #include <algorithm>
 #include <array>

@@ -1,4 +1,4 @@
-#include "models/train/callback_config.h"
+#include "models/record/callback_config.h"
 
 #include <algorithm>
 

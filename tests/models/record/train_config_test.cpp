@@ -1,5 +1,5 @@
 // TrainConfig::from_json reads a config file and the config a run recorded with the same code.
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 #include <doctest/doctest.h>
 

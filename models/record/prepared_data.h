@@ -7,7 +7,7 @@
 
 #include "models/data/dataset.h"
 #include "models/nn/sequential.h"
-#include "models/train/train_config.h"
+#include "models/record/train_config.h"
 
 namespace tctl {
 

@@ -1,4 +1,4 @@
-#include "models/train/schedule.h"
+#include "models/record/schedule.h"
 
 #include <doctest/doctest.h>
 

@@ -1,4 +1,4 @@
-#include "models/train/prepared_data.h"
+#include "models/record/prepared_data.h"
 
 #include <algorithm>
 

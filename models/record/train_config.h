@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "models/infer/inference.h"
-#include "models/train/callback_config.h"
-#include "models/train/optimizer.h"
+#include "models/record/callback_config.h"
+#include "models/record/optimizer_config.h"
 
 namespace tctl {
 

@@ -1,0 +1,49 @@
+// An optimizer's config, the train config's "optimizer" object (the optimizers themselves: models/train/optimizer.h).
+//
+// Config (Keras names and defaults; the keys of another type are unknown keys):
+//   {"type": "sgd", "learning_rate": 0.01, "momentum": 0.0, "nesterov": false}
+//   {"type": "adam", "learning_rate": 0.001, "beta1": 0.9, "beta2": 0.999, "epsilon": 1e-7}
+//   {"type": "adamw", ... adam's keys ..., "weight_decay": 0.004}      decoupled: w -= lr * wd * w, then Adam
+//   {"type": "rmsprop", "learning_rate": 0.001, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": false}
+//   {"type": "adagrad", "learning_rate": 0.001, "initial_accumulator_value": 0.1, "epsilon": 1e-7}
+// Every type also takes "locking" (core/locking_mode.h), "global_clipnorm" (clip all gradients together
+// to this global norm) and "schedule" (models/record/schedule.h). Keras' per-variable "clipnorm" and "clipvalue"
+// are refused with a message pointing to global_clipnorm.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/locking_mode.h"
+#include "models/io/spec_reader.h"
+#include "models/record/schedule.h"
+
+namespace tctl {
+
+struct OptimizerConfig {
+  std::string type = "adam";  // sgd, adam, adamw, rmsprop, adagrad
+  double learning_rate = 0.001;
+  double momentum = 0.0;                   // sgd, rmsprop
+  bool nesterov = false;                   // sgd
+  double beta1 = 0.9;                      // adam, adamw
+  double beta2 = 0.999;                    // adam, adamw
+  double epsilon = 1e-7;                   // adam, adamw, rmsprop, adagrad
+  double weight_decay = 0.004;             // adamw
+  double rho = 0.9;                        // rmsprop
+  bool centered = false;                   // rmsprop
+  double initial_accumulator_value = 0.1;  // adagrad
+  double global_clipnorm = 0.0;            // 0: no clipping
+  ScheduleConfig schedule;                 // constant unless "schedule" is given
+  // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
+  // the slots and the step counter all use it.
+  LockingMode locking = LockingMode::kMutex;
+
+  // Reads the "optimizer" object; throws SpecError naming the JSON path of a bad or unknown key.
+  static OptimizerConfig parse(SpecReader& spec);
+  nlohmann::json to_json() const;
+  // How many slot tensors the optimizer keeps per weight (Adam's two moments, a momentum, an accumulator).
+  int slots_per_weight() const;
+};
+
+}  // namespace tctl
