@@ -143,7 +143,6 @@ void check_state(const TrainingState& state, const std::string& name) {
   if (state.steps_done == 0 && s.examples != 0) fail("partial_sums", "sums recorded before the epoch's first step");
 }
 
-
 }  // namespace
 
 std::optional<std::int64_t> first_bad_element(const Tensor& t, bool nonnegative) {
@@ -153,8 +152,6 @@ std::optional<std::int64_t> first_bad_element(const Tensor& t, bool nonnegative)
     if (!std::isfinite(v[i]) || (nonnegative && v[i] < 0.0f)) return i;
   return std::nullopt;
 }
-
-
 
 bool is_training_checkpoint(const SafetensorsFile& file) {
   auto it = file.metadata.find("format");
@@ -212,7 +209,6 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
   check_state(state, name);
   return state;
 }
-
 
 std::map<std::string, std::string> training_state_metadata(const std::string& model, const TrainingState& state) {
   return {{"format", kFormat},

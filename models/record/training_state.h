@@ -1,5 +1,5 @@
-// The state a training checkpoint records (checkpoint.safetensors in the run directory), and reading it: the model's variables,
-// the optimizer's state (slots, step counter), any tensors the callbacks keep, and, in the metadata, where
+// The state a training checkpoint records (checkpoint.safetensors in the run directory), and reading it: the model's
+// variables, the optimizer's state (slots, step counter), any tensors the callbacks keep, and, in the metadata, where
 // training stopped, the history so far, the callbacks' state, the config, and the data's fingerprint and
 // input scaling. One file written to a temporary name and renamed, so a process killed at any moment leaves
 // the previous checkpoint whole.
