@@ -13,7 +13,6 @@
 #include "models/nn/losses.h"
 #include "models/run/loaded_run.h"
 #include "models/run/run_input.h"
-#include "models/train/trainer.h"
 
 namespace tctl::fuzz {
 
@@ -49,7 +48,7 @@ inline void use_rows(const LoadedRun& run, const std::string& csv, const std::ve
       TCTL_CHECK(static_cast<std::int64_t>(column.size()) == in.rows, "a kept column that is not one cell per row");
     check_run(run, in);
     (void)run.model->predict(in.x, 64);
-    if (in.labelled.size() > 0) (void)Trainer(*run.model).evaluate(in.labelled, 64);
+    if (in.labelled.size() > 0) (void)run.model->evaluate(in.labelled, 64);
   } catch (const std::exception& e) {
     TCTL_CHECK(false, std::string("rows read_run_input accepted fail in predict or evaluate: ") + e.what());
   }
