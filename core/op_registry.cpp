@@ -52,6 +52,7 @@ void define_core_ops() {
   define_pooling_ops();
   define_reduce_ops();
   define_reshape_ops();
+  define_sequence_ops();
   // core's ops do work that follows from their shapes, unless they say otherwise.
   for (auto& [name, e] : registry())
     if (e->defined && !e->def.cost) e->def.cost = elements_cost;

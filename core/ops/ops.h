@@ -22,5 +22,6 @@ void define_optimizers_ops();
 void define_pooling_ops();
 void define_reduce_ops();
 void define_reshape_ops();
+void define_sequence_ops();
 
 }  // namespace tctl

@@ -120,6 +120,15 @@ std::optional<json> KerasConfig::int_pair(const std::string& key) {
   fail(key, "expected a positive integer or a pair of them, " + describe_json(*raw));
 }
 
+std::optional<std::int64_t> KerasConfig::int_single(const std::string& key) {
+  const json* raw = take(key);
+  if (!raw || raw->is_null()) return std::nullopt;
+  const json& v = keras_list(*raw);
+  const json& n = v.is_array() && v.size() == 1 ? v[0] : v;
+  if (n.is_number_integer() && n.get<std::int64_t>() > 0) return n.get<std::int64_t>();
+  fail(key, "expected a positive integer or a list of one, " + describe_json(*raw));
+}
+
 std::string KerasConfig::one_of(const std::string& key, const std::vector<std::string>& choices,
                                 const std::string& fallback) {
   const json* v = take(key);

@@ -42,6 +42,8 @@ class KerasConfig {
   std::int64_t positive_int(const std::string& key);
   // A size Keras writes as an int or a pair ([3, 3]); always a pair in our spec.
   std::optional<json> int_pair(const std::string& key);
+  // A 1-D size Keras writes as an int or a list of one ([3]).
+  std::optional<std::int64_t> int_single(const std::string& key);
   std::string one_of(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
   // Keras 2 writes activations as strings; Keras 3 may write a function as
   // {"module": "keras.activations", "class_name": "function", "config": "relu", ...}.

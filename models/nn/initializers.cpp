@@ -17,7 +17,7 @@ double standard_normal(std::mt19937_64& rng) {
 }  // namespace
 
 const std::vector<std::string>& initializer_names() {
-  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "zeros"};
+  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "uniform", "zeros"};
   return names;
 }
 
@@ -30,6 +30,11 @@ Tensor initialize(const std::string& name, const Shape& shape, std::int64_t fan_
   if (name == "glorot_uniform") {
     const double limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
     for (std::int64_t i = 0; i < t.num_elements(); ++i) p[i] = static_cast<float>((2.0 * uniform01(rng) - 1.0) * limit);
+    return t;
+  }
+  // Keras' "uniform", RandomUniform(-0.05, 0.05): an Embedding's default.
+  if (name == "uniform") {
+    for (std::int64_t i = 0; i < t.num_elements(); ++i) p[i] = static_cast<float>((2.0 * uniform01(rng) - 1.0) * 0.05);
     return t;
   }
   if (name == "he_normal") {

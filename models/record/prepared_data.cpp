@@ -1,6 +1,7 @@
 #include "models/record/prepared_data.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -106,6 +107,13 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (split.train.size() == 0)
     throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
 
+  // Scaled ids are no ids: an Embedding first would fail its first step on a fraction.
+  if (c.data.standardize && !net.layers().empty() && net.layers().front()->type() == "Embedding")
+    throw SpecError(c.file, "data.standardize",
+                    "the model starts with an Embedding, whose inputs are token ids, which scaling would turn into "
+                    "fractions: set \"standardize\": false");
+  if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
+    throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
   PreparedData p;
   p.fingerprint = fingerprint;
   p.test_raw = split.test;
@@ -116,6 +124,27 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   p.validation = scaled(split.validation, s, net);
   p.test = scaled(split.test, s, net);
   return p;
+}
+
+std::optional<TokenIdProblem> find_bad_token_id(const Sequential& net, const Tensor& x,
+                                                const std::vector<std::string>& feature_names) {
+  if (net.layers().empty() || net.layers().front()->type() != "Embedding") return std::nullopt;
+  const Layer& embedding = *net.layers().front();
+  const std::int64_t ids = embedding.to_json().at("input_dim").get<std::int64_t>();
+  const std::int64_t rows = x.shape()[0], features = rows > 0 ? x.num_elements() / rows : 0;
+  const float* p = x.data<float>();
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < features; ++j) {
+      const float v = p[r * features + j];
+      if (v >= 0.0f && v < static_cast<float>(ids) && v == std::floor(v)) continue;
+      const std::string column = static_cast<std::size_t>(j) < feature_names.size()
+                                     ? "column \"" + feature_names[static_cast<std::size_t>(j)] + "\""
+                                     : fmt::format("feature {}", j);
+      return TokenIdProblem{r, fmt::format("{}: {:.9g} is not a token id of {} (a whole number in [0, {}), its "
+                                           "input_dim)",
+                                           column, v, embedding.name(), ids)};
+    }
+  return std::nullopt;
 }
 
 }  // namespace tctl

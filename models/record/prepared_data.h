@@ -2,6 +2,7 @@
 // split into train, validation and test rows, and scaled as the config says.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,5 +39,15 @@ std::string data_key(const TrainConfig& c);
 
 // "layers[3]": the JSON key of the model's last layer, whose size sets the number of classes.
 std::string last_layer_key(const Sequential& net);
+
+// A value of x ([rows, features], unscaled) that is no token id for a network starting with an Embedding
+// (a whole number in [0, input_dim)): its row, its feature and what is wrong, as "column \"t3\": 31.5 is not a
+// token id of ..."; none for another network, or when every value is one.
+struct TokenIdProblem {
+  std::int64_t row = 0;
+  std::string message;
+};
+std::optional<TokenIdProblem> find_bad_token_id(const Sequential& net, const Tensor& x,
+                                                const std::vector<std::string>& feature_names);
 
 }  // namespace tctl

@@ -106,6 +106,10 @@ Tensor scaled_features(const LoadedRun& run, const CsvTable& table, const std::v
   for (std::int64_t r = 0; r < table.rows; ++r)
     for (std::int64_t j = 0; j < f; ++j)
       x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+  // Rows for a model that starts with an Embedding hold token ids, refused here naming the line rather than
+  // in the middle of a batch.
+  if (const auto bad = find_bad_token_id(run.model->net(), x, run.feature_names))
+    throw SpecError(csv_path, row_place(table, bad->row), bad->message);
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
   // A float like 3.4e38 is read as written, but scaled by a small deviation it leaves the floats.
   for (std::int64_t r = 0; r < table.rows; ++r)

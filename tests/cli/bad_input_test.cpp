@@ -81,8 +81,9 @@ TEST_SUITE("bad input") {
     Scratch s(model_with_layers(R"({"type": "Dense", "units": 8}, {"type": "Conv9", "units": 3})"));
     expect_user_error(s.dir, "train config.json",
                       {R"(model.json: layers[1].type: unknown layer type "Conv9")",
-                       "known: Activation, AveragePooling2D, BatchNormalization, Conv2D, Delay, Dense, Dropout, "
-                       "Flatten, MaxPooling2D, Parallel, Reshape"});
+                       "known: Activation, AveragePooling1D, AveragePooling2D, BatchNormalization, Conv1D, Conv2D, "
+                       "Delay, Dense, Dropout, Embedding, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D, "
+                       "GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D, Parallel, Reshape"});
   }
 
   TEST_CASE("unknown activation lists the known ones") {

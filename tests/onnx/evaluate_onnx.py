@@ -116,6 +116,10 @@ def run_node(node, v):
     if op == "Softmax": return softmax(x[0], attr(node, "axis", -1))
     if op == "Concat": return np.concatenate(x, axis=attr(node, "axis"))
     if op == "Identity": return x[0]
+    if op == "Cast": return x[0].astype({1: np.float32, 7: np.int64}[attr(node, "to")])
+    if op == "Gather": return np.take(x[0], x[1], axis=attr(node, "axis", 0))
+    if op == "ReduceMean": return np.mean(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
+    if op == "ReduceMax": return np.max(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
     raise SystemExit(f"operator {op} is not in this evaluator")
 
 

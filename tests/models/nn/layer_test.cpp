@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/text.h"
 #include "spec_error_check.h"
 
 namespace tctl {
@@ -21,8 +22,10 @@ void expect_spec_error(const std::string& text, const std::string& where, const 
 
 TEST_CASE("layer_type_names lists the registry, sorted") {
   const std::vector<std::string> names = layer_type_names();
-  CHECK(names == std::vector<std::string>{"Activation", "AveragePooling2D", "BatchNormalization", "Conv2D", "Delay",
-                                          "Dense", "Dropout", "Flatten", "MaxPooling2D", "Parallel", "Reshape"});
+  CHECK(names == std::vector<std::string>{"Activation", "AveragePooling1D", "AveragePooling2D", "BatchNormalization",
+                                          "Conv1D", "Conv2D", "Delay", "Dense", "Dropout", "Embedding", "Flatten",
+                                          "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling1D",
+                                          "GlobalMaxPooling2D", "MaxPooling1D", "MaxPooling2D", "Parallel", "Reshape"});
   CHECK(std::is_sorted(names.begin(), names.end()));
 }
 
@@ -68,8 +71,7 @@ TEST_CASE("Layer variables are named <layer>/<variable> and counted") {
 
 TEST_CASE("make_layer errors name the JSON path") {
   expect_spec_error(R"({"type": "Dense2", "units": 3})", "layers[2].type",
-                    "unknown layer type \"Dense2\" (known: Activation, AveragePooling2D, BatchNormalization, Conv2D, "
-                    "Delay, Dense, Dropout, Flatten, MaxPooling2D, Parallel, Reshape)");
+                    "unknown layer type \"Dense2\" (known: " + join(layer_type_names()) + ")");
   expect_spec_error(R"({"units": 3})", "layers[2]", "missing required key \"type\"");
   expect_spec_error(R"({"type": 4})", "layers[2].type", "expected a string, got 4");
   expect_spec_error(R"({"type": "Dense", "units": 3, "name": ""})", "layers[2].name", "non-empty and contain no '/'");

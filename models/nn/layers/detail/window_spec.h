@@ -1,10 +1,12 @@
-// Private helpers of the windowed layers (Conv2D, MaxPooling2D, AveragePooling2D): reading Keras' "int or
-// [h, w]" keys and "padding", and the output size of a window over an input, TF's "valid" and "same".
+// Private helpers of the windowed layers (Conv1D/2D, MaxPooling1D/2D, AveragePooling1D/2D): reading Keras'
+// "int or [h, w]" keys and "padding", the output size of a window over an input, TF's "valid" and "same", and
+// a kernel in ONNX's layout. The 1-D layers run the 2-D ops on their [steps, 1, channels] reshape.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/attrs.h"
 #include "core/shape.h"
@@ -35,6 +37,44 @@ inline Pair positive_int_pair(SpecReader& spec, const std::string& key, Pair fal
 inline std::string read_padding(SpecReader& spec) { return spec.one_of("padding", {"valid", "same"}, "valid"); }
 
 inline nlohmann::json pair_json(const Pair& p) { return nlohmann::json::array({p[0], p[1]}); }
+
+// A 1-D window's size: a positive integer n or a list of one, [n], as Keras 3 writes it.
+inline std::int64_t positive_int_single(SpecReader& spec, const std::string& key, std::int64_t fallback) {
+  if (!spec.has(key)) {
+    spec.skip(key);
+    return fallback;
+  }
+  const nlohmann::json& v = spec.raw(key);
+  const nlohmann::json& n = v.is_array() && v.size() == 1 ? v[0] : v;
+  constexpr std::int64_t kMaxWindow = std::int64_t{1} << 16;  // as positive_int_pair's
+  if (n.is_number_integer() && n.get<std::int64_t>() > 0 && n.get<std::int64_t>() <= kMaxWindow)
+    return n.get<std::int64_t>();
+  spec.fail(key, "expected a positive integer of at most 65536 or a list of one, " + describe_json(v));
+}
+
+// Output steps of a 1-D window over `steps` (see window_output); fails at `key` when a "valid" window is
+// longer than the input.
+inline std::int64_t window_output_1d(std::int64_t steps, std::int64_t window, std::int64_t stride,
+                                     const std::string& padding, const SpecReader& where, const std::string& key) {
+  if (padding == "same") return steps / stride + (steps % stride != 0);
+  if (window > steps)
+    where.fail(key, std::to_string(window) + " is longer than the input's " + std::to_string(steps) +
+                        " steps with \"valid\" padding");
+  return (steps - window) / stride + 1;
+}
+
+// A kernel in Keras' layout [kh, kw, in, out] as ONNX's Conv takes it, [out, in, kh, kw].
+inline std::vector<float> onnx_conv_kernel(const std::vector<float>& hwio, std::int64_t kh, std::int64_t kw,
+                                           std::int64_t in, std::int64_t out) {
+  std::vector<float> oihw(hwio.size());
+  for (std::int64_t i = 0; i < kh; ++i)
+    for (std::int64_t j = 0; j < kw; ++j)
+      for (std::int64_t c = 0; c < in; ++c)
+        for (std::int64_t o = 0; o < out; ++o)
+          oihw[static_cast<std::size_t>(((o * in + c) * kh + i) * kw + j)] =
+              hwio[static_cast<std::size_t>(((i * kw + j) * in + c) * out + o)];
+  return oihw;
+}
 
 // ONNX's auto_pad for a padding: TF's "same" puts the odd pixel after, as SAME_UPPER does.
 inline std::string onnx_auto_pad(const std::string& padding) { return padding == "same" ? "SAME_UPPER" : "VALID"; }

@@ -1,0 +1,165 @@
+// CPU kernels of the sequence ops (definitions in core/ops/sequence.cpp): the global pools over the steps of
+// [N, S, C] inputs and their gradients, and the embedding lookup and its gradient. Every output element is
+// computed by one thread in a fixed order, so any thread count gives the same bits.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+namespace {
+
+struct PoolDims {
+  std::int64_t batch, steps, channels;
+};
+PoolDims pool_dims(const Shape& x) { return {x[0], x[1], x[2]}; }
+
+// fn(n, x_row_block, y_row) for each example n, split over the intra-op pool.
+template <class Fn>
+void for_each_example(const KernelContext& ctx, const PoolDims& d, Fn fn) {
+  const std::int64_t work = std::max<std::int64_t>(1, d.steps * d.channels);
+  ctx.parallel_for(d.batch, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t n = b; n < e; ++n) fn(n);
+  });
+}
+
+void global_avg_pool_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const PoolDims d = pool_dims(x.shape());
+  const float* px = x.data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  const float scale = d.steps > 0 ? 1.0f / static_cast<float>(d.steps) : 0.0f;
+  for_each_example(ctx, d, [&](std::int64_t n) {
+    float* y = py + n * d.channels;
+    std::fill(y, y + d.channels, 0.0f);
+    for (std::int64_t s = 0; s < d.steps; ++s) {
+      const float* row = px + (n * d.steps + s) * d.channels;
+      for (std::int64_t c = 0; c < d.channels; ++c) y[c] += row[c];
+    }
+    for (std::int64_t c = 0; c < d.channels; ++c) y[c] *= scale;
+  });
+}
+
+void global_avg_pool_grad_cpu(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const PoolDims d = pool_dims(ctx.input(1).shape());
+  const float* pdy = dy.data<float>();
+  float* pdx = ctx.output().mutable_data<float>();
+  const float scale = d.steps > 0 ? 1.0f / static_cast<float>(d.steps) : 0.0f;
+  for_each_example(ctx, d, [&](std::int64_t n) {
+    const float* g = pdy + n * d.channels;
+    for (std::int64_t s = 0; s < d.steps; ++s) {
+      float* row = pdx + (n * d.steps + s) * d.channels;
+      for (std::int64_t c = 0; c < d.channels; ++c) row[c] = g[c] * scale;
+    }
+  });
+}
+
+// The maximum of each channel over the steps; a NaN anywhere makes the channel's maximum NaN, as TF's.
+void global_max_pool_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const PoolDims d = pool_dims(x.shape());
+  const float* px = x.data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  for_each_example(ctx, d, [&](std::int64_t n) {
+    float* y = py + n * d.channels;
+    std::fill(y, y + d.channels, -std::numeric_limits<float>::infinity());
+    for (std::int64_t s = 0; s < d.steps; ++s) {
+      const float* row = px + (n * d.steps + s) * d.channels;
+      for (std::int64_t c = 0; c < d.channels; ++c) y[c] = row[c] > y[c] || row[c] != row[c] ? row[c] : y[c];
+    }
+  });
+}
+
+// dy to the first step holding each channel's maximum (the first NaN where there is one), zeros elsewhere.
+void global_max_pool_grad_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(1);
+  const PoolDims d = pool_dims(x.shape());
+  const float* px = x.data<float>();
+  const float* pdy = ctx.input(0).data<float>();
+  float* pdx = ctx.output().mutable_data<float>();
+  for_each_example(ctx, d, [&](std::int64_t n) {
+    const float* xs = px + n * d.steps * d.channels;
+    float* dx = pdx + n * d.steps * d.channels;
+    std::fill(dx, dx + d.steps * d.channels, 0.0f);
+    if (d.steps == 0) return;
+    // Steps outer, channels inner, so the input is read in order and the compares vectorize; a channel's
+    // best stays at its first NaN (x != x), and moves to a NaN.
+    thread_local std::vector<float> value;
+    thread_local std::vector<std::int32_t> best;
+    value.assign(xs, xs + d.channels);
+    best.assign(static_cast<std::size_t>(d.channels), 0);
+    float* v = value.data();
+    std::int32_t* at = best.data();
+    for (std::int64_t s = 1; s < d.steps; ++s) {
+      const float* row = xs + s * d.channels;
+      for (std::int64_t c = 0; c < d.channels; ++c) {
+        const bool take = v[c] == v[c] && (row[c] > v[c] || row[c] != row[c]);
+        v[c] = take ? row[c] : v[c];
+        at[c] = take ? static_cast<std::int32_t>(s) : at[c];
+      }
+    }
+    for (std::int64_t c = 0; c < d.channels; ++c) dx[at[c] * d.channels + c] = pdy[n * d.channels + c];
+  });
+}
+
+// The row of the table an id names; an id that is not a whole number in [0, rows) is refused with its place,
+// as Keras refuses it (a CSV feature that is no token id).
+std::int64_t table_row(const KernelContext& ctx, float id, std::int64_t i, std::int64_t rows) {
+  if (!(id >= 0.0f && id < static_cast<float>(rows)) || id != std::floor(id))
+    throw RuntimeError(
+        fmt::format("{}: id {} (element {} of its input) is not a whole number in [0, {}), the "
+                    "embedding's input_dim",
+                    ctx.node().name, id, i, rows));
+  return static_cast<std::int64_t>(id);
+}
+
+void embedding_cpu(KernelContext& ctx) {
+  const Tensor& table = ctx.input(0);
+  const Tensor& ids = ctx.input(1);
+  const std::int64_t rows = table.shape()[0], width = table.shape()[1], n = ids.num_elements();
+  const float* pt = table.data<float>();
+  const float* pi = ids.data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  ctx.parallel_for(n, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(width, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t i = b; i < e; ++i)
+                       std::copy_n(pt + table_row(ctx, pi[i], i, rows) * width, width, py + i * width);
+                   });
+}
+
+// Column blocks of the table, each summing every id's row of dy in id order: the same sums on any pool.
+void embedding_grad_cpu(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const Tensor& ids = ctx.input(1);
+  const std::int64_t rows = ctx.output_spec().shape[0], width = ctx.output_spec().shape[1], n = ids.num_elements();
+  const float* pdy = dy.data<float>();
+  const float* pi = ids.data<float>();
+  float* pg = ctx.output().mutable_data<float>();
+  std::fill(pg, pg + rows * width, 0.0f);
+  constexpr std::int64_t kColumns = 16;
+  const std::int64_t blocks = (width + kColumns - 1) / kColumns;
+  ctx.parallel_for(blocks, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * kColumns, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     const std::int64_t c0 = b * kColumns, c1 = std::min(width, e * kColumns);
+                     for (std::int64_t i = 0; i < n; ++i) {
+                       float* g = pg + table_row(ctx, pi[i], i, rows) * width;
+                       const float* src = pdy + i * width;
+                       for (std::int64_t c = c0; c < c1; ++c) g[c] += src[c];
+                     }
+                   });
+}
+
+}  // namespace
+
+TCTL_REGISTER_KERNELS("cpu", {"GlobalAvgPool", global_avg_pool_cpu}, {"GlobalAvgPoolGrad", global_avg_pool_grad_cpu},
+                      {"GlobalMaxPool", global_max_pool_cpu}, {"GlobalMaxPoolGrad", global_max_pool_grad_cpu},
+                      {"Embedding", embedding_cpu}, {"EmbeddingGrad", embedding_grad_cpu});
+
+}  // namespace tctl::cpu

@@ -1,0 +1,105 @@
+// Conv1D: y = activation(conv(x, K) + b) over [batch, steps, channels] inputs, with Keras' kernel layout
+// [kernel_size, in_channels, filters]. It runs the 2-D convolution on the input seen as [steps, 1, channels]
+// and the kernel as [kernel_size, 1, in, filters] (both reshapes share their buffers), so it has the 2-D
+// kernels' speed on every device. padding "causal" and dilation_rate above 1 are not supported yet.
+#include "core/kernel_context.h"
+#include "models/nn/activations.h"
+#include "models/nn/initializers.h"
+#include "models/nn/layer.h"
+#include "models/nn/layers/detail/conv_keys.h"
+#include "models/nn/layers/detail/window_spec.h"
+
+namespace tctl {
+namespace {
+
+class Conv1D final : public Layer {
+ public:
+  explicit Conv1D(LayerArgs& args) : Layer("Conv1D", args.name, args.device) {
+    keys_ = detail::ConvKeys::read(args.spec);
+    kernel_size_ = detail::positive_int_single(args.spec, "kernel_size", 1);
+    strides_ = detail::positive_int_single(args.spec, "strides", 1);
+    padding_ = args.spec.one_of("padding", {"valid", "same", "causal"}, "valid");
+    if (padding_ == "causal") args.spec.fail("padding", "padding \"causal\" is not supported yet (valid, same)");
+  }
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
+    if (input.rank() != 2)
+      where.fail_here("Conv1D expects an input of shape (None, steps, channels), got " +
+                      Shape::concat(-1, input).keras_string());
+    steps_ = input[0];
+    channels_ = input[1];
+    out_steps_ = detail::window_output_1d(steps_, kernel_size_, strides_, padding_, where, "kernel_size");
+    const Shape kernel{kernel_size_, channels_, keys_.filters}, bias{keys_.filters};
+    // Sizes past this are typos, and would otherwise surface as an allocation failure.
+    constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
+    const auto kernel_elements = bounded_num_elements(kernel);
+    if (!kernel_elements || *kernel_elements > kMaxKernelElements)
+      where.fail("filters",
+                 "a kernel of " + kernel.to_string() + " is larger than the 2^31 elements tensorctl supports");
+    // Keras' fans for a convolution: the receptive field times the input or output channels.
+    const std::int64_t fan_in = kernel_size_ * channels_, fan_out = kernel_size_ * keys_.filters;
+    const std::uint64_t base = ctx.key();
+    add_variable(ctx, "kernel", kernel, [&] { return initialize(keys_.kernel_init, kernel, fan_in, fan_out, base); });
+    if (keys_.use_bias)
+      add_variable(ctx, "bias", bias,
+                   [&] { return initialize(keys_.bias_init, bias, fan_in, fan_out, mix64(base + 1)); });
+    return Shape{out_steps_, keys_.filters};
+  }
+
+  Output call(Graph& g, Output x, bool) override {
+    const Output image = g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_, 1, channels_}}});
+    const Output kernel =
+        g.add("Reshape", {read(g, 0)}, Attrs{{"shape", std::vector<std::int64_t>{1, channels_, keys_.filters}}});
+    Attrs attrs = detail::window_attrs({strides_, 1}, padding_);
+    const Output y =
+        keys_.use_bias
+            ? add_fused_with_bias(g, "FusedConv2D", {image, kernel, read(g, 1)}, std::move(attrs), keys_.activation)
+            : apply_activation(g, g.add("Conv2D", {image, kernel}, std::move(attrs)), keys_.activation);
+    return g.add("Reshape", {y}, Attrs{{"shape", std::vector<std::int64_t>{out_steps_, keys_.filters}}});
+  }
+
+  // The 2-D form: Reshape to [N, steps, 1, C], Conv between Transposes to NCHW and back, Reshape, activation.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    const std::vector<float> oihw =
+        detail::onnx_conv_kernel(value("kernel").to_floats(), kernel_size_, 1, channels_, keys_.filters);
+    const std::string image =
+        w.op("Reshape", name(), {x, w.int_initializer(name() + "/image", {0, steps_, 1, channels_})});
+    std::vector<std::string> inputs{
+        onnx_to_nchw(w, name(), image),
+        w.initializer(variable_name("kernel"), {keys_.filters, channels_, kernel_size_, 1}, oihw)};
+    if (keys_.use_bias) inputs.push_back(w.weight(variable_name("bias"), value("bias")));
+    const std::string y =
+        w.op("Conv", name(), inputs,
+             {OnnxAttr::ints("kernel_shape", {kernel_size_, 1}), OnnxAttr::ints("strides", {strides_, 1}),
+              OnnxAttr::text("auto_pad", detail::onnx_auto_pad(padding_))});
+    const std::string steps =
+        w.op("Reshape", name(),
+             {onnx_to_nhwc(w, name(), y), w.int_initializer(name() + "/steps", {0, out_steps_, keys_.filters})});
+    return activation_to_onnx(w, name(), keys_.activation, steps);
+  }
+
+  nlohmann::json config() const override {
+    return keys_.with({{"kernel_size", kernel_size_}, {"strides", strides_}, {"padding", padding_}});
+  }
+
+ private:
+  detail::ConvKeys keys_;
+  std::int64_t kernel_size_ = 1, strides_ = 1;
+  std::string padding_;
+  std::int64_t steps_ = 0, channels_ = 0, out_steps_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_conv1d(LayerArgs& args) { return std::make_unique<Conv1D>(args); }
+
+void keras_conv1d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+  detail::ConvKeys::from_keras(c, out);
+  out["kernel_size"] = c.int_single("kernel_size").value_or(1);
+  out["strides"] = c.int_single("strides").value_or(1);
+  out["padding"] = c.one_of("padding", {"valid", "same"}, "valid");
+  if (c.int_single("dilation_rate").value_or(1) != 1)
+    c.fail("dilation_rate", "dilation_rate above 1 is not supported yet");
+}
+
+}  // namespace tctl

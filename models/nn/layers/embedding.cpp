@@ -1,0 +1,86 @@
+// Embedding: token ids to vectors, row id of an [input_dim, output_dim] table for each id of the input
+// (any shape: [steps] for a sequence), giving the input's shape plus output_dim. The ids are whole numbers
+// in [0, input_dim) held as floats, as a CSV's features are; another value fails the step naming it.
+#include <fmt/format.h>
+
+#include "models/nn/initializers.h"
+#include "models/nn/layer.h"
+
+namespace tctl {
+namespace {
+
+class Embedding final : public Layer {
+ public:
+  explicit Embedding(LayerArgs& args) : Layer("Embedding", args.name, args.device) {
+    input_dim_ = args.spec.positive_int("input_dim");
+    output_dim_ = args.spec.positive_int("output_dim");
+    init_ = args.spec.one_of("embeddings_initializer", initializer_names(), "uniform");
+    // Masking (a padding id 0 that the layers after leave out) is not carried between layers yet.
+    if (args.spec.boolean("mask_zero", false))
+      args.spec.fail("mask_zero", "mask_zero is not supported yet: the layers after an Embedding see every step");
+  }
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
+    if (input.rank() < 1)
+      where.fail_here("Embedding takes ids with at least one dimension besides the batch (steps), got a scalar");
+    // Sizes past this are typos, and would otherwise surface as an allocation failure.
+    constexpr std::int64_t kMaxTableElements = std::int64_t{1} << 31;
+    if (output_dim_ > kMaxTableElements / input_dim_)
+      where.fail("output_dim", fmt::format("a table of {} x {} weights is larger than the 2^31 elements tensorctl "
+                                           "supports",
+                                           input_dim_, output_dim_));
+    const Shape table{input_dim_, output_dim_};
+    const std::uint64_t base = ctx.key();
+    add_variable(ctx, "embeddings", table, [&] { return initialize(init_, table, input_dim_, output_dim_, base); });
+    std::vector<std::int64_t> out(input.dims().begin(), input.dims().end());
+    out.push_back(output_dim_);
+    return Shape(std::span<const std::int64_t>(out));
+  }
+
+  Output call(Graph& g, Output x, bool) override { return g.add("Embedding", {read(g, 0), x}); }
+
+  // Gather on the ids cast to int64 (ONNX's TensorProto INT64 is 7).
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
+    return w.op("Gather", name(), {w.weight(variable_name("embeddings"), value("embeddings")), ids},
+                {OnnxAttr::integer("axis", 0)});
+  }
+
+  nlohmann::json config() const override {
+    return {{"input_dim", input_dim_}, {"output_dim", output_dim_}, {"embeddings_initializer", init_}};
+  }
+
+ private:
+  std::int64_t input_dim_ = 0, output_dim_ = 0;
+  std::string init_;
+};
+
+// Keras' default, RandomUniform(-0.05, 0.05), as a name or an object with those bounds.
+bool keras_default_uniform(const nlohmann::json& v) {
+  if (v.is_string()) return v == "uniform" || v == "random_uniform" || v == "RandomUniform";
+  if (!v.is_object() || v.value("class_name", "") != "RandomUniform") return false;
+  const nlohmann::json config = v.value("config", nlohmann::json::object());
+  return config.value("minval", -0.05) == -0.05 && config.value("maxval", 0.05) == 0.05;
+}
+
+}  // namespace
+
+std::unique_ptr<Layer> make_embedding(LayerArgs& args) { return std::make_unique<Embedding>(args); }
+
+void keras_embedding(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  out["input_dim"] = c.positive_int("input_dim");
+  out["output_dim"] = c.positive_int("output_dim");
+  if (const nlohmann::json* init = c.has("embeddings_initializer") ? c.take("embeddings_initializer") : nullptr;
+      init != nullptr && keras_default_uniform(*init)) {
+    out["embeddings_initializer"] = "uniform";
+  } else {
+    out["embeddings_initializer"] = c.initializer("embeddings_initializer", keras_weight_initializers(), "uniform");
+  }
+  if (c.boolean("mask_zero", false)) c.fail("mask_zero", "mask_zero is not supported yet");
+  c.take("input_length");  // Keras 2's sequence length, which the input shape already gives
+  c.require_false({"sparse"});
+  c.require_null({"embeddings_regularizer", "activity_regularizer", "embeddings_constraint", "lora_rank"});
+  walk.rank += 1;
+}
+
+}  // namespace tctl

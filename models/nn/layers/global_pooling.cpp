@@ -1,0 +1,83 @@
+// GlobalAveragePooling1D/2D and GlobalMaxPooling1D/2D: the mean or the maximum of each channel over the
+// steps of a [batch, steps, channels] input (1D) or the pixels of a [batch, height, width, channels] one
+// (2D), giving [batch, channels], or with keepdims the input's rank with each pooled axis of size 1 (Keras 3).
+// The four read the same keys, so one class serves them; a 2-D input is pooled as the steps of a reshape.
+#include <fmt/format.h>
+
+#include "models/nn/layer.h"
+
+namespace tctl {
+namespace {
+
+class GlobalPooling final : public Layer {
+ public:
+  GlobalPooling(LayerArgs& args, std::string type, bool max, int spatial_rank)
+      : Layer(std::move(type), args.name, args.device), max_(max), spatial_rank_(spatial_rank) {
+    keepdims_ = args.spec.boolean("keepdims", false);
+  }
+
+  Shape build(const Shape& input, const BuildContext&, const SpecReader& where) override {
+    if (input.rank() != spatial_rank_ + 1)
+      where.fail_here(fmt::format("{} takes inputs of {} dimensions besides the batch ({}), got {}", type(),
+                                  spatial_rank_ + 1, spatial_rank_ == 1 ? "steps, channels" : "height, width, channels",
+                                  input.to_string()));
+    steps_ = 1;
+    for (int a = 0; a < spatial_rank_; ++a) steps_ *= input[a];
+    channels_ = input[spatial_rank_];
+    if (!keepdims_) return Shape{channels_};
+    return spatial_rank_ == 1 ? Shape{1, channels_} : Shape{1, 1, channels_};
+  }
+
+  Output call(Graph& g, Output x, bool) override {
+    if (spatial_rank_ != 1) x = g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_, channels_}}});
+    Output y = g.add(max_ ? "GlobalMaxPool" : "GlobalAvgPool", {x});
+    if (!keepdims_) return y;
+    std::vector<std::int64_t> kept(static_cast<std::size_t>(spatial_rank_), 1);
+    kept.push_back(channels_);
+    return g.add("Reshape", {y}, Attrs{{"shape", kept}});
+  }
+
+  // ReduceMean or ReduceMax over the steps of the [batch, steps, channels] reshape.
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    const std::string steps =
+        w.op("Reshape", name(), {x, w.int_initializer(name() + "/steps", {0, steps_, channels_})});
+    const std::string y = w.op(max_ ? "ReduceMax" : "ReduceMean", name(), {steps},
+                               {OnnxAttr::ints("axes", {1}), OnnxAttr::integer("keepdims", 0)});
+    if (!keepdims_) return y;
+    std::vector<std::int64_t> kept{0};
+    kept.insert(kept.end(), static_cast<std::size_t>(spatial_rank_), 1);
+    kept.push_back(channels_);
+    return w.op("Reshape", name(), {y, w.int_initializer(name() + "/shape", kept)});
+  }
+
+  nlohmann::json config() const override { return {{"keepdims", keepdims_}}; }
+
+ private:
+  bool max_ = false;
+  int spatial_rank_ = 1;
+  bool keepdims_ = false;
+  std::int64_t steps_ = 0, channels_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Layer> make_global_average_pooling1d(LayerArgs& args) {
+  return std::make_unique<GlobalPooling>(args, "GlobalAveragePooling1D", false, 1);
+}
+std::unique_ptr<Layer> make_global_average_pooling2d(LayerArgs& args) {
+  return std::make_unique<GlobalPooling>(args, "GlobalAveragePooling2D", false, 2);
+}
+std::unique_ptr<Layer> make_global_max_pooling1d(LayerArgs& args) {
+  return std::make_unique<GlobalPooling>(args, "GlobalMaxPooling1D", true, 1);
+}
+std::unique_ptr<Layer> make_global_max_pooling2d(LayerArgs& args) {
+  return std::make_unique<GlobalPooling>(args, "GlobalMaxPooling2D", true, 2);
+}
+
+void keras_global_pooling(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  c.require_channels_last();
+  out["keepdims"] = c.boolean("keepdims", false);
+  if (!out["keepdims"].get<bool>()) walk.rank = 1;
+}
+
+}  // namespace tctl

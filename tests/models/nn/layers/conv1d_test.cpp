@@ -1,0 +1,51 @@
+// Conv1D: the shared layer checks, its output against a direct sum, Keras' sizes written as lists, bad keys.
+#include <doctest/doctest.h>
+
+#include "models/nn/layers/layer_test_util.h"
+
+namespace tctl {
+namespace {
+
+using testing::build_one_layer;
+using testing::check_layer;
+using testing::check_layer_spec_error;
+using testing::run_net;
+
+TEST_CASE("Conv1D passes the layer checks") {
+  // 2 * kernel_size * in * filters per output step: 4 steps of 2 * 3 * 2 * 4.
+  auto checked = check_layer(R"({"type":"Conv1D","filters":4,"kernel_size":3})", {6, 2}, {.flops_per_example = 192});
+  CHECK(checked.output_shape == Shape{4, 4});
+  CHECK(checked.layer().param_count() == 3 * 2 * 4 + 4);  // Keras: kernel_size * in * filters + filters
+  CHECK(checked.layer().name() == "conv1d");
+  CHECK(check_layer(R"({"type":"Conv1D","filters":2,"kernel_size":2,"strides":2,"padding":"same",)"
+                    R"("activation":"relu","use_bias":false})",
+                    {5, 3})
+            .output_shape == Shape{3, 2});
+}
+
+TEST_CASE("Conv1D sums kernel times window over steps and channels, plus the bias") {
+  auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":2,"bias_initializer":"zeros"})", {3, 2});
+  // kernel [2, 2, 1]: step 0 weights (1, 2), step 1 weights (3, 4).
+  net->variables()[0]->assign(Tensor::from_floats(Shape{2, 2, 1}, std::vector<float>{1, 2, 3, 4}));
+  const Tensor x = Tensor::from_floats(Shape{1, 3, 2}, std::vector<float>{1, 0, 0, 1, 2, -1});
+  // Output step 0: 1*1 + 2*0 + 3*0 + 4*1 = 5; step 1: 1*0 + 2*1 + 3*2 + 4*(-1) = 4.
+  CHECK(run_net(*net, x).to_floats() == std::vector<float>{5, 4});
+}
+
+TEST_CASE("Conv1D takes sizes as a number or a list of one, and refuses what it cannot do yet") {
+  auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":[3],"strides":[2]})", {7, 1});
+  CHECK(net->output_shape() == Shape{3, 1});
+  CHECK(net->layers()[0]->to_json()["kernel_size"] == 3);
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1})", {4, 1}, "layers[0]", "kernel_size");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":[2,2]})", {4, 1}, "layers[0].kernel_size",
+                         "a list of one");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2,"padding":"causal"})", {4, 1},
+                         "layers[0].padding", "not supported yet");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":5})", {4, 1}, "layers[0].kernel_size",
+                         "5 is longer than the input's 4 steps");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2})", {4, 4, 1}, "layers[0]",
+                         "Conv1D expects an input of shape (None, steps, channels), got (None, 4, 4, 1)");
+}
+
+}  // namespace
+}  // namespace tctl
