@@ -6,6 +6,10 @@
 //                                  each id, the ids whole numbers in [0, V) held as floats (the features a
 //                                  CSV gives); the ids get no gradient, the table EmbeddingGrad (dy, ids,
 //                                  table), the rows of dy summed into the rows they were read from.
+//   LayerNorm                      (x [..., D], gamma [D], beta [D]), attribute epsilon: each row of D
+//                                  normalized by its own mean and variance, gamma (x - mean) /
+//                                  sqrt(variance + epsilon) + beta. LayerNormGrad takes (dy, x, gamma) and
+//                                  its attribute "wrt" picks 0 x or 1 gamma; beta's gradient is BiasAddGrad.
 #include "core/ops/ops.h"
 
 #include <span>
@@ -44,6 +48,31 @@ TensorSpec embedding_infer(const InferContext& c) {
 
 TensorSpec embedding_grad_infer(const InferContext& c) { return c.input(2); }
 
+TensorSpec layer_norm_infer(const InferContext& c) {
+  c.expect_dtype(0, DType::kF32);
+  if (c.shape(0).rank() < 2) c.fail("input must have a batch and a feature dimension, got " + c.shape(0).to_string());
+  const std::int64_t features = c.shape(0)[c.shape(0).rank() - 1];
+  for (int i = 1; i < 3; ++i) {
+    c.expect_dtype(i, DType::kF32);
+    if (!(c.shape(i) == Shape{features}))
+      c.fail("input " + std::to_string(i) + " has shape " + c.shape(i).to_string() + " but the input " +
+             c.shape(0).to_string() + " has " + std::to_string(features) + " features");
+  }
+  return c.input(0);
+}
+
+TensorSpec layer_norm_grad_infer(const InferContext& c) { return c.attrs().i("wrt") == 0 ? c.input(1) : c.input(2); }
+
+std::vector<Output> layer_norm_grad(GradBuilder& g) {
+  std::vector<Output> grads;
+  for (std::int64_t wrt = 0; wrt < 2; ++wrt)
+    grads.push_back(g.needs(static_cast<int>(wrt)) ? g.op("LayerNormGrad", {g.dy(), g.x(0), g.x(1)},
+                                                          Attrs{{"epsilon", g.attrs().f("epsilon")}, {"wrt", wrt}})
+                                                   : Output{});
+  grads.push_back(g.needs(2) ? g.op("BiasAddGrad", {g.dy()}) : Output{});
+  return grads;
+}
+
 }  // namespace
 
 void define_sequence_ops() {
@@ -68,6 +97,8 @@ void define_sequence_ops() {
          return std::vector<Output>{g.needs(0) ? g.op("EmbeddingGrad", {g.dy(), g.x(1), g.x(0)}) : Output{}, Output{}};
        }});
   register_op({.name = "EmbeddingGrad", .num_inputs = 3, .infer = embedding_grad_infer});
+  register_op({.name = "LayerNorm", .num_inputs = 3, .infer = layer_norm_infer, .grad = layer_norm_grad});
+  register_op({.name = "LayerNormGrad", .num_inputs = 3, .infer = layer_norm_grad_infer});
 }
 
 }  // namespace tctl

@@ -156,10 +156,99 @@ void embedding_grad_cpu(KernelContext& ctx) {
                    });
 }
 
+// Each row's mean and 1 / sqrt(variance + epsilon), summed in double in index order.
+struct RowStats {
+  float mean, rstd;
+};
+RowStats row_stats(const float* x, std::int64_t d, double epsilon) {
+  double sum = 0.0;
+  for (std::int64_t j = 0; j < d; ++j) sum += x[j];
+  const double mean = sum / static_cast<double>(d);
+  double sq = 0.0;
+  for (std::int64_t j = 0; j < d; ++j) sq += (x[j] - mean) * (x[j] - mean);
+  return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + epsilon))};
+}
+
+// fn(row) for every row of D features, split over the intra-op pool.
+template <class Fn>
+void for_each_row(const KernelContext& ctx, std::int64_t rows, std::int64_t d, Fn fn) {
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(d, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t r = b; r < e; ++r) fn(r);
+                   });
+}
+
+void layer_norm_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::int64_t d = x.shape()[x.shape().rank() - 1], rows = d > 0 ? x.num_elements() / d : 0;
+  const float* px = x.data<float>();
+  const float* gamma = ctx.input(1).data<float>();
+  const float* beta = ctx.input(2).data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  const double epsilon = ctx.attrs().f("epsilon");
+  for_each_row(ctx, rows, d, [&](std::int64_t r) {
+    const float* xr = px + r * d;
+    float* yr = py + r * d;
+    const RowStats s = row_stats(xr, d, epsilon);
+    for (std::int64_t j = 0; j < d; ++j) yr[j] = (xr[j] - s.mean) * s.rstd * gamma[j] + beta[j];
+  });
+}
+
+// wrt 0: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dy gamma; wrt 1: dgamma = the sum over rows of
+// dy xhat, in column blocks that each add the rows in order (the same sums on any pool).
+void layer_norm_grad_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(1);
+  const std::int64_t d = x.shape()[x.shape().rank() - 1], rows = d > 0 ? x.num_elements() / d : 0;
+  const float* pdy = ctx.input(0).data<float>();
+  const float* px = x.data<float>();
+  const float* gamma = ctx.input(2).data<float>();
+  float* out = ctx.output().mutable_data<float>();
+  const double epsilon = ctx.attrs().f("epsilon");
+  if (ctx.attrs().i("wrt") == 0) {
+    for_each_row(ctx, rows, d, [&](std::int64_t r) {
+      const float* xr = px + r * d;
+      const float* dy = pdy + r * d;
+      const RowStats s = row_stats(xr, d, epsilon);
+      double mean_g = 0.0, mean_gx = 0.0;
+      for (std::int64_t j = 0; j < d; ++j) {
+        const double g = static_cast<double>(dy[j]) * gamma[j];
+        mean_g += g;
+        mean_gx += g * (xr[j] - s.mean) * s.rstd;
+      }
+      mean_g /= static_cast<double>(d);
+      mean_gx /= static_cast<double>(d);
+      float* dx = out + r * d;
+      for (std::int64_t j = 0; j < d; ++j) {
+        const float xhat = (xr[j] - s.mean) * s.rstd;
+        dx[j] = s.rstd * static_cast<float>(static_cast<double>(dy[j]) * gamma[j] - mean_g - xhat * mean_gx);
+      }
+    });
+    return;
+  }
+  // Every row's statistics once, then the column blocks.
+  // (The calling thread's buffer, reached through a pointer: a pool thread naming it would get its own.)
+  thread_local std::vector<RowStats> buffer;
+  buffer.resize(static_cast<std::size_t>(rows));
+  RowStats* stats = buffer.data();
+  for_each_row(ctx, rows, d, [&](std::int64_t r) { stats[r] = row_stats(px + r * d, d, epsilon); });
+  std::fill(out, out + d, 0.0f);
+  constexpr std::int64_t kColumns = 16;
+  const std::int64_t blocks = (d + kColumns - 1) / kColumns;
+  ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
+    const std::int64_t c0 = b * kColumns, c1 = std::min(d, e * kColumns);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* xr = px + r * d;
+      const RowStats st = stats[r];
+      for (std::int64_t j = c0; j < c1; ++j) out[j] += pdy[r * d + j] * ((xr[j] - st.mean) * st.rstd);
+    }
+  });
+}
+
 }  // namespace
 
 TCTL_REGISTER_KERNELS("cpu", {"GlobalAvgPool", global_avg_pool_cpu}, {"GlobalAvgPoolGrad", global_avg_pool_grad_cpu},
                       {"GlobalMaxPool", global_max_pool_cpu}, {"GlobalMaxPoolGrad", global_max_pool_grad_cpu},
-                      {"Embedding", embedding_cpu}, {"EmbeddingGrad", embedding_grad_cpu});
+                      {"Embedding", embedding_cpu}, {"EmbeddingGrad", embedding_grad_cpu},
+                      {"LayerNorm", layer_norm_cpu}, {"LayerNormGrad", layer_norm_grad_cpu});
 
 }  // namespace tctl::cpu

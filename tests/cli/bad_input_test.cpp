@@ -79,11 +79,13 @@ TEST_SUITE("bad input") {
 
   TEST_CASE("unknown layer type lists the known types") {
     Scratch s(model_with_layers(R"({"type": "Dense", "units": 8}, {"type": "Conv9", "units": 3})"));
-    expect_user_error(s.dir, "train config.json",
-                      {R"(model.json: layers[1].type: unknown layer type "Conv9")",
-                       "known: Activation, AveragePooling1D, AveragePooling2D, BatchNormalization, Conv1D, Conv2D, "
-                       "Delay, Dense, Dropout, Embedding, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D, "
-                       "GlobalMaxPooling1D, GlobalMaxPooling2D, MaxPooling1D, MaxPooling2D, Parallel, Reshape"});
+    expect_user_error(
+        s.dir, "train config.json",
+        {R"(model.json: layers[1].type: unknown layer type "Conv9")",
+         "known: Activation, AveragePooling1D, AveragePooling2D, BatchNormalization, Conv1D, Conv2D, "
+         "Delay, Dense, Dropout, Embedding, Flatten, GlobalAveragePooling1D, GlobalAveragePooling2D, "
+         "GlobalMaxPooling1D, GlobalMaxPooling2D, LayerNormalization, MaxPooling1D, MaxPooling2D, Parallel, "
+         "Reshape"});
   }
 
   TEST_CASE("unknown activation lists the known ones") {

@@ -116,6 +116,10 @@ def run_node(node, v):
     if op == "Softmax": return softmax(x[0], attr(node, "axis", -1))
     if op == "Concat": return np.concatenate(x, axis=attr(node, "axis"))
     if op == "Identity": return x[0]
+    if op == "LayerNormalization":
+        mean = x[0].mean(axis=-1, keepdims=True)
+        var = ((x[0] - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x[0] - mean) / np.sqrt(var + attr(node, "epsilon", 1e-5)) * x[1] + x[2]
     if op == "Cast": return x[0].astype({1: np.float32, 7: np.int64}[attr(node, "to")])
     if op == "Gather": return np.take(x[0], x[1], axis=attr(node, "axis", 0))
     if op == "ReduceMean": return np.mean(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))

@@ -22,10 +22,26 @@ void expect_spec_error(const std::string& text, const std::string& where, const 
 
 TEST_CASE("layer_type_names lists the registry, sorted") {
   const std::vector<std::string> names = layer_type_names();
-  CHECK(names == std::vector<std::string>{"Activation", "AveragePooling1D", "AveragePooling2D", "BatchNormalization",
-                                          "Conv1D", "Conv2D", "Delay", "Dense", "Dropout", "Embedding", "Flatten",
-                                          "GlobalAveragePooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling1D",
-                                          "GlobalMaxPooling2D", "MaxPooling1D", "MaxPooling2D", "Parallel", "Reshape"});
+  CHECK(names == std::vector<std::string>{"Activation",
+                                          "AveragePooling1D",
+                                          "AveragePooling2D",
+                                          "BatchNormalization",
+                                          "Conv1D",
+                                          "Conv2D",
+                                          "Delay",
+                                          "Dense",
+                                          "Dropout",
+                                          "Embedding",
+                                          "Flatten",
+                                          "GlobalAveragePooling1D",
+                                          "GlobalAveragePooling2D",
+                                          "GlobalMaxPooling1D",
+                                          "GlobalMaxPooling2D",
+                                          "LayerNormalization",
+                                          "MaxPooling1D",
+                                          "MaxPooling2D",
+                                          "Parallel",
+                                          "Reshape"});
   CHECK(std::is_sorted(names.begin(), names.end()));
 }
 
