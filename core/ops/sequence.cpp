@@ -26,7 +26,7 @@ TensorSpec global_pool_infer(const InferContext& c) {
   return {DType::kF32, Shape{c.shape(0)[0], c.shape(0)[2]}};
 }
 
-TensorSpec like_second(const InferContext& c) { return c.input(1); }
+TensorSpec like_input(const InferContext& c) { return c.input(1); }
 
 // One operation per input element, as the 2-D pools count the elements their windows cover.
 std::int64_t global_pool_flops(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
@@ -83,7 +83,7 @@ void define_sequence_ops() {
                      return std::vector<Output>{g.op("GlobalAvgPoolGrad", {g.dy(), g.x(0)})};
                    },
                .flops = global_pool_flops});
-  register_op({.name = "GlobalAvgPoolGrad", .num_inputs = 2, .infer = like_second, .flops = global_pool_grad_flops});
+  register_op({.name = "GlobalAvgPoolGrad", .num_inputs = 2, .infer = like_input, .flops = global_pool_grad_flops});
   register_op({.name = "GlobalMaxPool",
                .infer = global_pool_infer,
                .grad =
@@ -91,7 +91,7 @@ void define_sequence_ops() {
                      return std::vector<Output>{g.op("GlobalMaxPoolGrad", {g.dy(), g.x(0)})};
                    },
                .flops = global_pool_flops});
-  register_op({.name = "GlobalMaxPoolGrad", .num_inputs = 2, .infer = like_second, .flops = global_pool_grad_flops});
+  register_op({.name = "GlobalMaxPoolGrad", .num_inputs = 2, .infer = like_input, .flops = global_pool_grad_flops});
   register_op(
       {.name = "Embedding", .num_inputs = 2, .infer = embedding_infer, .grad = [](GradBuilder& g) {
          return std::vector<Output>{g.needs(0) ? g.op("EmbeddingGrad", {g.dy(), g.x(1), g.x(0)}) : Output{}, Output{}};

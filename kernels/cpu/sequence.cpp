@@ -143,11 +143,11 @@ void embedding_grad_cpu(KernelContext& ctx) {
   const float* pi = ids.data<float>();
   float* pg = ctx.output().mutable_data<float>();
   std::fill(pg, pg + rows * width, 0.0f);
-  constexpr std::int64_t kColumns = 16;
-  const std::int64_t blocks = (width + kColumns - 1) / kColumns;
-  ctx.parallel_for(blocks, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * kColumns, 1)),
+  constexpr std::int64_t kGradColumns = 16;
+  const std::int64_t blocks = (width + kGradColumns - 1) / kGradColumns;
+  ctx.parallel_for(blocks, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * kGradColumns, 1)),
                    [&](std::int64_t b, std::int64_t e) {
-                     const std::int64_t c0 = b * kColumns, c1 = std::min(width, e * kColumns);
+                     const std::int64_t c0 = b * kGradColumns, c1 = std::min(width, e * kGradColumns);
                      for (std::int64_t i = 0; i < n; ++i) {
                        float* g = pg + table_row(ctx, pi[i], i, rows) * width;
                        const float* src = pdy + i * width;
@@ -171,7 +171,7 @@ RowStats row_stats(const float* x, std::int64_t d, double epsilon) {
 
 // fn(row) for every row of D features, split over the intra-op pool.
 template <class Fn>
-void for_each_row(const KernelContext& ctx, std::int64_t rows, std::int64_t d, Fn fn) {
+void for_each_feature_row(const KernelContext& ctx, std::int64_t rows, std::int64_t d, Fn fn) {
   ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(d, 1)),
                    [&](std::int64_t b, std::int64_t e) {
                      for (std::int64_t r = b; r < e; ++r) fn(r);
@@ -186,7 +186,7 @@ void layer_norm_cpu(KernelContext& ctx) {
   const float* beta = ctx.input(2).data<float>();
   float* py = ctx.output().mutable_data<float>();
   const double epsilon = ctx.attrs().f("epsilon");
-  for_each_row(ctx, rows, d, [&](std::int64_t r) {
+  for_each_feature_row(ctx, rows, d, [&](std::int64_t r) {
     const float* xr = px + r * d;
     float* yr = py + r * d;
     const RowStats s = row_stats(xr, d, epsilon);
@@ -205,7 +205,7 @@ void layer_norm_grad_cpu(KernelContext& ctx) {
   float* out = ctx.output().mutable_data<float>();
   const double epsilon = ctx.attrs().f("epsilon");
   if (ctx.attrs().i("wrt") == 0) {
-    for_each_row(ctx, rows, d, [&](std::int64_t r) {
+    for_each_feature_row(ctx, rows, d, [&](std::int64_t r) {
       const float* xr = px + r * d;
       const float* dy = pdy + r * d;
       const RowStats s = row_stats(xr, d, epsilon);
@@ -230,12 +230,12 @@ void layer_norm_grad_cpu(KernelContext& ctx) {
   thread_local std::vector<RowStats> buffer;
   buffer.resize(static_cast<std::size_t>(rows));
   RowStats* stats = buffer.data();
-  for_each_row(ctx, rows, d, [&](std::int64_t r) { stats[r] = row_stats(px + r * d, d, epsilon); });
+  for_each_feature_row(ctx, rows, d, [&](std::int64_t r) { stats[r] = row_stats(px + r * d, d, epsilon); });
   std::fill(out, out + d, 0.0f);
-  constexpr std::int64_t kColumns = 16;
-  const std::int64_t blocks = (d + kColumns - 1) / kColumns;
+  constexpr std::int64_t kGradColumns = 16;
+  const std::int64_t blocks = (d + kGradColumns - 1) / kGradColumns;
   ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
-    const std::int64_t c0 = b * kColumns, c1 = std::min(d, e * kColumns);
+    const std::int64_t c0 = b * kGradColumns, c1 = std::min(d, e * kGradColumns);
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* xr = px + r * d;
       const RowStats st = stats[r];

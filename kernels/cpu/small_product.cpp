@@ -60,8 +60,8 @@ constexpr int kWidth = 16;
 using Reg = __m512;
 inline Reg zero() { return _mm512_setzero_ps(); }
 inline Reg broadcast(float x) { return _mm512_set1_ps(x); }
-inline Reg load(const float* p) { return _mm512_loadu_ps(p); }
-inline void store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
+inline Reg reg_load(const float* p) { return _mm512_loadu_ps(p); }
+inline void reg_store(float* p, Reg v) { _mm512_storeu_ps(p, v); }
 inline Reg fma(Reg a, Reg b, Reg c) { return _mm512_fmadd_ps(a, b, c); }
 // The first `n` (< kWidth) lanes only; the others read as zero and are never written.
 struct Partial {
@@ -75,8 +75,8 @@ constexpr int kWidth = 8;
 using Reg = __m256;
 inline Reg zero() { return _mm256_setzero_ps(); }
 inline Reg broadcast(float x) { return _mm256_set1_ps(x); }
-inline Reg load(const float* p) { return _mm256_loadu_ps(p); }
-inline void store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
+inline Reg reg_load(const float* p) { return _mm256_loadu_ps(p); }
+inline void reg_store(float* p, Reg v) { _mm256_storeu_ps(p, v); }
 inline Reg fma(Reg a, Reg b, Reg c) { return _mm256_fmadd_ps(a, b, c); }
 struct Partial {
   __m256i mask;
@@ -108,7 +108,7 @@ void block(std::int64_t k, const float* a, std::int64_t lda, const float* b, std
   for (std::int64_t i = 0; i < k; ++i) {
     Reg bv[V];
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) bv[v] = load(b + i * ldb + v * kWidth);
+    for (int v = 0; v < V; ++v) bv[v] = reg_load(b + i * ldb + v * kWidth);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const Reg x = broadcast(a_at<TA>(a, lda, r, i));
@@ -119,7 +119,7 @@ void block(std::int64_t k, const float* a, std::int64_t lda, const float* b, std
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int v = 0; v < V; ++v) store(y + r * ldy + v * kWidth, acc[r][v]);
+    for (int v = 0; v < V; ++v) reg_store(y + r * ldy + v * kWidth, acc[r][v]);
 }
 
 // The last cols (< kWidth) columns.
