@@ -6,6 +6,10 @@
 //                                  each id, the ids whole numbers in [0, V) held as floats (the features a
 //                                  CSV gives); the ids get no gradient, the table EmbeddingGrad (dy, ids,
 //                                  table), the rows of dy summed into the rows they were read from.
+//   PositionEmbedding              (x [N, L, D], table [S, D]), L <= S: x plus row l of the table at each
+//                                  step l, the same for every example; the table's gradient,
+//                                  PositionEmbeddingGrad (dy, table), is dy summed over the batch (rows from
+//                                  L on zero), and x's is dy.
 //   LayerNorm                      (x [..., D], gamma [D], beta [D]), attribute epsilon: each row of D
 //                                  normalized by its own mean and variance, gamma (x - mean) /
 //                                  sqrt(variance + epsilon) + beta. LayerNormGrad takes (dy, x, gamma) and
@@ -47,6 +51,18 @@ TensorSpec embedding_infer(const InferContext& c) {
 }
 
 TensorSpec embedding_grad_infer(const InferContext& c) { return c.input(2); }
+
+TensorSpec position_embedding_infer(const InferContext& c) {
+  c.expect_rank(0, 3);
+  c.expect_rank(1, 2);
+  c.expect_dtype(0, DType::kF32);
+  c.expect_dtype(1, DType::kF32);
+  const Shape& x = c.shape(0);
+  const Shape& table = c.shape(1);
+  if (x[2] != table[1] || (x[1] >= 0 && x[1] > table[0]))
+    c.fail("input " + x.to_string() + " does not fit a position table of " + table.to_string());
+  return c.input(0);
+}
 
 TensorSpec layer_norm_infer(const InferContext& c) {
   c.expect_dtype(0, DType::kF32);
@@ -97,6 +113,11 @@ void define_sequence_ops() {
          return std::vector<Output>{g.needs(0) ? g.op("EmbeddingGrad", {g.dy(), g.x(1), g.x(0)}) : Output{}, Output{}};
        }});
   register_op({.name = "EmbeddingGrad", .num_inputs = 3, .infer = embedding_grad_infer});
+  register_op(
+      {.name = "PositionEmbedding", .num_inputs = 2, .infer = position_embedding_infer, .grad = [](GradBuilder& g) {
+         return std::vector<Output>{g.dy(), g.needs(1) ? g.op("PositionEmbeddingGrad", {g.dy(), g.x(1)}) : Output{}};
+       }});
+  register_op({.name = "PositionEmbeddingGrad", .num_inputs = 2, .infer = like_input});
   register_op({.name = "LayerNorm", .num_inputs = 3, .infer = layer_norm_infer, .grad = layer_norm_grad});
   register_op({.name = "LayerNormGrad", .num_inputs = 3, .infer = layer_norm_grad_infer});
 }

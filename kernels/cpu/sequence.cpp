@@ -156,6 +156,40 @@ void embedding_grad_cpu(KernelContext& ctx) {
                    });
 }
 
+void position_embedding_cpu(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const std::int64_t n = x.shape()[0], steps = x.shape()[1], d = x.shape()[2];
+  const float* px = x.data<float>();
+  const float* table = ctx.input(1).data<float>();
+  float* py = ctx.output().mutable_data<float>();
+  ctx.parallel_for(n * steps, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(d, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t i = b; i < e; ++i) {
+                       const float* row = table + (i % steps) * d;
+                       for (std::int64_t j = 0; j < d; ++j) py[i * d + j] = px[i * d + j] + row[j];
+                     }
+                   });
+}
+
+// Each step's row summed over the batch in example order, steps split over the pool.
+void position_embedding_grad_cpu(KernelContext& ctx) {
+  const Tensor& dy = ctx.input(0);
+  const std::int64_t n = dy.shape()[0], steps = dy.shape()[1], d = dy.shape()[2];
+  const std::int64_t rows = ctx.output_spec().shape[0];
+  const float* pdy = dy.data<float>();
+  float* out = ctx.output().mutable_data<float>();
+  std::fill(out + steps * d, out + rows * d, 0.0f);
+  ctx.parallel_for(steps, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * d, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t l = b; l < e; ++l) {
+                       float* row = out + l * d;
+                       std::fill(row, row + d, 0.0f);
+                       for (std::int64_t k = 0; k < n; ++k)
+                         for (std::int64_t j = 0; j < d; ++j) row[j] += pdy[(k * steps + l) * d + j];
+                     }
+                   });
+}
+
 // Each row's mean and 1 / sqrt(variance + epsilon), summed in double in index order.
 struct RowStats {
   float mean, rstd;
@@ -249,6 +283,8 @@ void layer_norm_grad_cpu(KernelContext& ctx) {
 TCTL_REGISTER_KERNELS("cpu", {"GlobalAvgPool", global_avg_pool_cpu}, {"GlobalAvgPoolGrad", global_avg_pool_grad_cpu},
                       {"GlobalMaxPool", global_max_pool_cpu}, {"GlobalMaxPoolGrad", global_max_pool_grad_cpu},
                       {"Embedding", embedding_cpu}, {"EmbeddingGrad", embedding_grad_cpu},
-                      {"LayerNorm", layer_norm_cpu}, {"LayerNormGrad", layer_norm_grad_cpu});
+                      {"PositionEmbedding", position_embedding_cpu},
+                      {"PositionEmbeddingGrad", position_embedding_grad_cpu}, {"LayerNorm", layer_norm_cpu},
+                      {"LayerNormGrad", layer_norm_grad_cpu});
 
 }  // namespace tctl::cpu

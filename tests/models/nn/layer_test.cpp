@@ -41,7 +41,8 @@ TEST_CASE("layer_type_names lists the registry, sorted") {
                                           "MaxPooling1D",
                                           "MaxPooling2D",
                                           "Parallel",
-                                          "Reshape"});
+                                          "Reshape",
+                                          "TokenAndPositionEmbedding"});
   CHECK(std::is_sorted(names.begin(), names.end()));
 }
 
