@@ -27,8 +27,8 @@ class TokenAndPositionEmbedding final : public Layer {
       where.fail_here("TokenAndPositionEmbedding takes a sequence of token ids, (None, steps), got " +
                       Shape::concat(-1, input).keras_string());
     if (input[0] > sequence_length_)
-      where.fail("sequence_length", fmt::format("{} steps of input are more than sequence_length {}", input[0],
-                                                sequence_length_));
+      where.fail("sequence_length",
+                 fmt::format("{} steps of input are more than sequence_length {}", input[0], sequence_length_));
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxTableElements = std::int64_t{1} << 31;
     if (dim_ > kMaxTableElements / std::max(vocabulary_, sequence_length_))
@@ -49,9 +49,9 @@ class TokenAndPositionEmbedding final : public Layer {
   // Gather on the ids cast to int64, plus the first `steps` rows of the position table.
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
     const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
-    const std::string tokens = w.op(
-        "Gather", name(), {w.weight(variable_name("token_embeddings"), value("token_embeddings")), ids},
-        {OnnxAttr::integer("axis", 0)});
+    const std::string tokens =
+        w.op("Gather", name(), {w.weight(variable_name("token_embeddings"), value("token_embeddings")), ids},
+             {OnnxAttr::integer("axis", 0)});
     std::vector<float> rows = value("position_embeddings").to_floats();
     rows.resize(static_cast<std::size_t>(steps_ * dim_));
     return w.op("Add", name(), {tokens, w.initializer(variable_name("position_embeddings"), {steps_, dim_}, rows)});
