@@ -64,6 +64,10 @@ class Layer {
   // outputs of a container's sub-layers (every layer of a Parallel's branches). 0 for a plain layer; valid
   // after build().
   virtual std::int64_t inner_activation_elements() const { return 0; }
+  // For a layer whose inputs are token ids (an embedding): how many ids it knows, so a valid input is a whole
+  // number in [0, token_ids()). 0 for a layer of numeric inputs. Data preparation and predict check the rows
+  // of a model whose first layer takes ids against it.
+  virtual std::int64_t token_ids() const { return 0; }
 
   // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
   void set_locking_mode(LockingMode mode) { locking_ = mode; }

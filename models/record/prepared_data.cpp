@@ -107,11 +107,12 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (split.train.size() == 0)
     throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
 
-  // Scaled ids are no ids: an Embedding first would fail its first step on a fraction.
-  if (c.data.standardize && !net.layers().empty() && net.layers().front()->type() == "Embedding")
+  // Scaled ids are no ids: an embedding first would fail its first step on a fraction.
+  if (c.data.standardize && !net.layers().empty() && net.layers().front()->token_ids() > 0)
     throw SpecError(c.file, "data.standardize",
-                    "the model starts with an Embedding, whose inputs are token ids, which scaling would turn into "
-                    "fractions: set \"standardize\": false");
+                    fmt::format("the model's first layer, {} \"{}\", takes token ids, which scaling would turn into "
+                                "fractions: set \"standardize\": false",
+                                net.layers().front()->type(), net.layers().front()->name()));
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
   PreparedData p;
@@ -128,9 +129,9 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
 
 std::optional<TokenIdProblem> find_bad_token_id(const Sequential& net, const Tensor& x,
                                                 const std::vector<std::string>& feature_names) {
-  if (net.layers().empty() || net.layers().front()->type() != "Embedding") return std::nullopt;
+  if (net.layers().empty() || net.layers().front()->token_ids() <= 0) return std::nullopt;
   const Layer& embedding = *net.layers().front();
-  const std::int64_t ids = embedding.to_json().at("input_dim").get<std::int64_t>();
+  const std::int64_t ids = embedding.token_ids();
   const std::int64_t rows = x.shape()[0], features = rows > 0 ? x.num_elements() / rows : 0;
   const float* p = x.data<float>();
   for (std::int64_t r = 0; r < rows; ++r)
@@ -140,9 +141,8 @@ std::optional<TokenIdProblem> find_bad_token_id(const Sequential& net, const Ten
       const std::string column = static_cast<std::size_t>(j) < feature_names.size()
                                      ? "column \"" + feature_names[static_cast<std::size_t>(j)] + "\""
                                      : fmt::format("feature {}", j);
-      return TokenIdProblem{r, fmt::format("{}: {:.9g} is not a token id of {} (a whole number in [0, {}), its "
-                                           "input_dim)",
-                                           column, v, embedding.name(), ids)};
+      return TokenIdProblem{r, fmt::format("{}: {:.9g} is not a token id of {} (a whole number in [0, {}))", column, v,
+                                           embedding.name(), ids)};
     }
   return std::nullopt;
 }

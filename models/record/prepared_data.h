@@ -40,9 +40,9 @@ std::string data_key(const TrainConfig& c);
 // "layers[3]": the JSON key of the model's last layer, whose size sets the number of classes.
 std::string last_layer_key(const Sequential& net);
 
-// A value of x ([rows, features], unscaled) that is no token id for a network starting with an Embedding
-// (a whole number in [0, input_dim)): its row, its feature and what is wrong, as "column \"t3\": 31.5 is not a
-// token id of ..."; none for another network, or when every value is one.
+// A value of x ([rows, features], unscaled) that is no token id for a network whose first layer takes them
+// (Layer::token_ids: a whole number in [0, token_ids)): its row, and what is wrong, as "column \"t3\": 31.5 is
+// not a token id of ..."; none for another network, or when every value is one.
 struct TokenIdProblem {
   std::int64_t row = 0;
   std::string message;

@@ -106,7 +106,7 @@ Tensor scaled_features(const LoadedRun& run, const CsvTable& table, const std::v
   for (std::int64_t r = 0; r < table.rows; ++r)
     for (std::int64_t j = 0; j < f; ++j)
       x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
-  // Rows for a model that starts with an Embedding hold token ids, refused here naming the line rather than
+  // Rows for a model whose first layer takes token ids hold ids, refused here naming the line rather than
   // in the middle of a batch.
   if (const auto bad = find_bad_token_id(run.model->net(), x, run.feature_names))
     throw SpecError(csv_path, row_place(table, bad->row), bad->message);

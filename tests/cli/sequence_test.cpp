@@ -69,8 +69,10 @@ TEST_SUITE("sequence models") {
       std::ofstream(d / "plain.json")
           << R"({"model": "model.json", "data": {"csv": "ids.csv", "standardize": false}, "epochs": 1})";
     }
-    check_user_error(run_tensorctl("train scaled.json --output run", d.path()),
-                     {"scaled.json: data.standardize: the model starts with an Embedding", "\"standardize\": false"});
+    check_user_error(
+        run_tensorctl("train scaled.json --output run", d.path()),
+        {"scaled.json: data.standardize: the model's first layer, Embedding \"embedding\", takes token ids, which "
+         "scaling would turn into fractions: set \"standardize\": false"});
     check_user_error(run_tensorctl("train plain.json --output run", d.path()),
                      {"plain.json: data.csv", "row 3: column \"t2\": 40 is not a token id of embedding"});
     CHECK(!std::filesystem::exists(d / "run"));

@@ -46,6 +46,8 @@ class Embedding final : public Layer {
                 {OnnxAttr::integer("axis", 0)});
   }
 
+  std::int64_t token_ids() const override { return input_dim_; }
+
   nlohmann::json config() const override {
     return {{"input_dim", input_dim_}, {"output_dim", output_dim_}, {"embeddings_initializer", init_}};
   }

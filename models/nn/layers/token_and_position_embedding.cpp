@@ -57,6 +57,8 @@ class TokenAndPositionEmbedding final : public Layer {
     return w.op("Add", name(), {tokens, w.initializer(variable_name("position_embeddings"), {steps_, dim_}, rows)});
   }
 
+  std::int64_t token_ids() const override { return vocabulary_; }
+
   nlohmann::json config() const override {
     return {{"vocabulary_size", vocabulary_},
             {"sequence_length", sequence_length_},
