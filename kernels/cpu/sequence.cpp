@@ -20,13 +20,27 @@ struct PoolDims {
 };
 PoolDims pool_dims(const Shape& x) { return {x[0], x[1], x[2]}; }
 
-// fn(n, x_row_block, y_row) for each example n, split over the intra-op pool.
+// fn(r) for each of `rows` rows of `work` floats, split over the intra-op pool in blocks of about
+// kElementwiseGrain floats. Each row is computed by one thread, so any split gives the same bits.
 template <class Fn>
-void for_each_example(const KernelContext& ctx, const PoolDims& d, Fn fn) {
-  const std::int64_t work = std::max<std::int64_t>(1, d.steps * d.channels);
-  ctx.parallel_for(d.batch, std::max<std::int64_t>(1, kElementwiseGrain / work), [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t n = b; n < e; ++n) fn(n);
-  });
+void for_each_row_of(const KernelContext& ctx, std::int64_t rows, std::int64_t work, Fn fn) {
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(work, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t r = b; r < e; ++r) fn(r);
+                   });
+}
+
+// fn(c0, c1) for the blocks of 16 columns of a `width`-wide output that sums `rows` rows into its columns
+// (a gradient), split over the intra-op pool: each block adds its rows in order, so any split gives the same
+// bits.
+template <class Fn>
+void for_each_column_block(const KernelContext& ctx, std::int64_t width, std::int64_t rows, Fn fn) {
+  constexpr std::int64_t kColumnsPerBlock = 16;
+  for_each_row_of(ctx, (width + kColumnsPerBlock - 1) / kColumnsPerBlock, rows * kColumnsPerBlock,
+                  [&](std::int64_t block) {
+                    const std::int64_t c0 = block * kColumnsPerBlock;
+                    fn(c0, std::min(width, c0 + kColumnsPerBlock));
+                  });
 }
 
 void global_avg_pool_cpu(KernelContext& ctx) {
@@ -35,7 +49,7 @@ void global_avg_pool_cpu(KernelContext& ctx) {
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
   const float scale = d.steps > 0 ? 1.0f / static_cast<float>(d.steps) : 0.0f;
-  for_each_example(ctx, d, [&](std::int64_t n) {
+  for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     float* y = py + n * d.channels;
     std::fill(y, y + d.channels, 0.0f);
     for (std::int64_t s = 0; s < d.steps; ++s) {
@@ -52,7 +66,7 @@ void global_avg_pool_grad_cpu(KernelContext& ctx) {
   const float* pdy = dy.data<float>();
   float* pdx = ctx.output().mutable_data<float>();
   const float scale = d.steps > 0 ? 1.0f / static_cast<float>(d.steps) : 0.0f;
-  for_each_example(ctx, d, [&](std::int64_t n) {
+  for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     const float* g = pdy + n * d.channels;
     for (std::int64_t s = 0; s < d.steps; ++s) {
       float* row = pdx + (n * d.steps + s) * d.channels;
@@ -67,7 +81,7 @@ void global_max_pool_cpu(KernelContext& ctx) {
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
-  for_each_example(ctx, d, [&](std::int64_t n) {
+  for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     float* y = py + n * d.channels;
     std::fill(y, y + d.channels, -std::numeric_limits<float>::infinity());
     for (std::int64_t s = 0; s < d.steps; ++s) {
@@ -84,7 +98,7 @@ void global_max_pool_grad_cpu(KernelContext& ctx) {
   const float* px = x.data<float>();
   const float* pdy = ctx.input(0).data<float>();
   float* pdx = ctx.output().mutable_data<float>();
-  for_each_example(ctx, d, [&](std::int64_t n) {
+  for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     const float* xs = px + n * d.steps * d.channels;
     float* dx = pdx + n * d.steps * d.channels;
     std::fill(dx, dx + d.steps * d.channels, 0.0f);
@@ -127,14 +141,12 @@ void embedding_cpu(KernelContext& ctx) {
   const float* pt = table.data<float>();
   const float* pi = ids.data<float>();
   float* py = ctx.output().mutable_data<float>();
-  ctx.parallel_for(n, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(width, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t i = b; i < e; ++i)
-                       std::copy_n(pt + table_row(ctx, pi[i], i, rows) * width, width, py + i * width);
-                   });
+  for_each_row_of(ctx, n, width, [&](std::int64_t i) {
+    std::copy_n(pt + table_row(ctx, pi[i], i, rows) * width, width, py + i * width);
+  });
 }
 
-// Column blocks of the table, each summing every id's row of dy in id order: the same sums on any pool.
+// Every id's row of dy summed into the table's row it names, in id order (for_each_column_block).
 void embedding_grad_cpu(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
   const Tensor& ids = ctx.input(1);
@@ -143,17 +155,13 @@ void embedding_grad_cpu(KernelContext& ctx) {
   const float* pi = ids.data<float>();
   float* pg = ctx.output().mutable_data<float>();
   std::fill(pg, pg + rows * width, 0.0f);
-  constexpr std::int64_t kGradColumns = 16;
-  const std::int64_t blocks = (width + kGradColumns - 1) / kGradColumns;
-  ctx.parallel_for(blocks, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * kGradColumns, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     const std::int64_t c0 = b * kGradColumns, c1 = std::min(width, e * kGradColumns);
-                     for (std::int64_t i = 0; i < n; ++i) {
-                       float* g = pg + table_row(ctx, pi[i], i, rows) * width;
-                       const float* src = pdy + i * width;
-                       for (std::int64_t c = c0; c < c1; ++c) g[c] += src[c];
-                     }
-                   });
+  for_each_column_block(ctx, width, n, [&](std::int64_t c0, std::int64_t c1) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      float* g = pg + table_row(ctx, pi[i], i, rows) * width;
+      const float* src = pdy + i * width;
+      for (std::int64_t c = c0; c < c1; ++c) g[c] += src[c];
+    }
+  });
 }
 
 void position_embedding_cpu(KernelContext& ctx) {
@@ -162,13 +170,10 @@ void position_embedding_cpu(KernelContext& ctx) {
   const float* px = x.data<float>();
   const float* table = ctx.input(1).data<float>();
   float* py = ctx.output().mutable_data<float>();
-  ctx.parallel_for(n * steps, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(d, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t i = b; i < e; ++i) {
-                       const float* row = table + (i % steps) * d;
-                       for (std::int64_t j = 0; j < d; ++j) py[i * d + j] = px[i * d + j] + row[j];
-                     }
-                   });
+  for_each_row_of(ctx, n * steps, d, [&](std::int64_t i) {
+    const float* row = table + (i % steps) * d;
+    for (std::int64_t j = 0; j < d; ++j) py[i * d + j] = px[i * d + j] + row[j];
+  });
 }
 
 // Each step's row summed over the batch in example order, steps split over the pool.
@@ -179,15 +184,12 @@ void position_embedding_grad_cpu(KernelContext& ctx) {
   const float* pdy = dy.data<float>();
   float* out = ctx.output().mutable_data<float>();
   std::fill(out + steps * d, out + rows * d, 0.0f);
-  ctx.parallel_for(steps, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(n * d, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t l = b; l < e; ++l) {
-                       float* row = out + l * d;
-                       std::fill(row, row + d, 0.0f);
-                       for (std::int64_t k = 0; k < n; ++k)
-                         for (std::int64_t j = 0; j < d; ++j) row[j] += pdy[(k * steps + l) * d + j];
-                     }
-                   });
+  for_each_row_of(ctx, steps, n * d, [&](std::int64_t l) {
+    float* row = out + l * d;
+    std::fill(row, row + d, 0.0f);
+    for (std::int64_t k = 0; k < n; ++k)
+      for (std::int64_t j = 0; j < d; ++j) row[j] += pdy[(k * steps + l) * d + j];
+  });
 }
 
 // Each row's mean and 1 / sqrt(variance + epsilon), summed in double in index order.
@@ -203,15 +205,6 @@ RowStats row_stats(const float* x, std::int64_t d, double epsilon) {
   return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(sq / static_cast<double>(d) + epsilon))};
 }
 
-// fn(row) for every row of D features, split over the intra-op pool.
-template <class Fn>
-void for_each_feature_row(const KernelContext& ctx, std::int64_t rows, std::int64_t d, Fn fn) {
-  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(d, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t r = b; r < e; ++r) fn(r);
-                   });
-}
-
 void layer_norm_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const std::int64_t d = x.shape()[x.shape().rank() - 1], rows = d > 0 ? x.num_elements() / d : 0;
@@ -220,7 +213,7 @@ void layer_norm_cpu(KernelContext& ctx) {
   const float* beta = ctx.input(2).data<float>();
   float* py = ctx.output().mutable_data<float>();
   const double epsilon = ctx.attrs().f("epsilon");
-  for_each_feature_row(ctx, rows, d, [&](std::int64_t r) {
+  for_each_row_of(ctx, rows, d, [&](std::int64_t r) {
     const float* xr = px + r * d;
     float* yr = py + r * d;
     const RowStats s = row_stats(xr, d, epsilon);
@@ -239,7 +232,7 @@ void layer_norm_grad_cpu(KernelContext& ctx) {
   float* out = ctx.output().mutable_data<float>();
   const double epsilon = ctx.attrs().f("epsilon");
   if (ctx.attrs().i("wrt") == 0) {
-    for_each_feature_row(ctx, rows, d, [&](std::int64_t r) {
+    for_each_row_of(ctx, rows, d, [&](std::int64_t r) {
       const float* xr = px + r * d;
       const float* dy = pdy + r * d;
       const RowStats s = row_stats(xr, d, epsilon);
@@ -264,12 +257,9 @@ void layer_norm_grad_cpu(KernelContext& ctx) {
   thread_local std::vector<RowStats> buffer;
   buffer.resize(static_cast<std::size_t>(rows));
   RowStats* stats = buffer.data();
-  for_each_feature_row(ctx, rows, d, [&](std::int64_t r) { stats[r] = row_stats(px + r * d, d, epsilon); });
+  for_each_row_of(ctx, rows, d, [&](std::int64_t r) { stats[r] = row_stats(px + r * d, d, epsilon); });
   std::fill(out, out + d, 0.0f);
-  constexpr std::int64_t kGradColumns = 16;
-  const std::int64_t blocks = (d + kGradColumns - 1) / kGradColumns;
-  ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
-    const std::int64_t c0 = b * kGradColumns, c1 = std::min(d, e * kGradColumns);
+  for_each_column_block(ctx, d, rows, [&](std::int64_t c0, std::int64_t c1) {
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* xr = px + r * d;
       const RowStats st = stats[r];

@@ -48,6 +48,7 @@ class MirroredStrategy final : public SplitStepStrategy {
       others_.push_back(std::move(rep));
     }
     threads_ = std::make_unique<RunThreads>(members_);
+    for (int r = 0; r < replicas(); ++r) statistics_.push_back(moving_statistics(replica_net(r)));
   }
 
   const Sequential& replica_net(int r) const override {
@@ -95,15 +96,15 @@ class MirroredStrategy final : public SplitStepStrategy {
   // back to all, so the replicas stay identical. The float products are added in replica order, as the
   // multi-worker all-reduce adds them in member order.
   void end_runs(const std::vector<Share>& shares, std::int64_t /*step*/) override {
-    if (moving_statistics(*first_.net).empty()) return;
+    if (statistics_[0].empty()) return;
     std::vector<float> mean;
     for (int r = 0; r < replicas(); ++r) {
-      const std::vector<float> v = packed_values(moving_statistics(replica_net(r)));
+      const std::vector<float> v = packed_values(statistics_[static_cast<std::size_t>(r)]);
       const float w = shares[static_cast<std::size_t>(r)].weight;
       if (r == 0) mean.assign(v.size(), 0.0f);
       for (std::size_t k = 0; k < v.size(); ++k) mean[k] = r == 0 ? w * v[k] : mean[k] + w * v[k];
     }
-    for (int r = 0; r < replicas(); ++r) assign_packed(moving_statistics(replica_net(r)), mean);
+    for (const auto& vars : statistics_) assign_packed(vars, mean);
   }
 
   // Every replica has returned: nobody is inside the group, which can start over for a next step. The
@@ -119,6 +120,8 @@ class MirroredStrategy final : public SplitStepStrategy {
   const int inter_threads_, intra_threads_;
   std::shared_ptr<CollectiveGroup> group_;
   std::vector<std::unique_ptr<Replica>> others_;
+  // Each replica's moving statistics (moving_statistics), found once when the replicas are made.
+  std::vector<std::vector<std::shared_ptr<Variable>>> statistics_;
 };
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "models/nn/layer.h"
+#include "models/nn/layers/detail/last_axis.h"
 
 namespace tctl {
 namespace {
@@ -15,10 +16,7 @@ namespace {
 class BatchNormalization final : public Layer {
  public:
   explicit BatchNormalization(LayerArgs& args) : Layer("BatchNormalization", args.name, args.device) {
-    if (args.spec.has("axis")) {
-      axis_json_ = args.spec.raw("axis");
-      if (!fits_int64(axis_json_)) args.spec.fail("axis", "expected -1 (the last axis), " + describe_json(axis_json_));
-    }
+    axis_json_ = detail::read_last_axis(args.spec, false);
     momentum_ = args.spec.number_in("momentum", 0.99, 0.0, 1.0, true);
     epsilon_ = args.spec.number_in("epsilon", 1e-3, 1e-30, std::numeric_limits<double>::infinity());
     center_ = args.spec.boolean("center", true);
@@ -27,11 +25,7 @@ class BatchNormalization final : public Layer {
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() < 1) where.fail_here("BatchNormalization needs an input with a feature axis");
-    // Only the last axis is supported; its positive index (counting the batch) names the same axis.
-    const std::int64_t axis = axis_json_.get<std::int64_t>();
-    if (axis != -1 && axis != input.rank())
-      where.fail("axis", "only the last axis (-1) is supported, got " + std::to_string(axis) + " for input " +
-                             Shape::concat(-1, input).keras_string());
+    detail::check_last_axis(axis_json_, input, where);
     const std::int64_t c = input[input.rank() - 1];
     const Shape shape{c};
     auto ones = [&] { return Tensor::filled(shape, 1.0f); };

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "models/nn/layer.h"
+#include "models/nn/layers/detail/last_axis.h"
 
 namespace tctl {
 namespace {
@@ -11,11 +12,7 @@ namespace {
 class LayerNormalization final : public Layer {
  public:
   explicit LayerNormalization(LayerArgs& args) : Layer("LayerNormalization", args.name, args.device) {
-    if (args.spec.has("axis")) {
-      axis_json_ = args.spec.raw("axis");
-      if (axis_json_.is_array() && axis_json_.size() == 1) axis_json_ = axis_json_[0];
-      if (!fits_int64(axis_json_)) args.spec.fail("axis", "expected -1 (the last axis), " + describe_json(axis_json_));
-    }
+    axis_json_ = detail::read_last_axis(args.spec, true);
     epsilon_ = args.spec.number_in("epsilon", 1e-3, 1e-30, std::numeric_limits<double>::infinity());
     center_ = args.spec.boolean("center", true);
     scale_ = args.spec.boolean("scale", true);
@@ -23,11 +20,7 @@ class LayerNormalization final : public Layer {
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() < 1) where.fail_here("LayerNormalization needs an input with a feature axis");
-    // Only the last axis is supported; its positive index (counting the batch) names the same axis.
-    const std::int64_t axis = axis_json_.get<std::int64_t>();
-    if (axis != -1 && axis != input.rank())
-      where.fail("axis", "only the last axis (-1) is supported, got " + std::to_string(axis) + " for input " +
-                             Shape::concat(-1, input).keras_string());
+    detail::check_last_axis(axis_json_, input, where);
     features_ = input[input.rank() - 1];
     const Shape shape{features_};
     if (scale_) add_variable(ctx, "gamma", shape, [&] { return Tensor::filled(shape, 1.0f); });
