@@ -74,18 +74,13 @@ Model::Model(std::vector<std::shared_ptr<Sequential>> nets, ModelOptions options
   if (options_.replica_devices.size() > 1) options_.device = options_.replica_devices[0];
 
   if (!inference_only) {
-    train_.graph = std::make_shared<Graph>();
-    trace_training(*train_.graph, train_.pass, first_replica(strategy_->collective() ? strategy_->first_member() : -1));
-    if (options_.auto_control_dependencies) add_auto_control_dependencies(*train_.graph);
     // Where each node runs is settled now, before a caller writes anything, not at the first step: a device
     // strict placement refuses throws here, and the nodes soft placement moves to the CPU are known up front.
-    const Output fed[] = {train_.pass.x, train_.pass.targets};
-    note_placement_warnings(place_all(*train_.graph, fed, options_.placement).warnings);
+    train_ = trace_replica(*net_, optimizer_, options_.device, strategy_->collective() ? strategy_->first_member() : -1,
+                           inter_pool_, intra_pool_);
   }
   inference_ = std::make_unique<Inference>(net_, options_, inter_pool_, intra_pool_);
   note_placement_warnings(inference_->placement_warnings());
-  if (!inference_only)
-    train_.session = std::make_unique<Session>(train_.graph, inter_pool_, intra_pool_, session_options());
 
   nets.erase(nets.begin());
   strategy_->start(
@@ -111,7 +106,8 @@ TracedStep Model::trace_replica(const Sequential& net, Optimizer& optimizer, con
   traced.graph = std::make_shared<Graph>();
   trace_training(*traced.graph, traced.pass, Traced{net, optimizer, device, member});
   if (options_.auto_control_dependencies) add_auto_control_dependencies(*traced.graph);
-  const Output fed[] = {traced.pass.x, traced.pass.targets, traced.pass.weight};
+  std::vector<Output> fed{traced.pass.x, traced.pass.targets};
+  if (traced.pass.weight.valid()) fed.push_back(traced.pass.weight);
   note_placement_warnings(place_all(*traced.graph, fed, options_.placement).warnings);
   traced.session = std::make_unique<Session>(traced.graph, inter, intra, session_options());
   return traced;
