@@ -51,6 +51,7 @@ void define_core_ops() {
   define_optimizers_ops();
   define_pooling_ops();
   define_reduce_ops();
+  define_recurrent_ops();
   define_reshape_ops();
   define_sequence_ops();
   // core's ops do work that follows from their shapes, unless they say otherwise.

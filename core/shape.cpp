@@ -36,6 +36,13 @@ Shape Shape::without_batch() const {
   return Shape(dims().subspan(1));
 }
 
+MatrixDims matrix_dims(const Shape& s) {
+  TCTL_CHECK(s.rank() >= 1, "matrix_dims of a scalar");
+  MatrixDims m{1, s[s.rank() - 1]};
+  for (int i = 0; i + 1 < s.rank(); ++i) m.rows = s[i] < 0 || m.rows < 0 ? -1 : m.rows * s[i];
+  return m;
+}
+
 Shape Shape::concat(std::int64_t first, const Shape& rest) {
   TCTL_CHECK(rest.rank_ < kMaxRank, "rank above Shape::kMaxRank");
   Shape s;

@@ -53,4 +53,12 @@ class Shape {
   int rank_ = 0;
 };
 
+// A shape of rank >= 1 seen as a matrix, as MatMul sees its operands: the last dimension's columns, and a
+// row for each index of the dimensions before it ([N, T, F] is N T rows of F). rows is -1 when one of those
+// dimensions is unknown.
+struct MatrixDims {
+  std::int64_t rows = 0, cols = 0;
+};
+MatrixDims matrix_dims(const Shape& s);
+
 }  // namespace tctl

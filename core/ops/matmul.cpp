@@ -8,25 +8,34 @@
 namespace tctl {
 namespace {
 
+// Operands of rank 2, or above: a [N, T, F] operand is the matrix of its N T rows (matrix_dims), and the
+// product of such an `a` (not transposed) keeps its leading dimensions, [N, T, F] x [F, M] -> [N, T, M]: a
+// Dense layer over every step of a sequence in one product, and its gradients.
 TensorSpec matmul_infer(const InferContext& c) {
-  c.expect_rank(0, 2);
-  c.expect_rank(1, 2);
-  c.expect_dtype(0, DType::kF32);
-  c.expect_dtype(1, DType::kF32);
+  for (int i = 0; i < 2; ++i) {
+    if (c.shape(i).rank() < 2) c.fail("input " + std::to_string(i) + " " + c.shape(i).to_string() + " is not a matrix");
+    c.expect_dtype(i, DType::kF32);
+  }
   bool ta = c.attrs().i_or("transpose_a", 0) != 0;
   bool tb = c.attrs().i_or("transpose_b", 0) != 0;
-  std::int64_t m = c.shape(0)[ta ? 1 : 0], ka = c.shape(0)[ta ? 0 : 1];
-  std::int64_t kb = c.shape(1)[tb ? 1 : 0], n = c.shape(1)[tb ? 0 : 1];
+  if (tb && c.shape(1).rank() > 2) c.fail("a transposed second input must be a matrix, got " + c.shape(1).to_string());
+  const MatrixDims a = matrix_dims(c.shape(0)), b = matrix_dims(c.shape(1));
+  std::int64_t m = ta ? a.cols : a.rows, ka = ta ? a.rows : a.cols;
+  std::int64_t kb = tb ? b.cols : b.rows, n = tb ? b.rows : b.cols;
   if (ka >= 0 && kb >= 0 && ka != kb)
     c.fail("cannot multiply " + c.shape(0).to_string() + " by " + c.shape(1).to_string() + ": inner dimensions " +
            std::to_string(ka) + " and " + std::to_string(kb) + " differ");
-  return {DType::kF32, Shape{m, n}};
+  if (ta || c.shape(0).rank() == 2) return {DType::kF32, Shape{m, n}};
+  Shape out = c.shape(0);
+  out.set_dim(out.rank() - 1, n);
+  return {DType::kF32, out};
 }
 
 // Multiply-adds: each output element sums over the shared dimension (known from either operand).
 std::int64_t matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec& output, const Attrs& attrs) {
-  const std::int64_t ka = inputs[0].shape[attrs.i_or("transpose_a", 0) != 0 ? 0 : 1];
-  const std::int64_t kb = inputs[1].shape[attrs.i_or("transpose_b", 0) != 0 ? 1 : 0];
+  const MatrixDims a = matrix_dims(inputs[0].shape), b = matrix_dims(inputs[1].shape);
+  const std::int64_t ka = attrs.i_or("transpose_a", 0) != 0 ? a.rows : a.cols;
+  const std::int64_t kb = attrs.i_or("transpose_b", 0) != 0 ? b.cols : b.rows;
   return cost_product(cost_elements(output.shape), ka >= 0 ? ka : kb);
 }
 

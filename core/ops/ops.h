@@ -21,6 +21,7 @@ void define_matmul_ops();
 void define_optimizers_ops();
 void define_pooling_ops();
 void define_reduce_ops();
+void define_recurrent_ops();
 void define_reshape_ops();
 void define_sequence_ops();
 

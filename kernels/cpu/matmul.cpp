@@ -48,9 +48,11 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output();
-  const std::int64_t m = y.shape()[0], n = y.shape()[1];
-  const std::int64_t k = a.shape()[ta ? 0 : 1];
-  const std::int64_t lda = a.shape()[1], ldb = b.shape()[1];
+  // Operands of rank 3 and up are the matrices of their rows (matrix_dims; core/ops/matmul.cpp).
+  const MatrixDims ma = matrix_dims(a.shape()), my = matrix_dims(y.shape());
+  const std::int64_t m = my.rows, n = my.cols;
+  const std::int64_t k = ta ? ma.rows : ma.cols;
+  const std::int64_t lda = ma.cols, ldb = matrix_dims(b.shape()).cols;
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.mutable_data<float>();
@@ -93,7 +95,7 @@ void fused_matmul_cpu(KernelContext& ctx) {
   const bool relu = fused_relu(ctx.attrs());
   const float* bias = ctx.input(2).data<float>();
   float* py = ctx.output().mutable_data<float>();
-  const std::int64_t n = ctx.output().shape()[1];
+  const std::int64_t n = matrix_dims(ctx.output().shape()).cols;
   multiply_tiles(ctx, false, false, [&](std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
     add_bias_activation(py + row * n + col, n, rows, cols, bias + col, relu);
   });

@@ -22,9 +22,11 @@ void gemm(KernelContext& ctx, bool ta, bool tb) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   Tensor& y = ctx.output();
-  const int m = static_cast<int>(y.shape()[0]), n = static_cast<int>(y.shape()[1]);
-  const int k = static_cast<int>(a.shape()[ta ? 0 : 1]);
-  const int lda = static_cast<int>(a.shape()[1]), ldb = static_cast<int>(b.shape()[1]);
+  // Operands of rank 3 and up are the matrices of their rows (matrix_dims; core/ops/matmul.cpp).
+  const MatrixDims ma = matrix_dims(a.shape()), my = matrix_dims(y.shape());
+  const int m = static_cast<int>(my.rows), n = static_cast<int>(my.cols);
+  const int k = static_cast<int>(ta ? ma.rows : ma.cols);
+  const int lda = static_cast<int>(ma.cols), ldb = static_cast<int>(matrix_dims(b.shape()).cols);
   // cuBLAS rejects a leading dimension below 1 even where it reads nothing, so an empty product stays here:
   // nothing to write, or (k = 0) zeros, as the CPU's sgemm writes.
   if (m == 0 || n == 0) return;
@@ -92,7 +94,8 @@ void fused_matmul_cuda(KernelContext& ctx) {
   const bool relu = fused_relu(ctx.attrs());
   gemm(ctx, false, false);
   const Tensor& y = ctx.output();
-  const std::int64_t rows = y.shape()[0], cols = y.shape()[1];
+  const MatrixDims my = matrix_dims(y.shape());
+  const std::int64_t rows = my.rows, cols = my.cols;
   if (rows * cols > 0)
     add_bias<<<grid_for(rows * cols), kBlock, 0, stream_of(ctx)>>>(out<float>(ctx), in<float>(ctx, 2), rows, cols,
                                                                    relu);

@@ -31,8 +31,11 @@ std::string string_or(const json& obj, const std::string& key, const std::string
 
 // Keras initializer class names and the snake_case names both spellings map to.
 const std::map<std::string, std::string>& initializer_classes() {
-  static const std::map<std::string, std::string> names{
-      {"GlorotUniform", "glorot_uniform"}, {"HeNormal", "he_normal"}, {"Zeros", "zeros"}, {"Ones", "ones"}};
+  static const std::map<std::string, std::string> names{{"GlorotUniform", "glorot_uniform"},
+                                                        {"HeNormal", "he_normal"},
+                                                        {"Orthogonal", "orthogonal"},
+                                                        {"Zeros", "zeros"},
+                                                        {"Ones", "ones"}};
   return names;
 }
 
@@ -44,7 +47,7 @@ const json& keras_list(const json& v) {
 }
 
 const std::vector<std::string>& keras_weight_initializers() {
-  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "zeros"};
+  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "orthogonal", "zeros"};
   return names;
 }
 
@@ -189,6 +192,12 @@ std::string KerasConfig::initializer(const std::string& key, const std::vector<s
       name = variance_scaling_name(key, config);
       read.insert({"scale", "mode", "distribution"});
     } else {
+      // Orthogonal's gain scales the matrix; only Keras' default, 1, is ours.
+      if (cls == "Orthogonal" && config.contains("gain") && !config.at("gain").is_null()) {
+        if (!(config.at("gain").is_number() && config.at("gain").get<double>() == 1.0))
+          fail(key, "initializer Orthogonal with a gain other than 1 is not supported");
+        read.insert("gain");
+      }
       auto it = initializer_classes().find(cls);
       if (it == initializer_classes().end()) fail(key, "initializer " + cls + " is not supported" + supported);
       name = it->second;

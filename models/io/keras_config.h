@@ -24,6 +24,7 @@ class KerasConfig {
   KerasConfig(const json& config, std::string file, std::string path, std::string who);
 
   bool has(const std::string& key) const { return config_.contains(key); }
+  const std::string& file() const { return file_; }
   std::string path_of(const std::string& key) const;
 
   // The value of `key`, or nullptr when absent; either way the key counts as read.
@@ -71,7 +72,7 @@ class KerasConfig {
   std::set<std::string> used_;
 };
 
-// The initializers a Keras kernel or bias may name: "glorot_uniform", "he_normal", "zeros".
+// The initializers a Keras kernel or bias may name: "glorot_uniform", "he_normal", "orthogonal", "zeros".
 const std::vector<std::string>& keras_weight_initializers();
 
 // A list as to_json writes it, or the {"class_name": "__tuple__" or "TensorShape", "items": [...]} wrapping

@@ -25,6 +25,9 @@ void set_attr(onnx::NodeProto* n, const OnnxAttr& attr) {
   } else if (const auto* s = std::get_if<std::string>(&attr.value)) {
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(*s);
+  } else if (const auto* list = std::get_if<std::vector<std::string>>(&attr.value)) {
+    a->set_type(onnx::AttributeProto::STRINGS);
+    for (const auto& v : *list) a->add_strings(v);
   } else {
     a->set_type(onnx::AttributeProto::INTS);
     for (auto v : std::get<std::vector<std::int64_t>>(attr.value)) a->add_ints(v);

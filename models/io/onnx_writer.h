@@ -15,15 +15,16 @@
 
 namespace tctl {
 
-// One attribute of an ONNX node: an integer, a float, a string or a list of integers.
+// One attribute of an ONNX node: an integer, a float, a string, a list of integers or of strings.
 struct OnnxAttr {
   std::string name;
-  std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>> value;
+  std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>, std::vector<std::string>> value;
 
   static OnnxAttr integer(std::string name, std::int64_t v) { return {std::move(name), v}; }
   static OnnxAttr real(std::string name, float v) { return {std::move(name), v}; }
   static OnnxAttr text(std::string name, std::string v) { return {std::move(name), std::move(v)}; }
   static OnnxAttr ints(std::string name, std::vector<std::int64_t> v) { return {std::move(name), std::move(v)}; }
+  static OnnxAttr texts(std::string name, std::vector<std::string> v) { return {std::move(name), std::move(v)}; }
 };
 
 class OnnxWriter {

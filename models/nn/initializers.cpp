@@ -1,7 +1,9 @@
 #include "models/nn/initializers.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/random.h"
@@ -14,10 +16,37 @@ double standard_normal(std::mt19937_64& rng) {
   const double u1 = uniform01(rng), u2 = uniform01(rng);
   return box_muller(u1 < 1e-300 ? 1e-300 : u1, u2);
 }
+
+// Keras' Orthogonal (gain 1): the shape seen as a matrix of rows = every dimension but the last and cols =
+// the last; a normal matrix of max(rows, cols) x min(rows, cols) made orthonormal by Gram-Schmidt on its
+// columns (Q of its QR with R's diagonal positive, as Keras' sign correction makes it), transposed when the
+// matrix is wide. An LSTM's recurrent kernel [H, 4 H] gets orthonormal rows.
+void orthogonal(float* p, std::int64_t rows, std::int64_t cols, std::mt19937_64& rng) {
+  const std::int64_t tall = std::max(rows, cols), narrow = std::min(rows, cols);
+  std::vector<double> q(static_cast<std::size_t>(tall * narrow));  // column-major: column j at q[j * tall]
+  for (auto& v : q) v = standard_normal(rng);
+  for (std::int64_t j = 0; j < narrow; ++j) {
+    double* col = q.data() + j * tall;
+    for (std::int64_t i = 0; i < j; ++i) {
+      const double* prev = q.data() + i * tall;
+      double dot = 0.0;
+      for (std::int64_t r = 0; r < tall; ++r) dot += prev[r] * col[r];
+      for (std::int64_t r = 0; r < tall; ++r) col[r] -= dot * prev[r];
+    }
+    double norm = 0.0;
+    for (std::int64_t r = 0; r < tall; ++r) norm += col[r] * col[r];
+    norm = std::sqrt(norm);
+    for (std::int64_t r = 0; r < tall; ++r) col[r] = norm > 0.0 ? col[r] / norm : 0.0;
+  }
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c)
+      p[r * cols + c] = static_cast<float>(rows >= cols ? q[static_cast<std::size_t>(c * tall + r)]
+                                                        : q[static_cast<std::size_t>(r * tall + c)]);
+}
 }  // namespace
 
 const std::vector<std::string>& initializer_names() {
-  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "uniform", "zeros"};
+  static const std::vector<std::string> names{"glorot_uniform", "he_normal", "orthogonal", "uniform", "zeros"};
   return names;
 }
 
@@ -50,7 +79,13 @@ Tensor initialize(const std::string& name, const Shape& shape, std::int64_t fan_
     }
     return t;
   }
-  TCTL_CHECK(false, "initializer not validated: " + name);
+  if (name == "orthogonal" && shape.rank() >= 1 && t.num_elements() > 0) {
+    const std::int64_t cols = shape[shape.rank() - 1];
+    orthogonal(p, t.num_elements() / cols, cols, rng);
+    return t;
+  }
+  TCTL_CHECK(name == "orthogonal", "initializer not validated: " + name);
+  return t;
 }
 
 }  // namespace tctl

@@ -10,7 +10,7 @@
 
 namespace tctl {
 
-// "glorot_uniform", "he_normal", "uniform" (Keras' RandomUniform(-0.05, 0.05)), "zeros".
+// "glorot_uniform", "he_normal", "orthogonal", "uniform" (Keras' RandomUniform(-0.05, 0.05)), "zeros".
 const std::vector<std::string>& initializer_names();
 // A tensor of `shape` drawn for a layer with these fan-in and fan-out.
 Tensor initialize(const std::string& name, const Shape& shape, std::int64_t fan_in, std::int64_t fan_out,

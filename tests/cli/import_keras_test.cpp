@@ -72,8 +72,10 @@ TEST_SUITE("import_keras") {
     TempDir d;
     d.write("broken.json", "{\"class_name\": \"Sequential\",\n \"config\": {\"layers\": [}\n}\n");
     d.write("spec.json", R"({"name": "m", "input_shape": [4], "layers": [{"type": "Dense", "units": 2}]})");
-    expect_user_error(d, "import-keras " + keras_path("lstm_keras2.json") + " -o out.json",
-                      {"lstm_keras2.json: config.layers[1]: layer type LSTM (\"lstm\") is not supported (supported: "});
+    expect_user_error(
+        d, "import-keras " + keras_path("timedistributed_keras2.json") + " -o out.json",
+        {"timedistributed_keras2.json: config.layers[1]: layer type TimeDistributed (\"time_distributed\") is not "
+         "supported (supported: "});
     expect_user_error(
         d, "import-keras " + keras_path("regularizer_keras3.json") + " -o out.json",
         {"config.layers[1].config.kernel_regularizer: Dense layer \"hidden\": kernel_regularizer is not supported"});
@@ -113,9 +115,11 @@ TEST_SUITE("import_keras") {
   TEST_CASE("a train config whose Keras model cannot be converted is refused with the Keras file's path") {
     TempDir d;
     d.write("config.json",
-            R"({"model": )" + nlohmann::json(source_path("tests/data/keras/lstm_keras2.json").string()).dump() + R"(,
+            R"({"model": )" +
+                nlohmann::json(source_path("tests/data/keras/timedistributed_keras2.json").string()).dump() + R"(,
     "data": {"dataset": "iris"}, "epochs": 1, "output": "run"})");
-    expect_user_error(d, "train config.json", {"lstm_keras2.json: config.layers[1]: layer type LSTM"});
+    expect_user_error(d, "train config.json",
+                      {"timedistributed_keras2.json: config.layers[1]: layer type TimeDistributed"});
   }
 
 }  // TEST_SUITE

@@ -190,3 +190,13 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
   CHECK_FALSE(cpu::small_product_applies(2048, 2048, 8));  // 2^25 multiply-adds
   CHECK_FALSE(cpu::small_product_applies(1, 8, cpu::kSmallProductDepth + 1));
 }
+
+TEST_CASE("MatMul of a [N, T, F] sequence by [F, M] multiplies every step, and its gradients check") {
+  const Tensor x = random_tensor(Shape{3, 4, 5}, 1);
+  const Tensor w = random_tensor(Shape{5, 6}, 2);
+  const Tensor y = run_op("MatMul", {x, w}, {});
+  REQUIRE(y.shape() == Shape{3, 4, 6});
+  const Tensor flat = run_op("MatMul", {x.reshaped(Shape{12, 5}), w}, {});
+  CHECK(y.to_floats() == flat.to_floats());
+  check_op("MatMul", {Shape{3, 4, 5}, Shape{5, 6}}, {});
+}

@@ -92,6 +92,57 @@ def softmax(x, axis):
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def recurrent(node, x, w, r, b=None):
+    """ONNX's RNN, GRU and LSTM on X [steps, batch, features] (layout 0), one forward direction, from zero
+    states; returns Y [steps, 1, batch, hidden], in float64."""
+    op, hidden = node.op_type, attr(node, "hidden_size")
+    if attr(node, "direction", b"forward") not in (b"forward", "forward"):
+        raise SystemExit(f"{op}: only the forward direction is in this evaluator")
+    x, w, r = x.astype(np.float64), w[0].astype(np.float64), r[0].astype(np.float64)
+    gates = w.shape[0] // hidden
+    b = np.zeros(2 * gates * hidden) if b is None else b[0].astype(np.float64)
+    wb, rb = b[:gates * hidden], b[gates * hidden:]
+    h = np.zeros((x.shape[1], hidden))
+    c = np.zeros_like(h)
+    act = {b"Tanh": np.tanh, b"Relu": lambda v: np.maximum(v, 0.0)}[(attr(node, "activations") or [b"Tanh"])[0]]
+    out = []
+    for xt in x:
+        if op == "RNN":
+            h = act(xt @ w.T + h @ r.T + wb + rb)
+        elif op == "LSTM":
+            g = xt @ w.T + h @ r.T + wb + rb
+            i, o, f, cc = (g[:, k * hidden:(k + 1) * hidden] for k in range(4))
+            c = sigmoid(f) * c + sigmoid(i) * np.tanh(cc)
+            h = sigmoid(o) * np.tanh(c)
+        else:
+            if attr(node, "linear_before_reset", 0) != 1:
+                raise SystemExit("GRU: only linear_before_reset 1 is in this evaluator")
+            gx, gh = xt @ w.T + wb, h @ r.T + rb
+            z = sigmoid(gx[:, :hidden] + gh[:, :hidden])
+            rr = sigmoid(gx[:, hidden:2 * hidden] + gh[:, hidden:2 * hidden])
+            hh = np.tanh(gx[:, 2 * hidden:] + rr * gh[:, 2 * hidden:])
+            h = (1.0 - z) * hh + z * h
+        out.append(h)
+    return np.stack(out)[:, None, :, :]
+
+
+def onnx_slice(x, starts, ends, axes, steps):
+    index = [slice(None)] * x.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        d = x.shape[a]
+        s, e = s + d if s < 0 else s, e + d if e < 0 else e
+        if st > 0:
+            s, e = min(max(s, 0), d), min(max(e, 0), d)
+        else:
+            s, e = min(max(s, 0), d - 1), min(max(e, -1), d - 1)
+        index[a] = slice(s, None if e < 0 else e, st)
+    return x[tuple(index)]
+
+
 def run_node(node, v):
     x = [v[name] for name in node.input]
     op = node.op_type
@@ -124,6 +175,8 @@ def run_node(node, v):
     if op == "Gather": return np.take(x[0], x[1], axis=attr(node, "axis", 0))
     if op == "ReduceMean": return np.mean(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
     if op == "ReduceMax": return np.max(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
+    if op in ("RNN", "GRU", "LSTM"): return recurrent(node, *x)
+    if op == "Slice": return onnx_slice(x[0], *x[1:])
     raise SystemExit(f"operator {op} is not in this evaluator")
 
 

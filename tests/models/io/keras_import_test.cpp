@@ -84,6 +84,37 @@ TEST_SUITE("keras_import") {
     CHECK(net.output_shape() == Shape{10});
   }
 
+  TEST_CASE("the Keras 2 and Keras 3 exports of one text model (Embedding, Bidirectional LSTM, GRU) agree") {
+    const json two = keras_to_spec(keras_file("text_keras2.json"), "text_keras2.json", keras_layer_mappings());
+    const json three = keras_to_spec(keras_file("text_keras3.json"), "text_keras3.json", keras_layer_mappings());
+    CHECK(two == three);
+    REQUIRE(two.at("layers").size() == 4);
+    const json& bidirectional = two.at("layers")[1];
+    CHECK(bidirectional.at("merge_mode") == "concat");
+    CHECK(bidirectional.at("layer").at("type") == "LSTM");
+    CHECK(bidirectional.at("layer").at("return_sequences") == true);
+    CHECK(two.at("layers")[2].at("reset_after") == true);
+    // Keras' summary: embedding 100 x 8 = 800, two LSTMs of 4 (8 x 16 + 16 x 16 + 16) = 3,200, the GRU
+    // 3 (32 x 8 + 8 x 8 + 2 x 8) = 1,008, dense 8 x 3 + 3 = 27.
+    const Sequential net = Sequential::from_json(two, "text_keras2.json", "", 1);
+    CHECK(net.layers()[1]->param_count() == 3200);
+    CHECK(net.layers()[2]->param_count() == 1008);
+    CHECK(net.param_count() == 5035);
+    CHECK(net.output_shape() == Shape{3});
+  }
+
+  TEST_CASE("a Bidirectional whose backward layer is not its wrapped layer's mirror is refused") {
+    json doc = keras_file("text_keras3.json");
+    doc["config"]["layers"][2]["config"]["backward_layer"]["config"]["units"] = 8;
+    expect_refusal(doc, "config.layers[2].config.backward_layer", {"wrapped layer run backwards"});
+    doc = keras_file("text_keras3.json");
+    doc["config"]["layers"][2]["config"]["layer"]["config"]["stateful"] = true;
+    expect_refusal(doc, "config.layers[2].config.layer.config.stateful", {"LSTM layer inside Bidirectional"});
+    doc = keras_file("text_keras2.json");
+    doc["config"]["layers"][3]["config"]["reset_after"] = false;
+    expect_refusal(doc, "config.layers[3].config.reset_after", {"only reset_after true"});
+  }
+
   TEST_CASE("sizes given as one integer become pairs, and pooling strides default to the pool size") {
     json doc = keras_file("cnn_keras2.json");
     auto& layers = doc["config"]["layers"];
@@ -128,9 +159,9 @@ TEST_SUITE("keras_import") {
   }
 
   TEST_CASE("a layer class we do not have is refused by name") {
-    expect_refusal(
-        keras_file("lstm_keras2.json"), "config.layers[1]",
-        {"layer type LSTM (\"lstm\") is not supported", "supported: Activation, AveragePooling1D, AveragePooling2D"});
+    expect_refusal(keras_file("timedistributed_keras2.json"), "config.layers[1]",
+                   {"layer type TimeDistributed (\"time_distributed\") is not supported",
+                    "supported: Activation, AveragePooling1D, AveragePooling2D"});
   }
 
   TEST_CASE("an option that changes the maths is refused, naming the layer and the option") {

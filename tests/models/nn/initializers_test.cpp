@@ -27,7 +27,8 @@ Moments moments_of(const Tensor& t) {
 }
 
 TEST_CASE("initializer names") {
-  CHECK(initializer_names() == std::vector<std::string>{"glorot_uniform", "he_normal", "uniform", "zeros"});
+  CHECK(initializer_names() ==
+        std::vector<std::string>{"glorot_uniform", "he_normal", "orthogonal", "uniform", "zeros"});
 }
 
 TEST_CASE("every initializer gives a float32 tensor of the requested shape") {

@@ -26,6 +26,7 @@ TEST_CASE("layer_type_names lists the registry, sorted") {
                                           "AveragePooling1D",
                                           "AveragePooling2D",
                                           "BatchNormalization",
+                                          "Bidirectional",
                                           "Conv1D",
                                           "Conv2D",
                                           "Delay",
@@ -33,15 +34,18 @@ TEST_CASE("layer_type_names lists the registry, sorted") {
                                           "Dropout",
                                           "Embedding",
                                           "Flatten",
+                                          "GRU",
                                           "GlobalAveragePooling1D",
                                           "GlobalAveragePooling2D",
                                           "GlobalMaxPooling1D",
                                           "GlobalMaxPooling2D",
+                                          "LSTM",
                                           "LayerNormalization",
                                           "MaxPooling1D",
                                           "MaxPooling2D",
                                           "Parallel",
                                           "Reshape",
+                                          "SimpleRNN",
                                           "TokenAndPositionEmbedding"});
   CHECK(std::is_sorted(names.begin(), names.end()));
 }

@@ -103,7 +103,8 @@ TEST_CASE("Conv2D bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"use_bias":1})", in, "layers[0].use_bias",
                          "expected true or false");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"kernel_initializer":"ones"})", in,
-                         "layers[0].kernel_initializer", "known: glorot_uniform, he_normal, uniform, zeros");
+                         "layers[0].kernel_initializer",
+                         "known: glorot_uniform, he_normal, orthogonal, uniform, zeros");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3,"dilation_rate":2})", in,
                          "layers[0].dilation_rate", "unknown key");
   check_layer_spec_error(R"({"type":"Conv2D","filters":2,"kernel_size":3})", {6, 5}, "layers[0]",

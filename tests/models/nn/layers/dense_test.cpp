@@ -167,7 +167,8 @@ TEST_CASE("Dense bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Dense","units":4,"use_bias":"yes"})", {4}, "layers[0].use_bias",
                          "expected true or false");
   check_layer_spec_error(R"({"type":"Dense","units":4,"kernel_initializer":"ones"})", {4},
-                         "layers[0].kernel_initializer", "known: glorot_uniform, he_normal, uniform, zeros");
+                         "layers[0].kernel_initializer",
+                         "known: glorot_uniform, he_normal, orthogonal, uniform, zeros");
   check_layer_spec_error(R"({"type":"Dense","units":4,"bias_initializer":"ones"})", {4}, "layers[0].bias_initializer",
                          "unknown value \"ones\"");
 }

@@ -1,0 +1,114 @@
+// The recurrent ops (see core/ops/recurrent.h for the cell and the workspace):
+//   Recurrence             (xp [N, T, G H], U [H, G H], b) -> workspace [P, N, T, H]; attributes cell and
+//                          go_backwards. b is [G H], or for the GRU [2, 3 H]: the input bias, then the
+//                          recurrent bias that the reset gate scales with h_{t-1} U_h.
+//   RecurrenceOutput       (workspace) -> the outputs h: [N, T, H] with return_sequences (reversed in time
+//                          with reverse, as Bidirectional's backward layer needs), else the last [N, H].
+//   RecurrenceOutputGrad   (dy, workspace) -> dy in plane 0 of a workspace, zeros elsewhere.
+//   RecurrenceGrad         (dworkspace, workspace, U) -> d xp, back through time (plane 0 of the
+//                          workspace's gradient only: the other planes have no consumer).
+//   RecurrenceParamGrad    (d xp, workspace), attribute wrt: 0 the gradient of U, the sum over steps of
+//                          h_{t-1}^T times the step's gradient, 1 the bias's.
+#include "core/ops/recurrent.h"
+
+#include <span>
+#include <vector>
+
+#include "core/autodiff.h"
+#include "core/ops/ops.h"
+
+namespace tctl {
+namespace {
+
+Attrs cell_attrs(const Attrs& from) {
+  return Attrs{{"cell", from.s("cell")}, {"go_backwards", from.i_or("go_backwards", 0)}};
+}
+
+// The bias's shape for this cell and width.
+Shape bias_shape(RecurrentCell cell, std::int64_t gate_columns) {
+  return cell == RecurrentCell::kGru ? Shape{2, gate_columns} : Shape{gate_columns};
+}
+
+TensorSpec recurrence_infer(const InferContext& c) {
+  const RecurrentCell cell = recurrent_cell(c.attrs());
+  c.expect_rank(0, 3);
+  c.expect_rank(1, 2);
+  for (int i = 0; i < 3; ++i) c.expect_dtype(i, DType::kF32);
+  const Shape& xp = c.shape(0);
+  const Shape& u = c.shape(1);
+  const std::int64_t units = u[0], columns = recurrent_gates(cell) * units;
+  if (units < 1 || u[1] != columns)
+    c.fail("recurrent kernel " + u.to_string() + " is not [units, " + std::to_string(recurrent_gates(cell)) +
+           " units]");
+  if (xp[2] != columns)
+    c.fail("input " + xp.to_string() + " does not have the kernel's " + std::to_string(columns) + " columns");
+  if (!(c.shape(2) == bias_shape(cell, columns)))
+    c.fail("bias " + c.shape(2).to_string() + " is not " + bias_shape(cell, columns).to_string());
+  return {DType::kF32, Shape{recurrent_planes(cell), xp[0], xp[1], units}};
+}
+
+std::vector<Output> recurrence_grad(GradBuilder& g) {
+  const Attrs attrs = cell_attrs(g.attrs());
+  const Output dxp = g.op("RecurrenceGrad", {g.dy(), g.y(), g.x(1)}, attrs);
+  auto param = [&](std::int64_t wrt) {
+    Attrs a = attrs;
+    a.set("wrt", wrt);
+    return g.op("RecurrenceParamGrad", {dxp, g.y()}, std::move(a));
+  };
+  return {g.needs(0) ? dxp : Output{}, g.needs(1) ? param(0) : Output{}, g.needs(2) ? param(1) : Output{}};
+}
+
+TensorSpec recurrence_grad_infer(const InferContext& c) {
+  const Shape& ws = c.shape(1);
+  return {DType::kF32, Shape{ws[1], ws[2], c.shape(2)[1]}};
+}
+
+TensorSpec param_grad_infer(const InferContext& c) {
+  const RecurrentCell cell = recurrent_cell(c.attrs());
+  const std::int64_t columns = c.shape(0)[2], units = c.shape(1)[3];
+  return {DType::kF32, c.attrs().i("wrt") == 0 ? Shape{units, columns} : bias_shape(cell, columns)};
+}
+
+TensorSpec output_infer(const InferContext& c) {
+  c.expect_rank(0, 4);
+  const Shape& ws = c.shape(0);
+  if (c.attrs().i("return_sequences") != 0) return {DType::kF32, Shape{ws[1], ws[2], ws[3]}};
+  return {DType::kF32, Shape{ws[1], ws[3]}};
+}
+
+// Multiply-adds of h_{t-1} U over every step of every example: N T H (G H), the cell's product; the
+// gates' elementwise work is not counted, as for the activations.
+std::int64_t recurrent_product(const Shape& xp, std::int64_t units) { return cost_product(cost_elements(xp), units); }
+std::int64_t recurrence_flops(std::span<const TensorSpec> in, const TensorSpec&, const Attrs&) {
+  return cost_product(2, recurrent_product(in[0].shape, in[1].shape[0]));
+}
+std::int64_t recurrence_cost(std::span<const TensorSpec> in, const TensorSpec&, const Attrs&) {
+  return recurrent_product(in[0].shape, in[1].shape[0]);
+}
+std::int64_t recurrence_grad_cost(std::span<const TensorSpec> in, const TensorSpec& out, const Attrs&) {
+  return recurrent_product(out.shape, in[2].shape[0]);
+}
+std::int64_t param_grad_cost(std::span<const TensorSpec> in, const TensorSpec&, const Attrs&) {
+  return recurrent_product(in[0].shape, in[1].shape[3]);
+}
+
+}  // namespace
+
+void define_recurrent_ops() {
+  register_op({.name = "Recurrence",
+               .num_inputs = 3,
+               .infer = recurrence_infer,
+               .grad = recurrence_grad,
+               .cost = recurrence_cost,
+               .flops = recurrence_flops});
+  register_op(
+      {.name = "RecurrenceGrad", .num_inputs = 3, .infer = recurrence_grad_infer, .cost = recurrence_grad_cost});
+  register_op({.name = "RecurrenceParamGrad", .num_inputs = 2, .infer = param_grad_infer, .cost = param_grad_cost});
+  register_op({.name = "RecurrenceOutput", .infer = output_infer, .grad = [](GradBuilder& g) {
+                 return std::vector<Output>{g.op("RecurrenceOutputGrad", {g.dy(), g.x(0)}, g.attrs())};
+               }});
+  register_op(
+      {.name = "RecurrenceOutputGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }});
+}
+
+}  // namespace tctl

@@ -1,0 +1,56 @@
+// What the recurrent ops' definitions (core/ops/recurrent.cpp) and their kernels share: the cell a node runs
+// (attribute "cell"), its gates and the planes of its workspace.
+//
+// A Recurrence node runs one recurrent layer over a whole sequence. Its input is the sequence already
+// multiplied by the layer's input kernel, xp [N, T, G H] (one MatMul for every step at once, whose
+// gradients autodiff gives), and it adds the bias and h_{t-1} U at each step. Its output is the workspace
+// [P, N, T, H]: P planes of [N, T, H], plane 0 the outputs h, the others what the gradient needs, each
+// indexed by the step in the order the cell ran them (the last input first with go_backwards, as Keras).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/attrs.h"
+#include "core/errors.h"
+
+namespace tctl {
+
+// Keras' cells: SimpleRNN (tanh or relu), LSTM (gates i, f, c, o), GRU with reset_after (gates z, r, h).
+enum class RecurrentCell { kSimpleTanh, kSimpleRelu, kLstm, kGru };
+
+inline RecurrentCell recurrent_cell(const Attrs& attrs) {
+  const std::string& cell = attrs.s("cell");
+  if (cell == "simple_tanh") return RecurrentCell::kSimpleTanh;
+  if (cell == "simple_relu") return RecurrentCell::kSimpleRelu;
+  if (cell == "lstm") return RecurrentCell::kLstm;
+  TCTL_CHECK(cell == "gru", "unknown recurrent cell " + cell);
+  return RecurrentCell::kGru;
+}
+
+// Gates per unit: the columns of the kernels are G H wide.
+inline std::int64_t recurrent_gates(RecurrentCell cell) {
+  switch (cell) {
+    case RecurrentCell::kLstm:
+      return 4;
+    case RecurrentCell::kGru:
+      return 3;
+    default:
+      return 1;
+  }
+}
+
+// Workspace planes: LSTM h, c, i, f, g, o (the gates after their activations); GRU h, z, r, hh (the
+// candidate) and rh (h_{t-1} U_h + b_rh, which the reset gate scales); SimpleRNN h.
+inline std::int64_t recurrent_planes(RecurrentCell cell) {
+  switch (cell) {
+    case RecurrentCell::kLstm:
+      return 6;
+    case RecurrentCell::kGru:
+      return 5;
+    default:
+      return 1;
+  }
+}
+
+}  // namespace tctl

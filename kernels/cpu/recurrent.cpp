@@ -1,0 +1,336 @@
+// CPU kernels of the recurrent ops (definitions and the workspace's layout in core/ops/recurrent.h and .cpp).
+//
+// The examples of a batch are independent through time, so Recurrence and RecurrenceGrad cut the batch into
+// blocks of kRowBlock examples and run each block through every step on one thread: no thread waits for
+// another at each step, and each block's h_{t-1} U is one small product kept in cache. The cut depends only
+// on the batch, so any thread count computes the same bits. The parameter gradients are cut by columns, each
+// column block summing the examples in order.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/ops/recurrent.h"
+#include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/small_product.h"
+#include "kernels/cpu/vector_math.h"
+
+namespace tctl::cpu {
+namespace {
+
+constexpr std::int64_t kRowBlock = 16;
+constexpr std::int64_t kColumnBlock = 128;
+
+enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kCount };
+
+struct Dims {
+  RecurrentCell cell;
+  std::int64_t batch, steps, units, columns;
+  bool backwards;
+  // The input step the cell reads at its k-th step.
+  std::int64_t time(std::int64_t k) const { return backwards ? steps - 1 - k : k; }
+};
+
+Dims dims_of(const KernelContext& ctx, const Shape& workspace) {
+  const RecurrentCell cell = recurrent_cell(ctx.attrs());
+  return {cell,
+          workspace[1],
+          workspace[2],
+          workspace[3],
+          recurrent_gates(cell) * workspace[3],
+          ctx.attrs().i_or("go_backwards", 0) != 0};
+}
+
+// Row k of example i in plane p of a workspace.
+template <class T>
+T* plane(T* ws, const Dims& d, std::int64_t p, std::int64_t i, std::int64_t k) {
+  return ws + ((p * d.batch + i) * d.steps + k) * d.units;
+}
+
+// y = op(a) op(b), rows x cols over depth k, overwriting y.
+void multiply(bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
+              const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  if (small_product_applies(rows, cols, k)) {
+    small_product(false, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+              static_cast<int>(cols), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+              0.0f, y, static_cast<int>(ldy));
+}
+
+// fn(first, end) for each block of kRowBlock examples, over the intra-op pool.
+template <class Fn>
+void for_each_row_block(const KernelContext& ctx, std::int64_t batch, Fn fn) {
+  const std::int64_t blocks = (batch + kRowBlock - 1) / kRowBlock;
+  ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block) fn(block * kRowBlock, std::min(batch, (block + 1) * kRowBlock));
+  });
+}
+
+// One step of one example: z holds h_{t-1} U on entry (zeros at the first step); x is the step's input
+// product, b the bias; writes the workspace's planes at step k.
+void lstm_step(const Dims& d, float* ws, std::int64_t i, std::int64_t k, float* z, const float* x, const float* b) {
+  const std::int64_t h = d.units;
+  for (std::int64_t c = 0; c < d.columns; ++c) z[c] += x[c] + b[c];
+  sigmoid_in_place(z, 2 * h);
+  tanh_in_place(z + 2 * h, h);
+  sigmoid_in_place(z + 3 * h, h);
+  float* cell = plane(ws, d, 1, i, k);
+  float* out = plane(ws, d, 0, i, k);
+  if (k > 0) {
+    const float* prev = plane(ws, d, 1, i, k - 1);
+    for (std::int64_t j = 0; j < h; ++j) cell[j] = z[h + j] * prev[j] + z[j] * z[2 * h + j];
+  } else {
+    for (std::int64_t j = 0; j < h; ++j) cell[j] = z[j] * z[2 * h + j];
+  }
+  std::copy_n(cell, h, out);
+  tanh_in_place(out, h);
+  for (std::int64_t j = 0; j < h; ++j) out[j] *= z[3 * h + j];
+  for (std::int64_t g = 0; g < 4; ++g) std::copy_n(z + g * h, h, plane(ws, d, 2 + g, i, k));
+}
+
+// z holds h_{t-1} U; b is [input bias | recurrent bias].
+void gru_step(const Dims& d, float* ws, std::int64_t i, std::int64_t k, float* z, const float* x, const float* b) {
+  const std::int64_t h = d.units;
+  const float* rb = b + d.columns;
+  float* rh = plane(ws, d, 4, i, k);
+  for (std::int64_t j = 0; j < h; ++j) rh[j] = z[2 * h + j] + rb[2 * h + j];
+  for (std::int64_t c = 0; c < 2 * h; ++c) z[c] += x[c] + b[c] + rb[c];
+  sigmoid_in_place(z, 2 * h);
+  float* cand = plane(ws, d, 3, i, k);
+  for (std::int64_t j = 0; j < h; ++j) cand[j] = x[2 * h + j] + b[2 * h + j] + z[h + j] * rh[j];
+  tanh_in_place(cand, h);
+  float* out = plane(ws, d, 0, i, k);
+  const float* prev = k > 0 ? plane(ws, d, 0, i, k - 1) : nullptr;
+  for (std::int64_t j = 0; j < h; ++j) out[j] = z[j] * (prev ? prev[j] : 0.0f) + (1.0f - z[j]) * cand[j];
+  std::copy_n(z, h, plane(ws, d, 1, i, k));
+  std::copy_n(z + h, h, plane(ws, d, 2, i, k));
+}
+
+void simple_step(const Dims& d, float* ws, std::int64_t i, std::int64_t k, float* z, const float* x, const float* b) {
+  float* out = plane(ws, d, 0, i, k);
+  for (std::int64_t j = 0; j < d.units; ++j) out[j] = z[j] + x[j] + b[j];
+  if (d.cell == RecurrentCell::kSimpleTanh)
+    tanh_in_place(out, d.units);
+  else
+    for (std::int64_t j = 0; j < d.units; ++j) out[j] = std::max(out[j], 0.0f);
+}
+
+void recurrence_cpu(KernelContext& ctx) {
+  const Tensor& xp = ctx.input(0);
+  const float* u = ctx.input(1).data<float>();
+  const float* b = ctx.input(2).data<float>();
+  Tensor& out = ctx.output();
+  const Dims d = dims_of(ctx, out.shape());
+  const float* px = xp.data<float>();
+  float* ws = out.mutable_data<float>();
+  auto step = d.cell == RecurrentCell::kLstm ? lstm_step : d.cell == RecurrentCell::kGru ? gru_step : simple_step;
+  for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
+    const std::int64_t rows = end - first;
+    float* z = thread_scratch(rows * d.columns, Scratch::kGates);
+    for (std::int64_t k = 0; k < d.steps; ++k) {
+      if (k == 0)
+        std::fill(z, z + rows * d.columns, 0.0f);
+      else
+        multiply(false, rows, d.columns, d.units, plane(ws, d, 0, first, k - 1), d.steps * d.units, u, d.columns, z,
+                 d.columns);
+      const std::int64_t t = d.time(k);
+      for (std::int64_t r = 0; r < rows; ++r)
+        step(d, ws, first + r, k, z + r * d.columns, px + ((first + r) * d.steps + t) * d.columns, b);
+    }
+  });
+}
+
+// One step of one example back: dh is d loss / d h at this step (the output's gradient and the next step's);
+// writes the step's d xp to g and, for the GRU, the gradient of h_{t-1} U + b_r to drec and the part of
+// d h_{t-1} that skips the product (z dh) to dh. dc carries the LSTM's cell gradient.
+void lstm_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t k, float* dh, float* dc, float* g,
+                    float*) {
+  const std::int64_t h = d.units;
+  const float* cell = plane(ws, d, 1, i, k);
+  const float* prev = k > 0 ? plane(ws, d, 1, i, k - 1) : nullptr;
+  const float* gi = plane(ws, d, 2, i, k);
+  const float* gf = plane(ws, d, 3, i, k);
+  const float* gg = plane(ws, d, 4, i, k);
+  const float* go = plane(ws, d, 5, i, k);
+  float* tc = thread_scratch(h, Scratch::kRow);
+  std::copy_n(cell, h, tc);
+  tanh_in_place(tc, h);
+  for (std::int64_t j = 0; j < h; ++j) {
+    const float dcj = dc[j] + dh[j] * go[j] * (1.0f - tc[j] * tc[j]);
+    g[j] = dcj * gg[j] * gi[j] * (1.0f - gi[j]);
+    g[h + j] = prev ? dcj * prev[j] * gf[j] * (1.0f - gf[j]) : 0.0f;
+    g[2 * h + j] = dcj * gi[j] * (1.0f - gg[j] * gg[j]);
+    g[3 * h + j] = dh[j] * tc[j] * go[j] * (1.0f - go[j]);
+    dc[j] = dcj * gf[j];
+  }
+}
+
+void gru_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t k, float* dh, float*, float* g,
+                   float* drec) {
+  const std::int64_t h = d.units;
+  const float* prev = k > 0 ? plane(ws, d, 0, i, k - 1) : nullptr;
+  const float* z = plane(ws, d, 1, i, k);
+  const float* r = plane(ws, d, 2, i, k);
+  const float* cand = plane(ws, d, 3, i, k);
+  const float* rh = plane(ws, d, 4, i, k);
+  for (std::int64_t j = 0; j < h; ++j) {
+    const float dz = dh[j] * ((prev ? prev[j] : 0.0f) - cand[j]);
+    const float dpre = dh[j] * (1.0f - z[j]) * (1.0f - cand[j] * cand[j]);
+    g[2 * h + j] = dpre;
+    drec[2 * h + j] = dpre * r[j];
+    g[h + j] = drec[h + j] = dpre * rh[j] * r[j] * (1.0f - r[j]);
+    g[j] = drec[j] = dz * z[j] * (1.0f - z[j]);
+    dh[j] *= z[j];
+  }
+}
+
+void simple_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t k, float* dh, float*, float* g,
+                      float*) {
+  const float* out = plane(ws, d, 0, i, k);
+  for (std::int64_t j = 0; j < d.units; ++j)
+    g[j] = d.cell == RecurrentCell::kSimpleTanh ? dh[j] * (1.0f - out[j] * out[j]) : (out[j] > 0.0f ? dh[j] : 0.0f);
+}
+
+void recurrence_grad_cpu(KernelContext& ctx) {
+  const float* dws = ctx.input(0).data<float>();
+  const Tensor& workspace = ctx.input(1);
+  const float* u = ctx.input(2).data<float>();
+  const Dims d = dims_of(ctx, workspace.shape());
+  const float* ws = workspace.data<float>();
+  float* dxp = ctx.output().mutable_data<float>();
+  const bool gru = d.cell == RecurrentCell::kGru;
+  auto step = d.cell == RecurrentCell::kLstm ? lstm_step_back : gru ? gru_step_back : simple_step_back;
+  for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
+    const std::int64_t rows = end - first, h = d.units;
+    float* dh = thread_scratch(rows * h, Scratch::kCarry);
+    float* dc = thread_scratch(rows * h, Scratch::kCellCarry);
+    float* drec = thread_scratch(rows * d.columns, Scratch::kGates);
+    float* product = thread_scratch(rows * h, Scratch::kProduct);
+    std::fill(dh, dh + rows * h, 0.0f);
+    std::fill(dc, dc + rows * h, 0.0f);
+    for (std::int64_t k = d.steps - 1; k >= 0; --k) {
+      const std::int64_t t = d.time(k);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        const float* dy = plane(dws, d, 0, first + r, k);
+        float* dhr = dh + r * h;
+        for (std::int64_t j = 0; j < h; ++j) dhr[j] += dy[j];
+        step(d, ws, first + r, k, dhr, dc + r * h, dxp + ((first + r) * d.steps + t) * d.columns, drec + r * d.columns);
+      }
+      if (k == 0) break;
+      // d h_{t-1} = (the gradient of h_{t-1} U) U^T, plus the GRU's z dh.
+      if (gru)
+        multiply(true, rows, h, d.columns, drec, d.columns, u, d.columns, product, h);
+      else
+        multiply(true, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, u, d.columns,
+                 product, h);
+      for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
+    }
+  });
+}
+
+// Columns [c0, c1) of the gradient of h_{t-1} U + b_r at step k of example i: d xp's, the GRU's candidate
+// columns scaled by its reset gate.
+void recurrent_columns(const Dims& d, const float* dxp, const float* ws, std::int64_t i, std::int64_t k,
+                       std::int64_t c0, std::int64_t c1, float* out) {
+  const float* g = dxp + (i * d.steps + d.time(k)) * d.columns;
+  for (std::int64_t c = c0; c < c1; ++c) out[c - c0] = g[c];
+  if (d.cell != RecurrentCell::kGru) return;
+  const float* r = plane(ws, d, 2, i, k);
+  for (std::int64_t c = std::max(c0, 2 * d.units); c < c1; ++c) out[c - c0] *= r[c - 2 * d.units];
+}
+
+// fn(c0, c1) for each block of kColumnBlock columns, over the intra-op pool.
+template <class Fn>
+void for_each_column_block(const KernelContext& ctx, std::int64_t columns, Fn fn) {
+  const std::int64_t blocks = (columns + kColumnBlock - 1) / kColumnBlock;
+  ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t block = b; block < e; ++block)
+      fn(block * kColumnBlock, std::min(columns, (block + 1) * kColumnBlock));
+  });
+}
+
+// wrt 0: dU = the sum over examples and steps k >= 1 of h_{k-1}^T times step k's recurrent gradient, one
+// product per example over its steps. wrt 1: the bias's, the column sums of d xp (and for the GRU's
+// recurrent bias, of the recurrent gradient).
+void recurrence_param_grad_cpu(KernelContext& ctx) {
+  const float* dxp = ctx.input(0).data<float>();
+  const Tensor& workspace = ctx.input(1);
+  const Dims d = dims_of(ctx, workspace.shape());
+  const float* ws = workspace.data<float>();
+  Tensor& out = ctx.output();
+  float* po = out.mutable_data<float>();
+  std::fill(po, po + out.num_elements(), 0.0f);
+  if (ctx.attrs().i("wrt") == 0) {
+    if (d.steps < 2) return;
+    for_each_column_block(ctx, d.columns, [&](std::int64_t c0, std::int64_t c1) {
+      const std::int64_t width = c1 - c0;
+      float* b = thread_scratch((d.steps - 1) * width, Scratch::kColumns);
+      for (std::int64_t i = 0; i < d.batch; ++i) {
+        for (std::int64_t k = 1; k < d.steps; ++k) recurrent_columns(d, dxp, ws, i, k, c0, c1, b + (k - 1) * width);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.units), static_cast<int>(width),
+                    static_cast<int>(d.steps - 1), 1.0f, plane(ws, d, 0, i, 0), static_cast<int>(d.units), b,
+                    static_cast<int>(width), 1.0f, po + c0, static_cast<int>(d.columns));
+      }
+    });
+    return;
+  }
+  const bool gru = d.cell == RecurrentCell::kGru;
+  for_each_column_block(ctx, d.columns, [&](std::int64_t c0, std::int64_t c1) {
+    float* row = thread_scratch(c1 - c0, Scratch::kColumns);
+    for (std::int64_t i = 0; i < d.batch; ++i)
+      for (std::int64_t k = 0; k < d.steps; ++k) {
+        const float* g = dxp + (i * d.steps + d.time(k)) * d.columns;
+        for (std::int64_t c = c0; c < c1; ++c) po[c] += g[c];
+        if (!gru) continue;
+        recurrent_columns(d, dxp, ws, i, k, c0, c1, row);
+        for (std::int64_t c = c0; c < c1; ++c) po[d.columns + c] += row[c - c0];
+      }
+  });
+}
+
+void recurrence_output_cpu(KernelContext& ctx) {
+  const Tensor& workspace = ctx.input(0);
+  const Shape& s = workspace.shape();
+  const std::int64_t batch = s[1], steps = s[2], units = s[3];
+  const float* ws = workspace.data<float>();
+  float* y = ctx.output().mutable_data<float>();
+  const bool sequences = ctx.attrs().i("return_sequences") != 0, reverse = ctx.attrs().i_or("reverse", 0) != 0;
+  for_each_element(ctx, batch, [&](std::int64_t i) {
+    const float* h = ws + i * steps * units;
+    if (!sequences) {
+      std::copy_n(h + (steps - 1) * units, units, y + i * units);
+      return;
+    }
+    for (std::int64_t t = 0; t < steps; ++t)
+      std::copy_n(h + (reverse ? steps - 1 - t : t) * units, units, y + (i * steps + t) * units);
+  });
+}
+
+void recurrence_output_grad_cpu(KernelContext& ctx) {
+  const float* dy = ctx.input(0).data<float>();
+  const Shape& s = ctx.input(1).shape();
+  const std::int64_t batch = s[1], steps = s[2], units = s[3];
+  Tensor& out = ctx.output();
+  float* g = out.mutable_data<float>();
+  std::fill(g, g + out.num_elements(), 0.0f);
+  const bool sequences = ctx.attrs().i("return_sequences") != 0, reverse = ctx.attrs().i_or("reverse", 0) != 0;
+  for_each_element(ctx, batch, [&](std::int64_t i) {
+    float* h = g + i * steps * units;
+    if (!sequences) {
+      std::copy_n(dy + i * units, units, h + (steps - 1) * units);
+      return;
+    }
+    for (std::int64_t t = 0; t < steps; ++t)
+      std::copy_n(dy + (i * steps + t) * units, units, h + (reverse ? steps - 1 - t : t) * units);
+  });
+}
+
+}  // namespace
+
+TCTL_REGISTER_KERNELS("cpu", {"Recurrence", recurrence_cpu}, {"RecurrenceGrad", recurrence_grad_cpu},
+                      {"RecurrenceParamGrad", recurrence_param_grad_cpu}, {"RecurrenceOutput", recurrence_output_cpu},
+                      {"RecurrenceOutputGrad", recurrence_output_grad_cpu});
+
+}  // namespace tctl::cpu

@@ -1,0 +1,77 @@
+// exp, sigmoid and tanh on vectors of the target's width (kernel_util.h's Floats), for kernels that take
+// millions of them per step: the recurrent cells' gates (bench_recurrent). libm's scalar calls cost about
+// 20 ns each, which at an LSTM's 4 H gates per unit, step and example made them the step's largest part.
+//
+// exp: x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to r^7, scaled by 2^n through the
+// exponent bits; within 2 ulp of libm's expf over [-87, 88] (kernels/cpu/vector_math_test.cpp). tanh: an odd
+// polynomial to x^13 below 0.4 in magnitude, where 1 - 2 / (e^{2x} + 1) would cancel, that formula above.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/kernel_util.h"
+
+namespace tctl::cpu {
+
+using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(std::int32_t))));
+
+inline Floats splat(float v) { return Floats{} + v; }
+
+inline Floats vector_exp(Floats x) {
+  const Floats hi = splat(88.0f), lo = splat(-87.0f);
+  x = x > hi ? hi : x;
+  x = x < lo ? lo : x;
+  // n = round(x / ln2), by adding 1.5 2^23 so the sum's low mantissa bits hold n.
+  const Floats shifter = splat(12582912.0f);
+  const Floats t = x * splat(1.44269504088896341f) + shifter;
+  const Floats n = t - shifter;
+  const Floats r = (x - n * splat(0.693359375f)) + n * splat(2.12194440e-4f);
+  Floats p = splat(1.0f / 5040.0f);
+  p = p * r + splat(1.0f / 720.0f);
+  p = p * r + splat(1.0f / 120.0f);
+  p = p * r + splat(1.0f / 24.0f);
+  p = p * r + splat(1.0f / 6.0f);
+  p = p * r + splat(0.5f);
+  p = p * r + splat(1.0f);
+  p = p * r + splat(1.0f);
+  const Ints scale = (__builtin_convertvector(n, Ints) + 127) << 23;
+  Floats two_n;
+  static_assert(sizeof two_n == sizeof scale);
+  __builtin_memcpy(&two_n, &scale, sizeof two_n);
+  return p * two_n;
+}
+
+inline Floats vector_sigmoid(Floats x) { return splat(1.0f) / (splat(1.0f) + vector_exp(-x)); }
+
+inline Floats vector_tanh(Floats x) {
+  const Floats ax = x < splat(0.0f) ? -x : x;
+  const Floats e = vector_exp(ax + ax);
+  const Floats big = splat(1.0f) - splat(2.0f) / (e + splat(1.0f));
+  const Floats x2 = x * x;
+  Floats p = splat(-0.00359212803f);  // the series' coefficients, -21844 / 6081075 for x^13 first
+  p = p * x2 + splat(0.00886323552f);
+  p = p * x2 + splat(-0.0218694885f);
+  p = p * x2 + splat(0.0539682540f);
+  p = p * x2 + splat(-0.133333333f);
+  p = p * x2 + splat(0.333333333f);
+  const Floats small = x - x * x2 * p;
+  return ax < splat(0.4f) ? small : (x < splat(0.0f) ? -big : big);
+}
+
+// fn over [0, n) of `v` in place, vector by vector; the tail through a padded vector.
+template <class Fn>
+void apply_vector(float* v, std::int64_t n, Fn fn) {
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(v + i, fn(load(v + i)));
+  if (i == n) return;
+  float pad[kLanes] = {};
+  for (std::int64_t j = i; j < n; ++j) pad[j - i] = v[j];
+  const Floats out = fn(load(pad));
+  store(pad, out);
+  for (std::int64_t j = i; j < n; ++j) v[j] = pad[j - i];
+}
+
+inline void sigmoid_in_place(float* v, std::int64_t n) { apply_vector(v, n, vector_sigmoid); }
+inline void tanh_in_place(float* v, std::int64_t n) { apply_vector(v, n, vector_tanh); }
+
+}  // namespace tctl::cpu

@@ -1,0 +1,53 @@
+// What SimpleRNN, LSTM and GRU share (each one's file, simple_rnn.cpp, lstm.cpp, gru.cpp, holds its factory
+// and Keras mapping), and what Bidirectional calls on the two layers it wraps.
+//
+// The layer multiplies the whole sequence by its input kernel in one MatMul ([N, T, F] x [F, G H]), then a
+// Recurrence node runs the cell over the steps (core/ops/recurrent.h), and RecurrenceOutput gives the outputs:
+// the whole sequence with return_sequences, else the last step's. Variables, in Keras' order: kernel [F, G H],
+// recurrent_kernel [H, G H], bias ([G H], or the GRU's [2, 3 H]: input bias, then recurrent bias).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/ops/recurrent.h"
+#include "models/nn/layer.h"
+
+namespace tctl::detail {
+
+class RecurrentLayer final : public Layer {
+ public:
+  RecurrentLayer(std::string type, LayerArgs& args, bool gated);
+
+  Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override;
+  Output call(Graph& g, Output x, bool training) override { return call_in_time(g, x, training, false); }
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return onnx_in_time(w, x, false); }
+  nlohmann::json config() const override;
+  std::int64_t inner_activation_elements() const override;
+
+  // Bidirectional's: the outputs reversed in time when `reverse` (its backward layer's, whose go_backwards
+  // gives them last input first).
+  Output call_in_time(Graph& g, Output x, bool training, bool reverse);
+  std::string onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse) const;
+  bool return_sequences() const { return return_sequences_; }
+  bool go_backwards() const { return go_backwards_; }
+  // Bidirectional gives its backward copy the opposite direction.
+  void set_go_backwards(bool v) { go_backwards_ = v; }
+
+ private:
+  RecurrentCell cell() const;
+  std::string onnx_cell(OnnxWriter& w, const std::string& x) const;
+
+  bool gated_ = false;  // LSTM or GRU: activation and recurrent_activation are fixed
+  std::int64_t units_ = 0, features_ = 0, steps_ = 0;
+  std::string activation_ = "tanh";
+  bool use_bias_ = true, return_sequences_ = false, go_backwards_ = false, unit_forget_bias_ = true;
+  double dropout_ = 0.0;
+  std::int64_t dropout_stream_ = 0;
+  std::string kernel_init_, recurrent_init_, bias_init_;
+};
+
+// The Keras keys the three share; `type` is "SimpleRNN", "LSTM" or "GRU".
+void keras_recurrent(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk, const std::string& type);
+
+}  // namespace tctl::detail
