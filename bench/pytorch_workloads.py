@@ -46,6 +46,8 @@ WORKLOADS = {
     "mlp2048_b1024": ("mlp2048", 1024, 30, 5),
     "cnn_digits_b512": ("cnn", 512, 100, 10),
     "cnn32_b64": ("cnn32", 64, 10, 2),
+    "lstm_text_b64": ("lstm", 64, 5, 2),
+    "lstm_infer_b1": ("lstm_infer", 1, 200, 20),
 }
 
 
@@ -92,7 +94,23 @@ def cnn32():
     )
 
 
+class TextLstm(nn.Module):
+    """Embedding(20000, 128) - LSTM(128), its last output - Linear(128, 10): bench_workloads' lstm_text_b64."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(20000, 128)
+        self.lstm = nn.LSTM(128, 128, batch_first=True)
+        self.dense = nn.Linear(128, 10)
+
+    def forward(self, ids):
+        out, _ = self.lstm(self.embedding(ids))
+        return self.dense(out[:, -1])
+
+
 def make_model(kind):
+    if kind.startswith("lstm"):
+        return TextLstm(), (200,)
     if kind.startswith("mlp:"):
         widths = [int(w) for w in kind[len("mlp:"):].split("-")]
         return mlp(widths), (widths[0],)
@@ -107,8 +125,11 @@ def make_model(kind):
     return cnn(), (1, 8, 8)
 
 
-def random_batches(batch, example_shape, gen):
-    xs = [torch.rand((batch,) + example_shape, generator=gen) * 2 - 1 for _ in range(N_BATCHES)]
+def random_batches(batch, example_shape, gen, token_ids=0):
+    if token_ids:
+        xs = [torch.randint(0, token_ids, (batch,) + example_shape, generator=gen) for _ in range(N_BATCHES)]
+    else:
+        xs = [torch.rand((batch,) + example_shape, generator=gen) * 2 - 1 for _ in range(N_BATCHES)]
     ys = [torch.randint(0, 10, (batch,), generator=gen) for _ in range(N_BATCHES)]
     return xs, ys
 
@@ -125,7 +146,7 @@ def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
         gen = torch.Generator().manual_seed(1)
         model, shape = make_model(kind)
         model.to(device)
-        xs, ys = random_batches(batch, shape, gen)
+        xs, ys = random_batches(batch, shape, gen, 20000 if kind.startswith("lstm") else 0)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, **how)
         variants[name] = (model, opt, xs, ys)
     loss_fn = nn.CrossEntropyLoss()
@@ -152,11 +173,14 @@ def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
     return results
 
 
-def bench_infer(calls, warmup, reps):
+def bench_infer(calls, warmup, reps, kind="infer"):
     gen = torch.Generator().manual_seed(1)
-    model, shape = make_model("infer")
+    model, shape = make_model(kind)
     model.eval()
-    x = torch.rand((1,) + shape, generator=gen) * 2 - 1
+    if kind == "lstm_infer":
+        x = torch.randint(0, 20000, (1,) + shape, generator=gen)
+    else:
+        x = torch.rand((1,) + shape, generator=gen) * 2 - 1
     with torch.no_grad():
         traced = torch.jit.trace(model, (x,))
     fns = {"eager no_grad": model, "jit.trace": traced}
@@ -205,8 +229,8 @@ def main():
     else:
         print(f"pytorch_workloads.py: unknown workload {args.workload}", file=sys.stderr)
         return 2
-    if kind == "infer":
-        results, unit = bench_infer(steps, warmup, args.reps), "us/call"
+    if kind in ("infer", "lstm_infer"):
+        results, unit = bench_infer(steps, warmup, args.reps, kind), "us/call"
         best = min(results, key=lambda k: statistics.median(results[k]))
     else:
         results, unit = bench_train(kind, batch, steps, warmup, args.reps, args.device), "samples/s"

@@ -10,6 +10,9 @@
 //   cnn_digits_b512                  the digits CNN, training, batch 512 (a GPU workload)
 //   cnn32_b64                        configs/models/cnn_32x32x3.json: conv 32-conv 32-pool-conv 64-conv 64-pool-
 //                                    dense 256-10 on 32x32x3 inputs, training, batch 64
+//   lstm_text_b64                    Embedding(20000, 128) - LSTM(128) - dense 10 (softmax) on 200 random token
+//                                    ids, training, batch 64 (issue 48's text classifier)
+//   lstm_infer_b1                    that model's forward pass at batch 1, microseconds per call
 //   mlp_W0-W1-...-Wn_bB              any MLP (relu hidden layers, softmax output) at batch B, training, as
 //                                    bench/scaling.sh sweeps them: mlp_784-1024-1024-10_b128
 // `--device cuda:0` runs every layer there (bench/compare_pytorch_gpu.sh); the batches are fed from the
@@ -69,12 +72,17 @@ const char* kCnn32 = R"({"input_shape": [32, 32, 3], "layers": [
     {"type": "Conv2D", "filters": 64, "kernel_size": 3, "padding": "same", "activation": "relu"}, {"type": "MaxPooling2D", "pool_size": 2},
     {"type": "Flatten"}, {"type": "Dense", "units": 256, "activation": "relu"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 
+const char* kLstmText = R"({"input_shape": [200], "layers": [
+    {"type": "Embedding", "input_dim": 20000, "output_dim": 128}, {"type": "LSTM", "units": 128},
+    {"type": "Dense", "units": 10, "activation": "softmax"}]})";
+
 struct Workload {
   std::string spec;
   std::int64_t batch;
   int steps;  // per repetition
   bool inference;
-  std::vector<int> widths;  // an MLP's layer widths, for its sgemm limit; empty for other models
+  std::vector<int> widths;     // an MLP's layer widths, for its sgemm limit; empty for other models
+  std::int64_t token_ids = 0;  // > 0: the inputs are random token ids in [0, token_ids), not floats in [-1, 1]
 };
 
 struct Measured {
@@ -115,9 +123,12 @@ Workload workload(const std::string& name) {
   if (name == "mlp2048_b1024") return {kMlp2048, 1024, 30, false, {784, 2048, 2048, 10}};
   if (name == "cnn_digits_b512") return {kCnn, 512, 100, false};
   if (name == "cnn32_b64") return {kCnn32, 64, 10, false};
-  throw std::runtime_error("unknown workload " + name +
-                           " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
-                           "mlp2048_b1024, cnn_digits_b512, cnn32_b64, mlp_W0-W1-...-Wn_bB)");
+  if (name == "lstm_text_b64") return {kLstmText, 64, 5, false, {}, 20000};
+  if (name == "lstm_infer_b1") return {kLstmText, 1, 200, true, {}, 20000};
+  throw std::runtime_error(
+      "unknown workload " + name +
+      " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
+      "mlp2048_b1024, cnn_digits_b512, cnn32_b64, lstm_text_b64, lstm_infer_b1, mlp_W0-W1-...-Wn_bB)");
 }
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
@@ -139,7 +150,9 @@ Measured measure(const Workload& w, int inter, int intra, int threads, const std
   std::vector<Tensor> xs, ys;
   for (int b = 0; b < 8; ++b) {
     Tensor x = Tensor::empty(DType::kF32, Shape::concat(w.batch, model.net().input_shape()));
-    for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = u(rng);
+    for (std::int64_t i = 0; i < x.num_elements(); ++i)
+      x.mutable_data<float>()[i] =
+          w.token_ids > 0 ? static_cast<float>(rng() % static_cast<std::uint64_t>(w.token_ids)) : u(rng);
     std::vector<std::int32_t> labels(static_cast<std::size_t>(w.batch));
     for (auto& l : labels) l = static_cast<std::int32_t>(rng() % 10);
     xs.push_back(x);

@@ -27,7 +27,8 @@ TimeStats time_stats(std::vector<double> samples) {
 
 namespace {
 
-// Batches of the config's training data, or random batches of the model's input shape.
+// Batches of the config's training data, or random batches of the model's input shape (token ids for a
+// model that starts with an embedding).
 std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch,
                                                     std::int64_t count) {
   std::vector<std::pair<Tensor, Tensor>> out;
@@ -50,7 +51,10 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
   const std::int64_t classes = net.output_shape().num_elements();
   for (std::int64_t b = 0; b < count; ++b) {
     Tensor x = Tensor::empty(DType::kF32, Shape::concat(batch, net.input_shape()));
-    for (std::int64_t i = 0; i < x.num_elements(); ++i) x.mutable_data<float>()[i] = uniform();
+    // A model whose first layer takes token ids (an Embedding) gets random ids it knows.
+    const std::int64_t ids = net.layers().empty() ? 0 : net.layers().front()->token_ids();
+    for (std::int64_t i = 0; i < x.num_elements(); ++i)
+      x.mutable_data<float>()[i] = ids > 0 ? static_cast<float>(rng() % static_cast<std::uint64_t>(ids)) : uniform();
     Dataset d;
     d.x = x;
     if (c.loss.empty()) {

@@ -19,9 +19,8 @@ namespace tctl::cpu {
 namespace {
 
 constexpr std::int64_t kRowBlock = 16;
-constexpr std::int64_t kColumnBlock = 128;
 
-enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kCount };
+enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kPart, kTransposed, kParts, kCount };
 
 struct Dims {
   RecurrentCell cell;
@@ -47,11 +46,26 @@ T* plane(T* ws, const Dims& d, std::int64_t p, std::int64_t i, std::int64_t k) {
   return ws + ((p * d.batch + i) * d.steps + k) * d.units;
 }
 
-// y = op(a) op(b), rows x cols over depth k, overwriting y.
+// y = a op(b), rows x cols over depth k, overwriting y. A depth beyond small_product's (the backward
+// pass's d h_{t-1} = dG U^T sums over the 4 H gate columns) is cut into parts it takes, whose products are
+// added: sgemm packs U again at every step of every block (bench_workloads lstm_text_b64).
 void multiply(bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
               const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  if (small_product_applies(rows, cols, k)) {
-    small_product(false, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
+  const std::int64_t parts = (k + kSmallProductDepth - 1) / kSmallProductDepth;
+  const std::int64_t depth = (k + parts - 1) / parts;
+  if (small_product_applies(rows, cols, depth)) {
+    float* part = parts > 1 ? thread_scratch(rows * cols, Scratch::kPart) : nullptr;
+    for (std::int64_t p = 0; p < parts; ++p) {
+      const std::int64_t k0 = p * depth, kp = std::min(k, k0 + depth) - k0;
+      const float* bp = tb ? b + k0 : b + k0 * ldb;
+      if (p == 0) {
+        small_product(false, tb, rows, cols, kp, a + k0, lda, bp, ldb, y, ldy);
+        continue;
+      }
+      small_product(false, tb, rows, cols, kp, a + k0, lda, bp, ldb, part, cols);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) y[r * ldy + c] += part[r * cols + c];
+    }
     return;
   }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
@@ -72,22 +86,30 @@ void for_each_row_block(const KernelContext& ctx, std::int64_t batch, Fn fn) {
 // product, b the bias; writes the workspace's planes at step k.
 void lstm_step(const Dims& d, float* ws, std::int64_t i, std::int64_t k, float* z, const float* x, const float* b) {
   const std::int64_t h = d.units;
-  for (std::int64_t c = 0; c < d.columns; ++c) z[c] += x[c] + b[c];
-  sigmoid_in_place(z, 2 * h);
-  tanh_in_place(z + 2 * h, h);
-  sigmoid_in_place(z + 3 * h, h);
-  float* cell = plane(ws, d, 1, i, k);
-  float* out = plane(ws, d, 0, i, k);
+  // Each gate's activation straight into its plane: i, f and o sigmoid, the candidate tanh.
+  float* gate[4];
+  for (std::int64_t g = 0; g < 4; ++g) {
+    gate[g] = plane(ws, d, 2 + g, i, k);
+    if (g == 2)
+      apply_sum_into(z + g * h, x + g * h, b + g * h, gate[g], h, vector_tanh);
+    else
+      apply_sum_into(z + g * h, x + g * h, b + g * h, gate[g], h, vector_sigmoid);
+  }
+  float* __restrict cell = plane(ws, d, 1, i, k);
+  float* __restrict out = plane(ws, d, 0, i, k);
+  const float* __restrict gi = gate[0];
+  const float* __restrict gf = gate[1];
+  const float* __restrict gg = gate[2];
+  const float* __restrict go = gate[3];
   if (k > 0) {
-    const float* prev = plane(ws, d, 1, i, k - 1);
-    for (std::int64_t j = 0; j < h; ++j) cell[j] = z[h + j] * prev[j] + z[j] * z[2 * h + j];
+    const float* __restrict prev = plane(ws, d, 1, i, k - 1);
+    for (std::int64_t j = 0; j < h; ++j) cell[j] = gf[j] * prev[j] + gi[j] * gg[j];
   } else {
-    for (std::int64_t j = 0; j < h; ++j) cell[j] = z[j] * z[2 * h + j];
+    for (std::int64_t j = 0; j < h; ++j) cell[j] = gi[j] * gg[j];
   }
   std::copy_n(cell, h, out);
   tanh_in_place(out, h);
-  for (std::int64_t j = 0; j < h; ++j) out[j] *= z[3 * h + j];
-  for (std::int64_t g = 0; g < 4; ++g) std::copy_n(z + g * h, h, plane(ws, d, 2 + g, i, k));
+  for (std::int64_t j = 0; j < h; ++j) out[j] *= go[j];
 }
 
 // z holds h_{t-1} U; b is [input bias | recurrent bias].
@@ -145,8 +167,8 @@ void recurrence_cpu(KernelContext& ctx) {
 // One step of one example back: dh is d loss / d h at this step (the output's gradient and the next step's);
 // writes the step's d xp to g and, for the GRU, the gradient of h_{t-1} U + b_r to drec and the part of
 // d h_{t-1} that skips the product (z dh) to dh. dc carries the LSTM's cell gradient.
-void lstm_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t k, float* dh, float* dc, float* g,
-                    float*) {
+void lstm_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t k, float* __restrict dh,
+                    float* __restrict dc, float* __restrict g, float*) {
   const std::int64_t h = d.units;
   const float* cell = plane(ws, d, 1, i, k);
   const float* prev = k > 0 ? plane(ws, d, 1, i, k - 1) : nullptr;
@@ -154,13 +176,16 @@ void lstm_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t
   const float* gf = plane(ws, d, 3, i, k);
   const float* gg = plane(ws, d, 4, i, k);
   const float* go = plane(ws, d, 5, i, k);
-  float* tc = thread_scratch(h, Scratch::kRow);
+  // tanh(c), and c_{t-1} (zeros at the first step) so the loop has no branch.
+  float* __restrict tc = thread_scratch(2 * h, Scratch::kRow);
   std::copy_n(cell, h, tc);
   tanh_in_place(tc, h);
+  if (prev == nullptr) std::fill(tc + h, tc + 2 * h, 0.0f);
+  const float* __restrict cp = prev != nullptr ? prev : tc + h;
   for (std::int64_t j = 0; j < h; ++j) {
     const float dcj = dc[j] + dh[j] * go[j] * (1.0f - tc[j] * tc[j]);
     g[j] = dcj * gg[j] * gi[j] * (1.0f - gi[j]);
-    g[h + j] = prev ? dcj * prev[j] * gf[j] * (1.0f - gf[j]) : 0.0f;
+    g[h + j] = dcj * cp[j] * gf[j] * (1.0f - gf[j]);
     g[2 * h + j] = dcj * gi[j] * (1.0f - gg[j] * gg[j]);
     g[3 * h + j] = dh[j] * tc[j] * go[j] * (1.0f - go[j]);
     dc[j] = dcj * gf[j];
@@ -202,6 +227,11 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   float* dxp = ctx.output().mutable_data<float>();
   const bool gru = d.cell == RecurrentCell::kGru;
   auto step = d.cell == RecurrentCell::kLstm ? lstm_step_back : gru ? gru_step_back : simple_step_back;
+  // U^T [G H, H], once: small_product would transpose U for every step of every block (5% of
+  // bench_workloads lstm_text_b64's step). The calling thread's buffer, reached through a pointer.
+  float* ut = thread_scratch(d.columns * d.units, Scratch::kTransposed);
+  for (std::int64_t r = 0; r < d.units; ++r)
+    for (std::int64_t c = 0; c < d.columns; ++c) ut[c * d.units + r] = u[r * d.columns + c];
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
     float* dh = thread_scratch(rows * h, Scratch::kCarry);
@@ -221,39 +251,35 @@ void recurrence_grad_cpu(KernelContext& ctx) {
       if (k == 0) break;
       // d h_{t-1} = (the gradient of h_{t-1} U) U^T, plus the GRU's z dh.
       if (gru)
-        multiply(true, rows, h, d.columns, drec, d.columns, u, d.columns, product, h);
+        multiply(false, rows, h, d.columns, drec, d.columns, ut, h, product, h);
       else
-        multiply(true, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, u, d.columns,
+        multiply(false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, ut, h,
                  product, h);
       for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
     }
   });
 }
 
-// Columns [c0, c1) of the gradient of h_{t-1} U + b_r at step k of example i: d xp's, the GRU's candidate
-// columns scaled by its reset gate.
-void recurrent_columns(const Dims& d, const float* dxp, const float* ws, std::int64_t i, std::int64_t k,
-                       std::int64_t c0, std::int64_t c1, float* out) {
-  const float* g = dxp + (i * d.steps + d.time(k)) * d.columns;
-  for (std::int64_t c = c0; c < c1; ++c) out[c - c0] = g[c];
-  if (d.cell != RecurrentCell::kGru) return;
-  const float* r = plane(ws, d, 2, i, k);
-  for (std::int64_t c = std::max(c0, 2 * d.units); c < c1; ++c) out[c - c0] *= r[c - 2 * d.units];
-}
-
-// fn(c0, c1) for each block of kColumnBlock columns, over the intra-op pool.
-template <class Fn>
-void for_each_column_block(const KernelContext& ctx, std::int64_t columns, Fn fn) {
-  const std::int64_t blocks = (columns + kColumnBlock - 1) / kColumnBlock;
-  ctx.parallel_for(blocks, 1, [&](std::int64_t b, std::int64_t e) {
-    for (std::int64_t block = b; block < e; ++block)
-      fn(block * kColumnBlock, std::min(columns, (block + 1) * kColumnBlock));
-  });
+// Example i's gradient of h_{t-1} U + b_r for its steps k in [k0, steps), in the order the cell ran them, as
+// rows of G H: d xp's rows, with the GRU's candidate columns scaled by its reset gate. Points into d xp when
+// that is already the layout (a forward LSTM or SimpleRNN), else fills `buffer`.
+const float* recurrent_rows(const Dims& d, const float* dxp, const float* ws, std::int64_t i, std::int64_t k0,
+                            float* buffer) {
+  if (d.cell != RecurrentCell::kGru && !d.backwards) return dxp + (i * d.steps + k0) * d.columns;
+  for (std::int64_t k = k0; k < d.steps; ++k) {
+    float* out = buffer + (k - k0) * d.columns;
+    std::copy_n(dxp + (i * d.steps + d.time(k)) * d.columns, d.columns, out);
+    if (d.cell != RecurrentCell::kGru) continue;
+    const float* r = plane(ws, d, 2, i, k);
+    for (std::int64_t j = 0; j < d.units; ++j) out[2 * d.units + j] *= r[j];
+  }
+  return buffer;
 }
 
 // wrt 0: dU = the sum over examples and steps k >= 1 of h_{k-1}^T times step k's recurrent gradient, one
 // product per example over its steps. wrt 1: the bias's, the column sums of d xp (and for the GRU's
-// recurrent bias, of the recurrent gradient).
+// recurrent bias, of the recurrent gradient). Each block of kRowBlock examples sums its own part in example
+// order on one thread, and the parts are added in block order: the same bits on any thread count.
 void recurrence_param_grad_cpu(KernelContext& ctx) {
   const float* dxp = ctx.input(0).data<float>();
   const Tensor& workspace = ctx.input(1);
@@ -261,33 +287,36 @@ void recurrence_param_grad_cpu(KernelContext& ctx) {
   const float* ws = workspace.data<float>();
   Tensor& out = ctx.output();
   float* po = out.mutable_data<float>();
-  std::fill(po, po + out.num_elements(), 0.0f);
-  if (ctx.attrs().i("wrt") == 0) {
-    if (d.steps < 2) return;
-    for_each_column_block(ctx, d.columns, [&](std::int64_t c0, std::int64_t c1) {
-      const std::int64_t width = c1 - c0;
-      float* b = thread_scratch((d.steps - 1) * width, Scratch::kColumns);
-      for (std::int64_t i = 0; i < d.batch; ++i) {
-        for (std::int64_t k = 1; k < d.steps; ++k) recurrent_columns(d, dxp, ws, i, k, c0, c1, b + (k - 1) * width);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.units), static_cast<int>(width),
-                    static_cast<int>(d.steps - 1), 1.0f, plane(ws, d, 0, i, 0), static_cast<int>(d.units), b,
-                    static_cast<int>(width), 1.0f, po + c0, static_cast<int>(d.columns));
+  const std::int64_t size = out.num_elements(), blocks = (d.batch + kRowBlock - 1) / kRowBlock;
+  const bool kernel = ctx.attrs().i("wrt") == 0, gru = d.cell == RecurrentCell::kGru;
+  // The calling thread's buffer, reached through a pointer: a pool thread naming it would get its own.
+  float* parts = thread_scratch(blocks * size, Scratch::kParts);
+  std::fill(parts, parts + blocks * size, 0.0f);
+  for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
+    float* part = parts + first / kRowBlock * size;
+    float* buffer = thread_scratch(d.steps * d.columns, Scratch::kColumns);
+    for (std::int64_t i = first; i < end; ++i) {
+      if (kernel) {
+        if (d.steps < 2) continue;
+        const float* rows = recurrent_rows(d, dxp, ws, i, 1, buffer);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.units), static_cast<int>(d.columns),
+                    static_cast<int>(d.steps - 1), 1.0f, plane(ws, d, 0, i, 0), static_cast<int>(d.units), rows,
+                    static_cast<int>(d.columns), 1.0f, part, static_cast<int>(d.columns));
+        continue;
       }
-    });
-    return;
-  }
-  const bool gru = d.cell == RecurrentCell::kGru;
-  for_each_column_block(ctx, d.columns, [&](std::int64_t c0, std::int64_t c1) {
-    float* row = thread_scratch(c1 - c0, Scratch::kColumns);
-    for (std::int64_t i = 0; i < d.batch; ++i)
       for (std::int64_t k = 0; k < d.steps; ++k) {
-        const float* g = dxp + (i * d.steps + d.time(k)) * d.columns;
-        for (std::int64_t c = c0; c < c1; ++c) po[c] += g[c];
-        if (!gru) continue;
-        recurrent_columns(d, dxp, ws, i, k, c0, c1, row);
-        for (std::int64_t c = c0; c < c1; ++c) po[d.columns + c] += row[c - c0];
+        const float* g = dxp + (i * d.steps + k) * d.columns;
+        for (std::int64_t c = 0; c < d.columns; ++c) part[c] += g[c];
       }
+      if (!gru) continue;
+      const float* rows = recurrent_rows(d, dxp, ws, i, 0, buffer);
+      for (std::int64_t k = 0; k < d.steps; ++k)
+        for (std::int64_t c = 0; c < d.columns; ++c) part[d.columns + c] += rows[k * d.columns + c];
+    }
   });
+  std::copy_n(parts, size, po);
+  for (std::int64_t b = 1; b < blocks; ++b)
+    for (std::int64_t e = 0; e < size; ++e) po[e] += parts[b * size + e];
 }
 
 void recurrence_output_cpu(KernelContext& ctx) {

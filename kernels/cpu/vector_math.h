@@ -71,6 +71,18 @@ void apply_vector(float* v, std::int64_t n, Fn fn) {
   for (std::int64_t j = i; j < n; ++j) v[j] = pad[j - i];
 }
 
+// out[i] = fn(a[i] + b[i] + c[i]) for i in [0, n): a gate's activation from its three terms, in one pass.
+template <class Fn>
+void apply_sum_into(const float* a, const float* b, const float* c, float* out, std::int64_t n, Fn fn) {
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store(out + i, fn(load(a + i) + load(b + i) + load(c + i)));
+  if (i == n) return;
+  float pad[kLanes] = {};
+  for (std::int64_t j = i; j < n; ++j) pad[j - i] = a[j] + b[j] + c[j];
+  store(pad, fn(load(pad)));
+  for (std::int64_t j = i; j < n; ++j) out[j] = pad[j - i];
+}
+
 inline void sigmoid_in_place(float* v, std::int64_t n) { apply_vector(v, n, vector_sigmoid); }
 inline void tanh_in_place(float* v, std::int64_t n) { apply_vector(v, n, vector_tanh); }
 
