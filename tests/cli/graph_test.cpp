@@ -37,7 +37,8 @@ TEST_SUITE("graph") {
     for (const auto& [config, training] :
          std::vector<std::pair<std::string, bool>>{{"configs/digits_mlp.json", false},
                                                    {"configs/digits_mlp.json", true},
-                                                   {"configs/digits_cnn.json", true}}) {
+                                                   {"configs/digits_cnn.json", true},
+                                                   {"configs/bigrams_lstm.json", true}}) {
       CAPTURE(config);
       CAPTURE(training);
       TempDir d;

@@ -1,5 +1,6 @@
-// The shipped sequence config (configs/bigrams_conv1d.json: Embedding, Conv1D, GlobalMaxPooling1D) end to end,
-// and token ids that are no ids refused as bad input, naming the place.
+// The shipped sequence configs end to end (configs/bigrams_conv1d.json: Embedding, Conv1D, GlobalMaxPooling1D;
+// configs/bigrams_lstm.json: Embedding, Bidirectional LSTM), and token ids that are no ids refused as bad
+// input, naming the place.
 #include <fstream>
 
 #include <doctest/doctest.h>
@@ -54,6 +55,28 @@ TEST_SUITE("sequence models") {
           {"bad.csv: line 3: column \"t4\": " + bad + " is not a token id of embedding", "a whole number in [0, 30)"});
       CHECK(!std::filesystem::exists(d / "out.csv"));
     }
+  }
+
+  TEST_CASE("configs/bigrams_lstm.json reaches test accuracy >= 0.98; summary, evaluate, profile follow") {
+    TempDir d;
+    const std::string config = quoted(source_path("configs/bigrams_lstm.json"));
+    CommandResult r = run_tensorctl("train " + config + " --json --output run", d.path());
+    REQUIRE(r.status == 0);
+    const nlohmann::json saved = read_json(d / "run/summary.json");
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.98);
+    // Keras' parameter counts: 30 x 16; two LSTMs of 4 (16 x 16 + 16 x 16 + 16); 32 x 3 + 3.
+    CommandResult s = run_tensorctl("summary " + config, d.path());
+    REQUIRE(s.status == 0);
+    for (const char* row : {"bidirectional (Bidirectional)", "(None, 32)", "4,224", "Total params: 4,803"})
+      CHECK_MESSAGE(s.out.find(row) != std::string::npos, row);
+    CommandResult e = run_tensorctl("evaluate --run run --data " + config + " --json", d.path());
+    REQUIRE(e.status == 0);
+    CHECK(parse_json(e.out).at("accuracy").get<double>() >= 0.98);
+    // The profile breaks the layer into its recurrent ops, forward and back.
+    CommandResult p = run_tensorctl("profile " + config + " --iterations 2 --warmup 1 --ops --json", d.path());
+    REQUIRE(p.status == 0);
+    CHECK(p.out.find("\"Recurrence\"") != std::string::npos);
+    CHECK(p.out.find("\"RecurrenceGrad\"") != std::string::npos);
   }
 
   TEST_CASE("a sequence config whose data standardizes or holds a bad id is refused before training") {
