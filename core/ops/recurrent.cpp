@@ -1,11 +1,15 @@
 // The recurrent ops (see core/ops/recurrent.h for the cell and the workspace):
-//   Recurrence             (xp [N, T, G H], U [H, G H], b) -> workspace [P, N, T, H]; attributes cell and
-//                          go_backwards. b is [G H], or for the GRU [2, 3 H]: the input bias, then the
-//                          recurrent bias that the reset gate scales with h_{t-1} U_h.
-//   RecurrenceOutput       (workspace) -> the outputs h: [N, T, H] with return_sequences (reversed in time
-//                          with reverse, as Bidirectional's backward layer needs), else the last [N, H].
-//   RecurrenceOutputGrad   (dy, workspace) -> dy in plane 0 of a workspace, zeros elsewhere.
-//   RecurrenceGrad         (dworkspace, workspace, U) -> d xp, back through time (plane 0 of the
+//   Recurrence             (xp [N, T, G H], U [H, G H], b[, mask]) -> workspace [P, N, T, H]; attributes
+//                          cell and go_backwards. b is [G H], or for the GRU [2, 3 H]: the input bias, then
+//                          the recurrent bias that the reset gate scales with h_{t-1} U_h. The optional mask
+//                          [N, T] (1 a step, 0 padding, by input step) is Keras' masking: at a padding step
+//                          the states carry over unchanged.
+//   RecurrenceOutput       (workspace[, mask]) -> the outputs h: [N, T, H] with return_sequences (reversed in
+//                          time with reverse, as Bidirectional's backward layer needs), else the last
+//                          [N, H]. With a mask, the outputs at padding steps are zeros (Keras'
+//                          zero_output_for_mask); go_backwards says which input step each output read.
+//   RecurrenceOutputGrad   (dy, workspace[, mask]) -> dy in plane 0 of a workspace, zeros elsewhere.
+//   RecurrenceGrad         (dworkspace, workspace, U[, mask]) -> d xp, back through time (plane 0 of the
 //                          workspace's gradient only: the other planes have no consumer).
 //   RecurrenceParamGrad    (d xp, workspace), attribute wrt: 0 the gradient of U, the sum over steps of
 //                          h_{t-1}^T times the step's gradient, 1 the bias's.
@@ -24,12 +28,23 @@ Attrs cell_attrs(const Attrs& from) {
   return Attrs{{"cell", from.s("cell")}, {"go_backwards", from.i_or("go_backwards", 0)}};
 }
 
+// An optional mask input `i` must be [N, T] of the sequence `x` [N, T, ...].
+void check_mask(const InferContext& c, int i, const Shape& sequence) {
+  if (c.num_inputs() <= i) return;
+  c.expect_rank(i, 2);
+  c.expect_dtype(i, DType::kF32);
+  const Shape& m = c.shape(i);
+  if ((m[0] >= 0 && sequence[0] >= 0 && m[0] != sequence[0]) || m[1] != sequence[1])
+    c.fail("mask " + m.to_string() + " does not fit the sequence " + sequence.to_string());
+}
+
 // The bias's shape for this cell and width.
 Shape bias_shape(RecurrentCell cell, std::int64_t gate_columns) {
   return cell == RecurrentCell::kGru ? Shape{2, gate_columns} : Shape{gate_columns};
 }
 
 TensorSpec recurrence_infer(const InferContext& c) {
+  if (c.num_inputs() != 3 && c.num_inputs() != 4) c.fail("Recurrence takes 3 inputs and an optional mask");
   const RecurrentCell cell = recurrent_cell(c.attrs());
   c.expect_rank(0, 3);
   c.expect_rank(1, 2);
@@ -44,18 +59,24 @@ TensorSpec recurrence_infer(const InferContext& c) {
     c.fail("input " + xp.to_string() + " does not have the kernel's " + std::to_string(columns) + " columns");
   if (!(c.shape(2) == bias_shape(cell, columns)))
     c.fail("bias " + c.shape(2).to_string() + " is not " + bias_shape(cell, columns).to_string());
+  check_mask(c, 3, xp);
   return {DType::kF32, Shape{recurrent_planes(cell), xp[0], xp[1], units}};
 }
 
 std::vector<Output> recurrence_grad(GradBuilder& g) {
   const Attrs attrs = cell_attrs(g.attrs());
-  const Output dxp = g.op("RecurrenceGrad", {g.dy(), g.y(), g.x(1)}, attrs);
+  std::vector<Output> inputs{g.dy(), g.y(), g.x(1)};
+  if (g.graph().node(g.y()).inputs.size() == 4) inputs.push_back(g.x(3));
+  const Output dxp = g.op("RecurrenceGrad", std::move(inputs), attrs);
   auto param = [&](std::int64_t wrt) {
     Attrs a = attrs;
     a.set("wrt", wrt);
     return g.op("RecurrenceParamGrad", {dxp, g.y()}, std::move(a));
   };
-  return {g.needs(0) ? dxp : Output{}, g.needs(1) ? param(0) : Output{}, g.needs(2) ? param(1) : Output{}};
+  std::vector<Output> grads{g.needs(0) ? dxp : Output{}, g.needs(1) ? param(0) : Output{},
+                            g.needs(2) ? param(1) : Output{}};
+  if (g.graph().node(g.y()).inputs.size() == 4) grads.emplace_back();  // the mask gets none
+  return grads;
 }
 
 TensorSpec recurrence_grad_infer(const InferContext& c) {
@@ -70,8 +91,10 @@ TensorSpec param_grad_infer(const InferContext& c) {
 }
 
 TensorSpec output_infer(const InferContext& c) {
+  if (c.num_inputs() != 1 && c.num_inputs() != 2) c.fail("RecurrenceOutput takes a workspace and an optional mask");
   c.expect_rank(0, 4);
   const Shape& ws = c.shape(0);
+  check_mask(c, 1, Shape{ws[1], ws[2]});
   if (c.attrs().i("return_sequences") != 0) return {DType::kF32, Shape{ws[1], ws[2], ws[3]}};
   return {DType::kF32, Shape{ws[1], ws[3]}};
 }
@@ -96,19 +119,24 @@ std::int64_t param_grad_cost(std::span<const TensorSpec> in, const TensorSpec&, 
 
 void define_recurrent_ops() {
   register_op({.name = "Recurrence",
-               .num_inputs = 3,
+               .num_inputs = -1,
                .infer = recurrence_infer,
                .grad = recurrence_grad,
                .cost = recurrence_cost,
                .flops = recurrence_flops});
   register_op(
-      {.name = "RecurrenceGrad", .num_inputs = 3, .infer = recurrence_grad_infer, .cost = recurrence_grad_cost});
+      {.name = "RecurrenceGrad", .num_inputs = -1, .infer = recurrence_grad_infer, .cost = recurrence_grad_cost});
   register_op({.name = "RecurrenceParamGrad", .num_inputs = 2, .infer = param_grad_infer, .cost = param_grad_cost});
-  register_op({.name = "RecurrenceOutput", .infer = output_infer, .grad = [](GradBuilder& g) {
-                 return std::vector<Output>{g.op("RecurrenceOutputGrad", {g.dy(), g.x(0)}, g.attrs())};
+  register_op({.name = "RecurrenceOutput", .num_inputs = -1, .infer = output_infer, .grad = [](GradBuilder& g) {
+                 std::vector<Output> inputs{g.dy(), g.x(0)};
+                 const bool masked = g.graph().node(g.y()).inputs.size() == 2;
+                 if (masked) inputs.push_back(g.x(1));
+                 std::vector<Output> grads{g.op("RecurrenceOutputGrad", std::move(inputs), g.attrs())};
+                 if (masked) grads.emplace_back();
+                 return grads;
                }});
   register_op(
-      {.name = "RecurrenceOutputGrad", .num_inputs = 2, .infer = [](const InferContext& c) { return c.input(1); }});
+      {.name = "RecurrenceOutputGrad", .num_inputs = -1, .infer = [](const InferContext& c) { return c.input(1); }});
 }
 
 }  // namespace tctl

@@ -1,7 +1,11 @@
 // The ops of sequence models on float32 [batch, steps, channels] inputs (channels last, as Keras):
-//   GlobalAvgPool, GlobalMaxPool   [N, S, C] -> [N, C], the mean or the maximum over the steps (a 2-D
-//                                  input's pixels are its steps, reshaped by the layer); their gradients take
-//                                  (dy, x), and the max's goes to the first step holding the maximum.
+//   GlobalAvgPool, GlobalMaxPool   [N, S, C][, mask [N, S]] -> [N, C], the mean or the maximum over the
+//                                  steps (a 2-D input's pixels are its steps, reshaped by the layer), with a
+//                                  mask over the steps it holds 1 for (an all-padding row gives zeros); their
+//                                  gradients take (dy, x[, mask]), and the max's goes to the first step
+//                                  holding the maximum.
+//   TokenMask                      ids [N, S] -> [N, S]: 1 where the id is not 0, the padding mask of an
+//                                  Embedding with mask_zero (Keras' masking); no gradient.
 //   Embedding                      (table [V, D], ids [N, ...]) -> [N, ..., D], row ids[i] of the table for
 //                                  each id, the ids whole numbers in [0, V) held as floats (the features a
 //                                  CSV gives); the ids get no gradient, the table EmbeddingGrad (dy, ids,
@@ -24,13 +28,38 @@
 namespace tctl {
 namespace {
 
+// The optional mask input `i` of a pool over x [N, S, C]: [N, S].
+void check_pool_mask(const InferContext& c, int i) {
+  if (c.num_inputs() > i + 1) c.fail("too many inputs");
+  if (c.num_inputs() <= i) return;
+  c.expect_rank(i, 2);
+  const Shape& x = c.shape(i == 1 ? 0 : 1);
+  if (c.shape(i)[1] != x[1]) c.fail("mask " + c.shape(i).to_string() + " does not fit " + x.to_string());
+}
+
 TensorSpec global_pool_infer(const InferContext& c) {
   c.expect_rank(0, 3);
   c.expect_dtype(0, DType::kF32);
+  check_pool_mask(c, 1);
   return {DType::kF32, Shape{c.shape(0)[0], c.shape(0)[2]}};
 }
 
 TensorSpec like_input(const InferContext& c) { return c.input(1); }
+
+TensorSpec pool_grad_infer(const InferContext& c) {
+  check_pool_mask(c, 2);
+  return c.input(1);
+}
+
+// The pool's gradient node: (dy, x) and the pool's mask when it has one, which gets no gradient itself.
+std::vector<Output> pool_grad(GradBuilder& g, const char* op) {
+  std::vector<Output> inputs{g.dy(), g.x(0)};
+  const bool masked = g.graph().node(g.y()).inputs.size() == 2;
+  if (masked) inputs.push_back(g.x(1));
+  std::vector<Output> grads{g.op(op, std::move(inputs))};
+  if (masked) grads.emplace_back();
+  return grads;
+}
 
 // One operation per input element, as the 2-D pools count the elements their windows cover.
 std::int64_t global_pool_flops(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
@@ -93,21 +122,24 @@ std::vector<Output> layer_norm_grad(GradBuilder& g) {
 
 void define_sequence_ops() {
   register_op({.name = "GlobalAvgPool",
+               .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad =
-                   [](GradBuilder& g) {
-                     return std::vector<Output>{g.op("GlobalAvgPoolGrad", {g.dy(), g.x(0)})};
-                   },
+               .grad = [](GradBuilder& g) { return pool_grad(g, "GlobalAvgPoolGrad"); },
                .flops = global_pool_flops});
-  register_op({.name = "GlobalAvgPoolGrad", .num_inputs = 2, .infer = like_input, .flops = global_pool_grad_flops});
+  register_op(
+      {.name = "GlobalAvgPoolGrad", .num_inputs = -1, .infer = pool_grad_infer, .flops = global_pool_grad_flops});
   register_op({.name = "GlobalMaxPool",
+               .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad =
-                   [](GradBuilder& g) {
-                     return std::vector<Output>{g.op("GlobalMaxPoolGrad", {g.dy(), g.x(0)})};
-                   },
+               .grad = [](GradBuilder& g) { return pool_grad(g, "GlobalMaxPoolGrad"); },
                .flops = global_pool_flops});
-  register_op({.name = "GlobalMaxPoolGrad", .num_inputs = 2, .infer = like_input, .flops = global_pool_grad_flops});
+  register_op(
+      {.name = "GlobalMaxPoolGrad", .num_inputs = -1, .infer = pool_grad_infer, .flops = global_pool_grad_flops});
+  register_op({.name = "TokenMask", .infer = [](const InferContext& c) {
+                 c.expect_rank(0, 2);
+                 c.expect_dtype(0, DType::kF32);
+                 return c.input(0);
+               }});
   register_op(
       {.name = "Embedding", .num_inputs = 2, .infer = embedding_infer, .grad = [](GradBuilder& g) {
          return std::vector<Output>{g.needs(0) ? g.op("EmbeddingGrad", {g.dy(), g.x(1), g.x(0)}) : Output{}, Output{}};

@@ -141,10 +141,27 @@ void simple_step(const Dims& d, float* ws, std::int64_t i, std::int64_t k, float
     for (std::int64_t j = 0; j < d.units; ++j) out[j] = std::max(out[j], 0.0f);
 }
 
+// A padding step (mask 0) of example i: its states are the previous step's, zeros before the first.
+void carry_states(const Dims& d, float* ws, std::int64_t i, std::int64_t k) {
+  for (std::int64_t p = 0; p < (d.cell == RecurrentCell::kLstm ? 2 : 1); ++p) {
+    float* now = plane(ws, d, p, i, k);
+    if (k == 0)
+      std::fill(now, now + d.units, 0.0f);
+    else
+      std::copy_n(plane(ws, d, p, i, k - 1), d.units, now);
+  }
+}
+
+// The mask input `i` of a node with an optional mask, or nullptr.
+const float* mask_input(const KernelContext& ctx, int i) {
+  return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
+}
+
 void recurrence_cpu(KernelContext& ctx) {
   const Tensor& xp = ctx.input(0);
   const float* u = ctx.input(1).data<float>();
   const float* b = ctx.input(2).data<float>();
+  const float* mask = mask_input(ctx, 3);
   Tensor& out = ctx.output();
   const Dims d = dims_of(ctx, out.shape());
   const float* px = xp.data<float>();
@@ -160,8 +177,10 @@ void recurrence_cpu(KernelContext& ctx) {
         multiply(false, rows, d.columns, d.units, plane(ws, d, 0, first, k - 1), d.steps * d.units, u, d.columns, z,
                  d.columns);
       const std::int64_t t = d.time(k);
-      for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t r = 0; r < rows; ++r) {
         step(d, ws, first + r, k, z + r * d.columns, px + ((first + r) * d.steps + t) * d.columns, b);
+        if (mask != nullptr && mask[(first + r) * d.steps + t] == 0.0f) carry_states(d, ws, first + r, k);
+      }
     }
   });
 }
@@ -224,6 +243,7 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   const float* dws = ctx.input(0).data<float>();
   const Tensor& workspace = ctx.input(1);
   const float* u = ctx.input(2).data<float>();
+  const float* mask = mask_input(ctx, 3);
   const Dims d = dims_of(ctx, workspace.shape());
   const float* ws = workspace.data<float>();
   float* dxp = ctx.output().mutable_data<float>();
@@ -240,15 +260,26 @@ void recurrence_grad_cpu(KernelContext& ctx) {
     float* dc = thread_scratch(rows * h, Scratch::kCellCarry);
     float* drec = thread_scratch(rows * d.columns, Scratch::kGates);
     float* product = thread_scratch(rows * h, Scratch::kProduct);
+    bool padding[kRowBlock] = {};
     std::fill(dh, dh + rows * h, 0.0f);
     std::fill(dc, dc + rows * h, 0.0f);
     for (std::int64_t k = d.steps - 1; k >= 0; --k) {
       const std::int64_t t = d.time(k);
+      bool any_padding = false;
       for (std::int64_t r = 0; r < rows; ++r) {
         const float* dy = plane(dws, d, 0, first + r, k);
         float* dhr = dh + r * h;
         for (std::int64_t j = 0; j < h; ++j) dhr[j] += dy[j];
-        step(d, ws, first + r, k, dhr, dc + r * h, dxp + ((first + r) * d.steps + t) * d.columns, drec + r * d.columns);
+        float* g = dxp + ((first + r) * d.steps + t) * d.columns;
+        padding[r] = mask != nullptr && mask[(first + r) * d.steps + t] == 0.0f;
+        if (padding[r]) {
+          // The states carried over: their gradients go on to the step before, the inputs get none.
+          std::fill(g, g + d.columns, 0.0f);
+          std::fill(drec + r * d.columns, drec + (r + 1) * d.columns, 0.0f);
+          any_padding = true;
+          continue;
+        }
+        step(d, ws, first + r, k, dhr, dc + r * h, g, drec + r * d.columns);
       }
       if (k == 0) break;
       // d h_{t-1} = (the gradient of h_{t-1} U) U^T, plus the GRU's z dh.
@@ -257,7 +288,14 @@ void recurrence_grad_cpu(KernelContext& ctx) {
       else
         multiply(false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, ut, h,
                  product, h);
-      for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
+      if (!any_padding) {
+        for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
+        continue;
+      }
+      for (std::int64_t r = 0; r < rows; ++r) {
+        if (padding[r]) continue;
+        for (std::int64_t e = r * h; e < (r + 1) * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
+      }
     }
   });
 }
@@ -321,40 +359,64 @@ void recurrence_param_grad_cpu(KernelContext& ctx) {
     for (std::int64_t e = 0; e < size; ++e) po[e] += parts[b * size + e];
 }
 
+// Where RecurrenceOutput's output p of a sequence comes from: the cell's step k, and whether that step read
+// padding (the mask, by input step, is 0 there).
+struct OutputStep {
+  std::int64_t k;
+  bool padding;
+};
+OutputStep output_step(const KernelContext& ctx, const float* mask, std::int64_t i, std::int64_t steps,
+                       std::int64_t p) {
+  const std::int64_t k = ctx.attrs().i_or("reverse", 0) != 0 ? steps - 1 - p : p;
+  const std::int64_t t = ctx.attrs().i_or("go_backwards", 0) != 0 ? steps - 1 - k : k;
+  return {k, mask != nullptr && mask[i * steps + t] == 0.0f};
+}
+
+// With a mask the outputs at padding steps are zeros (Keras' zero_output_for_mask).
 void recurrence_output_cpu(KernelContext& ctx) {
   const Tensor& workspace = ctx.input(0);
+  const float* mask = mask_input(ctx, 1);
   const Shape& s = workspace.shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   const float* ws = workspace.data<float>();
   float* y = ctx.output().mutable_data<float>();
-  const bool sequences = ctx.attrs().i("return_sequences") != 0, reverse = ctx.attrs().i_or("reverse", 0) != 0;
+  const bool sequences = ctx.attrs().i("return_sequences") != 0;
   for_each_element(ctx, batch, [&](std::int64_t i) {
     const float* h = ws + i * steps * units;
     if (!sequences) {
       std::copy_n(h + (steps - 1) * units, units, y + i * units);
       return;
     }
-    for (std::int64_t t = 0; t < steps; ++t)
-      std::copy_n(h + (reverse ? steps - 1 - t : t) * units, units, y + (i * steps + t) * units);
+    for (std::int64_t p = 0; p < steps; ++p) {
+      const OutputStep from = output_step(ctx, mask, i, steps, p);
+      float* out = y + (i * steps + p) * units;
+      if (from.padding)
+        std::fill(out, out + units, 0.0f);
+      else
+        std::copy_n(h + from.k * units, units, out);
+    }
   });
 }
 
 void recurrence_output_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
+  const float* mask = mask_input(ctx, 2);
   const Shape& s = ctx.input(1).shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   Tensor& out = ctx.output();
   float* g = out.mutable_data<float>();
   std::fill(g, g + out.num_elements(), 0.0f);
-  const bool sequences = ctx.attrs().i("return_sequences") != 0, reverse = ctx.attrs().i_or("reverse", 0) != 0;
+  const bool sequences = ctx.attrs().i("return_sequences") != 0;
   for_each_element(ctx, batch, [&](std::int64_t i) {
     float* h = g + i * steps * units;
     if (!sequences) {
       std::copy_n(dy + i * units, units, h + (steps - 1) * units);
       return;
     }
-    for (std::int64_t t = 0; t < steps; ++t)
-      std::copy_n(dy + (i * steps + t) * units, units, h + (reverse ? steps - 1 - t : t) * units);
+    for (std::int64_t p = 0; p < steps; ++p) {
+      const OutputStep from = output_step(ctx, mask, i, steps, p);
+      if (!from.padding) std::copy_n(dy + (i * steps + p) * units, units, h + from.k * units);
+    }
   });
 }
 

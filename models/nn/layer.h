@@ -23,6 +23,13 @@
 
 namespace tctl {
 
+// Keras masking (an Embedding's mask_zero): what a layer does with the mask of its input's padding steps when
+// there is one. kRefuses: the model is refused at build (the layer would compute on the padding); kPasses: it
+// passes the mask on untouched (Dropout); kConsumes: it uses the mask and its output has none (a recurrent
+// layer giving its last output, a global pooling); kUsesAndPasses: it uses it and its output keeps the steps
+// (a recurrent layer giving every step's).
+enum class MaskUse { kRefuses, kPasses, kConsumes, kUsesAndPasses };
+
 // What building a layer needs besides its input shape: the seed its initializers draw from.
 struct BuildContext {
   std::uint64_t seed = 0;
@@ -68,6 +75,16 @@ class Layer {
   // number in [0, token_ids()). 0 for a layer of numeric inputs. Data preparation and predict check the rows
   // of a model whose first layer takes ids against it.
   virtual std::int64_t token_ids() const { return 0; }
+  // Whether the layer's output carries a mask of its input's padding ids (an Embedding with mask_zero): the
+  // Sequential computes it (TokenMask) and hands it to the layers after.
+  virtual bool makes_mask() const { return false; }
+  virtual MaskUse mask_use() const { return MaskUse::kRefuses; }
+  // call() for an input with a mask [batch, steps], 1 a step and 0 padding; a layer whose mask_use() is
+  // kConsumes or kUsesAndPasses overrides it.
+  virtual Output call_masked(Graph& g, Output x, Output mask, bool training) {
+    (void)mask;
+    return call(g, x, training);
+  }
 
   // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
   void set_locking_mode(LockingMode mode) { locking_ = mode; }

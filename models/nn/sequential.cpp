@@ -7,6 +7,17 @@
 
 namespace tctl {
 
+namespace {
+
+// Keras' masking, checked while the model is built: a layer that would compute on padding steps is refused.
+void check_mask(const Layer& layer, const std::string& mask_from, const SpecReader& where) {
+  if (mask_from.empty() || layer.mask_use() != MaskUse::kRefuses) return;
+  where.fail_here(layer.type() + " does not support masking, and the padding mask of embedding \"" + mask_from +
+                  "\" (mask_zero) reaches it; a recurrent layer or a global pooling between them uses it up");
+}
+
+}  // namespace
+
 Sequential Sequential::from_json(const nlohmann::json& spec, const std::string& file, const std::string& path,
                                  std::uint64_t seed, LockingMode locking) {
   // The counting pass finds a model too large for memory before any of its weights exist.
@@ -49,11 +60,14 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
   std::set<std::string> names;
   std::int64_t first_over_budget = -1;
   Shape shape = m.input_shape_;
+  std::string mask_from;  // the layer whose mask reaches the next layer, or ""
   for (std::size_t i = 0; i < layers.size(); ++i) {
     SpecReader reader(layers[i], file, top.path_of("layers") + "[" + std::to_string(i) + "]");
     auto layer = make_layer(reader, namer.next(layers[i]));
     if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
     layer->set_locking_mode(locking);
+    check_mask(*layer, mask_from, reader);
+    m.masked_input_.push_back(!mask_from.empty());
     shape = layer->build(shape, BuildContext{seed, static_cast<int>(i), &budget}, reader);
     if (!bounded_num_elements(shape))
       reader.fail_here("the output " + Shape::concat(-1, shape).keras_string() + " has " +
@@ -61,6 +75,8 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
                        " elements per example, more than the 2^36 tensorctl supports");
     if (budget.exceeded() && first_over_budget < 0) first_over_budget = static_cast<std::int64_t>(i);
     m.output_shapes_.push_back(shape);
+    if (layer->makes_mask()) mask_from = layer->name();
+    if (layer->mask_use() == MaskUse::kConsumes) mask_from.clear();
     m.layers_.push_back(std::move(layer));
   }
   if (budget.exceeded())
@@ -73,11 +89,15 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
 }
 
 Output Sequential::call(Graph& g, Output x, bool training, const std::string& default_device) const {
+  Output mask;
   for (std::size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = *layers_[i];
+    Layer& layer = *layers_[i];
     Graph::Scope scope(g, layer.name(), layer.device().empty() ? default_device : layer.device(), g.current_phase());
     try {
-      x = layers_[i]->call(g, x, training);
+      const MaskUse use = layer.mask_use();
+      const bool masked = masked_input_[i] && (use == MaskUse::kConsumes || use == MaskUse::kUsesAndPasses);
+      if (layer.makes_mask()) mask = g.add("TokenMask", {x});
+      x = masked ? layer.call_masked(g, x, mask, training) : layer.call(g, x, training);
     } catch (const ShapeError& e) {
       throw SpecError(file_, (path_.empty() ? "" : path_ + ".") + "layers[" + std::to_string(i) + "]", e.what());
     }

@@ -66,6 +66,9 @@ class Sequential {
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> output_shapes_;
+  // Whether each layer's input carries a mask (an Embedding with mask_zero before it, and every layer
+  // between passing it on).
+  std::vector<bool> masked_input_;
   std::string file_;
   std::string path_;
 };

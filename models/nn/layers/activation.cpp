@@ -15,6 +15,9 @@ class Activation final : public Layer {
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
     return activation_to_onnx(w, name(), activation_, x);
   }
+  // Each step on its own: a mask passes through (Keras' masking).
+  MaskUse mask_use() const override { return MaskUse::kPasses; }
+
   nlohmann::json config() const override { return {{"activation", activation_}}; }
 
  private:

@@ -37,6 +37,7 @@ class Bidirectional final : public Layer {
       directions_.emplace_back(static_cast<detail::RecurrentLayer*>(layer.release()));
     }
     directions_[1]->set_go_backwards(!directions_[0]->go_backwards());
+    for (auto& d : directions_) d->set_zero_output_for_mask(d->return_sequences());
   }
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
@@ -59,10 +60,13 @@ class Bidirectional final : public Layer {
     return doubled;
   }
 
-  Output call(Graph& g, Output x, bool training) override {
+  Output call(Graph& g, Output x, bool training) override { return call_masked(g, x, Output{}, training); }
+  MaskUse mask_use() const override { return directions_[0]->mask_use(); }
+
+  Output call_masked(Graph& g, Output x, Output mask, bool training) override {
     const bool sequences = directions_[0]->return_sequences();
-    const Output forward = directions_[0]->call_in_time(g, x, training, false);
-    const Output backward = directions_[1]->call_in_time(g, x, training, sequences);
+    const Output forward = directions_[0]->call_in_time(g, x, mask, training, false);
+    const Output backward = directions_[1]->call_in_time(g, x, mask, training, sequences);
     if (merge_ == "concat") return g.add("Concat", {forward, backward});
     if (merge_ == "mul") return g.add("Mul", {forward, backward});
     const Output sum = g.add("Add", {forward, backward});
@@ -86,6 +90,7 @@ class Bidirectional final : public Layer {
     nlohmann::json inner = directions_[0]->to_json();
     const std::string forward_name = inner.at("name").get<std::string>();
     inner["name"] = forward_name.substr(std::string("forward_").size());
+    inner.erase("zero_output_for_mask");  // Bidirectional sets it
     return {{"layer", inner}, {"merge_mode", merge_}};
   }
 
@@ -115,6 +120,7 @@ void keras_bidirectional(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& wa
   if (std::string n = inner.common(); !n.empty()) spec["name"] = n;
   detail::keras_recurrent(inner, spec, walk, cls);
   inner.finish();
+  spec.erase("zero_output_for_mask");  // Bidirectional sets it, as Keras does
   if (const nlohmann::json* backward = c.take("backward_layer"); backward != nullptr && !backward->is_null()) {
     auto mirror = [](nlohmann::json v) {
       v.erase("name");

@@ -22,6 +22,9 @@ class Dropout final : public Layer {
   }
   // Inference drops nothing.
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return w.op("Identity", name(), {x}); }
+  // Each step on its own: a mask passes through (Keras' masking).
+  MaskUse mask_use() const override { return MaskUse::kPasses; }
+
   nlohmann::json config() const override { return {{"rate", rate_}}; }
 
  private:

@@ -1,6 +1,8 @@
 // Embedding: token ids to vectors, row id of an [input_dim, output_dim] table for each id of the input
 // (any shape: [steps] for a sequence), giving the input's shape plus output_dim. The ids are whole numbers
-// in [0, input_dim) held as floats, as a CSV's features are; another value fails the step naming it.
+// in [0, input_dim) held as floats, as a CSV's features are; another value fails the step naming it. With
+// mask_zero, id 0 is padding: the Sequential hands the layers after a mask of the other ids (Keras' masking),
+// which the recurrent layers and the global poolings honour and other layers refuse.
 #include <fmt/format.h>
 
 #include "models/nn/initializers.h"
@@ -15,14 +17,15 @@ class Embedding final : public Layer {
     input_dim_ = args.spec.positive_int("input_dim");
     output_dim_ = args.spec.positive_int("output_dim");
     init_ = args.spec.one_of("embeddings_initializer", initializer_names(), "uniform");
-    // Masking (a padding id 0 that the layers after leave out) is not carried between layers yet.
-    if (args.spec.boolean("mask_zero", false))
-      args.spec.fail("mask_zero", "mask_zero is not supported yet: the layers after an Embedding see every step");
+    mask_zero_ = args.spec.boolean("mask_zero", false);
   }
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() < 1)
       where.fail_here("Embedding takes ids with at least one dimension besides the batch (steps), got a scalar");
+    if (mask_zero_ && input.rank() != 1)
+      where.fail("mask_zero", "a mask is over the steps of a sequence of ids (None, steps), not " +
+                                  Shape::concat(-1, input).keras_string());
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxTableElements = std::int64_t{1} << 31;
     if (output_dim_ > kMaxTableElements / input_dim_)
@@ -41,20 +44,26 @@ class Embedding final : public Layer {
 
   // Gather on the ids cast to int64 (ONNX's TensorProto INT64 is 7).
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    if (mask_zero_) throw SpecError("model.json", name(), "ONNX export of a model with mask_zero is not supported yet");
     const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
     return w.op("Gather", name(), {w.weight(variable_name("embeddings"), value("embeddings")), ids},
                 {OnnxAttr::integer("axis", 0)});
   }
 
   std::int64_t token_ids() const override { return input_dim_; }
+  bool makes_mask() const override { return mask_zero_; }
 
   nlohmann::json config() const override {
-    return {{"input_dim", input_dim_}, {"output_dim", output_dim_}, {"embeddings_initializer", init_}};
+    return {{"input_dim", input_dim_},
+            {"output_dim", output_dim_},
+            {"embeddings_initializer", init_},
+            {"mask_zero", mask_zero_}};
   }
 
  private:
   std::int64_t input_dim_ = 0, output_dim_ = 0;
   std::string init_;
+  bool mask_zero_ = false;
 };
 
 // Keras' default, RandomUniform(-0.05, 0.05), as a name or an object with those bounds.
@@ -78,7 +87,7 @@ void keras_embedding(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) 
   } else {
     out["embeddings_initializer"] = c.initializer("embeddings_initializer", keras_weight_initializers(), "uniform");
   }
-  if (c.boolean("mask_zero", false)) c.fail("mask_zero", "mask_zero is not supported yet");
+  out["mask_zero"] = c.boolean("mask_zero", false);
   c.take("input_length");  // Keras 2's sequence length, which the input shape already gives
   c.require_false({"sparse"});
   c.require_null({"embeddings_regularizer", "activity_regularizer", "embeddings_constraint", "lora_rank"});

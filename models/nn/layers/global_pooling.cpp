@@ -28,6 +28,13 @@ class GlobalPooling final : public Layer {
     return spatial_rank_ == 1 ? Shape{1, channels_} : Shape{1, 1, channels_};
   }
 
+  // Over the steps a mask keeps, for the 1-D poolings (Keras' masking; the 2-D ones have no steps).
+  MaskUse mask_use() const override { return spatial_rank_ == 1 ? MaskUse::kConsumes : MaskUse::kRefuses; }
+  Output call_masked(Graph& g, Output x, Output mask, bool) override {
+    Output y = g.add(max_ ? "GlobalMaxPool" : "GlobalAvgPool", {x, mask});
+    return keepdims_ ? g.add("Reshape", {y}, Attrs{{"shape", std::vector<std::int64_t>{1, channels_}}}) : y;
+  }
+
   Output call(Graph& g, Output x, bool) override {
     if (spatial_rank_ != 1) x = g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_, channels_}}});
     Output y = g.add(max_ ? "GlobalMaxPool" : "GlobalAvgPool", {x});

@@ -44,6 +44,9 @@ class LayerNormalization final : public Layer {
                 {OnnxAttr::integer("axis", -1), OnnxAttr::real("epsilon", static_cast<float>(epsilon_))});
   }
 
+  // Each step on its own: a mask passes through (Keras' masking).
+  MaskUse mask_use() const override { return MaskUse::kPasses; }
+
   nlohmann::json config() const override {
     return {{"axis", -1}, {"epsilon", epsilon_}, {"center", center_}, {"scale", scale_}};
   }

@@ -101,6 +101,12 @@ TEST_SUITE("keras_import") {
     CHECK(net.layers()[2]->param_count() == 1008);
     CHECK(net.param_count() == 5035);
     CHECK(net.output_shape() == Shape{3});
+    // With mask_zero the padding mask goes through the Bidirectional LSTM (every step) to the GRU.
+    json doc = keras_file("text_keras3.json");
+    doc["config"]["layers"][1]["config"]["mask_zero"] = true;
+    const json masked = keras_to_spec(doc, "text_keras3.json", keras_layer_mappings());
+    CHECK(masked.at("layers")[0].at("mask_zero") == true);
+    CHECK(Sequential::from_json(masked, "text_keras3.json", "", 1).output_shape() == Shape{3});
   }
 
   TEST_CASE("a Bidirectional whose backward layer is not its wrapped layer's mirror is refused") {

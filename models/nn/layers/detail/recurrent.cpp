@@ -58,6 +58,7 @@ RecurrentLayer::RecurrentLayer(std::string type, LayerArgs& args, bool gated)
     s.fail("reset_after", "only reset_after true (Keras 3's default, the cuDNN form) is supported");
   return_sequences_ = s.boolean("return_sequences", false);
   go_backwards_ = s.boolean("go_backwards", false);
+  zero_output_for_mask_ = s.boolean("zero_output_for_mask", false);
   dropout_ = s.number_in("dropout", 0.0, 0.0, 1.0);
   if (s.number_in("recurrent_dropout", 0.0, 0.0, 1.0) != 0.0)
     s.fail("recurrent_dropout", "recurrent_dropout is not supported yet (dropout on the inputs is)");
@@ -99,7 +100,7 @@ Shape RecurrentLayer::build(const Shape& input, const BuildContext& ctx, const S
   return return_sequences_ ? Shape{steps_, units_} : Shape{units_};
 }
 
-Output RecurrentLayer::call_in_time(Graph& g, Output x, bool training, bool reverse) {
+Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool training, bool reverse) {
   // Keras 3 drops the same inputs at every step of a sequence; here each step draws its own mask.
   if (training && dropout_ > 0.0) x = g.add("Dropout", {x}, Attrs{{"rate", dropout_}, {"stream", dropout_stream_}});
   const Output xp = g.add("MatMul", {x, read(g, 0)});
@@ -107,11 +108,17 @@ Output RecurrentLayer::call_in_time(Graph& g, Output x, bool training, bool reve
   const Shape bias = cell() == RecurrentCell::kGru ? Shape{2, columns} : Shape{columns};
   const Output b = use_bias_ ? read(g, 2) : g.constant(Tensor::zeros(DType::kF32, bias));
   static const char* const kCells[] = {"simple_tanh", "simple_relu", "lstm", "gru"};
+  std::vector<Output> inputs{xp, read(g, 1), b};
+  if (mask.valid()) inputs.push_back(mask);
   const Output ws = g.add(
-      "Recurrence", {xp, read(g, 1), b},
+      "Recurrence", std::move(inputs),
       Attrs{{"cell", std::string(kCells[static_cast<int>(cell())])}, {"go_backwards", std::int64_t{go_backwards_}}});
-  return g.add("RecurrenceOutput", {ws},
-               Attrs{{"return_sequences", std::int64_t{return_sequences_}}, {"reverse", std::int64_t{reverse}}});
+  std::vector<Output> outputs{ws};
+  if (mask.valid() && zero_output_for_mask_ && return_sequences_) outputs.push_back(mask);
+  return g.add("RecurrenceOutput", std::move(outputs),
+               Attrs{{"return_sequences", std::int64_t{return_sequences_}},
+                     {"reverse", std::int64_t{reverse}},
+                     {"go_backwards", std::int64_t{go_backwards_}}});
 }
 
 nlohmann::json RecurrentLayer::config() const {
@@ -128,6 +135,7 @@ nlohmann::json RecurrentLayer::config() const {
   c["recurrent_dropout"] = 0.0;
   c["return_sequences"] = return_sequences_;
   c["go_backwards"] = go_backwards_;
+  c["zero_output_for_mask"] = zero_output_for_mask_;
   return c;
 }
 
@@ -229,7 +237,8 @@ void keras_recurrent(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk, 
   out["return_sequences"] = c.boolean("return_sequences", false);
   out["go_backwards"] = c.boolean("go_backwards", false);
   // How Keras computes the same maths: unrolled or not, its kernel's implementation, cuDNN or not.
-  for (const char* key : {"unroll", "implementation", "use_cudnn", "zero_output_for_mask", "seed"}) c.take(key);
+  out["zero_output_for_mask"] = c.boolean("zero_output_for_mask", false);
+  for (const char* key : {"unroll", "implementation", "use_cudnn", "seed"}) c.take(key);
   c.require_false({"return_state", "stateful", "time_major"});
   c.require_null({"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
                   "kernel_constraint", "recurrent_constraint", "bias_constraint"});

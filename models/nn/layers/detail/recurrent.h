@@ -20,19 +20,27 @@ class RecurrentLayer final : public Layer {
   RecurrentLayer(std::string type, LayerArgs& args, bool gated);
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override;
-  Output call(Graph& g, Output x, bool training) override { return call_in_time(g, x, training, false); }
+  Output call(Graph& g, Output x, bool training) override { return call_in_time(g, x, Output{}, training, false); }
+  // With a mask the states carry over the padding steps, and the outputs there are zeros with
+  // zero_output_for_mask (Keras').
+  MaskUse mask_use() const override { return return_sequences_ ? MaskUse::kUsesAndPasses : MaskUse::kConsumes; }
+  Output call_masked(Graph& g, Output x, Output mask, bool training) override {
+    return call_in_time(g, x, mask, training, false);
+  }
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return onnx_in_time(w, x, false); }
   nlohmann::json config() const override;
   std::int64_t inner_activation_elements() const override;
 
   // Bidirectional's: the outputs reversed in time when `reverse` (its backward layer's, whose go_backwards
-  // gives them last input first).
-  Output call_in_time(Graph& g, Output x, bool training, bool reverse);
+  // gives them last input first); `mask` invalid for none.
+  Output call_in_time(Graph& g, Output x, Output mask, bool training, bool reverse);
   std::string onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse) const;
   bool return_sequences() const { return return_sequences_; }
   bool go_backwards() const { return go_backwards_; }
-  // Bidirectional gives its backward copy the opposite direction.
+  // Bidirectional gives its backward copy the opposite direction, and both zero_output_for_mask when they
+  // give every step's output, as Keras does.
   void set_go_backwards(bool v) { go_backwards_ = v; }
+  void set_zero_output_for_mask(bool v) { zero_output_for_mask_ = v; }
 
  private:
   RecurrentCell cell() const;
@@ -42,6 +50,7 @@ class RecurrentLayer final : public Layer {
   std::int64_t units_ = 0, features_ = 0, steps_ = 0;
   std::string activation_ = "tanh";
   bool use_bias_ = true, return_sequences_ = false, go_backwards_ = false, unit_forget_bias_ = true;
+  bool zero_output_for_mask_ = false;
   double dropout_ = 0.0;
   std::int64_t dropout_stream_ = 0;
   std::string kernel_init_, recurrent_init_, bias_init_;

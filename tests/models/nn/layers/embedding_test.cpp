@@ -84,8 +84,8 @@ TEST_CASE("Embedding bad keys name their JSON path") {
   check_layer_spec_error(R"({"type":"Embedding","output_dim":2})", {3}, "layers[0]", "input_dim");
   check_layer_spec_error(R"({"type":"Embedding","input_dim":0,"output_dim":2})", {3}, "layers[0].input_dim",
                          "positive");
-  check_layer_spec_error(R"({"type":"Embedding","input_dim":4,"output_dim":2,"mask_zero":true})", {3},
-                         "layers[0].mask_zero", "not supported yet");
+  check_layer_spec_error(R"({"type":"Embedding","input_dim":4,"output_dim":2,"mask_zero":true})", {3, 2},
+                         "layers[0].mask_zero", "over the steps of a sequence of ids (None, steps)");
   check_layer_spec_error(R"({"type":"Embedding","input_dim":1000000,"output_dim":100000})", {3}, "layers[0].output_dim",
                          "larger than the 2^31 elements");
 }

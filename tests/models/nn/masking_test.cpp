@@ -1,0 +1,133 @@
+// Keras' masking: an Embedding with mask_zero makes id 0 padding, and the recurrent layers and the 1-D global
+// poolings after it leave the padding out. The test of that is Keras' own promise: padding a sequence, before
+// or after, changes neither the model's outputs nor its gradients. Layers that would compute on the padding
+// are refused when the model is built.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/autodiff.h"
+#include "core/session.h"
+#include "core/thread_pool.h"
+#include "models/io/onnx_export.h"
+#include "models/nn/sequential.h"
+#include "spec_error_check.h"
+
+namespace tctl {
+namespace {
+
+// The model `layers` after Embedding(12, 3, mask_zero) on sequences of `steps` ids.
+Sequential model(const std::string& layers, std::int64_t steps) {
+  const std::string text = R"({"input_shape": [)" + std::to_string(steps) +
+                           R"(], "layers": [{"type": "Embedding", "input_dim": 12, "output_dim": 3,
+                           "mask_zero": true}, )" +
+                           layers + "]}";
+  return Sequential::from_json(nlohmann::json::parse(text), "model.json", "", 5);
+}
+
+// The outputs on `rows` (ids), then the gradient of sum(y * w) for w = 1, 2, 3, ... with respect to every
+// variable, flattened in variable order.
+std::vector<float> outputs_and_gradients(const Sequential& net, const std::vector<std::vector<float>>& rows) {
+  auto g = std::make_shared<Graph>();
+  const std::int64_t steps = static_cast<std::int64_t>(rows[0].size()), n = static_cast<std::int64_t>(rows.size());
+  Output x = g->placeholder("x", DType::kF32, Shape{-1, steps});
+  Output y = net.call(*g, x, false, "cpu");
+  std::vector<float> weights(static_cast<std::size_t>(g->spec(y).shape[1] * n));
+  for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i % 7) + 1.0f;
+  Output w = g->constant(Tensor::from_floats(Shape{n, g->spec(y).shape[1]}, weights));
+  Output loss = g->add("Sum", {g->add("Mul", {y, w})});
+  std::vector<Output> reads;
+  for (const auto& v : net.variables())
+    for (const Node& node : g->nodes())
+      if (node.op->name == "ReadVariable" && node.vars[0].var == v) reads.push_back(Output{node.id});
+  std::vector<Output> fetches{y};
+  for (Output d : gradients(*g, loss, reads)) fetches.push_back(d);
+  ThreadPool inter(1), intra(2);
+  Session s(g, inter, intra);
+  std::vector<float> flat;
+  for (const auto& r : rows) flat.insert(flat.end(), r.begin(), r.end());
+  std::vector<Feed> feeds{{x, Tensor::from_floats(Shape{n, steps}, flat)}};
+  std::vector<float> out;
+  for (const Tensor& t : s.run(feeds, fetches)) {
+    const std::vector<float> v = t.to_floats();
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+double worst_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  REQUIRE(a.size() == b.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(1.0, std::abs(double{b[i]})));
+  return worst;
+}
+
+TEST_CASE("padding before or after a sequence changes neither the outputs nor the gradients") {
+  const std::vector<std::vector<float>> plain{{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}, {5, 8, 9, 7, 9}};
+  std::vector<std::vector<float>> after, before;
+  for (const auto& r : plain) {
+    std::vector<float> a = r, b{0, 0, 0};
+    a.insert(a.end(), {0, 0, 0});
+    b.insert(b.end(), r.begin(), r.end());
+    after.push_back(a);
+    before.push_back(b);
+  }
+  for (const std::string layers : {
+           R"({"type": "LSTM", "units": 4}, {"type": "Dense", "units": 2})",
+           R"({"type": "GRU", "units": 4, "go_backwards": true})",
+           R"({"type": "SimpleRNN", "units": 3})",
+           R"({"type": "LSTM", "units": 3, "return_sequences": true}, {"type": "Dropout", "rate": 0.5},
+              {"type": "GRU", "units": 2})",
+           R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 3, "return_sequences": true}},
+              {"type": "GlobalAveragePooling1D"})",
+           R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
+           R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
+           R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
+       }) {
+    CAPTURE(layers);
+    const std::vector<float> want = outputs_and_gradients(model(layers, 5), plain);
+    const Sequential padded = model(layers, 8);
+    CHECK(worst_difference(outputs_and_gradients(padded, after), want) <= 1e-6);
+    CHECK(worst_difference(outputs_and_gradients(padded, before), want) <= 1e-6);
+  }
+}
+
+TEST_CASE("without mask_zero the padding counts, so the check above can fail") {
+  const std::string text = R"({"input_shape": [6], "layers": [{"type": "Embedding", "input_dim": 12, "output_dim": 3},
+      {"type": "LSTM", "units": 3}]})";
+  const std::string short_text = R"({"input_shape": [3], "layers": [{"type": "Embedding", "input_dim": 12,
+      "output_dim": 3}, {"type": "LSTM", "units": 3}]})";
+  const Sequential padded = Sequential::from_json(nlohmann::json::parse(text), "m.json", "", 5);
+  const Sequential plain = Sequential::from_json(nlohmann::json::parse(short_text), "m.json", "", 5);
+  CHECK(worst_difference(outputs_and_gradients(padded, {{3, 1, 4, 0, 0, 0}}),
+                         outputs_and_gradients(plain, {{3, 1, 4}})) > 1e-3);
+}
+
+TEST_CASE("a layer that would compute on the padding is refused, naming the embedding") {
+  for (const auto& [layers, where] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "Conv1D", "filters": 2, "kernel_size": 2})", "layers[1]"},
+           {R"({"type": "LSTM", "units": 2, "return_sequences": true}, {"type": "Flatten"})", "layers[2]"}}) {
+    CAPTURE(layers);
+    testing::check_spec_error([&] { model(layers, 4); }, "model.json", where,
+                              {"does not support masking", "embedding \"embedding\" (mask_zero)"});
+  }
+  // Used up by a recurrent layer, the mask reaches no further.
+  CHECK(model(R"({"type": "LSTM", "units": 2}, {"type": "Dense", "units": 2})", 4).output_shape() == Shape{2});
+}
+
+TEST_CASE("ONNX export of a masked model is refused, naming the embedding") {
+  const Sequential net = model(R"({"type": "LSTM", "units": 2})", 4);
+  OnnxExportInput in;
+  in.input_shape = {4};
+  in.outputs = 2;
+  in.add_network = [&](OnnxWriter& w, const std::string& x) { return net.to_onnx(w, x); };
+  const SpecError e = testing::catch_spec_error([&] { export_onnx(in); });
+  CHECK(e.where() == "embedding");
+  CHECK(std::string(e.what()).find("mask_zero is not supported yet") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace tctl
