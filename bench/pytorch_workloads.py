@@ -48,6 +48,7 @@ WORKLOADS = {
     "cnn32_b64": ("cnn32", 64, 10, 2),
     "lstm_text_b64": ("lstm", 64, 5, 2),
     "lstm_infer_b1": ("lstm_infer", 1, 200, 20),
+    "transformer_text_b32": ("transformer", 32, 5, 2),
 }
 
 
@@ -108,9 +109,27 @@ class TextLstm(nn.Module):
         return self.dense(out[:, -1])
 
 
+class TextTransformer(nn.Module):
+    """Token and learned position embeddings (20000 x 128, 128 x 128) - two post-norm encoder layers (4 heads,
+    feedforward 512, relu, no dropout) - the mean over the steps - Linear(128, 10): transformer_text_b32."""
+
+    def __init__(self):
+        super().__init__()
+        self.tokens = nn.Embedding(20000, 128)
+        self.positions = nn.Parameter(torch.zeros(128, 128).uniform_(-0.05, 0.05))
+        layer = nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        self.dense = nn.Linear(128, 10)
+
+    def forward(self, ids):
+        return self.dense(self.encoder(self.tokens(ids) + self.positions).mean(1))
+
+
 def make_model(kind):
     if kind.startswith("lstm"):
         return TextLstm(), (200,)
+    if kind == "transformer":
+        return TextTransformer(), (128,)
     if kind.startswith("mlp:"):
         widths = [int(w) for w in kind[len("mlp:"):].split("-")]
         return mlp(widths), (widths[0],)
@@ -146,7 +165,7 @@ def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
         gen = torch.Generator().manual_seed(1)
         model, shape = make_model(kind)
         model.to(device)
-        xs, ys = random_batches(batch, shape, gen, 20000 if kind.startswith("lstm") else 0)
+        xs, ys = random_batches(batch, shape, gen, 20000 if kind.startswith(("lstm", "transformer")) else 0)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, **how)
         variants[name] = (model, opt, xs, ys)
     loss_fn = nn.CrossEntropyLoss()

@@ -13,6 +13,9 @@
 //   lstm_text_b64                    Embedding(20000, 128) - LSTM(128) - dense 10 (softmax) on 200 random token
 //                                    ids, training, batch 64 (issue 48's text classifier)
 //   lstm_infer_b1                    that model's forward pass at batch 1, microseconds per call
+//   transformer_text_b32             TokenAndPositionEmbedding(20000, 128, 128) - two TransformerEncoders (4 heads,
+//                                    feedforward 512) - GlobalAveragePooling1D - dense 10 (softmax) on 128
+//                                    random token ids, training, batch 32 (issue 48's encoder classifier)
 //   mlp_W0-W1-...-Wn_bB              any MLP (relu hidden layers, softmax output) at batch B, training, as
 //                                    bench/scaling.sh sweeps them: mlp_784-1024-1024-10_b128
 // `--device cuda:0` runs every layer there (bench/compare_pytorch_gpu.sh); the batches are fed from the
@@ -76,6 +79,12 @@ const char* kLstmText = R"({"input_shape": [200], "layers": [
     {"type": "Embedding", "input_dim": 20000, "output_dim": 128}, {"type": "LSTM", "units": 128},
     {"type": "Dense", "units": 10, "activation": "softmax"}]})";
 
+const char* kTransformerText = R"({"input_shape": [128], "layers": [
+    {"type": "TokenAndPositionEmbedding", "vocabulary_size": 20000, "sequence_length": 128, "embedding_dim": 128},
+    {"type": "TransformerEncoder", "intermediate_dim": 512, "num_heads": 4},
+    {"type": "TransformerEncoder", "intermediate_dim": 512, "num_heads": 4},
+    {"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 10, "activation": "softmax"}]})";
+
 struct Workload {
   std::string spec;
   std::int64_t batch;
@@ -125,10 +134,11 @@ Workload workload(const std::string& name) {
   if (name == "cnn32_b64") return {kCnn32, 64, 10, false};
   if (name == "lstm_text_b64") return {kLstmText, 64, 5, false, {}, 20000};
   if (name == "lstm_infer_b1") return {kLstmText, 1, 200, true, {}, 20000};
-  throw std::runtime_error(
-      "unknown workload " + name +
-      " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
-      "mlp2048_b1024, cnn_digits_b512, cnn32_b64, lstm_text_b64, lstm_infer_b1, mlp_W0-W1-...-Wn_bB)");
+  if (name == "transformer_text_b32") return {kTransformerText, 32, 5, false, {}, 20000};
+  throw std::runtime_error("unknown workload " + name +
+                           " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
+                           "mlp2048_b1024, cnn_digits_b512, cnn32_b64, lstm_text_b64, lstm_infer_b1, "
+                           "transformer_text_b32, mlp_W0-W1-...-Wn_bB)");
 }
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the

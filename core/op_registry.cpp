@@ -39,6 +39,7 @@ void define_core_ops() {
   started = true;
   ops::define_state_ops();
   define_activations_ops();
+  define_attention_ops();
   define_batch_norm_ops();
   define_collective_ops();
   define_concat_ops();

@@ -9,6 +9,7 @@
 namespace tctl {
 
 void define_activations_ops();
+void define_attention_ops();
 void define_batch_norm_ops();
 void define_collective_ops();
 void define_concat_ops();

@@ -22,7 +22,7 @@ namespace {
 // thread (bench/README.md, "Figures behind the constants in the code").
 constexpr std::int64_t kRowBlock = 16;
 
-enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kPart, kTransposed, kParts, kCount };
+enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kTransposed, kParts, kCount };
 
 struct Dims {
   RecurrentCell cell;
@@ -48,31 +48,10 @@ T* plane(T* ws, const Dims& d, std::int64_t p, std::int64_t i, std::int64_t k) {
   return ws + ((p * d.batch + i) * d.steps + k) * d.units;
 }
 
-// y = a op(b), rows x cols over depth k, overwriting y. A depth beyond small_product's (the backward
-// pass's d h_{t-1} = dG U^T sums over the 4 H gate columns) is cut into parts it takes, whose products are
-// added: sgemm packs U again at every step of every block (bench_workloads lstm_text_b64).
+// y = a op(b) (small_product.h's product_in_place, which cuts the backward pass's depth of 4 H).
 void multiply(bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
               const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  const std::int64_t parts = (k + kSmallProductDepth - 1) / kSmallProductDepth;
-  const std::int64_t depth = (k + parts - 1) / parts;
-  if (small_product_applies(rows, cols, depth)) {
-    float* part = parts > 1 ? thread_scratch(rows * cols, Scratch::kPart) : nullptr;
-    for (std::int64_t p = 0; p < parts; ++p) {
-      const std::int64_t k0 = p * depth, kp = std::min(k, k0 + depth) - k0;
-      const float* bp = tb ? b + k0 : b + k0 * ldb;
-      if (p == 0) {
-        small_product(false, tb, rows, cols, kp, a + k0, lda, bp, ldb, y, ldy);
-        continue;
-      }
-      small_product(false, tb, rows, cols, kp, a + k0, lda, bp, ldb, part, cols);
-      for (std::int64_t r = 0; r < rows; ++r)
-        for (std::int64_t c = 0; c < cols; ++c) y[r * ldy + c] += part[r * cols + c];
-    }
-    return;
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
-              static_cast<int>(cols), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
-              0.0f, y, static_cast<int>(ldy));
+  product_in_place(false, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
 }
 
 // fn(first, end) for each block of kRowBlock examples, over the intra-op pool.

@@ -4,6 +4,7 @@
 #include <cblas.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -276,6 +277,33 @@ bool small_product_wide() { return kWidth == 16; }
 
 bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k) {
   return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= small_product_work();
+}
+
+void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  const std::int64_t parts = std::max<std::int64_t>(1, (k + kSmallProductDepth - 1) / kSmallProductDepth);
+  const std::int64_t depth = (k + parts - 1) / parts;
+  if (!small_product_applies(rows, cols, depth)) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
+                static_cast<int>(cols), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
+                0.0f, y, static_cast<int>(ldy));
+    return;
+  }
+  thread_local std::vector<float> part;
+  for (std::int64_t p = 0; p < parts; ++p) {
+    const std::int64_t k0 = p * depth, kp = std::min(k, k0 + depth) - k0;
+    // Part p of the depth: columns k0.. of op(a) and rows k0.. of op(b), wherever their transposes put them.
+    const float* ap = ta ? a + k0 * lda : a + k0;
+    const float* bp = tb ? b + k0 : b + k0 * ldb;
+    if (p == 0) {
+      small_product(ta, tb, rows, cols, kp, ap, lda, bp, ldb, y, ldy);
+      continue;
+    }
+    part.resize(static_cast<std::size_t>(rows * cols));
+    small_product(ta, tb, rows, cols, kp, ap, lda, bp, ldb, part.data(), cols);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) y[r * ldy + c] += part[static_cast<std::size_t>(r * cols + c)];
+  }
 }
 
 }  // namespace tctl::cpu

@@ -44,4 +44,12 @@ bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k)
 void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
                    std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
 
+// y = op(a) op(b) as small_product computes it where small_product_applies to the product, a depth beyond
+// kSmallProductDepth cut into parts whose products are added (a recurrent layer's d h_{t-1} = dG U^T over
+// its 4 H gate columns, attention's P V over 512 steps); else sgemm's. For the many small products of one
+// kernel call, where sgemm would pack its operands again each time (bench_workloads lstm_text_b64: 5 % of
+// the step went to repacking U).
+void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
+
 }  // namespace tctl::cpu

@@ -1,5 +1,6 @@
 // The shipped sequence configs end to end (configs/bigrams_conv1d.json: Embedding, Conv1D, GlobalMaxPooling1D;
-// configs/bigrams_lstm.json: Embedding, Bidirectional LSTM), and token ids that are no ids refused as bad
+// configs/bigrams_lstm.json: Embedding, Bidirectional LSTM; configs/bigrams_transformer.json:
+// TokenAndPositionEmbedding, TransformerEncoder), and token ids that are no ids refused as bad
 // input, naming the place.
 #include <fstream>
 
@@ -77,6 +78,20 @@ TEST_SUITE("sequence models") {
     REQUIRE(p.status == 0);
     CHECK(p.out.find("\"Recurrence\"") != std::string::npos);
     CHECK(p.out.find("\"RecurrenceGrad\"") != std::string::npos);
+  }
+
+  TEST_CASE("configs/bigrams_transformer.json reaches test accuracy >= 0.98, with KerasHub's parameter count") {
+    TempDir d;
+    const std::string config = quoted(source_path("configs/bigrams_transformer.json"));
+    CommandResult r = run_tensorctl("train " + config + " --json --output run", d.path());
+    REQUIRE(r.status == 0);
+    CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.98);
+    // KerasHub: 4 (32 x 32 + 32) attention, 2 x 2 x 32 normalizations, 32 x 32 + 32 twice feedforward.
+    CommandResult s = run_tensorctl("summary " + config, d.path());
+    REQUIRE(s.status == 0);
+    for (const char* row :
+         {"transformer_encoder (TransformerEncoder)", "(None, 24, 32)", "6,464", "Total params: 8,291"})
+      CHECK_MESSAGE(s.out.find(row) != std::string::npos, row);
   }
 
   TEST_CASE("a sequence config whose data standardizes or holds a bad id is refused before training") {

@@ -1,14 +1,15 @@
 #!/usr/bin/python3
-"""tensorctl's recurrent layers against PyTorch's (Debian's python3-torch), forward and gradients.
+"""tensorctl's recurrent layers and TransformerEncoder against PyTorch's (Debian's python3-torch), forward and
+gradients.
 
     recurrent_vs_torch.py TENSORCTL WORKDIR
 
 For each case, writes a small sequence data set and a model (a recurrent layer, or a Bidirectional one, then
-a Dense softmax), trains it one epoch with tensorctl (SGD, the whole set as one batch), then resumes it for a
+a Dense softmax; or a TransformerEncoder, against torch's TransformerEncoderLayer), trains it one epoch with tensorctl (SGD, the whole set as one batch), then resumes it for a
 second epoch. The first epoch's weights W1 go into the matching torch modules, with Keras' layout converted
 (transposed kernels; GRU gates z, r, h to torch's r, z, n; the LSTM's i, f, c, o are torch's i, f, g, o):
   - forward: `tensorctl predict` on the rows against torch's softmax, in float64;
-  - gradients: (W1 - W2) / learning_rate, tensorctl's gradient at W1 recovered from its SGD step, against
+  - gradients: (W1 - W2) / learning rate, tensorctl's gradient at W1 recovered from its SGD step, against
     torch's gradient of the mean cross-entropy at W1.
 Prints the largest difference of each, relative to max(1, |torch|) for the outputs and to the largest
 gradient element of the tensor for the gradients; exits 1 above 1e-5, 77 when torch is missing.
@@ -29,8 +30,11 @@ except ImportError:
     print("recurrent_vs_torch.py: no torch module (Debian's python3-torch); skipped")
     sys.exit(77)
 
-ROWS, STEPS, FEATURES, CLASSES = 12, 5, 3, 3
-LEARNING_RATE = 100.0  # large, so W1 - W2 holds the gradient to many digits
+ROWS, STEPS, FEATURES, CLASSES = 12, 5, 3, 3  # a TransformerEncoder's width: FEATURES
+# Large, so W1 - W2 holds the gradient to many digits; a TransformerEncoder's first step at 100 saturates its
+# softmax output, so it takes 1 (W1 - W2 still within 3e-6 of the gradient: ulp(0.3) over gradients of 1e-2).
+def learning_rate(layer):
+    return 1.0 if layer["type"] == "TransformerEncoder" else 100.0
 CASES = [
     {"type": "LSTM", "units": 4},
     {"type": "LSTM", "units": 3, "go_backwards": True},
@@ -40,6 +44,9 @@ CASES = [
     {"type": "SimpleRNN", "units": 3, "activation": "relu", "go_backwards": True},
     {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 3, "return_sequences": True}, "merge_mode": "sum"},
     {"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "concat"},
+    {"type": "TransformerEncoder", "intermediate_dim": 6, "num_heads": 3},
+    {"type": "TransformerEncoder", "intermediate_dim": 5, "num_heads": 1, "normalize_first": True,
+     "activation": "gelu"},
 ]
 
 
@@ -122,11 +129,57 @@ class Direction(torch.nn.Module):
         return out
 
 
+class Encoder(torch.nn.Module):
+    """torch's TransformerEncoderLayer with tensorctl's TransformerEncoder weights (x W where torch computes
+    x W^T: every kernel transposed; the query, key and value kernels stacked as torch's in_proj)."""
+
+    def __init__(self, spec, weights):
+        super().__init__()
+        width = weights["transformer_encoder/query/kernel"].shape[0]
+        self.layer = torch.nn.TransformerEncoderLayer(
+            width, spec["num_heads"], spec["intermediate_dim"], dropout=0.0, activation=spec.get("activation", "relu"),
+            layer_norm_eps=1e-5, batch_first=True, norm_first=spec.get("normalize_first", False))
+        w = {k[len("transformer_encoder/"):]: v for k, v in weights.items() if k.startswith("transformer_encoder/")}
+        self.sources = {
+            "self_attn.in_proj_weight": (["query/kernel", "key/kernel", "value/kernel"], True),
+            "self_attn.in_proj_bias": (["query/bias", "key/bias", "value/bias"], False),
+            "self_attn.out_proj.weight": (["attention_output/kernel"], True),
+            "self_attn.out_proj.bias": (["attention_output/bias"], False),
+            "norm1.weight": (["self_attention_layer_norm/gamma"], False),
+            "norm1.bias": (["self_attention_layer_norm/beta"], False),
+            "norm2.weight": (["feedforward_layer_norm/gamma"], False),
+            "norm2.bias": (["feedforward_layer_norm/beta"], False),
+            "linear1.weight": (["feedforward_intermediate_dense/kernel"], True),
+            "linear1.bias": (["feedforward_intermediate_dense/bias"], False),
+            "linear2.weight": (["feedforward_output_dense/kernel"], True),
+            "linear2.bias": (["feedforward_output_dense/bias"], False),
+        }
+        params = dict(self.layer.named_parameters())
+        with torch.no_grad():
+            for name, (parts, transposed) in self.sources.items():
+                value = np.concatenate([w[p].T if transposed else w[p] for p in parts], axis=0)
+                params[name].copy_(torch.tensor(value))
+
+    def forward(self, x):
+        return self.layer(x)
+
+    def keras_grads(self):
+        params, out = dict(self.layer.named_parameters()), {}
+        for name, (parts, transposed) in self.sources.items():
+            g = params[name].grad.numpy()
+            for i, part in enumerate(np.split(g, len(parts), axis=0)):
+                out["transformer_encoder/" + parts[i]] = part.T if transposed else part
+        return out
+
+
 class Model(torch.nn.Module):
     def __init__(self, layer, weights):
         super().__init__()
         self.layer = layer
-        if layer["type"] == "Bidirectional":
+        if layer["type"] == "TransformerEncoder":
+            self.directions = torch.nn.ModuleList([Encoder(layer, weights)])
+            self.sequences = True
+        elif layer["type"] == "Bidirectional":
             inner, name = dict(layer["layer"]), STEMS[layer["layer"]["type"]]
             backward = dict(inner, go_backwards=not inner.get("go_backwards", False))
             self.directions = torch.nn.ModuleList([
@@ -141,6 +194,8 @@ class Model(torch.nn.Module):
 
     def forward(self, x):
         outs = [d(x) for d in self.directions]
+        if self.layer["type"] == "TransformerEncoder":
+            return outs[0].reshape(outs[0].shape[0], -1) @ self.dense_kernel + self.dense_bias
         if len(outs) == 2 and self.sequences:
             outs[1] = torch.flip(outs[1], [1])  # the backward layer's outputs back in input order
         outs = [o if self.sequences else o[:, -1] for o in outs]
@@ -174,7 +229,8 @@ def check_case(tensorctl, work, index, layer):
         for r in range(ROWS):
             w.writerow([repr(float(v)) for v in x[r].reshape(-1)] + [int(labels[r])])
     layers = [layer]
-    sequences = layer.get("return_sequences", layer.get("layer", {}).get("return_sequences", False))
+    sequences = layer["type"] == "TransformerEncoder" or layer.get(
+        "return_sequences", layer.get("layer", {}).get("return_sequences", False))
     if sequences:
         layers.append({"type": "Flatten"})
     layers.append({"type": "Dense", "units": CLASSES, "activation": "softmax"})
@@ -182,7 +238,7 @@ def check_case(tensorctl, work, index, layer):
     config = {"model": "model.json",
               "data": {"csv": "data.csv", "test_split": 0, "validation_split": 0, "shuffle": False,
                        "standardize": False},
-              "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "sgd", "learning_rate": LEARNING_RATE},
+              "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "sgd", "learning_rate": learning_rate(layer)},
               "epochs": 1, "batch_size": ROWS, "seed": 3}
     json.dump(spec, open(os.path.join(case, "model.json"), "w"))
     json.dump(config, open(os.path.join(case, "config.json"), "w"))
@@ -207,10 +263,14 @@ def check_case(tensorctl, work, index, layer):
     probabilities = torch.softmax(logits, -1).detach().numpy()
     torch.nn.functional.cross_entropy(logits, torch.tensor(labels)).backward()
     forward = np.max(np.abs(predicted - probabilities) / np.maximum(1.0, np.abs(probabilities)))
+    grads = model.keras_grads()
+    largest = max(np.max(np.abs(g)) for g in grads.values())
     worst = ("", 0.0)
-    for name, g in model.keras_grads().items():
-        ours = (w1[name] - w2[name]) / LEARNING_RATE
-        error = np.max(np.abs(ours - g)) / max(np.max(np.abs(g)), 1e-12)
+    for name, g in grads.items():
+        ours = (w1[name] - w2[name]) / learning_rate(layer)
+        # Relative to the tensor's largest element, but not below 1e-2 of the model's largest: a key bias's
+        # true gradient is zero (adding the same to every key moves no softmax), and ours its rounding.
+        error = np.max(np.abs(ours - g)) / max(np.max(np.abs(g)), 1e-2 * largest)
         worst = max(worst, (name, error), key=lambda t: t[1])
     print(f"{json.dumps(layer)}: outputs {forward:.2e}, gradients {worst[1]:.2e} (worst {worst[0]})")
     return forward <= 1e-5 and worst[1] <= 1e-5

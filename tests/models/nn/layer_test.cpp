@@ -46,7 +46,8 @@ TEST_CASE("layer_type_names lists the registry, sorted") {
                                           "Parallel",
                                           "Reshape",
                                           "SimpleRNN",
-                                          "TokenAndPositionEmbedding"});
+                                          "TokenAndPositionEmbedding",
+                                          "TransformerEncoder"});
   CHECK(std::is_sorted(names.begin(), names.end()));
 }
 

@@ -86,6 +86,10 @@ TEST_CASE("padding before or after a sequence changes neither the outputs nor th
            R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
            R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
            R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
+           R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 3},
+              {"type": "GlobalAveragePooling1D"})",
+           R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 1, "normalize_first": true},
+              {"type": "LSTM", "units": 2})",
        }) {
     CAPTURE(layers);
     const std::vector<float> want = outputs_and_gradients(model(layers, 5), plain);
