@@ -177,6 +177,9 @@ def run_node(node, v):
     if op == "ReduceMax": return np.max(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
     if op in ("RNN", "GRU", "LSTM"): return recurrent(node, *x)
     if op == "Slice": return onnx_slice(x[0], *x[1:])
+    if op == "Pad":
+        pads, rank = [int(p) for p in x[1]], x[0].ndim
+        return np.pad(x[0], [(pads[i], pads[i + rank]) for i in range(rank)])
     raise SystemExit(f"operator {op} is not in this evaluator")
 
 

@@ -1,7 +1,9 @@
 // Conv1D: y = activation(conv(x, K) + b) over [batch, steps, channels] inputs, with Keras' kernel layout
 // [kernel_size, in_channels, filters]. It runs the 2-D convolution on the input seen as [steps, 1, channels]
 // and the kernel as [kernel_size, 1, in, filters] (both reshapes share their buffers), so it has the 2-D
-// kernels' speed on every device. padding "causal" and dilation_rate above 1 are not supported yet.
+// kernels' speed on every device. padding "causal" (Keras': step t sees steps t - kernel_size + 1 .. t) pads
+// kernel_size - 1 zero steps in front, as the input seen flat [steps x channels] padded on its last axis, and
+// convolves "valid". dilation_rate above 1 is not supported yet.
 #include "core/kernel_context.h"
 #include "models/nn/activations.h"
 #include "models/nn/initializers.h"
@@ -19,7 +21,6 @@ class Conv1D final : public Layer {
     kernel_size_ = detail::positive_int_single(args.spec, "kernel_size", 1);
     strides_ = detail::positive_int_single(args.spec, "strides", 1);
     padding_ = args.spec.one_of("padding", {"valid", "same", "causal"}, "valid");
-    if (padding_ == "causal") args.spec.fail("padding", "padding \"causal\" is not supported yet (valid, same)");
   }
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
@@ -28,7 +29,8 @@ class Conv1D final : public Layer {
                       Shape::concat(-1, input).keras_string());
     steps_ = input[0];
     channels_ = input[1];
-    out_steps_ = detail::window_output_1d(steps_, kernel_size_, strides_, padding_, where, "kernel_size");
+    out_steps_ = detail::window_output_1d(steps_ + padded(), kernel_size_, strides_, causal() ? "valid" : padding_,
+                                          where, "kernel_size");
     const Shape kernel{kernel_size_, channels_, keys_.filters}, bias{keys_.filters};
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
@@ -47,10 +49,16 @@ class Conv1D final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool) override {
-    const Output image = g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_, 1, channels_}}});
+    if (causal()) {
+      const Output flat = g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_ * channels_}}});
+      x = g.add("PadLastAxis", {flat},
+                Attrs{{"begin", padded() * channels_}, {"width", (steps_ + padded()) * channels_}});
+    }
+    const Output image =
+        g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{steps_ + padded(), 1, channels_}}});
     const Output kernel =
         g.add("Reshape", {read(g, 0)}, Attrs{{"shape", std::vector<std::int64_t>{1, channels_, keys_.filters}}});
-    Attrs attrs = detail::window_attrs({strides_, 1}, padding_);
+    Attrs attrs = detail::window_attrs({strides_, 1}, causal() ? "valid" : padding_);
     const Output y =
         keys_.use_bias
             ? add_fused_with_bias(g, "FusedConv2D", {image, kernel, read(g, 1)}, std::move(attrs), keys_.activation)
@@ -62,8 +70,11 @@ class Conv1D final : public Layer {
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
     const std::vector<float> oihw =
         detail::onnx_conv_kernel(value("kernel").to_floats(), kernel_size_, 1, channels_, keys_.filters);
+    std::string in = x;
+    if (causal())  // zero steps in front: ONNX's Pad on [N, steps, channels]
+      in = w.op("Pad", name(), {x, w.int_initializer(name() + "/pads", {0, padded(), 0, 0, 0, 0})});
     const std::string image =
-        w.op("Reshape", name(), {x, w.int_initializer(name() + "/image", {0, steps_, 1, channels_})});
+        w.op("Reshape", name(), {in, w.int_initializer(name() + "/image", {0, steps_ + padded(), 1, channels_})});
     std::vector<std::string> inputs{
         onnx_to_nchw(w, name(), image),
         w.initializer(variable_name("kernel"), {keys_.filters, channels_, kernel_size_, 1}, oihw)};
@@ -71,7 +82,7 @@ class Conv1D final : public Layer {
     const std::string y =
         w.op("Conv", name(), inputs,
              {OnnxAttr::ints("kernel_shape", {kernel_size_, 1}), OnnxAttr::ints("strides", {strides_, 1}),
-              OnnxAttr::text("auto_pad", detail::onnx_auto_pad(padding_))});
+              OnnxAttr::text("auto_pad", detail::onnx_auto_pad(causal() ? "valid" : padding_))});
     const std::string steps =
         w.op("Reshape", name(),
              {onnx_to_nhwc(w, name(), y), w.int_initializer(name() + "/steps", {0, out_steps_, keys_.filters})});
@@ -83,6 +94,10 @@ class Conv1D final : public Layer {
   }
 
  private:
+  bool causal() const { return padding_ == "causal"; }
+  // The zero steps in front of a causal convolution's input.
+  std::int64_t padded() const { return causal() ? kernel_size_ - 1 : 0; }
+
   detail::ConvKeys keys_;
   std::int64_t kernel_size_ = 1, strides_ = 1;
   std::string padding_;
@@ -97,7 +112,7 @@ void keras_conv1d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
   detail::ConvKeys::from_keras(c, out);
   out["kernel_size"] = c.int_single("kernel_size").value_or(1);
   out["strides"] = c.int_single("strides").value_or(1);
-  out["padding"] = c.one_of("padding", {"valid", "same"}, "valid");
+  out["padding"] = c.one_of("padding", {"valid", "same", "causal"}, "valid");
   if (c.int_single("dilation_rate").value_or(1) != 1)
     c.fail("dilation_rate", "dilation_rate above 1 is not supported yet");
 }

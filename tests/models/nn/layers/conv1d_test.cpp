@@ -32,6 +32,19 @@ TEST_CASE("Conv1D sums kernel times window over steps and channels, plus the bia
   CHECK(run_net(*net, x).to_floats() == std::vector<float>{5, 4});
 }
 
+TEST_CASE("Conv1D with causal padding sees each step and the ones before it, as many steps out as in") {
+  // 6 steps out of 6 in, each output 2 * 3 * 2 * 4 FLOPs.
+  CHECK(check_layer(R"({"type":"Conv1D","filters":4,"kernel_size":3,"padding":"causal"})", {6, 2},
+                    {.flops_per_example = 288})
+            .output_shape == Shape{6, 4});
+  check_layer(R"({"type":"Conv1D","filters":2,"kernel_size":2,"strides":2,"padding":"causal"})", {5, 1});
+  auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":2,"padding":"causal"})", {3, 1});
+  net->variables()[0]->assign(Tensor::from_floats(Shape{2, 1, 1}, std::vector<float>{10, 1}));
+  // Step t: 10 x[t - 1] + x[t], with x[-1] = 0: the output never sees a later step.
+  const Tensor x = Tensor::from_floats(Shape{1, 3, 1}, std::vector<float>{1, 2, 3});
+  CHECK(run_net(*net, x).to_floats() == std::vector<float>{1, 12, 23});
+}
+
 TEST_CASE("Conv1D takes sizes as a number or a list of one, and refuses what it cannot do yet") {
   auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":[3],"strides":[2]})", {7, 1});
   CHECK(net->output_shape() == Shape{3, 1});
@@ -39,8 +52,6 @@ TEST_CASE("Conv1D takes sizes as a number or a list of one, and refuses what it 
   check_layer_spec_error(R"({"type":"Conv1D","filters":1})", {4, 1}, "layers[0]", "kernel_size");
   check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":[2,2]})", {4, 1}, "layers[0].kernel_size",
                          "a list of one");
-  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2,"padding":"causal"})", {4, 1},
-                         "layers[0].padding", "not supported yet");
   check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":5})", {4, 1}, "layers[0].kernel_size",
                          "5 is longer than the input's 4 steps");
   check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2})", {4, 4, 1}, "layers[0]",
