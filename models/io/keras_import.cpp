@@ -75,6 +75,11 @@ void refuse_custom_class(const json& object, const std::string& file, const std:
   if (!object.contains("registered_name")) return;
   const json& registered = object.at("registered_name");
   if (registered.is_null() || registered == object.at("class_name")) return;
+  // KerasHub registers its own layers under its package's name: the library's classes, not a user's.
+  for (const char* package : {"keras_hub>", "keras_nlp>"})
+    if (registered.is_string() && object.at("class_name").is_string() &&
+        registered.get<std::string>() == package + object.at("class_name").get<std::string>())
+      return;
   throw SpecError(file, path.empty() ? "registered_name" : path + ".registered_name",
                   who + ": registered as the custom class " +
                       (registered.is_string() ? quote_for_message(registered.get<std::string>())
@@ -172,7 +177,12 @@ LayerEntry read_entry(const json& entry, const std::string& file, const std::str
 // An InputLayer's shape, from batch_shape (Keras 3), batch_input_shape (Keras 2) or its build_config.
 std::optional<std::vector<std::int64_t>> input_layer_shape(const json& entry, const LayerEntry& e,
                                                            const std::string& file) {
-  KerasConfig c(*e.config, file, e.path + ".config", e.who);
+  // An InputLayer of whole numbers feeds token ids to an embedding; tensorctl holds them as floats, exactly
+  // below 2^24, so int32 and int64 read as float32.
+  json config = *e.config;
+  if (config.is_object() && config.contains("dtype") && (config["dtype"] == "int32" || config["dtype"] == "int64"))
+    config["dtype"] = "float32";
+  KerasConfig c(config, file, e.path + ".config", e.who);
   c.common();
   std::optional<std::vector<std::int64_t>> shape;
   const char* key = c.has("batch_shape") ? "batch_shape" : "batch_input_shape";

@@ -18,8 +18,7 @@ class TokenAndPositionEmbedding final : public Layer {
     sequence_length_ = args.spec.positive_int("sequence_length");
     dim_ = args.spec.positive_int("embedding_dim");
     init_ = args.spec.one_of("embeddings_initializer", initializer_names(), "uniform");
-    if (args.spec.boolean("mask_zero", false))
-      args.spec.fail("mask_zero", "mask_zero is not supported yet: the layers after an embedding see every step");
+    mask_zero_ = args.spec.boolean("mask_zero", false);
   }
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
@@ -48,6 +47,7 @@ class TokenAndPositionEmbedding final : public Layer {
 
   // Gather on the ids cast to int64, plus the first `steps` rows of the position table.
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+    if (mask_zero_) throw SpecError("model.json", name(), "ONNX export of a model with mask_zero is not supported yet");
     const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
     const std::string tokens =
         w.op("Gather", name(), {w.weight(variable_name("token_embeddings"), value("token_embeddings")), ids},
@@ -58,17 +58,21 @@ class TokenAndPositionEmbedding final : public Layer {
   }
 
   std::int64_t token_ids() const override { return vocabulary_; }
+  // mask_zero: id 0 is padding, as Embedding's (Keras' masking).
+  bool makes_mask() const override { return mask_zero_; }
 
   nlohmann::json config() const override {
     return {{"vocabulary_size", vocabulary_},
             {"sequence_length", sequence_length_},
             {"embedding_dim", dim_},
-            {"embeddings_initializer", init_}};
+            {"embeddings_initializer", init_},
+            {"mask_zero", mask_zero_}};
   }
 
  private:
   std::int64_t vocabulary_ = 0, sequence_length_ = 0, dim_ = 0, steps_ = 0;
   std::string init_;
+  bool mask_zero_ = false;
 };
 
 }  // namespace
@@ -85,7 +89,7 @@ void keras_token_and_position_embedding(KerasConfig& c, nlohmann::json& out, Ker
   if (init != nullptr && !init->is_null() && *init != "uniform")
     c.fail("embeddings_initializer", "only Keras' default \"uniform\" is supported");
   out["embeddings_initializer"] = "uniform";
-  if (c.boolean("mask_zero", false)) c.fail("mask_zero", "mask_zero is not supported yet");
+  out["mask_zero"] = c.boolean("mask_zero", false);
   // tie_weights only matters to a model that reuses the token table as its output projection.
   c.take("tie_weights");
   walk.rank += 1;

@@ -109,6 +109,25 @@ TEST_SUITE("keras_import") {
     CHECK(Sequential::from_json(masked, "text_keras3.json", "", 1).output_shape() == Shape{3});
   }
 
+  TEST_CASE("a KerasHub text transformer imports: its registered classes, mask_zero, KerasHub's counts") {
+    const json spec =
+        keras_to_spec(keras_file("transformer_keras3.json"), "transformer_keras3.json", keras_layer_mappings());
+    REQUIRE(spec.at("layers").size() == 4);
+    CHECK(spec.at("layers")[0].at("mask_zero") == true);
+    CHECK(spec.at("layers")[1].at("type") == "TransformerEncoder");
+    CHECK(spec.at("layers")[1].at("dropout") == 0.1);
+    // KerasHub's summary: the embeddings 1000 x 64 + 32 x 64; the encoder 4 (64 x 64 + 64), 2 x 2 x 64,
+    // 64 x 128 + 128 and 128 x 64 + 64; dense 64 x 2 + 2.
+    const Sequential net = Sequential::from_json(spec, "transformer_keras3.json", "", 1);
+    CHECK(net.layers()[0]->param_count() == 66048);
+    CHECK(net.layers()[1]->param_count() == 16640 + 256 + 8320 + 8256);
+    CHECK(net.output_shape() == Shape{2});
+    // A class registered under any other package is a user's, and refused.
+    json doc = keras_file("transformer_keras3.json");
+    doc["config"]["layers"][2]["registered_name"] = "my_package>TransformerEncoder";
+    expect_refusal(doc, "config.layers[2].registered_name", {"custom class"});
+  }
+
   TEST_CASE("a Bidirectional whose backward layer is not its wrapped layer's mirror is refused") {
     json doc = keras_file("text_keras3.json");
     doc["config"]["layers"][2]["config"]["backward_layer"]["config"]["units"] = 8;

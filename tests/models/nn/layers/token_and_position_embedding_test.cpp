@@ -42,9 +42,6 @@ TEST_CASE("TokenAndPositionEmbedding adds row id of the token table and row l of
 TEST_CASE("TokenAndPositionEmbedding refuses a sequence longer than sequence_length and a non-sequence") {
   check_layer_spec_error(kSpec, {7}, "layers[0].sequence_length", "7 steps of input are more than sequence_length 6");
   check_layer_spec_error(kSpec, {2, 3}, "layers[0]", "takes a sequence of token ids, (None, steps)");
-  check_layer_spec_error(
-      R"({"type":"TokenAndPositionEmbedding","vocabulary_size":9,"sequence_length":6,"embedding_dim":4,"mask_zero":true})",
-      {6}, "layers[0].mask_zero", "not supported yet");
 }
 
 }  // namespace
