@@ -29,7 +29,7 @@ namespace tctl {
 namespace {
 
 // The optional mask input `i` of a pool over x [N, S, C]: [N, S].
-void check_pool_mask(const InferContext& c, int i) {
+void check_global_pool_mask(const InferContext& c, int i) {
   if (c.num_inputs() > i + 1) c.fail("too many inputs");
   if (c.num_inputs() <= i) return;
   c.expect_rank(i, 2);
@@ -40,19 +40,19 @@ void check_pool_mask(const InferContext& c, int i) {
 TensorSpec global_pool_infer(const InferContext& c) {
   c.expect_rank(0, 3);
   c.expect_dtype(0, DType::kF32);
-  check_pool_mask(c, 1);
+  check_global_pool_mask(c, 1);
   return {DType::kF32, Shape{c.shape(0)[0], c.shape(0)[2]}};
 }
 
 TensorSpec like_input(const InferContext& c) { return c.input(1); }
 
-TensorSpec pool_grad_infer(const InferContext& c) {
-  check_pool_mask(c, 2);
+TensorSpec global_pool_grad_infer(const InferContext& c) {
+  check_global_pool_mask(c, 2);
   return c.input(1);
 }
 
 // The pool's gradient node: (dy, x) and the pool's mask when it has one, which gets no gradient itself.
-std::vector<Output> pool_grad(GradBuilder& g, const char* op) {
+std::vector<Output> global_pool_grad(GradBuilder& g, const char* op) {
   std::vector<Output> inputs{g.dy(), g.x(0)};
   const bool masked = g.graph().node(g.y()).inputs.size() == 2;
   if (masked) inputs.push_back(g.x(1));
@@ -124,17 +124,21 @@ void define_sequence_ops() {
   register_op({.name = "GlobalAvgPool",
                .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad = [](GradBuilder& g) { return pool_grad(g, "GlobalAvgPoolGrad"); },
+               .grad = [](GradBuilder& g) { return global_pool_grad(g, "GlobalAvgPoolGrad"); },
                .flops = global_pool_flops});
-  register_op(
-      {.name = "GlobalAvgPoolGrad", .num_inputs = -1, .infer = pool_grad_infer, .flops = global_pool_grad_flops});
+  register_op({.name = "GlobalAvgPoolGrad",
+               .num_inputs = -1,
+               .infer = global_pool_grad_infer,
+               .flops = global_pool_grad_flops});
   register_op({.name = "GlobalMaxPool",
                .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad = [](GradBuilder& g) { return pool_grad(g, "GlobalMaxPoolGrad"); },
+               .grad = [](GradBuilder& g) { return global_pool_grad(g, "GlobalMaxPoolGrad"); },
                .flops = global_pool_flops});
-  register_op(
-      {.name = "GlobalMaxPoolGrad", .num_inputs = -1, .infer = pool_grad_infer, .flops = global_pool_grad_flops});
+  register_op({.name = "GlobalMaxPoolGrad",
+               .num_inputs = -1,
+               .infer = global_pool_grad_infer,
+               .flops = global_pool_grad_flops});
   register_op({.name = "TokenMask", .infer = [](const InferContext& c) {
                  c.expect_rank(0, 2);
                  c.expect_dtype(0, DType::kF32);

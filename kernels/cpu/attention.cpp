@@ -12,7 +12,7 @@
 namespace tctl::cpu {
 namespace {
 
-enum class Scratch { kScores, kGradScores, kCount };
+enum class AttentionScratch { kScores, kGradScores, kCount };
 
 // Keras' additive mask: a large negative number, not -infinity, so a query whose keys are all excluded
 // attends to them all evenly, as in Keras.
@@ -31,13 +31,13 @@ Heads heads_of(const KernelContext& ctx, const Shape& qkv, const float* mask) {
 }
 
 // Whether the pair (query i, key j) is excluded; m is the example's mask row or nullptr.
-bool excluded(const Heads& a, const float* m, std::int64_t i, std::int64_t j) {
+bool excluded_pair(const Heads& a, const float* m, std::int64_t i, std::int64_t j) {
   return (a.causal && j > i) || (m != nullptr && (m[i] == 0.0f || m[j] == 0.0f));
 }
 
-// softmax of a row in place, shifted by its maximum; vector_exp, as libm's exp per score cost more than the
-// products at 128 steps.
-void softmax_in_place(float* row, std::int64_t n) {
+// softmax of a row in place, shifted by its maximum, through vector_exp (kernels/cpu/vector_math.h): T T
+// exponentials per example and head, twice a training step (bench_workloads transformer_text_b32).
+void attention_softmax(float* row, std::int64_t n) {
   float mx = row[0];
   for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, row[j]);
   apply_vector(row, n, [mx](Floats v) { return vector_exp(v - splat(mx)); });
@@ -48,7 +48,7 @@ void softmax_in_place(float* row, std::int64_t n) {
 }
 
 // P = softmax(Q K^T / sqrt(d) + A) for example n and head h, [T, T] into p.
-void scores(const Heads& a, const float* qkv, std::int64_t n, std::int64_t h, float* p) {
+void attention_scores(const Heads& a, const float* qkv, std::int64_t n, std::int64_t h, float* p) {
   const std::int64_t t = a.steps, ld = 3 * a.width;
   const float* q = qkv + n * t * ld + h * a.head;
   product_in_place(false, true, t, t, a.head, q, ld, q + a.width, ld, p, t);
@@ -56,26 +56,26 @@ void scores(const Heads& a, const float* qkv, std::int64_t n, std::int64_t h, fl
   const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
   for (std::int64_t i = 0; i < t; ++i) {
     float* row = p + i * t;
-    for (std::int64_t j = 0; j < t; ++j) row[j] = row[j] * scale + (excluded(a, m, i, j) ? kExcluded : 0.0f);
-    softmax_in_place(row, t);
+    for (std::int64_t j = 0; j < t; ++j) row[j] = row[j] * scale + (excluded_pair(a, m, i, j) ? kExcluded : 0.0f);
+    attention_softmax(row, t);
   }
 }
 
-const float* mask_of(const KernelContext& ctx, int i) {
+const float* attention_mask(const KernelContext& ctx, int i) {
   return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
 }
 
 void self_attention_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Heads a = heads_of(ctx, x.shape(), mask_of(ctx, 1));
+  const Heads a = heads_of(ctx, x.shape(), attention_mask(ctx, 1));
   const float* qkv = x.data<float>();
   float* y = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;
   ctx.parallel_for(a.batch * a.heads, 1, [&](std::int64_t begin, std::int64_t end) {
-    float* p = thread_scratch(t * t, Scratch::kScores);
+    float* p = thread_scratch(t * t, AttentionScratch::kScores);
     for (std::int64_t e = begin; e < end; ++e) {
       const std::int64_t n = e / a.heads, h = e % a.heads;
-      scores(a, qkv, n, h, p);
+      attention_scores(a, qkv, n, h, p);
       const float* v = qkv + n * t * ld + 2 * a.width + h * a.head;
       product_in_place(false, false, t, a.head, t, p, t, v, ld, y + n * t * a.width + h * a.head, a.width);
     }
@@ -87,16 +87,16 @@ void self_attention_cpu(KernelContext& ctx) {
 void self_attention_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
   const Tensor& x = ctx.input(1);
-  const Heads a = heads_of(ctx, x.shape(), mask_of(ctx, 2));
+  const Heads a = heads_of(ctx, x.shape(), attention_mask(ctx, 2));
   const float* qkv = x.data<float>();
   float* dqkv = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;
   ctx.parallel_for(a.batch * a.heads, 1, [&](std::int64_t begin, std::int64_t end) {
-    float* p = thread_scratch(t * t, Scratch::kScores);
-    float* dp = thread_scratch(t * t, Scratch::kGradScores);
+    float* p = thread_scratch(t * t, AttentionScratch::kScores);
+    float* dp = thread_scratch(t * t, AttentionScratch::kGradScores);
     for (std::int64_t e = begin; e < end; ++e) {
       const std::int64_t n = e / a.heads, h = e % a.heads;
-      scores(a, qkv, n, h, p);
+      attention_scores(a, qkv, n, h, p);
       const float* q = qkv + n * t * ld + h * a.head;
       const float* k = q + a.width;
       const float* v = q + 2 * a.width;
@@ -114,7 +114,7 @@ void self_attention_grad_cpu(KernelContext& ctx) {
         // An excluded pair's score is swamped by the -1e9 in float: it moves nothing, so it gets no gradient
         // (a query whose keys are all excluded attends evenly whatever its scores).
         const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
-        for (std::int64_t j = 0; j < t; ++j) row[j] = excluded(a, m, i, j) ? 0.0f : pr[j] * (row[j] - d) * scale;
+        for (std::int64_t j = 0; j < t; ++j) row[j] = excluded_pair(a, m, i, j) ? 0.0f : pr[j] * (row[j] - d) * scale;
       }
       product_in_place(false, false, t, a.head, t, dp, t, k, ld, dq, ld);           // dQ
       product_in_place(true, false, t, a.head, t, dp, t, q, ld, dq + a.width, ld);  // dK

@@ -22,7 +22,7 @@ namespace {
 // thread (bench/README.md, "Figures behind the constants in the code").
 constexpr std::int64_t kRowBlock = 16;
 
-enum class Scratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kTransposed, kParts, kCount };
+enum class RecurrentScratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kTransposed, kParts, kCount };
 
 struct Dims {
   RecurrentCell cell;
@@ -132,7 +132,7 @@ void carry_states(const Dims& d, float* ws, std::int64_t i, std::int64_t k) {
 }
 
 // The mask input `i` of a node with an optional mask, or nullptr.
-const float* mask_input(const KernelContext& ctx, int i) {
+const float* recurrent_mask(const KernelContext& ctx, int i) {
   return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
 }
 
@@ -140,7 +140,7 @@ void recurrence_cpu(KernelContext& ctx) {
   const Tensor& xp = ctx.input(0);
   const float* u = ctx.input(1).data<float>();
   const float* b = ctx.input(2).data<float>();
-  const float* mask = mask_input(ctx, 3);
+  const float* mask = recurrent_mask(ctx, 3);
   Tensor& out = ctx.output();
   const Dims d = dims_of(ctx, out.shape());
   const float* px = xp.data<float>();
@@ -148,7 +148,7 @@ void recurrence_cpu(KernelContext& ctx) {
   auto step = d.cell == RecurrentCell::kLstm ? lstm_step : d.cell == RecurrentCell::kGru ? gru_step : simple_step;
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first;
-    float* z = thread_scratch(rows * d.columns, Scratch::kGates);
+    float* z = thread_scratch(rows * d.columns, RecurrentScratch::kGates);
     for (std::int64_t k = 0; k < d.steps; ++k) {
       if (k == 0)
         std::fill(z, z + rows * d.columns, 0.0f);
@@ -177,7 +177,7 @@ void lstm_step_back(const Dims& d, const float* ws, std::int64_t i, std::int64_t
   const float* gg = plane(ws, d, 4, i, k);
   const float* go = plane(ws, d, 5, i, k);
   // tanh(c), and c_{t-1} (zeros at the first step) so the loop has no branch.
-  float* __restrict tc = thread_scratch(2 * h, Scratch::kRow);
+  float* __restrict tc = thread_scratch(2 * h, RecurrentScratch::kRow);
   std::copy_n(cell, h, tc);
   tanh_in_place(tc, h);
   if (prev == nullptr) std::fill(tc + h, tc + 2 * h, 0.0f);
@@ -222,7 +222,7 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   const float* dws = ctx.input(0).data<float>();
   const Tensor& workspace = ctx.input(1);
   const float* u = ctx.input(2).data<float>();
-  const float* mask = mask_input(ctx, 3);
+  const float* mask = recurrent_mask(ctx, 3);
   const Dims d = dims_of(ctx, workspace.shape());
   const float* ws = workspace.data<float>();
   float* dxp = ctx.output().mutable_data<float>();
@@ -230,15 +230,15 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   auto step = d.cell == RecurrentCell::kLstm ? lstm_step_back : gru ? gru_step_back : simple_step_back;
   // U^T [G H, H], once: small_product would transpose U for every step of every block (5% of
   // bench_workloads lstm_text_b64's step). The calling thread's buffer, reached through a pointer.
-  float* ut = thread_scratch(d.columns * d.units, Scratch::kTransposed);
+  float* ut = thread_scratch(d.columns * d.units, RecurrentScratch::kTransposed);
   for (std::int64_t r = 0; r < d.units; ++r)
     for (std::int64_t c = 0; c < d.columns; ++c) ut[c * d.units + r] = u[r * d.columns + c];
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
-    float* dh = thread_scratch(rows * h, Scratch::kCarry);
-    float* dc = thread_scratch(rows * h, Scratch::kCellCarry);
-    float* drec = thread_scratch(rows * d.columns, Scratch::kGates);
-    float* product = thread_scratch(rows * h, Scratch::kProduct);
+    float* dh = thread_scratch(rows * h, RecurrentScratch::kCarry);
+    float* dc = thread_scratch(rows * h, RecurrentScratch::kCellCarry);
+    float* drec = thread_scratch(rows * d.columns, RecurrentScratch::kGates);
+    float* product = thread_scratch(rows * h, RecurrentScratch::kProduct);
     bool padding[kRowBlock] = {};
     std::fill(dh, dh + rows * h, 0.0f);
     std::fill(dc, dc + rows * h, 0.0f);
@@ -309,11 +309,11 @@ void recurrence_param_grad_cpu(KernelContext& ctx) {
   const std::int64_t size = out.num_elements(), blocks = (d.batch + kRowBlock - 1) / kRowBlock;
   const bool kernel = ctx.attrs().i("wrt") == 0, gru = d.cell == RecurrentCell::kGru;
   // The calling thread's buffer, reached through a pointer: a pool thread naming it would get its own.
-  float* parts = thread_scratch(blocks * size, Scratch::kParts);
+  float* parts = thread_scratch(blocks * size, RecurrentScratch::kParts);
   std::fill(parts, parts + blocks * size, 0.0f);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     float* part = parts + first / kRowBlock * size;
-    float* buffer = thread_scratch(d.steps * d.columns, Scratch::kColumns);
+    float* buffer = thread_scratch(d.steps * d.columns, RecurrentScratch::kColumns);
     for (std::int64_t i = first; i < end; ++i) {
       if (kernel) {
         if (d.steps < 2) continue;
@@ -354,7 +354,7 @@ OutputStep output_step(const KernelContext& ctx, const float* mask, std::int64_t
 // With a mask the outputs at padding steps are zeros (Keras' zero_output_for_mask).
 void recurrence_output_cpu(KernelContext& ctx) {
   const Tensor& workspace = ctx.input(0);
-  const float* mask = mask_input(ctx, 1);
+  const float* mask = recurrent_mask(ctx, 1);
   const Shape& s = workspace.shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   const float* ws = workspace.data<float>();
@@ -379,7 +379,7 @@ void recurrence_output_cpu(KernelContext& ctx) {
 
 void recurrence_output_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
-  const float* mask = mask_input(ctx, 2);
+  const float* mask = recurrent_mask(ctx, 2);
   const Shape& s = ctx.input(1).shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   Tensor& out = ctx.output();

@@ -44,19 +44,19 @@ void for_each_column_block(const KernelContext& ctx, std::int64_t width, std::in
 }
 
 // Whether step s of example n is one to pool: every step without a mask, else where the mask holds 1.
-inline bool kept(const float* mask, std::int64_t n, std::int64_t steps, std::int64_t s) {
+inline bool step_kept(const float* mask, std::int64_t n, std::int64_t steps, std::int64_t s) {
   return mask == nullptr || mask[n * steps + s] != 0.0f;
 }
 
 // The mask input `i` of a pool with an optional mask, or nullptr.
-const float* pool_mask(const KernelContext& ctx, int i) {
+const float* global_pool_mask(const KernelContext& ctx, int i) {
   return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
 }
 
 // The mean over the kept steps (all of them without a mask); an example with none kept gives zeros.
 void global_avg_pool_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const float* mask = pool_mask(ctx, 1);
+  const float* mask = global_pool_mask(ctx, 1);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
@@ -65,7 +65,7 @@ void global_avg_pool_cpu(KernelContext& ctx) {
     std::fill(y, y + d.channels, 0.0f);
     std::int64_t count = 0;
     for (std::int64_t s = 0; s < d.steps; ++s) {
-      if (!kept(mask, n, d.steps, s)) continue;
+      if (!step_kept(mask, n, d.steps, s)) continue;
       ++count;
       const float* row = px + (n * d.steps + s) * d.channels;
       for (std::int64_t c = 0; c < d.channels; ++c) y[c] += row[c];
@@ -77,27 +77,27 @@ void global_avg_pool_cpu(KernelContext& ctx) {
 
 void global_avg_pool_grad_cpu(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
-  const float* mask = pool_mask(ctx, 2);
+  const float* mask = global_pool_mask(ctx, 2);
   const PoolDims d = pool_dims(ctx.input(1).shape());
   const float* pdy = dy.data<float>();
   float* pdx = ctx.output().mutable_data<float>();
   for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     std::int64_t count = 0;
-    for (std::int64_t s = 0; s < d.steps; ++s) count += kept(mask, n, d.steps, s) ? 1 : 0;
+    for (std::int64_t s = 0; s < d.steps; ++s) count += step_kept(mask, n, d.steps, s) ? 1 : 0;
     const float scale = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
     const float* g = pdy + n * d.channels;
     for (std::int64_t s = 0; s < d.steps; ++s) {
       float* row = pdx + (n * d.steps + s) * d.channels;
-      const float f = kept(mask, n, d.steps, s) ? scale : 0.0f;
+      const float f = step_kept(mask, n, d.steps, s) ? scale : 0.0f;
       for (std::int64_t c = 0; c < d.channels; ++c) row[c] = g[c] * f;
     }
   });
 }
 
 // The first kept step of example n, or -1 when it has none.
-std::int64_t first_kept(const float* mask, std::int64_t n, std::int64_t steps) {
+std::int64_t first_kept_step(const float* mask, std::int64_t n, std::int64_t steps) {
   for (std::int64_t s = 0; s < steps; ++s)
-    if (kept(mask, n, steps, s)) return s;
+    if (step_kept(mask, n, steps, s)) return s;
   return -1;
 }
 
@@ -105,16 +105,16 @@ std::int64_t first_kept(const float* mask, std::int64_t n, std::int64_t steps) {
 // channel's maximum NaN, as TF's.
 void global_max_pool_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const float* mask = pool_mask(ctx, 1);
+  const float* mask = global_pool_mask(ctx, 1);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
   for_each_row_of(ctx, d.batch, d.steps * d.channels, [&](std::int64_t n) {
     float* y = py + n * d.channels;
-    const bool none = first_kept(mask, n, d.steps) < 0;
+    const bool none = first_kept_step(mask, n, d.steps) < 0;
     std::fill(y, y + d.channels, none ? 0.0f : -std::numeric_limits<float>::infinity());
     for (std::int64_t s = 0; s < d.steps; ++s) {
-      if (!kept(mask, n, d.steps, s)) continue;
+      if (!step_kept(mask, n, d.steps, s)) continue;
       const float* row = px + (n * d.steps + s) * d.channels;
       for (std::int64_t c = 0; c < d.channels; ++c) y[c] = row[c] > y[c] || row[c] != row[c] ? row[c] : y[c];
     }
@@ -125,7 +125,7 @@ void global_max_pool_cpu(KernelContext& ctx) {
 // elsewhere.
 void global_max_pool_grad_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(1);
-  const float* mask = pool_mask(ctx, 2);
+  const float* mask = global_pool_mask(ctx, 2);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   const float* pdy = ctx.input(0).data<float>();
@@ -134,7 +134,7 @@ void global_max_pool_grad_cpu(KernelContext& ctx) {
     const float* xs = px + n * d.steps * d.channels;
     float* dx = pdx + n * d.steps * d.channels;
     std::fill(dx, dx + d.steps * d.channels, 0.0f);
-    const std::int64_t first = first_kept(mask, n, d.steps);
+    const std::int64_t first = first_kept_step(mask, n, d.steps);
     if (first < 0) return;
     // Steps outer, channels inner, so the input is read in order and the compares vectorize; a channel's
     // best stays at its first NaN (x != x), and moves to a NaN.
@@ -145,7 +145,7 @@ void global_max_pool_grad_cpu(KernelContext& ctx) {
     float* v = value.data();
     std::int32_t* at = best.data();
     for (std::int64_t s = first + 1; s < d.steps; ++s) {
-      if (!kept(mask, n, d.steps, s)) continue;
+      if (!step_kept(mask, n, d.steps, s)) continue;
       const float* row = xs + s * d.channels;
       for (std::int64_t c = 0; c < d.channels; ++c) {
         const bool take = v[c] == v[c] && (row[c] > v[c] || row[c] != row[c]);
