@@ -20,6 +20,7 @@
 #include <limits>
 
 #include "core/counter_random.h"
+#include "core/op_registry.h"
 #include "models/nn/activations.h"
 #include "models/nn/initializers.h"
 #include "models/nn/layer.h"
@@ -89,6 +90,13 @@ class TransformerEncoder final : public Layer {
     dense("feedforward_intermediate_dense", hidden_, intermediate_);
     dense("feedforward_output_dense", intermediate_, hidden_);
     steps_ = input[0];
+    if (cost_product(steps_, steps_) > kMaxTensorElements)
+      where.fail_here("TransformerEncoder's attention scores of " + std::to_string(steps_) + " x " +
+                      std::to_string(steps_) + " steps are more than the 2^36 elements tensorctl supports");
+    if (cost_product(steps_, 11 * hidden_ + 2 * intermediate_) > kMaxTensorElements)
+      where.fail("intermediate_dim",
+                 "the block's activations need more than the 2^36 elements per example "
+                 "tensorctl supports");
     stream_ = static_cast<std::int64_t>(ctx.key(0x44726f70ull) >> 1);
     return input;
   }
@@ -122,7 +130,7 @@ class TransformerEncoder final : public Layer {
   // The queries, keys and values, the attention's output and scores' inputs, the feedforward network's
   // intermediate activations and the residual sums and normalizations, per example.
   std::int64_t inner_activation_elements() const override {
-    return steps_ * (3 * hidden_ + 4 * hidden_ + 2 * intermediate_ + 4 * hidden_);
+    return cost_product(steps_, 11 * hidden_ + 2 * intermediate_);
   }
 
  private:

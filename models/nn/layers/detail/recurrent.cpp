@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/counter_random.h"
+#include "core/op_registry.h"
 #include "models/nn/initializers.h"
 
 namespace tctl::detail {
@@ -76,11 +77,19 @@ Shape RecurrentLayer::build(const Shape& input, const BuildContext& ctx, const S
                     Shape::concat(-1, input).keras_string());
   steps_ = input[0];
   features_ = input[1];
-  const std::int64_t columns = recurrent_gates(cell()) * units_;
+  if (steps_ < 1 || features_ < 1) where.fail_here(type() + " needs at least one step of at least one feature");
+  // Sizes past this are typos, and would otherwise surface as an allocation failure (or overflow here).
   constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
-  if (columns > kMaxKernelElements / std::max(features_, units_))
-    where.fail("units", "kernels of " + std::to_string(std::max(features_, units_)) + " x " + std::to_string(columns) +
+  const std::int64_t gates = recurrent_gates(cell());
+  if (units_ > kMaxKernelElements / gates / features_ || units_ > kMaxKernelElements / gates / units_)
+    where.fail("units", "kernels of " + std::to_string(std::max(features_, units_)) + " x " + std::to_string(gates) +
+                            " x " + std::to_string(units_) +
                             " weights are larger than the 2^31 elements tensorctl supports");
+  const std::int64_t columns = gates * units_;
+  // The workspace and the input's product, per example, within the largest tensor tensorctl holds.
+  if (cost_product(recurrent_planes(cell()) + gates, cost_product(steps_, units_)) > kMaxTensorElements)
+    where.fail("units", std::to_string(steps_) + " steps of " + std::to_string(units_) +
+                            " units need a workspace larger than the 2^36 elements per example tensorctl supports");
   const std::uint64_t base = ctx.key();
   const Shape kernel{features_, columns}, recurrent{units_, columns};
   add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, features_, columns, base); });
@@ -141,7 +150,7 @@ nlohmann::json RecurrentLayer::config() const {
 
 // The workspace: its planes of [steps, units] per example.
 std::int64_t RecurrentLayer::inner_activation_elements() const {
-  return (recurrent_planes(cell()) + recurrent_gates(cell())) * steps_ * units_;
+  return cost_product(recurrent_planes(cell()) + recurrent_gates(cell()), cost_product(steps_, units_));
 }
 
 // ONNX's own LSTM, GRU (linear_before_reset 1, Keras' reset_after) or RNN on the sequence made time-major,

@@ -35,6 +35,11 @@ TEST_CASE("LSTM refuses what it does not compute") {
   check_layer_spec_error(R"({"type":"LSTM","units":4,"recurrent_dropout":0.1})", {5, 3}, "layers[0].recurrent_dropout",
                          "not supported yet");
   check_layer_spec_error(R"({"type":"LSTM","units":4})", {5}, "layers[0]", "(None, steps, features)");
+  // Sizes past tensorctl's limits, refused before anything overflows or is allocated.
+  check_layer_spec_error(R"({"type":"LSTM","units":4611686018427387904})", {5, 3}, "layers[0].units",
+                         "larger than the 2^31 elements");
+  check_layer_spec_error(R"({"type":"LSTM","units":16})", {1000000000, 4}, "layers[0].units",
+                         "need a workspace larger than the 2^36 elements");
 }
 
 }  // namespace
