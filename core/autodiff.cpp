@@ -8,6 +8,15 @@
 
 namespace tctl {
 
+std::vector<Output> masked_op_grad(GradBuilder& g, std::string_view op, Attrs attrs) {
+  std::vector<Output> inputs{g.dy(), g.x(0)};
+  const bool masked = g.num_inputs() == 2;
+  if (masked) inputs.push_back(g.x(1));
+  std::vector<Output> grads{g.op(op, std::move(inputs), std::move(attrs))};
+  if (masked) grads.emplace_back();
+  return grads;
+}
+
 std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs) {
   TCTL_CHECK(g.spec(loss).shape.rank() == 0, "gradients() needs a scalar loss");
   const int n = loss.node + 1;

@@ -19,6 +19,7 @@ class GradBuilder {
   // model's input batch). A gradient function may then return an invalid Output for it and save the work.
   bool needs(int i) const { return needed_ == nullptr || (*needed_)[static_cast<std::size_t>(i)] != 0; }
   Output x(int i) const { return Output{node_.inputs[static_cast<std::size_t>(i)], g_.id()}; }
+  int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
   Output y() const { return Output{node_.id, g_.id()}; }
   Output dy() const { return dy_; }
   const Attrs& attrs() const { return node_.attrs; }
@@ -35,6 +36,10 @@ class GradBuilder {
   Output dy_;
   const std::vector<char>* needed_;
 };
+
+// The gradient of an op whose input 0 is differentiated and whose optional input 1 is a mask that gets none
+// (the global poolings, SelfAttention, RecurrenceOutput): the node `op` on (dy, x(0)[, x(1)]) with `attrs`.
+std::vector<Output> masked_op_grad(GradBuilder& g, std::string_view op, Attrs attrs = {});
 
 // d loss / d x for each x, for a scalar `loss`. An x the loss does not depend on gets zeros of its shape
 // (a ZerosLike node, so an unknown batch dimension is fine). Gradients reaching a node along several paths are summed

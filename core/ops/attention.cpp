@@ -31,14 +31,7 @@ TensorSpec attention_infer(const InferContext& c) {
 
 TensorSpec attention_grad_infer(const InferContext& c) { return c.input(1); }
 
-std::vector<Output> attention_grad(GradBuilder& g) {
-  std::vector<Output> inputs{g.dy(), g.x(0)};
-  const bool masked = g.graph().node(g.y()).inputs.size() == 2;
-  if (masked) inputs.push_back(g.x(1));
-  std::vector<Output> grads{g.op("SelfAttentionGrad", std::move(inputs), g.attrs())};
-  if (masked) grads.emplace_back();
-  return grads;
-}
+std::vector<Output> attention_grad(GradBuilder& g) { return masked_op_grad(g, "SelfAttentionGrad", g.attrs()); }
 
 // Q K^T and P V, 2 N T T D multiply-adds (the qkv input is the gradient's second).
 std::int64_t attention_cost(std::span<const TensorSpec> in, const TensorSpec&, const Attrs&) {

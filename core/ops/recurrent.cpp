@@ -38,11 +38,6 @@ void check_mask(const InferContext& c, int i, const Shape& sequence) {
     c.fail("mask " + m.to_string() + " does not fit the sequence " + sequence.to_string());
 }
 
-// The bias's shape for this cell and width.
-Shape bias_shape(RecurrentCell cell, std::int64_t gate_columns) {
-  return cell == RecurrentCell::kGru ? Shape{2, gate_columns} : Shape{gate_columns};
-}
-
 TensorSpec recurrence_infer(const InferContext& c) {
   if (c.num_inputs() != 3 && c.num_inputs() != 4) c.fail("Recurrence takes 3 inputs and an optional mask");
   const RecurrentCell cell = recurrent_cell(c.attrs());
@@ -57,8 +52,8 @@ TensorSpec recurrence_infer(const InferContext& c) {
            " units]");
   if (xp[2] != columns)
     c.fail("input " + xp.to_string() + " does not have the kernel's " + std::to_string(columns) + " columns");
-  if (!(c.shape(2) == bias_shape(cell, columns)))
-    c.fail("bias " + c.shape(2).to_string() + " is not " + bias_shape(cell, columns).to_string());
+  if (!(c.shape(2) == recurrent_bias_shape(cell, columns)))
+    c.fail("bias " + c.shape(2).to_string() + " is not " + recurrent_bias_shape(cell, columns).to_string());
   check_mask(c, 3, xp);
   return {DType::kF32, Shape{recurrent_planes(cell), xp[0], xp[1], units}};
 }
@@ -66,7 +61,7 @@ TensorSpec recurrence_infer(const InferContext& c) {
 std::vector<Output> recurrence_grad(GradBuilder& g) {
   const Attrs attrs = cell_attrs(g.attrs());
   std::vector<Output> inputs{g.dy(), g.y(), g.x(1)};
-  if (g.graph().node(g.y()).inputs.size() == 4) inputs.push_back(g.x(3));
+  if (g.num_inputs() == 4) inputs.push_back(g.x(3));
   const Output dxp = g.op("RecurrenceGrad", std::move(inputs), attrs);
   auto param = [&](std::int64_t wrt) {
     Attrs a = attrs;
@@ -75,7 +70,7 @@ std::vector<Output> recurrence_grad(GradBuilder& g) {
   };
   std::vector<Output> grads{g.needs(0) ? dxp : Output{}, g.needs(1) ? param(0) : Output{},
                             g.needs(2) ? param(1) : Output{}};
-  if (g.graph().node(g.y()).inputs.size() == 4) grads.emplace_back();  // the mask gets none
+  if (g.num_inputs() == 4) grads.emplace_back();  // the mask gets none
   return grads;
 }
 
@@ -87,7 +82,7 @@ TensorSpec recurrence_grad_infer(const InferContext& c) {
 TensorSpec param_grad_infer(const InferContext& c) {
   const RecurrentCell cell = recurrent_cell(c.attrs());
   const std::int64_t columns = c.shape(0)[2], units = c.shape(1)[3];
-  return {DType::kF32, c.attrs().i("wrt") == 0 ? Shape{units, columns} : bias_shape(cell, columns)};
+  return {DType::kF32, c.attrs().i("wrt") == 0 ? Shape{units, columns} : recurrent_bias_shape(cell, columns)};
 }
 
 TensorSpec output_infer(const InferContext& c) {
@@ -128,12 +123,7 @@ void define_recurrent_ops() {
       {.name = "RecurrenceGrad", .num_inputs = -1, .infer = recurrence_grad_infer, .cost = recurrence_grad_cost});
   register_op({.name = "RecurrenceParamGrad", .num_inputs = 2, .infer = param_grad_infer, .cost = param_grad_cost});
   register_op({.name = "RecurrenceOutput", .num_inputs = -1, .infer = output_infer, .grad = [](GradBuilder& g) {
-                 std::vector<Output> inputs{g.dy(), g.x(0)};
-                 const bool masked = g.graph().node(g.y()).inputs.size() == 2;
-                 if (masked) inputs.push_back(g.x(1));
-                 std::vector<Output> grads{g.op("RecurrenceOutputGrad", std::move(inputs), g.attrs())};
-                 if (masked) grads.emplace_back();
-                 return grads;
+                 return masked_op_grad(g, "RecurrenceOutputGrad", g.attrs());
                }});
   register_op(
       {.name = "RecurrenceOutputGrad", .num_inputs = -1, .infer = [](const InferContext& c) { return c.input(1); }});

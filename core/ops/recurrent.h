@@ -13,18 +13,23 @@
 
 #include "core/attrs.h"
 #include "core/errors.h"
+#include "core/shape.h"
 
 namespace tctl {
 
 // Keras' cells: SimpleRNN (tanh or relu), LSTM (gates i, f, c, o), GRU with reset_after (gates z, r, h).
 enum class RecurrentCell { kSimpleTanh, kSimpleRelu, kLstm, kGru };
 
+// The cell's name in a node's "cell" attribute, by RecurrentCell.
+inline constexpr const char* kRecurrentCellNames[] = {"simple_tanh", "simple_relu", "lstm", "gru"};
+
+inline std::string recurrent_cell_name(RecurrentCell cell) { return kRecurrentCellNames[static_cast<int>(cell)]; }
+
 inline RecurrentCell recurrent_cell(const Attrs& attrs) {
   const std::string& cell = attrs.s("cell");
-  if (cell == "simple_tanh") return RecurrentCell::kSimpleTanh;
-  if (cell == "simple_relu") return RecurrentCell::kSimpleRelu;
-  if (cell == "lstm") return RecurrentCell::kLstm;
-  TCTL_CHECK(cell == "gru", "unknown recurrent cell " + cell);
+  for (int i = 0; i < 4; ++i)
+    if (cell == kRecurrentCellNames[i]) return static_cast<RecurrentCell>(i);
+  TCTL_CHECK(false, "unknown recurrent cell " + cell);
   return RecurrentCell::kGru;
 }
 
@@ -51,6 +56,12 @@ inline std::int64_t recurrent_planes(RecurrentCell cell) {
     default:
       return 1;
   }
+}
+
+// The bias's shape for this cell and G H columns: the GRU's [2, 3 H] holds the input bias, then the recurrent
+// bias that its reset gate scales.
+inline Shape recurrent_bias_shape(RecurrentCell cell, std::int64_t columns) {
+  return cell == RecurrentCell::kGru ? Shape{2, columns} : Shape{columns};
 }
 
 }  // namespace tctl

@@ -51,16 +51,6 @@ TensorSpec global_pool_grad_infer(const InferContext& c) {
   return c.input(1);
 }
 
-// The pool's gradient node: (dy, x) and the pool's mask when it has one, which gets no gradient itself.
-std::vector<Output> global_pool_grad(GradBuilder& g, const char* op) {
-  std::vector<Output> inputs{g.dy(), g.x(0)};
-  const bool masked = g.graph().node(g.y()).inputs.size() == 2;
-  if (masked) inputs.push_back(g.x(1));
-  std::vector<Output> grads{g.op(op, std::move(inputs))};
-  if (masked) grads.emplace_back();
-  return grads;
-}
-
 // One operation per input element, as the 2-D pools count the elements their windows cover.
 std::int64_t global_pool_flops(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
   return cost_elements(inputs[0].shape);
@@ -124,7 +114,7 @@ void define_sequence_ops() {
   register_op({.name = "GlobalAvgPool",
                .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad = [](GradBuilder& g) { return global_pool_grad(g, "GlobalAvgPoolGrad"); },
+               .grad = [](GradBuilder& g) { return masked_op_grad(g, "GlobalAvgPoolGrad"); },
                .flops = global_pool_flops});
   register_op({.name = "GlobalAvgPoolGrad",
                .num_inputs = -1,
@@ -133,7 +123,7 @@ void define_sequence_ops() {
   register_op({.name = "GlobalMaxPool",
                .num_inputs = -1,
                .infer = global_pool_infer,
-               .grad = [](GradBuilder& g) { return global_pool_grad(g, "GlobalMaxPoolGrad"); },
+               .grad = [](GradBuilder& g) { return masked_op_grad(g, "GlobalMaxPoolGrad"); },
                .flops = global_pool_flops});
   register_op({.name = "GlobalMaxPoolGrad",
                .num_inputs = -1,

@@ -61,13 +61,9 @@ void attention_scores(const Heads& a, const float* qkv, std::int64_t n, std::int
   }
 }
 
-const float* attention_mask(const KernelContext& ctx, int i) {
-  return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
-}
-
 void self_attention_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const Heads a = heads_of(ctx, x.shape(), attention_mask(ctx, 1));
+  const Heads a = heads_of(ctx, x.shape(), optional_floats(ctx, 1));
   const float* qkv = x.data<float>();
   float* y = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;
@@ -87,7 +83,7 @@ void self_attention_cpu(KernelContext& ctx) {
 void self_attention_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
   const Tensor& x = ctx.input(1);
-  const Heads a = heads_of(ctx, x.shape(), attention_mask(ctx, 2));
+  const Heads a = heads_of(ctx, x.shape(), optional_floats(ctx, 2));
   const float* qkv = x.data<float>();
   float* dqkv = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;

@@ -48,6 +48,12 @@ float* thread_scratch(std::int64_t floats, Slot which) {
   return b.data();
 }
 
+// The floats of input i of a node whose inputs from i on are optional (a padding mask), or nullptr when the
+// node has no input i.
+inline const float* optional_floats(const KernelContext& ctx, int i) {
+  return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
+}
+
 // Applies fn(i) for every element index of the output, split across the intra-op pool.
 template <class Fn>
 void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {

@@ -48,12 +48,6 @@ T* plane(T* ws, const Dims& d, std::int64_t p, std::int64_t i, std::int64_t k) {
   return ws + ((p * d.batch + i) * d.steps + k) * d.units;
 }
 
-// y = a op(b) (small_product.h's product_in_place, which cuts the backward pass's depth of 4 H).
-void multiply(bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
-              const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  product_in_place(false, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
-}
-
 // fn(first, end) for each block of kRowBlock examples, over the intra-op pool.
 template <class Fn>
 void for_each_row_block(const KernelContext& ctx, std::int64_t batch, Fn fn) {
@@ -131,16 +125,11 @@ void carry_states(const Dims& d, float* ws, std::int64_t i, std::int64_t k) {
   }
 }
 
-// The mask input `i` of a node with an optional mask, or nullptr.
-const float* recurrent_mask(const KernelContext& ctx, int i) {
-  return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
-}
-
 void recurrence_cpu(KernelContext& ctx) {
   const Tensor& xp = ctx.input(0);
   const float* u = ctx.input(1).data<float>();
   const float* b = ctx.input(2).data<float>();
-  const float* mask = recurrent_mask(ctx, 3);
+  const float* mask = optional_floats(ctx, 3);
   Tensor& out = ctx.output();
   const Dims d = dims_of(ctx, out.shape());
   const float* px = xp.data<float>();
@@ -153,8 +142,8 @@ void recurrence_cpu(KernelContext& ctx) {
       if (k == 0)
         std::fill(z, z + rows * d.columns, 0.0f);
       else
-        multiply(false, rows, d.columns, d.units, plane(ws, d, 0, first, k - 1), d.steps * d.units, u, d.columns, z,
-                 d.columns);
+        product_in_place(false, false, rows, d.columns, d.units, plane(ws, d, 0, first, k - 1), d.steps * d.units, u,
+                         d.columns, z, d.columns);
       const std::int64_t t = d.time(k);
       for (std::int64_t r = 0; r < rows; ++r) {
         step(d, ws, first + r, k, z + r * d.columns, px + ((first + r) * d.steps + t) * d.columns, b);
@@ -222,7 +211,7 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   const float* dws = ctx.input(0).data<float>();
   const Tensor& workspace = ctx.input(1);
   const float* u = ctx.input(2).data<float>();
-  const float* mask = recurrent_mask(ctx, 3);
+  const float* mask = optional_floats(ctx, 3);
   const Dims d = dims_of(ctx, workspace.shape());
   const float* ws = workspace.data<float>();
   float* dxp = ctx.output().mutable_data<float>();
@@ -263,10 +252,10 @@ void recurrence_grad_cpu(KernelContext& ctx) {
       if (k == 0) break;
       // d h_{t-1} = (the gradient of h_{t-1} U) U^T, plus the GRU's z dh.
       if (gru)
-        multiply(false, rows, h, d.columns, drec, d.columns, ut, h, product, h);
+        product_in_place(false, false, rows, h, d.columns, drec, d.columns, ut, h, product, h);
       else
-        multiply(false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, ut, h,
-                 product, h);
+        product_in_place(false, false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns,
+                         ut, h, product, h);
       if (!any_padding) {
         for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
         continue;
@@ -354,7 +343,7 @@ OutputStep output_step(const KernelContext& ctx, const float* mask, std::int64_t
 // With a mask the outputs at padding steps are zeros (Keras' zero_output_for_mask).
 void recurrence_output_cpu(KernelContext& ctx) {
   const Tensor& workspace = ctx.input(0);
-  const float* mask = recurrent_mask(ctx, 1);
+  const float* mask = optional_floats(ctx, 1);
   const Shape& s = workspace.shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   const float* ws = workspace.data<float>();
@@ -379,7 +368,7 @@ void recurrence_output_cpu(KernelContext& ctx) {
 
 void recurrence_output_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
-  const float* mask = recurrent_mask(ctx, 2);
+  const float* mask = optional_floats(ctx, 2);
   const Shape& s = ctx.input(1).shape();
   const std::int64_t batch = s[1], steps = s[2], units = s[3];
   Tensor& out = ctx.output();

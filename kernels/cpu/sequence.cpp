@@ -48,15 +48,10 @@ inline bool step_kept(const float* mask, std::int64_t n, std::int64_t steps, std
   return mask == nullptr || mask[n * steps + s] != 0.0f;
 }
 
-// The mask input `i` of a pool with an optional mask, or nullptr.
-const float* global_pool_mask(const KernelContext& ctx, int i) {
-  return ctx.num_inputs() > i ? ctx.input(i).data<float>() : nullptr;
-}
-
 // The mean over the kept steps (all of them without a mask); an example with none kept gives zeros.
 void global_avg_pool_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const float* mask = global_pool_mask(ctx, 1);
+  const float* mask = optional_floats(ctx, 1);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
@@ -77,7 +72,7 @@ void global_avg_pool_cpu(KernelContext& ctx) {
 
 void global_avg_pool_grad_cpu(KernelContext& ctx) {
   const Tensor& dy = ctx.input(0);
-  const float* mask = global_pool_mask(ctx, 2);
+  const float* mask = optional_floats(ctx, 2);
   const PoolDims d = pool_dims(ctx.input(1).shape());
   const float* pdy = dy.data<float>();
   float* pdx = ctx.output().mutable_data<float>();
@@ -105,7 +100,7 @@ std::int64_t first_kept_step(const float* mask, std::int64_t n, std::int64_t ste
 // channel's maximum NaN, as TF's.
 void global_max_pool_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
-  const float* mask = global_pool_mask(ctx, 1);
+  const float* mask = optional_floats(ctx, 1);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   float* py = ctx.output().mutable_data<float>();
@@ -125,7 +120,7 @@ void global_max_pool_cpu(KernelContext& ctx) {
 // elsewhere.
 void global_max_pool_grad_cpu(KernelContext& ctx) {
   const Tensor& x = ctx.input(1);
-  const float* mask = global_pool_mask(ctx, 2);
+  const float* mask = optional_floats(ctx, 2);
   const PoolDims d = pool_dims(x.shape());
   const float* px = x.data<float>();
   const float* pdy = ctx.input(0).data<float>();

@@ -38,6 +38,14 @@ std::vector<float> onnx_bias_row(const float* b, std::int64_t gates, std::int64_
   return out;
 }
 
+// v [batch, steps, ...] with its steps in reverse order: ONNX's Slice from the last step back past the first.
+std::string onnx_reverse_steps(OnnxWriter& w, const std::string& layer, const std::string& v) {
+  constexpr std::int64_t kBeforeFirst = std::numeric_limits<std::int64_t>::min();
+  return w.op("Slice", layer,
+              {v, w.int_initializer(layer + "/starts", {-1}), w.int_initializer(layer + "/ends", {kBeforeFirst}),
+               w.int_initializer(layer + "/axes", {1}), w.int_initializer(layer + "/steps", {-1})});
+}
+
 }  // namespace
 
 RecurrentLayer::RecurrentLayer(std::string type, LayerArgs& args, bool gated)
@@ -96,7 +104,7 @@ Shape RecurrentLayer::build(const Shape& input, const BuildContext& ctx, const S
   add_variable(ctx, "recurrent_kernel", recurrent,
                [&] { return initialize(recurrent_init_, recurrent, units_, columns, mix64(base + 1)); });
   if (use_bias_) {
-    const Shape bias = cell() == RecurrentCell::kGru ? Shape{2, columns} : Shape{columns};
+    const Shape bias = recurrent_bias_shape(cell(), columns);
     add_variable(ctx, "bias", bias, [&] {
       Tensor b = initialize(bias_init_, bias, features_, columns, mix64(base + 2));
       // Keras' unit_forget_bias: the forget gate's bias starts at 1, whatever the initializer drew.
@@ -114,14 +122,12 @@ Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool traini
   if (training && dropout_ > 0.0) x = g.add("Dropout", {x}, Attrs{{"rate", dropout_}, {"stream", dropout_stream_}});
   const Output xp = g.add("MatMul", {x, read(g, 0)});
   const std::int64_t columns = recurrent_gates(cell()) * units_;
-  const Shape bias = cell() == RecurrentCell::kGru ? Shape{2, columns} : Shape{columns};
+  const Shape bias = recurrent_bias_shape(cell(), columns);
   const Output b = use_bias_ ? read(g, 2) : g.constant(Tensor::zeros(DType::kF32, bias));
-  static const char* const kCells[] = {"simple_tanh", "simple_relu", "lstm", "gru"};
   std::vector<Output> inputs{xp, read(g, 1), b};
   if (mask.valid()) inputs.push_back(mask);
-  const Output ws = g.add(
-      "Recurrence", std::move(inputs),
-      Attrs{{"cell", std::string(kCells[static_cast<int>(cell())])}, {"go_backwards", std::int64_t{go_backwards_}}});
+  const Output ws = g.add("Recurrence", std::move(inputs),
+                          Attrs{{"cell", recurrent_cell_name(cell())}, {"go_backwards", std::int64_t{go_backwards_}}});
   std::vector<Output> outputs{ws};
   if (mask.valid() && zero_output_for_mask_ && return_sequences_) outputs.push_back(mask);
   return g.add("RecurrenceOutput", std::move(outputs),
@@ -185,13 +191,7 @@ std::string RecurrentLayer::onnx_cell(OnnxWriter& w, const std::string& x) const
 }
 
 std::string RecurrentLayer::onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse) const {
-  std::string seq = x;
-  if (go_backwards_) {
-    constexpr std::int64_t kBeforeFirst = std::numeric_limits<std::int64_t>::min();
-    seq = w.op("Slice", name(),
-               {seq, w.int_initializer(name() + "/starts", {-1}), w.int_initializer(name() + "/ends", {kBeforeFirst}),
-                w.int_initializer(name() + "/axes", {1}), w.int_initializer(name() + "/steps", {-1})});
-  }
+  std::string seq = go_backwards_ ? onnx_reverse_steps(w, name(), x) : x;
   seq = w.op("Transpose", name(), {seq}, {OnnxAttr::ints("perm", {1, 0, 2})});
   // Y is [steps, directions = 1, batch, units].
   std::string y = onnx_cell(w, seq);
@@ -201,11 +201,7 @@ std::string RecurrentLayer::onnx_in_time(OnnxWriter& w, const std::string& x, bo
     return w.op("Reshape", name(), {y, w.int_initializer(name() + "/out_shape", {-1, units_})});
   }
   y = w.op("Transpose", name(), {y}, {OnnxAttr::ints("perm", {1, 0, 2})});
-  if (!reverse) return y;
-  constexpr std::int64_t kBeforeFirst = std::numeric_limits<std::int64_t>::min();
-  return w.op("Slice", name(),
-              {y, w.int_initializer(name() + "/rstarts", {-1}), w.int_initializer(name() + "/rends", {kBeforeFirst}),
-               w.int_initializer(name() + "/raxes", {1}), w.int_initializer(name() + "/rsteps", {-1})});
+  return reverse ? onnx_reverse_steps(w, name(), y) : y;
 }
 
 }  // namespace tctl::detail
