@@ -14,7 +14,7 @@
 // table is keras_layer_mappings() in models/nn/layer.h); their Keras keys map to ours under the same names. Nothing is
 // dropped silently: an unsupported layer class, activation or initializer, a custom layer or model (a "module" outside
 // keras, or a Keras 3 "registered_name" other than null or the class's own, "Custom>Dense"), a non-null
-// regularizer or constraint, a dilation or group count other than 1, channels_first, trainable false or a dtype
+// regularizer or constraint, a Conv2D dilation or group count other than 1, channels_first, trainable false or a dtype
 // other than float32 is a SpecError that names the layer and the option. Options without effect on the maths (name,
 // trainable true, float32 dtype, initializer seeds) are accepted; other keys we do not know are accepted only when
 // null.

@@ -130,7 +130,10 @@ def recurrent(node, x, w, r, b=None):
     return np.stack(out)[:, None, :, :]
 
 
-def onnx_slice(x, starts, ends, axes, steps):
+def onnx_slice(x, starts, ends, axes=None, steps=None):
+    # ONNX: axes default to the first len(starts), steps to 1.
+    axes = range(len(starts)) if axes is None else [a + x.ndim if a < 0 else a for a in axes]
+    steps = [1] * len(starts) if steps is None else steps
     index = [slice(None)] * x.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
         d = x.shape[a]

@@ -45,6 +45,38 @@ TEST_CASE("Conv1D with causal padding sees each step and the ones before it, as 
   CHECK(run_net(*net, x).to_floats() == std::vector<float>{1, 12, 23});
 }
 
+TEST_CASE("Conv1D with a dilation_rate sums taps that many steps apart, under each padding") {
+  // valid: 8 - (3 - 1) * 2 = 4 steps out; same and causal: 8.
+  CHECK(check_layer(R"({"type":"Conv1D","filters":3,"kernel_size":3,"dilation_rate":2})", {8, 2}).output_shape ==
+        Shape{4, 3});
+  CHECK(check_layer(R"({"type":"Conv1D","filters":2,"kernel_size":2,"dilation_rate":3,"padding":"same",)"
+                    R"("activation":"tanh"})",
+                    {7, 2})
+            .output_shape == Shape{7, 2});
+  CHECK(check_layer(R"({"type":"Conv1D","filters":2,"kernel_size":3,"dilation_rate":[2],"padding":"causal",)"
+                    R"("use_bias":false})",
+                    {9, 1})
+            .output_shape == Shape{9, 2});
+  // Taps (1, 10, 100) two steps apart on x = 1 .. 7, as sums written out.
+  std::vector<float> x_values(7);
+  for (std::size_t i = 0; i < x_values.size(); ++i) x_values[i] = static_cast<float>(i + 1);
+  const Tensor x = Tensor::from_floats(Shape{1, 7, 1}, x_values);
+  auto taps = [&](const std::string& padding) {
+    auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":3,"dilation_rate":2,"use_bias":false,)"
+                               R"("padding":")" +
+                                   padding + R"("})",
+                               {7, 1});
+    net->variables()[0]->assign(Tensor::from_floats(Shape{3, 1, 1}, std::vector<float>{1, 10, 100}));
+    return run_net(*net, x).to_floats();
+  };
+  // valid: y[t] = x[t] + 10 x[t + 2] + 100 x[t + 4].
+  CHECK(taps("valid") == std::vector<float>{531, 642, 753});
+  // causal: y[t] = x[t - 4] + 10 x[t - 2] + 100 x[t], zeros before the first step.
+  CHECK(taps("causal") == std::vector<float>{100, 200, 310, 420, 531, 642, 753});
+  // same: two zero steps each side, y[t] = x[t - 2] + 10 x[t] + 100 x[t + 2].
+  CHECK(taps("same") == std::vector<float>{310, 420, 531, 642, 753, 64, 75});
+}
+
 TEST_CASE("Conv1D takes sizes as a number or a list of one, and refuses what it cannot do yet") {
   auto net = build_one_layer(R"({"type":"Conv1D","filters":1,"kernel_size":[3],"strides":[2]})", {7, 1});
   CHECK(net->output_shape() == Shape{3, 1});
@@ -56,6 +88,10 @@ TEST_CASE("Conv1D takes sizes as a number or a list of one, and refuses what it 
                          "5 is longer than the input's 4 steps");
   check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2})", {4, 4, 1}, "layers[0]",
                          "Conv1D expects an input of shape (None, steps, channels), got (None, 4, 4, 1)");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":2,"strides":2,"dilation_rate":2})", {8, 1},
+                         "layers[0].dilation_rate", "needs strides 1");
+  check_layer_spec_error(R"({"type":"Conv1D","filters":1,"kernel_size":3,"dilation_rate":2})", {4, 1},
+                         "layers[0].dilation_rate", "spans 5 steps, more than the input's 4");
 }
 
 }  // namespace
