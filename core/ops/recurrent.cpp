@@ -3,7 +3,10 @@
 //                          cell and go_backwards. b is [G H], or for the GRU [2, 3 H]: the input bias, then
 //                          the recurrent bias that the reset gate scales with h_{t-1} U_h. The optional mask
 //                          [N, T] (1 a step, 0 padding, by input step) is Keras' masking: at a padding step
-//                          the states carry over unchanged.
+//                          the states carry over unchanged. Attributes recurrent_dropout (a rate, in
+//                          training) and stream: h_{t-1} U becomes (h_{t-1} m) U, m [N, H] one mask per
+//                          sequence (0, or 1 / (1 - rate)) drawn from the stream, as Keras' recurrent
+//                          dropout; the gradient ops draw the same m.
 //   RecurrenceOutput       (workspace[, mask]) -> the outputs h: [N, T, H] with return_sequences (reversed in
 //                          time with reverse, as Bidirectional's backward layer needs), else the last
 //                          [N, H]. With a mask, the outputs at padding steps are zeros (Keras'
@@ -24,8 +27,14 @@
 namespace tctl {
 namespace {
 
+// What the gradient ops read of the forward node: its cell and direction, and its recurrent dropout.
 Attrs cell_attrs(const Attrs& from) {
-  return Attrs{{"cell", from.s("cell")}, {"go_backwards", from.i_or("go_backwards", 0)}};
+  Attrs a{{"cell", from.s("cell")}, {"go_backwards", from.i_or("go_backwards", 0)}};
+  if (from.f_or("recurrent_dropout", 0.0) > 0.0) {
+    a.set("recurrent_dropout", from.f("recurrent_dropout"));
+    a.set("stream", from.i("stream"));
+  }
+  return a;
 }
 
 // An optional mask input `i` must be [N, T] of the sequence `x` [N, T, ...].
@@ -55,6 +64,8 @@ TensorSpec recurrence_infer(const InferContext& c) {
   if (!(c.shape(2) == recurrent_bias_shape(cell, columns)))
     c.fail("bias " + c.shape(2).to_string() + " is not " + recurrent_bias_shape(cell, columns).to_string());
   check_mask(c, 3, xp);
+  const double rate = c.attrs().f_or("recurrent_dropout", 0.0);
+  if (!(rate >= 0.0 && rate < 1.0)) c.fail("recurrent_dropout " + std::to_string(rate) + " is not in [0, 1)");
   return {DType::kF32, Shape{recurrent_planes(cell), xp[0], xp[1], units}};
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/counter_random.h"
 #include "core/ops/recurrent.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/small_product.h"
@@ -22,7 +23,19 @@ namespace {
 // thread (bench/README.md, "Figures behind the constants in the code").
 constexpr std::int64_t kRowBlock = 16;
 
-enum class RecurrentScratch { kGates, kProduct, kCarry, kCellCarry, kRow, kColumns, kTransposed, kParts, kCount };
+enum class RecurrentScratch {
+  kGates,
+  kProduct,
+  kCarry,
+  kCellCarry,
+  kRow,
+  kColumns,
+  kTransposed,
+  kParts,
+  kDropMask,
+  kDropped,
+  kCount
+};
 
 struct Dims {
   RecurrentCell cell;
@@ -41,6 +54,32 @@ Dims dims_of(const KernelContext& ctx, const Shape& workspace) {
           recurrent_gates(cell) * workspace[3],
           ctx.attrs().i_or("go_backwards", 0) != 0};
 }
+
+// recurrent_dropout's mask (core/ops/recurrent.h): one row of H per example, the same at every step, drawn
+// from the node's stream by the example's place in the whole batch, so the three kernels that read it (and
+// data-parallel replicas) draw the same one.
+class RecurrentDropMask {
+ public:
+  explicit RecurrentDropMask(const KernelContext& ctx)
+      : rate_(static_cast<float>(ctx.attrs().f_or("recurrent_dropout", 0.0))),
+        key_(rate_ > 0.0f ? ctx.random_key(ctx.attrs().i("stream")) : 0),
+        offset_(ctx.batch_offset()) {}
+  bool active() const { return rate_ > 0.0f; }
+  // The mask's rows for examples [first, first + rows): 0 (dropped) or 1 / (1 - rate).
+  void fill(float* m, std::int64_t first, std::int64_t rows, std::int64_t units) const {
+    const float keep = 1.0f / (1.0f - rate_);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t j = 0; j < units; ++j) {
+        const auto index = static_cast<std::uint64_t>((offset_ + first + r) * units + j);
+        m[r * units + j] = uniform_at(key_, index) < rate_ ? 0.0f : keep;
+      }
+  }
+
+ private:
+  float rate_;
+  std::uint64_t key_;
+  std::int64_t offset_;
+};
 
 // Row k of example i in plane p of a workspace.
 template <class T>
@@ -135,15 +174,27 @@ void recurrence_cpu(KernelContext& ctx) {
   const float* px = xp.data<float>();
   float* ws = out.mutable_data<float>();
   auto step = d.cell == RecurrentCell::kLstm ? lstm_step : d.cell == RecurrentCell::kGru ? gru_step : simple_step;
+  const RecurrentDropMask drop(ctx);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
-    const std::int64_t rows = end - first;
+    const std::int64_t rows = end - first, h = d.units;
     float* z = thread_scratch(rows * d.columns, RecurrentScratch::kGates);
+    float* m = drop.active() ? thread_scratch(rows * h, RecurrentScratch::kDropMask) : nullptr;
+    float* dropped = drop.active() ? thread_scratch(rows * h, RecurrentScratch::kDropped) : nullptr;
+    if (m != nullptr) drop.fill(m, first, rows, h);
     for (std::int64_t k = 0; k < d.steps; ++k) {
-      if (k == 0)
+      if (k == 0) {
         std::fill(z, z + rows * d.columns, 0.0f);
-      else
-        product_in_place(false, false, rows, d.columns, d.units, plane(ws, d, 0, first, k - 1), d.steps * d.units, u,
-                         d.columns, z, d.columns);
+      } else if (m == nullptr) {
+        product_in_place(false, false, rows, d.columns, h, plane(ws, d, 0, first, k - 1), d.steps * h, u, d.columns, z,
+                         d.columns);
+      } else {
+        // (h_{t-1} m) U: the dropped state feeds the product only; the GRU's z h_{t-1} keeps it whole.
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const float* prev = plane(ws, d, 0, first + r, k - 1);
+          for (std::int64_t j = 0; j < h; ++j) dropped[r * h + j] = prev[j] * m[r * h + j];
+        }
+        product_in_place(false, false, rows, d.columns, h, dropped, h, u, d.columns, z, d.columns);
+      }
       const std::int64_t t = d.time(k);
       for (std::int64_t r = 0; r < rows; ++r) {
         step(d, ws, first + r, k, z + r * d.columns, px + ((first + r) * d.steps + t) * d.columns, b);
@@ -222,8 +273,11 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   float* ut = thread_scratch(d.columns * d.units, RecurrentScratch::kTransposed);
   for (std::int64_t r = 0; r < d.units; ++r)
     for (std::int64_t c = 0; c < d.columns; ++c) ut[c * d.units + r] = u[r * d.columns + c];
+  const RecurrentDropMask drop(ctx);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
+    float* m = drop.active() ? thread_scratch(rows * h, RecurrentScratch::kDropMask) : nullptr;
+    if (m != nullptr) drop.fill(m, first, rows, h);
     float* dh = thread_scratch(rows * h, RecurrentScratch::kCarry);
     float* dc = thread_scratch(rows * h, RecurrentScratch::kCellCarry);
     float* drec = thread_scratch(rows * d.columns, RecurrentScratch::kGates);
@@ -256,6 +310,8 @@ void recurrence_grad_cpu(KernelContext& ctx) {
       else
         product_in_place(false, false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns,
                          ut, h, product, h);
+      if (m != nullptr)
+        for (std::int64_t e = 0; e < rows * h; ++e) product[e] *= m[e];
       if (!any_padding) {
         for (std::int64_t e = 0; e < rows * h; ++e) dh[e] = gru ? dh[e] + product[e] : product[e];
         continue;
@@ -297,19 +353,28 @@ void recurrence_param_grad_cpu(KernelContext& ctx) {
   float* po = out.mutable_data<float>();
   const std::int64_t size = out.num_elements(), blocks = (d.batch + kRowBlock - 1) / kRowBlock;
   const bool kernel = ctx.attrs().i("wrt") == 0, gru = d.cell == RecurrentCell::kGru;
+  const RecurrentDropMask drop(ctx);
   // The calling thread's buffer, reached through a pointer: a pool thread naming it would get its own.
   float* parts = thread_scratch(blocks * size, RecurrentScratch::kParts);
   std::fill(parts, parts + blocks * size, 0.0f);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     float* part = parts + first / kRowBlock * size;
     float* buffer = thread_scratch(d.steps * d.columns, RecurrentScratch::kColumns);
+    // With recurrent_dropout, (h m)^T dG = diag(m) h^T dG: the example's product, its rows scaled by m.
+    float* m = drop.active() && kernel ? thread_scratch(d.units, RecurrentScratch::kDropMask) : nullptr;
+    float* dropped = m != nullptr ? thread_scratch(size, RecurrentScratch::kDropped) : nullptr;
     for (std::int64_t i = first; i < end; ++i) {
       if (kernel) {
         if (d.steps < 2) continue;
         const float* rows = recurrent_rows(d, dxp, ws, i, 1, buffer);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(d.units), static_cast<int>(d.columns),
                     static_cast<int>(d.steps - 1), 1.0f, plane(ws, d, 0, i, 0), static_cast<int>(d.units), rows,
-                    static_cast<int>(d.columns), 1.0f, part, static_cast<int>(d.columns));
+                    static_cast<int>(d.columns), m != nullptr ? 0.0f : 1.0f, m != nullptr ? dropped : part,
+                    static_cast<int>(d.columns));
+        if (m == nullptr) continue;
+        drop.fill(m, i, 1, d.units);
+        for (std::int64_t r = 0; r < d.units; ++r)
+          for (std::int64_t c = 0; c < d.columns; ++c) part[r * d.columns + c] += m[r] * dropped[r * d.columns + c];
         continue;
       }
       for (std::int64_t k = 0; k < d.steps; ++k) {

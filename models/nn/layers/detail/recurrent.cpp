@@ -69,8 +69,7 @@ RecurrentLayer::RecurrentLayer(std::string type, LayerArgs& args, bool gated)
   go_backwards_ = s.boolean("go_backwards", false);
   zero_output_for_mask_ = s.boolean("zero_output_for_mask", false);
   dropout_ = s.number_in("dropout", 0.0, 0.0, 1.0);
-  if (s.number_in("recurrent_dropout", 0.0, 0.0, 1.0) != 0.0)
-    s.fail("recurrent_dropout", "recurrent_dropout is not supported yet (dropout on the inputs is)");
+  recurrent_dropout_ = s.number_in("recurrent_dropout", 0.0, 0.0, 1.0);
 }
 
 RecurrentCell RecurrentLayer::cell() const {
@@ -114,6 +113,7 @@ Shape RecurrentLayer::build(const Shape& input, const BuildContext& ctx, const S
     });
   }
   dropout_stream_ = static_cast<std::int64_t>(ctx.key(0x44726f70ull) >> 1);
+  recurrent_stream_ = static_cast<std::int64_t>(ctx.key(0x52656344ull) >> 1);
   return return_sequences_ ? Shape{steps_, units_} : Shape{units_};
 }
 
@@ -126,8 +126,12 @@ Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool traini
   const Output b = use_bias_ ? read(g, 2) : g.constant(Tensor::zeros(DType::kF32, bias));
   std::vector<Output> inputs{xp, read(g, 1), b};
   if (mask.valid()) inputs.push_back(mask);
-  const Output ws = g.add("Recurrence", std::move(inputs),
-                          Attrs{{"cell", recurrent_cell_name(cell())}, {"go_backwards", std::int64_t{go_backwards_}}});
+  Attrs attrs{{"cell", recurrent_cell_name(cell())}, {"go_backwards", std::int64_t{go_backwards_}}};
+  if (training && recurrent_dropout_ > 0.0) {
+    attrs.set("recurrent_dropout", recurrent_dropout_);
+    attrs.set("stream", recurrent_stream_);
+  }
+  const Output ws = g.add("Recurrence", std::move(inputs), std::move(attrs));
   std::vector<Output> outputs{ws};
   if (mask.valid() && zero_output_for_mask_ && return_sequences_) outputs.push_back(mask);
   return g.add("RecurrenceOutput", std::move(outputs),
@@ -147,7 +151,7 @@ nlohmann::json RecurrentLayer::config() const {
   if (type() == "LSTM") c["unit_forget_bias"] = unit_forget_bias_;
   if (type() == "GRU") c["reset_after"] = true;
   c["dropout"] = dropout_;
-  c["recurrent_dropout"] = 0.0;
+  c["recurrent_dropout"] = recurrent_dropout_;
   c["return_sequences"] = return_sequences_;
   c["go_backwards"] = go_backwards_;
   c["zero_output_for_mask"] = zero_output_for_mask_;

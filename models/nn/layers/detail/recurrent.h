@@ -51,8 +51,8 @@ class RecurrentLayer final : public Layer {
   std::string activation_ = "tanh";
   bool use_bias_ = true, return_sequences_ = false, go_backwards_ = false, unit_forget_bias_ = true;
   bool zero_output_for_mask_ = false;
-  double dropout_ = 0.0;
-  std::int64_t dropout_stream_ = 0;
+  double dropout_ = 0.0, recurrent_dropout_ = 0.0;
+  std::int64_t dropout_stream_ = 0, recurrent_stream_ = 0;
   std::string kernel_init_, recurrent_init_, bias_init_;
 };
 

@@ -22,6 +22,7 @@ TEST_CASE("GRU passes the layer checks, last output and whole sequence, forwards
         Shape{4, 3});
   check_layer(R"({"type":"GRU","units":2,"use_bias":false})", {3, 2});
   check_layer(R"({"type":"GRU","units":3,"dropout":0.25,"return_sequences":true})", {4, 2}, {.training = true});
+  check_layer(R"({"type":"GRU","units":3,"recurrent_dropout":0.4,"go_backwards":true})", {4, 2}, {.training = true});
 }
 
 TEST_CASE("GRU computes Keras' cell with reset_after: every step against the equations in double precision") {

@@ -24,6 +24,9 @@ TEST_CASE("LSTM passes the layer checks, last output and whole sequence, forward
   check_layer(R"({"type":"LSTM","units":2,"go_backwards":true,"use_bias":false})", {3, 2});
   // Input dropout in training: the same mask in the forward pass, the gradient and the differences.
   check_layer(R"({"type":"LSTM","units":3,"dropout":0.25})", {4, 2}, {.training = true});
+  // Recurrent dropout: the forward kernel, d h_{t-1} and dU all draw the same mask.
+  check_layer(R"({"type":"LSTM","units":3,"recurrent_dropout":0.4,"return_sequences":true})", {4, 2},
+              {.training = true});
 }
 
 TEST_CASE("LSTM computes Keras' cell: every step against the equations in double precision") {
@@ -32,8 +35,8 @@ TEST_CASE("LSTM computes Keras' cell: every step against the equations in double
 
 TEST_CASE("LSTM refuses what it does not compute") {
   check_layer_spec_error(R"({"type":"LSTM","units":4,"activation":"relu"})", {5, 3}, "layers[0].activation", "tanh");
-  check_layer_spec_error(R"({"type":"LSTM","units":4,"recurrent_dropout":0.1})", {5, 3}, "layers[0].recurrent_dropout",
-                         "not supported yet");
+  check_layer_spec_error(R"({"type":"LSTM","units":4,"recurrent_dropout":1})", {5, 3}, "layers[0].recurrent_dropout",
+                         "");
   check_layer_spec_error(R"({"type":"LSTM","units":4})", {5}, "layers[0]", "(None, steps, features)");
   // Sizes past tensorctl's limits, refused before anything overflows or is allocated.
   check_layer_spec_error(R"({"type":"LSTM","units":4611686018427387904})", {5, 3}, "layers[0].units",
