@@ -35,16 +35,21 @@ bool excluded_pair(const Heads& a, const float* m, std::int64_t i, std::int64_t 
   return (a.causal && j > i) || (m != nullptr && (m[i] == 0.0f || m[j] == 0.0f));
 }
 
-// softmax of a row in place, shifted by its maximum, through vector_exp (kernels/cpu/vector_math.h): T T
-// exponentials per example and head, twice a training step (bench_workloads transformer_text_b32).
-void attention_softmax(float* row, std::int64_t n) {
-  float mx = row[0];
-  for (std::int64_t j = 1; j < n; ++j) mx = std::max(mx, row[j]);
+// softmax of a row of raw scores s in place, as softmax(s * scale): scaled and its maximum found in one
+// pass, then exponentials shifted by it through vector_exp (kernels/cpu/vector_math.h), then normalized; T T
+// exponentials per example and head, twice a training step (bench_workloads transformer_text_b32). The
+// excluded pairs of a row (causal, padding) get kExcluded added after the scaling.
+void attention_softmax(const Heads& a, const float* m, std::int64_t i, float* row) {
+  const std::int64_t n = a.steps;
+  const float scale = a.scale();
+  apply_vector(row, n, [scale](Floats v) { return v * splat(scale); });
+  if (a.causal || m != nullptr)
+    for (std::int64_t j = 0; j < n; ++j)
+      if (excluded_pair(a, m, i, j)) row[j] += kExcluded;
+  const float mx = row_max(row, n);
   apply_vector(row, n, [mx](Floats v) { return vector_exp(v - splat(mx)); });
-  float sum = 0.0f;
-  for (std::int64_t j = 0; j < n; ++j) sum += row[j];
-  const float inv = 1.0f / sum;
-  for (std::int64_t j = 0; j < n; ++j) row[j] *= inv;
+  const float inv = 1.0f / row_sum(row, n);
+  apply_vector(row, n, [inv](Floats v) { return v * splat(inv); });
 }
 
 // P = softmax(Q K^T / sqrt(d) + A) for example n and head h, [T, T] into p.
@@ -52,13 +57,8 @@ void attention_scores(const Heads& a, const float* qkv, std::int64_t n, std::int
   const std::int64_t t = a.steps, ld = 3 * a.width;
   const float* q = qkv + n * t * ld + h * a.head;
   product_in_place(false, true, t, t, a.head, q, ld, q + a.width, ld, p, t);
-  const float scale = a.scale();
   const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
-  for (std::int64_t i = 0; i < t; ++i) {
-    float* row = p + i * t;
-    for (std::int64_t j = 0; j < t; ++j) row[j] = row[j] * scale + (excluded_pair(a, m, i, j) ? kExcluded : 0.0f);
-    attention_softmax(row, t);
-  }
+  for (std::int64_t i = 0; i < t; ++i) attention_softmax(a, m, i, p + i * t);
 }
 
 void self_attention_cpu(KernelContext& ctx) {
@@ -101,16 +101,19 @@ void self_attention_grad_cpu(KernelContext& ctx) {
       product_in_place(true, false, t, a.head, t, p, t, dout, a.width, dq + 2 * a.width, ld);  // dV
       product_in_place(false, true, t, t, a.head, dout, a.width, v, ld, dp, t);                // dP
       const float scale = a.scale();
+      const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
       for (std::int64_t i = 0; i < t; ++i) {
         float* row = dp + i * t;
         const float* pr = p + i * t;
-        double dot = 0.0;
-        for (std::int64_t j = 0; j < t; ++j) dot += static_cast<double>(row[j]) * pr[j];
-        const float d = static_cast<float>(dot);
+        const float d = row_dot(row, pr, t);
+        std::int64_t j = 0;
+        for (; j + kLanes <= t; j += kLanes) store(row + j, load(pr + j) * (load(row + j) - splat(d)) * splat(scale));
+        for (; j < t; ++j) row[j] = pr[j] * (row[j] - d) * scale;
         // An excluded pair's score is swamped by the -1e9 in float: it moves nothing, so it gets no gradient
         // (a query whose keys are all excluded attends evenly whatever its scores).
-        const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
-        for (std::int64_t j = 0; j < t; ++j) row[j] = excluded_pair(a, m, i, j) ? 0.0f : pr[j] * (row[j] - d) * scale;
+        if (a.causal || m != nullptr)
+          for (j = 0; j < t; ++j)
+            if (excluded_pair(a, m, i, j)) row[j] = 0.0f;
       }
       product_in_place(false, false, t, a.head, t, dp, t, k, ld, dq, ld);           // dQ
       product_in_place(true, false, t, a.head, t, dp, t, q, ld, dq + a.width, ld);  // dK

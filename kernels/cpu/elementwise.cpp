@@ -78,9 +78,20 @@ void bias_add_grad_cpu(KernelContext& ctx) {
                      for (std::int64_t j0 = begin; j0 < end; j0 += kColumns) {
                        const std::int64_t cols = std::min(kColumns, end - j0);
                        float sum[kColumns] = {};
-                       for (std::int64_t r = 0; r < rows; ++r) {
-                         const float* row = p + r * f + j0;
-                         for (std::int64_t j = 0; j < cols; ++j) sum[j] += row[j];
+                       if (cols == kColumns) {
+                         // A whole block, in vectors: with a count the compiler knows, the adds are
+                         // kColumns / kLanes vector ones per row (scalar ones took 2 % of
+                         // bench_workloads transformer_text_b32's step).
+                         Floats acc[kColumns / kLanes] = {};
+                         for (std::int64_t r = 0; r < rows; ++r)
+                           for (std::int64_t v = 0; v < kColumns / kLanes; ++v)
+                             acc[v] += load(p + r * f + j0 + v * kLanes);
+                         for (std::int64_t v = 0; v < kColumns / kLanes; ++v) store(sum + v * kLanes, acc[v]);
+                       } else {
+                         for (std::int64_t r = 0; r < rows; ++r) {
+                           const float* row = p + r * f + j0;
+                           for (std::int64_t j = 0; j < cols; ++j) sum[j] += row[j];
+                         }
                        }
                        std::copy(sum, sum + cols, out + j0);
                      }

@@ -7,6 +7,7 @@
 // polynomial to x^13 below 0.4 in magnitude, where 1 - 2 / (e^{2x} + 1) would cancel, that formula above.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cpu/kernel_util.h"
@@ -81,6 +82,44 @@ void apply_sum_into(const float* a, const float* b, const float* c, float* out, 
   for (std::int64_t j = i; j < n; ++j) pad[j - i] = a[j] + b[j] + c[j];
   store(pad, fn(load(pad)));
   for (std::int64_t j = i; j < n; ++j) out[j] = pad[j - i];
+}
+
+// Reductions of a row of n floats, kLanes partial results at a time and then across the lanes: the
+// attention's softmax rows and their gradient's dot products (bench_workloads transformer_text_b32, where
+// the scalar loops took 8 % of the step).
+inline float row_max(const float* v, std::int64_t n) {
+  float mx = v[0];
+  std::int64_t i = 0;
+  if (n >= kLanes) {
+    Floats m = load(v);
+    for (i = kLanes; i + kLanes <= n; i += kLanes) {
+      const Floats x = load(v + i);
+      m = x > m ? x : m;
+    }
+    for (int j = 0; j < kLanes; ++j) mx = std::max(mx, m[j]);
+  }
+  for (; i < n; ++i) mx = std::max(mx, v[i]);
+  return mx;
+}
+
+inline float row_sum(const float* v, std::int64_t n) {
+  Floats acc{};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc += load(v + i);
+  float sum = 0.0f;
+  for (int j = 0; j < kLanes; ++j) sum += acc[j];
+  for (; i < n; ++i) sum += v[i];
+  return sum;
+}
+
+inline float row_dot(const float* a, const float* b, std::int64_t n) {
+  Floats acc{};
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) acc += load(a + i) * load(b + i);
+  float sum = 0.0f;
+  for (int j = 0; j < kLanes; ++j) sum += acc[j];
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
 }
 
 inline void sigmoid_in_place(float* v, std::int64_t n) { apply_vector(v, n, vector_sigmoid); }

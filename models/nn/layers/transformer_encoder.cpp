@@ -109,7 +109,8 @@ class TransformerEncoder final : public Layer {
     return sublayer(g, attended, kFeedforwardGamma, training, [&](Output h) {
       const Output inner = add_fused_with_bias(
           g, "FusedMatMul", {h, read(g, kIntermediateKernel), read(g, kIntermediateBias)}, {}, activation_);
-      return g.add("BiasAdd", {g.add("MatMul", {inner, read(g, kFeedforwardKernel)}), read(g, kFeedforwardBias)});
+      return add_fused_with_bias(g, "FusedMatMul", {inner, read(g, kFeedforwardKernel), read(g, kFeedforwardBias)}, {},
+                                 "linear");
     });
   }
 
@@ -151,12 +152,12 @@ class TransformerEncoder final : public Layer {
   Output attention(Graph& g, Output h, Output mask) {
     const Output kernel = g.add("Concat", {read(g, kQueryKernel), read(g, kKeyKernel), read(g, kValueKernel)});
     const Output bias = g.add("Concat", {read(g, kQueryBias), read(g, kKeyBias), read(g, kValueBias)});
-    const Output qkv = g.add("BiasAdd", {g.add("MatMul", {h, kernel}), bias});
+    const Output qkv = add_fused_with_bias(g, "FusedMatMul", {h, kernel, bias}, {}, "linear");
     std::vector<Output> inputs{qkv};
     if (mask.valid()) inputs.push_back(mask);
     const Output heads =
         g.add("SelfAttention", std::move(inputs), Attrs{{"heads", heads_}, {"causal", std::int64_t{causal_}}});
-    return g.add("BiasAdd", {g.add("MatMul", {heads, read(g, kOutputKernel)}), read(g, kOutputBias)});
+    return add_fused_with_bias(g, "FusedMatMul", {heads, read(g, kOutputKernel), read(g, kOutputBias)}, {}, "linear");
   }
 
   std::int64_t intermediate_ = 0, heads_ = 1, hidden_ = 0, steps_ = 0;
