@@ -153,31 +153,37 @@ void columns(std::int64_t col, std::int64_t cols, std::int64_t k, const float* a
   }
 }
 
-// Calls f.template operator()<R>() with R = rows, for 1 to 6 rows.
+// Rows a block: R x 2 vectors of accumulators, 12 of AVX2's 16 registers at 6 rows; AVX-512's 32 hold 16
+// at 8, which loads b once for 8 rows (bench_workloads lstm_text_b64, whose 16-row blocks of examples
+// went 6 + 6 + 4 with the last block at two thirds of the others' speed).
+constexpr int kBlockRows = kWidth == 16 ? 8 : 6;
+
+// Calls f.template operator()<R>() with R = rows, for 1 to kBlockRows rows.
 template <class F>
 void with_rows(std::int64_t rows, F&& f) {
   [&]<int... R>(std::integer_sequence<int, R...>) {
     (void)((rows == R + 1 ? (f.template operator()<R + 1>(), true) : false) || ...);
   }
-  (std::make_integer_sequence<int, 6>());
+  (std::make_integer_sequence<int, kBlockRows>());
 }
 
-// A product of one to five rows: blocks of all its rows, as wide as keeps about eight chains in flight.
+// A product of fewer than kBlockRows rows: blocks of all its rows, as wide as keeps about eight chains in
+// flight.
 template <bool TA>
 void few_rows(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
               std::int64_t ldb, float* y, std::int64_t ldy) {
   with_rows(rows, [&]<int R>() { columns<TA, R, (R == 1 ? 8 : R == 2 ? 4 : 2)>(0, cols, k, a, lda, b, ldb, y, ldy); });
 }
 
-// All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns): six
-// rows a block, then the one to five left. The panel of b (k x V vectors) stays in the first-level cache
+// All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns):
+// kBlockRows rows a block, then the ones left. The panel of b (k x V vectors) stays in the first-level cache
 // while every block of rows reads it.
 template <bool TA, int V>
 void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
            std::int64_t ldb, float* y, std::int64_t ldy) {
-  for (std::int64_t r = 0; r < rows; r += 6) {
+  for (std::int64_t r = 0; r < rows; r += kBlockRows) {
     const float* ar = TA ? a + r : a + r * lda;
-    with_rows(rows - r < 6 ? rows - r : 6, [&]<int R>() {
+    with_rows(rows - r < kBlockRows ? rows - r : kBlockRows, [&]<int R>() {
       if constexpr (V == 0)
         partial_block<TA, R>(k, cols, ar, lda, b, ldb, y + r * ldy, ldy);
       else
@@ -189,7 +195,7 @@ void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
 template <bool TA>
 void product(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
              std::int64_t ldb, float* y, std::int64_t ldy) {
-  if (rows < 6) return few_rows<TA>(rows, cols, k, a, lda, b, ldb, y, ldy);
+  if (rows < kBlockRows) return few_rows<TA>(rows, cols, k, a, lda, b, ldb, y, ldy);
   std::int64_t col = 0;
   for (; col + 2 * kWidth <= cols; col += 2 * kWidth) panel<TA, 2>(rows, 0, k, a, lda, b + col, ldb, y + col, ldy);
   for (; col + kWidth <= cols; col += kWidth) panel<TA, 1>(rows, 0, k, a, lda, b + col, ldb, y + col, ldy);
