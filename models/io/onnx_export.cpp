@@ -66,6 +66,15 @@ class Builder final : public OnnxWriter {
     return id;
   }
 
+  std::string int_scalar(const std::string& name, std::int64_t value) override {
+    onnx::TensorProto* t = graph().add_initializer();
+    const std::string id = fresh(name);
+    t->set_name(id);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_int64_data(value);
+    return id;
+  }
+
   std::string op(const std::string& type, const std::string& layer, const std::vector<std::string>& inputs,
                  const std::vector<OnnxAttr>& attrs) override {
     onnx::NodeProto* n = graph().add_node();

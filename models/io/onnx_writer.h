@@ -40,6 +40,8 @@ class OnnxWriter {
   }
   // A one-dimensional int64 initializer (a shape operand); returns its name.
   virtual std::string int_initializer(const std::string& name, const std::vector<std::int64_t>& values) = 0;
+  // A scalar (0-D) int64 initializer, for the operands ONNX wants as scalars (CumSum's axis).
+  virtual std::string int_scalar(const std::string& name, std::int64_t value) = 0;
   // Appends a node of ONNX operator `op`, named "<layer>/<op>", on `inputs`, with `attrs` in that order;
   // returns the name of its one output, "<layer>/<op>:0".
   virtual std::string op(const std::string& op, const std::string& layer, const std::vector<std::string>& inputs,

@@ -63,6 +63,10 @@ std::string Layer::to_onnx(OnnxWriter&, const std::string&) const {
   throw SpecError("model.json", name_, "ONNX export has no form for layer type \"" + type_ + "\"");
 }
 
+std::string Layer::to_onnx_masked(OnnxWriter&, const std::string&, const std::string&) const {
+  throw SpecError("model.json", name_, "ONNX export has no form for layer type \"" + type_ + "\" with a padding mask");
+}
+
 Tensor Layer::value(const std::string& short_name) const {
   const std::string full = variable_name(short_name);
   for (const auto& v : variables_)

@@ -85,6 +85,9 @@ class Layer {
     (void)mask;
     return call(g, x, training);
   }
+  // to_onnx() for an input with a mask: `mask` names a float [batch, steps] value, 1 a step and 0 padding.
+  // A layer whose mask_use() is kConsumes or kUsesAndPasses overrides it; the default refuses (SpecError).
+  virtual std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const;
 
   // The locking mode of the variables build() creates (the optimizer's `locking`); set before build().
   void set_locking_mode(LockingMode mode) { locking_ = mode; }

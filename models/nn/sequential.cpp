@@ -105,9 +105,21 @@ Output Sequential::call(Graph& g, Output x, bool training, const std::string& de
   return x;
 }
 
+// The layers in order, with the padding mask of an Embedding's mask_zero computed as TokenMask computes it
+// (1 where the id is not 0) and handed to the layers that use it, as call() does.
 std::string Sequential::to_onnx(OnnxWriter& w, const std::string& x) const {
-  std::string y = x;
-  for (const auto& layer : layers_) y = layer->to_onnx(w, y);
+  std::string y = x, mask;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = *layers_[i];
+    const MaskUse use = layer.mask_use();
+    const bool masked = masked_input_[i] && (use == MaskUse::kConsumes || use == MaskUse::kUsesAndPasses);
+    if (layer.makes_mask()) {
+      const std::string zero = w.initializer(layer.name() + "/padding_id", {}, {0.0f});
+      const std::string kept = w.op("Not", layer.name(), {w.op("Equal", layer.name(), {y, zero})});
+      mask = w.op("Cast", layer.name(), {kept}, {OnnxAttr::integer("to", 1)});  // TensorProto FLOAT
+    }
+    y = masked ? layer.to_onnx_masked(w, y, mask) : layer.to_onnx(w, y);
+  }
   return y;
 }
 

@@ -96,9 +96,10 @@ def sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def recurrent(node, x, w, r, b=None):
+def recurrent(node, x, w, r, b=None, lengths=None):
     """ONNX's RNN, GRU and LSTM on X [steps, batch, features] (layout 0), one forward direction, from zero
-    states; returns Y [steps, 1, batch, hidden], in float64."""
+    states; returns Y [steps, 1, batch, hidden], in float64. With sequence_lens, a sequence's states stop at
+    its length and its outputs past it are zeros."""
     op, hidden = node.op_type, attr(node, "hidden_size")
     if attr(node, "direction", b"forward") not in (b"forward", "forward"):
         raise SystemExit(f"{op}: only the forward direction is in this evaluator")
@@ -110,7 +111,8 @@ def recurrent(node, x, w, r, b=None):
     c = np.zeros_like(h)
     act = {b"Tanh": np.tanh, b"Relu": lambda v: np.maximum(v, 0.0)}[(attr(node, "activations") or [b"Tanh"])[0]]
     out = []
-    for xt in x:
+    for t, xt in enumerate(x):
+        h_before, c_before = h, c
         if op == "RNN":
             h = act(xt @ w.T + h @ r.T + wb + rb)
         elif op == "LSTM":
@@ -126,6 +128,11 @@ def recurrent(node, x, w, r, b=None):
             rr = sigmoid(gx[:, hidden:2 * hidden] + gh[:, hidden:2 * hidden])
             hh = np.tanh(gx[:, 2 * hidden:] + rr * gh[:, 2 * hidden:])
             h = (1.0 - z) * hh + z * h
+        if lengths is not None:
+            live = (np.asarray(lengths) > t)[:, None]
+            h, c = np.where(live, h, h_before), np.where(live, c, c_before)
+            out.append(np.where(live, h, 0.0))
+            continue
         out.append(h)
     return np.stack(out)[:, None, :, :]
 
@@ -174,7 +181,24 @@ def run_node(node, v):
         mean = x[0].mean(axis=-1, keepdims=True)
         var = ((x[0] - mean) ** 2).mean(axis=-1, keepdims=True)
         return (x[0] - mean) / np.sqrt(var + attr(node, "epsilon", 1e-5)) * x[1] + x[2]
-    if op == "Cast": return x[0].astype({1: np.float32, 7: np.int64}[attr(node, "to")])
+    if op == "Cast": return x[0].astype({1: np.float64, 6: np.int32, 7: np.int64, 9: bool}[attr(node, "to")])
+    if op == "Equal": return x[0] == x[1]
+    if op == "Not": return np.logical_not(x[0])
+    if op == "Where": return np.where(x[0], x[1], x[2])
+    if op == "Max": return np.maximum(x[0], x[1])
+    if op == "Min": return np.minimum(x[0], x[1])
+    if op == "Shape": return np.array(x[0].shape, dtype=np.int64)
+    if op == "Expand": return x[0] * np.ones(tuple(int(d) for d in x[1]), dtype=x[0].dtype)
+    if op == "Unsqueeze": return np.expand_dims(x[0], tuple(int(a) for a in x[1]))
+    if op == "Squeeze": return np.squeeze(x[0], tuple(int(a) for a in x[1]))
+    if op == "CumSum": return np.cumsum(x[0], axis=int(x[1]))
+    if op == "ReduceSum":
+        return np.sum(x[0], axis=tuple(int(a) for a in x[1]), keepdims=bool(attr(node, "keepdims", 1)))
+    if op == "GatherElements": return np.take_along_axis(x[0], x[1], axis=attr(node, "axis", 0))
+    if op == "ScatterElements":
+        out = np.array(x[0], copy=True)
+        np.put_along_axis(out, x[1], x[2], axis=attr(node, "axis", 0))
+        return out
     if op == "Gather": return np.take(x[0], x[1], axis=attr(node, "axis", 0))
     if op == "ReduceMean": return np.mean(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))
     if op == "ReduceMax": return np.max(x[0], axis=tuple(attr(node, "axes")), keepdims=bool(attr(node, "keepdims", 1)))

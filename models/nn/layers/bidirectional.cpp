@@ -73,10 +73,12 @@ class Bidirectional final : public Layer {
     return merge_ == "sum" ? sum : g.add("Scale", {sum}, Attrs{{"factor", 0.5}});
   }
 
-  std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return to_onnx_masked(w, x, ""); }
+
+  std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const override {
     const bool sequences = directions_[0]->return_sequences();
-    const std::string forward = directions_[0]->onnx_in_time(w, x, false);
-    const std::string backward = directions_[1]->onnx_in_time(w, x, sequences);
+    const std::string forward = directions_[0]->onnx_in_time(w, x, false, mask);
+    const std::string backward = directions_[1]->onnx_in_time(w, x, sequences, mask);
     if (merge_ == "concat") return w.op("Concat", name(), {forward, backward}, {OnnxAttr::integer("axis", -1)});
     if (merge_ == "mul") return w.op("Mul", name(), {forward, backward});
     const std::string sum = w.op("Add", name(), {forward, backward});

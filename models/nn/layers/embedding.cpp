@@ -44,7 +44,6 @@ class Embedding final : public Layer {
 
   // Gather on the ids cast to int64 (ONNX's TensorProto INT64 is 7).
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
-    if (mask_zero_) throw SpecError("model.json", name(), "ONNX export of a model with mask_zero is not supported yet");
     const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
     return w.op("Gather", name(), {w.weight(variable_name("embeddings"), value("embeddings")), ids},
                 {OnnxAttr::integer("axis", 0)});

@@ -4,6 +4,8 @@
 // The four read the same keys, so one class serves them; a 2-D input is pooled as the steps of a reshape.
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "models/nn/layer.h"
 
 namespace tctl {
@@ -55,6 +57,30 @@ class GlobalPooling final : public Layer {
     kept.insert(kept.end(), static_cast<std::size_t>(spatial_rank_), 1);
     kept.push_back(channels_);
     return w.op("Reshape", name(), {y, w.int_initializer(name() + "/shape", kept)});
+  }
+
+  // Over the kept steps, as GlobalAvgPool and GlobalMaxPool with a mask: the sum of x m over the count of
+  // kept steps (at least 1, so a row of padding only gives zeros), or the maximum with padding at the lowest
+  // float, zeros where no step is kept.
+  std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const override {
+    const std::string& n = name();
+    const std::string m = w.op("Unsqueeze", n, {mask, w.int_initializer(n + "/channel_axis", {2})});  // [N, T, 1]
+    const std::string count = w.op("ReduceSum", n, {m, w.int_initializer(n + "/steps_axis", {1})},
+                                   {OnnxAttr::integer("keepdims", 0)});  // [N, 1]
+    std::string y;
+    if (!max_) {
+      const std::string sum = w.op("ReduceSum", n, {w.op("Mul", n, {x, m}), w.int_initializer(n + "/sum_axis", {1})},
+                                   {OnnxAttr::integer("keepdims", 0)});
+      y = w.op("Div", n, {sum, w.op("Max", n, {count, w.initializer(n + "/one", {}, {1.0f})})});
+    } else {
+      const std::string lowest = w.initializer(n + "/lowest", {}, {std::numeric_limits<float>::lowest()});
+      const std::string kept = w.op("Cast", n, {m}, {OnnxAttr::integer("to", 9)});  // TensorProto BOOL
+      const std::string top = w.op("ReduceMax", n, {w.op("Where", n, {kept, x, lowest})},
+                                   {OnnxAttr::ints("axes", {1}), OnnxAttr::integer("keepdims", 0)});
+      y = w.op("Mul", n, {top, w.op("Min", n, {count, w.initializer(n + "/one", {}, {1.0f})})});
+    }
+    if (!keepdims_) return y;
+    return w.op("Reshape", n, {y, w.int_initializer(n + "/shape", {0, 1, channels_})});
   }
 
   nlohmann::json config() const override { return {{"keepdims", keepdims_}}; }

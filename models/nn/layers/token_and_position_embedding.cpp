@@ -47,7 +47,6 @@ class TokenAndPositionEmbedding final : public Layer {
 
   // Gather on the ids cast to int64, plus the first `steps` rows of the position table.
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
-    if (mask_zero_) throw SpecError("model.json", name(), "ONNX export of a model with mask_zero is not supported yet");
     const std::string ids = w.op("Cast", name(), {x}, {OnnxAttr::integer("to", 7)});
     const std::string tokens =
         w.op("Gather", name(), {w.weight(variable_name("token_embeddings"), value("token_embeddings")), ids},

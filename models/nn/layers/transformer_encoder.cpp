@@ -114,7 +114,8 @@ class TransformerEncoder final : public Layer {
     });
   }
 
-  std::string to_onnx(OnnxWriter& w, const std::string& x) const override;
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return to_onnx_masked(w, x, ""); }
+  std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const override;
 
   nlohmann::json config() const override {
     return {{"intermediate_dim", intermediate_},
@@ -170,9 +171,11 @@ class TransformerEncoder final : public Layer {
 };
 
 // The block unrolled into ONNX's MatMul, Softmax and LayerNormalization: the queries, keys and values split
-// into heads [N, heads, T, d] by a Reshape and a Transpose, the scores Q K^T / sqrt(d) (plus -1e9 above the
-// diagonal when causal) through Softmax, times V, the heads joined back.
-std::string TransformerEncoder::to_onnx(OnnxWriter& w, const std::string& x) const {
+// into heads [N, heads, T, d] by a Reshape and a Transpose, the scores Q K^T / sqrt(d) through Softmax, times
+// V, the heads joined back. An excluded pair (above the diagonal when causal; a padding query or key with a
+// mask) gets -1e9 added once, as in the SelfAttention kernel: 1 - allowed, allowed the product of the mask's
+// query and key entries and the causal triangle, times -1e9.
+std::string TransformerEncoder::to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const {
   const std::int64_t d = hidden_ / heads_;
   const std::string& n = name();
   auto weight = [&](const char* short_name) { return w.weight(variable_name(short_name), value(short_name)); };
@@ -197,11 +200,18 @@ std::string TransformerEncoder::to_onnx(OnnxWriter& w, const std::string& x) con
     std::string scores =
         w.op("Mul", n,
              {w.op("MatMul", n, {q, kt}), w.initializer(n + "/scale", {}, {1.0f / std::sqrt(static_cast<float>(d))})});
-    if (causal_) {
-      std::vector<float> above(static_cast<std::size_t>(steps_ * steps_), 0.0f);
-      for (std::int64_t i = 0; i < steps_; ++i)
-        for (std::int64_t j = i + 1; j < steps_; ++j) above[static_cast<std::size_t>(i * steps_ + j)] = -1e9f;
-      scores = w.op("Add", n, {scores, w.initializer(n + "/causal", {steps_, steps_}, above)});
+    if (causal_ || !mask.empty()) {
+      std::vector<float> allowed(static_cast<std::size_t>(steps_ * steps_), 1.0f);
+      for (std::int64_t i = 0; i < steps_ && causal_; ++i)
+        for (std::int64_t j = i + 1; j < steps_; ++j) allowed[static_cast<std::size_t>(i * steps_ + j)] = 0.0f;
+      std::string pairs = w.initializer(n + "/allowed", {steps_, steps_}, allowed);
+      if (!mask.empty()) {
+        const std::string queries = w.op("Unsqueeze", n, {mask, w.int_initializer(n + "/query_axes", {1, 3})});
+        const std::string keys = w.op("Unsqueeze", n, {mask, w.int_initializer(n + "/key_axes", {1, 2})});
+        pairs = w.op("Mul", n, {pairs, w.op("Mul", n, {queries, keys})});  // [N, 1, T, T]
+      }
+      const std::string excluded = w.op("Sub", n, {w.initializer(n + "/one", {}, {1.0f}), pairs});
+      scores = w.op("Add", n, {scores, w.op("Mul", n, {excluded, w.initializer(n + "/excluded", {}, {-1e9f})})});
     }
     const std::string p = w.op("Softmax", n, {scores}, {OnnxAttr::integer("axis", -1)});
     const std::string joined =

@@ -12,6 +12,7 @@
 #include "core/session.h"
 #include "core/thread_pool.h"
 #include "models/io/onnx_export.h"
+#include "models/nn/layers/layer_test_util.h"
 #include "models/nn/sequential.h"
 #include "spec_error_check.h"
 
@@ -65,6 +66,26 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
   return worst;
 }
 
+// Models after the Embedding that use its mask: every layer that honours one, in the places it can take.
+std::vector<std::string> masked_models() {
+  return {
+      R"({"type": "LSTM", "units": 4}, {"type": "Dense", "units": 2})",
+      R"({"type": "GRU", "units": 4, "go_backwards": true})",
+      R"({"type": "SimpleRNN", "units": 3})",
+      R"({"type": "LSTM", "units": 3, "return_sequences": true}, {"type": "Dropout", "rate": 0.5},
+              {"type": "GRU", "units": 2})",
+      R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 3, "return_sequences": true}},
+              {"type": "GlobalAveragePooling1D"})",
+      R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
+      R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
+      R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
+      R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 3},
+              {"type": "GlobalAveragePooling1D"})",
+      R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 1, "normalize_first": true},
+              {"type": "LSTM", "units": 2})",
+  };
+}
+
 TEST_CASE("padding before or after a sequence changes neither the outputs nor the gradients") {
   const std::vector<std::vector<float>> plain{{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}, {5, 8, 9, 7, 9}};
   std::vector<std::vector<float>> after, before;
@@ -75,22 +96,7 @@ TEST_CASE("padding before or after a sequence changes neither the outputs nor th
     after.push_back(a);
     before.push_back(b);
   }
-  for (const std::string layers : {
-           R"({"type": "LSTM", "units": 4}, {"type": "Dense", "units": 2})",
-           R"({"type": "GRU", "units": 4, "go_backwards": true})",
-           R"({"type": "SimpleRNN", "units": 3})",
-           R"({"type": "LSTM", "units": 3, "return_sequences": true}, {"type": "Dropout", "rate": 0.5},
-              {"type": "GRU", "units": 2})",
-           R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 3, "return_sequences": true}},
-              {"type": "GlobalAveragePooling1D"})",
-           R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
-           R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
-           R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
-           R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 3},
-              {"type": "GlobalAveragePooling1D"})",
-           R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 1, "normalize_first": true},
-              {"type": "LSTM", "units": 2})",
-       }) {
+  for (const std::string& layers : masked_models()) {
     CAPTURE(layers);
     const std::vector<float> want = outputs_and_gradients(model(layers, 5), plain);
     const Sequential padded = model(layers, 8);
@@ -122,15 +128,27 @@ TEST_CASE("a layer that would compute on the padding is refused, naming the embe
   CHECK(model(R"({"type": "LSTM", "units": 2}, {"type": "Dense", "units": 2})", 4).output_shape() == Shape{2});
 }
 
-TEST_CASE("ONNX export of a masked model is refused, naming the embedding") {
-  const Sequential net = model(R"({"type": "LSTM", "units": 2})", 4);
-  OnnxExportInput in;
-  in.input_shape = {4};
-  in.outputs = 2;
-  in.add_network = [&](OnnxWriter& w, const std::string& x) { return net.to_onnx(w, x); };
-  const SpecError e = testing::catch_spec_error([&] { export_onnx(in); });
-  CHECK(e.where() == "embedding");
-  CHECK(std::string(e.what()).find("mask_zero is not supported yet") != std::string::npos);
+TEST_CASE("a masked model's ONNX export gives predict's outputs, padding before, after and between") {
+  const Tensor x = Tensor::from_floats(Shape{5, 8}, std::vector<float>{3, 1, 4, 1, 5, 0, 0, 0,  //
+                                                                       0, 0, 0, 9, 2, 6, 5, 3,  //
+                                                                       5, 0, 8, 9, 0, 7, 9, 0,  //
+                                                                       0, 0, 0, 0, 0, 0, 0, 0,  //
+                                                                       1, 2, 3, 4, 5, 6, 7, 8});
+  for (const std::string& layers : masked_models()) {
+    CAPTURE(layers);
+    testing::detail::check_onnx_on(model(layers, 8), x);
+  }
+  // Every step's output: the state carried over at a padding step, or zeros with zero_output_for_mask (as
+  // Bidirectional sets it).
+  for (const std::string layers : {
+           R"({"type": "GRU", "units": 3, "return_sequences": true})",
+           R"({"type": "LSTM", "units": 2, "return_sequences": true, "go_backwards": true})",
+           R"({"type": "SimpleRNN", "units": 2, "return_sequences": true, "zero_output_for_mask": true})",
+           R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}})",
+       }) {
+    CAPTURE(layers);
+    testing::detail::check_onnx_on(model(layers, 8), x);
+  }
 }
 
 }  // namespace

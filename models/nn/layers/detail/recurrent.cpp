@@ -165,7 +165,7 @@ std::int64_t RecurrentLayer::inner_activation_elements() const {
 
 // ONNX's own LSTM, GRU (linear_before_reset 1, Keras' reset_after) or RNN on the sequence made time-major,
 // forward on the sequence reversed for go_backwards (whose outputs Keras gives in the order it ran them).
-std::string RecurrentLayer::onnx_cell(OnnxWriter& w, const std::string& x) const {
+std::string RecurrentLayer::onnx_cell(OnnxWriter& w, const std::string& x, const std::string& lengths) const {
   const RecurrentCell c = cell();
   const std::int64_t gates = recurrent_gates(c), columns = gates * units_;
   const bool lstm = c == RecurrentCell::kLstm;
@@ -191,21 +191,69 @@ std::string RecurrentLayer::onnx_cell(OnnxWriter& w, const std::string& x) const
   const std::string rk =
       w.weight(variable_name("recurrent_kernel") + "_onnx", onnx_weight(value("recurrent_kernel"), gates, lstm));
   const std::string bk = w.initializer(variable_name("bias") + "_onnx", {1, 2 * columns}, bias);
-  return w.op(op, name(), {x, wk, rk, bk}, attrs);
+  std::vector<std::string> inputs{x, wk, rk, bk};
+  if (!lengths.empty()) inputs.push_back(lengths);
+  return w.op(op, name(), inputs, attrs);
 }
 
-std::string RecurrentLayer::onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse) const {
-  std::string seq = go_backwards_ ? onnx_reverse_steps(w, name(), x) : x;
-  seq = w.op("Transpose", name(), {seq}, {OnnxAttr::ints("perm", {1, 0, 2})});
-  // Y is [steps, directions = 1, batch, units].
-  std::string y = onnx_cell(w, seq);
-  y = w.op("Reshape", name(), {y, w.int_initializer(name() + "/shape", {steps_, -1, units_})});
-  if (!return_sequences_) {
-    y = w.op("Gather", name(), {y, w.int_initializer(name() + "/last", {steps_ - 1})}, {OnnxAttr::integer("axis", 0)});
-    return w.op("Reshape", name(), {y, w.int_initializer(name() + "/out_shape", {-1, units_})});
+// Without a mask: the sequence made time-major through ONNX's own cell, forward on the sequence reversed for
+// go_backwards (whose outputs Keras gives in the order it ran them).
+//
+// With one, the cell must skip the padding steps wherever they are, and ONNX's cells skip only those past a
+// sequence_lens. So the steps are moved first: step t, kept, to c_t - 1, where c_t counts the kept steps up
+// to t (a CumSum of the mask); padding after them, in order. The cell runs over the first c_T of each row, and
+// the output at step t is the cell's output at c_t - 1 (zeros where c_t is 0): at a kept step its own, at a
+// padding step the state carried over, as the Recurrence kernel gives them; zero_output_for_mask multiplies
+// by the mask.
+std::string RecurrentLayer::onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse,
+                                         const std::string& mask) const {
+  const std::string& n = name();
+  std::string seq = go_backwards_ ? onnx_reverse_steps(w, n, x) : x;
+  std::string lengths, counts, m;
+  if (!mask.empty()) {
+    m = go_backwards_ ? onnx_reverse_steps(w, n, mask) : mask;
+    counts = w.op("CumSum", n, {m, w.int_scalar(n + "/time_axis", 1)});  // c_t, [N, T]
+    const std::string total = w.op("ReduceSum", n, {m, w.int_initializer(n + "/steps_axis", {1})},
+                                   {OnnxAttr::integer("keepdims", 1)});  // c_T, [N, 1]
+    std::vector<float> iota(static_cast<std::size_t>(steps_));
+    for (std::size_t t = 0; t < iota.size(); ++t) iota[t] = static_cast<float>(t);
+    const std::string one = w.initializer(n + "/one", {}, {1.0f});
+    // Kept: c_t - 1. Padding: c_T + (t - c_t), after every kept step, in order.
+    const std::string kept_at = w.op("Sub", n, {counts, one});
+    const std::string padding_at =
+        w.op("Add", n, {total, w.op("Sub", n, {w.initializer(n + "/steps", {steps_}, iota), counts})});
+    const std::string to =
+        w.op("Add", n, {w.op("Mul", n, {m, kept_at}), w.op("Mul", n, {w.op("Sub", n, {one, m}), padding_at})});
+    const std::string index = w.op("Cast", n, {w.op("Unsqueeze", n, {to, w.int_initializer(n + "/feature_axis", {2})})},
+                                   {OnnxAttr::integer("to", 7)});  // TensorProto INT64
+    seq = w.op("ScatterElements", n, {seq, w.op("Expand", n, {index, w.op("Shape", n, {seq})}), seq},
+               {OnnxAttr::integer("axis", 1)});
+    lengths = w.op("Cast", n, {w.op("Squeeze", n, {total, w.int_initializer(n + "/length_axis", {1})})},
+                   {OnnxAttr::integer("to", 6)});  // TensorProto INT32
   }
-  y = w.op("Transpose", name(), {y}, {OnnxAttr::ints("perm", {1, 0, 2})});
-  return reverse ? onnx_reverse_steps(w, name(), y) : y;
+  seq = w.op("Transpose", n, {seq}, {OnnxAttr::ints("perm", {1, 0, 2})});
+  // Y is [steps, directions = 1, batch, units].
+  std::string y = onnx_cell(w, seq, lengths);
+  y = w.op("Reshape", n, {y, w.int_initializer(n + "/shape", {steps_, -1, units_})});
+  y = w.op("Transpose", n, {y}, {OnnxAttr::ints("perm", {1, 0, 2})});  // [batch, steps, units]
+  if (!mask.empty()) {
+    const std::string zero = w.initializer(n + "/zero", {}, {0.0f});
+    const std::string one = w.initializer(n + "/one", {}, {1.0f});
+    const std::string from = w.op("Max", n, {w.op("Sub", n, {counts, one}), zero});
+    const std::string index = w.op("Cast", n, {w.op("Unsqueeze", n, {from, w.int_initializer(n + "/unit_axis", {2})})},
+                                   {OnnxAttr::integer("to", 7)});
+    y = w.op("GatherElements", n, {y, w.op("Expand", n, {index, w.op("Shape", n, {y})})},
+             {OnnxAttr::integer("axis", 1)});
+    // Zeros before the first kept step, and with zero_output_for_mask at every padding step.
+    std::string keep = w.op("Min", n, {counts, one});
+    if (zero_output_for_mask_ && return_sequences_) keep = m;
+    y = w.op("Mul", n, {y, w.op("Unsqueeze", n, {keep, w.int_initializer(n + "/keep_axis", {2})})});
+  }
+  if (!return_sequences_) {
+    y = w.op("Gather", n, {y, w.int_initializer(n + "/last", {steps_ - 1})}, {OnnxAttr::integer("axis", 1)});
+    return w.op("Reshape", n, {y, w.int_initializer(n + "/out_shape", {-1, units_})});
+  }
+  return reverse ? onnx_reverse_steps(w, n, y) : y;
 }
 
 }  // namespace tctl::detail

@@ -27,14 +27,18 @@ class RecurrentLayer final : public Layer {
   Output call_masked(Graph& g, Output x, Output mask, bool training) override {
     return call_in_time(g, x, mask, training, false);
   }
-  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return onnx_in_time(w, x, false); }
+  std::string to_onnx(OnnxWriter& w, const std::string& x) const override { return onnx_in_time(w, x, false, ""); }
+  std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const override {
+    return onnx_in_time(w, x, false, mask);
+  }
   nlohmann::json config() const override;
   std::int64_t inner_activation_elements() const override;
 
   // Bidirectional's: the outputs reversed in time when `reverse` (its backward layer's, whose go_backwards
   // gives them last input first); `mask` invalid for none.
   Output call_in_time(Graph& g, Output x, Output mask, bool training, bool reverse);
-  std::string onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse) const;
+  // `mask` empty for none.
+  std::string onnx_in_time(OnnxWriter& w, const std::string& x, bool reverse, const std::string& mask) const;
   bool return_sequences() const { return return_sequences_; }
   bool go_backwards() const { return go_backwards_; }
   // Bidirectional gives its backward copy the opposite direction, and both zero_output_for_mask when they
@@ -44,7 +48,9 @@ class RecurrentLayer final : public Layer {
 
  private:
   RecurrentCell cell() const;
-  std::string onnx_cell(OnnxWriter& w, const std::string& x) const;
+  // ONNX's cell on the time-major x, over the first `lengths` steps of each sequence (its sequence_lens) when
+  // `lengths` is not empty.
+  std::string onnx_cell(OnnxWriter& w, const std::string& x, const std::string& lengths) const;
 
   bool gated_ = false;  // LSTM or GRU: activation and recurrent_activation are fixed
   std::int64_t units_ = 0, features_ = 0, steps_ = 0;

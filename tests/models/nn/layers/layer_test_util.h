@@ -217,20 +217,16 @@ inline std::string csv_rows(const Tensor& t) {
   return out;
 }
 
-// The layer's ONNX export, run by tests/onnx/evaluate_onnx.py on a batch, gives the model's inference output.
-inline void check_onnx_export(const Sequential& built, const Shape& input_shape, const LayerCheckOptions& o) {
-  // Every variable drawn from [0.5, 1.5) (a variance must be positive), so a bias that starts at zero or a
-  // scale that starts at one cannot hide a term the export leaves out.
-  const Sequential net = Sequential::from_json(built.to_json(), "model.json", "", o.seed);
-  const auto vars = net.variables();
-  for (std::size_t k = 0; k < vars.size(); ++k)
-    vars[k]->assign(random_tensor(vars[k]->shape(), o.seed + 400 + k, 0.5f, 1.5f));
+// The model's ONNX export, run by tests/onnx/evaluate_onnx.py on the batch x, gives the model's inference
+// output on x.
+inline void check_onnx_on(const Sequential& net, const Tensor& x) {
   OnnxExportInput in;
   in.name = net.name();
+  const Shape input_shape = x.shape().without_batch();
   in.input_shape.assign(input_shape.dims().begin(), input_shape.dims().end());
   // The export's output is [batch, values], as predict writes rows: an image output is flattened after.
-  in.add_network = [&net](OnnxWriter& w, const std::string& x) {
-    const std::string y = net.to_onnx(w, x);
+  in.add_network = [&net](OnnxWriter& w, const std::string& input) {
+    const std::string y = net.to_onnx(w, input);
     if (net.output_shape().rank() == 1) return y;
     return w.op("Flatten", "check", {y}, {OnnxAttr::integer("axis", 1)});
   };
@@ -241,8 +237,6 @@ inline void check_onnx_export(const Sequential& built, const Shape& input_shape,
     MESSAGE("/usr/bin/python3 has no onnx module (python3-onnx): the ONNX evaluation is skipped");
     return;
   }
-  const Shape x_shape = Shape::concat(o.batch, input_shape);
-  const Tensor x = Tensor::from_floats(x_shape, random_inputs(x_shape.num_elements(), o.seed + 303, o.token_ids));
   const Tensor y = run_net(net, x);
   const std::string model = write_scratch_file("layer.onnx", bytes);
   const std::string rows = write_scratch_file("layer_rows.csv", csv_rows(x));
@@ -254,6 +248,18 @@ inline void check_onnx_export(const Sequential& built, const Shape& input_shape,
   std::ifstream f(report);
   const std::string said((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   CHECK_MESSAGE(status == 0, "evaluate_onnx.py: " << said);
+}
+
+// The layer's ONNX export, run by tests/onnx/evaluate_onnx.py on a batch, gives the model's inference output.
+inline void check_onnx_export(const Sequential& built, const Shape& input_shape, const LayerCheckOptions& o) {
+  // Every variable drawn from [0.5, 1.5) (a variance must be positive), so a bias that starts at zero or a
+  // scale that starts at one cannot hide a term the export leaves out.
+  const Sequential net = Sequential::from_json(built.to_json(), "model.json", "", o.seed);
+  const auto vars = net.variables();
+  for (std::size_t k = 0; k < vars.size(); ++k)
+    vars[k]->assign(random_tensor(vars[k]->shape(), o.seed + 400 + k, 0.5f, 1.5f));
+  const Shape x_shape = Shape::concat(o.batch, input_shape);
+  check_onnx_on(net, Tensor::from_floats(x_shape, random_inputs(x_shape.num_elements(), o.seed + 303, o.token_ids)));
 }
 
 // The forward nodes' FLOPs (OpDef::flops), at two batch sizes.
