@@ -4,6 +4,8 @@
 //                      their columns [h d, (h + 1) d) for d = D / heads. Per example and head:
 //                      softmax(Q K^T / sqrt(d) + A) V, with A -1e9 where Keras' mask excludes a pair: the key a
 //                      padding step or the query one (mask 0), or with causal the key after the query.
+//                      Attributes dropout (a rate, in training) and stream: the weights softmax(...) are
+//                      dropped before they multiply V, from a counter-based stream the gradient replays.
 //   SelfAttentionGrad  (dy, qkv[, mask]) -> d qkv, recomputing the softmax from qkv.
 #include <span>
 #include <vector>
@@ -26,6 +28,8 @@ TensorSpec attention_infer(const InferContext& c) {
     c.expect_rank(1, 2);
     if (c.shape(1)[1] != qkv[1]) c.fail("mask " + c.shape(1).to_string() + " does not fit " + qkv.to_string());
   }
+  const double rate = c.attrs().f_or("dropout", 0.0);
+  if (!(rate >= 0.0 && rate < 1.0)) c.fail("dropout " + std::to_string(rate) + " is not in [0, 1)");
   return {DType::kF32, Shape{qkv[0], qkv[1], qkv[2] / 3}};
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/dropout_mask.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/small_product.h"
 #include "kernels/cpu/vector_math.h"
@@ -12,7 +13,7 @@
 namespace tctl::cpu {
 namespace {
 
-enum class AttentionScratch { kScores, kGradScores, kCount };
+enum class AttentionScratch { kScores, kGradScores, kDropped, kCount };
 
 // Keras' additive mask: a large negative number, not -infinity, so a query whose keys are all excluded
 // attends to them all evenly, as in Keras.
@@ -29,6 +30,25 @@ Heads heads_of(const KernelContext& ctx, const Shape& qkv, const float* mask) {
   const std::int64_t heads = ctx.attrs().i("heads"), width = qkv[2] / 3;
   return {qkv[0], qkv[1], width, heads, width / heads, ctx.attrs().i_or("causal", 0) != 0, mask};
 }
+
+// Dropout on the attention's weights in training (attributes dropout, stream), as Keras' MultiHeadAttention
+// drops them: weight (i, j) of example n and head h is element ((n h) T + i) T + j of the stream, counted
+// from the first example of the whole batch, so the gradient (and data-parallel replicas) draw the same.
+struct WeightDropout {
+  float rate = 0.0f;
+  std::uint64_t key = 0;
+  std::int64_t offset = 0;
+  explicit WeightDropout(const KernelContext& ctx)
+      : rate(static_cast<float>(ctx.attrs().f_or("dropout", 0.0))),
+        key(rate > 0.0f ? ctx.random_key(ctx.attrs().i("stream")) : 0),
+        offset(ctx.batch_offset()) {}
+  bool active() const { return rate > 0.0f; }
+  // Row i of pair e = n heads + h, from `in` into `out` (which may be `in`).
+  void apply(const Heads& a, std::int64_t e, std::int64_t i, const float* in, float* out) const {
+    const auto first = static_cast<std::uint64_t>(((offset * a.heads + e) * a.steps + i) * a.steps);
+    mask_block(in, out, 0, a.steps, key, first, rate, 1.0f / (1.0f - rate));
+  }
+};
 
 // Whether the pair (query i, key j) is excluded; m is the example's mask row or nullptr.
 bool excluded_pair(const Heads& a, const float* m, std::int64_t i, std::int64_t j) {
@@ -67,11 +87,14 @@ void self_attention_cpu(KernelContext& ctx) {
   const float* qkv = x.data<float>();
   float* y = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;
+  const WeightDropout drop(ctx);
   ctx.parallel_for(a.batch * a.heads, 1, [&](std::int64_t begin, std::int64_t end) {
     float* p = thread_scratch(t * t, AttentionScratch::kScores);
     for (std::int64_t e = begin; e < end; ++e) {
       const std::int64_t n = e / a.heads, h = e % a.heads;
       attention_scores(a, qkv, n, h, p);
+      if (drop.active())
+        for (std::int64_t i = 0; i < t; ++i) drop.apply(a, e, i, p + i * t, p + i * t);
       const float* v = qkv + n * t * ld + 2 * a.width + h * a.head;
       product_in_place(false, false, t, a.head, t, p, t, v, ld, y + n * t * a.width + h * a.head, a.width);
     }
@@ -79,7 +102,7 @@ void self_attention_cpu(KernelContext& ctx) {
 }
 
 // With P the softmax and dO the output's gradient: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dP P)) /
-// sqrt(d), dQ = dS K, dK = dS^T Q.
+// sqrt(d), dQ = dS K, dK = dS^T Q. With dropout on the weights, P' = P M: dV = P'^T dO, and dP = (dO V^T) M.
 void self_attention_grad_cpu(KernelContext& ctx) {
   const float* dy = ctx.input(0).data<float>();
   const Tensor& x = ctx.input(1);
@@ -87,9 +110,11 @@ void self_attention_grad_cpu(KernelContext& ctx) {
   const float* qkv = x.data<float>();
   float* dqkv = ctx.output().mutable_data<float>();
   const std::int64_t t = a.steps, ld = 3 * a.width;
+  const WeightDropout drop(ctx);
   ctx.parallel_for(a.batch * a.heads, 1, [&](std::int64_t begin, std::int64_t end) {
     float* p = thread_scratch(t * t, AttentionScratch::kScores);
     float* dp = thread_scratch(t * t, AttentionScratch::kGradScores);
+    float* dropped = drop.active() ? thread_scratch(t * t, AttentionScratch::kDropped) : nullptr;
     for (std::int64_t e = begin; e < end; ++e) {
       const std::int64_t n = e / a.heads, h = e % a.heads;
       attention_scores(a, qkv, n, h, p);
@@ -98,8 +123,13 @@ void self_attention_grad_cpu(KernelContext& ctx) {
       const float* v = q + 2 * a.width;
       const float* dout = dy + n * t * a.width + h * a.head;
       float* dq = dqkv + n * t * ld + h * a.head;
-      product_in_place(true, false, t, a.head, t, p, t, dout, a.width, dq + 2 * a.width, ld);  // dV
-      product_in_place(false, true, t, t, a.head, dout, a.width, v, ld, dp, t);                // dP
+      if (dropped != nullptr)
+        for (std::int64_t i = 0; i < t; ++i) drop.apply(a, e, i, p + i * t, dropped + i * t);
+      product_in_place(true, false, t, a.head, t, dropped != nullptr ? dropped : p, t, dout, a.width, dq + 2 * a.width,
+                       ld);                                                      // dV
+      product_in_place(false, true, t, t, a.head, dout, a.width, v, ld, dp, t);  // dP
+      if (dropped != nullptr)
+        for (std::int64_t i = 0; i < t; ++i) drop.apply(a, e, i, dp + i * t, dp + i * t);
       const float scale = a.scale();
       const float* m = a.mask != nullptr ? a.mask + n * t : nullptr;
       for (std::int64_t i = 0; i < t; ++i) {

@@ -73,3 +73,31 @@ TEST_CASE("SelfAttention's gradient checks against finite differences, masked an
   check_op_inputs("SelfAttention", {qkv, mask},
                   {.attrs = Attrs{{"heads", std::int64_t{2}}, {"causal", std::int64_t{1}}}, .constant_inputs = {1}});
 }
+
+TEST_CASE("SelfAttention's dropout drops weights, the same ones in its gradient") {
+  // Q = K = 0 and V = 1: every weight is 1 / T, so without dropout each output is 1, and with rate 0.5 it is
+  // 2 / T times the weights kept, a multiple of 2 / T.
+  constexpr std::int64_t kSteps = 8, kBatch = 4, kWidth = 4;
+  std::vector<float> values(kBatch * kSteps * 3 * kWidth, 0.0f);
+  for (std::int64_t r = 0; r < kBatch * kSteps; ++r)
+    for (std::int64_t c = 2 * kWidth; c < 3 * kWidth; ++c) values[static_cast<std::size_t>(r * 3 * kWidth + c)] = 1.0f;
+  const Tensor qkv = Tensor::from_floats(Shape{kBatch, kSteps, 3 * kWidth}, values);
+  const Attrs attrs{{"heads", std::int64_t{2}}, {"dropout", 0.5}, {"stream", std::int64_t{7}}};
+  const std::vector<float> got = run_op("SelfAttention", {qkv}, attrs, 1).to_floats();
+  double sum = 0.0;
+  bool differ = false;
+  for (float v : got) {
+    const double kept = v * kSteps / 2.0;
+    CHECK(std::abs(kept - std::round(kept)) < 1e-5);
+    sum += v;
+    differ = differ || v != got[0];
+  }
+  CHECK(differ);
+  // 512 weights per head and example kept with probability 1/2: the mean output stays near 1.
+  CHECK(std::abs(sum / static_cast<double>(got.size()) - 1.0) < 0.15);
+  // Any thread count draws the same weights.
+  CHECK(run_op("SelfAttention", {qkv}, attrs, 3).to_floats() == got);
+  // The gradient replays the forward pass's weights.
+  check_op_inputs("SelfAttention", {random_tensor(Shape{2, 4, 12}, 3)},
+                  {.attrs = Attrs{{"heads", std::int64_t{2}}, {"dropout", 0.3}, {"stream", std::int64_t{5}}}});
+}

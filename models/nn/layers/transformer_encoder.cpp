@@ -5,8 +5,8 @@
 //   {"type": "TransformerEncoder", "intermediate_dim": 512, "num_heads": 4}
 //
 // KerasHub's keys: intermediate_dim and num_heads (required; num_heads must divide the hidden width),
-// dropout (0: after the attention and after the feedforward network, in training; KerasHub also drops
-// attention weights, which this does not), activation (relu), layer_norm_epsilon (1e-5), kernel_initializer
+// dropout (0: in training, on the attention's weights as KerasHub's attention layer drops them, and after the
+// attention and after the feedforward network), activation (relu), layer_norm_epsilon (1e-5), kernel_initializer
 // (glorot_uniform), bias_initializer (zeros), normalize_first (false); and causal (false: a query attends to
 // every key; true: only to itself and the keys before it). The queries, keys and values are one MatMul by
 // their three kernels side by side, then a SelfAttention node (core/ops/attention.cpp). With a padding mask
@@ -105,7 +105,8 @@ class TransformerEncoder final : public Layer {
   MaskUse mask_use() const override { return MaskUse::kUsesAndPasses; }
 
   Output call_masked(Graph& g, Output x, Output mask, bool training) override {
-    const Output attended = sublayer(g, x, kAttentionGamma, training, [&](Output h) { return attention(g, h, mask); });
+    const Output attended =
+        sublayer(g, x, kAttentionGamma, training, [&](Output h) { return attention(g, h, mask, training); });
     return sublayer(g, attended, kFeedforwardGamma, training, [&](Output h) {
       const Output inner = add_fused_with_bias(
           g, "FusedMatMul", {h, read(g, kIntermediateKernel), read(g, kIntermediateBias)}, {}, activation_);
@@ -150,14 +151,19 @@ class TransformerEncoder final : public Layer {
     return normalize_first_ ? sum : norm(sum);
   }
 
-  Output attention(Graph& g, Output h, Output mask) {
+  // With dropout in training, the attention's weights are dropped too, as KerasHub's attention layer does.
+  Output attention(Graph& g, Output h, Output mask, bool training) {
     const Output kernel = g.add("Concat", {read(g, kQueryKernel), read(g, kKeyKernel), read(g, kValueKernel)});
     const Output bias = g.add("Concat", {read(g, kQueryBias), read(g, kKeyBias), read(g, kValueBias)});
     const Output qkv = add_fused_with_bias(g, "FusedMatMul", {h, kernel, bias}, {}, "linear");
     std::vector<Output> inputs{qkv};
     if (mask.valid()) inputs.push_back(mask);
-    const Output heads =
-        g.add("SelfAttention", std::move(inputs), Attrs{{"heads", heads_}, {"causal", std::int64_t{causal_}}});
+    Attrs attrs{{"heads", heads_}, {"causal", std::int64_t{causal_}}};
+    if (training && dropout_ > 0.0) {
+      attrs.set("dropout", dropout_);
+      attrs.set("stream", (stream_ + kAttentionWeightsStream) & kStreamMask);
+    }
+    const Output heads = g.add("SelfAttention", std::move(inputs), std::move(attrs));
     return add_fused_with_bias(g, "FusedMatMul", {heads, read(g, kOutputKernel), read(g, kOutputBias)}, {}, "linear");
   }
 
@@ -167,6 +173,8 @@ class TransformerEncoder final : public Layer {
   bool normalize_first_ = false, causal_ = false;
   // Dropout's streams, one per sublayer: the layer's key, offset by the sublayer's first variable.
   static constexpr std::int64_t kStreamMask = std::numeric_limits<std::int64_t>::max();
+  // The attention weights' stream: past every sublayer's offset.
+  static constexpr std::int64_t kAttentionWeightsStream = 0x100;
   std::int64_t stream_ = 0;
 };
 
