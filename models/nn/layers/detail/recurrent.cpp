@@ -118,8 +118,10 @@ Shape RecurrentLayer::build(const Shape& input, const BuildContext& ctx, const S
 }
 
 Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool training, bool reverse) {
-  // Keras 3 drops the same inputs at every step of a sequence; here each step draws its own mask.
-  if (training && dropout_ > 0.0) x = g.add("Dropout", {x}, Attrs{{"rate", dropout_}, {"stream", dropout_stream_}});
+  // As Keras 3, the same inputs dropped at every step of a sequence.
+  if (training && dropout_ > 0.0)
+    x = g.add("Dropout", {x},
+              Attrs{{"rate", dropout_}, {"stream", dropout_stream_}, {"per_sequence", std::int64_t{1}}});
   const Output xp = g.add("MatMul", {x, read(g, 0)});
   const std::int64_t columns = recurrent_gates(cell()) * units_;
   const Shape bias = recurrent_bias_shape(cell(), columns);
