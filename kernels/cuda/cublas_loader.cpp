@@ -21,6 +21,7 @@ struct Cublas {
   decltype(&cublasSetMathMode) set_math_mode = nullptr;
   decltype(&cublasGetStatusString) status_string = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
+  decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
   bool loaded = false;
   std::string why_not;  // when not loaded: dlopen's or dlsym's reason
 };
@@ -50,6 +51,7 @@ const Cublas& cublas() {
     find(library, "cublasSetMathMode", table.set_math_mode, all);
     find(library, "cublasGetStatusString", table.status_string, all);
     find(library, "cublasSgemm_v2", table.sgemm, all);
+    find(library, "cublasSgemmStridedBatched", table.sgemm_strided_batched, all);
     table.loaded = all;
     if (!all) table.why_not = "cuBLAS could not be loaded: " TCTL_CUBLAS_LIBRARY " lacks a function tensorctl calls";
   });
@@ -95,5 +97,16 @@ extern "C" cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_
                                          const float* b, int ldb, const float* beta, float* c_out, int ldc) {
   const Cublas& c = cublas();
   return c.loaded ? c.sgemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c_out, ldc)
+                  : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa,
+                                                    cublasOperation_t transb, int m, int n, int k, const float* alpha,
+                                                    const float* a, int lda, long long int stride_a, const float* b,
+                                                    int ldb, long long int stride_b, const float* beta, float* c_out,
+                                                    int ldc, long long int stride_c, int batch) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.sgemm_strided_batched(handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                                            beta, c_out, ldc, stride_c, batch)
                   : CUBLAS_STATUS_NOT_INITIALIZED;
 }

@@ -147,6 +147,12 @@ inline double device_tolerance(const std::string& op) {
       {"BinaryXent", 1e-6},
       {"ApplyAdam", 1e-6},
       {"GlobalNorm", 1e-6},
+      {"TokenMask", 0},
+      {"Embedding", 0},
+      {"PositionEmbedding", 0},
+      {"GlobalAvgPool", 0},
+      {"GlobalMaxPool", 0},
+      {"SelfAttention", 1e-4},
   };
   const auto it = stated.find(op);
   return it == stated.end() ? 1e-5 : it->second;
