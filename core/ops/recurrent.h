@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/attrs.h"
+#include "core/counter_random.h"
 #include "core/errors.h"
 #include "core/shape.h"
 
@@ -62,6 +63,30 @@ inline std::int64_t recurrent_planes(RecurrentCell cell) {
 // bias that its reset gate scales.
 inline Shape recurrent_bias_shape(RecurrentCell cell, std::int64_t columns) {
   return cell == RecurrentCell::kGru ? Shape{2, columns} : Shape{columns};
+}
+
+// A workspace's sizes and the node's direction, for the kernels (CPU and CUDA): P planes of [batch, steps,
+// units], columns = G units.
+struct RecurrentDims {
+  RecurrentCell cell;
+  std::int64_t batch, steps, units, columns;
+  bool backwards;
+  // The input step the cell reads at its k-th step.
+  TCTL_HOST_DEVICE std::int64_t time(std::int64_t k) const { return backwards ? steps - 1 - k : k; }
+  // Where row k of example i in plane p starts, in floats from the workspace's first.
+  TCTL_HOST_DEVICE std::int64_t row(std::int64_t p, std::int64_t i, std::int64_t k) const {
+    return ((p * batch + i) * steps + k) * units;
+  }
+};
+
+inline RecurrentDims recurrent_dims(const Attrs& attrs, const Shape& workspace) {
+  const RecurrentCell cell = recurrent_cell(attrs);
+  return {cell,
+          workspace[1],
+          workspace[2],
+          workspace[3],
+          recurrent_gates(cell) * workspace[3],
+          attrs.i_or("go_backwards", 0) != 0};
 }
 
 }  // namespace tctl

@@ -37,23 +37,9 @@ enum class RecurrentScratch {
   kCount
 };
 
-struct Dims {
-  RecurrentCell cell;
-  std::int64_t batch, steps, units, columns;
-  bool backwards;
-  // The input step the cell reads at its k-th step.
-  std::int64_t time(std::int64_t k) const { return backwards ? steps - 1 - k : k; }
-};
+using Dims = RecurrentDims;
 
-Dims dims_of(const KernelContext& ctx, const Shape& workspace) {
-  const RecurrentCell cell = recurrent_cell(ctx.attrs());
-  return {cell,
-          workspace[1],
-          workspace[2],
-          workspace[3],
-          recurrent_gates(cell) * workspace[3],
-          ctx.attrs().i_or("go_backwards", 0) != 0};
-}
+Dims dims_of(const KernelContext& ctx, const Shape& workspace) { return recurrent_dims(ctx.attrs(), workspace); }
 
 // recurrent_dropout's mask (core/ops/recurrent.h): one row of H per example, the same at every step, drawn
 // from the node's stream by the example's place in the whole batch, so the three kernels that read it (and
@@ -84,7 +70,7 @@ class RecurrentDropMask {
 // Row k of example i in plane p of a workspace.
 template <class T>
 T* plane(T* ws, const Dims& d, std::int64_t p, std::int64_t i, std::int64_t k) {
-  return ws + ((p * d.batch + i) * d.steps + k) * d.units;
+  return ws + d.row(p, i, k);
 }
 
 // fn(first, end) for each block of kRowBlock examples, over the intra-op pool.

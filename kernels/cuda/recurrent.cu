@@ -22,26 +22,9 @@
 namespace tctl::cuda {
 namespace {
 
-struct Dims {
-  RecurrentCell cell;
-  std::int64_t batch, steps, units, columns;
-  bool backwards;
-  __host__ __device__ std::int64_t time(std::int64_t k) const { return backwards ? steps - 1 - k : k; }
-  // Row k of example i in plane p of a workspace.
-  __host__ __device__ std::int64_t row(std::int64_t p, std::int64_t i, std::int64_t k) const {
-    return ((p * batch + i) * steps + k) * units;
-  }
-};
+using Dims = RecurrentDims;
 
-Dims dims_of(const KernelContext& ctx, const Shape& workspace) {
-  const RecurrentCell cell = recurrent_cell(ctx.attrs());
-  return {cell,
-          workspace[1],
-          workspace[2],
-          workspace[3],
-          recurrent_gates(cell) * workspace[3],
-          ctx.attrs().i_or("go_backwards", 0) != 0};
-}
+Dims dims_of(const KernelContext& ctx, const Shape& workspace) { return recurrent_dims(ctx.attrs(), workspace); }
 
 // recurrent_dropout's mask, as the CPU's RecurrentDropMask draws it: element (i, j) of the run's rows is
 // draw (offset + i) units + j of the node's stream.
