@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training speed of tensorctl on cuda:0 against PyTorch (eager) on the same GPU, on the workloads of issue
 # 16: the MLP 784-2048-2048-10 at batch 1024, the digits CNN at batch 512 and the digits MLP at batch 32
-# (where launch overhead rules). Same models, batches fed from host memory every step, Adam (lr 1e-3,
+# (where launch overhead rules), and issue 48's LSTM and transformer text classifiers (PyTorch's LSTM is
+# cuDNN's there). Same models, batches fed from host memory every step, Adam (lr 1e-3,
 # eps 1e-7; PyTorch's best of its single-tensor, foreach and fused implementations), TF32 off on both.
 # Also the GPU's own limits (bench_cuda_limits): the large MLP's products in cuBLAS alone, and copy
 # bandwidth against cudaMemcpy from pinned memory. Runs on the GPU machine (scripts/gpu-check.sh bench).
@@ -20,7 +21,7 @@ results="$out/results.jsonl"
 : >"$results"
 
 "$build/bench/bench_cuda_limits" | tee -a "$results"
-for workload in mlp2048_b1024 cnn_digits_b512 mlp_digits_b32; do
+for workload in mlp2048_b1024 cnn_digits_b512 mlp_digits_b32 lstm_text_b64 transformer_text_b32; do
   for ((r = 0; r < rounds; ++r)); do
     "$build/bench/bench_workloads" --workload "$workload" --threads 1 --device cuda:0 | tee -a "$results"
     OPENBLAS_NUM_THREADS=1 "$python" "$root/bench/pytorch_workloads.py" --workload "$workload" --device cuda \
