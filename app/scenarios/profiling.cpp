@@ -33,7 +33,7 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
                                                     std::int64_t count) {
   std::vector<std::pair<Tensor, Tensor>> out;
   const Sequential& net = model.net();
-  if (!c.data.dataset.empty() || !c.data.csv.empty()) {
+  if (!c.data.dataset.empty() || !c.data.csv.empty() || !c.data.x.empty()) {
     PreparedData data = prepare_data(c, net);
     const std::int64_t n = data.train.size();
     for (std::int64_t b = 0; b < count; ++b) {

@@ -23,8 +23,6 @@ namespace tctl {
 
 namespace {
 
-constexpr int kMaxClasses = 100000;
-
 // Shortest text that reads back as v ("1.5", not std::to_string's "1.500000").
 std::string format_float(float v) {
   char buf[32];

@@ -16,6 +16,10 @@
 
 namespace tctl {
 
+// Class labels are whole numbers below this (CSV and array files alike): the bound also stops a regression
+// target mistaken for a label from sizing a huge one-hot layer.
+inline constexpr int kMaxClasses = 100000;
+
 // A whole data set held as two tensors with one row per sample. Copying a Dataset shares the tensors'
 // buffers (Tensors are immutable values), so copies are cheap and may be read from any thread.
 struct Dataset {

@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "core/text.h"
+#include "models/data/arrays.h"
 #include "models/data/csv.h"
 #include "models/nn/losses.h"
 
@@ -16,9 +17,15 @@ Tensor shape_for_model(const Tensor& x, const Sequential& net) {
   return x.reshaped(Shape::concat(x.shape()[0], net.input_shape()));
 }
 
-std::string data_source(const TrainConfig& c) { return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv; }
+std::string data_source(const TrainConfig& c) {
+  if (!c.data.x.empty()) return c.data.x;
+  return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
+}
 
-std::string data_key(const TrainConfig& c) { return c.data.csv.empty() ? "data" : "data.csv"; }
+std::string data_key(const TrainConfig& c) {
+  if (!c.data.x.empty()) return "data.x";
+  return c.data.csv.empty() ? "data" : "data.csv";
+}
 
 std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
 
@@ -62,9 +69,10 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
     options.named_labels = !run_classes->empty();
     options.classes = *run_classes;
   }
-  Dataset data = c.data.csv.empty()
-                     ? load_builtin(c.data.dataset, c.seed, c.file, "data")
-                     : load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
+  Dataset data = !c.data.x.empty() ? load_array_dataset(c.data.x, c.data.y, classification, c.file, "data")
+                 : !c.data.csv.empty()
+                     ? load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options)
+                     : load_builtin(c.data.dataset, c.seed, c.file, "data");
   const DataFingerprint fingerprint = fingerprint_of(data);
   const std::string where = data_key(c);
   if (loss_is_binary(c.loss) && data.num_classes > 0) {

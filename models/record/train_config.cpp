@@ -41,6 +41,10 @@ nlohmann::json DataConfig::to_json() const {
     j["label"] = label;
     if (!header) j["header"] = false;
   }
+  if (!x.empty()) {
+    j["x"] = x;
+    j["y"] = y;
+  }
   j["test_split"] = test_split;
   j["validation_split"] = validation_split;
   j["shuffle"] = shuffle;
@@ -195,7 +199,8 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     d.dataset = raw.get<std::string>();
   } else {
     SpecReader r = top.object("data");
-    if (r.has("dataset") == r.has("csv")) r.fail_here("give exactly one of \"dataset\" or \"csv\"");
+    if (static_cast<int>(r.has("dataset")) + static_cast<int>(r.has("csv")) + static_cast<int>(r.has("x")) != 1)
+      r.fail_here("give exactly one of \"dataset\", \"csv\" or \"x\" (with \"y\")");
     if (r.has("dataset")) d.dataset = r.string("dataset");
     dataset_path = r.path_of("dataset");
     if (r.has("csv")) {
@@ -203,6 +208,13 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", not_regular_file_message("data file", d.csv));
       d.label = r.string("label", "label");
       d.header = r.boolean("header", true);
+    }
+    if (r.has("x")) {
+      if (!r.has("y")) r.fail_here("\"x\" needs \"y\": the labels or targets, an array with a row for each of x's");
+      for (auto [key, path] : {std::pair{"x", &d.x}, std::pair{"y", &d.y}}) {
+        *path = resolved(r.string(key), rules);
+        if (rules.check_files && !is_regular_file(*path)) r.fail(key, not_regular_file_message("data file", *path));
+      }
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);

@@ -1,0 +1,47 @@
+// Arrays as data: NumPy's .npy files and the IDX files MNIST ships in, read into a Dataset's features and
+// labels (a train config's "data": {"x": ..., "y": ...}).
+//
+//   .npy  NumPy's format, versions 1.0 to 3.0: the magic "\x93NUMPY", a header dict (descr, fortran_order,
+//         shape) and the elements in C order; descr a little-endian (or one-byte) bool, integer or float
+//         type: |b1, |i1, |u1, <i2, <u2, <i4, <u4, <i8, <u8, <f2, <f4, <f8.
+//   IDX   four bytes 0, 0, the type (0x08 ubyte, 0x09 byte, 0x0B short, 0x0C int, 0x0D float, 0x0E double)
+//         and the number of dimensions, each dimension a big-endian 32-bit count, then the elements
+//         big-endian in C order (train-images-idx3-ubyte, train-labels-idx1-ubyte).
+//
+// Which one a file is comes from its first bytes, not its name. A file is read through a read-only memory
+// map and its elements converted to float32 as they are copied out; nothing past the elements its header
+// declares may follow. Every refusal is a SpecError naming the file and the place (the header, or an
+// element's index).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "models/data/dataset.h"
+
+namespace tctl {
+
+struct ArrayFile {
+  std::vector<std::int64_t> shape;  // empty for a scalar
+  std::vector<float> values;        // every element, C order, as float32
+  bool integral = false;            // the elements were bools or integers
+  std::string type;                 // "uint8", "float64", ...: for messages
+};
+
+// The array held in `bytes` (a whole .npy or IDX file); `file` names it in errors.
+ArrayFile decode_array(std::string_view bytes, const std::string& file);
+
+// The array in the file at `path` (see decode_array), read through a memory map.
+ArrayFile load_array(const std::string& path);
+
+// A data set from two arrays with one row per sample: x [N, ...] (features, flattened to [N, F]; a [N]
+// array is one feature) and y [N] or [N, 1] labels for classification (whole numbers in 0..99999, of any
+// element type), or [N] or [N, T] targets for regression. Features and targets must be finite. The features
+// are named "x0", "x1", ... (the columns of the run's test.csv, which predict and evaluate read).
+// SpecError(file_for_errors, where, ...) when the two disagree on N, or from the files' own checks.
+Dataset load_array_dataset(const std::string& x_path, const std::string& y_path, bool classification,
+                           const std::string& file_for_errors, const std::string& where);
+
+}  // namespace tctl

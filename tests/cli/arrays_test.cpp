@@ -1,0 +1,87 @@
+// Arrays as a config's data end to end: the digits written out as a .npy file of features and an IDX file of
+// labels train the digits MLP; evaluate reads the config's test split from them again and the run's test rows,
+// and predict those; a mismatch between the two
+// files, and a file that is neither format, are one line naming the place, exit 2, nothing written.
+#include <fstream>
+#include <sstream>
+
+#include <doctest/doctest.h>
+
+#include "array_files.h"
+#include "cli/cli_test_util.h"
+
+namespace tctl::cli_test {
+namespace {
+
+// configs/data/digits.csv as a [rows, 8, 8] float32 .npy file and a [rows] uint8 IDX file.
+void write_digits(const TempDir& d, std::size_t rows) {
+  std::ifstream in(source_path("configs/data/digits.csv"));
+  std::string line;
+  std::getline(in, line);  // the header
+  std::vector<float> x;
+  std::string labels;
+  for (std::size_t r = 0; r < rows && std::getline(in, line); ++r) {
+    std::vector<std::string> cells = split_cells(line);
+    labels += static_cast<char>(std::stoi(cells.back()));
+    cells.pop_back();
+    for (const auto& c : cells) x.push_back(std::stof(c));
+  }
+  const std::size_t n = labels.size();
+  d.write("digits_x.npy", testing::npy("<f4", "(" + std::to_string(n) + ", 8, 8)", testing::raw(x)));
+  d.write("digits_y.idx1", testing::idx(0x08, {static_cast<std::uint32_t>(n)}, labels));
+}
+
+const char* kConfig = R"({"model": "MODEL", "data": {"x": "digits_x.npy", "y": "LABELS"}, "epochs": 8,
+                         "batch_size": 32, "seed": 3})";
+
+std::string config(const std::string& labels) {
+  std::string c = kConfig;
+  c.replace(c.find("MODEL"), 5, source_path("configs/models/digits_mlp.json"));
+  c.replace(c.find("LABELS"), 6, labels);
+  return c;
+}
+
+}  // namespace
+
+TEST_SUITE("arrays") {
+  TEST_CASE("the digits as a .npy file and an IDX file train the digits MLP; evaluate and predict follow") {
+    TempDir d;
+    write_digits(d, 1797);
+    d.write("config.json", config("digits_y.idx1"));
+    CommandResult r = run_tensorctl("train config.json --json --output run", d.path());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const nlohmann::json saved = read_json(d / "run/summary.json");
+    CHECK(saved.at("test").at("accuracy").get<double>() >= 0.9);
+    CHECK(saved.at("rows").at("test") == 359);
+    // The config's own test split, read from the arrays again, and the run's test rows as CSV agree.
+    CommandResult e = run_tensorctl("evaluate --run run --data config.json --json", d.path());
+    REQUIRE_MESSAGE(e.status == 0, e.err);
+    CommandResult csv = run_tensorctl("evaluate --run run --data run/test.csv --json", d.path());
+    REQUIRE_MESSAGE(csv.status == 0, csv.err);
+    const double accuracy = nlohmann::json::parse(e.out).at("accuracy").get<double>();
+    CHECK(accuracy == doctest::Approx(saved.at("test").at("accuracy").get<double>()));
+    CHECK(nlohmann::json::parse(csv.out).at("accuracy").get<double>() == doctest::Approx(accuracy));
+    CommandResult p = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE_MESSAGE(p.status == 0, p.err);
+    CHECK(split_lines(p.out).size() == 360);  // header and the test rows
+  }
+
+  TEST_CASE("arrays that disagree, or a file that is no array, are refused naming the place") {
+    TempDir d;
+    write_digits(d, 40);
+    d.write("short_y.npy", testing::npy("|u1", "(10,)", std::string(10, '\1')));
+    d.write("config.json", config("short_y.npy"));
+    expect_user_error(d, "train config.json --output run", {"config.json: data: x (", "has 40 rows, y (", "has 10"});
+    d.write("text_y.npy", "0\n1\n");
+    d.write("config.json", config("text_y.npy"));
+    expect_user_error(d, "train config.json --output run", {"text_y.npy: header: neither a NumPy .npy file"});
+    d.write("config.json", R"({"model": "m.json", "data": {"x": "digits_x.npy"}})");
+    d.write("m.json", R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 10}]})");
+    expect_user_error(d, "train config.json --output run", {"config.json: data: \"x\" needs \"y\""});
+    d.write("config.json", R"({"model": "m.json", "data": {"x": "digits_x.npy", "y": "y.npy", "csv": "d.csv"}})");
+    expect_user_error(d, "train config.json --output run",
+                      {"config.json: data: give exactly one of \"dataset\", \"csv\" or \"x\""});
+  }
+}
+
+}  // namespace tctl::cli_test
