@@ -112,7 +112,8 @@ void define_flags(CLI::App& cmd, PredictFlags& flags) {
       ->required()
       ->check(non_empty("a run directory"));
   cmd.add_option("--input", flags.input,
-                 "CSV with the model's feature columns (a label column is optional); - for standard input")
+                 "CSV with the model's feature columns (a label column is optional), or a .npy or IDX array of "
+                 "rows of features; - for standard input")
       ->required()
       ->check(non_empty("a CSV file"));
   cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout")->check(output_path());

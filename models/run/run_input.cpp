@@ -2,13 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string_view>
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/errors.h"
 #include "core/text.h"
+#include "models/data/arrays.h"
 #include "models/data/csv.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
@@ -98,31 +101,77 @@ void add_kept_columns(const CsvTable& table, const std::string& csv_path, const 
   }
 }
 
-// The features of every row, [rows, features], scaled by the run's scaling.
-Tensor scaled_features(const LoadedRun& run, const CsvTable& table, const std::vector<int>& cols,
-                       const std::string& csv_path) {
-  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
-  Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
-  for (std::int64_t r = 0; r < table.rows; ++r)
-    for (std::int64_t j = 0; j < f; ++j)
-      x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
-  // Rows for a model whose first layer takes token ids hold ids, refused here naming the line rather than
-  // in the middle of a batch.
+// The features of every row, [rows, features], scaled by the run's scaling; `place(r)` names row r in a
+// refusal ("line 7" of a CSV, "row 6" of an array).
+template <class Place>
+Tensor scaled_features(const LoadedRun& run, const Tensor& x, const std::string& path, Place place) {
+  const std::int64_t rows = x.shape()[0], f = static_cast<std::int64_t>(run.feature_names.size());
+  // Rows for a model whose first layer takes token ids hold ids, refused here naming the row rather than in
+  // the middle of a batch.
   if (const auto bad = find_bad_token_id(run.model->net(), x, run.feature_names))
-    throw SpecError(csv_path, row_place(table, bad->row), bad->message);
+    throw SpecError(path, place(bad->row), bad->message);
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;
   // A float like 3.4e38 is read as written, but scaled by a small deviation it leaves the floats.
-  for (std::int64_t r = 0; r < table.rows; ++r)
+  for (std::int64_t r = 0; r < rows; ++r)
     for (std::int64_t j = 0; j < f; ++j)
       if (!std::isfinite(scaled_x.data<float>()[r * f + j])) {
         const auto col = static_cast<std::size_t>(j);
-        throw SpecError(csv_path, row_place(table, r),
+        throw SpecError(path, place(r),
                         fmt::format("column \"{}\": {:.9g} lies so far from the training data (mean {:.6g}, "
                                     "deviation {:.6g}) that its scaled value overflows a float",
                                     run.feature_names[col], x.data<float>()[r * f + j], run.standardizer.mean[col],
                                     run.standardizer.std[col]));
       }
   return scaled_x;
+}
+
+// The table's features in the run's order, [rows, features].
+Tensor table_features(const LoadedRun& run, const CsvTable& table, const std::vector<int>& cols) {
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  Tensor x = Tensor::empty(DType::kF32, Shape{table.rows, f});
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < f; ++j)
+      x.mutable_data<float>()[r * f + j] = table.at(r, cols[static_cast<std::size_t>(j)]);
+  return x;
+}
+
+// Whether the file at `path` begins as an array file does (models/data/arrays.h): .npy's magic, or IDX's two
+// zero bytes, which no CSV text holds.
+bool is_array_file(const std::string& path) {
+  if (path == "-") return false;
+  std::ifstream in(path, std::ios::binary);
+  char head[6] = {};
+  in.read(head, sizeof head);
+  const auto got = static_cast<std::size_t>(in.gcount());
+  return (got == 6 && std::string_view(head, 6) == std::string_view("\x93NUMPY", 6)) ||
+         (got >= 4 && head[0] == 0 && head[1] == 0);
+}
+
+// An array of rows of features for the run: [N, ...], each row flattened to the run's features, in order.
+RunInput read_array_input(const LoadedRun& run, const std::string& path, const std::vector<std::string>& keep_columns) {
+  if (!keep_columns.empty()) throw SpecError(path, "", "--keep-columns names columns of a CSV; an array file has none");
+  const ArrayFile a = load_array(path);
+  const std::int64_t f = static_cast<std::int64_t>(run.feature_names.size());
+  if (a.shape.empty()) throw SpecError(path, "header", "a scalar holds no rows: an array of data has a first axis");
+  const std::int64_t n = a.shape[0];
+  const std::int64_t width = n > 0 ? static_cast<std::int64_t>(a.values.size()) / n : f;
+  if (width != f)
+    throw SpecError(path, "header",
+                    fmt::format("rows of {} elements (shape ({})), but the model takes {} features", width,
+                                fmt::join(a.shape, ", "), f));
+  for (std::size_t i = 0; i < a.values.size(); ++i)
+    if (!std::isfinite(a.values[i]))
+      throw SpecError(
+          path, fmt::format("row {}", static_cast<std::int64_t>(i) / f),
+          fmt::format("column \"{}\": expected a finite number, got {}",
+                      run.feature_names[i % static_cast<std::size_t>(f)], static_cast<double>(a.values[i])));
+  RunInput in;
+  in.rows = n;
+  in.array_rows = true;
+  const Tensor x = Tensor::from_floats(Shape{n, f}, a.values);
+  in.x = shape_for_model(scaled_features(run, x, path, [](std::int64_t r) { return "row " + std::to_string(r); }),
+                         run.model->net());
+  return in;
 }
 
 // The rows with their labels from column `label_col`, mapped to the run's classes; a class label the model
@@ -151,13 +200,16 @@ Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::st
 
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
                         const std::vector<std::string>& keep_columns) {
+  if (is_array_file(csv_path)) return read_array_input(run, csv_path, keep_columns);
   CsvTable table = read_csv(csv_path, run_csv_options(run, csv_path, keep_columns));
   const std::vector<int> cols = feature_columns(run, table, csv_path, keep_columns);
   RunInput in;
   add_kept_columns(table, csv_path, keep_columns, in);
   const int label_col = table.column_index(run.label);
   in.rows = table.rows;
-  in.x = shape_for_model(scaled_features(run, table, cols, csv_path), run.model->net());
+  in.x = shape_for_model(scaled_features(run, table_features(run, table, cols), csv_path,
+                                         [&table](std::int64_t r) { return row_place(table, r); }),
+                         run.model->net());
   in.row_lines = table.row_lines;
   if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
   return in;
@@ -184,7 +236,7 @@ void check_finite_outputs(const Tensor& outputs, const RunInput& in, const std::
   for (std::int64_t r = 0; r < n; ++r)
     for (std::int64_t j = 0; j < width; ++j)
       if (const float v = outputs.data<float>()[r * width + j]; !std::isfinite(v))
-        throw SpecError(csv_path, "line " + std::to_string(in.row_lines[static_cast<std::size_t>(r)]),
+        throw SpecError(csv_path, in.place(r),
                         fmt::format("the model's output {} for this row is {}: the row's values lie too far from the "
                                     "data the model was trained on",
                                     j, v));

@@ -12,11 +12,12 @@
 
 namespace tctl {
 
-// Reads a CSV of features for a loaded run: the columns are the run's feature names, in any order, and
-// the label column is optional; `keep_columns` are passed through as text. When the run's data had no
-// header row, neither has this file: it holds the training file's columns, or the features alone, in order.
-// Returns scaled features shaped for the model, and labels when present. Throws SpecError naming the file
-// and line for a missing column, a cell that is not a number, or a class the run does not know.
+// Reads a CSV of features for a loaded run, or an array file (.npy or IDX, models/data/arrays.h, told by its
+// first bytes) of rows that flatten to the run's features in order, without labels or kept columns: the columns are the
+// run's feature names, in any order, and the label column is optional; `keep_columns` are passed through as text. When
+// the run's data had no header row, neither has this file: it holds the training file's columns, or the features alone,
+// in order. Returns scaled features shaped for the model, and labels when present. Throws SpecError naming the file and
+// line for a missing column, a cell that is not a number, or a class the run does not know.
 struct RunInput {
   Tensor x;
   Dataset labelled;  // x and y when the CSV has the label column; size() == 0 otherwise
@@ -24,6 +25,11 @@ struct RunInput {
   std::vector<std::string> kept_names;         // keep_columns
   std::vector<std::vector<std::string>> kept;  // their cells: kept[k][row], as written
   std::vector<std::int64_t> row_lines;         // each row's line in the file, for messages
+  bool array_rows = false;                     // read from an array file, whose rows have no lines
+  // Row r of the input in a message: "line 7" of a CSV, "row 6" of an array.
+  std::string place(std::int64_t r) const {
+    return array_rows ? "row " + std::to_string(r) : "line " + std::to_string(row_lines[static_cast<std::size_t>(r)]);
+  }
 };
 // A row whose features, once scaled, are not finite floats is refused (SpecError naming the file, the line
 // and the column).

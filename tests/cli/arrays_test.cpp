@@ -1,6 +1,6 @@
 // Arrays as a config's data end to end: the digits written out as a .npy file of features and an IDX file of
 // labels train the digits MLP; evaluate reads the config's test split from them again and the run's test rows,
-// and predict those; a mismatch between the two
+// and predict those and the array itself; a mismatch between the two
 // files, and a file that is neither format, are one line naming the place, exit 2, nothing written.
 #include <fstream>
 #include <sstream>
@@ -64,6 +64,21 @@ TEST_SUITE("arrays") {
     CommandResult p = run_tensorctl("predict --run run --input run/test.csv", d.path());
     REQUIRE_MESSAGE(p.status == 0, p.err);
     CHECK(split_lines(p.out).size() == 360);  // header and the test rows
+    // The array itself, every row of it: the run's scaling applies, and the classes come out as for a CSV.
+    CommandResult a = run_tensorctl("predict --run run --input digits_x.npy --output all.csv", d.path());
+    REQUIRE_MESSAGE(a.status == 0, a.err);
+    const std::vector<std::string> lines = split_lines(read_text(d / "all.csv"));
+    REQUIRE(lines.size() == 1798);
+    int right = 0;
+    std::ifstream labels(source_path("configs/data/digits.csv"));
+    std::string line;
+    std::getline(labels, line);
+    for (std::size_t r = 1; r < lines.size() && std::getline(labels, line); ++r)
+      right += split_cells(lines[r]).back() == split_cells(line).back();
+    CHECK(right > 1797 * 9 / 10);
+    d.write("narrow.npy", testing::npy("<f4", "(2, 63)", std::string(2 * 63 * 4, '\0')));
+    expect_user_error(d, "predict --run run --input narrow.npy",
+                      {"narrow.npy: header: rows of 63 elements (shape (2, 63)), but the model takes 64 features"});
   }
 
   TEST_CASE("arrays that disagree, or a file that is no array, are refused naming the place") {
