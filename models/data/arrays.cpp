@@ -62,17 +62,24 @@ float element_at(const ElementType& t, const unsigned char* p) {
   return 0.0f;
 }
 
-// The element count of `shape`, refused past kMaxElements.
+// The element count of `shape`, refused past kMaxElements. The product of the non-zero dimensions is held to
+// the same bound, so a shape with a zero in it cannot carry dimensions whose product overflows (a row's
+// width, say).
 std::int64_t element_count(const std::vector<std::int64_t>& shape, const std::string& file) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape)
-    if (d != 0 && n > kMaxElements / d)
+  std::int64_t nonzero = 1;
+  bool empty = false;
+  for (std::int64_t d : shape) {
+    if (d == 0) {
+      empty = true;
+      continue;
+    }
+    if (nonzero > kMaxElements / d)
       throw SpecError(
           file, "header",
           fmt::format("shape ({}) holds more than the 2^34 elements tensorctl reads", fmt::join(shape, ", ")));
-    else
-      n *= d;
-  return n;
+    nonzero *= d;
+  }
+  return empty ? 0 : nonzero;
 }
 
 // The elements after the header: exactly the bytes the shape and type declare.

@@ -101,6 +101,8 @@ TEST_CASE("a malformed array file is refused with the file and the place") {
   long_header[8] = '\xff';
   long_header[9] = '\x7f';
   check_refused(long_header, "header", "the header claims 32767 bytes");
+  // No elements, but a row of 2^48 (found by arrays_fuzz: the width overflowed).
+  check_refused(idx(0x08, {0, 65536, 65536, 65536}, ""), "header", "more than the 2^34 elements");
   check_refused(idx(0x07, {1}, "x"), "header", "IDX type byte 0x07");
   check_refused(idx(0x08, {}, ""), "header", "IDX rank 0");
   check_refused(idx(0x08, {4}, "abc"), "header", "needs 4 bytes of elements, the file has 3");
