@@ -5,14 +5,11 @@
 // stream) and the softmax's gradient. The scores of every example and head sit in one [N, heads, T, T]
 // buffer of the device's pool. Written 2026-11-29 on a machine without a GPU: compiled for sm_90, not yet
 // run (scripts/gpu-check.sh compares it with the CPU through kernels_tests on one).
-#include <cublas_v2.h>
 
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 #include "core/counter_random.h"
-#include "core/errors.h"
 #include "core/op_registry.h"
 #include "kernels/cuda/device_math.cuh"
 
@@ -41,7 +38,7 @@ Heads heads_of(const KernelContext& ctx, const Shape& qkv, int mask_input) {
           heads,
           width / heads,
           ctx.attrs().i_or("causal", 0) != 0,
-          ctx.num_inputs() > mask_input ? in<float>(ctx, mask_input) : nullptr,
+          optional_in<float>(ctx, mask_input),
           rate,
           rate > 0.0f ? ctx.random_key(ctx.attrs().i("stream")) : 0,
           ctx.batch_offset()};
@@ -102,31 +99,20 @@ __global__ void softmax_grad_rows(const float* p, float* dp, Heads a) {
   }
 }
 
-// y = op(A) op(B) for every example, row-major, through column-major cuBLAS (y^T = op(B)^T op(A)^T): A, B and
-// y advance by their strides from one example to the next.
-struct Operand {
-  const float* p;
-  std::int64_t ld, stride;
-  bool transposed;
-};
-void batched_product(KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, Operand a, Operand b,
-                     float* y, std::int64_t ldy, std::int64_t stride_y, std::int64_t batch) {
-  const float one = 1.0f, zero = 0.0f;
-  const cublasStatus_t status = cublasSgemmStridedBatched(
-      cublas_of(ctx), b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N, a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
-      static_cast<int>(cols), static_cast<int>(rows), static_cast<int>(k), &one, b.p, static_cast<int>(b.ld), b.stride,
-      a.p, static_cast<int>(a.ld), a.stride, &zero, y, static_cast<int>(ldy), stride_y, static_cast<int>(batch));
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
-                       ": cublasSgemmStridedBatched failed: " + cublasGetStatusString(status));
+// y = op(A) op(B) for every example (row_major_gemm): A, B and y advance by their strides from one example to
+// the next.
+void batched_product(KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, GemmOperand a,
+                     GemmOperand b, float* y, std::int64_t ldy, std::int64_t stride_y, std::int64_t batch) {
+  row_major_gemm(ctx, rows, cols, k, a, b, 0.0f, y, ldy, stride_y, batch);
 }
 
 // The weights of every example and head, [N, heads, T, T], from qkv: Q K^T per head, then softmax_rows.
 void attention_weights(KernelContext& ctx, const Heads& a, const float* qkv, float* p, float* dropped) {
   const std::int64_t t = a.steps, ld = 3 * a.width;
   for (std::int64_t h = 0; h < a.heads; ++h)
-    batched_product(ctx, t, t, a.head, Operand{qkv + h * a.head, ld, t * ld, false},
-                    Operand{qkv + a.width + h * a.head, ld, t * ld, true}, p + h * t * t, t, a.heads * t * t, a.batch);
+    batched_product(ctx, t, t, a.head, GemmOperand{qkv + h * a.head, ld, false, t * ld},
+                    GemmOperand{qkv + a.width + h * a.head, ld, true, t * ld}, p + h * t * t, t, a.heads * t * t,
+                    a.batch);
   launch_rows(ctx, a.batch * a.heads * t, softmax_rows, p, dropped, a);
 }
 
@@ -145,9 +131,9 @@ void self_attention_cuda(KernelContext& ctx) {
   const std::int64_t t = a.steps, ld = 3 * a.width;
   attention_weights(ctx, a, qkv, p, p);
   for (std::int64_t h = 0; h < a.heads; ++h)
-    batched_product(ctx, t, a.head, t, Operand{p + h * t * t, t, a.heads * t * t, false},
-                    Operand{qkv + 2 * a.width + h * a.head, ld, t * ld, false}, y + h * a.head, a.width, t * a.width,
-                    a.batch);
+    batched_product(ctx, t, a.head, t, GemmOperand{p + h * t * t, t, false, a.heads * t * t},
+                    GemmOperand{qkv + 2 * a.width + h * a.head, ld, false, t * ld}, y + h * a.head, a.width,
+                    t * a.width, a.batch);
 }
 
 // Inputs (dy, qkv[, mask]). dV = P'^T dO, dP = dO V^T, dS from softmax_grad_rows, dQ = dS K, dK = dS^T Q.
@@ -165,19 +151,19 @@ void self_attention_grad_cuda(KernelContext& ctx) {
   const std::int64_t t = a.steps, ld = 3 * a.width, sp = a.heads * t * t;
   attention_weights(ctx, a, qkv, p, dropped);
   for (std::int64_t h = 0; h < a.heads; ++h) {
-    const Operand d_out{dy + h * a.head, a.width, t * a.width, false};
-    batched_product(ctx, t, a.head, t, Operand{dropped + h * t * t, t, sp, true}, d_out,
+    const GemmOperand d_out{dy + h * a.head, a.width, false, t * a.width};
+    batched_product(ctx, t, a.head, t, GemmOperand{dropped + h * t * t, t, true, sp}, d_out,
                     dqkv + 2 * a.width + h * a.head, ld, t * ld, a.batch);  // dV
-    batched_product(ctx, t, t, a.head, d_out, Operand{qkv + 2 * a.width + h * a.head, ld, t * ld, true}, dp + h * t * t,
-                    t, sp, a.batch);  // dP
+    batched_product(ctx, t, t, a.head, d_out, GemmOperand{qkv + 2 * a.width + h * a.head, ld, true, t * ld},
+                    dp + h * t * t, t, sp, a.batch);  // dP
   }
   launch_rows(ctx, a.batch * a.heads * t, softmax_grad_rows, static_cast<const float*>(p), dp, a);
   for (std::int64_t h = 0; h < a.heads; ++h) {
-    batched_product(ctx, t, a.head, t, Operand{dp + h * t * t, t, sp, false},
-                    Operand{qkv + a.width + h * a.head, ld, t * ld, false}, dqkv + h * a.head, ld, t * ld,
+    batched_product(ctx, t, a.head, t, GemmOperand{dp + h * t * t, t, false, sp},
+                    GemmOperand{qkv + a.width + h * a.head, ld, false, t * ld}, dqkv + h * a.head, ld, t * ld,
                     a.batch);  // dQ
-    batched_product(ctx, t, a.head, t, Operand{dp + h * t * t, t, sp, true},
-                    Operand{qkv + h * a.head, ld, t * ld, false}, dqkv + a.width + h * a.head, ld, t * ld,
+    batched_product(ctx, t, a.head, t, GemmOperand{dp + h * t * t, t, true, sp},
+                    GemmOperand{qkv + h * a.head, ld, false, t * ld}, dqkv + a.width + h * a.head, ld, t * ld,
                     a.batch);  // dK
   }
 }

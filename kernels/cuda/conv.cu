@@ -38,19 +38,11 @@ std::int64_t chunk_of(std::int64_t units, std::int64_t floats) {
                                   std::max<std::int64_t>(units, 1));
 }
 
-// c[m, n] = op(a) op(b) + beta c, all row-major and contiguous. cuBLAS is column-major, where the same
-// memory holds c^T = op(b)^T op(a)^T: the operands swap places and keep their transposes.
+// c[m, n] = op(a) op(b) + beta c, all row-major and contiguous (row_major_gemm).
 void gemm(const KernelContext& ctx, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, const float* a,
           const float* b, float beta, float* c) {
   TCTL_CHECK(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX, "a convolution's product too large for cuBLAS");
-  const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n);
-  const float one = 1.0f;
-  const cublasStatus_t status =
-      cublasSgemm(cublas_of(ctx), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-                  static_cast<int>(m), static_cast<int>(k), &one, b, ldb, a, lda, &beta, c, static_cast<int>(n));
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
-                       ": cublasSgemm failed: " + cublasGetStatusString(status));
+  row_major_gemm(ctx, m, n, k, GemmOperand{a, ta ? m : k, ta}, GemmOperand{b, tb ? k : n, tb}, beta, c, n);
 }
 
 // Input element (ih, iw, c) of image n, or 0 in the padding.

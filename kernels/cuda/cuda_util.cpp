@@ -25,4 +25,22 @@ void check_launch(const KernelContext& ctx) {
                      ": kernel launch failed: " + cudaGetErrorString(status));
 }
 
+void row_major_gemm(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, GemmOperand a,
+                    GemmOperand b, float beta, float* y, std::int64_t ldy, std::int64_t stride_y, std::int64_t batch) {
+  const float one = 1.0f;
+  const cublasOperation_t op_a = a.transposed ? CUBLAS_OP_T : CUBLAS_OP_N,
+                          op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const auto m = static_cast<int>(cols), n = static_cast<int>(rows), depth = static_cast<int>(k);
+  const cublasStatus_t status =
+      batch == 1 ? cublasSgemm(cublas_of(ctx), op_b, op_a, m, n, depth, &one, b.p, static_cast<int>(b.ld), a.p,
+                               static_cast<int>(a.ld), &beta, y, static_cast<int>(ldy))
+                 : cublasSgemmStridedBatched(cublas_of(ctx), op_b, op_a, m, n, depth, &one, b.p, static_cast<int>(b.ld),
+                                             b.stride, a.p, static_cast<int>(a.ld), a.stride, &beta, y,
+                                             static_cast<int>(ldy), stride_y, static_cast<int>(batch));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() + ": " +
+                       (batch == 1 ? "cublasSgemm" : "cublasSgemmStridedBatched") +
+                       " failed: " + cublasGetStatusString(status));
+}
+
 }  // namespace tctl::cuda

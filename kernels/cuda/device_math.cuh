@@ -117,4 +117,46 @@ void map_binary(KernelContext& ctx, F f) {
   launch_elements(ctx, n, map2_kernel<F>, in<float>(ctx, 0), in<float>(ctx, 1), out<float>(ctx), n, f);
 }
 
+// Column sums of a [rows, cols] matrix given element by element (value(r, c), a functor with a __device__
+// operator()) into out[cols]: each chunk of kColumnChunk rows adds its rows in order into a partial, then the
+// partials are added in chunk order. No atomics: the same bits on every run, and a tall matrix spread over
+// the GPU (one thread per column over every row would run a few hundred threads).
+inline constexpr std::int64_t kColumnChunk = 256;
+
+template <class F>
+__global__ void column_chunk_partials(F value, float* partials, std::int64_t rows, std::int64_t cols,
+                                      std::int64_t chunks) {
+  TCTL_GRID_STRIDE_LOOP(e, chunks * cols) {
+    const std::int64_t chunk = e / cols, c = e % cols;
+    const std::int64_t end = min(rows, (chunk + 1) * kColumnChunk);
+    float s = 0.0f;
+    for (std::int64_t r = chunk * kColumnChunk; r < end; ++r) s += value(r, c);
+    partials[e] = s;
+  }
+}
+
+// A template only so that every .cu file may define it from this header.
+template <class T>
+__global__ void add_column_partials(const T* partials, T* out, std::int64_t chunks, std::int64_t cols) {
+  TCTL_GRID_STRIDE_LOOP(c, cols) {
+    T s = 0;
+    for (std::int64_t k = 0; k < chunks; ++k) s += partials[k * cols + c];
+    out[c] = s;
+  }
+}
+
+template <class F>
+void column_sums(KernelContext& ctx, std::int64_t rows, std::int64_t cols, F value, float* out) {
+  const std::int64_t chunks = ceil_div(rows, kColumnChunk);
+  if (chunks == 0) {
+    cudaMemsetAsync(out, 0, static_cast<std::size_t>(cols) * sizeof(float), stream_of(ctx));
+    check_launch(ctx);
+    return;
+  }
+  const Tensor partials = Tensor::empty(DType::kF32, Shape{chunks * cols}, &ctx.device());
+  auto* p = static_cast<float*>(partials.raw_mutable_data());
+  launch_elements(ctx, chunks * cols, column_chunk_partials<F>, value, p, rows, cols, chunks);
+  launch_elements(ctx, cols, add_column_partials<float>, static_cast<const float*>(p), out, chunks, cols);
+}
+
 }  // namespace tctl::cuda

@@ -61,6 +61,28 @@ template <class T>
 const T* in(const KernelContext& ctx, int i) {
   return static_cast<const T*>(ctx.input(i).raw_data());
 }
+// Input i of a node whose inputs from i on are optional (a padding mask), or nullptr when it has none: the
+// CUDA side of kernels/cpu/kernel_util.h's optional_floats.
+template <class T>
+const T* optional_in(const KernelContext& ctx, int i) {
+  return ctx.num_inputs() > i ? in<T>(ctx, i) : nullptr;
+}
+
+// An operand of row_major_gemm: `p` holds op(X), row-major with row stride `ld`, or X itself when `transposed`;
+// in a batch, the next product's operand starts `stride` floats on.
+struct GemmOperand {
+  const float* p;
+  std::int64_t ld;
+  bool transposed = false;
+  std::int64_t stride = 0;
+};
+// y = op(A) op(B) + beta y, [rows, cols] row-major with row stride ldy, for `batch` products whose outputs lie
+// `stride_y` floats apart: cublasSgemm for one, cublasSgemmStridedBatched for more. cuBLAS is column-major,
+// where the same memory holds y^T = op(B)^T op(A)^T: the operands swap places and keep their transposes.
+// Throws RuntimeError naming the node when cuBLAS fails.
+void row_major_gemm(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, GemmOperand a,
+                    GemmOperand b, float beta, float* y, std::int64_t ldy, std::int64_t stride_y = 0,
+                    std::int64_t batch = 1);
 template <class T>
 T* out(KernelContext& ctx) {
   return static_cast<T*>(ctx.output().raw_mutable_data());

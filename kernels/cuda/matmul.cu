@@ -16,8 +16,7 @@
 namespace tctl::cuda {
 namespace {
 
-// y[m, n] = op(A) op(B), row-major. cuBLAS is column-major, where the same memory holds y^T, so it computes
-// y^T = op(B)^T op(A)^T: the operands swap places and keep their transposes.
+// y[m, n] = op(A) op(B), row-major (row_major_gemm).
 void gemm(KernelContext& ctx, bool ta, bool tb) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
@@ -35,14 +34,9 @@ void gemm(KernelContext& ctx, bool ta, bool tb) {
     check_launch(ctx);  // also reports a failed cudaMemsetAsync
     return;
   }
-  const float one = 1.0f, zero = 0.0f;
-  const cublasStatus_t status =
-      cublasSgemm(cublas_of(ctx), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one,
-                  static_cast<const float*>(b.raw_data()), ldb, static_cast<const float*>(a.raw_data()), lda, &zero,
-                  static_cast<float*>(y.raw_mutable_data()), n);
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
-                       ": cublasSgemm failed: " + cublasGetStatusString(status));
+  row_major_gemm(ctx, m, n, k, GemmOperand{static_cast<const float*>(a.raw_data()), lda, ta},
+                 GemmOperand{static_cast<const float*>(b.raw_data()), ldb, tb}, 0.0f,
+                 static_cast<float*>(y.raw_mutable_data()), n);
 }
 
 __global__ void add_bias(float* y, const float* bias, std::int64_t rows, std::int64_t cols, bool relu) {

@@ -7,14 +7,11 @@
 // microseconds that cuDNN's fused recurrence would not: the first version, for correctness. Written
 // 2026-11-29 on a machine without a GPU: compiled for sm_90, not yet run (scripts/gpu-check.sh compares it
 // with the CPU through kernels_tests on one).
-#include <cublas_v2.h>
 
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 #include "core/counter_random.h"
-#include "core/errors.h"
 #include "core/op_registry.h"
 #include "core/ops/recurrent.h"
 #include "kernels/cuda/device_math.cuh"
@@ -45,28 +42,17 @@ DropMask drop_mask(const KernelContext& ctx) {
   return m;
 }
 
-const float* optional_input(const KernelContext& ctx, int i) {
-  return ctx.num_inputs() > i ? in<float>(ctx, i) : nullptr;
-}
-
 __device__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 __device__ bool padding_at(const float* mask, const Dims& d, std::int64_t i, std::int64_t t) {
   return mask != nullptr && mask[i * d.steps + t] == 0.0f;
 }
 
-// y = op(A) op(B), row-major, through column-major cuBLAS (y^T = op(B)^T op(A)^T).
+// y = op(A) op(B) + beta y for the whole batch (row_major_gemm), nothing for an empty product.
 void product(KernelContext& ctx, bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
              std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* y, std::int64_t ldy) {
   if (rows == 0 || cols == 0 || k == 0) return;
-  const float one = 1.0f;
-  const cublasStatus_t status =
-      cublasSgemm(cublas_of(ctx), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                  static_cast<int>(cols), static_cast<int>(rows), static_cast<int>(k), &one, b, static_cast<int>(ldb),
-                  a, static_cast<int>(lda), &beta, y, static_cast<int>(ldy));
-  if (status != CUBLAS_STATUS_SUCCESS)
-    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
-                       ": cublasSgemm failed: " + cublasGetStatusString(status));
+  row_major_gemm(ctx, rows, cols, k, GemmOperand{a, lda, ta}, GemmOperand{b, ldb, tb}, beta, y, ldy);
 }
 
 // h_{k-1} m into `out` [N, H], for the product when recurrent_dropout is on.
@@ -126,7 +112,7 @@ void recurrence_cuda(KernelContext& ctx) {
   const float* x = in<float>(ctx, 0);
   const float* u = in<float>(ctx, 1);
   const float* b = in<float>(ctx, 2);
-  const float* mask = optional_input(ctx, 3);
+  const float* mask = optional_in<float>(ctx, 3);
   const DropMask m = drop_mask(ctx);
   float* ws = out<float>(ctx);
   const Tensor gates = Tensor::empty(DType::kF32, Shape{d.batch * d.columns}, &ctx.device());
@@ -208,7 +194,7 @@ void recurrence_grad_cuda(KernelContext& ctx) {
   const float* dws = in<float>(ctx, 0);
   const float* ws = in<float>(ctx, 1);
   const float* u = in<float>(ctx, 2);
-  const float* mask = optional_input(ctx, 3);
+  const float* mask = optional_in<float>(ctx, 3);
   const DropMask m = drop_mask(ctx);
   float* dxp = out<float>(ctx);
   const Tensor state = Tensor::empty(DType::kF32, Shape{3 * d.batch * d.units}, &ctx.device());
@@ -254,38 +240,12 @@ __global__ void previous_states(const float* ws, float* out, Dims d, DropMask m)
   }
 }
 
-// Column sums of x [rows, cols] into out[cols]: each chunk of kSumChunk rows adds in row order into its
-// partial, then the partials are added in chunk order (no atomics: the same bits on every run).
-constexpr std::int64_t kSumChunk = 256;
-__global__ void column_partials(const float* x, float* partials, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t chunks = (rows + kSumChunk - 1) / kSumChunk;
-  TCTL_GRID_STRIDE_LOOP(e, chunks * cols) {
-    const std::int64_t chunk = e / cols, c = e % cols;
-    const std::int64_t end = min(rows, (chunk + 1) * kSumChunk);
-    float s = 0.0f;
-    for (std::int64_t r = chunk * kSumChunk; r < end; ++r) s += x[r * cols + c];
-    partials[e] = s;
-  }
-}
-__global__ void add_partials(const float* partials, float* out, std::int64_t chunks, std::int64_t cols) {
-  TCTL_GRID_STRIDE_LOOP(c, cols) {
-    float s = 0.0f;
-    for (std::int64_t k = 0; k < chunks; ++k) s += partials[k * cols + c];
-    out[c] = s;
-  }
-}
-void column_sums(KernelContext& ctx, const float* x, std::int64_t rows, std::int64_t cols, float* out) {
-  const std::int64_t chunks = (rows + kSumChunk - 1) / kSumChunk;
-  if (chunks == 0) {
-    cudaMemsetAsync(out, 0, cols * sizeof(float), stream_of(ctx));
-    check_launch(ctx);
-    return;
-  }
-  const Tensor partials = Tensor::empty(DType::kF32, Shape{chunks * cols}, &ctx.device());
-  auto* p = static_cast<float*>(partials.raw_mutable_data());
-  launch_elements(ctx, chunks * cols, column_partials, x, p, rows, cols);
-  launch_elements(ctx, cols, add_partials, static_cast<const float*>(p), out, chunks, cols);
-}
+// Element (r, c) of a row-major matrix, for column_sums.
+struct MatrixAt {
+  const float* x;
+  std::int64_t cols;
+  __device__ float operator()(std::int64_t r, std::int64_t c) const { return x[r * cols + c]; }
+};
 
 // Inputs (d xp, ws); attribute wrt: 0 dU = H'^T dG, one product over every example and step from the second
 // (H' the states before them, dG their recurrent gradients, both laid out [N, T - 1, ...]); 1 the bias's
@@ -312,12 +272,12 @@ void recurrence_param_grad_cuda(KernelContext& ctx) {
     product(ctx, true, false, d.units, d.columns, pairs, hs, d.units, r, d.columns, 0.0f, grad, d.columns);
     return;
   }
-  column_sums(ctx, dxp, n, d.columns, grad);
+  column_sums(ctx, n, d.columns, MatrixAt{dxp, d.columns}, grad);
   if (d.cell != RecurrentCell::kGru) return;
   const Tensor rows = Tensor::empty(DType::kF32, Shape{std::max<std::int64_t>(1, n * d.columns)}, &ctx.device());
   auto* r = static_cast<float*>(rows.raw_mutable_data());
   launch_elements(ctx, n * d.columns, recurrent_rows, dxp, ws, r, d, std::int64_t{0});
-  column_sums(ctx, r, n, d.columns, grad + d.columns);
+  column_sums(ctx, n, d.columns, MatrixAt{r, d.columns}, grad + d.columns);
 }
 
 struct OutputStep {
@@ -369,7 +329,7 @@ __global__ void recurrence_output_grad(const float* dy, const float* mask, float
 void recurrence_output_cuda(KernelContext& ctx) {
   const Shape& s = ctx.input(0).shape();
   const OutputStep o = output_step(ctx);
-  launch_elements(ctx, ctx.output().num_elements(), recurrence_output, in<float>(ctx, 0), optional_input(ctx, 1),
+  launch_elements(ctx, ctx.output().num_elements(), recurrence_output, in<float>(ctx, 0), optional_in<float>(ctx, 1),
                   out<float>(ctx), s[1], s[2], s[3], o);
 }
 
@@ -378,8 +338,8 @@ void recurrence_output_grad_cuda(KernelContext& ctx) {
   const Shape& s = ctx.input(1).shape();
   const OutputStep o = output_step(ctx);
   cudaMemsetAsync(out<float>(ctx), 0, ctx.output().bytes(), stream_of(ctx));
-  launch_elements(ctx, ctx.input(0).num_elements(), recurrence_output_grad, in<float>(ctx, 0), optional_input(ctx, 2),
-                  out<float>(ctx), s[1], s[2], s[3], o);
+  launch_elements(ctx, ctx.input(0).num_elements(), recurrence_output_grad, in<float>(ctx, 0),
+                  optional_in<float>(ctx, 2), out<float>(ctx), s[1], s[2], s[3], o);
 }
 
 }  // namespace

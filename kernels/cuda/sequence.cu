@@ -5,7 +5,8 @@
 //
 // Every sum that the CPU adds in a fixed order is added here in the same order by one thread (the pools, the
 // embeddings' gradients, the position table's), so those give the CPU's bits. LayerNorm's row statistics are
-// warp trees where the CPU adds in vectors: within device_tolerance's default 1e-5.
+// warp trees where the CPU adds in vectors, and gamma's gradient sums in chunks of rows: within
+// device_tolerance's default 1e-5.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -210,30 +211,25 @@ __global__ void global_max_pool_grad(const float* dy, const float* x, const floa
   }
 }
 
-// The optional mask: input i, or nullptr.
-const float* optional_mask(const KernelContext& ctx, int i) {
-  return ctx.num_inputs() > i ? in<float>(ctx, i) : nullptr;
-}
-
 void global_avg_pool_cuda(KernelContext& ctx) {
   const PoolDims d = pool_dims(ctx.input(0).shape());
-  launch_elements(ctx, d.batch * d.channels, global_avg_pool, in<float>(ctx, 0), optional_mask(ctx, 1), out<float>(ctx),
-                  d);
+  launch_elements(ctx, d.batch * d.channels, global_avg_pool, in<float>(ctx, 0), optional_in<float>(ctx, 1),
+                  out<float>(ctx), d);
 }
 void global_avg_pool_grad_cuda(KernelContext& ctx) {
   const PoolDims d = pool_dims(ctx.input(1).shape());
-  launch_elements(ctx, d.batch * d.channels, global_avg_pool_grad, in<float>(ctx, 0), optional_mask(ctx, 2),
+  launch_elements(ctx, d.batch * d.channels, global_avg_pool_grad, in<float>(ctx, 0), optional_in<float>(ctx, 2),
                   out<float>(ctx), d);
 }
 void global_max_pool_cuda(KernelContext& ctx) {
   const PoolDims d = pool_dims(ctx.input(0).shape());
-  launch_elements(ctx, d.batch * d.channels, global_max_pool, in<float>(ctx, 0), optional_mask(ctx, 1), out<float>(ctx),
-                  d);
+  launch_elements(ctx, d.batch * d.channels, global_max_pool, in<float>(ctx, 0), optional_in<float>(ctx, 1),
+                  out<float>(ctx), d);
 }
 void global_max_pool_grad_cuda(KernelContext& ctx) {
   const PoolDims d = pool_dims(ctx.input(1).shape());
   launch_elements(ctx, d.batch * d.channels, global_max_pool_grad, in<float>(ctx, 0), in<float>(ctx, 1),
-                  optional_mask(ctx, 2), out<float>(ctx), d);
+                  optional_in<float>(ctx, 2), out<float>(ctx), d);
 }
 
 // A row's mean and 1 / sqrt(variance + epsilon), the variance about the mean, by one warp; every lane gets
@@ -294,28 +290,16 @@ __global__ void layer_norm_stats(const float* x, RowStats* stats, std::int64_t r
   }
 }
 
-// dgamma[c] = the sum over rows of dy xhat: a thread per column adds the rows of a chunk of kGammaChunk in
-// order into its partial, then a thread per column adds the partials in chunk order (no atomics).
-constexpr std::int64_t kGammaChunk = 64;
-__global__ void layer_norm_gamma_partials(const float* dy, const float* x, const RowStats* stats, float* partials,
-                                          std::int64_t rows, std::int64_t d) {
-  const std::int64_t chunks = (rows + kGammaChunk - 1) / kGammaChunk;
-  TCTL_GRID_STRIDE_LOOP(e, chunks * d) {
-    const std::int64_t chunk = e / d, c = e % d;
-    float s = 0.0f;
-    const std::int64_t end = min(rows, (chunk + 1) * kGammaChunk);
-    for (std::int64_t r = chunk * kGammaChunk; r < end; ++r)
-      s += mul(dy[r * d + c], mul(x[r * d + c] - stats[r].mean, stats[r].rstd));
-    partials[e] = s;
+// Element (r, c) of dy xhat, whose column sums are gamma's gradient.
+struct GammaTerm {
+  const float* dy;
+  const float* x;
+  const RowStats* stats;
+  std::int64_t d;
+  __device__ float operator()(std::int64_t r, std::int64_t c) const {
+    return mul(dy[r * d + c], mul(x[r * d + c] - stats[r].mean, stats[r].rstd));
   }
-}
-__global__ void sum_partials(const float* partials, float* out, std::int64_t chunks, std::int64_t d) {
-  TCTL_GRID_STRIDE_LOOP(c, d) {
-    float s = 0.0f;
-    for (std::int64_t k = 0; k < chunks; ++k) s += partials[k * d + c];
-    out[c] = s;
-  }
-}
+};
 
 struct NormDims {
   std::int64_t rows, d;
@@ -340,15 +324,11 @@ void layer_norm_grad_cuda(KernelContext& ctx) {
                 out<float>(ctx), n.rows, n.d, epsilon);
     return;
   }
-  const std::int64_t chunks = (n.rows + kGammaChunk - 1) / kGammaChunk;
   const Tensor stats = Tensor::empty(DType::kF32, Shape{std::max<std::int64_t>(1, 2 * n.rows)}, &ctx.device());
-  const Tensor partials = Tensor::empty(DType::kF32, Shape{std::max<std::int64_t>(1, chunks * n.d)}, &ctx.device());
   auto* s = static_cast<RowStats*>(stats.raw_mutable_data());
-  auto* p = static_cast<float*>(partials.raw_mutable_data());
   launch_rows(ctx, n.rows, layer_norm_stats, in<float>(ctx, 1), s, n.rows, n.d, epsilon);
-  launch_elements(ctx, chunks * n.d, layer_norm_gamma_partials, in<float>(ctx, 0), in<float>(ctx, 1),
-                  static_cast<const RowStats*>(s), p, n.rows, n.d);
-  launch_elements(ctx, n.d, sum_partials, static_cast<const float*>(p), out<float>(ctx), chunks, n.d);
+  // dgamma: the column sums of dy xhat (column_sums: fixed chunks, no atomics).
+  column_sums(ctx, n.rows, n.d, GammaTerm{in<float>(ctx, 0), in<float>(ctx, 1), s, n.d}, out<float>(ctx));
 }
 
 }  // namespace
