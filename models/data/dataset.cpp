@@ -260,11 +260,31 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
   CsvOptions csv{.header = options.header, .text_columns = {}, .number_columns = {}};
   // Labels are read as text so that names are possible; a regression target must be a number.
   if (classification) csv.text_columns.push_back(label_column);
+  // A text data set reads two columns; the others may hold anything.
+  if (!options.text_column.empty()) {
+    csv.text_columns.push_back(options.text_column);
+    csv.number_columns = {label_column};
+  }
   CsvTable table = read_csv(path, csv);
   const int label = table.column_index(label_column);
   if (label < 0)
     throw SpecError(file_for_errors, where,
                     "no column \"" + label_column + "\" in " + path + " (columns: " + join(table.columns) + ")");
+  if (!options.text_column.empty()) {
+    const int text = table.column_index(options.text_column);
+    if (text < 0)
+      throw SpecError(
+          file_for_errors, "data.text.column",
+          "no column \"" + options.text_column + "\" in " + path + " (columns: " + join(table.columns) + ")");
+    if (text == label)
+      throw SpecError(file_for_errors, "data.text.column", "the text column cannot be the label column too");
+    Dataset data;
+    data.name = std::filesystem::path(path).stem().string();
+    data.x = Tensor::empty(DType::kF32, Shape{table.rows, 0});
+    data.texts = std::move(table.text[static_cast<std::size_t>(text)]);
+    set_labels(data, table, path, label, classification, options);
+    return data;
+  }
   if (table.columns.size() < 2)
     throw SpecError(file_for_errors, where,
                     path + " has only the label column \"" + label_column + "\"; no features are left");
@@ -293,6 +313,11 @@ DataFingerprint fingerprint_of(const Dataset& data) {
   }
   for (const Tensor* t : {&data.x, &data.y})
     if (t->defined()) add(t->raw_data(), t->bytes());
+  // Only text data adds to the hash, so the fingerprints that checkpoints of other data recorded still match.
+  for (const std::string& text : data.texts) {
+    add_count(static_cast<std::int64_t>(text.size()));
+    add(text.data(), text.size());
+  }
   const std::uint64_t values = h;
   h = 14695981039346656037ull;
   add_count(static_cast<std::int64_t>(data.feature_names.size()));
@@ -314,6 +339,10 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   out.class_names = data.class_names;
   out.feature_names = data.feature_names;
   out.name = data.name;
+  if (!data.texts.empty()) {
+    out.texts.reserve(rows.size());
+    for (std::int64_t r : rows) out.texts.push_back(data.texts[static_cast<std::size_t>(r)]);
+  }
   return out;
 }
 

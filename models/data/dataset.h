@@ -31,6 +31,10 @@ struct Dataset {
   // The classes' names when the labels were written as names (label i is class_names[i]); empty when they were
   // the numbers 0..num_classes-1.
   std::vector<std::string> class_names;
+  // Each row's text, when the features come from a CSV column of text (a config's "data": {"text": ...}):
+  // x is then [N, 0] until the rows are vectorized (models/data/text_vectorizer.h), which needs the
+  // training rows' vocabulary and so comes after the split. Empty for other data.
+  std::vector<std::string> texts;
 
   // N, the number of samples; 0 for a default-constructed Dataset.
   std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }
@@ -63,10 +67,13 @@ struct CsvDataOptions {
   // A trained run's class names: each label must be one of them, and is its position. Empty: names (when
   // the labels are not all numbers) become the sorted distinct names in the file.
   std::vector<std::string> classes;
+  // Not empty: the features are this column's text, kept in Dataset::texts, and every other column but the
+  // label is ignored.
+  std::string text_column;
 };
 
 // Loads a CSV file (see models/data/csv.h) as a data set: `label_column` is the target, every other column a
-// feature, in file order.
+// feature, in file order; or, with options.text_column, that column's text (Dataset::texts) the only feature.
 //   classification: labels that are all numbers must be integers in 0..99999 (SpecError naming `path` and the
 //                   CSV line otherwise); y is i32 [N] and num_classes = largest label + 1. Labels that are names
 //                   (any cell not a number, or options.classes given) give class_names: the sorted distinct
@@ -85,9 +92,9 @@ struct CsvTable;
 void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
                 const CsvDataOptions& options);
 
-// A new Dataset holding the given rows of `data`, in the order given (rows may repeat). Copies the data, so
-// the result owns fresh buffers. Every index must lie in [0, data.size()) (checked, aborts otherwise).
-// An empty `rows` gives a Dataset of N = 0 with the same feature count and metadata.
+// A new Dataset holding the given rows of `data` (their texts too), in the order given (rows may repeat). Copies the
+// data, so the result owns fresh buffers. Every index must lie in [0, data.size()) (checked, aborts otherwise). An
+// empty `rows` gives a Dataset of N = 0 with the same feature count and metadata.
 Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows);
 
 // Rows of a [N, ...] tensor as a [rows, ...] batch in `buffer`, which is reused when this handle is its only
@@ -112,7 +119,7 @@ Split split_dataset(const Dataset& data, double test_split, double validation_sp
 
 // What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
 // any split: the features' and labels' shapes and bytes (f32 and i32, little-endian as every platform we build
-// for stores them) and the class names. The same data
+// for stores them), the class names and the rows' texts. The same data
 // gives the same fingerprint on every run; a change to any value, row or class name changes the hash but
 // for a 2^-64 chance.
 // The feature columns' names, in order, have a hash of their own: they change no number the run trains on,

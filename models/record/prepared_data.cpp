@@ -60,11 +60,45 @@ void check_csv_labels(const std::string& csv_path, bool header, const std::strin
   }
 }
 
+// The config's text options with the model's defaults filled in: the input length, and the first layer's
+// input_dim as the vocabulary's size. Throws SpecError naming the key when they disagree with the model.
+TextOptions resolved_text_options(const TrainConfig& c, const Sequential& net) {
+  TextOptions t = *c.data.text;
+  const std::int64_t length = net.input_shape().num_elements();
+  if (t.output_sequence_length == 0) t.output_sequence_length = length;
+  if (t.output_sequence_length != length)
+    throw SpecError(
+        c.file, "data.text.output_sequence_length",
+        fmt::format("{} ids per row, but the model's input_shape {} ({}) takes {}", t.output_sequence_length,
+                    net.input_shape().to_string(), model_place(c, "input_shape"), length));
+  const Layer* first = net.layers().empty() ? nullptr : net.layers().front().get();
+  const std::int64_t ids = first != nullptr ? first->token_ids() : 0;
+  if (t.max_tokens == 0) {
+    if (ids == 0)
+      throw SpecError(c.file, "data.text",
+                      "give \"max_tokens\": the model's first layer takes no token ids to size the vocabulary by");
+    t.max_tokens = std::min(ids, kMaxTextTokens);
+  }
+  if (ids > 0 && t.max_tokens > ids)
+    throw SpecError(c.file, "data.text.max_tokens",
+                    fmt::format("{} token ids, but the model's first layer, {} \"{}\" ({}), takes ids below {}",
+                                t.max_tokens, first->type(), first->name(), model_place(c, "layers[0]"), ids));
+  return t;
+}
+
+// The rows' texts as ids, named "t1", "t2", ... as features.
+void vectorize_part(Dataset& part, const TextVectorizer& text) {
+  part.x = text.vectorize(part.texts);
+  part.feature_names.clear();
+  for (std::int64_t i = 1; i <= text.length(); ++i) part.feature_names.push_back("t" + std::to_string(i));
+}
+
 }  // namespace
 
 PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
   const bool classification = loss_is_classification(c.loss);
-  CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}};
+  CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}, .text_column = {}};
+  if (c.data.text) options.text_column = c.data.text->column;
   if (run_classes != nullptr) {
     options.named_labels = !run_classes->empty();
     options.classes = *run_classes;
@@ -90,7 +124,7 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (!classification && data.num_classes > 0)
     throw SpecError(c.file, "loss",
                     "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
-  if (data.num_features() != net.input_shape().num_elements())
+  if (!c.data.text && data.num_features() != net.input_shape().num_elements())
     throw SpecError(c.file, where,
                     fmt::format("{} has {} features per row, but the model's input_shape {} ({}) takes {}",
                                 data_source(c), data.num_features(), net.input_shape().to_string(),
@@ -124,6 +158,10 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
   PreparedData p;
+  if (c.data.text) {
+    p.text = TextVectorizer::fit(resolved_text_options(c, net), split.train.texts);
+    for (Dataset* part : {&split.train, &split.validation, &split.test}) vectorize_part(*part, *p.text);
+  }
   p.fingerprint = fingerprint;
   p.test_raw = split.test;
   p.standardized = c.data.standardize;

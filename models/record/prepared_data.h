@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/data/text_vectorizer.h"
 #include "models/nn/sequential.h"
 #include "models/record/train_config.h"
 
@@ -18,6 +19,9 @@ struct PreparedData {
   Dataset test_raw;  // the test rows before scaling, as written to test.csv
   Standardizer standardizer;
   bool standardized = false;
+  // Text data: the vocabulary learned from the training rows, which vectorized every part (each part keeps
+  // its texts too, for test.csv).
+  std::optional<TextVectorizer> text;
   DataFingerprint fingerprint;  // of the rows as loaded, before the split (recorded in checkpoints)
 };
 

@@ -40,6 +40,7 @@ nlohmann::json DataConfig::to_json() const {
     j["csv"] = csv;
     j["label"] = label;
     if (!header) j["header"] = false;
+    if (text) j["text"] = text->to_json();
   }
   if (!x.empty()) {
     j["x"] = x;
@@ -191,6 +192,24 @@ std::string resolved(const std::string& path, const PathRules& rules) {
   return (p.is_absolute() ? p : rules.base / p).lexically_normal().string();
 }
 
+// "text": {"column": "text", "standardize": ..., "split": ..., "max_tokens": N, "output_sequence_length": L}.
+TextOptions parse_text(SpecReader& data) {
+  SpecReader r = data.object("text");
+  TextOptions t;
+  t.column = r.string("column", t.column);
+  t.standardize = text_standardize_from_name(
+      r.one_of("standardize", text_standardize_names(), std::string(text_standardize_name(t.standardize))));
+  t.split = text_split_from_name(r.one_of("split", text_split_names(), std::string(text_split_name(t.split))));
+  t.max_tokens = r.non_negative_int("max_tokens", 0);
+  if (t.max_tokens == 1 || t.max_tokens > kMaxTextTokens)
+    r.fail("max_tokens", fmt::format("expected 0 (the model's input_dim) or 2 to {} (padding and the "
+                                     "out-of-vocabulary token count), got {}",
+                                     kMaxTextTokens, t.max_tokens));
+  t.output_sequence_length = r.non_negative_int("output_sequence_length", 0);
+  r.finish();
+  return t;
+}
+
 DataConfig parse_data(SpecReader& top, const PathRules& rules) {
   DataConfig d;
   const auto& raw = top.raw("data");
@@ -208,6 +227,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       if (rules.check_files && !is_regular_file(d.csv)) r.fail("csv", not_regular_file_message("data file", d.csv));
       d.label = r.string("label", "label");
       d.header = r.boolean("header", true);
+      if (r.has("text")) d.text = parse_text(r);
     }
     if (r.has("x")) {
       if (!r.has("y")) r.fail_here("\"x\" needs \"y\": the labels or targets, an array with a row for each of x's");
@@ -219,7 +239,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);
     d.shuffle = r.boolean("shuffle", true);
-    d.standardize = r.boolean("standardize", true);
+    d.standardize = r.boolean("standardize", !d.text.has_value());
     r.finish();
   }
   if (!d.dataset.empty()) {

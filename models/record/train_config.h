@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/data/text_vectorizer.h"
+
 #include "models/infer/inference.h"
 #include "models/record/callback_config.h"
 #include "models/record/optimizer_config.h"
@@ -27,7 +29,9 @@ struct DataConfig {
   double test_split = 0.2;
   double validation_split = 0.1;
   bool shuffle = true;
-  bool standardize = true;
+  bool standardize = true;  // false by default with `text`: token ids are no measurements
+  // "text": {...}: the CSV's features are one column of text, turned into token ids (models/data/text_vectorizer.h).
+  std::optional<TextOptions> text;
 
   nlohmann::json to_json() const;
 };

@@ -35,6 +35,25 @@ struct InputRecordPlace {
   std::string damaged;
 };
 
+// A text run's vectorizer: its options and vocabulary as input_record writes them.
+TextVectorizer read_text_record(SpecReader& pre) {
+  SpecReader r = pre.object("text");
+  TextOptions t;
+  t.column = r.string("column");
+  t.standardize = text_standardize_from_name(r.one_of("standardize", text_standardize_names(), ""));
+  t.split = text_split_from_name(r.one_of("split", text_split_names(), ""));
+  t.max_tokens = r.positive_int("max_tokens");
+  t.output_sequence_length = r.positive_int("output_sequence_length");
+  std::vector<std::string> vocabulary = r.string_list("vocabulary");
+  if (const std::string problem = TextVectorizer::vocabulary_problem(vocabulary); !problem.empty())
+    r.fail("vocabulary", problem);
+  if (t.max_tokens > kMaxTextTokens || static_cast<std::int64_t>(vocabulary.size()) > t.max_tokens)
+    r.fail("vocabulary",
+           fmt::format("{} entries, more than max_tokens ({}) or {}", vocabulary.size(), t.max_tokens, kMaxTextTokens));
+  r.finish();
+  return TextVectorizer::with_vocabulary(t, std::move(vocabulary));
+}
+
 // The inputs' scaling, names and classes, from a record as input_record writes it, each value with its type
 // and range checked, so a tampered file is a SpecError naming the key, never nlohmann's message without a
 // place nor a conversion out of range (1e39 as an int).
@@ -43,6 +62,7 @@ void read_input_record(LoadedRun& run, SpecReader& record) {
   run.standardized = pre.boolean("standardize");
   run.standardizer.mean = pre.float_list("mean");
   run.standardizer.std = pre.float_list("std");
+  if (pre.has("text")) run.text = read_text_record(pre);
   SpecReader info = record.object("data");
   run.feature_names = info.string_list("feature_names");
   run.label = info.string("label");
@@ -86,6 +106,7 @@ InputRecordPlace load_interrupted_run(LoadedRun& run, const std::filesystem::pat
   }
   run.standardized = data.standardized;
   run.standardizer = data.standardizer;
+  run.text = data.text;
   run.feature_names = data.test_raw.feature_names;
   run.label = run.config.data.label;
   run.num_classes = data.test_raw.num_classes;
@@ -135,6 +156,18 @@ void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t 
     throw SpecError(
         file, place("data.feature_names"),
         fmt::format("{}{} feature names for a model of {} inputs", damaged, run.feature_names.size(), inputs));
+  if (run.text) {
+    const std::string key = place("preprocessing.text");
+    if (run.text->length() != inputs)
+      throw SpecError(file, key + ".output_sequence_length",
+                      fmt::format("{}{} ids per row for a model of {} inputs", damaged, run.text->length(), inputs));
+    // An id the first layer has no row for would fail the first batch predict runs.
+    const std::int64_t ids = run.model->net().layers().front()->token_ids();
+    if (ids > 0 && static_cast<std::int64_t>(run.text->vocabulary().size()) > ids)
+      throw SpecError(file, key + ".vocabulary",
+                      fmt::format("{}{} entries, but the model's first layer takes ids below {}", damaged,
+                                  run.text->vocabulary().size(), ids));
+  }
   if (!run.standardized) return;
   const Standardizer& s = run.standardizer;
   if (static_cast<std::int64_t>(s.mean.size()) != inputs || s.std.size() != s.mean.size())

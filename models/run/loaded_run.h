@@ -7,12 +7,14 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
+#include "models/data/text_vectorizer.h"
 #include "models/infer/inference.h"
 #include "models/record/train_config.h"
 
@@ -25,6 +27,7 @@ struct LoadedRun {
   std::unique_ptr<Inference> model;  // the network's inference graph, with the saved weights
   Standardizer standardizer;
   bool standardized = false;
+  std::optional<TextVectorizer> text;  // a run trained on text: its vocabulary, which turns new text into ids
   std::vector<std::string> feature_names;
   std::string label = "label";
   int num_classes = 0;

@@ -196,11 +196,42 @@ Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::st
   return labelled;
 }
 
+// A CSV for a run trained on text: its text column becomes ids through the run's vocabulary; other columns
+// but the label and the kept ones are ignored.
+RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
+                         const std::vector<std::string>& keep_columns) {
+  const std::string& column = run.text->options().column;
+  CsvOptions options = run_csv_options(run, csv_path, keep_columns);
+  options.text_columns.push_back(column);
+  options.number_columns = {run.label};
+  options.check_header = [&](const std::vector<std::string>& columns) {
+    if (std::ranges::find(columns, column) == columns.end())
+      throw SpecError(csv_path, "line 1",
+                      fmt::format("missing column {}: the model was trained on its text", quote_for_message(column)));
+  };
+  const CsvTable table = read_csv(csv_path, options);
+  const int text_col = table.column_index(column);
+  if (text_col < 0)
+    throw SpecError(csv_path, "line 1",
+                    fmt::format("{} columns, but the model reads the text of column {}", table.columns.size(), column));
+  RunInput in;
+  add_kept_columns(table, csv_path, keep_columns, in);
+  in.rows = table.rows;
+  in.row_lines = table.row_lines;
+  const Tensor ids = run.text->vectorize(table.text[static_cast<std::size_t>(text_col)]);
+  in.x = shape_for_model(scaled_features(run, ids, csv_path, [&table](std::int64_t r) { return row_place(table, r); }),
+                         run.model->net());
+  const int label_col = table.column_index(run.label);
+  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+  return in;
+}
+
 }  // namespace
 
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
                         const std::vector<std::string>& keep_columns) {
   if (is_array_file(csv_path)) return read_array_input(run, csv_path, keep_columns);
+  if (run.text) return read_text_input(run, csv_path, keep_columns);
   CsvTable table = read_csv(csv_path, run_csv_options(run, csv_path, keep_columns));
   const std::vector<int> cols = feature_columns(run, table, csv_path, keep_columns);
   RunInput in;
@@ -223,6 +254,8 @@ Dataset read_run_test_split(const LoadedRun& run, const std::string& config_path
   // The config's split decides the rows; the run's own scaling must be used on them.
   PreparedData raw = prepare_data(c, run.model->net(), &run.class_names);
   Dataset data = raw.test_raw;
+  // Ids from the run's own vocabulary, not from one learned afresh from the config's training rows.
+  if (run.text) data.x = run.text->vectorize(data.texts);
   data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
   data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
   if (data.size() == 0)

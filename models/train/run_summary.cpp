@@ -65,15 +65,19 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
 }  // namespace
 
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
-std::string dataset_csv(const Dataset& d, const std::string& label, bool header) {
+std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column) {
   std::string out;
+  const bool text = !text_column.empty();
   if (header) {
-    for (const auto& f : d.feature_names) out += csv_field(f) + ",";
+    if (text) out += csv_field(text_column) + ",";
+    for (const auto& f : d.feature_names)
+      if (!text) out += csv_field(f) + ",";
     out += csv_field(label) + "\n";
   }
-  const std::int64_t f = d.num_features();
+  const std::int64_t f = text ? 0 : d.num_features();
   const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
   for (std::int64_t r = 0; r < d.size(); ++r) {
+    if (text) out.append(csv_field(d.texts[static_cast<std::size_t>(r)])).append(",");
     for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
     if (d.num_classes > 0) {
       const std::int32_t y = d.y.data<std::int32_t>()[r];
@@ -90,13 +94,18 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header)
 // What predict and evaluate need to feed the run new rows: summary.json's "data" and "preprocessing", which
 // checkpoints record too (TrainingState::inputs).
 nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
+  nlohmann::json preprocessing{
+      {"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}};
+  if (data.text) {
+    preprocessing["text"] = data.text->options().to_json();
+    preprocessing["text"]["vocabulary"] = data.text->vocabulary();
+  }
   return {{"data",
            {{"feature_names", data.test_raw.feature_names},
             {"label", c.data.label},
             {"num_classes", data.test_raw.num_classes},
             {"classes", data.test_raw.class_names}}},
-          {"preprocessing",
-           {{"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}}}};
+          {"preprocessing", preprocessing}};
 }
 
 nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data,

@@ -29,7 +29,7 @@ void check_export(const TempDir& d, const std::string& config) {
   }
   const CommandResult eval =
       run_shell_command("/usr/bin/python3 " + quoted(source_path("tests/onnx/evaluate_onnx.py")) +
-                            " model.onnx run/test.csv predictions.csv",
+                            " model.onnx run/test.csv predictions.csv run/summary.json",
                         d.path());
   INFO(eval.out);
   CHECK(eval.status == 0);

@@ -3,16 +3,19 @@
 check an export against `tensorctl predict` without onnxruntime (the GPU machine has it; the build machine,
 Debian 12, has python3-onnx 1.12, whose checker is used here, but no runtime).
 
-    evaluate_onnx.py MODEL.onnx INPUT.csv PREDICTIONS.csv
+    evaluate_onnx.py MODEL.onnx INPUT.csv PREDICTIONS.csv [SUMMARY.json]
 
 Checks the model with onnx.checker (full_check: types and shapes inferred), feeds the first F columns of
 INPUT.csv (F = the model's input width) row by row as one batch, and compares the output with the numeric
 columns of PREDICTIONS.csv (`tensorctl predict`'s output: probabilities or values). Prints the largest
 difference, absolute and relative to max(1, |predicted|) (predict writes six significant digits); exits 1
-when the relative one is above 1e-5, 2 on a usage or format problem.
+when the relative one is above 1e-5, 2 on a usage or format problem. With the run's SUMMARY.json, a run
+trained on text has INPUT.csv's text column turned into ids by text_vectorize.py, our Python reference.
 """
 import csv
+import json
 import math
+import os
 import sys
 
 import numpy as np
@@ -227,7 +230,7 @@ def numbers(path, first=None):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__, file=sys.stderr)
         sys.exit(2)
     model = onnx.load(sys.argv[1])
@@ -235,7 +238,14 @@ def main():
     width = model.graph.input[0].type.tensor_type.shape.dim[1].dim_value
     values = {t.name: numpy_helper.to_array(t).astype(np.float64) if t.data_type == onnx.TensorProto.FLOAT
               else numpy_helper.to_array(t) for t in model.graph.initializer}
-    values[model.graph.input[0].name] = numbers(sys.argv[2], width)
+    inputs = None
+    if len(sys.argv) == 5:
+        with open(sys.argv[4], encoding="utf-8") as f:
+            if "text" in json.load(f)["preprocessing"]:
+                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+                import text_vectorize
+                inputs = np.array(text_vectorize.text_ids(sys.argv[4], sys.argv[2]), dtype=np.float64)
+    values[model.graph.input[0].name] = inputs if inputs is not None else numbers(sys.argv[2], width)
     for node in model.graph.node:
         values[node.output[0]] = run_node(node, values)
     got = values[model.graph.output[0].name]
