@@ -112,8 +112,9 @@ void define_flags(CLI::App& cmd, PredictFlags& flags) {
       ->required()
       ->check(non_empty("a run directory"));
   cmd.add_option("--input", flags.input,
-                 "CSV with the model's feature columns (a label column is optional), or a .npy or IDX array of "
-                 "rows of features; - for standard input")
+                 "CSV with the model's feature columns (a label column is optional; its text column for a model "
+                 "trained on text), a .npy or IDX array of rows of features, or, for a model trained on images, a "
+                 "folder, an image or a CSV of paths; - for standard input")
       ->required()
       ->check(non_empty("a CSV file"));
   cmd.add_option("--output", flags.output, "Write the predictions to this CSV instead of stdout")->check(output_path());

@@ -48,7 +48,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/gpu-deps"
 packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev libopenblas0 libopenblas0-pthread
           libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1 libonnxifi
-          libprotobuf-dev libprotobuf32)
+          libprotobuf-dev libprotobuf32 libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo zlib1g-dev zlib1g)
 
 build="$root/build-gpu"
 if [ "${1:-}" = "pack" ]; then
@@ -142,7 +142,7 @@ PY
 fi
 arch_lib="$sysroot/usr/lib/x86_64-linux-gnu"
 blas_lib="$arch_lib/openblas-pthread"
-export LD_LIBRARY_PATH="$blas_lib:$arch_lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$blas_lib:$arch_lib:${LD_LIBRARY_PATH:-}:$sysroot/lib/x86_64-linux-gnu"
 
 # --- the build, or the carried binaries ------------------------------------------------------------------
 if command -v nvidia-smi >/dev/null; then nvidia-smi -L || true; else echo "gpu-check: no nvidia-smi on this machine"; fi
@@ -187,13 +187,21 @@ if [ -f "$deps/build-gpu-bin.tgz" ] && [ ! -f "$build/CMakeCache.txt" ]; then
     fi
   done
 elif { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
+  # jpeglib.h includes jconfig.h, which Debian keeps in the multiarch folder: both in one folder of their own,
+  # since that folder's glibc headers must not shadow the GPU machine's.
+  mkdir -p "$build/jpeg-include"
+  cp "$sysroot"/usr/include/{jpeglib,jmorecfg,jerror}.h "$sysroot/usr/include/x86_64-linux-gnu/jconfig.h" \
+    "$build/jpeg-include/"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORCTL_CUDA=ON \
     -DCLI11_DIR="$sysroot/usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$sysroot/usr/share/cmake/nlohmann_json" \
     -Dfmt_DIR="$arch_lib/cmake/fmt" -Ddoctest_DIR="$sysroot/usr/lib/cmake/doctest" \
     -DEigen3_DIR="$sysroot/usr/share/eigen3/cmake" \
     -DOPENBLAS_INCLUDE_DIR="$sysroot/usr/include/x86_64-linux-gnu/openblas-pthread" \
     -DOPENBLAS_LIBRARY="$blas_lib/libopenblas.so" -DONNX_DIR="$arch_lib/cmake/ONNX" \
-    -DProtobuf_INCLUDE_DIR="$sysroot/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so"
+    -DProtobuf_INCLUDE_DIR="$sysroot/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so" \
+    -DPNG_PNG_INCLUDE_DIR="$sysroot/usr/include" -DPNG_LIBRARY="$arch_lib/libpng16.so" \
+    -DZLIB_INCLUDE_DIR="$sysroot/usr/include" -DZLIB_LIBRARY="$sysroot/lib/x86_64-linux-gnu/libz.so.1" \
+    -DJPEG_INCLUDE_DIR="$build/jpeg-include" -DJPEG_LIBRARY="$arch_lib/libjpeg.so"
 fi
 if runs build; then
   if [ $carried -eq 0 ]; then

@@ -339,9 +339,10 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   out.class_names = data.class_names;
   out.feature_names = data.feature_names;
   out.name = data.name;
-  if (!data.texts.empty()) {
-    out.texts.reserve(rows.size());
-    for (std::int64_t r : rows) out.texts.push_back(data.texts[static_cast<std::size_t>(r)]);
+  for (auto [from, to] : {std::pair{&data.texts, &out.texts}, std::pair{&data.paths, &out.paths}}) {
+    if (from->empty()) continue;
+    to->reserve(rows.size());
+    for (std::int64_t r : rows) to->push_back((*from)[static_cast<std::size_t>(r)]);
   }
   return out;
 }

@@ -35,6 +35,8 @@ struct Dataset {
   // x is then [N, 0] until the rows are vectorized (models/data/text_vectorizer.h), which needs the
   // training rows' vocabulary and so comes after the split. Empty for other data.
   std::vector<std::string> texts;
+  // Each row's image file, when the rows come from a folder of images (models/data/images.h); else empty.
+  std::vector<std::string> paths;
 
   // N, the number of samples; 0 for a default-constructed Dataset.
   std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }

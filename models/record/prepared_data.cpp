@@ -19,11 +19,13 @@ Tensor shape_for_model(const Tensor& x, const Sequential& net) {
 
 std::string data_source(const TrainConfig& c) {
   if (!c.data.x.empty()) return c.data.x;
+  if (!c.data.images.empty()) return c.data.images;
   return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
 }
 
 std::string data_key(const TrainConfig& c) {
   if (!c.data.x.empty()) return "data.x";
+  if (!c.data.images.empty()) return "data.images";
   return c.data.csv.empty() ? "data" : "data.csv";
 }
 
@@ -86,6 +88,31 @@ TextOptions resolved_text_options(const TrainConfig& c, const Sequential& net) {
   return t;
 }
 
+// The config's image options with the model's input_shape [height, width, channels] filling what it left out.
+// Throws SpecError naming the key when they disagree with the model.
+ImageOptions resolved_image_options(const TrainConfig& c, const Sequential& net) {
+  ImageOptions o = c.data.image_options;
+  const Shape& in = net.input_shape();
+  const bool image_input = in.rank() == 3 && (in[2] == 1 || in[2] == 3);
+  if ((o.height == 0 || o.channels == 0) && !image_input)
+    throw SpecError(c.file, "data.images",
+                    fmt::format("give \"image_size\" and \"color_mode\": the model's input_shape {} ({}) is no "
+                                "[height, width, 1 or 3] to take them from",
+                                in.to_string(), model_place(c, "input_shape")));
+  if (o.height == 0) {
+    o.height = in[0];
+    o.width = in[1];
+  }
+  if (o.channels == 0) o.channels = static_cast<int>(in[2]);
+  if (o.features() != in.num_elements())
+    throw SpecError(c.file, "data.images",
+                    fmt::format("images of {} x {} pixels, {} channel{} ({} values), but the model's input_shape {} "
+                                "({}) takes {}",
+                                o.height, o.width, o.channels, o.channels == 1 ? "" : "s", o.features(), in.to_string(),
+                                model_place(c, "input_shape"), in.num_elements()));
+  return o;
+}
+
 // The rows' texts as ids, named "t1", "t2", ... as features.
 void vectorize_part(Dataset& part, const TextVectorizer& text) {
   part.x = text.vectorize(part.texts);
@@ -93,9 +120,9 @@ void vectorize_part(Dataset& part, const TextVectorizer& text) {
   for (std::int64_t i = 1; i <= text.length(); ++i) part.feature_names.push_back("t" + std::to_string(i));
 }
 
-}  // namespace
-
-PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
+// The config's data as loaded, before any check against the model: a built-in set, a CSV (of numbers or of
+// text), arrays or a folder of images. `run_classes` as for prepare_data.
+Dataset load_config_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
   const bool classification = loss_is_classification(c.loss);
   CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}, .text_column = {}};
   if (c.data.text) options.text_column = c.data.text->column;
@@ -103,10 +130,24 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
     options.named_labels = !run_classes->empty();
     options.classes = *run_classes;
   }
-  Dataset data = !c.data.x.empty() ? load_array_dataset(c.data.x, c.data.y, classification, c.file, "data")
-                 : !c.data.csv.empty()
-                     ? load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options)
-                     : load_builtin(c.data.dataset, c.seed, c.file, "data");
+  if (!c.data.x.empty()) return load_array_dataset(c.data.x, c.data.y, classification, c.file, "data");
+  if (!c.data.csv.empty())
+    return load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
+  if (c.data.images.empty()) return load_builtin(c.data.dataset, c.seed, c.file, "data");
+  Dataset data = load_image_dataset(c.data.images, resolved_image_options(c, net), c.intra_op_threads, c.file,
+                                    "data.images.directory");
+  if (run_classes != nullptr && *run_classes != data.class_names)
+    throw SpecError(c.file, "data.images.directory",
+                    fmt::format("class folders {}, but the run was trained on {}", join_first(data.class_names),
+                                join_first(*run_classes)));
+  return data;
+}
+
+}  // namespace
+
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
+  const bool classification = loss_is_classification(c.loss);
+  Dataset data = load_config_data(c, net, run_classes);
   const DataFingerprint fingerprint = fingerprint_of(data);
   const std::string where = data_key(c);
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
@@ -158,6 +199,7 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
   PreparedData p;
+  if (!c.data.images.empty()) p.images = resolved_image_options(c, net);
   if (c.data.text) {
     p.text = TextVectorizer::fit(resolved_text_options(c, net), split.train.texts);
     for (Dataset* part : {&split.train, &split.validation, &split.test}) vectorize_part(*part, *p.text);

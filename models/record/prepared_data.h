@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/data/images.h"
 #include "models/data/text_vectorizer.h"
 #include "models/nn/sequential.h"
 #include "models/record/train_config.h"
@@ -22,6 +23,8 @@ struct PreparedData {
   // Text data: the vocabulary learned from the training rows, which vectorized every part (each part keeps
   // its texts too, for test.csv).
   std::optional<TextVectorizer> text;
+  // Image data: how each image was decoded and resized (each part keeps its files' paths, for test.csv).
+  std::optional<ImageOptions> images;
   DataFingerprint fingerprint;  // of the rows as loaded, before the split (recorded in checkpoints)
 };
 

@@ -46,6 +46,14 @@ nlohmann::json DataConfig::to_json() const {
     j["x"] = x;
     j["y"] = y;
   }
+  if (!images.empty()) {
+    j["label"] = label;
+    // Only what the config gave: a size or colour mode taken from the model is left to it again.
+    const nlohmann::json resolved = image_options.to_json();
+    j["images"] = {{"directory", images}, {"interpolation", resolved.at("interpolation")}};
+    if (image_options.height > 0) j["images"]["image_size"] = resolved.at("image_size");
+    if (image_options.channels > 0) j["images"]["color_mode"] = resolved.at("color_mode");
+  }
   j["test_split"] = test_split;
   j["validation_split"] = validation_split;
   j["shuffle"] = shuffle;
@@ -210,6 +218,29 @@ TextOptions parse_text(SpecReader& data) {
   return t;
 }
 
+// "images": {"directory": "photos", "image_size": [h, w], "color_mode": "rgb", "interpolation": "bilinear"};
+// the size and the colour mode default to the model's input_shape, resolved in prepare_data.
+void parse_images(SpecReader& data, const PathRules& rules, DataConfig& d) {
+  SpecReader r = data.object("images");
+  d.images = resolved(r.string("directory"), rules);
+  std::error_code ec;
+  if (rules.check_files && !std::filesystem::is_directory(d.images, ec))
+    r.fail("directory", "no such folder: " + d.images + " (one subfolder of images per class)");
+  if (r.has("image_size")) {
+    const std::vector<std::int64_t> size = r.positive_int_list("image_size");
+    if (size.size() != 2 || size[0] > kMaxImageSide || size[1] > kMaxImageSide)
+      r.fail("image_size", fmt::format("expected [height, width], each 1 to {}", kMaxImageSide));
+    d.image_options.height = size[0];
+    d.image_options.width = size[1];
+  }
+  if (r.has("color_mode"))
+    d.image_options.channels = r.one_of("color_mode", {"rgb", "grayscale"}, "rgb") == "rgb" ? 3 : 1;
+  d.image_options.interpolation = r.one_of("interpolation", {"bilinear", "nearest"}, "bilinear") == "nearest"
+                                      ? ImageInterpolation::kNearest
+                                      : ImageInterpolation::kBilinear;
+  r.finish();
+}
+
 DataConfig parse_data(SpecReader& top, const PathRules& rules) {
   DataConfig d;
   const auto& raw = top.raw("data");
@@ -218,8 +249,10 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     d.dataset = raw.get<std::string>();
   } else {
     SpecReader r = top.object("data");
-    if (static_cast<int>(r.has("dataset")) + static_cast<int>(r.has("csv")) + static_cast<int>(r.has("x")) != 1)
-      r.fail_here("give exactly one of \"dataset\", \"csv\" or \"x\" (with \"y\")");
+    if (static_cast<int>(r.has("dataset")) + static_cast<int>(r.has("csv")) + static_cast<int>(r.has("x")) +
+            static_cast<int>(r.has("images")) !=
+        1)
+      r.fail_here("give exactly one of \"dataset\", \"csv\", \"x\" (with \"y\") or \"images\"");
     if (r.has("dataset")) d.dataset = r.string("dataset");
     dataset_path = r.path_of("dataset");
     if (r.has("csv")) {
@@ -235,6 +268,10 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
         *path = resolved(r.string(key), rules);
         if (rules.check_files && !is_regular_file(*path)) r.fail(key, not_regular_file_message("data file", *path));
       }
+    }
+    if (r.has("images")) {
+      parse_images(r, rules, d);
+      d.label = r.string("label", "label");  // the class's column in test.csv
     }
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);

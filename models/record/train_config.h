@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/data/images.h"
 #include "models/data/text_vectorizer.h"
 
 #include "models/infer/inference.h"
@@ -32,6 +33,10 @@ struct DataConfig {
   bool standardize = true;  // false by default with `text`: token ids are no measurements
   // "text": {...}: the CSV's features are one column of text, turned into token ids (models/data/text_vectorizer.h).
   std::optional<TextOptions> text;
+  // "images": {"directory": ..., ...}: a folder of class folders of images (models/data/images.h). `images` is
+  // the resolved folder; image_options' height, width and channels are 0 until taken from the model.
+  std::string images;
+  ImageOptions image_options{.height = 0, .width = 0, .channels = 0, .interpolation = ImageInterpolation::kBilinear};
 
   nlohmann::json to_json() const;
 };

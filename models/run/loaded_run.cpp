@@ -54,6 +54,22 @@ TextVectorizer read_text_record(SpecReader& pre) {
   return TextVectorizer::with_vocabulary(t, std::move(vocabulary));
 }
 
+// An image run's decoding: its size, colour mode and interpolation as ImageOptions::to_json writes them.
+ImageOptions read_images_record(SpecReader& pre) {
+  SpecReader r = pre.object("images");
+  ImageOptions o;
+  const std::vector<std::int64_t> size = r.positive_int_list("image_size");
+  if (size.size() != 2 || size[0] > kMaxImageSide || size[1] > kMaxImageSide)
+    r.fail("image_size", fmt::format("expected [height, width], each 1 to {}", kMaxImageSide));
+  o.height = size[0];
+  o.width = size[1];
+  o.channels = r.one_of("color_mode", {"rgb", "grayscale"}, "") == "rgb" ? 3 : 1;
+  o.interpolation = r.one_of("interpolation", {"bilinear", "nearest"}, "") == "nearest" ? ImageInterpolation::kNearest
+                                                                                        : ImageInterpolation::kBilinear;
+  r.finish();
+  return o;
+}
+
 // The inputs' scaling, names and classes, from a record as input_record writes it, each value with its type
 // and range checked, so a tampered file is a SpecError naming the key, never nlohmann's message without a
 // place nor a conversion out of range (1e39 as an int).
@@ -63,6 +79,7 @@ void read_input_record(LoadedRun& run, SpecReader& record) {
   run.standardizer.mean = pre.float_list("mean");
   run.standardizer.std = pre.float_list("std");
   if (pre.has("text")) run.text = read_text_record(pre);
+  if (pre.has("images")) run.images = read_images_record(pre);
   SpecReader info = record.object("data");
   run.feature_names = info.string_list("feature_names");
   run.label = info.string("label");
@@ -107,6 +124,7 @@ InputRecordPlace load_interrupted_run(LoadedRun& run, const std::filesystem::pat
   run.standardized = data.standardized;
   run.standardizer = data.standardizer;
   run.text = data.text;
+  run.images = data.images;
   run.feature_names = data.test_raw.feature_names;
   run.label = run.config.data.label;
   run.num_classes = data.test_raw.num_classes;
@@ -168,6 +186,10 @@ void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t 
                       fmt::format("{}{} entries, but the model's first layer takes ids below {}", damaged,
                                   run.text->vocabulary().size(), ids));
   }
+  if (run.images && run.images->features() != inputs)
+    throw SpecError(
+        file, place("preprocessing.images"),
+        fmt::format("{}images of {} values for a model of {} inputs", damaged, run.images->features(), inputs));
   if (!run.standardized) return;
   const Standardizer& s = run.standardizer;
   if (static_cast<std::int64_t>(s.mean.size()) != inputs || s.std.size() != s.mean.size())

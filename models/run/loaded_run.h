@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
+#include "models/data/images.h"
 #include "models/data/text_vectorizer.h"
 #include "models/infer/inference.h"
 #include "models/record/train_config.h"
@@ -27,7 +28,9 @@ struct LoadedRun {
   std::unique_ptr<Inference> model;  // the network's inference graph, with the saved weights
   Standardizer standardizer;
   bool standardized = false;
-  std::optional<TextVectorizer> text;  // a run trained on text: its vocabulary, which turns new text into ids
+  std::optional<TextVectorizer> text;
+  std::optional<ImageOptions> images;  // a run trained on images: how a new image is decoded and resized  // a run
+                                       // trained on text: its vocabulary, which turns new text into ids
   std::vector<std::string> feature_names;
   std::string label = "label";
   int num_classes = 0;

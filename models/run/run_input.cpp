@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "core/text.h"
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
+#include "models/data/images.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
 #include "models/record/prepared_data.h"
@@ -226,10 +228,72 @@ RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
   return in;
 }
 
+// The first bytes of the file at `path` (at most 16).
+std::string file_head(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[16] = {};
+  in.read(head, sizeof head);
+  return std::string(head, static_cast<std::size_t>(in.gcount()));
+}
+
+// Input for a run trained on images: a folder (every image under it), one image file, or a CSV with a "path"
+// column (paths relative to the CSV's folder; a label column is optional), as the run's test.csv is. Each
+// row's path comes first in the output.
+RunInput read_image_input(const LoadedRun& run, const std::string& path, const std::vector<std::string>& keep_columns) {
+  RunInput in;
+  std::vector<std::string> paths;
+  std::error_code ec;
+  const std::string path_column(kImagePathColumn);
+  std::optional<CsvTable> table;
+  if (std::filesystem::is_directory(path, ec)) {
+    paths = list_images(path);
+    if (paths.empty()) throw SpecError(path, "", "no .png, .jpg or .jpeg file in this folder or below it");
+  } else if (path != "-" && looks_like_image(file_head(path))) {
+    paths = {path};
+  } else {
+    CsvOptions options = run_csv_options(run, path, keep_columns);
+    options.text_columns.push_back(path_column);
+    options.number_columns = {run.label};
+    options.check_header = [&](const std::vector<std::string>& columns) {
+      if (std::ranges::find(columns, path_column) == columns.end())
+        throw SpecError(path, "line 1",
+                        "missing column \"path\": a CSV for a model trained on images lists their paths (or give a "
+                        "folder or an image)");
+    };
+    table = read_csv(path, options);
+    const int c = table->column_index(path_column);
+    if (c < 0) throw SpecError(path, "line 1", "missing column \"path\"");
+    const std::filesystem::path base =
+        path == "-" ? std::filesystem::path() : std::filesystem::path(path).parent_path();
+    for (const std::string& p : table->text[static_cast<std::size_t>(c)])
+      paths.push_back(std::filesystem::path(p).is_absolute() ? p : (base / p).string());
+    add_kept_columns(*table, path, keep_columns, in);
+    in.row_lines = table->row_lines;
+  }
+  if (table == std::nullopt && !keep_columns.empty())
+    throw SpecError(path, "", "--keep-columns names columns of a CSV; a folder or an image has none");
+  in.rows = static_cast<std::int64_t>(paths.size());
+  in.array_rows = table == std::nullopt;
+  const Tensor x = load_images(paths, *run.images, 0);
+  in.x = shape_for_model(scaled_features(run, x, path,
+                                         [&](std::int64_t r) {
+                                           return table ? row_place(*table, r) : paths[static_cast<std::size_t>(r)];
+                                         }),
+                         run.model->net());
+  in.kept_names.insert(in.kept_names.begin(), path_column);
+  in.kept.insert(in.kept.begin(), paths);
+  if (table) {
+    const int label_col = table->column_index(run.label);
+    if (label_col >= 0 && table->rows > 0) in.labelled = labelled_rows(run, *table, path, label_col, in.x);
+  }
+  return in;
+}
+
 }  // namespace
 
 RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
                         const std::vector<std::string>& keep_columns) {
+  if (run.images) return read_image_input(run, csv_path, keep_columns);
   if (is_array_file(csv_path)) return read_array_input(run, csv_path, keep_columns);
   if (run.text) return read_text_input(run, csv_path, keep_columns);
   CsvTable table = read_csv(csv_path, run_csv_options(run, csv_path, keep_columns));

@@ -67,9 +67,9 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
 std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column) {
   std::string out;
-  const bool text = !text_column.empty();
+  const bool text = !text_column.empty() || !d.paths.empty();
   if (header) {
-    if (text) out += csv_field(text_column) + ",";
+    if (text) out += csv_field(d.paths.empty() ? text_column : std::string(kImagePathColumn)) + ",";
     for (const auto& f : d.feature_names)
       if (!text) out += csv_field(f) + ",";
     out += csv_field(label) + "\n";
@@ -77,7 +77,10 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header,
   const std::int64_t f = text ? 0 : d.num_features();
   const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
   for (std::int64_t r = 0; r < d.size(); ++r) {
-    if (text) out.append(csv_field(d.texts[static_cast<std::size_t>(r)])).append(",");
+    if (text)
+      out.append(
+             csv_field(d.paths.empty() ? d.texts[static_cast<std::size_t>(r)] : d.paths[static_cast<std::size_t>(r)]))
+          .append(",");
     for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
     if (d.num_classes > 0) {
       const std::int32_t y = d.y.data<std::int32_t>()[r];
@@ -96,6 +99,7 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header,
 nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
   nlohmann::json preprocessing{
       {"standardize", data.standardized}, {"mean", data.standardizer.mean}, {"std", data.standardizer.std}};
+  if (data.images) preprocessing["images"] = data.images->to_json();
   if (data.text) {
     preprocessing["text"] = data.text->options().to_json();
     preprocessing["text"]["vocabulary"] = data.text->vocabulary();
@@ -123,6 +127,9 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"wall_seconds", out.seconds},
           {"train_seconds", out.train_seconds},
           {"samples_per_second", out.samples_per_second},
+          {"input",
+           {{"wait_seconds", out.input_wait_seconds},
+            {"wait_share", out.train_seconds > 0 ? out.input_wait_seconds / out.train_seconds : 0.0}}},
           {"devices", device_memory_json()},
           {"strategy", strategy_json(c, model, out.train_seconds)},
           {"data", inputs.at("data")},

@@ -24,7 +24,8 @@ nlohmann::json input_record(const TrainConfig& c, const PreparedData& data);
 nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data, const TrainOutcome& out);
 
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did). With
-// `text_column`, each row's text (Dataset::texts) under that name instead of its features (token ids).
+// `text_column`, each row's text (Dataset::texts) under that name instead of its features (token ids); rows of
+// images (Dataset::paths), each image's path under kImagePathColumn instead of its pixels.
 std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column = "");
 
 }  // namespace tctl

@@ -166,7 +166,9 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   });
   BatchSums totals = start;
   for (std::int64_t step = 0; step < steps; ++step) {
+    const auto asked = std::chrono::steady_clock::now();
     Batch batch = source.next(step);
+    input_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
     const auto rows = rows_of(step);
     const std::vector<Tensor> out = run_step(batch.x, batch.y, first_step + step, data, rows);
     stepped.store(true, std::memory_order_release);

@@ -59,6 +59,10 @@ class Trainer {
   void set_keep_history(bool keep) { keep_history_ = keep; }
 
   Model& model() { return model_; }
+  // The seconds the training loop has waited for its batches, over every fit() so far: with prefetch, for a
+  // batch the producer had not finished; without, the gathering itself. Against the epochs' time it says
+  // whether the data path keeps up with the step (summary.json's "input").
+  double input_wait_seconds() const { return input_wait_seconds_; }
 
  private:
   // Trains on the batches of `order` and returns `start` plus their sums. Stops early, after a step, when the
@@ -76,6 +80,7 @@ class Trainer {
   std::optional<FitPosition> interrupted_at_;
   bool stop_after_epoch_ = false;
   std::int64_t steps_run_ = 0;  // steps the last run_batches call took
+  double input_wait_seconds_ = 0.0;
   std::int64_t current_epoch_ = 1;
   std::int64_t steps_per_epoch_ = 0;
   bool keep_history_ = true;

@@ -136,6 +136,7 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
 // final files.
 void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data,
                 std::chrono::steady_clock::time_point start, TrainOutcome& out, bool writer, HistoryLog& history) {
+  out.input_wait_seconds = trainer.input_wait_seconds();
   if (data.test.size() > 0) out.test = trainer.evaluate(data.test, c.batch_size);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.samples_per_second =

@@ -31,6 +31,7 @@ struct TrainOutcome {
   std::optional<EpochResult> last_epoch;
   std::int64_t epochs_trained = 0;  // by this call
   double train_seconds = 0.0;       // the time of those epochs
+  double input_wait_seconds = 0.0;  // of which the loop waited for its batches (Trainer::input_wait_seconds)
   MetricValues test;
   double seconds = 0.0;
   double samples_per_second = 0.0;

@@ -94,8 +94,9 @@ TEST_SUITE("arrays") {
     d.write("m.json", R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 10}]})");
     expect_user_error(d, "train config.json --output run", {"config.json: data: \"x\" needs \"y\""});
     d.write("config.json", R"({"model": "m.json", "data": {"x": "digits_x.npy", "y": "y.npy", "csv": "d.csv"}})");
-    expect_user_error(d, "train config.json --output run",
-                      {"config.json: data: give exactly one of \"dataset\", \"csv\" or \"x\""});
+    expect_user_error(
+        d, "train config.json --output run",
+        {"config.json: data: give exactly one of \"dataset\", \"csv\", \"x\" (with \"y\") or \"images\""});
   }
 }
 

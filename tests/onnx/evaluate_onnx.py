@@ -10,13 +10,16 @@ INPUT.csv (F = the model's input width) row by row as one batch, and compares th
 columns of PREDICTIONS.csv (`tensorctl predict`'s output: probabilities or values). Prints the largest
 difference, absolute and relative to max(1, |predicted|) (predict writes six significant digits); exits 1
 when the relative one is above 1e-5, 2 on a usage or format problem. With the run's SUMMARY.json, a run
-trained on text has INPUT.csv's text column turned into ids by text_vectorize.py, our Python reference.
+trained on text has INPUT.csv's text column turned into ids by text_vectorize.py, our Python reference, and
+one trained on images has the PNG files of INPUT.csv's path column decoded here (8-bit gray or RGB, not
+interlaced, already of the run's image size: scripts/make_digit_images.py's).
 """
 import csv
 import json
 import math
 import os
 import sys
+import zlib
 
 import numpy as np
 import onnx
@@ -217,16 +220,72 @@ def numbers(path, first=None):
     with open(path, newline="") as f:
         rows = list(csv.reader(f))
     out = []
+    # predict's class column holds names, which may be numbers (an image run's folders "0" to "9").
+    skip = {i for i, name in enumerate(rows[0]) if name in ("class", "path")}
     for row in rows[1:]:
         cells = row[:first] if first is not None else row
         values = []
-        for c in cells:
+        for i, c in enumerate(cells):
+            if i in skip:
+                continue
             try:
                 values.append(float(c))
             except ValueError:
                 pass  # class names and kept columns
         out.append(values)
     return np.array(out, dtype=np.float64)
+
+
+def png_pixels(path, channels):
+    """The samples of an 8-bit, non-interlaced gray or RGB PNG file, flattened [height, width, channels]."""
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        raise SystemExit(f"{path}: not a PNG file")
+    pos, idat, header = 8, b"", None
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + size]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + size
+    width, height = int.from_bytes(header[0:4], "big"), int.from_bytes(header[4:8], "big")
+    depth, color, interlace = header[8], header[9], header[12]
+    per_pixel = {0: 1, 2: 3}.get(color)
+    if depth != 8 or per_pixel is None or interlace != 0:
+        raise SystemExit(f"{path}: only 8-bit gray or RGB PNG files without interlacing are read here")
+    raw, stride, rows, prior = zlib.decompress(idat), width * per_pixel, [], bytearray(width * per_pixel)
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - per_pixel] if i >= per_pixel else 0
+            b, c = prior[i], prior[i - per_pixel] if i >= per_pixel else 0
+            p = a + b - c
+            nearest = a if abs(p - a) <= abs(p - b) and abs(p - a) <= abs(p - c) else b if abs(p - b) <= abs(p - c) else c
+            line[i] = (line[i] + [0, a, b, (a + b) // 2, nearest][kind]) & 0xFF
+        rows.append(line)
+        prior = line
+    pixels = np.array([list(r) for r in rows], dtype=np.float64).reshape(height, width, per_pixel)
+    if channels == 3 and per_pixel == 1:
+        pixels = np.repeat(pixels, 3, axis=2)
+    elif channels == 1 and per_pixel == 3:
+        pixels = np.rint(pixels @ np.array([0.2989, 0.5870, 0.1140]))[:, :, None]
+    return pixels.reshape(-1)
+
+
+def image_rows(summary, input_path):
+    images = summary["preprocessing"]["images"]
+    channels = 1 if images["color_mode"] == "grayscale" else 3
+    with open(input_path, newline="") as f:
+        rows = list(csv.reader(f))
+    column = rows[0].index("path")
+    base = os.path.dirname(os.path.abspath(input_path))
+    out = [png_pixels(os.path.join(base, row[column]), channels) for row in rows[1:]]
+    expected = images["image_size"][0] * images["image_size"][1] * channels
+    if any(len(r) != expected for r in out):
+        raise SystemExit("an image is not of the run's size; resizing is not done here")
+    return np.array(out)
 
 
 def main():
@@ -241,10 +300,13 @@ def main():
     inputs = None
     if len(sys.argv) == 5:
         with open(sys.argv[4], encoding="utf-8") as f:
-            if "text" in json.load(f)["preprocessing"]:
-                sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-                import text_vectorize
-                inputs = np.array(text_vectorize.text_ids(sys.argv[4], sys.argv[2]), dtype=np.float64)
+            summary = json.load(f)
+        if "text" in summary["preprocessing"]:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import text_vectorize
+            inputs = np.array(text_vectorize.text_ids(sys.argv[4], sys.argv[2]), dtype=np.float64)
+        elif "images" in summary["preprocessing"]:
+            inputs = image_rows(summary, sys.argv[2])
     values[model.graph.input[0].name] = inputs if inputs is not None else numbers(sys.argv[2], width)
     for node in model.graph.node:
         values[node.output[0]] = run_node(node, values)

@@ -1,0 +1,394 @@
+#include "models/data/images.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <jpeglib.h>
+#include <png.h>
+
+#include "core/errors.h"
+
+namespace tctl {
+
+namespace fs = std::filesystem;
+
+nlohmann::json ImageOptions::to_json() const {
+  return {{"image_size", {height, width}},
+          {"color_mode", channels == 1 ? "grayscale" : "rgb"},
+          {"interpolation", interpolation == ImageInterpolation::kNearest ? "nearest" : "bilinear"}};
+}
+
+bool looks_like_image(std::string_view bytes) {
+  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff");
+}
+
+bool has_image_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+}
+
+namespace {
+
+// 0.2989 R + 0.5870 G + 0.1140 B, rounded to the nearest byte, as tf.image.rgb_to_grayscale weighs them.
+std::uint8_t gray_of(const std::uint8_t* rgb) {
+  const float y = 0.2989f * rgb[0] + 0.5870f * rgb[1] + 0.1140f * rgb[2];
+  return static_cast<std::uint8_t>(std::min(255.0f, std::nearbyint(y)));
+}
+
+void check_size(std::int64_t height, std::int64_t width, const std::string& file) {
+  if (height < 1 || width < 1 || height > kMaxImageSide || width > kMaxImageSide)
+    throw SpecError(
+        file, "",
+        fmt::format("an image of {} x {} pixels; at most {} on a side are read", width, height, kMaxImageSide));
+}
+
+// `rgba` (4 channels, or 2 for gray and alpha when `gray_source`) into `image`'s channels, alpha dropped.
+void from_rgba(const std::vector<std::uint8_t>& rgba, bool gray_source, DecodedImage& image) {
+  const std::int64_t pixels = image.height * image.width;
+  image.pixels.resize(static_cast<std::size_t>(pixels * image.channels));
+  std::uint8_t* out = image.pixels.data();
+  const std::uint8_t* in = rgba.data();
+  for (std::int64_t i = 0; i < pixels; ++i) {
+    if (gray_source) {
+      const std::uint8_t g = in[2 * i];
+      for (int c = 0; c < image.channels; ++c) *out++ = g;
+    } else if (image.channels == 1) {
+      *out++ = gray_of(in + 4 * i);
+    } else {
+      std::memcpy(out, in + 4 * i, 3);
+      out += 3;
+    }
+  }
+}
+
+DecodedImage decode_png(std::string_view bytes, int channels, const std::string& file) {
+  png_image png;
+  std::memset(&png, 0, sizeof png);
+  png.version = PNG_IMAGE_VERSION;
+  if (png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) == 0)
+    throw SpecError(file, "", std::string("not a PNG file libpng can read: ") + png.message);
+  DecodedImage image;
+  image.height = png.height;
+  image.width = png.width;
+  image.channels = channels;
+  try {
+    check_size(image.height, image.width, file);
+  } catch (...) {
+    png_image_free(&png);
+    throw;
+  }
+  // libpng converts every PNG type (palette, 16-bit, tRNS) to 8-bit samples; alpha is kept, and dropped below.
+  const bool gray_source = (png.format & PNG_FORMAT_FLAG_COLOR) == 0;
+  if ((png.format & PNG_FORMAT_FLAG_ALPHA) == 0 && gray_source == (channels == 1)) {
+    // Already the channels asked for: straight into the image, without the pass that drops alpha.
+    png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
+    image.pixels.resize(PNG_IMAGE_SIZE(png));
+    if (png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr) == 0)
+      throw SpecError(file, "", std::string("a damaged PNG file: ") + png.message);
+    return image;
+  }
+  png.format = gray_source ? PNG_FORMAT_GA : PNG_FORMAT_RGBA;
+  std::vector<std::uint8_t> rgba(PNG_IMAGE_SIZE(png));
+  if (png_image_finish_read(&png, nullptr, rgba.data(), 0, nullptr) == 0)
+    throw SpecError(file, "", std::string("a damaged PNG file: ") + png.message);
+  from_rgba(rgba, gray_source, image);
+  return image;
+}
+
+// libjpeg reports an error by calling error_exit, which must not return: it jumps back to decode_jpeg_raw.
+struct JpegError {
+  jpeg_error_mgr manager;
+  std::jmp_buf jump;
+  char message[JMSG_LENGTH_MAX];
+};
+
+void jpeg_error_exit(j_common_ptr info) {
+  auto* error = reinterpret_cast<JpegError*>(info->err);
+  (*info->err->format_message)(info, error->message);
+  std::longjmp(error->jump, 1);
+}
+
+void jpeg_no_message(j_common_ptr, int) {}
+
+// Where decode_jpeg_raw puts the pixels: it calls `allocate` once it knows the size. A plain struct and
+// function pointer, so no object with a destructor lives in the frame that longjmp unwinds.
+struct JpegOutput {
+  std::uint8_t* (*allocate)(void* context, JDIMENSION width, JDIMENSION height, int components);
+  void* context;
+};
+
+// Decodes into 1 or 3 channels; returns false with `error->message` set on a libjpeg error.
+bool decode_jpeg_raw(const unsigned char* data, std::size_t size, JpegOutput output, JpegError* error) {
+  jpeg_decompress_struct info;
+  info.err = jpeg_std_error(&error->manager);
+  error->manager.error_exit = jpeg_error_exit;
+  error->manager.emit_message = jpeg_no_message;
+  if (setjmp(error->jump) != 0) {
+    jpeg_destroy_decompress(&info);
+    return false;
+  }
+  jpeg_create_decompress(&info);
+  jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
+  jpeg_read_header(&info, TRUE);
+  // A gray file is read as gray, any other as RGB; decode_jpeg converts to the channels asked for.
+  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+  jpeg_start_decompress(&info);
+  std::uint8_t* out = output.allocate(output.context, info.output_width, info.output_height, info.output_components);
+  if (out == nullptr) {
+    jpeg_destroy_decompress(&info);
+    std::snprintf(error->message, sizeof error->message, "an image of %u x %u pixels; at most %lld on a side are read",
+                  info.output_width, info.output_height, static_cast<long long>(kMaxImageSide));
+    return false;
+  }
+  const std::size_t stride =
+      static_cast<std::size_t>(info.output_width) * static_cast<std::size_t>(info.output_components);
+  while (info.output_scanline < info.output_height) {
+    JSAMPROW row = out + static_cast<std::size_t>(info.output_scanline) * stride;
+    jpeg_read_scanlines(&info, &row, 1);
+  }
+  jpeg_finish_decompress(&info);
+  jpeg_destroy_decompress(&info);
+  return true;
+}
+
+DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string& file) {
+  struct Context {
+    DecodedImage image;
+  } context;
+  JpegOutput output{
+      [](void* c, JDIMENSION width, JDIMENSION height, int components) -> std::uint8_t* {
+        auto* ctx = static_cast<Context*>(c);
+        if (width > kMaxImageSide || height > kMaxImageSide) return nullptr;
+        ctx->image.width = width;
+        ctx->image.height = height;
+        ctx->image.channels = components;
+        ctx->image.pixels.resize(static_cast<std::size_t>(width) * height * static_cast<std::size_t>(components));
+        return ctx->image.pixels.data();
+      },
+      &context};
+  JpegError error{};
+  const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
+  if (!decode_jpeg_raw(data, bytes.size(), output, &error))
+    throw SpecError(file, "", std::string("a JPEG file libjpeg cannot read: ") + error.message);
+  DecodedImage& image = context.image;
+  if (image.channels == channels) return std::move(image);
+  if (image.channels == 3 && channels == 1) {
+    DecodedImage gray{image.height, image.width, 1, {}};
+    gray.pixels.resize(static_cast<std::size_t>(image.height * image.width));
+    for (std::size_t i = 0; i < gray.pixels.size(); ++i) gray.pixels[i] = gray_of(&image.pixels[3 * i]);
+    return gray;
+  }
+  if (image.channels == 1 && channels == 3) {
+    DecodedImage rgb{image.height, image.width, 3, {}};
+    rgb.pixels.resize(image.pixels.size() * 3);
+    for (std::size_t i = 0; i < image.pixels.size(); ++i) std::fill_n(&rgb.pixels[3 * i], 3, image.pixels[i]);
+    return rgb;
+  }
+  throw SpecError(file, "",
+                  fmt::format("a JPEG file of {} channels (CMYK?); gray and RGB ones are read", image.channels));
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno));
+  // One read of the whole file; a stream iterator would copy it a byte at a time.
+  std::string bytes;
+  char chunk[1 << 16];
+  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) bytes.append(chunk, static_cast<std::size_t>(in.gcount()));
+  if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
+  return bytes;
+}
+
+// tf.image.resize's source coordinate of output index `i` with half-pixel centres.
+float source_coordinate(std::int64_t i, double scale) {
+  return static_cast<float>((static_cast<double>(i) + 0.5) * scale - 0.5);
+}
+
+}  // namespace
+
+DecodedImage decode_image(std::string_view bytes, int channels, const std::string& file) {
+  TCTL_CHECK(channels == 1 || channels == 3, "decode_image: 1 or 3 channels");
+  if (bytes.starts_with("\x89PNG\r\n\x1a\n")) return decode_png(bytes, channels, file);
+  if (bytes.starts_with("\xff\xd8\xff")) return decode_jpeg(bytes, channels, file);
+  throw SpecError(file, "", "neither a PNG nor a JPEG file (by its first bytes)");
+}
+
+void resize_image(const DecodedImage& image, const ImageOptions& options, float* out) {
+  TCTL_CHECK(image.channels == options.channels, "resize_image: channels differ");
+  const std::int64_t h = image.height, w = image.width, c = image.channels;
+  const std::uint8_t* p = image.pixels.data();
+  const double sy = static_cast<double>(h) / static_cast<double>(options.height);
+  const double sx = static_cast<double>(w) / static_cast<double>(options.width);
+  if (h == options.height && w == options.width) {
+    // Both interpolations give the pixels themselves.
+    std::copy(p, p + h * w * c, out);
+    return;
+  }
+  if (options.interpolation == ImageInterpolation::kNearest) {
+    for (std::int64_t y = 0; y < options.height; ++y) {
+      const std::int64_t iy = std::min<std::int64_t>(h - 1, static_cast<std::int64_t>(std::floor((y + 0.5) * sy)));
+      for (std::int64_t x = 0; x < options.width; ++x) {
+        const std::int64_t ix = std::min<std::int64_t>(w - 1, static_cast<std::int64_t>(std::floor((x + 0.5) * sx)));
+        for (std::int64_t k = 0; k < c; ++k) *out++ = p[(iy * w + ix) * c + k];
+      }
+    }
+    return;
+  }
+  // Separable: each source row the output needs is interpolated across once (columns' indices and weights
+  // precomputed), then each output row is a blend of two such rows. bench/image_decode.sh measures it.
+  struct Tap {
+    std::int64_t lo, hi;
+    float weight;
+  };
+  auto taps = [](std::int64_t out, std::int64_t in, double scale) {
+    std::vector<Tap> t(static_cast<std::size_t>(out));
+    for (std::int64_t i = 0; i < out; ++i) {
+      const float f = std::max(0.0f, source_coordinate(i, scale));
+      const auto lo = std::min<std::int64_t>(in - 1, static_cast<std::int64_t>(f));
+      t[static_cast<std::size_t>(i)] = {lo, std::min<std::int64_t>(in - 1, lo + 1), f - static_cast<float>(lo)};
+    }
+    return t;
+  };
+  const std::vector<Tap> xs = taps(options.width, w, sx), ys = taps(options.height, h, sy);
+  const std::int64_t row = options.width * c;
+  std::vector<float> across(static_cast<std::size_t>(2 * row));
+  float* upper = across.data();
+  float* lower = upper + row;
+  std::int64_t upper_row = -1, lower_row = -1;  // the source row each holds
+  auto interpolate_row = [&](std::int64_t src, float* dst) {
+    const std::uint8_t* line = p + src * w * c;
+    for (const Tap& t : xs)
+      for (std::int64_t k = 0; k < c; ++k) {
+        const float a = line[t.lo * c + k], b = line[t.hi * c + k];
+        *dst++ = a + (b - a) * t.weight;
+      }
+  };
+  for (const Tap& t : ys) {
+    // Rows come in order, so the lower row of one output row is often the upper row of the next.
+    if (upper_row != t.lo && lower_row == t.lo) {
+      std::swap(upper, lower);
+      std::swap(upper_row, lower_row);
+    }
+    if (upper_row != t.lo) interpolate_row(upper_row = t.lo, upper);
+    if (lower_row != t.hi) interpolate_row(lower_row = t.hi, lower);
+    const float* top = upper;
+    const float* bottom = lower;
+    for (std::int64_t j = 0; j < row; ++j) *out++ = top[j] + (bottom[j] - top[j]) * t.weight;
+  }
+}
+
+Tensor load_images(const std::vector<std::string>& paths, const ImageOptions& options, int threads) {
+  const auto n = static_cast<std::int64_t>(paths.size());
+  const std::int64_t f = options.features();
+  Tensor x = Tensor::empty(DType::kF32, Shape{n, f});
+  float* rows = x.mutable_data<float>();
+  if (threads <= 0) threads = static_cast<int>(std::min(16u, std::max(1u, std::thread::hardware_concurrency())));
+  threads = static_cast<int>(std::min<std::int64_t>(threads, std::max<std::int64_t>(n, 1)));
+  // Each worker takes the next file and writes its row in place: rows are independent, so no order is needed
+  // but the refusal's, which is the first failing file in `paths` order, whichever thread met it.
+  std::atomic<std::int64_t> next{0};
+  std::mutex failure_mutex;
+  std::int64_t failed_at = n;
+  std::exception_ptr failure;
+  auto work = [&] {
+    for (std::int64_t i = next++; i < n; i = next++) {
+      try {
+        const std::string& path = paths[static_cast<std::size_t>(i)];
+        const DecodedImage image = decode_image(read_whole_file(path), options.channels, path);
+        resize_image(image, options, rows + i * f);
+      } catch (...) {
+        const std::lock_guard lock(failure_mutex);
+        if (i < failed_at) {
+          failed_at = i;
+          failure = std::current_exception();
+        }
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> workers;
+    for (int t = 1; t < threads; ++t) workers.emplace_back(work);
+    work();
+  }
+  if (failure) std::rethrow_exception(failure);
+  return x;
+}
+
+namespace {
+
+std::vector<std::string> sorted_images_in(const fs::path& dir, bool recursive) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto take = [&out](const fs::directory_entry& e) {
+    std::error_code file_ec;
+    if (e.is_regular_file(file_ec) && has_image_extension(e.path().string())) out.push_back(e.path().string());
+  };
+  if (recursive) {
+    for (const auto& e : fs::recursive_directory_iterator(dir, ec)) take(e);
+  } else {
+    for (const auto& e : fs::directory_iterator(dir, ec)) take(e);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> list_images(const std::string& dir) { return sorted_images_in(dir, true); }
+
+ImageFolder list_image_folder(const std::string& dir, const std::string& file_for_errors, const std::string& where) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw SpecError(file_for_errors, where, fmt::format("{} is no folder (one subfolder of images per class)", dir));
+  std::vector<std::string> classes;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (std::error_code d; e.is_directory(d)) classes.push_back(e.path().filename().string());
+  std::sort(classes.begin(), classes.end());
+  if (classes.size() < 2)
+    throw SpecError(
+        file_for_errors, where,
+        fmt::format("{} has {} subfolders; a class folder has one per class, at least two", dir, classes.size()));
+  ImageFolder folder;
+  folder.class_names = classes;
+  for (std::size_t c = 0; c < classes.size(); ++c) {
+    // Absolute, so the run's test.csv names the files wherever predict runs from.
+    std::error_code abs_ec;
+    const std::vector<std::string> images = sorted_images_in(fs::absolute(fs::path(dir), abs_ec) / classes[c], true);
+    if (images.empty())
+      throw SpecError(file_for_errors, where,
+                      fmt::format("{}: class folder \"{}\" holds no .png, .jpg or .jpeg file", dir, classes[c]));
+    for (const auto& path : images) {
+      folder.paths.push_back(path);
+      folder.labels.push_back(static_cast<std::int32_t>(c));
+    }
+  }
+  return folder;
+}
+
+Dataset load_image_dataset(const std::string& dir, const ImageOptions& options, int threads,
+                           const std::string& file_for_errors, const std::string& where) {
+  ImageFolder folder = list_image_folder(dir, file_for_errors, where);
+  Dataset data;
+  data.name = fs::path(dir).filename().string();
+  data.x = load_images(folder.paths, options, threads);
+  data.y = Tensor::from_ints(Shape{static_cast<std::int64_t>(folder.labels.size())}, folder.labels);
+  data.num_classes = static_cast<int>(folder.class_names.size());
+  data.class_names = std::move(folder.class_names);
+  data.paths = std::move(folder.paths);
+  for (std::int64_t i = 0; i < options.features(); ++i) data.feature_names.push_back("p" + std::to_string(i));
+  return data;
+}
+
+}  // namespace tctl
