@@ -48,7 +48,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/gpu-deps"
 packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev libopenblas0 libopenblas0-pthread
           libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1 libonnxifi
-          libprotobuf-dev libprotobuf32 libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo zlib1g-dev zlib1g)
+          libprotobuf-dev libprotobuf32 libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo zlib1g-dev zlib1g libzip-dev libzip4 libssl3)
 
 build="$root/build-gpu"
 if [ "${1:-}" = "pack" ]; then
@@ -201,7 +201,8 @@ elif { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
     -DProtobuf_INCLUDE_DIR="$sysroot/usr/include" -DProtobuf_LIBRARY="$arch_lib/libprotobuf.so" \
     -DPNG_PNG_INCLUDE_DIR="$sysroot/usr/include" -DPNG_LIBRARY="$arch_lib/libpng16.so" \
     -DZLIB_INCLUDE_DIR="$sysroot/usr/include" -DZLIB_LIBRARY="$sysroot/lib/x86_64-linux-gnu/libz.so.1" \
-    -DJPEG_INCLUDE_DIR="$build/jpeg-include" -DJPEG_LIBRARY="$arch_lib/libjpeg.so"
+    -DJPEG_INCLUDE_DIR="$build/jpeg-include" -DJPEG_LIBRARY="$arch_lib/libjpeg.so" \
+    -DLIBZIP_INCLUDE_DIR="$sysroot/usr/include" -DLIBZIP_LIBRARY="$arch_lib/libzip.so"
 fi
 if runs build; then
   if [ $carried -eq 0 ]; then

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <fmt/ranges.h>
 
 #include "core/errors.h"
+#include "models/data/zip_archive.h"
 
 namespace tctl {
 namespace {
@@ -306,6 +308,33 @@ ArrayFile decode_idx(std::string_view bytes, const std::string& file) {
 }
 
 // The file at `path`, mapped read-only, unmapped when it goes.
+// The array `key` of a .npz archive (np.savez, np.savez_compressed: a zip of KEY.npy members), or its only one
+// when `key` is empty. Errors in the member name it: "data.npz (x_train.npy)".
+ArrayFile decode_npz(std::string_view bytes, const std::string& file, const std::string& key) {
+  const ZipArchive zip(bytes, file);
+  std::vector<std::string> keys;
+  for (const std::string& name : zip.names())
+    if (name.ends_with(".npy")) keys.push_back(name.substr(0, name.size() - 4));
+  std::string chosen = key;
+  if (key.empty()) {
+    if (keys.size() != 1)
+      throw SpecError(file, "",
+                      fmt::format("a .npz file of {} arrays ({}): name the one to read (x_key, y_key)", keys.size(),
+                                  fmt::join(keys, ", ")));
+    chosen = keys.front();
+  } else if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+    throw SpecError(file, "",
+                    fmt::format("no array \"{}\" in this .npz file (it holds: {})", key, fmt::join(keys, ", ")));
+  }
+  const std::string member = chosen + ".npy";
+  // The largest .npy member a reader could want: kMaxElements of eight bytes, and its header.
+  const std::string npy = zip.read(member, static_cast<std::size_t>(kMaxElements) * 8 + (std::size_t{1} << 20));
+  const std::string place = fmt::format("{} ({})", file, member);
+  if (!npy.starts_with(std::string_view("\x93NUMPY", 6)))
+    throw SpecError(place, "header", "a .npz member that is no .npy array");
+  return decode_npy(npy, place);
+}
+
 class MappedFile {
  public:
   explicit MappedFile(const std::string& path) {
@@ -354,23 +383,30 @@ std::int64_t per_row(const ArrayFile& a, const std::string& path) {
 
 }  // namespace
 
-ArrayFile decode_array(std::string_view bytes, const std::string& file) {
+ArrayFile decode_array(std::string_view bytes, const std::string& file, const std::string& key) {
+  if (looks_like_zip(bytes)) return decode_npz(bytes, file, key);
+  if (!key.empty())
+    throw SpecError(file, "",
+                    fmt::format("an array named \"{}\" was asked for, but only a .npz file holds named "
+                                "arrays",
+                                key));
   if (bytes.substr(0, 6) == std::string_view("\x93NUMPY", 6)) return decode_npy(bytes, file);
   if (bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0) return decode_idx(bytes, file);
   throw SpecError(file, "header",
                   bytes.empty() ? std::string("the file is empty")
-                                : "neither a NumPy .npy file (\\x93NUMPY) nor an IDX file (two zero bytes first)");
+                                : "neither a NumPy .npy or .npz file nor an IDX file (by its first bytes)");
 }
 
-ArrayFile load_array(const std::string& path) {
+ArrayFile load_array(const std::string& path, const std::string& key) {
   const MappedFile file(path);
-  return decode_array(file.bytes(), path);
+  return decode_array(file.bytes(), path, key);
 }
 
 Dataset load_array_dataset(const std::string& x_path, const std::string& y_path, bool classification,
-                           const std::string& file_for_errors, const std::string& where) {
-  const ArrayFile x = load_array(x_path);
-  const ArrayFile y = load_array(y_path);
+                           const std::string& file_for_errors, const std::string& where, const std::string& x_key,
+                           const std::string& y_key) {
+  const ArrayFile x = load_array(x_path, x_key);
+  const ArrayFile y = load_array(y_path, y_key);
   const std::int64_t width = per_row(x, x_path), targets = per_row(y, y_path);
   const std::int64_t n = x.shape[0];
   if (y.shape[0] != n)

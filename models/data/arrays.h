@@ -4,6 +4,8 @@
 //   .npy  NumPy's format, versions 1.0 to 3.0: the magic "\x93NUMPY", a header dict (descr, fortran_order,
 //         shape) and the elements in C order; descr a little-endian (or one-byte) bool, integer or float
 //         type: |b1, |i1, |u1, <i2, <u2, <i4, <u4, <i8, <u8, <f2, <f4, <f8.
+//   .npz  NumPy's archive of arrays (np.savez, np.savez_compressed): a zip file of .npy members, read with
+//         libzip; a config's x_key and y_key pick its arrays.
 //   IDX   four bytes 0, 0, the type (0x08 ubyte, 0x09 byte, 0x0B short, 0x0C int, 0x0D float, 0x0E double)
 //         and the number of dimensions, each dimension a big-endian 32-bit count, then the elements
 //         big-endian in C order (train-images-idx3-ubyte, train-labels-idx1-ubyte).
@@ -30,18 +32,21 @@ struct ArrayFile {
   std::string type;                 // "uint8", "float64", ...: for messages
 };
 
-// The array held in `bytes` (a whole .npy or IDX file); `file` names it in errors.
-ArrayFile decode_array(std::string_view bytes, const std::string& file);
+// The array held in `bytes` (a whole .npy, .npz or IDX file); `file` names it in errors. `key` picks the array
+// of a .npz file (np.savez's keyword: "x_train"); empty, its only array. Only a .npz file takes a key.
+ArrayFile decode_array(std::string_view bytes, const std::string& file, const std::string& key = "");
 
 // The array in the file at `path` (see decode_array), read through a memory map.
-ArrayFile load_array(const std::string& path);
+ArrayFile load_array(const std::string& path, const std::string& key = "");
 
 // A data set from two arrays with one row per sample: x [N, ...] (features, flattened to [N, F]; a [N]
 // array is one feature) and y [N] or [N, 1] labels for classification (whole numbers in 0..99999, of any
 // element type), or [N] or [N, T] targets for regression. Features and targets must be finite. The features
 // are named "x0", "x1", ... (the columns of the run's test.csv, which predict and evaluate read).
 // SpecError(file_for_errors, where, ...) when the two disagree on N, or from the files' own checks.
+// `x_key` and `y_key` pick the arrays of .npz files (empty: a file's only array).
 Dataset load_array_dataset(const std::string& x_path, const std::string& y_path, bool classification,
-                           const std::string& file_for_errors, const std::string& where);
+                           const std::string& file_for_errors, const std::string& where, const std::string& x_key = "",
+                           const std::string& y_key = "");
 
 }  // namespace tctl

@@ -130,7 +130,8 @@ Dataset load_config_data(const TrainConfig& c, const Sequential& net, const std:
     options.named_labels = !run_classes->empty();
     options.classes = *run_classes;
   }
-  if (!c.data.x.empty()) return load_array_dataset(c.data.x, c.data.y, classification, c.file, "data");
+  if (!c.data.x.empty())
+    return load_array_dataset(c.data.x, c.data.y, classification, c.file, "data", c.data.x_key, c.data.y_key);
   if (!c.data.csv.empty())
     return load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
   if (c.data.images.empty()) return load_builtin(c.data.dataset, c.seed, c.file, "data");

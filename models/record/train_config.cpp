@@ -45,6 +45,8 @@ nlohmann::json DataConfig::to_json() const {
   if (!x.empty()) {
     j["x"] = x;
     j["y"] = y;
+    if (!x_key.empty()) j["x_key"] = x_key;
+    if (!y_key.empty()) j["y_key"] = y_key;
   }
   if (!images.empty()) {
     j["label"] = label;
@@ -268,6 +270,8 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
         *path = resolved(r.string(key), rules);
         if (rules.check_files && !is_regular_file(*path)) r.fail(key, not_regular_file_message("data file", *path));
       }
+      d.x_key = r.string("x_key", "");
+      d.y_key = r.string("y_key", "");
     }
     if (r.has("images")) {
       parse_images(r, rules, d);

@@ -24,7 +24,8 @@ namespace tctl {
 struct DataConfig {
   std::string dataset;  // built-in name, or empty when `csv` or `x` is set
   std::string csv;      // resolved path of a CSV file
-  std::string x, y;     // resolved paths of array files (.npy or IDX; models/data/arrays.h): features, labels
+  std::string x, y;     // resolved paths of array files (.npy, .npz or IDX; models/data/arrays.h): features, labels
+  std::string x_key, y_key;  // the arrays of .npz files to read; empty: a file's only array
   std::string label = "label";
   bool header = true;  // false: the CSV has no header row; columns are named "1", "2", ...
   double test_split = 0.2;

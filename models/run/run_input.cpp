@@ -15,6 +15,7 @@
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
 #include "models/data/images.h"
+#include "models/data/zip_archive.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
 #include "models/record/prepared_data.h"
@@ -146,7 +147,7 @@ bool is_array_file(const std::string& path) {
   in.read(head, sizeof head);
   const auto got = static_cast<std::size_t>(in.gcount());
   return (got == 6 && std::string_view(head, 6) == std::string_view("\x93NUMPY", 6)) ||
-         (got >= 4 && head[0] == 0 && head[1] == 0);
+         (got >= 4 && head[0] == 0 && head[1] == 0) || looks_like_zip(std::string_view(head, got));
 }
 
 // An array of rows of features for the run: [N, ...], each row flattened to the run's features, in order.

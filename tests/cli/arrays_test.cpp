@@ -81,6 +81,34 @@ TEST_SUITE("arrays") {
                       {"narrow.npy: header: rows of 63 elements (shape (2, 63)), but the model takes 64 features"});
   }
 
+  TEST_CASE("a .npz file of MNIST's layout: x_key and y_key pick its arrays; predict takes a one-array .npz") {
+    TempDir d;
+    if (run_shell_command("/usr/bin/python3 -c 'import numpy'", d.path()).status != 0) {
+      MESSAGE("/usr/bin/python3 has no numpy: .npz files are not written here");
+      return;
+    }
+    const CommandResult made = run_shell_command(
+        "/usr/bin/python3 -c \"import numpy as np; r = np.loadtxt('" + source_path("configs/data/digits.csv").string() +
+            "', delimiter=',', skiprows=1); np.savez_compressed('digits.npz', x_train=r[:, :64].reshape(-1, 8, 8)"
+            ".astype('uint8'), y_train=r[:, 64].astype('uint8')); np.savez('rows.npz', r[:7, :64])\"",
+        d.path());
+    REQUIRE_MESSAGE(made.status == 0, made.out);
+    d.write("config.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() +
+                               R"(", "data": {"x": "digits.npz", "y": "digits.npz", "x_key": "x_train",
+                               "y_key": "y_train"}, "epochs": 8, "seed": 3})");
+    CommandResult r = run_tensorctl("train config.json --quiet --output run", d.path());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    CHECK(read_json(d / "run/summary.json").at("test").at("accuracy").get<double>() >= 0.9);
+    CHECK(read_json(d / "run/summary.json").at("config").at("data").at("x_key") == "x_train");
+    CommandResult p = run_tensorctl("predict --run run --input rows.npz", d.path());
+    REQUIRE_MESSAGE(p.status == 0, p.err);
+    CHECK(split_lines(p.out).size() == 8);
+    d.write("config.json", R"({"model": ")" + source_path("configs/models/digits_mlp.json").string() +
+                               R"(", "data": {"x": "digits.npz", "y": "digits.npz"}})");
+    expect_user_error(d, "train config.json --output run2",
+                      {"digits.npz: a .npz file of 2 arrays (x_train, y_train): name the one to read"});
+  }
+
   TEST_CASE("arrays that disagree, or a file that is no array, are refused naming the place") {
     TempDir d;
     write_digits(d, 40);
@@ -89,7 +117,7 @@ TEST_SUITE("arrays") {
     expect_user_error(d, "train config.json --output run", {"config.json: data: x (", "has 40 rows, y (", "has 10"});
     d.write("text_y.npy", "0\n1\n");
     d.write("config.json", config("text_y.npy"));
-    expect_user_error(d, "train config.json --output run", {"text_y.npy: header: neither a NumPy .npy file"});
+    expect_user_error(d, "train config.json --output run", {"text_y.npy: header: neither a NumPy .npy or .npz file"});
     d.write("config.json", R"({"model": "m.json", "data": {"x": "digits_x.npy"}})");
     d.write("m.json", R"({"input_shape": [64], "layers": [{"type": "Dense", "units": 10}]})");
     expect_user_error(d, "train config.json --output run", {"config.json: data: \"x\" needs \"y\""});

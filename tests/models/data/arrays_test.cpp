@@ -81,7 +81,8 @@ TEST_CASE("an IDX file gives its shape and its big-endian elements") {
 TEST_CASE("a malformed array file is refused with the file and the place") {
   const std::string floats = raw(std::vector<float>{1, 2});
   check_refused("", "header", "the file is empty");
-  check_refused("PK\x03\x04 a zip", "header", "neither a NumPy .npy file");
+  check_refused("PK\x03\x04 a zip", "", "not a zip archive libzip can read");
+  check_refused("P4\n1 1\n", "header", "neither a NumPy .npy or .npz file nor an IDX file");
   check_refused(std::string("\x93NUMPY\x01", 7), "header", "preamble");
   check_refused(npy("<f4", "(2,)", floats, 4), "header", "version 4.0");
   check_refused(npy("<f4", "(3,)", floats), "header", "needs 12 bytes of elements, the file has 8");
@@ -178,6 +179,59 @@ TEST_CASE("arrays written by NumPy's own np.save read back element for element")
   check_refused(std::string(), "header", "empty");
   const SpecError e = catch_spec_error([&] { (void)load_array(dir + "/np_fortran.npy"); });
   CHECK(std::string(e.what()).find("fortran_order is True") != std::string::npos);
+}
+
+TEST_CASE(".npz files as NumPy's np.savez and np.savez_compressed write them: arrays by key") {
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+    MESSAGE("/usr/bin/python3 has no numpy: .npz files are not checked");
+    return;
+  }
+  const std::string dir = testing::scratch_dir().string();
+  const std::string script =
+      "import numpy as np, zipfile\n"
+      "a = np.arange(12).reshape(3, 4)\n"
+      "np.savez('" +
+      dir +
+      "/stored.npz', x_train=a.astype('float32'), y_train=np.array([0, 1, 1], 'uint8'))\n"
+      "np.savez_compressed('" +
+      dir +
+      "/deflated.npz', x=a.astype('int64'), y=np.array([2.5, 1, 0]))\n"
+      "np.savez('" +
+      dir +
+      "/single.npz', a)\n"
+      "with zipfile.ZipFile('" +
+      dir + "/text.npz', 'w') as z: z.writestr('x.npy', 'not an array')\n";
+  REQUIRE(std::system(("/usr/bin/python3 -c \"" + script + "\"").c_str()) == 0);
+  const ArrayFile x = load_array(dir + "/stored.npz", "x_train");
+  CHECK(x.shape == std::vector<std::int64_t>{3, 4});
+  CHECK(x.values[11] == 11.0f);
+  CHECK(load_array(dir + "/stored.npz", "y_train").values == std::vector<float>{0, 1, 1});
+  CHECK(load_array(dir + "/deflated.npz", "x").values[7] == 7.0f);
+  CHECK(load_array(dir + "/deflated.npz", "y").values == std::vector<float>{2.5f, 1, 0});
+  CHECK(load_array(dir + "/single.npz").shape == std::vector<std::int64_t>{3, 4});  // np.savez's arr_0
+  const Dataset d =
+      load_array_dataset(dir + "/stored.npz", dir + "/stored.npz", true, "c.json", "data", "x_train", "y_train");
+  CHECK(d.size() == 3);
+  CHECK(d.num_classes == 2);
+  auto refused = [&](const std::string& file, const std::string& key, const std::string& fragment) {
+    CAPTURE(fragment);
+    const SpecError e = catch_spec_error([&] { (void)load_array(dir + "/" + file, key); });
+    CHECK_MESSAGE(std::string(e.what()).find(fragment) != std::string::npos, e.what());
+  };
+  refused("stored.npz", "", "a .npz file of 2 arrays (x_train, y_train): name the one to read");
+  refused("stored.npz", "x", "no array \"x\" in this .npz file (it holds: x_train, y_train)");
+  refused("text.npz", "x", "(x.npy): header: a .npz member that is no .npy array");
+  // A stored member's bytes changed after the fact: its CRC no longer matches.
+  std::ifstream in(dir + "/stored.npz", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  bytes[bytes.find("\x93NUMPY") + 130] ^= 0x55;  // an element, past the 128-byte header
+  const SpecError e = catch_spec_error([&] { (void)decode_array(bytes, "bad.npz", "x_train"); });
+  CHECK(e.file() == "bad.npz");
+  CHECK(e.where() == "x_train.npy");
+  CHECK_MESSAGE(std::string(e.what()).find("damaged") != std::string::npos, e.what());
+  const SpecError npy_key =
+      catch_spec_error([&] { (void)decode_array(npy("<f4", "(1,)", raw(std::vector<float>{1})), "a.npy", "x"); });
+  CHECK(std::string(npy_key.what()).find("only a .npz file holds named arrays") != std::string::npos);
 }
 
 }  // namespace
