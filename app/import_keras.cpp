@@ -1,11 +1,12 @@
-// tensorctl import-keras FILE.json [-o SPEC.json]: converts a Keras Sequential model's to_json() architecture
-// into a tensorctl model spec, printed to stdout or written to SPEC.json.
+// tensorctl import-keras FILE.json|FILE.keras [-o SPEC.json]: converts a Keras Sequential model's architecture
+// (to_json(), or a .keras file's config.json) into a tensorctl model spec, printed to stdout or written to SPEC.json.
 #include <cstdio>
 #include <filesystem>
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "core/errors.h"
+#include "models/data/zip_archive.h"
 #include "models/io/atomic_file.h"
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
@@ -38,17 +39,41 @@ nlohmann::ordered_json readable(const nlohmann::json& spec) {
   return out;
 }
 
+// A Keras model's architecture, from a to_json() file or a Keras 3 .keras archive (its config.json), and the
+// name its errors give the place by: the file, or "m.keras (config.json)".
+struct KerasFile {
+  nlohmann::json config;
+  std::string place;
+};
+
+KerasFile read_keras_file(const std::string& path) {
+  std::string head(4, '\0');
+  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
+    head.resize(std::fread(head.data(), 1, head.size(), in));
+    std::fclose(in);
+  }
+  if (!looks_like_zip(head)) return {parse_json_file(path), path};
+  const ZipArchive zip(path);
+  if (!zip.contains("config.json"))
+    throw SpecError(path, "", "a zip archive without config.json: not a Keras 3 .keras file");
+  // A model's config is kilobytes; this bounds what a forged archive can make us inflate.
+  constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 20;
+  const std::string place = path + " (config.json)";
+  return {parse_json_text(zip.read("config.json", kMaxConfigBytes), place), place};
+}
+
 int run_import_keras(const ImportKerasFlags& f) {
   if (!f.output.empty()) check_output_path(f.output, "--output");
   check_output_keeps_inputs(f.output, "--output", {f.input});
 
-  const nlohmann::json doc = parse_json_file(f.input);
-  const nlohmann::json spec = keras_to_spec(doc, f.input, keras_layer_mappings());
+  const KerasFile keras = read_keras_file(f.input);
+  const nlohmann::json& doc = keras.config;
+  const nlohmann::json spec = keras_to_spec(doc, keras.place, keras_layer_mappings());
   // A spec we write must load: shapes and sizes are checked as `summary` would, without allocating weights.
   try {
     Sequential::check(spec, f.input, "");
   } catch (const SpecError& e) {
-    throw SpecError(f.input, "the converted spec's " + e.where(), e.message());
+    throw SpecError(keras.place, "the converted spec's " + e.where(), e.message());
   }
   const std::string text = readable(spec).dump(2) + "\n";
   if (f.output.empty())
@@ -63,7 +88,8 @@ int run_import_keras(const ImportKerasFlags& f) {
 }
 
 void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
-  cmd.add_option("file", flags.input, "Keras architecture JSON, Keras 2 (tf.keras) or Keras 3")
+  cmd.add_option("file", flags.input,
+                 "Keras architecture JSON (model.to_json()), Keras 2 (tf.keras) or Keras 3, or a Keras 3 .keras file")
       ->required()
       ->check(non_empty("a Keras model JSON file"));
   cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout")->check(output_path());
@@ -72,9 +98,9 @@ void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
 }  // namespace
 
 Command add_import_keras_command(CLI::App& app) {
-  return add_command<ImportKerasFlags>(app, "import-keras",
-                                       "Convert a Keras Sequential model's JSON (model.to_json()) into a model spec",
-                                       define_flags, run_import_keras);
+  return add_command<ImportKerasFlags>(
+      app, "import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) or .keras file into a model spec",
+      define_flags, run_import_keras);
 }
 
 }  // namespace tctl::app

@@ -39,10 +39,10 @@ mkdir -p "$dir/logs"
 
 # Longest input per harness: 64 KB of JSON, 16 KB of CSV or safetensors; far past every seed, short enough to stay
 # fast.
-declare -A max_len=([spec_reader]=65536 [keras_import]=65536 [train_config]=65536 [run_summary]=65536 [csv]=16384 [safetensors]=16384 [checkpoint]=16384 [predict_input]=16384 [run_history]=16384 [arrays]=16384 [text_vectorize]=16384)
+declare -A max_len=([spec_reader]=65536 [keras_import]=65536 [train_config]=65536 [run_summary]=65536 [csv]=16384 [safetensors]=16384 [checkpoint]=16384 [predict_input]=16384 [run_history]=16384 [arrays]=16384 [text_vectorize]=16384 [images]=65536)
 failed=()
 total=0
-for name in spec_reader keras_import train_config run_summary csv safetensors checkpoint predict_input run_history arrays text_vectorize; do
+for name in spec_reader keras_import train_config run_summary csv safetensors checkpoint predict_input run_history arrays text_vectorize images; do
   bin="$dir/${name}_fuzz"
   corpus="$dir/corpus/$name"
   artifacts="$dir/artifacts/$name/"

@@ -383,6 +383,11 @@ std::int64_t per_row(const ArrayFile& a, const std::string& path) {
 
 }  // namespace
 
+bool looks_like_array_file(std::string_view head) {
+  return head.starts_with(std::string_view("\x93NUMPY", 6)) || looks_like_zip(head) ||
+         (head.size() >= 4 && head[0] == 0 && head[1] == 0);
+}
+
 ArrayFile decode_array(std::string_view bytes, const std::string& file, const std::string& key) {
   if (looks_like_zip(bytes)) return decode_npz(bytes, file, key);
   if (!key.empty())

@@ -32,6 +32,10 @@ struct ArrayFile {
   std::string type;                 // "uint8", "float64", ...: for messages
 };
 
+// Whether `head` (a file's first bytes, six or more when the file has them) begins as an array file does:
+// .npy's magic, a zip archive's (.npz), or IDX's two zero bytes, which no CSV text holds.
+bool looks_like_array_file(std::string_view head);
+
 // The array held in `bytes` (a whole .npy, .npz or IDX file); `file` names it in errors. `key` picks the array
 // of a .npz file (np.savez's keyword: "x_train"); empty, its only array. Only a .npz file takes a key.
 ArrayFile decode_array(std::string_view bytes, const std::string& file, const std::string& key = "");

@@ -48,10 +48,10 @@ std::uint8_t gray_of(const std::uint8_t* rgb) {
 }
 
 void check_size(std::int64_t height, std::int64_t width, const std::string& file) {
-  if (height < 1 || width < 1 || height > kMaxImageSide || width > kMaxImageSide)
-    throw SpecError(
-        file, "",
-        fmt::format("an image of {} x {} pixels; at most {} on a side are read", width, height, kMaxImageSide));
+  if (height < 1 || width < 1 || height > kMaxImageSide || width > kMaxImageSide || height * width > kMaxImagePixels)
+    throw SpecError(file, "",
+                    fmt::format("an image of {} x {} pixels; at most {} on a side and {} in all are read", width,
+                                height, kMaxImageSide, kMaxImagePixels));
 }
 
 // `rgba` (4 channels, or 2 for gray and alpha when `gray_source`) into `image`'s channels, alpha dropped.
@@ -148,8 +148,9 @@ bool decode_jpeg_raw(const unsigned char* data, std::size_t size, JpegOutput out
   std::uint8_t* out = output.allocate(output.context, info.output_width, info.output_height, info.output_components);
   if (out == nullptr) {
     jpeg_destroy_decompress(&info);
-    std::snprintf(error->message, sizeof error->message, "an image of %u x %u pixels; at most %lld on a side are read",
-                  info.output_width, info.output_height, static_cast<long long>(kMaxImageSide));
+    std::snprintf(error->message, sizeof error->message,
+                  "an image of %u x %u pixels; at most %lld on a side and %lld in all are read", info.output_width,
+                  info.output_height, static_cast<long long>(kMaxImageSide), static_cast<long long>(kMaxImagePixels));
     return false;
   }
   const std::size_t stride =
@@ -170,7 +171,9 @@ DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string
   JpegOutput output{
       [](void* c, JDIMENSION width, JDIMENSION height, int components) -> std::uint8_t* {
         auto* ctx = static_cast<Context*>(c);
-        if (width > kMaxImageSide || height > kMaxImageSide) return nullptr;
+        if (width > kMaxImageSide || height > kMaxImageSide ||
+            static_cast<std::int64_t>(width) * height > kMaxImagePixels)
+          return nullptr;
         ctx->image.width = width;
         ctx->image.height = height;
         ctx->image.channels = components;

@@ -39,9 +39,11 @@ struct ImageOptions {
 // The column of image paths in a run's test.csv, and in the CSV predict and evaluate take for an image run.
 inline constexpr std::string_view kImagePathColumn = "path";
 
-// The largest side an image may have before it is decoded: past it a file is refused rather than given
-// gigabytes (a PNG header may claim 2^31 rows).
-inline constexpr std::int64_t kMaxImageSide = 16384;
+// The largest side, and the most pixels, an image may have before it is decoded: past them a file is refused
+// rather than given gigabytes (a PNG header may claim 2^31 rows). 2^26 pixels is an 8192 x 8192 image, a
+// 67-megapixel photo, which decodes in 256 MB.
+inline constexpr std::int64_t kMaxImageSide = 32768;
+inline constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 26;
 
 // A decoded image: 8-bit samples, [height, width, channels] row-major, channels 1 or 3.
 struct DecodedImage {
@@ -56,7 +58,7 @@ bool looks_like_image(std::string_view bytes);
 bool has_image_extension(const std::string& path);
 
 // Decodes a whole PNG or JPEG file into `channels` channels (1 or 3). SpecError(file, "", ...) for a file that
-// is neither, is damaged, or is larger than kMaxImageSide.
+// is neither, is damaged, or is larger than kMaxImageSide or kMaxImagePixels.
 DecodedImage decode_image(std::string_view bytes, int channels, const std::string& file);
 
 // `image` resized to options' height and width (channels must match) into `out`, options.features() floats.

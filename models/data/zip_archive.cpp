@@ -36,6 +36,21 @@ ZipArchive::ZipArchive(std::string_view bytes, std::string file) : file_(std::mo
     zip_source_free(source);
     throw SpecError(file_, "", "not a zip archive libzip can read: " + error_text(&error));
   }
+  list_members();
+}
+
+ZipArchive::ZipArchive(const std::string& path) : file_(path) {
+  int code = 0;
+  zip_ = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
+  if (zip_ == nullptr) {
+    zip_error_t error;
+    zip_error_init_with_code(&error, code);
+    throw SpecError(file_, "", "not a zip archive libzip can read: " + error_text(&error));
+  }
+  list_members();
+}
+
+void ZipArchive::list_members() {
   const zip_int64_t n = zip_get_num_entries(archive(zip_), 0);
   for (zip_int64_t i = 0; i < n; ++i) {
     const char* name = zip_get_name(archive(zip_), static_cast<zip_uint64_t>(i), ZIP_FL_ENC_RAW);

@@ -14,6 +14,8 @@ class ZipArchive {
   // Reads the archive's directory from `bytes`, which must outlive the archive; `file` names it in errors.
   // SpecError(file, "", ...) when the bytes are no zip archive libzip can read.
   ZipArchive(std::string_view bytes, std::string file);
+  // Reads the archive's directory from the file at `path`, whose members are then read from the file as asked.
+  explicit ZipArchive(const std::string& path);
   ~ZipArchive();
   ZipArchive(const ZipArchive&) = delete;
   ZipArchive& operator=(const ZipArchive&) = delete;
@@ -29,6 +31,8 @@ class ZipArchive {
   void* zip_ = nullptr;  // zip_t*, kept out of this header
   std::string file_;
   std::vector<std::string> names_;
+
+  void list_members();
 };
 
 // Whether `bytes` begin as a zip archive does (a local file header, or the end record of an empty archive).

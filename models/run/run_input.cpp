@@ -15,7 +15,6 @@
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
 #include "models/data/images.h"
-#include "models/data/zip_archive.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
 #include "models/record/prepared_data.h"
@@ -138,17 +137,17 @@ Tensor table_features(const LoadedRun& run, const CsvTable& table, const std::ve
   return x;
 }
 
-// Whether the file at `path` begins as an array file does (models/data/arrays.h): .npy's magic, or IDX's two
-// zero bytes, which no CSV text holds.
-bool is_array_file(const std::string& path) {
-  if (path == "-") return false;
+// The first bytes of the file at `path` (at most 16); none for standard input, which is read once, as CSV.
+std::string file_head(const std::string& path) {
+  if (path == "-") return "";
   std::ifstream in(path, std::ios::binary);
-  char head[6] = {};
+  char head[16] = {};
   in.read(head, sizeof head);
-  const auto got = static_cast<std::size_t>(in.gcount());
-  return (got == 6 && std::string_view(head, 6) == std::string_view("\x93NUMPY", 6)) ||
-         (got >= 4 && head[0] == 0 && head[1] == 0) || looks_like_zip(std::string_view(head, got));
+  return std::string(head, static_cast<std::size_t>(in.gcount()));
 }
+
+// Whether the file at `path` is an array file (models/data/arrays.h), by its first bytes.
+bool is_array_file(const std::string& path) { return looks_like_array_file(file_head(path)); }
 
 // An array of rows of features for the run: [N, ...], each row flattened to the run's features, in order.
 RunInput read_array_input(const LoadedRun& run, const std::string& path, const std::vector<std::string>& keep_columns) {
@@ -229,14 +228,6 @@ RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
   return in;
 }
 
-// The first bytes of the file at `path` (at most 16).
-std::string file_head(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[16] = {};
-  in.read(head, sizeof head);
-  return std::string(head, static_cast<std::size_t>(in.gcount()));
-}
-
 // Input for a run trained on images: a folder (every image under it), one image file, or a CSV with a "path"
 // column (paths relative to the CSV's folder; a label column is optional), as the run's test.csv is. Each
 // row's path comes first in the output.
@@ -249,7 +240,7 @@ RunInput read_image_input(const LoadedRun& run, const std::string& path, const s
   if (std::filesystem::is_directory(path, ec)) {
     paths = list_images(path);
     if (paths.empty()) throw SpecError(path, "", "no .png, .jpg or .jpeg file in this folder or below it");
-  } else if (path != "-" && looks_like_image(file_head(path))) {
+  } else if (looks_like_image(file_head(path))) {
     paths = {path};
   } else {
     CsvOptions options = run_csv_options(run, path, keep_columns);

@@ -48,6 +48,33 @@ TEST_SUITE("import_keras") {
     CHECK(parse_json(summary.out).at("total_params") == 243);
   }
 
+  TEST_CASE("a Keras 3 .keras archive: its config.json is the architecture read") {
+    TempDir d;
+    if (run_shell_command("python3 -c 'import zipfile'", d.path()).status != 0) return;
+    // The members Keras 3's saving_lib writes, in its order; only config.json is read, weights are not yet.
+    const std::string script =
+        "import zipfile\n"
+        "with zipfile.ZipFile('m.keras', 'w', zipfile.ZIP_DEFLATED) as z:\n"
+        "    z.writestr('metadata.json', '{\"keras_version\": \"3.3.3\"}')\n"
+        "    z.write(" +
+        quoted(source_path("tests/data/keras/mlp_keras3.json")) +
+        ", 'config.json')\n"
+        "    z.writestr('model.weights.h5', b'')\n"
+        "with zipfile.ZipFile('nothing.keras', 'w') as z:\n"
+        "    z.writestr('metadata.json', '{}')\n";
+    d.write("make.py", script);
+    REQUIRE(run_shell_command("python3 make.py", d.path()).status == 0);
+    CommandResult json = run_tensorctl("import-keras " + keras_path("mlp_keras3.json"), d.path());
+    CommandResult archive = run_tensorctl("import-keras m.keras", d.path());
+    REQUIRE_MESSAGE(archive.status == 0, archive.err);
+    CHECK(archive.out == json.out);
+    CHECK(archive.err.starts_with("converted "));
+    expect_user_error(d, "import-keras nothing.keras",
+                      {"nothing.keras: a zip archive without config.json: not a Keras 3 .keras file"});
+    d.write("broken.keras", std::string("PK\x03\x04", 4) + "not really a zip");
+    expect_user_error(d, "import-keras broken.keras", {"broken.keras: not a zip archive libzip can read"});
+  }
+
   TEST_CASE("summary reads a Keras file directly") {
     TempDir d;
     CommandResult r = run_tensorctl("summary --json " + keras_path("mlp_keras3.json"), d.path());

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include <doctest/doctest.h>
 
@@ -90,13 +91,22 @@ TEST_SUITE("images") {
     const std::string jpeg = jpeg_file(8, 8, 1, solid(8, 8, {1}));
     testing::check_spec_error([&] { (void)decode_image(jpeg.substr(0, 30), 1, "cut.jpg"); }, "cut.jpg", "",
                               {"a JPEG file libjpeg cannot read"});
-    // A header that claims 20,000 columns is refused before anything is allocated for them.
-    std::string wide = file;
-    wide[16] = 0;
-    wide[17] = 0;
-    wide[18] = 0x4e;
-    wide[19] = 0x20;
-    CHECK_THROWS_AS(decode_image(wide, 1, "wide.png"), SpecError);
+    // A header that claims 40,000 columns, or 10,000 x 10,000 pixels, is refused before anything is allocated.
+    auto claim = [&](std::uint32_t width, std::uint32_t height) {
+      std::string forged = file;
+      for (int b = 0; b < 4; ++b) {
+        forged[static_cast<std::size_t>(16 + b)] = static_cast<char>((width >> (24 - 8 * b)) & 0xff);
+        forged[static_cast<std::size_t>(20 + b)] = static_cast<char>((height >> (24 - 8 * b)) & 0xff);
+      }
+      // The IHDR chunk's CRC, over its type and data (bytes 12 to 28), so libpng reads the forged size.
+      const auto crc = static_cast<std::uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(forged.data() + 12), 17));
+      for (int b = 0; b < 4; ++b)
+        forged[static_cast<std::size_t>(29 + b)] = static_cast<char>((crc >> (24 - 8 * b)) & 0xff);
+      return forged;
+    };
+    for (const auto& [w, h] : {std::pair{40000u, 4u}, std::pair{10000u, 10000u}})
+      testing::check_spec_error([&] { (void)decode_image(claim(w, h), 1, "big.png"); }, "big.png", "",
+                                {"pixels; at most 32768 on a side and 67108864 in all are read"});
   }
 
   TEST_CASE("bilinear resizing as tf.image.resize: half-pixel centres, edges clamped") {
