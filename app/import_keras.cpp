@@ -6,11 +6,11 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "core/errors.h"
-#include "models/data/zip_archive.h"
 #include "models/io/atomic_file.h"
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
+#include "models/record/keras_model_file.h"
 #include "models/run/output_check.h"
 
 namespace tctl::app {
@@ -39,34 +39,11 @@ nlohmann::ordered_json readable(const nlohmann::json& spec) {
   return out;
 }
 
-// A Keras model's architecture, from a to_json() file or a Keras 3 .keras archive (its config.json), and the
-// name its errors give the place by: the file, or "m.keras (config.json)".
-struct KerasFile {
-  nlohmann::json config;
-  std::string place;
-};
-
-KerasFile read_keras_file(const std::string& path) {
-  std::string head(4, '\0');
-  if (std::FILE* in = std::fopen(path.c_str(), "rb")) {
-    head.resize(std::fread(head.data(), 1, head.size(), in));
-    std::fclose(in);
-  }
-  if (!looks_like_zip(head)) return {parse_json_file(path), path};
-  const ZipArchive zip(path);
-  if (!zip.contains("config.json"))
-    throw SpecError(path, "", "a zip archive without config.json: not a Keras 3 .keras file");
-  // A model's config is kilobytes; this bounds what a forged archive can make us inflate.
-  constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 20;
-  const std::string place = path + " (config.json)";
-  return {parse_json_text(zip.read("config.json", kMaxConfigBytes), place), place};
-}
-
 int run_import_keras(const ImportKerasFlags& f) {
   if (!f.output.empty()) check_output_path(f.output, "--output");
   check_output_keeps_inputs(f.output, "--output", {f.input});
 
-  const KerasFile keras = read_keras_file(f.input);
+  const KerasModelFile keras = read_keras_model_file(f.input);
   const nlohmann::json& doc = keras.config;
   const nlohmann::json spec = keras_to_spec(doc, keras.place, keras_layer_mappings());
   // A spec we write must load: shapes and sizes are checked as `summary` would, without allocating weights.
@@ -89,7 +66,8 @@ int run_import_keras(const ImportKerasFlags& f) {
 
 void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
   cmd.add_option("file", flags.input,
-                 "Keras architecture JSON (model.to_json()), Keras 2 (tf.keras) or Keras 3, or a Keras 3 .keras file")
+                 "Keras architecture JSON (model.to_json()), Keras 2 (tf.keras) or Keras 3, a Keras 3 .keras file or a "
+                 "legacy whole-model .h5 file")
       ->required()
       ->check(non_empty("a Keras model JSON file"));
   cmd.add_option("-o,--output", flags.output, "Write the spec to this file instead of stdout")->check(output_path());
@@ -98,9 +76,9 @@ void define_flags(CLI::App& cmd, ImportKerasFlags& flags) {
 }  // namespace
 
 Command add_import_keras_command(CLI::App& app) {
-  return add_command<ImportKerasFlags>(
-      app, "import-keras", "Convert a Keras Sequential model's JSON (model.to_json()) or .keras file into a model spec",
-      define_flags, run_import_keras);
+  return add_command<ImportKerasFlags>(app, "import-keras",
+                                       "Convert a Keras Sequential model (to_json(), .keras, .h5) into a model spec",
+                                       define_flags, run_import_keras);
 }
 
 }  // namespace tctl::app

@@ -126,6 +126,7 @@ const char* stop_text(int sig) {
 // "10 epochs", or after a resume "epochs 6-10 (resumed)"; an early stop shows where it stopped.
 std::string epochs_text(const TrainOutcome& out) {
   const std::int64_t last = out.last_epoch ? out.last_epoch->epoch : 0;
+  if (last == 0) return "0 epochs (its starting weights, evaluated and saved)";
   if (out.first_epoch > last) return "no more epochs (the run had already trained " + std::to_string(last) + ")";
   if (out.first_epoch > 1) return fmt::format("epochs {}-{} (resumed)", out.first_epoch, last);
   return fmt::format("{} epochs", last);
@@ -238,7 +239,9 @@ int run_train(const TrainFlags& f) {
 
 void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_option("config", flags.config, "Train config (JSON)")->required()->check(non_empty("a train config"));
-  cmd.add_option("--epochs", flags.epochs, "Override the number of epochs")->check(positive_integer());
+  cmd.add_option("--epochs", flags.epochs,
+                 "Override the number of epochs (0: train no step; evaluate and save the starting weights)")
+      ->check(non_negative_integer());
   cmd.add_option("--batch-size", flags.batch_size, "Override the batch size")->check(positive_integer());
   cmd.add_option("--seed", flags.seed, "Override the seed")->check(non_negative_integer());
   cmd.add_option("--inter-op-threads", flags.inter_op, "Threads running independent graph nodes (0: one per core)")

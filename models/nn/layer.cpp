@@ -45,6 +45,12 @@ const KerasLayerMappings& keras_layer_mappings() {
   return mappings;
 }
 
+std::vector<Layer::KerasWeight> Layer::keras_weights() const {
+  std::vector<KerasWeight> out;
+  for (std::size_t i = 0; i < variables_.size(); ++i) out.push_back({"vars/" + std::to_string(i)});
+  return out;
+}
+
 std::int64_t Layer::param_count() const {
   std::int64_t n = 0;
   for (const auto& v : variables_) n += v->shape().num_elements();

@@ -62,6 +62,17 @@ class Layer {
   // default refuses: SpecError("model.json", name(), "ONNX export has no form for layer type ...").
   virtual std::string to_onnx(OnnxWriter& w, const std::string& x) const;
 
+  // Where Keras 3 keeps each of variables(), in order, inside the layer's group of a .keras file's
+  // model.weights.h5 ("vars/0", "cell/vars/1", ...; keras/src/saving/saving_lib.py names the groups by
+  // attribute), and whether the stored array may have another shape of the same elements in the same order
+  // (KerasHub's attention kernels are [hidden, heads, head width] where ours are [hidden, hidden]). The
+  // default, "vars/i" with the shape kept, is every layer whose variables are Keras' own in Keras' order.
+  struct KerasWeight {
+    std::string path;
+    bool any_shape = false;
+  };
+  virtual std::vector<KerasWeight> keras_weights() const;
+
   // Variables in a fixed order (kernel before bias); checkpoints name them "<layer>/<variable>".
   const std::vector<std::shared_ptr<Variable>>& variables() const { return variables_; }
   std::int64_t param_count() const;

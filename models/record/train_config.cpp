@@ -15,6 +15,7 @@
 #include "models/io/spec_reader.h"
 #include "models/nn/layer.h"
 #include "models/nn/losses.h"
+#include "models/record/keras_model_file.h"
 
 namespace tctl {
 
@@ -299,7 +300,13 @@ void parse_model(SpecReader& top, const PathRules& rules, TrainConfig& c) {
     c.model_file = resolved(model.get<std::string>(), rules);
     // Named from the config, so the message says which reference is broken.
     if (!is_regular_file(c.model_file)) top.fail("model", not_regular_file_message("model file", c.model_file));
-    c.model_spec = model_spec_from(parse_json_file(c.model_file), c.model_file);
+    if (is_keras_archive_or_h5(c.model_file)) {
+      const KerasModelFile keras = read_keras_model_file(c.model_file);
+      c.model_spec = keras_to_spec(keras.config, keras.place, keras_layer_mappings());
+      c.keras_weights = c.model_file;
+    } else {
+      c.model_spec = model_spec_from(parse_json_file(c.model_file), c.model_file);
+    }
     c.model_path = "";
   } else if (model.is_object()) {
     c.model_spec = model;
@@ -332,7 +339,8 @@ int thread_count(SpecReader& r, const std::string& key) {
 
 // The keys after the metrics, in the order of to_json().
 void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
-  c.epochs = top.positive_int("epochs", 10);
+  // 0: no training step; the run evaluates and saves its starting weights (a Keras file's, say).
+  c.epochs = top.non_negative_int("epochs", 10);
   c.batch_size = top.positive_int("batch_size", 32);
   c.prefetch = top.non_negative_int("prefetch", 2);
   if (c.prefetch > 64) top.fail("prefetch", "at most 64 batches ahead, got " + std::to_string(c.prefetch));
@@ -458,6 +466,16 @@ nlohmann::json model_spec_from(const nlohmann::json& doc, const std::string& fil
 }
 
 TrainConfig load_model_file(const std::string& path) {
+  if (is_keras_archive_or_h5(path)) {
+    const KerasModelFile keras = read_keras_model_file(path);
+    TrainConfig c;
+    c.file = path;
+    c.model_file = path;
+    c.model_spec = keras_to_spec(keras.config, keras.place, keras_layer_mappings());
+    c.metrics = {"accuracy"};
+    c.spec_only = true;
+    return c;
+  }
   const nlohmann::json doc = parse_json_file(path);
   if (classify_model_file(doc) == ModelFileKind::kTrainConfig) return TrainConfig::from_json(doc, path);
   TrainConfig c;

@@ -81,6 +81,9 @@ struct TrainConfig {
   nlohmann::json model_spec;  // the model spec object
   std::string model_file;     // the file the spec came from (the config itself when inline)
   std::string model_path;     // JSON path of the spec inside model_file ("model" when inline, "" otherwise)
+  // The Keras .keras or .h5 file the model came from, whose weights a new run starts from
+  // (models/record/keras_model_file.h); empty for a spec or a to_json() file, whose weights are initialized.
+  std::string keras_weights;
   DataConfig data;
   std::string loss = "sparse_categorical_crossentropy";
   OptimizerConfig optimizer;

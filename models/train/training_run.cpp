@@ -14,6 +14,7 @@
 #include "models/io/safetensors.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/memory_budget.h"
+#include "models/record/keras_model_file.h"
 #include "models/record/prepared_data.h"
 #include "models/train/callbacks.h"
 #include "models/train/history_log.h"
@@ -211,6 +212,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   const std::shared_ptr<MpiWorld> workers = join_workers(c);
   const bool writer = !workers || workers->rank() == 0;
   std::unique_ptr<Model> model = build_model(c, true, workers);
+  // A Keras model file's weights start a new run; a resumed one continues from its checkpoint instead.
+  if (!c.keras_weights.empty() && control.resume.empty()) load_keras_weights(c.keras_weights, model->net());
   PreparedData data = prepare_data(c, model->net());
   check_validation_monitors(c, data);
   const std::filesystem::path dir = c.output;

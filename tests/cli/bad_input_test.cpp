@@ -296,14 +296,15 @@ TEST_SUITE("bad input") {
     CHECK(r.err == "error: config.json: data.dataset: unknown dataset \"mnist\" (known: digits, iris, spirals)\n");
   }
 
-  TEST_CASE("--epochs 0 is refused") {
+  TEST_CASE("--epochs below 0 is refused") {
     Scratch s;
-    expect_user_error(s.dir, "train config.json --epochs 0", {"--epochs: expected a positive integer, got 0"});
+    expect_user_error(s.dir, "train config.json --epochs -1", {"--epochs: expected a non-negative integer, got -1"});
   }
 
   TEST_CASE("--epochs that is not a number is refused") {
     Scratch s;
-    expect_user_error(s.dir, "train config.json --epochs ten", {"--epochs: expected a positive integer, got \"ten\""});
+    expect_user_error(s.dir, "train config.json --epochs ten",
+                      {"--epochs: expected a non-negative integer, got \"ten\""});
   }
 
   TEST_CASE("thread count flag out of range") {

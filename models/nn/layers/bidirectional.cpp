@@ -40,6 +40,17 @@ class Bidirectional final : public Layer {
     for (auto& d : directions_) d->set_zero_output_for_mask(d->return_sequences());
   }
 
+  // Keras' attributes forward_layer and backward_layer, each a recurrent layer with its cell.
+  std::vector<KerasWeight> keras_weights() const override {
+    std::vector<KerasWeight> out;
+    for (int i = 0; i < 2; ++i)
+      for (KerasWeight w : directions_[static_cast<std::size_t>(i)]->keras_weights()) {
+        w.path = (i == 0 ? "forward_layer/" : "backward_layer/") + w.path;
+        out.push_back(w);
+      }
+    return out;
+  }
+
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     const std::uint64_t base = ctx.key(0x42696469ull);
     static const nlohmann::json kNoKeys = nlohmann::json::object();

@@ -21,6 +21,12 @@ class TokenAndPositionEmbedding final : public Layer {
     mask_zero_ = args.spec.boolean("mask_zero", false);
   }
 
+  // KerasHub's sub-layers token_embedding and position_embedding, one table each (a token embedding with
+  // tie_weights false would add a reverse table, which this layer does not have).
+  std::vector<KerasWeight> keras_weights() const override {
+    return {{"token_embedding/vars/0"}, {"position_embedding/vars/0"}};
+  }
+
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() != 1)
       where.fail_here("TokenAndPositionEmbedding takes a sequence of token ids, (None, steps), got " +

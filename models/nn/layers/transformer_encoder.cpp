@@ -62,6 +62,21 @@ class TransformerEncoder final : public Layer {
     causal_ = s.boolean("causal", false);
   }
 
+  // KerasHub's sub-layers, by attribute name, in build()'s order of our variables: the attention's four
+  // EinsumDense projections (kernels [hidden, heads, head width], the output's [heads, head width, hidden]:
+  // ours hold the same elements in the same order as [hidden, hidden]), the two norms, the feedforward pair.
+  std::vector<KerasWeight> keras_weights() const override {
+    std::vector<KerasWeight> out;
+    for (const char* dense : {"query_dense", "key_dense", "value_dense", "output_dense"})
+      for (const char* v : {"/vars/0", "/vars/1"})
+        out.push_back({std::string("_self_attention_layer/") + dense + v, true});
+    for (const char* norm : {"_self_attention_layer_norm", "_feedforward_layer_norm"})
+      for (const char* v : {"/vars/0", "/vars/1"}) out.push_back({std::string(norm) + v});
+    for (const char* dense : {"_feedforward_intermediate_dense", "_feedforward_output_dense"})
+      for (const char* v : {"/vars/0", "/vars/1"}) out.push_back({std::string(dense) + v});
+    return out;
+  }
+
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
     if (input.rank() != 2)
       where.fail_here("TransformerEncoder expects a sequence of shape (None, steps, hidden), got " +

@@ -21,6 +21,12 @@ class RecurrentLayer final : public Layer {
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override;
   Output call(Graph& g, Output x, bool training) override { return call_in_time(g, x, Output{}, training, false); }
+  // Keras keeps a recurrent layer's variables in its cell: kernel, recurrent_kernel, bias.
+  std::vector<KerasWeight> keras_weights() const override {
+    std::vector<KerasWeight> out = Layer::keras_weights();
+    for (KerasWeight& w : out) w.path = "cell/" + w.path;
+    return out;
+  }
   // With a mask the states carry over the padding steps, and the outputs there are zeros with
   // zero_output_for_mask (Keras').
   MaskUse mask_use() const override { return return_sequences_ ? MaskUse::kUsesAndPasses : MaskUse::kConsumes; }
