@@ -25,18 +25,18 @@ void make_files(const TempDir& d, const std::string& model) {
   REQUIRE_MESSAGE(r.status == 0, r.out);
 }
 
-const char* kConfig = R"({"model": "MODEL", "data": {"x": "x.npy", "y": "y.npy", "standardize": false,
+const char* kKerasConfig = R"({"model": "MODEL", "data": {"x": "x.npy", "y": "y.npy", "standardize": false,
                          "test_split": 0, "validation_split": 0}, "epochs": 0})";
 
-std::string config(const std::string& model) {
-  std::string c = kConfig;
+std::string keras_config(const std::string& model) {
+  std::string c = kKerasConfig;
   return c.replace(c.find("MODEL"), 5, model);
 }
 
 // Trains `model_file` for 0 epochs and compares predict on x.npy with PyTorch's reference, when written.
 void check_against_torch(const TempDir& d, const std::string& model_file) {
   CAPTURE(model_file);
-  d.write("c.json", config(model_file));
+  d.write("c.json", keras_config(model_file));
   CommandResult t = run_tensorctl("train c.json --output run --overwrite", d.path());
   REQUIRE_MESSAGE(t.status == 0, t.err);
   CHECK(t.out.find("for 0 epochs (its starting weights, evaluated and saved)") != std::string::npos);
@@ -75,7 +75,7 @@ TEST_SUITE("keras_weights") {
     TempDir d;
     if (!has_h5py(d)) return;
     make_files(d, "text");
-    std::string c = config("model.keras");
+    std::string c = keras_config("model.keras");
     c.replace(c.find(R"("test_split": 0)"), 15, R"("test_split": 0.25)");
     c.replace(c.find(R"("epochs": 0)"), 11, R"("epochs": 2)");
     d.write("c.json", c);
@@ -106,14 +106,14 @@ TEST_SUITE("keras_weights") {
             "    f['model_weights/dense/dense/bias:0'] = [0.0] * 5\n"
             "with h5py.File('weights_only.h5', 'w') as f: f['x'] = [1.0]\n");
     REQUIRE(run_shell_command("/usr/bin/python3 edit.py", d.path()).status == 0);
-    d.write("c.json", config("missing.keras"));
+    d.write("c.json", keras_config("missing.keras"));
     expect_user_error(d, "train c.json --output run",
                       {"missing.keras (model.weights.h5): layers/dense_1/vars/1: no such dataset"});
-    d.write("c.json", config("shape.h5"));
+    d.write("c.json", keras_config("shape.h5"));
     expect_user_error(d, "train c.json --output run",
                       {"shape.h5: model_weights/dense/dense/bias:0: a weight of shape [5], where the model's "
                        "dense/bias is [16]"});
-    d.write("c.json", config("weights_only.h5"));
+    d.write("c.json", keras_config("weights_only.h5"));
     expect_user_error(d, "train c.json --output run",
                       {"weights_only.h5: an HDF5 file without a model_config attribute"});
   }

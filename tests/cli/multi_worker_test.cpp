@@ -147,7 +147,7 @@ class MpirunJob {
 };
 
 // The digits MLP config with a strategy, 3 epochs.
-std::string digits_config(const nlohmann::json& strategy, std::int64_t batch_size = 32) {
+std::string strategy_digits_config(const nlohmann::json& strategy, std::int64_t batch_size = 32) {
   nlohmann::json c = read_json(source_path("configs/digits_mlp.json"));
   c["model"] = source_path("configs/" + c["model"].get<std::string>()).string();
   c["strategy"] = strategy;
@@ -156,7 +156,7 @@ std::string digits_config(const nlohmann::json& strategy, std::int64_t batch_siz
   return c.dump(2);
 }
 
-std::vector<std::string> history_rows(const std::filesystem::path& run) {
+std::vector<std::string> rank_history_rows(const std::filesystem::path& run) {
   std::vector<std::string> out;
   for (const auto& line : split_lines(read_text(run / "history.csv"))) out.push_back(line.substr(0, line.rfind(',')));
   return out;
@@ -169,13 +169,13 @@ const nlohmann::json kWorkers = {{"type", "multi-worker"}};
 TEST_CASE("mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas; rank 0 alone writes and prints") {
   if (!mpirun_ready()) return;
   TempDir dir;
-  dir.write("mirrored.json", digits_config({{"type", "mirrored"}, {"replicas", 2}}));
-  dir.write("workers.json", digits_config(kWorkers));
+  dir.write("mirrored.json", strategy_digits_config({{"type", "mirrored"}, {"replicas", 2}}));
+  dir.write("workers.json", strategy_digits_config(kWorkers));
   REQUIRE(run_tensorctl("train mirrored.json --output mirrored --quiet", dir.path()).status == 0);
   const CommandResult r = run_mpirun(2, "train workers.json --output workers", dir);
   REQUIRE(r.status == 0);
   CHECK(read_text(dir / "workers/weights.safetensors") == read_text(dir / "mirrored/weights.safetensors"));
-  CHECK(history_rows(dir / "workers") == history_rows(dir / "mirrored"));
+  CHECK(rank_history_rows(dir / "workers") == rank_history_rows(dir / "mirrored"));
   // One voice: rank 1 prints nothing.
   std::size_t trained = 0;
   for (const auto& line : split_lines(r.out)) trained += line.rfind("Trained digits_mlp", 0) == 0 ? 1 : 0;
@@ -191,7 +191,7 @@ TEST_CASE(
     "a multi-worker run resumed by every rank from rank 0's checkpoint gives the bits of one that never stopped") {
   if (!mpirun_ready()) return;
   TempDir dir;
-  dir.write("workers.json", digits_config(kWorkers));
+  dir.write("workers.json", strategy_digits_config(kWorkers));
   REQUIRE(run_mpirun(2, "train workers.json --output straight --quiet", dir).status == 0);
   REQUIRE(run_mpirun(2, "train workers.json --epochs 1 --output resumed --quiet", dir).status == 0);
   REQUIRE(run_mpirun(2, "train workers.json --resume resumed --quiet", dir).status == 0);
@@ -203,7 +203,7 @@ TEST_CASE(
     "the bits of a run that never stopped") {
   if (!mpirun_ready()) return;
   TempDir dir;
-  dir.write("workers.json", digits_config(kWorkers));
+  dir.write("workers.json", strategy_digits_config(kWorkers));
   // Long enough (about 7 s) that the signal, sent after the first epoch's checkpoint, lands while training runs.
   const std::string run = " --epochs 200 --quiet";
   REQUIRE(run_mpirun(2, "train workers.json --output straight" + run, dir).status == 0);
@@ -225,13 +225,13 @@ TEST_CASE(
   REQUIRE(!std::filesystem::exists(dir / "run/weights.safetensors"));
   REQUIRE(run_mpirun(2, "train workers.json --resume run" + run, dir).status == 0);
   CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "run/weights.safetensors"));
-  CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
+  CHECK(rank_history_rows(dir / "straight") == rank_history_rows(dir / "run"));
 }
 
 TEST_CASE("a worker that stalls is named by the others' timeout, one line, and the job ends") {
   if (!mpirun_ready()) return;
   TempDir dir;
-  dir.write("workers.json", digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
+  dir.write("workers.json", strategy_digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
   // Rank 1 stops for good before its fifth all-reduce: the first two broadcast rank 0's weights (when the
   // model is made, and when training starts), then each step has its gradients' and its results'; the
   // fifth is step 1's gradients.
@@ -246,7 +246,7 @@ TEST_CASE(
     "checkpoint resumes to the bits of a run that never stopped") {
   if (!mpirun_ready()) return;
   TempDir dir;
-  dir.write("workers.json", digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
+  dir.write("workers.json", strategy_digits_config({{"type", "multi-worker"}, {"timeout_seconds", 1}}));
   MpirunJob job("train workers.json --output run --epochs 200 --quiet", dir);
   // A real stopped process, as a debugger, a swapped-out node or a `kill -STOP` leaves one: it holds its
   // sockets and shared memory open, so MPI sees no failure; wherever rank 0 waits for it (its arrival
@@ -275,20 +275,20 @@ TEST_CASE(
   // some gradients may have been applied and others not); history.csv, written with it, counts its epochs.
   REQUIRE(std::filesystem::exists(dir / "run/checkpoint.safetensors"));
   REQUIRE(!std::filesystem::exists(dir / "run/weights.safetensors"));
-  const std::size_t saved = history_rows(dir / "run").size() - 1;  // less the header
+  const std::size_t saved = rank_history_rows(dir / "run").size() - 1;  // less the header
   REQUIRE(saved >= 1);
   const std::string more = " --epochs " + std::to_string(saved + 1) + " --quiet";
   REQUIRE(run_mpirun(2, "train workers.json --resume run" + more, dir).status == 0);
   REQUIRE(run_mpirun(2, "train workers.json --output straight" + more, dir).status == 0);
   CHECK(read_text(dir / "straight/weights.safetensors") == read_text(dir / "run/weights.safetensors"));
-  CHECK(history_rows(dir / "straight") == history_rows(dir / "run"));
+  CHECK(rank_history_rows(dir / "straight") == rank_history_rows(dir / "run"));
 }
 
 TEST_CASE(
     "multi-worker mistakes exit 2 naming the key: no mpirun, workers that do not divide the batch, configs "
     "that differ between ranks") {
   TempDir dir;
-  dir.write("workers.json", digits_config(kWorkers));
+  dir.write("workers.json", strategy_digits_config(kWorkers));
   // Without mpirun (whether or not this build has MPI).
   expect_user_error(dir, "train workers.json", {"workers.json", "strategy.type"});
   if (const std::string why = why_no_mpirun(); !why.empty()) {

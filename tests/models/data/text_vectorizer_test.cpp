@@ -20,7 +20,7 @@ std::vector<std::string> tokens(std::string_view text, TextSplit mode) {
   return out;
 }
 
-std::vector<float> ids(const TextVectorizer& v, std::string_view text) {
+std::vector<float> ids_for(const TextVectorizer& v, std::string_view text) {
   std::vector<float> out(static_cast<std::size_t>(v.length()), -1.0f);
   v.vectorize(text, out.data());
   return out;
@@ -63,16 +63,16 @@ TEST_SUITE("text_vectorizer") {
     // max_tokens counts the two reserved ids.
     const TextVectorizer small = TextVectorizer::fit(options(4, 4), texts);
     CHECK(small.vocabulary() == std::vector<std::string>{"", "[UNK]", "a", "b"});
-    CHECK(ids(small, "A b, C!") == std::vector<float>{2, 3, 1, 0});
+    CHECK(ids_for(small, "A b, C!") == std::vector<float>{2, 3, 1, 0});
   }
 
   TEST_CASE("each row: cut to the length, padded with zeros, unknown tokens 1") {
     const TextVectorizer v = TextVectorizer::fit(options(10, 3), std::vector<std::string>{"x y z", "x y", "x"});
     CHECK(v.vocabulary() == std::vector<std::string>{"", "[UNK]", "x", "y", "z"});
-    CHECK(ids(v, "z y x x") == std::vector<float>{4, 3, 2});
-    CHECK(ids(v, "y") == std::vector<float>{3, 0, 0});
-    CHECK(ids(v, "") == std::vector<float>{0, 0, 0});
-    CHECK(ids(v, "w x") == std::vector<float>{1, 2, 0});
+    CHECK(ids_for(v, "z y x x") == std::vector<float>{4, 3, 2});
+    CHECK(ids_for(v, "y") == std::vector<float>{3, 0, 0});
+    CHECK(ids_for(v, "") == std::vector<float>{0, 0, 0});
+    CHECK(ids_for(v, "w x") == std::vector<float>{1, 2, 0});
     const Tensor batch = v.vectorize(std::vector<std::string>{"x", "q z"});
     REQUIRE(batch.shape() == Shape{2, 3});
     CHECK(std::vector<float>(batch.data<float>(), batch.data<float>() + 6) == std::vector<float>{2, 0, 0, 1, 4, 0});
@@ -84,7 +84,7 @@ TEST_SUITE("text_vectorizer") {
     o.standardize = TextStandardize::kNone;
     const TextVectorizer v = TextVectorizer::fit(o, std::vector<std::string>{"aab", "é"});
     CHECK(v.vocabulary() == std::vector<std::string>{"", "[UNK]", "a", "b", "é"});
-    CHECK(ids(v, "béA") == std::vector<float>{3, 4, 1, 0, 0});
+    CHECK(ids_for(v, "béA") == std::vector<float>{3, 4, 1, 0, 0});
   }
 
   TEST_CASE("a recorded vocabulary is checked") {
@@ -94,7 +94,7 @@ TEST_SUITE("text_vectorizer") {
     CHECK(TextVectorizer::vocabulary_problem({"", "[UNK]", "a", "b", "a"}) == "entry 4 repeats entry 2, \"a\"");
     CHECK(TextVectorizer::vocabulary_problem({"", "[UNK]", "a", ""}) == "entry 3 is a reserved token");
     const TextVectorizer v = TextVectorizer::with_vocabulary(options(5, 2), {"", "[UNK]", "q", "r"});
-    CHECK(ids(v, "r q s") == std::vector<float>{3, 2});
+    CHECK(ids_for(v, "r q s") == std::vector<float>{3, 2});
   }
 }
 

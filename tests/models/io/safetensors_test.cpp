@@ -48,7 +48,7 @@ Tensor i64_tensor(const Shape& shape, std::initializer_list<std::int64_t> values
   return t;
 }
 
-bool same_bytes(const Tensor& a, const Tensor& b) {
+bool same_tensor_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && a.bytes() == b.bytes() &&
          (a.bytes() == 0 || std::memcmp(a.raw_data(), b.raw_data(), a.bytes()) == 0);
 }
@@ -81,7 +81,7 @@ void check_round_trip(const std::vector<NamedTensor>& tensors, const std::map<st
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     INFO("tensor " << tensors[i].name);
     CHECK(file.tensors[i].name == tensors[i].name);  // same order as written
-    CHECK(same_bytes(file.tensors[i].value, tensors[i].value));
+    CHECK(same_tensor_bytes(file.tensors[i].value, tensors[i].value));
     CHECK(file.tensors[i].value.shares_buffer_with(tensors[i].value) == false);
   }
   CHECK(file.metadata == metadata);

@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 // make_layer on `text` must fail with a SpecError at `where` whose message contains `message_part`.
-void expect_spec_error(const std::string& text, const std::string& where, const std::string& message_part) {
+void expect_layer_error(const std::string& text, const std::string& where, const std::string& message_part) {
   INFO("layer: " << text);
   const json j = json::parse(text);
   SpecReader reader(j, "model.json", "layers[2]");
@@ -92,23 +92,23 @@ TEST_CASE("Layer variables are named <layer>/<variable> and counted") {
 }
 
 TEST_CASE("make_layer errors name the JSON path") {
-  expect_spec_error(R"({"type": "Dense2", "units": 3})", "layers[2].type",
-                    "unknown layer type \"Dense2\" (known: " + join(layer_type_names()) + ")");
-  expect_spec_error(R"({"units": 3})", "layers[2]", "missing required key \"type\"");
-  expect_spec_error(R"({"type": 4})", "layers[2].type", "expected a string, got 4");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "name": ""})", "layers[2].name", "non-empty and contain no '/'");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "name": "a/b"})", "layers[2].name", "contain no '/'");
+  expect_layer_error(R"({"type": "Dense2", "units": 3})", "layers[2].type",
+                     "unknown layer type \"Dense2\" (known: " + join(layer_type_names()) + ")");
+  expect_layer_error(R"({"units": 3})", "layers[2]", "missing required key \"type\"");
+  expect_layer_error(R"({"type": 4})", "layers[2].type", "expected a string, got 4");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "name": ""})", "layers[2].name", "non-empty and contain no '/'");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "name": "a/b"})", "layers[2].name", "contain no '/'");
   // A NUL cut the summary table short; an escape reached the terminal.
-  expect_spec_error(R"({"type": "Dense", "units": 3, "name": "x\u0000y"})", "layers[2].name",
-                    "no control character, got \"x\\u0000y\"");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "name": "x\u001b[2J"})", "layers[2].name", "\\u001b[2J");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "device": "tpu"})", "layers[2].device",
-                    "unknown device \"tpu\" (expected cpu, cuda, cuda:N, sim or sim:N)");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "device": ""})", "layers[2].device",
-                    "expected a device name (cpu, cuda, cuda:N, sim or sim:N), got an empty string");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "device": "sim:01"})", "layers[2].device",
-                    "device \"sim:01\": an index is written as plain digits");
-  expect_spec_error(R"({"type": "Dense", "units": 3, "Units": 3})", "layers[2].Units", "unknown key");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "name": "x\u0000y"})", "layers[2].name",
+                     "no control character, got \"x\\u0000y\"");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "name": "x\u001b[2J"})", "layers[2].name", "\\u001b[2J");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "device": "tpu"})", "layers[2].device",
+                     "unknown device \"tpu\" (expected cpu, cuda, cuda:N, sim or sim:N)");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "device": ""})", "layers[2].device",
+                     "expected a device name (cpu, cuda, cuda:N, sim or sim:N), got an empty string");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "device": "sim:01"})", "layers[2].device",
+                     "device \"sim:01\": an index is written as plain digits");
+  expect_layer_error(R"({"type": "Dense", "units": 3, "Units": 3})", "layers[2].Units", "unknown key");
 }
 
 }  // namespace
