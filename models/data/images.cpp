@@ -7,8 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -17,6 +15,7 @@
 #include <png.h>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 
 namespace tctl {
 
@@ -203,15 +202,12 @@ DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string
                   fmt::format("a JPEG file of {} channels (CMYK?); gray and RGB ones are read", image.channels));
 }
 
-std::string read_whole_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", std::string("cannot open file: ") + std::strerror(errno));
-  // One read of the whole file; a stream iterator would copy it a byte at a time.
-  std::string bytes;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) bytes.append(chunk, static_cast<std::size_t>(in.gcount()));
-  if (in.bad()) throw SpecError(path, "", std::string("cannot read file: ") + std::strerror(errno));
-  return bytes;
+// A whole image file, read as core/read_whole.h reads every file; no size bound here, since decode_image
+// refuses a picture past kMaxImagePixels before it allocates for it.
+std::string read_image_file(const std::string& path) {
+  return read_whole(
+      path, path,
+      {.inspect = [](std::string_view, const std::string&) {}, .too_large = [](const char*) { return std::string(); }});
 }
 
 // tf.image.resize's source coordinate of output index `i` with half-pixel centres.
@@ -309,7 +305,7 @@ Tensor load_images(const std::vector<std::string>& paths, const ImageOptions& op
     for (std::int64_t i = next++; i < n; i = next++) {
       try {
         const std::string& path = paths[static_cast<std::size_t>(i)];
-        const DecodedImage image = decode_image(read_whole_file(path), options.channels, path);
+        const DecodedImage image = decode_image(read_image_file(path), options.channels, path);
         resize_image(image, options, rows + i * f);
       } catch (...) {
         const std::lock_guard lock(failure_mutex);

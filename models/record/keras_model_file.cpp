@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "models/data/hdf5_file.h"
 #include "models/data/zip_archive.h"
+#include "models/io/atomic_file.h"
 #include "models/io/spec_reader.h"
 
 namespace tctl {
@@ -29,15 +30,6 @@ std::string file_head(const std::string& path) {
   char head[8] = {};
   in.read(head, sizeof head);
   return std::string(head, static_cast<std::size_t>(in.gcount()));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SpecError(path, "", "cannot open file");
-  std::string bytes;
-  char chunk[1 << 16];
-  while (in.read(chunk, sizeof chunk) || in.gcount() > 0) bytes.append(chunk, static_cast<std::size_t>(in.gcount()));
-  return bytes;
 }
 
 // Keras' naming.to_snake_case: "Conv2D" -> "conv2d", "BatchNormalization" -> "batch_normalization",
@@ -132,7 +124,7 @@ KerasModelFile read_keras_model_file(const std::string& path) {
     return {KerasFileKind::kKeras, parse_json_text(zip.read("config.json", kMaxConfigBytes), place), place};
   }
   if (looks_like_hdf5(head)) {
-    const Hdf5File h5(read_file(path), path);
+    const Hdf5File h5(read_file(path, path, kMaxWeightsBytes), path);
     const auto config = h5.strings("", "model_config");
     if (!config || config->size() != 1)
       throw SpecError(path, "",
@@ -153,7 +145,7 @@ void load_keras_weights(const std::string& path, const Sequential& net) {
     load_keras3_weights(h5, net);
     return;
   }
-  const Hdf5File h5(read_file(path), path);
+  const Hdf5File h5(read_file(path, path, kMaxWeightsBytes), path);
   if (!h5.is_group("model_weights"))
     throw SpecError(path, "", "an HDF5 file without model_weights: not a whole-model Keras .h5 file");
   load_legacy_weights(h5, net);
