@@ -1,10 +1,12 @@
 // Keras models with their weights: tests/keras/keras_files.py writes .keras archives and legacy .h5 files with
 // h5py in the layout Keras' saving code writes, with random weights, and PyTorch's predictions with the same
-// weights; a train config whose model is such a file, run for 0 epochs, predicts what PyTorch does. Every
-// layer of the four Keras test models is covered: Dense, Dropout, Activation, Conv2D, BatchNormalization,
-// MaxPooling2D, Flatten, Embedding, Bidirectional LSTM, GRU, KerasHub's TokenAndPositionEmbedding and
-// TransformerEncoder, GlobalAveragePooling1D. A file that lacks a weight, or holds one of another shape, is one
-// line naming the file and the dataset, exit 2.
+// weights; a train config whose model is such a file, run for 0 epochs, predicts what PyTorch does. The six
+// Keras test models hold every layer with a Keras mapping (models/nn/layers/layers.def): Dense, Dropout,
+// Activation, Conv2D, BatchNormalization, MaxPooling2D, Flatten, Embedding, Bidirectional LSTM, GRU, KerasHub's
+// TokenAndPositionEmbedding and TransformerEncoder, GlobalAveragePooling1D (mlp, cnn, text, transformer);
+// Conv1D, MaxPooling1D, SimpleRNN, LayerNormalization, AveragePooling1D, GlobalMaxPooling1D (sequence);
+// Reshape, AveragePooling2D, GlobalAveragePooling2D, GlobalMaxPooling2D (image). A file that lacks a weight,
+// or holds one of another shape, is one line naming the file and the dataset, exit 2.
 #include <doctest/doctest.h>
 
 #include "cli/cli_test_util.h"
@@ -57,7 +59,7 @@ void check_against_torch(const TempDir& d, const std::string& model_file) {
 
 TEST_SUITE("keras_weights") {
   TEST_CASE("a .keras and a legacy .h5 file of each test model predict what PyTorch does with their weights") {
-    for (const char* model : {"mlp", "cnn", "text", "transformer"}) {
+    for (const char* model : {"mlp", "cnn", "text", "transformer", "sequence", "image"}) {
       CAPTURE(model);
       TempDir d;
       if (!has_h5py(d)) {

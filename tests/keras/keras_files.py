@@ -93,11 +93,26 @@ def make_weights(model, seed):
             paths = {"vars/0": (1 + w.normal((n,), 0.2)), "vars/1": w.normal((n,), 0.2),
                      "vars/2": w.normal((n,), 0.5), "vars/3": (0.5 + np.abs(w.normal((n,), 0.5)))}
             names = [f"{name}/{v}:0" for v in ("gamma", "beta", "moving_mean", "moving_variance")]
-        elif cls == "MaxPooling2D":
+        elif cls == "Conv1D":
+            k = c["kernel_size"][0]
+            paths = {"vars/0": w.normal((k, shape[-1], c["filters"]), 1.0 / np.sqrt(k * shape[-1])),
+                     "vars/1": w.normal((c["filters"],), 0.1)}
+            names = [f"{name}/kernel:0", f"{name}/bias:0"]
+            shape = [shape[0] if c["padding"] == "same" else shape[0] - k + 1, c["filters"]]
+        elif cls == "LayerNormalization":
+            paths = {"vars/0": 1 + w.normal((shape[-1],), 0.2), "vars/1": w.normal((shape[-1],), 0.2)}
+            names = [f"{name}/gamma:0", f"{name}/beta:0"]
+        elif cls in ("MaxPooling1D", "AveragePooling1D"):
+            shape = [shape[0] // c["pool_size"][0], shape[1]]
+        elif cls in ("MaxPooling2D", "AveragePooling2D"):
             p = c["pool_size"]
             shape = [shape[0] // p[0], shape[1] // p[1], shape[2]]
         elif cls == "Flatten":
             shape = [int(np.prod(shape))]
+        elif cls == "Reshape":
+            shape = list(c["target_shape"])
+        elif cls in ("GlobalMaxPooling1D", "GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+            shape = shape[-1:]
         elif cls == "Embedding":
             paths = {"vars/0": w.normal((c["input_dim"], c["output_dim"]), 0.5)}
             names = [f"{name}/embeddings:0"]
@@ -228,10 +243,25 @@ def reference(model, w, x):
         elif cls == "BatchNormalization":
             g, b, m, var = (t(v[f"vars/{i}"]) for i in range(4))
             h = (h - m) / torch.sqrt(var + c.get("epsilon", 1e-3)) * g + b
-        elif cls == "MaxPooling2D":
-            h = F.max_pool2d(h.permute(0, 3, 1, 2), c["pool_size"]).permute(0, 2, 3, 1)
+        elif cls == "Conv1D":
+            y = F.conv1d(h.permute(0, 2, 1), t(v["vars/0"]).permute(2, 1, 0), t(v["vars/1"]), padding=c["padding"])
+            h = act[name(c["activation"])](y.permute(0, 2, 1))
+        elif cls == "LayerNormalization":
+            h = layer_norm(h, t(v["vars/0"]), t(v["vars/1"]), c["epsilon"])
+        elif cls in ("MaxPooling1D", "AveragePooling1D"):
+            pool = F.max_pool1d if cls == "MaxPooling1D" else F.avg_pool1d
+            h = pool(h.permute(0, 2, 1), c["pool_size"][0]).permute(0, 2, 1)
+        elif cls in ("MaxPooling2D", "AveragePooling2D"):
+            pool = F.max_pool2d if cls == "MaxPooling2D" else F.avg_pool2d
+            h = pool(h.permute(0, 3, 1, 2), c["pool_size"]).permute(0, 2, 3, 1)
         elif cls == "Flatten":
             h = h.reshape(h.shape[0], -1)
+        elif cls == "Reshape":
+            h = h.reshape([h.shape[0]] + list(c["target_shape"]))
+        elif cls == "GlobalMaxPooling1D":
+            h = h.amax(1)
+        elif cls in ("GlobalAveragePooling2D", "GlobalMaxPooling2D"):
+            h = h.mean((1, 2)) if cls == "GlobalAveragePooling2D" else h.amax((1, 2))
         elif cls == "Embedding":
             h = t(v["vars/0"])[h.long()]
         elif cls in ("LSTM", "GRU", "SimpleRNN"):
