@@ -60,6 +60,12 @@ std::string ms_range(const TimeStats& t) {
   return fmt::format("{:.3f} [{:.3f}-{:.3f}]", t.median / 1000.0, t.min / 1000.0, t.max / 1000.0);
 }
 
+// The gather's share of a step with its gather, what a loop that gathers inline spends waiting for data.
+double input_share(const ProfileReport& r) {
+  const double total = r.input.median + r.unprofiled.median;
+  return total > 0 ? r.input.median / total : 0.0;
+}
+
 nlohmann::json stats_json(const TimeStats& t) {
   return {{"median_ms", t.median / 1000}, {"min_ms", t.min / 1000}, {"max_ms", t.max / 1000}};
 }
@@ -145,11 +151,19 @@ void print_layers(const ProfileReport& r, bool ops) {
     // Concurrent nodes: more kernel time than wall time.
     std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n",
                 ms(layer_sum).c_str(), ms(r.step.median).c_str(), layer_sum / r.step.median);
-    return;
+  } else {
+    std::printf("kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n", ms(layer_sum).c_str(),
+                r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead",
+                ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
   }
-  std::printf("kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n", ms(layer_sum).c_str(),
-              r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead",
-              ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
+  if (!r.has_input) return;
+  // The step times above leave the gather out; its share is of a step and its gather together, what a loop
+  // that gathers inline spends.
+  std::printf(
+      "input: gathering a batch %s ms [%s-%s] = %.1f%% of a step with its gather; preparing the data (read, "
+      "decode, split, scale) took %.2f s once\n",
+      ms(r.input.median).c_str(), ms(r.input.min).c_str(), ms(r.input.max).c_str(), 100.0 * input_share(r),
+      r.prepare_seconds);
 }
 
 // Every report as JSON, in the order measured.
@@ -183,6 +197,9 @@ nlohmann::json reports_json(const std::vector<ProfileReport>& reports) {
                    {"samples_per_second", r.samples_per_second},
                    {"layers", layers},
                    {"ops", ops}});
+    if (r.has_input)
+      out.back()["input"] = {
+          {"batch", stats_json(r.input)}, {"share", input_share(r)}, {"prepare_seconds", r.prepare_seconds}};
     if (r.streams.empty()) continue;
     nlohmann::json streams = nlohmann::json::array();
     for (const StreamProfile& s : r.streams) streams.push_back({{"device", s.device}, {"busy", stats_json(s.busy)}});

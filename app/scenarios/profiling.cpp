@@ -4,6 +4,7 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -27,23 +28,12 @@ TimeStats time_stats(std::vector<double> samples) {
 
 namespace {
 
-// Batches of the config's training data, or random batches of the model's input shape (token ids for a
-// model that starts with an embedding).
-std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model& model, std::int64_t batch,
-                                                    std::int64_t count) {
+// Random batches of the model's input shape (token ids for a model that starts with an embedding), for a
+// spec without data.
+std::vector<std::pair<Tensor, Tensor>> random_batches(const TrainConfig& c, Model& model, std::int64_t batch,
+                                                      std::int64_t count) {
   std::vector<std::pair<Tensor, Tensor>> out;
   const Sequential& net = model.net();
-  if (!c.data.dataset.empty() || !c.data.csv.empty() || !c.data.x.empty()) {
-    PreparedData data = prepare_data(c, net);
-    const std::int64_t n = data.train.size();
-    for (std::int64_t b = 0; b < count; ++b) {
-      std::vector<std::int64_t> rows;
-      for (std::int64_t i = 0; i < batch; ++i) rows.push_back((b * batch + i) % n);
-      Dataset d = take_rows(data.train, rows);
-      out.emplace_back(d.x, model.targets_for(data.train, rows));
-    }
-    return out;
-  }
   std::mt19937_64 rng(c.seed);
   auto uniform = [&] {
     return static_cast<float>(static_cast<double>(rng() >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
@@ -77,6 +67,54 @@ std::vector<std::pair<Tensor, Tensor>> make_batches(const TrainConfig& c, Model&
   return out;
 }
 
+// The batches the profiled steps train on. A config with data: its training rows, prepared once (read,
+// decoded or vectorized, split, standardized, as train prepares them) and gathered per step in a seeded
+// shuffled order into reused buffers, as train's batch producer gathers them (gather_rows, targets_into), the
+// gather timed; without prefetching that gather is what a step waits for its data. A spec: 8 random batches
+// made in advance, untimed.
+class BatchFeed {
+ public:
+  BatchFeed(const TrainConfig& c, Model& model, std::int64_t batch) : model_(model), batch_(batch) {
+    if (!c.data.any()) {
+      fixed_ = random_batches(c, model, batch, 8);
+      return;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    data_ = prepare_data(c, model.net()).train;
+    prepare_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    order_.resize(static_cast<std::size_t>(data_.size()));
+    std::iota(order_.begin(), order_.end(), std::int64_t{0});
+    std::mt19937_64 rng(c.seed);
+    std::shuffle(order_.begin(), order_.end(), rng);
+  }
+
+  bool has_data() const { return fixed_.empty(); }
+  double prepare_seconds() const { return prepare_seconds_; }
+
+  // The batch of step `it`, and the microseconds its gather took (0 for a random batch).
+  std::pair<const std::pair<Tensor, Tensor>&, double> next(std::int64_t it) {
+    if (!has_data()) return {fixed_[static_cast<std::size_t>(it) % fixed_.size()], 0.0};
+    const auto start = std::chrono::steady_clock::now();
+    const auto n = static_cast<std::int64_t>(order_.size());
+    current_ = {};  // the last batch let go of first, so its buffers are gathered into again
+    rows_.clear();
+    for (std::int64_t i = 0; i < batch_; ++i) rows_.push_back(order_[static_cast<std::size_t>((it * batch_ + i) % n)]);
+    current_.first = gather_rows(data_.x, rows_, host_x_);
+    current_.second = model_.targets_into(data_, rows_, host_y_);
+    return {current_, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()};
+  }
+
+ private:
+  Model& model_;
+  std::int64_t batch_;
+  std::vector<std::pair<Tensor, Tensor>> fixed_;
+  Dataset data_;
+  double prepare_seconds_ = 0;
+  std::vector<std::int64_t> order_, rows_;
+  Tensor host_x_, host_y_;
+  std::pair<Tensor, Tensor> current_;
+};
+
 // The time the spans cover together, overlaps counted once.
 double covered_us(std::vector<std::pair<double, double>> spans) {
   std::sort(spans.begin(), spans.end());
@@ -99,6 +137,7 @@ struct StepSamples {
   // By graph node id (the copies placement added, which have none, last), then name.
   std::map<std::pair<int, std::string>, NodeSamples> per_node;
   std::vector<double> steps, unprofiled, kernels;
+  std::vector<double> input;  // each measured step's gather of its batch (BatchFeed), a config with data only
   std::vector<ProfileEvent> last_events;
 
   void add(const std::vector<ProfileEvent>& events) {
@@ -135,10 +174,12 @@ struct StepSamples {
 
 // Runs the warm-up and the measured steps. Measured steps alternate with unprofiled ones (which continue
 // the training), so both see the same state of the machine and the difference is the profiler's cost.
-StepSamples measure_steps(Model& model, const std::vector<std::pair<Tensor, Tensor>>& batches,
-                          const ProfileOptions& o) {
-  auto run_step = [&](std::int64_t it, Profiler* p) {
-    const auto& [x, y] = batches[static_cast<std::size_t>(it) % batches.size()];
+StepSamples measure_steps(Model& model, BatchFeed& feed, const ProfileOptions& o) {
+  StepSamples samples;
+  auto run_step = [&](std::int64_t it, Profiler* p, bool measured) {
+    const auto [batch, gather_us] = feed.next(it);
+    const auto& [x, y] = batch;
+    if (measured && feed.has_data()) samples.input.push_back(gather_us);
     const auto start = std::chrono::steady_clock::now();
     if (o.forward_only) {
       o.eager ? model.eager_forward_step(x, p) : model.forward_step(x, p);
@@ -147,14 +188,13 @@ StepSamples measure_steps(Model& model, const std::vector<std::pair<Tensor, Tens
     }
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   };
-  StepSamples samples;
   Profiler profiler;
   std::int64_t step_number = 0;
   for (std::int64_t it = 0; it < o.warmup + o.iterations; ++it) {
     const bool measured = it >= o.warmup;
     profiler.clear();
-    if (measured) samples.unprofiled.push_back(run_step(step_number++, nullptr));
-    const double step_us = run_step(step_number++, measured ? &profiler : nullptr);
+    if (measured) samples.unprofiled.push_back(run_step(step_number++, nullptr, true));
+    const double step_us = run_step(step_number++, measured ? &profiler : nullptr, measured);
     if (!measured) continue;
     samples.steps.push_back(step_us);
     samples.add(profiler.events());
@@ -207,7 +247,8 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   c.intra_op_threads = o.intra_op_threads;
   std::unique_ptr<Model> model = build_model(c);
   const Graph& g = o.forward_only ? model->inference_graph() : model->training_graph();
-  StepSamples samples = measure_steps(*model, make_batches(c, *model, o.batch_size, 8), o);
+  BatchFeed feed(c, *model, o.batch_size);
+  StepSamples samples = measure_steps(*model, feed, o);
 
   ProfileReport report;
   report.eager = o.eager;
@@ -225,6 +266,9 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   report.step = time_stats(samples.steps);
   report.unprofiled = time_stats(samples.unprofiled);
   report.kernels = time_stats(samples.kernels);
+  report.has_input = feed.has_data();
+  report.prepare_seconds = feed.prepare_seconds();
+  report.input = time_stats(samples.input);
   // Throughput is what a user gets: from the unprofiled steps.
   report.samples_per_second =
       report.unprofiled.median > 0 ? static_cast<double>(o.batch_size) * 1e6 / report.unprofiled.median : 0;

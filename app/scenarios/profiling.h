@@ -65,6 +65,12 @@ struct ProfileReport {
   TimeStats step;        // wall time of one step, profiled
   TimeStats unprofiled;  // the same steps without the profiler, run alternately: the profiler's cost
   TimeStats kernels;     // sum of the kernel times in one step
+  // A config with data: the seconds preparing it took once (reading, decoding images or vectorizing text,
+  // splitting, standardizing) and each measured step's gather of its batch from it, which the step waits for
+  // when train does not prefetch; has_input is false for random inputs.
+  bool has_input = false;
+  double prepare_seconds = 0;
+  TimeStats input;
   double samples_per_second = 0;
   std::vector<StreamProfile> streams;     // by device name; empty when every node ran on the host
   std::vector<ProfileEvent> last_events;  // the last measured step, for --trace
@@ -74,9 +80,9 @@ struct ProfileReport {
   std::vector<std::string> placement_warnings;  // Model::placement_warnings
 };
 
-// Profiles `config`'s model on batches of its data (when the config has data) or on random inputs of the
-// model's input shape. A model spec without a config is wrapped in a config with default training keys;
-// a config whose loss is empty has none, and must be profiled forward only.
+// Profiles `config`'s model on batches of its data (when the config has data), gathered per step as train
+// gathers them, or on random inputs of the model's input shape. A model spec without a config is wrapped in a config
+// with default training keys; a config whose loss is empty has none, and must be profiled forward only.
 ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& options);
 
 }  // namespace tctl

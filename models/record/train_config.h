@@ -39,6 +39,9 @@ struct DataConfig {
   std::string images;
   ImageOptions image_options{.height = 0, .width = 0, .channels = 0, .interpolation = ImageInterpolation::kBilinear};
 
+  // Whether the config names data at all (a model spec profiled without a config has none).
+  bool any() const { return !dataset.empty() || !csv.empty() || !x.empty() || !images.empty(); }
+
   nlohmann::json to_json() const;
 };
 

@@ -96,6 +96,14 @@ TEST_SUITE("images") {
     REQUIRE(lines.size() == 3);
     CHECK(split_cells(lines[1])[1] == "red");
     CHECK(split_cells(lines[2])[1] == "blue");
+    // profile trains on the decoded images (not random inputs), and times their gather per step.
+    CommandResult prof = run_tensorctl("profile c.json --iterations 3 --warmup 0 --json", d.path());
+    REQUIRE_MESSAGE(prof.status == 0, prof.err);
+    const nlohmann::json input = parse_json(prof.out).at("runs").at(0).at("input");
+    CHECK(input.at("prepare_seconds").get<double>() > 0);
+    CHECK(input.at("batch").at("median_ms").get<double>() > 0);
+    CHECK(input.at("share").get<double>() > 0);
+    CHECK(input.at("share").get<double>() < 1);
   }
 
   TEST_CASE("mistakes in an image config or input are refused naming the place") {

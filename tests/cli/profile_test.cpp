@@ -15,7 +15,8 @@ TEST_CASE("profile prints the per-layer table, the overhead and a thread sweep")
                                   dir.path());
   REQUIRE(r.status == 0);
   for (const char* needle : {"dense (Dense)", "dense_1 (Dense)", "dense_2 (Dense)", "optimizer", "dense/MatMul",
-                             "forward ms", "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up"})
+                             "forward ms", "backward ms", "GFLOP/s", "step ", "Thread sweep", "speed-up",
+                             "input: gathering a batch ", "preparing the data (read, decode, split, scale) took"})
     CHECK(r.out.find(needle) != std::string::npos);
   // Every node ran on the host: no device column, no stream line.
   CHECK(r.out.find("device ms") == std::string::npos);
@@ -35,8 +36,9 @@ TEST_CASE("profile of a bare model spec runs on random inputs; --json has every 
   CHECK(names.count("dense"));
   CHECK(names.count("dense_1"));
   CHECK(run.at("samples_per_second").get<double>() > 0);
-  // A host-only profile has no device times.
+  // A host-only profile has no device times; random inputs, no input figures.
   CHECK_FALSE(run.contains("streams"));
+  CHECK_FALSE(run.contains("input"));
   for (const auto& l : run.at("layers")) CHECK_FALSE(l.contains("device"));
 }
 
