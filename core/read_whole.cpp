@@ -53,4 +53,12 @@ std::string read_whole(const std::filesystem::path& path, const std::string& fil
   return kept;
 }
 
+std::string file_head(const std::filesystem::path& path, std::size_t bytes) {
+  const std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!file) return "";
+  std::string head(bytes, '\0');
+  head.resize(std::fread(head.data(), 1, bytes, file.get()));
+  return head;
+}
+
 }  // namespace tctl

@@ -32,4 +32,8 @@ struct ReadWhole {
 // memory runs out. Thread-safe: touches nothing but the file and the hooks.
 std::string read_whole(const std::filesystem::path& path, const std::string& file_for_errors, const ReadWhole& read);
 
+// The first `bytes` bytes of `path`, fewer when it is shorter, none when it cannot be read: enough to tell
+// formats apart by their magic numbers (a zip, HDF5, NumPy or IDX array, PNG, JPEG) before reading it whole.
+std::string file_head(const std::filesystem::path& path, std::size_t bytes = 16);
+
 }  // namespace tctl

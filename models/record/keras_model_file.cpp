@@ -3,13 +3,13 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 #include "models/data/hdf5_file.h"
 #include "models/data/zip_archive.h"
 #include "models/io/atomic_file.h"
@@ -24,13 +24,6 @@ namespace {
 constexpr std::size_t kMaxConfigBytes = std::size_t{64} << 20;
 constexpr std::size_t kMaxWeightsBytes = std::size_t{16} << 30;
 constexpr std::int64_t kMaxWeightElements = std::int64_t{1} << 31;
-
-std::string file_head(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char head[8] = {};
-  in.read(head, sizeof head);
-  return std::string(head, static_cast<std::size_t>(in.gcount()));
-}
 
 // Keras' naming.to_snake_case: "Conv2D" -> "conv2d", "BatchNormalization" -> "batch_normalization",
 // "SimpleRNN" -> "simple_rnn", "GlobalAveragePooling2D" -> "global_average_pooling2d".

@@ -121,8 +121,9 @@ void vectorize_part(Dataset& part, const TextVectorizer& text) {
 }
 
 // The config's data as loaded, before any check against the model: a built-in set, a CSV (of numbers or of
-// text), arrays or a folder of images. `run_classes` as for prepare_data.
-Dataset load_config_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
+// text), arrays or a folder of images (decoded as `images` says). `run_classes` as for prepare_data.
+Dataset load_config_data(const TrainConfig& c, const std::optional<ImageOptions>& images,
+                         const std::vector<std::string>* run_classes) {
   const bool classification = loss_is_classification(c.loss);
   CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}, .text_column = {}};
   if (c.data.text) options.text_column = c.data.text->column;
@@ -135,8 +136,7 @@ Dataset load_config_data(const TrainConfig& c, const Sequential& net, const std:
   if (!c.data.csv.empty())
     return load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
   if (c.data.images.empty()) return load_builtin(c.data.dataset, c.seed, c.file, "data");
-  Dataset data = load_image_dataset(c.data.images, resolved_image_options(c, net), c.intra_op_threads, c.file,
-                                    "data.images.directory");
+  Dataset data = load_image_dataset(c.data.images, *images, c.intra_op_threads, c.file, "data.images.directory");
   if (run_classes != nullptr && *run_classes != data.class_names)
     throw SpecError(c.file, "data.images.directory",
                     fmt::format("class folders {}, but the run was trained on {}", join_first(data.class_names),
@@ -146,9 +146,12 @@ Dataset load_config_data(const TrainConfig& c, const Sequential& net, const std:
 
 }  // namespace
 
-PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes) {
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
+                          const TextVectorizer* run_text) {
   const bool classification = loss_is_classification(c.loss);
-  Dataset data = load_config_data(c, net, run_classes);
+  std::optional<ImageOptions> images;
+  if (!c.data.images.empty()) images = resolved_image_options(c, net);
+  Dataset data = load_config_data(c, images, run_classes);
   const DataFingerprint fingerprint = fingerprint_of(data);
   const std::string where = data_key(c);
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
@@ -200,9 +203,9 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
   PreparedData p;
-  if (!c.data.images.empty()) p.images = resolved_image_options(c, net);
+  p.images = images;
   if (c.data.text) {
-    p.text = TextVectorizer::fit(resolved_text_options(c, net), split.train.texts);
+    p.text = run_text != nullptr ? *run_text : TextVectorizer::fit(resolved_text_options(c, net), split.train.texts);
     for (Dataset* part : {&split.train, &split.validation, &split.test}) vectorize_part(*part, *p.text);
   }
   p.fingerprint = fingerprint;

@@ -31,9 +31,11 @@ struct PreparedData {
 // Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit
 // the model's input shape, or labels do not fit its output.
 // `run_classes`: a trained run's class names (empty when its classes were numbers), which the labels are
-// mapped to (evaluate); null when training.
+// mapped to (evaluate); null when training. `run_text`: a trained run's vocabulary, which turns text into ids
+// instead of one learned from the config's training rows (evaluate); null when training.
 PreparedData prepare_data(const TrainConfig& config, const Sequential& net,
-                          const std::vector<std::string>* run_classes = nullptr);
+                          const std::vector<std::string>* run_classes = nullptr,
+                          const TextVectorizer* run_text = nullptr);
 
 // The rows of x ([N, features]) reshaped to [N, ...input_shape]; the element counts must agree.
 Tensor shape_for_model(const Tensor& x, const Sequential& net);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <optional>
 #include <string_view>
 #include <unordered_set>
@@ -11,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 #include "core/text.h"
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
@@ -137,17 +137,11 @@ Tensor table_features(const LoadedRun& run, const CsvTable& table, const std::ve
   return x;
 }
 
-// The first bytes of the file at `path` (at most 16); none for standard input, which is read once, as CSV.
-std::string file_head(const std::string& path) {
-  if (path == "-") return "";
-  std::ifstream in(path, std::ios::binary);
-  char head[16] = {};
-  in.read(head, sizeof head);
-  return std::string(head, static_cast<std::size_t>(in.gcount()));
-}
+// The first bytes of the file at `path`; none for standard input, which is read once, as CSV.
+std::string input_head(const std::string& path) { return path == "-" ? "" : file_head(path); }
 
 // Whether the file at `path` is an array file (models/data/arrays.h), by its first bytes.
-bool is_array_file(const std::string& path) { return looks_like_array_file(file_head(path)); }
+bool is_array_file(const std::string& path) { return looks_like_array_file(input_head(path)); }
 
 // An array of rows of features for the run: [N, ...], each row flattened to the run's features, in order.
 RunInput read_array_input(const LoadedRun& run, const std::string& path, const std::vector<std::string>& keep_columns) {
@@ -198,24 +192,38 @@ Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::st
   return labelled;
 }
 
+// A CSV of input for a run whose column `column` holds text (a text run's documents, an image run's paths),
+// its label column read as numbers when there is one, and that column's index. `missing` is the message for
+// a header without the column.
+std::pair<CsvTable, int> read_with_text_column(const LoadedRun& run, const std::string& csv_path,
+                                               const std::vector<std::string>& keep_columns, const std::string& column,
+                                               const std::string& missing) {
+  CsvOptions options = run_csv_options(run, csv_path, keep_columns);
+  options.text_columns.push_back(column);
+  options.number_columns = {run.label};
+  options.check_header = [&](const std::vector<std::string>& columns) {
+    if (std::ranges::find(columns, column) == columns.end()) throw SpecError(csv_path, "line 1", missing);
+  };
+  CsvTable table = read_csv(csv_path, options);
+  const int index = table.column_index(column);
+  if (index < 0) throw SpecError(csv_path, "line 1", missing);
+  return {std::move(table), index};
+}
+
+// The rows' labels, when the table has the run's label column and rows: evaluate's input.
+void add_labels(RunInput& in, const LoadedRun& run, const CsvTable& table, const std::string& csv_path) {
+  const int label_col = table.column_index(run.label);
+  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+}
+
 // A CSV for a run trained on text: its text column becomes ids through the run's vocabulary; other columns
 // but the label and the kept ones are ignored.
 RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
                          const std::vector<std::string>& keep_columns) {
   const std::string& column = run.text->options().column;
-  CsvOptions options = run_csv_options(run, csv_path, keep_columns);
-  options.text_columns.push_back(column);
-  options.number_columns = {run.label};
-  options.check_header = [&](const std::vector<std::string>& columns) {
-    if (std::ranges::find(columns, column) == columns.end())
-      throw SpecError(csv_path, "line 1",
-                      fmt::format("missing column {}: the model was trained on its text", quote_for_message(column)));
-  };
-  const CsvTable table = read_csv(csv_path, options);
-  const int text_col = table.column_index(column);
-  if (text_col < 0)
-    throw SpecError(csv_path, "line 1",
-                    fmt::format("{} columns, but the model reads the text of column {}", table.columns.size(), column));
+  const auto [table, text_col] = read_with_text_column(
+      run, csv_path, keep_columns, column,
+      fmt::format("missing column {}: the model was trained on its text", quote_for_message(column)));
   RunInput in;
   add_kept_columns(table, csv_path, keep_columns, in);
   in.rows = table.rows;
@@ -223,8 +231,7 @@ RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
   const Tensor ids = run.text->vectorize(table.text[static_cast<std::size_t>(text_col)]);
   in.x = shape_for_model(scaled_features(run, ids, csv_path, [&table](std::int64_t r) { return row_place(table, r); }),
                          run.model->net());
-  const int label_col = table.column_index(run.label);
-  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+  add_labels(in, run, table, csv_path);
   return in;
 }
 
@@ -240,21 +247,13 @@ RunInput read_image_input(const LoadedRun& run, const std::string& path, const s
   if (std::filesystem::is_directory(path, ec)) {
     paths = list_images(path);
     if (paths.empty()) throw SpecError(path, "", "no .png, .jpg or .jpeg file in this folder or below it");
-  } else if (looks_like_image(file_head(path))) {
+  } else if (looks_like_image(input_head(path))) {
     paths = {path};
   } else {
-    CsvOptions options = run_csv_options(run, path, keep_columns);
-    options.text_columns.push_back(path_column);
-    options.number_columns = {run.label};
-    options.check_header = [&](const std::vector<std::string>& columns) {
-      if (std::ranges::find(columns, path_column) == columns.end())
-        throw SpecError(path, "line 1",
-                        "missing column \"path\": a CSV for a model trained on images lists their paths (or give a "
-                        "folder or an image)");
-    };
-    table = read_csv(path, options);
-    const int c = table->column_index(path_column);
-    if (c < 0) throw SpecError(path, "line 1", "missing column \"path\"");
+    auto [read, c] = read_with_text_column(run, path, keep_columns, path_column,
+                                           "missing column \"path\": a CSV for a model trained on images lists "
+                                           "their paths (or give a folder or an image)");
+    table = std::move(read);
     const std::filesystem::path base =
         path == "-" ? std::filesystem::path() : std::filesystem::path(path).parent_path();
     for (const std::string& p : table->text[static_cast<std::size_t>(c)])
@@ -274,10 +273,7 @@ RunInput read_image_input(const LoadedRun& run, const std::string& path, const s
                          run.model->net());
   in.kept_names.insert(in.kept_names.begin(), path_column);
   in.kept.insert(in.kept.begin(), paths);
-  if (table) {
-    const int label_col = table->column_index(run.label);
-    if (label_col >= 0 && table->rows > 0) in.labelled = labelled_rows(run, *table, path, label_col, in.x);
-  }
+  if (table) add_labels(in, run, *table, path);
   return in;
 }
 
@@ -292,13 +288,12 @@ RunInput read_run_input(const LoadedRun& run, const std::string& csv_path,
   const std::vector<int> cols = feature_columns(run, table, csv_path, keep_columns);
   RunInput in;
   add_kept_columns(table, csv_path, keep_columns, in);
-  const int label_col = table.column_index(run.label);
   in.rows = table.rows;
   in.x = shape_for_model(scaled_features(run, table_features(run, table, cols), csv_path,
                                          [&table](std::int64_t r) { return row_place(table, r); }),
                          run.model->net());
   in.row_lines = table.row_lines;
-  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+  add_labels(in, run, table, csv_path);
   return in;
 }
 
@@ -308,10 +303,9 @@ Dataset read_run_test_split(const LoadedRun& run, const std::string& config_path
   c.model_file = RunLayout(run.dir).model().string();
   c.model_path = "";
   // The config's split decides the rows; the run's own scaling must be used on them.
-  PreparedData raw = prepare_data(c, run.model->net(), &run.class_names);
-  Dataset data = raw.test_raw;
   // Ids from the run's own vocabulary, not from one learned afresh from the config's training rows.
-  if (run.text) data.x = run.text->vectorize(data.texts);
+  PreparedData raw = prepare_data(c, run.model->net(), &run.class_names, run.text ? &*run.text : nullptr);
+  Dataset data = raw.test_raw;
   data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
   data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
   if (data.size() == 0)

@@ -49,6 +49,15 @@ TEST_SUITE("text") {
         "evaluate --run run --data " + quoted(source_path("configs/fortunes_bag.json")) + " --json", d.path());
     REQUIRE_MESSAGE(c.status == 0, c.err);
     CHECK(parse_json(c.out).at("accuracy") == parse_json(e.out).at("accuracy"));
+    // The run's vocabulary turns the config's rows into ids, whatever the config's own text options would learn.
+    std::string small = read_text(source_path("configs/fortunes_bag.json"));
+    small.replace(small.find(R"("column": "text")"), 16, R"("column": "text", "max_tokens": 40)");
+    small.replace(small.find("models/"), 7, source_path("configs/models/").string());
+    small.replace(small.find("data/"), 5, source_path("configs/data/").string());
+    d.write("small.json", small);
+    CommandResult s = run_tensorctl("evaluate --run run --data small.json --json", d.path());
+    REQUIRE_MESSAGE(s.status == 0, s.err);
+    CHECK(parse_json(s.out).at("accuracy") == parse_json(e.out).at("accuracy"));
     d.write("new.csv",
             "text\n\"The compiler crashed, and the kernel panicked.\"\n"
             "\"Eat your vegetables and drink the wine\"\n\"The senate voted against the president's veto\"\n");
