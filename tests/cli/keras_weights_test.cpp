@@ -1,6 +1,7 @@
 // Keras models with their weights: tests/keras/keras_files.py writes .keras archives and legacy .h5 files with
 // h5py in the layout Keras' saving code writes, with random weights, and PyTorch's predictions with the same
-// weights; a train config whose model is such a file, run for 0 epochs, predicts what PyTorch does. The six
+// weights; a train config whose model is such a file, run for 0 epochs, predicts what PyTorch does, and its
+// ONNX export what predict does. The six
 // Keras test models hold every layer with a Keras mapping (models/nn/layers/layers.def): Dense, Dropout,
 // Activation, Conv2D, BatchNormalization, MaxPooling2D, Flatten, Embedding, Bidirectional LSTM, GRU, KerasHub's
 // TokenAndPositionEmbedding and TransformerEncoder, GlobalAveragePooling1D (mlp, cnn, text, transformer);
@@ -28,14 +29,29 @@ void make_files(const TempDir& d, const std::string& model) {
 }
 
 const char* kKerasConfig = R"({"model": "MODEL", "data": {"x": "x.npy", "y": "y.npy", "standardize": false,
-                         "test_split": 0, "validation_split": 0}, "epochs": 0})";
+                         "test_split": 0.25, "validation_split": 0}, "epochs": 0})";
 
 std::string keras_config(const std::string& model) {
   std::string c = kKerasConfig;
   return c.replace(c.find("MODEL"), 5, model);
 }
 
-// Trains `model_file` for 0 epochs and compares predict on x.npy with PyTorch's reference, when written.
+// The run's ONNX export gives what predict gives on its test rows (tests/onnx/evaluate_onnx.py).
+void check_onnx_export(const TempDir& d) {
+  CommandResult e = run_tensorctl("export run --format onnx -o model.onnx", d.path());
+  REQUIRE_MESSAGE(e.status == 0, e.err);
+  if (run_shell_command("/usr/bin/python3 -c 'import onnx'", d.path()).status != 0) return;
+  REQUIRE(run_tensorctl("predict --run run --input run/test.csv --output test_p.csv", d.path()).status == 0);
+  const CommandResult c = run_shell_command("/usr/bin/python3 " + quoted(source_path("tests/onnx/evaluate_onnx.py")) +
+                                                " model.onnx run/test.csv test_p.csv run/summary.json",
+                                            d.path());
+  INFO(c.out);
+  CHECK(c.status == 0);
+  CHECK(c.out.find("max |onnx - predict|") != std::string::npos);
+}
+
+// Trains `model_file` for 0 epochs, compares predict on x.npy with PyTorch's reference, when written, and
+// checks the run's ONNX export.
 void check_against_torch(const TempDir& d, const std::string& model_file) {
   CAPTURE(model_file);
   d.write("c.json", keras_config(model_file));
@@ -45,6 +61,7 @@ void check_against_torch(const TempDir& d, const std::string& model_file) {
   REQUIRE(run_tensorctl("predict --run run --input x.npy --output p.csv", d.path()).status == 0);
   if (!std::filesystem::exists(d / "reference.csv")) {
     MESSAGE("no python3-torch: the predictions are not compared with PyTorch's");
+    check_onnx_export(d);
     return;
   }
   const CommandResult c = run_shell_command(
@@ -53,6 +70,7 @@ void check_against_torch(const TempDir& d, const std::string& model_file) {
   INFO(c.out);
   CHECK(c.status == 0);
   CHECK(c.out.find("max |predict - torch|") != std::string::npos);
+  check_onnx_export(d);
 }
 
 }  // namespace
@@ -78,7 +96,6 @@ TEST_SUITE("keras_weights") {
     if (!has_h5py(d)) return;
     make_files(d, "text");
     std::string c = keras_config("model.keras");
-    c.replace(c.find(R"("test_split": 0)"), 15, R"("test_split": 0.25)");
     c.replace(c.find(R"("epochs": 0)"), 11, R"("epochs": 2)");
     d.write("c.json", c);
     CommandResult t = run_tensorctl("train c.json --quiet --output run", d.path());
