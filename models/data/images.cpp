@@ -121,6 +121,10 @@ void jpeg_error_exit(j_common_ptr info) {
 
 void jpeg_no_message(j_common_ptr, int) {}
 
+// What libjpeg may allocate for one picture: a progressive file's coefficients for four full-resolution
+// components of the largest picture read (2^26 pixels x 4 x 2 bytes, 512 MiB), and room for its buffers.
+constexpr long kMaxJpegMemory = 640L << 20;
+
 // Where decode_jpeg_raw puts the pixels: it calls `allocate` once it knows the size. A plain struct and
 // function pointer, so no object with a destructor lives in the frame that longjmp unwinds.
 struct JpegOutput {
@@ -143,13 +147,23 @@ bool decode_jpeg_raw(const unsigned char* data, std::size_t size, JpegOutput out
   jpeg_read_header(&info, TRUE);
   // A gray file is read as gray, any other as RGB; decode_jpeg converts to the channels asked for.
   info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
-  jpeg_start_decompress(&info);
-  std::uint8_t* out = output.allocate(output.context, info.output_width, info.output_height, info.output_components);
+  // A progressive file's coefficients are held whole, about 2 bytes a pixel per component, allocated by
+  // jpeg_start_decompress: a picture past the limits is refused before it, from its header (a forged 566-byte
+  // file asked for 2.6 GB there, images_fuzz), and libjpeg's own allocations are capped, which makes any
+  // request past the cap an error rather than an allocation.
+  const bool too_large = info.image_width > kMaxImageSide || info.image_height > kMaxImageSide ||
+                         static_cast<std::int64_t>(info.image_width) * info.image_height > kMaxImagePixels;
+  info.mem->max_memory_to_use = kMaxJpegMemory;
+  if (!too_large) jpeg_start_decompress(&info);
+  std::uint8_t* out =
+      too_large ? nullptr
+                : output.allocate(output.context, info.output_width, info.output_height, info.output_components);
   if (out == nullptr) {
     jpeg_destroy_decompress(&info);
     std::snprintf(error->message, sizeof error->message,
-                  "an image of %u x %u pixels; at most %lld on a side and %lld in all are read", info.output_width,
-                  info.output_height, static_cast<long long>(kMaxImageSide), static_cast<long long>(kMaxImagePixels));
+                  "an image of %u x %u pixels; at most %lld on a side and %lld in all are read",
+                  too_large ? info.image_width : info.output_width, too_large ? info.image_height : info.output_height,
+                  static_cast<long long>(kMaxImageSide), static_cast<long long>(kMaxImagePixels));
     return false;
   }
   const std::size_t stride =

@@ -221,9 +221,12 @@ void add_labels(RunInput& in, const LoadedRun& run, const CsvTable& table, const
 RunInput read_text_input(const LoadedRun& run, const std::string& csv_path,
                          const std::vector<std::string>& keep_columns) {
   const std::string& column = run.text->options().column;
-  const auto [table, text_col] = read_with_text_column(
+  // Not a structured binding: the lambda below captures the table, which clang 14 cannot do with one.
+  const auto read = read_with_text_column(
       run, csv_path, keep_columns, column,
       fmt::format("missing column {}: the model was trained on its text", quote_for_message(column)));
+  const CsvTable& table = read.first;
+  const int text_col = read.second;
   RunInput in;
   add_kept_columns(table, csv_path, keep_columns, in);
   in.rows = table.rows;
