@@ -29,6 +29,7 @@ std::string read_whole(const std::filesystem::path& path, const std::string& fil
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(std::fopen(path.c_str(), "rbe"), &std::fclose);
   if (!file) throw SpecError(file_for_errors, "", std::string("cannot open file: ") + std::strerror(errno));
   std::string kept;
+  std::size_t total = 0;
   char chunk[1 << 16];
   try {
     for (;;) {
@@ -39,16 +40,15 @@ std::string read_whole(const std::filesystem::path& path, const std::string& fil
       if (n > 0) {
         const std::string_view got(chunk, n);
         read.inspect(got, kept);
-        if (n > read.max_bytes - kept.size())
-          throw SpecError(file_for_errors, "", read.too_large(endless_kind(file.get())));
-        kept.append(got);
+        if (n > read.max_bytes - total) throw SpecError(file_for_errors, "", read.too_large(endless_kind(file.get())));
+        total += n;
+        if (read.keep) kept.append(got);
       }
       if (error != 0) throw SpecError(file_for_errors, "", std::string("cannot read file: ") + std::strerror(error));
       if (n < sizeof chunk) break;
     }
   } catch (const std::bad_alloc&) {
-    throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(kept.size()) +
-                       " bytes read)");
+    throw RuntimeError(file_for_errors + ": too large to read into memory (" + std::to_string(total) + " bytes read)");
   }
   return kept;
 }

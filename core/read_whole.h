@@ -18,6 +18,9 @@ namespace tctl {
 struct ReadWhole {
   // The most bytes the file may hold.
   std::size_t max_bytes = std::numeric_limits<std::size_t>::max();
+  // False: each chunk is only shown to inspect, which always sees an empty `kept`, and the result is empty: a
+  // first pass over a file that is read again, a piece at a time, instead of held whole.
+  bool keep = true;
   // Sees each chunk before it is kept, with what was kept before it; may throw (a CSV text with a NUL byte).
   FunctionRef<void(std::string_view chunk, const std::string& kept)> inspect;
   // The message of the SpecError thrown when the file holds more than max_bytes. `kind` says what the file

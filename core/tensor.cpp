@@ -1,5 +1,8 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cstring>
 
 #include "core/errors.h"
@@ -119,6 +122,31 @@ Tensor Tensor::reshaped(const Shape& shape) const {
   Tensor t = *this;
   t.shape_ = shape;
   return t;
+}
+
+Tensor Tensor::leading_rows(std::int64_t rows) const {
+  TCTL_CHECK(shape_.rank() >= 1 && rows >= 0 && rows <= shape_[0], "leading_rows: no such rows");
+  Tensor t = *this;
+  t.shape_.set_dim(0, rows);
+  return t;
+}
+
+Tensor Tensor::prefix(const Shape& shape) const {
+  TCTL_CHECK(defined() && static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype_) <= buffer_->bytes(),
+             "prefix: larger than the buffer");
+  Tensor t = *this;
+  t.shape_ = shape;
+  return t;
+}
+
+void Tensor::release_unseen() const {
+  if (!defined() || !buffer_->host_addressable() || device()->kind() != DeviceKind::cpu() || !unique()) return;
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(buffer_->data());
+  const std::uintptr_t from = (begin + bytes() + page - 1) / page * page;
+  const std::uintptr_t to = (begin + buffer_->bytes()) / page * page;
+  // Advice only: where the system declines, the pages stay resident and nothing else changes.
+  if (to > from) (void)::madvise(reinterpret_cast<void*>(from), to - from, MADV_DONTNEED);
 }
 
 std::vector<float> Tensor::to_floats() const {

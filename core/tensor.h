@@ -84,6 +84,16 @@ class Tensor {
   Tensor to(Device* device) const;
   // The same buffer seen with another shape of the same element count.
   Tensor reshaped(const Shape& shape) const;
+  // The first `rows` rows ([rows, ...]) of a tensor of rank 1 or more, sharing its buffer: the rest of the
+  // buffer stays allocated, unseen, as long as the view lives (release_unseen gives its pages back).
+  Tensor leading_rows(std::int64_t rows) const;
+  // The first shape.num_elements() elements (at most the buffer's) seen as `shape`, sharing the buffer.
+  Tensor prefix(const Shape& shape) const;
+  // For the only handle of a host buffer that is larger than this tensor (a prefix): gives the whole pages
+  // past this tensor's bytes back to the system, so they no longer count as resident, while the allocation
+  // stays whole. Nothing may read them afterwards (they would read as zeros); does nothing on a shared
+  // buffer, a device's, or a tail under a page.
+  void release_unseen() const;
 
   // How many Tensors share this buffer; 1 means this handle is its only owner.
   long use_count() const { return buffer_.use_count(); }

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/tensor.h"
+
 namespace tctl {
 
 struct CsvOptions {
@@ -36,15 +38,21 @@ struct CsvOptions {
   // a file whose columns are wrong is refused at its first chunk rather than once all of it (a stream without
   // end) is in memory. May throw; the checks of the header read_csv makes itself come after.
   std::function<void(const std::vector<std::string>& columns)> check_header;
+  // Threads parsing the rows, the caller's among them; 0: one per core. A file is parsed in pieces of whole
+  // records, at least 1 MB each, so a small one takes one thread whatever this says.
+  int threads = 0;
+  // The least bytes of whole records a thread parses as one piece; the file is read again a block of 8 pieces
+  // at a time. Tests set a few bytes, to cut small files at every kind of place.
+  std::size_t piece_bytes = std::size_t{1} << 20;
 };
 
 // A parsed CSV file. Plain value; copy and move freely.
 struct CsvTable {
   // Column names from the header row (or "1".."N"), in file order; unique and non-empty.
   std::vector<std::string> columns;
-  // rows * columns.size() cells, row-major: cell (r, c) is values[r * columns.size() + c]. In a text column a
-  // cell that is not a finite number is NaN here.
-  std::vector<float> values;
+  // f32 [rows, columns.size()], row-major. In a text column a cell that is not a finite number is NaN here,
+  // as is every cell of a column that is neither a number column nor a text column (CsvOptions).
+  Tensor values;
   // For each column, its cells as written (quotes removed) when it is a text column; empty otherwise.
   std::vector<std::vector<std::string>> text;
   // Number of data rows (the header is not counted); at least 1.
@@ -57,7 +65,7 @@ struct CsvTable {
   int column_index(const std::string& name) const;
   // The value at data row `row`, column `column`.
   float at(std::int64_t row, int column) const {
-    return values[static_cast<std::size_t>(row) * columns.size() + static_cast<std::size_t>(column)];
+    return values.data<float>()[static_cast<std::size_t>(row) * columns.size() + static_cast<std::size_t>(column)];
   }
   bool is_text(int column) const { return !text[static_cast<std::size_t>(column)].empty(); }
   // The text of a cell in a text column.

@@ -117,7 +117,9 @@ struct Split {
 // number of rows left, and train the rest; each part keeps that order. A fraction of 0 gives an empty part.
 // Both fractions must lie in [0, 1) (checked: the config reader rejects other values with a SpecError that
 // names the key). With tiny data sets the train part may come out empty; callers check size().
-Split split_dataset(const Dataset& data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
+// A caller that moves in data whose features nobody else holds gives their buffer to the train part, its rows
+// moved to the front in place (the test and validation rows are copied out first): no copy of the whole table.
+Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 
 // What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
 // any split: the features' and labels' shapes and bytes (f32 and i32, little-endian as every platform we build
@@ -145,8 +147,9 @@ struct Standardizer {
 
   // Learns mean and std from x, f32 [N, F]. With N = 0 every mean is 0 and every std 1.
   void fit(const Tensor& x);
-  // A new f32 [N, F] tensor with the learned scaling applied; x must have the fitted F (checked).
-  Tensor apply(const Tensor& x) const;
+  // x, f32 [N, F] with the fitted F (checked), with the learned scaling applied: in place when the caller
+  // moved in the only handle of its buffer, else into a new tensor.
+  Tensor apply(Tensor x) const;
 };
 
 }  // namespace tctl

@@ -33,11 +33,11 @@ std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_s
 
 namespace {
 
-Dataset scaled(const Dataset& d, const Standardizer* s, const Sequential& net) {
-  Dataset out = d;
-  if (d.size() == 0) return out;
-  out.x = shape_for_model(s ? s->apply(d.x) : d.x, net);
-  return out;
+// The part scaled and shaped for the model; in place when the caller moved in the only handle of its rows.
+Dataset scaled(Dataset d, const Standardizer* s, const Sequential& net) {
+  if (d.size() == 0) return d;
+  d.x = shape_for_model(s ? s->apply(std::move(d.x)) : d.x, net);
+  return d;
 }
 
 // Where a key of the model spec was written: "m.json input_shape", or "config.json model.input_shape" inline.
@@ -190,10 +190,6 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
     throw SpecError(c.file, where,
                     fmt::format("the data has {} targets per row, but the model has {} outputs",
                                 data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
-  Split split = split_dataset(data, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
-  if (split.train.size() == 0)
-    throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
-
   // Scaled ids are no ids: an embedding first would fail its first step on a fraction.
   if (c.data.standardize && !net.layers().empty() && net.layers().front()->token_ids() > 0)
     throw SpecError(c.file, "data.standardize",
@@ -202,6 +198,10 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
                                 net.layers().front()->type(), net.layers().front()->name()));
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
+  // Moved in: the training rows keep the table's buffer (split_dataset).
+  Split split = split_dataset(std::move(data), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  if (split.train.size() == 0)
+    throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
   PreparedData p;
   p.images = images;
   if (c.data.text) {
@@ -213,9 +213,9 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   p.standardized = c.data.standardize;
   if (p.standardized) p.standardizer.fit(split.train.x);
   const Standardizer* s = p.standardized ? &p.standardizer : nullptr;
-  p.train = scaled(split.train, s, net);
-  p.validation = scaled(split.validation, s, net);
-  p.test = scaled(split.test, s, net);
+  p.train = scaled(std::move(split.train), s, net);
+  p.validation = scaled(std::move(split.validation), s, net);
+  p.test = scaled(std::move(split.test), s, net);  // a copy: test_raw keeps the rows as loaded
   return p;
 }
 

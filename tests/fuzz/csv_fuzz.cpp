@@ -14,9 +14,11 @@ namespace {
 
 void check_consistent(const tctl::CsvTable& table) {
   const auto width = table.columns.size();
-  TCTL_CHECK(table.rows >= 1 && table.values.size() == static_cast<std::size_t>(table.rows) * width &&
-                 table.row_lines.size() == static_cast<std::size_t>(table.rows) && table.text.size() == width,
-             "read_csv returned an inconsistent table");
+  TCTL_CHECK(
+      table.rows >= 1 &&
+          static_cast<std::size_t>(table.values.num_elements()) == static_cast<std::size_t>(table.rows) * width &&
+          table.row_lines.size() == static_cast<std::size_t>(table.rows) && table.text.size() == width,
+      "read_csv returned an inconsistent table");
   for (const auto& column : table.text)
     TCTL_CHECK(column.empty() || column.size() == static_cast<std::size_t>(table.rows),
                "a text column has a row count of its own");
