@@ -367,6 +367,8 @@ Dataset take_rows_but_x(const Dataset& data, std::span<const std::int64_t> rows)
 Tensor move_rows_to_front(Tensor x, std::span<const std::int64_t> rows) {
   const std::int64_t n = x.shape()[0];
   const std::size_t row_bytes = n > 0 ? x.bytes() / static_cast<std::size_t>(n) : 0;
+  // Rows of no features (text, before it becomes ids) have nothing to move, and no buffer to move it in.
+  if (row_bytes == 0) return x.leading_rows(static_cast<std::int64_t>(rows.size()));
   // The whole permutation: the rows asked for, then the others in order (where they land does not matter).
   std::vector<std::int64_t> from(rows.begin(), rows.end());
   std::vector<bool> taken(static_cast<std::size_t>(n), false);

@@ -51,13 +51,13 @@ void write_all(int fd, std::string_view bytes, const std::filesystem::path& path
   }
 }
 
-// Opens the existing `path` for writing with `flags` besides O_WRONLY, writes `bytes`, with `sync` fsyncs, and
-// closes it: what writing in place and appending share.
-void write_through(const std::filesystem::path& path, int flags, std::string_view bytes, bool sync) {
+// Opens the existing `path` for writing with `flags` besides O_WRONLY, writes what `produce` gives, with
+// `sync` fsyncs, and closes it: what writing in place and appending share.
+void write_through(const std::filesystem::path& path, int flags, FunctionRef<void(PieceWriter)> produce, bool sync) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | flags);
   if (fd < 0) throw_io_error(path, "cannot open", errno);
   try {
-    write_all(fd, bytes, path);
+    produce([&](std::string_view piece) { write_all(fd, piece, path); });
     if (sync && ::fsync(fd) != 0) throw_io_error(path, "fsync failed", errno);
   } catch (...) {
     ::close(fd);
@@ -67,7 +67,9 @@ void write_through(const std::filesystem::path& path, int flags, std::string_vie
 }
 
 // A FIFO or a device is someone else's file: write into it as a shell redirection would, never replace it.
-void write_in_place(const std::filesystem::path& path, std::string_view bytes) { write_through(path, 0, bytes, false); }
+void write_in_place(const std::filesystem::path& path, FunctionRef<void(PieceWriter)> produce) {
+  write_through(path, 0, produce, false);
+}
 
 // A reader that closed the pipe (`| head`) is no failure: the error stays flagged on stdout, and the program
 // ends quietly once it has checked it (app/main.cpp's finish_stdout).
@@ -79,7 +81,7 @@ void write_stdout(std::string_view bytes) {
   }
 }
 
-void replace_file(const std::filesystem::path& path, std::string_view bytes) {
+void replace_file(const std::filesystem::path& path, FunctionRef<void(PieceWriter)> produce) {
   std::filesystem::path temp = path;
   temp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1));
 
@@ -89,16 +91,25 @@ void replace_file(const std::filesystem::path& path, std::string_view bytes) {
 
   const char* failed = nullptr;
   int error = 0;
-  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) {
-    failed = "write failed";
-    error = errno;
-  } else if (std::fflush(file) != 0) {
-    failed = "flush failed";
-    error = errno;
-  } else if (::fsync(::fileno(file)) != 0) {
-    failed = "fsync failed";
-    error = errno;
+  try {
+    produce([&](std::string_view piece) {
+      if (failed == nullptr && !piece.empty() && std::fwrite(piece.data(), 1, piece.size(), file) != piece.size()) {
+        failed = "write failed";
+        error = errno;
+      }
+    });
+  } catch (...) {
+    std::fclose(file);
+    std::remove(temp.c_str());
+    throw;
   }
+  auto check = [&](bool ok, const char* what) {
+    if (failed != nullptr || ok) return;
+    failed = what;
+    error = errno;
+  };
+  check(std::fflush(file) == 0, "flush failed");
+  check(::fsync(::fileno(file)) == 0, "fsync failed");
   // fclose can report a deferred write error (NFS, quotas), so its result counts too.
   if (std::fclose(file) != 0 && failed == nullptr) {
     failed = "close failed";
@@ -134,7 +145,8 @@ int descriptor_path(const std::string& path) {
 }  // namespace
 
 void append_file(const std::filesystem::path& path, std::string_view bytes, bool sync) {
-  write_through(path, O_APPEND, bytes, sync);
+  write_through(
+      path, O_APPEND, [&](PieceWriter write) { write(bytes); }, sync);
 }
 
 // The file a symbolic link chain ends at, whether or not that file exists yet: written in its place, so a
@@ -153,20 +165,24 @@ std::filesystem::path final_target(const std::filesystem::path& path) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
-  if (path == "-") return write_stdout(bytes);
+  write_file_atomic(path, [&](PieceWriter write) { write(bytes); });
+}
+
+void write_file_atomic(const std::filesystem::path& path, FunctionRef<void(PieceWriter)> produce) {
+  if (path == "-") return produce([](std::string_view piece) { write_stdout(piece); });
   if (const int fd = descriptor_path(path.string()); fd >= 0) {
-    if (fd == 1) return write_stdout(bytes);
+    if (fd == 1) return produce([](std::string_view piece) { write_stdout(piece); });
     std::fflush(stderr);
-    return write_all(fd, bytes, path);
+    return produce([&](std::string_view piece) { write_all(fd, piece, path); });
   }
   // stat() follows every link, the magic ones of /proc (/dev/stdout) included, to what is really there.
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {
-    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) return write_in_place(path, bytes);
+    if (S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) return write_in_place(path, produce);
     if (const char* kind = unwritable_kind(st.st_mode))
       throw RuntimeError("cannot write " + path.string() + ": it is " + kind + ", not a file");
   }
-  replace_file(final_target(path), bytes);
+  replace_file(final_target(path), produce);
 }
 
 void check_output_path(const std::string& path, const std::string& flag) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/function_ref.h"
+
 namespace tctl {
 
 // The one writer of every output tensorctl produces (run directories, --output, --trace, -o).
@@ -24,6 +26,14 @@ namespace tctl {
 // untouched, and RuntimeError names `path` and the system's reason.
 // Thread-safe: concurrent calls use distinct temporary names; for the same `path`, the last rename wins.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
+
+// The bytes a producer writes a piece at a time, in order, through `write`.
+using PieceWriter = FunctionRef<void(std::string_view piece)>;
+// write_file_atomic of contents made a piece at a time: `produce` calls its PieceWriter with each piece, and
+// the pieces go to the file as they come, so the contents are never held whole (a run's test.csv of 12,000
+// x 785 cells was 23 MB of string, bench/csv_load.sh). The same destinations and the same guarantees: where
+// the file is replaced, an exception from `produce` leaves it untouched.
+void write_file_atomic(const std::filesystem::path& path, FunctionRef<void(PieceWriter)> produce);
 
 // Appends `bytes` to the existing file `path` (O_APPEND), and with `sync` flushes it to the disk before
 // returning. The one writer that does not replace its file: for a log that grows (a run's history.csv),

@@ -13,6 +13,8 @@ namespace tctl {
 
 // `v` as the run's CSV files write a number (history.csv, test.csv): six significant digits, %g style.
 std::string csv_number(double v);
+// csv_number appended to `out`, without a string of its own.
+void append_csv_number(std::string& out, double v);
 
 // The run directory's history.csv, one row per finished epoch, appended: the rows wait in a buffer of at most
 // 64 KB, and go to the file when it fills and before each checkpoint, so neither memory nor a checkpoint grows

@@ -65,7 +65,8 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
 }  // namespace
 
 // The rows as CSV, with a header row unless the data had none (so the file reads back as the data did).
-std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column) {
+void write_dataset_csv(PieceWriter write, const Dataset& d, const std::string& label, bool header,
+                       const std::string& text_column) {
   std::string out;
   const bool text = !text_column.empty() || !d.paths.empty();
   if (header) {
@@ -81,7 +82,10 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header,
       out.append(
              csv_field(d.paths.empty() ? d.texts[static_cast<std::size_t>(r)] : d.paths[static_cast<std::size_t>(r)]))
           .append(",");
-    for (std::int64_t j = 0; j < f; ++j) out.append(csv_number(d.x.data<float>()[r * f + j])).append(",");
+    for (std::int64_t j = 0; j < f; ++j) {
+      append_csv_number(out, d.x.data<float>()[r * f + j]);
+      out += ',';
+    }
     if (d.num_classes > 0) {
       const std::int32_t y = d.y.data<std::int32_t>()[r];
       out += d.class_names.empty() ? std::to_string(y) : csv_field(d.class_names[static_cast<std::size_t>(y)]);
@@ -90,7 +94,18 @@ std::string dataset_csv(const Dataset& d, const std::string& label, bool header,
         out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
     }
     out += "\n";
+    // A megabyte at a time: the rows never held whole (bench/csv_load.sh).
+    if (out.size() >= (std::size_t{1} << 20)) {
+      write(out);
+      out.clear();
+    }
   }
+  write(out);
+}
+
+std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column) {
+  std::string out;
+  write_dataset_csv([&](std::string_view piece) { out.append(piece); }, d, label, header, text_column);
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
+#include "models/io/atomic_file.h"
 #include "models/record/prepared_data.h"
 #include "models/record/train_config.h"
 #include "models/train/model.h"
@@ -27,5 +28,8 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
 // `text_column`, each row's text (Dataset::texts) under that name instead of its features (token ids); rows of
 // images (Dataset::paths), each image's path under kImagePathColumn instead of its pixels.
 std::string dataset_csv(const Dataset& d, const std::string& label, bool header, const std::string& text_column = "");
+// dataset_csv's text a megabyte at a time, through `write` (write_file_atomic's producer).
+void write_dataset_csv(PieceWriter write, const Dataset& d, const std::string& label, bool header,
+                       const std::string& text_column = "");
 
 }  // namespace tctl

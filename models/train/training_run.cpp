@@ -149,8 +149,9 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
   const Sequential& net = trainer.model().net();
   save_safetensors(run.weights(), variable_values(net.variables()), {{"format", "tensorctl"}, {"model", net.name()}});
   history.flush();
-  write_file_atomic(run.test_rows(),
-                    dataset_csv(data.test_raw, c.data.label, c.data.header, c.data.text ? c.data.text->column : ""));
+  write_file_atomic(run.test_rows(), [&](PieceWriter write) {
+    write_dataset_csv(write, data.test_raw, c.data.label, c.data.header, c.data.text ? c.data.text->column : "");
+  });
   write_file_atomic(run.summary(), out.summary.dump(2) + "\n");
 }
 

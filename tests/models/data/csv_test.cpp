@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -353,5 +355,30 @@ TEST_CASE("read_csv in pieces on several threads reads what one pass over the wh
         CAPTURE(piece);
         CHECK(reading_of(path, pieces) == expected);
       }
+  }
+}
+
+TEST_CASE("read_csv reads whole numbers of up to 7 digits to the bits from_chars gives, and longer ones too") {
+  const std::vector<std::string> cells = {"0",       "-0",       "7",      "-7",       "1234567", "-1234567",
+                                          "9999999", "12345678", "0001",   "-0000009", "+5",      "16777217",
+                                          "3.5",     "-12e2",    "1-2e0x", "00000000"};
+  std::string text = "a\n";
+  for (const auto& c : cells) text += c + "\n";
+  // "1-2e0x" is no number: read as text, so every other cell must still parse.
+  const tctl::CsvOptions options{.header = true, .text_columns = {"a"}, .number_columns = {}};
+  const CsvTable t = read_csv(write_scratch_file("whole_numbers.csv", text), options);
+  const std::vector<float> values = t.values.to_floats();
+  REQUIRE(values.size() == cells.size());
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    CAPTURE(cells[i]);
+    std::string_view cell = cells[i];
+    if (cell.front() == '+') cell.remove_prefix(1);
+    float expected = 0.0f;
+    const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), expected);
+    if (ec != std::errc() || end != cell.data() + cell.size()) {
+      CHECK(std::isnan(values[i]));
+      continue;
+    }
+    CHECK(std::memcmp(&values[i], &expected, sizeof expected) == 0);
   }
 }

@@ -43,6 +43,25 @@ TEST_CASE("write_file_atomic overwrites an existing file, longer and shorter") {
   CHECK(dir.entries() == std::vector<std::string>{"out.txt"});
 }
 
+TEST_CASE("write_file_atomic of pieces writes them in order; a producer that throws leaves the old file") {
+  TempDir dir;
+  const fs::path file = dir.path / "rows.csv";
+  write_file_atomic(file, [](PieceWriter write) {
+    write("a,b\n");
+    write("");
+    for (int i = 0; i < 3; ++i) write(std::to_string(i) + "," + std::to_string(i * i) + "\n");
+  });
+  CHECK(read_file(file, "rows.csv") == "a,b\n0,0\n1,1\n2,4\n");
+  CHECK_THROWS_AS(write_file_atomic(file,
+                                    [](PieceWriter write) {
+                                      write("half a file");
+                                      throw RuntimeError("the producer failed");
+                                    }),
+                  RuntimeError);
+  CHECK(read_file(file, "rows.csv") == "a,b\n0,0\n1,1\n2,4\n");
+  CHECK(dir.entries() == std::vector<std::string>{"rows.csv"});
+}
+
 TEST_CASE("write_file_atomic to a missing directory throws RuntimeError naming the path") {
   TempDir dir;
   const fs::path file = dir.path / "no_such_dir" / "out.txt";
