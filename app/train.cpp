@@ -26,7 +26,7 @@ namespace {
 struct TrainFlags {
   std::string config;
   std::optional<std::int64_t> epochs, batch_size, seed;
-  std::optional<int> inter_op, intra_op;
+  std::optional<int> inter_op, intra_op, data_threads;
   std::optional<std::string> output, device, resume;
   bool json = false;
   bool quiet = false;
@@ -60,6 +60,7 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   add("--seed", f.seed);
   add("--inter-op-threads", f.inter_op);
   add("--intra-op-threads", f.intra_op);
+  add("--data-threads", f.data_threads);
   add("--device", f.device);
   if (f.keep_denormals) out += " --keep-denormals";
   if (f.strict_placement) out += " --strict-placement";
@@ -140,6 +141,7 @@ TrainConfig config_with_flags(const TrainFlags& f) {
   if (f.seed) c.seed = static_cast<std::uint64_t>(*f.seed);
   if (f.inter_op) c.inter_op_threads = *f.inter_op;
   if (f.intra_op) c.intra_op_threads = *f.intra_op;
+  if (f.data_threads) c.data_threads = *f.data_threads;
   if (f.output && f.resume)
     throw SpecError("", "--output", "--resume continues the run in its own directory; drop --output");
   if (f.overwrite && f.resume)
@@ -247,6 +249,9 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_option("--inter-op-threads", flags.inter_op, "Threads running independent graph nodes (0: one per core)")
       ->check(integer_in(0, 1024));
   cmd.add_option("--intra-op-threads", flags.intra_op, "Threads splitting the work inside one op (0: one per core)")
+      ->check(integer_in(0, 1024));
+  cmd.add_option("--data-threads", flags.data_threads,
+                 "Threads reading the data: parsing a CSV, decoding images (0: one per core)")
       ->check(integer_in(0, 1024));
   cmd.add_option("--output", flags.output, "Run directory to write (default from the config, else runs/<config name>)");
   cmd.add_option("--resume", flags.resume,

@@ -269,7 +269,7 @@ Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::str
 
 Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,
                          const std::string& file_for_errors, const std::string& where, const CsvDataOptions& options) {
-  CsvOptions csv{.header = options.header, .text_columns = {}, .number_columns = {}};
+  CsvOptions csv{.header = options.header, .text_columns = {}, .number_columns = {}, .threads = options.threads};
   // Labels are read as text so that names are possible; a regression target must be a number.
   if (classification) csv.text_columns.push_back(label_column);
   // A text data set reads two columns; the others may hold anything.

@@ -72,6 +72,8 @@ struct CsvDataOptions {
   // Not empty: the features are this column's text, kept in Dataset::texts, and every other column but the
   // label is ignored.
   std::string text_column;
+  // Threads parsing the file (CsvOptions::threads); 0: one per core.
+  int threads = 0;
 };
 
 // Loads a CSV file (see models/data/csv.h) as a data set: `label_column` is the target, every other column a

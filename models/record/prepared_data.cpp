@@ -125,7 +125,8 @@ void vectorize_part(Dataset& part, const TextVectorizer& text) {
 Dataset load_config_data(const TrainConfig& c, const std::optional<ImageOptions>& images,
                          const std::vector<std::string>* run_classes) {
   const bool classification = loss_is_classification(c.loss);
-  CsvDataOptions options{.header = c.data.header, .named_labels = true, .classes = {}, .text_column = {}};
+  CsvDataOptions options{
+      .header = c.data.header, .named_labels = true, .classes = {}, .text_column = {}, .threads = c.data_threads};
   if (c.data.text) options.text_column = c.data.text->column;
   if (run_classes != nullptr) {
     options.named_labels = !run_classes->empty();
@@ -136,7 +137,7 @@ Dataset load_config_data(const TrainConfig& c, const std::optional<ImageOptions>
   if (!c.data.csv.empty())
     return load_csv_dataset(c.data.csv, c.data.label, classification, c.file, "data.csv", options);
   if (c.data.images.empty()) return load_builtin(c.data.dataset, c.seed, c.file, "data");
-  Dataset data = load_image_dataset(c.data.images, *images, c.intra_op_threads, c.file, "data.images.directory");
+  Dataset data = load_image_dataset(c.data.images, *images, c.data_threads, c.file, "data.images.directory");
   if (run_classes != nullptr && *run_classes != data.class_names)
     throw SpecError(c.file, "data.images.directory",
                     fmt::format("class folders {}, but the run was trained on {}", join_first(data.class_names),

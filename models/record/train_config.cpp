@@ -79,6 +79,13 @@ nlohmann::json StrategyConfig::to_json() const {
   return j;
 }
 
+nlohmann::json TrainConfig::threads_json() const {
+  nlohmann::json j{{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}};
+  // Only when set: the runs recorded before it had none, and resolved configs print as they did.
+  if (data_threads != 0) j["data"] = data_threads;
+  return j;
+}
+
 nlohmann::json TrainConfig::to_json() const {
   nlohmann::json j{{"model", model_spec},
                    {"data", data.to_json()},
@@ -90,7 +97,7 @@ nlohmann::json TrainConfig::to_json() const {
                    {"prefetch", prefetch},
                    {"checkpoint_seconds", checkpoint_seconds},
                    {"seed", seed},
-                   {"threads", {{"inter_op", inter_op_threads}, {"intra_op", intra_op_threads}}},
+                   {"threads", threads_json()},
                    {"callbacks", callbacks_json()},
                    {"device", device},
                    {"allow_tf32", allow_tf32},
@@ -350,6 +357,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
     SpecReader t = top.object("threads");
     c.inter_op_threads = thread_count(t, "inter_op");
     c.intra_op_threads = thread_count(t, "intra_op");
+    c.data_threads = thread_count(t, "data");
     t.finish();
   }
   if (top.has("callbacks"))

@@ -100,6 +100,7 @@ struct TrainConfig {
   std::uint64_t seed = 0;
   int inter_op_threads = 0;
   int intra_op_threads = 0;
+  int data_threads = 0;  // threads reading the data: parsing a CSV, decoding images; 0: one per core
   std::vector<CallbackConfig> callbacks;
   std::string device = "cpu";
   // GPU matrix products may use TF32 tensor cores (the backend flag "allow_tf32", core/device.h backend_flag); off by
@@ -120,6 +121,8 @@ struct TrainConfig {
   InferenceOptions inference_options() const;
 
   // The resolved config, with the model spec inline, as written to summary.json and recorded in checkpoints.
+  // The "threads" object: inter_op, intra_op, and data when it is set.
+  nlohmann::json threads_json() const;
   nlohmann::json to_json() const;
 
   // Reads and validates the config `j`, which lies at `json_path` ("" for the whole file) in `file`. Every

@@ -87,6 +87,24 @@ TEST_SUITE("train") {
     CHECK(saved.at("rows").at("test") == 30);
   }
 
+  TEST_CASE("threads.data and --data-threads: recorded, the same weights, changeable on resume, bounded") {
+    TempDir d;
+    const std::string model = nlohmann::json(source_path("configs/models/wine_mlp.json").string()).dump();
+    const std::string csv = nlohmann::json(source_path("configs/data/wine.csv").string()).dump();
+    const std::string config = R"({"model": )" + model + R"(, "data": {"csv": )" + csv + R"(}, "epochs": 2, )";
+    d.write("c.json", config + R"("threads": {"data": 2}})");
+    REQUIRE(run_tensorctl("train c.json --quiet --output two", d.path()).status == 0);
+    CHECK(read_json(d / "two/summary.json").at("config").at("threads").at("data") == 2);
+    REQUIRE(run_tensorctl("train c.json --quiet --output one --data-threads 1", d.path()).status == 0);
+    CHECK(read_json(d / "one/summary.json").at("config").at("threads").at("data") == 1);
+    CHECK(read_text(d / "one/weights.safetensors") == read_text(d / "two/weights.safetensors"));
+    CommandResult r = run_tensorctl("train c.json --quiet --resume two --epochs 3 --data-threads 1", d.path());
+    CHECK_MESSAGE(r.status == 0, r.err);
+    d.write("bad.json", config + R"("threads": {"data": 2000}})");
+    expect_user_error(d, "train bad.json", {"bad.json", "threads.data", "at most 1024 threads"});
+    expect_user_error(d, "train c.json --data-threads -1", {"--data-threads"});
+  }
+
   TEST_CASE("configs/spirals.json reaches test accuracy >= 0.98") {
     TempDir d;
     CHECK(train_shipped("configs/spirals.json", d).at("test").at("accuracy").get<double>() >= 0.98);
