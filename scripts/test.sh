@@ -3,7 +3,8 @@
 #   scripts/test.sh          Release build in build/, every test; where nvcc and cuBLAS are installed the
 #                            build compiles and links the CUDA backend too (its GPU tests skip without a GPU);
 #                            a compiler warning fails the build (TENSORCTL_WERROR)
-#   scripts/test.sh --tsan   ThreadSanitizer build in build-tsan/: the concurrency tests and
+#   scripts/test.sh --tsan   ThreadSanitizer build in build-tsan/: the concurrency tests, a CSV parsed on two
+#                            threads, and
 #                            `race-check --scenario all` under every locking mode; any report fails it
 #   scripts/test.sh --asan   AddressSanitizer + UndefinedBehaviorSanitizer build in build-asan/: every test
 #                            suite (core, kernels, models, cli); any report, a leak included, fails it
@@ -48,6 +49,16 @@ if [ "${1:-}" = "--tsan" ]; then
   "$dir/tests/core_tests"
   echo "tsan: race-check --scenario all, every mode"
   "$dir/tensorctl" race-check --scenario all --modes all --threads 4 --iterations 200 --widen 10 --json >"$dir/race_check.json"
+  # A CSV of 3.5 MB parses in two pieces of whole records on two threads (models/data/csv.h).
+  echo "tsan: a CSV read in pieces on two data threads"
+  awk 'BEGIN { printf "label"; for (c = 1; c <= 40; c++) printf ",f%d", c; print "";
+               for (r = 0; r < 30000; r++) { printf "%d", r % 3; for (c = 1; c <= 40; c++) printf ",%d", (r * c) % 97; print "" } }' \
+    >"$dir/pieces.csv"
+  cat >"$dir/pieces.json" <<'JSON'
+{"model": {"input_shape": [40], "layers": [{"type": "Dense", "units": 3, "activation": "softmax"}]},
+ "data": {"csv": "pieces.csv"}, "epochs": 1, "batch_size": 512, "threads": {"data": 2}}
+JSON
+  "$dir/tensorctl" train "$dir/pieces.json" --quiet --overwrite --output "$dir/pieces_run" >/dev/null
   echo "tsan: clean"
   exit 0
 fi
