@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "core/errors.h"
+#include "models/data/row_stream.h"
 #include "models/io/spec_reader.h"
 #include "models/record/prepared_data.h"
 #include "models/train/model_builder.h"
@@ -81,6 +82,12 @@ class BatchFeed {
     }
     const auto start = std::chrono::steady_clock::now();
     data_ = prepare_data(c, model.net()).train;
+    // A streamed data set is profiled on its first window, which holds whole batches.
+    if (data_.stream) {
+      Dataset window;
+      data_.stream->load(0, data_, window);
+      data_ = std::move(window);
+    }
     prepare_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     order_.resize(static_cast<std::size_t>(data_.size()));
     std::iota(order_.begin(), order_.end(), std::int64_t{0});

@@ -594,7 +594,6 @@ void join_pieces(std::vector<Piece>& pieces, const RowSink& sink, CsvTable& tabl
 
 // Parses blocks of whole records in pieces on a pool of threads, joining them in file order.
 struct ParallelParse {
-  const RowSink& sink;
   int threads;
   std::size_t piece_bytes;
   std::int64_t line = 1;           // of the next block's first record
@@ -602,7 +601,7 @@ struct ParallelParse {
   std::int64_t pending_blank = 0;  // a blank line at the end of the last block
   std::optional<ThreadPool> pool;
 
-  void block(std::string_view text, CsvTable& table) {
+  void block(std::string_view text, const RowSink& sink, CsvTable& table) {
     // Pieces of at least piece_bytes each: a few rows are parsed where they are.
     const auto count =
         static_cast<int>(std::clamp<std::size_t>(text.size() / piece_bytes, 1, static_cast<std::size_t>(threads)));
@@ -636,30 +635,43 @@ int CsvTable::column_index(const std::string& name) const {
   return -1;
 }
 
-CsvTable read_csv(const std::string& path, const CsvOptions& options) {
-  Scanned scanned = scan_text(path, options);
-  const std::size_t piece_bytes = std::max<std::size_t>(options.piece_bytes, 1);
-  DataBlocks blocks(path, scanned, 8 * piece_bytes);
-  std::string_view block = blocks.next(0);
+namespace {
+
+// The header row (or the column names "1".."N") from the first block, and where its data rows start.
+struct TableStart {
+  std::size_t start = 0;  // of the data rows in the first block
+  std::int64_t line = 1, last_line = 0;
+};
+TableStart start_table(std::string_view block, const std::string& path, const CsvOptions& options, CsvTable& table) {
   Records first(block, path);
   if (!first.next()) {
     throw SpecError(
         path, line_where(1),
         options.header ? "empty file: expected a header row of column names" : "empty file: expected rows of cells");
   }
-  CsvTable table;
-  std::size_t start = 0;  // of the data rows in the first block
-  std::int64_t line = 1, last_line = 0;
+  TableStart out;
   if (options.header) {
     table.columns = header_columns(first.cells(), path);
-    start = first.pos();
-    line = first.next_line();
-    last_line = first.line();
+    out.start = first.pos();
+    out.line = first.next_line();
+    out.last_line = first.line();
   } else {
     for (std::size_t c = 0; c < first.cells().size(); ++c) table.columns.push_back(std::to_string(c + 1));
   }
-  const std::vector<CellKind> kinds = column_kinds(table, options);
   table.text.resize(table.columns.size());
+  return out;
+}
+
+}  // namespace
+
+CsvTable read_csv(const std::string& path, const CsvOptions& options) {
+  Scanned scanned = scan_text(path, options);
+  const std::size_t piece_bytes = std::max<std::size_t>(options.piece_bytes, 1);
+  DataBlocks blocks(path, scanned, 8 * piece_bytes);
+  std::string_view block = blocks.next(0);
+  CsvTable table;
+  const TableStart at = start_table(block, path, options, table);
+  const std::vector<CellKind> kinds = column_kinds(table, options);
   const auto width = static_cast<std::int64_t>(table.columns.size());
   // Room for every row the text can hold: one per line, and no more than a row of `width` cells (width - 1
   // commas and a line break) per `width` bytes.
@@ -667,20 +679,69 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   Tensor values = Tensor::empty(DType::kF32, Shape{capacity, width});
   table.row_lines.resize(static_cast<std::size_t>(capacity));
   const RowSink sink{table.columns, kinds, path, values.mutable_data<float>(), table.row_lines.data(), capacity};
-  ParallelParse parse{sink, options.threads > 0 ? options.threads : ThreadPool::hardware_threads(), piece_bytes};
-  parse.line = line;
-  parse.last_line = last_line;
-  for (std::string_view text = block.substr(start);; text = block) {
-    if (!text.empty()) parse.block(text, table);
+  ParallelParse parse{options.threads > 0 ? options.threads : ThreadPool::hardware_threads(), piece_bytes};
+  parse.line = at.line;
+  parse.last_line = at.last_line;
+  for (std::string_view text = block.substr(at.start);; text = block) {
+    if (!text.empty()) parse.block(text, sink, table);
     block = blocks.next(block.size());
     if (block.empty()) break;
   }
-  last_line = parse.last_line;
-  if (table.rows == 0) throw SpecError(path, line_where(last_line + 1), "no data rows after the header");
+  if (table.rows == 0) throw SpecError(path, line_where(parse.last_line + 1), "no data rows after the header");
   table.row_lines.resize(static_cast<std::size_t>(table.rows));
   table.values = values.prefix(Shape{table.rows, width});
   table.values.release_unseen();
   return table;
+}
+
+void read_csv_blocks(const std::string& path, const CsvOptions& options,
+                     FunctionRef<void(const std::vector<std::string>& columns)> on_header,
+                     FunctionRef<void(CsvTable& block)> use) {
+  struct stat st {};
+  if (path == "-" || ::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw SpecError(path, "", "streaming reads a regular file, which this is not");
+  Scanned scanned;
+  scanned.bytes = static_cast<std::int64_t>(st.st_size);
+  const std::size_t piece_bytes = std::max<std::size_t>(options.piece_bytes, 1);
+  DataBlocks blocks(path, scanned, 8 * piece_bytes);
+  std::string_view block = blocks.next(0);
+  CsvTable header;
+  const TableStart at = start_table(block, path, options, header);
+  on_header(header.columns);
+  const std::vector<CellKind> kinds = column_kinds(header, options);
+  const auto width = static_cast<std::int64_t>(header.columns.size());
+  ParallelParse parse{options.threads > 0 ? options.threads : ThreadPool::hardware_threads(), piece_bytes};
+  parse.line = at.line;
+  parse.last_line = at.last_line;
+  std::int64_t rows = 0;
+  Tensor values;
+  for (std::string_view text = block.substr(at.start);; text = block) {
+    // Binary data is refused at the block holding it, as the whole-file reader refuses it at its chunk.
+    if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
+      throw SpecError(
+          path,
+          line_where(parse.line + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n')),
+          "a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it as UTF-8)");
+    if (!text.empty()) {
+      CsvTable part;
+      part.columns = header.columns;
+      part.text.resize(header.columns.size());
+      const std::int64_t capacity = std::count(text.begin(), text.end(), '\n') + 1;
+      // The buffer of the block before is refilled when its user let go of it.
+      if (!values.defined() || !values.unique() || values.shape()[0] < capacity)
+        values = Tensor::empty(DType::kF32, Shape{capacity, width});
+      part.row_lines.resize(static_cast<std::size_t>(capacity));
+      const RowSink sink{part.columns, kinds, path, values.mutable_data<float>(), part.row_lines.data(), capacity};
+      parse.block(text, sink, part);
+      part.row_lines.resize(static_cast<std::size_t>(part.rows));
+      part.values = values.leading_rows(part.rows);
+      rows += part.rows;
+      if (part.rows > 0) use(part);
+    }
+    block = blocks.next(block.size());
+    if (block.empty()) break;
+  }
+  if (rows == 0) throw SpecError(path, line_where(parse.last_line + 1), "no data rows after the header");
 }
 
 std::string not_utf8_message(const std::string& what, std::string_view text, std::size_t at) {

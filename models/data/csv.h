@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "core/tensor.h"
 
 namespace tctl {
@@ -86,6 +87,17 @@ struct CsvTable {
 // A file that cannot be read (a directory: "cannot read file: Is a directory") is a SpecError too. Throws
 // RuntimeError when memory runs out. Thread-safe: touches no shared state.
 CsvTable read_csv(const std::string& path, const CsvOptions& options = {});
+
+// Reads the regular file at `path` a block of whole records at a time, for data larger than memory (a streamed
+// run's first pass, models/data/row_cache.h): `on_header` gets the column names before any data row is read,
+// then `use` gets each block's rows, in file order, as a CsvTable of its own (row_lines their lines in the
+// file; the table's buffers are reused once `use` returns, so it keeps nothing of them). Holds about two
+// blocks of 8 x options.piece_bytes of text and one block's values, whatever the file's size; max_bytes is
+// not consulted. Throws as read_csv does, each error at the block it is in, and SpecError when `path` is
+// not a regular file (standard input cannot be read twice, nor streamed into a cache).
+void read_csv_blocks(const std::string& path, const CsvOptions& options,
+                     FunctionRef<void(const std::vector<std::string>& columns)> on_header,
+                     FunctionRef<void(CsvTable& block)> use);
 
 // "WHAT "TEXT" holds the byte 0xNN at offset AT, which is not UTF-8; ...": the message for a name or a path
 // that the run's JSON files could not record, `at` as first_non_utf8 found it.

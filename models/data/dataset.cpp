@@ -14,6 +14,7 @@
 #include "core/random.h"
 #include "core/text.h"
 #include "models/data/csv.h"
+#include "models/data/row_stream.h"
 
 #ifndef TENSORCTL_DATA_DIR
 #define TENSORCTL_DATA_DIR "configs/data"
@@ -303,7 +304,12 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
   return dataset_from_table(std::move(table), path, label, classification, options);
 }
 
-DataFingerprint fingerprint_of(const Dataset& data) {
+std::int64_t Dataset::size() const {
+  if (stream) return stream->size();
+  return x.defined() ? x.shape()[0] : 0;
+}
+
+DataFingerprint fingerprint_of_parts(const FingerprintParts& parts) {
   std::uint64_t h = 14695981039346656037ull;
   auto add = [&h](const void* bytes, std::size_t n) {
     for (const auto* p = static_cast<const unsigned char*>(bytes); n > 0; --n, ++p) h = (h ^ *p) * 1099511628211ull;
@@ -311,33 +317,51 @@ DataFingerprint fingerprint_of(const Dataset& data) {
   auto add_count = [&add](std::int64_t v) { add(&v, sizeof v); };
   // The shapes and sizes first, so bytes that merely move between the features and the labels, or between
   // class names, still change the hash.
-  for (const Tensor* t : {&data.x, &data.y}) {
-    add_count(t->defined() ? t->shape().rank() : -1);
-    if (!t->defined()) continue;
-    for (int d = 0; d < t->shape().rank(); ++d) add_count(t->shape()[d]);
-    add_count(static_cast<std::int64_t>(t->dtype()));
+  for (const auto& [shape, dtype] :
+       {std::pair{parts.x_shape, parts.x_dtype}, std::pair{parts.y_shape, parts.y_dtype}}) {
+    add_count(shape ? shape->rank() : -1);
+    if (!shape) continue;
+    for (int d = 0; d < shape->rank(); ++d) add_count((*shape)[d]);
+    add_count(static_cast<std::int64_t>(dtype));
   }
-  add_count(data.num_classes);
-  add_count(static_cast<std::int64_t>(data.class_names.size()));
-  for (const std::string& name : data.class_names) {
+  add_count(parts.num_classes);
+  add_count(static_cast<std::int64_t>(parts.class_names.size()));
+  for (const std::string& name : parts.class_names) {
     add_count(static_cast<std::int64_t>(name.size()));
     add(name.data(), name.size());
   }
-  for (const Tensor* t : {&data.x, &data.y})
-    if (t->defined()) add(t->raw_data(), t->bytes());
+  parts.bytes(add);
   // Only text data adds to the hash, so the fingerprints that checkpoints of other data recorded still match.
-  for (const std::string& text : data.texts) {
+  for (const std::string& text : parts.texts) {
     add_count(static_cast<std::int64_t>(text.size()));
     add(text.data(), text.size());
   }
   const std::uint64_t values = h;
   h = 14695981039346656037ull;
-  add_count(static_cast<std::int64_t>(data.feature_names.size()));
-  for (const std::string& name : data.feature_names) {
+  add_count(static_cast<std::int64_t>(parts.feature_names.size()));
+  for (const std::string& name : parts.feature_names) {
     add_count(static_cast<std::int64_t>(name.size()));
     add(name.data(), name.size());
   }
-  return {data.size(), values, h};
+  return {parts.rows, values, h};
+}
+
+DataFingerprint fingerprint_of(const Dataset& data) {
+  auto shape = [](const Tensor& t) { return t.defined() ? std::optional<Shape>(t.shape()) : std::nullopt; };
+  auto dtype = [](const Tensor& t) { return t.defined() ? t.dtype() : DType::kF32; };
+  return fingerprint_of_parts({.rows = data.size(),
+                               .x_shape = shape(data.x),
+                               .x_dtype = dtype(data.x),
+                               .y_shape = shape(data.y),
+                               .y_dtype = dtype(data.y),
+                               .num_classes = data.num_classes,
+                               .class_names = data.class_names,
+                               .texts = data.texts,
+                               .feature_names = data.feature_names,
+                               .bytes = [&](FunctionRef<void(const void*, std::size_t)> add) {
+                                 for (const Tensor* t : {&data.x, &data.y})
+                                   if (t->defined()) add(t->raw_data(), t->bytes());
+                               }});
 }
 
 namespace {
@@ -406,23 +430,28 @@ Dataset take_rows(const Dataset& data, std::span<const std::int64_t> rows) {
   return out;
 }
 
-Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed) {
+SplitOrder split_order(std::int64_t n, double test_split, double validation_split, bool shuffle, std::uint64_t seed) {
   TCTL_CHECK(test_split >= 0.0 && test_split < 1.0, "test_split must lie in [0, 1)");
   TCTL_CHECK(validation_split >= 0.0 && validation_split < 1.0, "validation_split must lie in [0, 1)");
-  const std::int64_t n = data.size();
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  SplitOrder out;
+  out.order.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) out.order[static_cast<std::size_t>(i)] = i;
   if (shuffle) {
     std::mt19937_64 rng(seed);
     for (std::int64_t i = n - 1; i > 0; --i) {
       auto j = static_cast<std::int64_t>(uniform_below(rng, static_cast<std::uint64_t>(i + 1)));
-      std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(j)]);
+      std::swap(out.order[static_cast<std::size_t>(i)], out.order[static_cast<std::size_t>(j)]);
     }
   }
+  out.test = static_cast<std::int64_t>(std::llround(static_cast<double>(n) * test_split));
+  out.validation = static_cast<std::int64_t>(std::llround(static_cast<double>(n - out.test) * validation_split));
+  return out;
+}
 
-  const auto n_test = static_cast<std::int64_t>(std::llround(static_cast<double>(n) * test_split));
-  const auto n_validation = static_cast<std::int64_t>(std::llround(static_cast<double>(n - n_test) * validation_split));
-  std::span<const std::int64_t> all(order);
+Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed) {
+  const SplitOrder parts = split_order(data.size(), test_split, validation_split, shuffle, seed);
+  const auto n_test = parts.test, n_validation = parts.validation;
+  std::span<const std::int64_t> all(parts.order);
   const auto train_rows = all.subspan(static_cast<std::size_t>(n_test + n_validation));
   Split split;
   split.test = take_rows(data, all.subspan(0, static_cast<std::size_t>(n_test)));
@@ -442,12 +471,12 @@ Split split_dataset(Dataset data, double test_split, double validation_split, bo
 
 void Standardizer::fit(const Tensor& x) {
   TCTL_CHECK(x.dtype() == DType::kF32 && x.shape().rank() == 2, "Standardizer::fit wants f32 [N, F]");
-  const std::int64_t n = x.shape()[0];
-  const std::int64_t f = x.shape()[1];
-  const float* p = x.data<float>();
+  fit_windows(x.shape()[1], [&](FunctionRef<void(const Tensor&)> visit) { visit(x); });
+}
+
+void Standardizer::fit_windows(std::int64_t f, FunctionRef<void(FunctionRef<void(const Tensor&)>)> windows) {
   mean.assign(static_cast<std::size_t>(f), 0.0f);
   std.assign(static_cast<std::size_t>(f), 1.0f);
-  if (n == 0) return;
   // Two passes in double: the one-pass sum-of-squares formula cancels badly when |mean| >> std. Row by row,
   // each column summed in row order as a column-by-column walk sums it (the same bits), but reading the
   // rows in memory order, every column a lane of the vector adds: 10x faster on 60,000 x 784 rows
@@ -455,18 +484,29 @@ void Standardizer::fit(const Tensor& x) {
   std::vector<double> sums(static_cast<std::size_t>(f), 0.0), squares(static_cast<std::size_t>(f), 0.0);
   double* sum = sums.data();
   double* square = squares.data();
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* row = p + r * f;
-    for (std::int64_t c = 0; c < f; ++c) sum[c] += row[c];
-  }
-  for (std::int64_t c = 0; c < f; ++c) sum[c] /= static_cast<double>(n);  // now the means
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* row = p + r * f;
-    for (std::int64_t c = 0; c < f; ++c) {
-      const double d = row[c] - sum[c];
-      square[c] += d * d;
+  std::int64_t n = 0;
+  windows([&](const Tensor& x) {
+    TCTL_CHECK(x.dtype() == DType::kF32 && x.shape().rank() == 2 && x.shape()[1] == f,
+               "Standardizer::fit wants f32 [N, F]");
+    const float* p = x.data<float>();
+    for (std::int64_t r = 0; r < x.shape()[0]; ++r) {
+      const float* row = p + r * f;
+      for (std::int64_t c = 0; c < f; ++c) sum[c] += row[c];
     }
-  }
+    n += x.shape()[0];
+  });
+  if (n == 0) return;
+  for (std::int64_t c = 0; c < f; ++c) sum[c] /= static_cast<double>(n);  // now the means
+  windows([&](const Tensor& x) {
+    const float* p = x.data<float>();
+    for (std::int64_t r = 0; r < x.shape()[0]; ++r) {
+      const float* row = p + r * f;
+      for (std::int64_t c = 0; c < f; ++c) {
+        const double d = row[c] - sum[c];
+        square[c] += d * d;
+      }
+    }
+  });
   for (std::int64_t c = 0; c < f; ++c) {
     const double m = sum[c];
     const double s = std::sqrt(square[c] / static_cast<double>(n));

@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/function_ref.h"
 #include "core/tensor.h"
 
 namespace tctl {
@@ -19,6 +21,8 @@ namespace tctl {
 // Class labels are whole numbers below this (CSV and array files alike): the bound also stops a regression
 // target mistaken for a label from sizing a huge one-hot layer.
 inline constexpr int kMaxClasses = 100000;
+
+class RowStream;
 
 // A whole data set held as two tensors with one row per sample. Copying a Dataset shares the tensors'
 // buffers (Tensors are immutable values), so copies are cheap and may be read from any thread.
@@ -38,8 +42,12 @@ struct Dataset {
   // Each row's image file, when the rows come from a folder of images (models/data/images.h); else empty.
   std::vector<std::string> paths;
 
-  // N, the number of samples; 0 for a default-constructed Dataset.
-  std::int64_t size() const { return x.defined() ? x.shape()[0] : 0; }
+  // Set for a part of a data set too large to hold (a streamed run): its rows are in a file, read a window at
+  // a time (models/data/row_stream.h), and x and y hold none of them (x is f32 [0, F]).
+  std::shared_ptr<const RowStream> stream;
+
+  // N, the number of samples (a stream's included); 0 for a default-constructed Dataset.
+  std::int64_t size() const;
   // F, the number of features per sample; 0 for a default-constructed Dataset.
   std::int64_t num_features() const { return x.defined() ? x.shape()[1] : 0; }
   bool is_classification() const { return num_classes > 0; }
@@ -121,6 +129,13 @@ struct Split {
 // names the key). With tiny data sets the train part may come out empty; callers check size().
 // A caller that moves in data whose features nobody else holds gives their buffer to the train part, its rows
 // moved to the front in place (the test and validation rows are copied out first): no copy of the whole table.
+// The order behind split_dataset: every row of N, shuffled or not, whose first `test` rows are the test part,
+// the next `validation` the validation part and the rest the training part.
+struct SplitOrder {
+  std::vector<std::int64_t> order;
+  std::int64_t test = 0, validation = 0;
+};
+SplitOrder split_order(std::int64_t n, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 
 // What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
@@ -138,6 +153,22 @@ struct DataFingerprint {
   bool operator==(const DataFingerprint&) const = default;
 };
 DataFingerprint fingerprint_of(const Dataset& data);
+// The same hash from its parts, for data that is not in memory as a whole (a RowCache, models/data/row_cache.h):
+// `bytes` feeds the features' bytes and then the labels' to the function it is given, in as many calls as it
+// likes. A tensor that is not defined has no shape (nullopt).
+struct FingerprintParts {
+  std::int64_t rows = 0;
+  std::optional<Shape> x_shape;
+  DType x_dtype = DType::kF32;
+  std::optional<Shape> y_shape;
+  DType y_dtype = DType::kF32;
+  int num_classes = 0;
+  const std::vector<std::string>& class_names;
+  const std::vector<std::string>& texts;
+  const std::vector<std::string>& feature_names;
+  FunctionRef<void(FunctionRef<void(const void*, std::size_t)> add)> bytes;
+};
+DataFingerprint fingerprint_of_parts(const FingerprintParts& parts);
 
 // Per-feature standardisation: x' = (x - mean) / std, with the mean and population standard deviation
 // learned from the training rows only, so validation and test data are scaled the same way.
@@ -149,6 +180,10 @@ struct Standardizer {
 
   // Learns mean and std from x, f32 [N, F]. With N = 0 every mean is 0 and every std 1.
   void fit(const Tensor& x);
+  // The same for rows that come a window at a time (a streamed data set, models/data/row_stream.h): `windows`
+  // calls the function it is given with each window's rows, f32 [n, F], in order, and is itself called twice
+  // (the means, then the deviations). Rows in one window give fit's bits.
+  void fit_windows(std::int64_t features, FunctionRef<void(FunctionRef<void(const Tensor&)>)> windows);
   // x, f32 [N, F] with the fitted F (checked), with the learned scaling applied: in place when the caller
   // moved in the only handle of its buffer, else into a new tensor.
   Tensor apply(Tensor x) const;

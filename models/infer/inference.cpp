@@ -1,5 +1,7 @@
 #include "models/infer/inference.h"
 
+#include "models/data/row_stream.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -112,6 +114,12 @@ Tensor Inference::targets_into(const Dataset& data, std::span<const std::int64_t
 }
 
 MetricValues Inference::evaluate(const Dataset& data, std::int64_t batch_size) {
+  BatchSums totals;
+  for_each_window(data, [&](const Dataset& window) { totals += evaluate_sums(window, batch_size); });
+  return averages(totals, options_.metrics);
+}
+
+BatchSums Inference::evaluate_sums(const Dataset& data, std::int64_t batch_size) {
   const std::int64_t n = data.size();
   BatchSums totals;
   std::vector<std::int64_t> rows;
@@ -126,7 +134,7 @@ MetricValues Inference::evaluate(const Dataset& data, std::int64_t batch_size) {
     add_metric_sums(out[1], data, rows, options_.loss, sums);
     totals += sums;
   }
-  return averages(totals, options_.metrics);
+  return totals;
 }
 
 }  // namespace tctl

@@ -79,6 +79,8 @@ class Inference {
   Tensor targets_into(const Dataset& data, std::span<const std::int64_t> rows, Tensor& buffer) const;
   // Loss and metrics over every row of `data` (scaled and shaped for the network), in batches of `batch_size`.
   MetricValues evaluate(const Dataset& data, std::int64_t batch_size);
+  // The loss and metric sums of evaluate over `data` in memory (a streamed data set's window).
+  BatchSums evaluate_sums(const Dataset& data, std::int64_t batch_size);
 
  private:
   Inference(std::shared_ptr<const Sequential> net, InferenceOptions options, std::unique_ptr<ThreadPool> inter,

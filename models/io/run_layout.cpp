@@ -29,6 +29,10 @@ bool RunLayout::is_run_file(const std::string& entry, const std::vector<std::str
                      [&](const std::string& n) { return entry == n || entry.starts_with(n + ".tmp."); });
 }
 
+bool RunLayout::is_data_cache(const std::string& entry) {
+  return entry.ends_with(".rows") || entry.find(".rows.tmp.") != std::string::npos;
+}
+
 bool RunLayout::is_log_dir(const std::filesystem::path& dir) {
   std::error_code ec;
   for (const auto& part : std::filesystem::directory_iterator(dir, ec)) {

@@ -63,6 +63,10 @@ class RunLayout {
   // (write_file_atomic's `<name>.tmp.<pid>.<counter>`).
   static bool is_run_file(const std::string& entry, const std::vector<std::string>& names);
 
+  // Whether `entry` is a data cache a streamed run keeps beside its files ("<stem>-<key>.rows",
+  // models/data/row_cache.h), or a temporary of one.
+  static bool is_data_cache(const std::string& entry);
+
   // Whether `dir` is a TensorBoard log folder as tensorctl writes it: train/ and validation/ holding only
   // event files.
   static bool is_log_dir(const std::filesystem::path& dir);

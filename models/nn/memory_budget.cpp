@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -28,6 +30,32 @@ std::string approximate_num_elements(const Shape& shape) {
   for (std::int64_t d : shape.dims()) n *= static_cast<double>(d);
   return fmt::format("about {:.3g}", n);
 }
+
+namespace {
+
+// The memory limit of this process's control group: cgroup v2's memory.max, or v1's memory.limit_in_bytes,
+// of the group /proc/self/cgroup names; nullopt when there is none ("max", or v1's huge "unlimited").
+std::optional<std::int64_t> cgroup_memory_limit() {
+  std::ifstream groups("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(groups, line)) {
+    // "0::/path" (v2) or "4:memory:/path" (v1).
+    const std::size_t first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = line.substr(first + 1, second - first - 1);
+    const std::string group = line.substr(second + 1);
+    const std::string file = controllers.empty()       ? "/sys/fs/cgroup" + group + "/memory.max"
+                             : controllers == "memory" ? "/sys/fs/cgroup/memory" + group + "/memory.limit_in_bytes"
+                                                       : "";
+    if (file.empty()) continue;
+    std::ifstream in(file);
+    std::int64_t value = 0;
+    if (in >> value && value > 0 && value < (std::int64_t{1} << 60)) return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::int64_t memory_limit_bytes() {
   // Set but empty reads as unset, as TENSORCTL_DATA_DIR does. Anything else that is not a limit is refused:
@@ -59,6 +87,8 @@ std::int64_t memory_limit_bytes() {
   if (::getrlimit(RLIMIT_AS, &address_space) == 0 && address_space.rlim_cur != RLIM_INFINITY &&
       address_space.rlim_cur < static_cast<rlim_t>(limit))
     limit = static_cast<std::int64_t>(address_space.rlim_cur);
+  // A control group's limit (systemd-run -p MemoryMax=, a container's): past it the kernel kills the process.
+  if (const std::optional<std::int64_t> group = cgroup_memory_limit(); group && *group < limit) limit = *group;
   return limit;
 }
 

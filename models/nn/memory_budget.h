@@ -24,9 +24,9 @@ std::optional<std::int64_t> bounded_num_elements(const Shape& shape);
 std::string approximate_num_elements(const Shape& shape);
 
 // How many bytes a model may take: TENSORCTL_MEMORY_LIMIT (bytes, or with a K/M/G/T suffix in either case,
-// powers of 1024) when set and not empty, else this machine's physical memory or the process's address-space
-// limit, the lower. Throws SpecError naming TENSORCTL_MEMORY_LIMIT when it is set to anything else (1.5G,
-// 1GB, 0).
+// powers of 1024) when set and not empty, else the lowest of this machine's physical memory, the process's
+// address-space limit and its control group's memory limit (cgroup v1 or v2). Throws SpecError naming
+// TENSORCTL_MEMORY_LIMIT when it is set to anything else (1.5G, 1GB, 0).
 std::int64_t memory_limit_bytes();
 
 // "23.45 GB", "512.00 B": powers of 1024 with the unit names Keras prints in its summary.

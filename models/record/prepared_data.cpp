@@ -6,10 +6,13 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/read_whole.h"
 #include "core/text.h"
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
+#include "models/data/row_stream.h"
 #include "models/nn/losses.h"
+#include "models/nn/memory_budget.h"
 
 namespace tctl {
 
@@ -147,13 +150,13 @@ Dataset load_config_data(const TrainConfig& c, const std::optional<ImageOptions>
 
 }  // namespace
 
-PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
-                          const TextVectorizer* run_text) {
+namespace {
+
+// Checks the loaded data against the model (features, classes, targets) and makes binary labels the float
+// targets the loss takes. A streamed data set (`streamed`) has only its labels in memory: its values are
+// not checked for token ids, and a label past the outputs is not found again in the file.
+void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bool streamed) {
   const bool classification = loss_is_classification(c.loss);
-  std::optional<ImageOptions> images;
-  if (!c.data.images.empty()) images = resolved_image_options(c, net);
-  Dataset data = load_config_data(c, images, run_classes);
-  const DataFingerprint fingerprint = fingerprint_of(data);
   const std::string where = data_key(c);
   if (loss_is_binary(c.loss) && data.num_classes > 0) {
     // Binary cross-entropy takes 0/1 labels as float targets, one column.
@@ -161,10 +164,11 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
       throw SpecError(
           c.file, "loss",
           "loss " + c.loss + " needs two classes, but " + data.name + " has " + std::to_string(data.num_classes));
-    std::vector<float> y(static_cast<std::size_t>(data.size()));
-    for (std::int64_t i = 0; i < data.size(); ++i)
+    const std::int64_t n = data.y.shape()[0];
+    std::vector<float> y(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i)
       y[static_cast<std::size_t>(i)] = static_cast<float>(data.y.data<std::int32_t>()[i]);
-    data.y = Tensor::from_floats(Shape{data.size(), 1}, y);
+    data.y = Tensor::from_floats(Shape{n, 1}, y);
     data.num_classes = 0;
   }
   if (!classification && data.num_classes > 0)
@@ -182,23 +186,144 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
       throw SpecError(c.file, where,
                       fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
                                   data_source(c), data.num_classes, join_first(data.class_names), last, outputs));
-    if (!c.data.csv.empty()) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
+    if (!c.data.csv.empty() && !streamed) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
     throw SpecError(c.file, where,
                     fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
                                 data_source(c), data.num_classes - 1, last, outputs));
   }
-  if (!classification && data.y.num_elements() / std::max<std::int64_t>(data.size(), 1) != outputs)
+  const std::int64_t rows = std::max<std::int64_t>(data.y.shape()[0], 1);
+  if (!classification && data.y.num_elements() / rows != outputs)
     throw SpecError(c.file, where,
                     fmt::format("the data has {} targets per row, but the model has {} outputs",
-                                data.y.num_elements() / std::max<std::int64_t>(data.size(), 1), outputs));
+                                data.y.num_elements() / rows, outputs));
   // Scaled ids are no ids: an embedding first would fail its first step on a fraction.
   if (c.data.standardize && !net.layers().empty() && net.layers().front()->token_ids() > 0)
     throw SpecError(c.file, "data.standardize",
                     fmt::format("the model's first layer, {} \"{}\", takes token ids, which scaling would turn into "
                                 "fractions: set \"standardize\": false",
                                 net.layers().front()->type(), net.layers().front()->name()));
+  if (streamed) return;
   if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
     throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
+}
+
+// The bytes a CSV's rows would take as float32 in memory, estimated from its first 64 KiB: cells per byte there
+// times the file's size.
+double estimated_float_bytes(const std::string& path) {
+  std::error_code ec;
+  const auto size = static_cast<double>(std::filesystem::file_size(path, ec));
+  const std::string head = file_head(path, std::size_t{64} << 10);
+  if (ec || head.empty()) return 0.0;
+  const auto cells =
+      static_cast<double>(std::count(head.begin(), head.end(), ',') + std::count(head.begin(), head.end(), '\n'));
+  return size * 4.0 * cells / static_cast<double>(head.size());
+}
+
+// Whether `c`'s data is streamed, and the line saying so when the run chose it itself: a CSV of numbers whose
+// rows would take more than a third of the memory limit in memory (which holds them about 1.4 times over while
+// they are split and scaled, bench/csv_load.sh, besides the model).
+std::optional<std::string> stream_choice(const TrainConfig& c) {
+  if (c.data.csv.empty() || c.data.text || c.data.stream == DataConfig::Stream::kOff) return std::nullopt;
+  if (c.data.stream == DataConfig::Stream::kOn) return "";
+  const double bytes = estimated_float_bytes(c.data.csv);
+  const auto limit = static_cast<double>(memory_limit_bytes());
+  if (bytes * 3.0 <= limit) return std::nullopt;
+  return fmt::format(
+      "{}: about {} of rows as float32, more than a third of the memory limit ({}): streaming them "
+      "from a cache (\"stream\": false in \"data\" reads them into memory)",
+      c.data.csv, byte_size_text(bytes), byte_size_text(limit));
+}
+
+// A streamed run's rows per window: the config's shuffle_buffer, else as many as fit in an eighth of the memory
+// limit (two windows are held at once).
+std::int64_t window_rows(const TrainConfig& c, std::int64_t features) {
+  if (c.data.shuffle_buffer > 0) return c.data.shuffle_buffer;
+  return std::max<std::int64_t>(1, memory_limit_bytes() / 8 / std::max<std::int64_t>(features * 4, 1));
+}
+
+// The config's CSV in its cache (built when there is none for the file as it is now), in the config's cache
+// folder or the run directory. A run directory made for the cache is removed again when building it fails.
+std::shared_ptr<const RowCache> cached_rows(const TrainConfig& c, const std::vector<std::string>* run_classes,
+                                            bool& reused) {
+  RowCache::CsvSource source{.path = c.data.csv,
+                             .label_column = c.data.label,
+                             .classification = loss_is_classification(c.loss),
+                             .options = {.header = c.data.header, .threads = c.data_threads},
+                             .file_for_errors = c.file,
+                             .where = "data.csv"};
+  if (run_classes != nullptr) {
+    source.options.named_labels = !run_classes->empty();
+    source.options.classes = *run_classes;
+  }
+  const std::uint64_t key = RowCache::key_of(source);
+  const std::filesystem::path dir = c.data.cache.empty() ? c.output : c.data.cache;
+  const std::filesystem::path path = RowCache::path_in(dir, source, key);
+  auto cache = RowCache::open(path, key);
+  reused = cache != nullptr;
+  if (cache) return cache;
+  std::error_code ec;
+  const bool made = !std::filesystem::exists(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw SpecError(dir.string(), "", "cannot create the data cache's folder: " + ec.message());
+  try {
+    return RowCache::build(path, key, source);
+  } catch (...) {
+    if (made) std::filesystem::remove(dir, ec);  // only if still empty
+    throw;
+  }
+}
+
+// prepare_data for a streamed CSV: the rows stay in their cache; each part is a stream of its rows there.
+PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
+                              std::string note) {
+  PreparedData p;
+  p.streamed.emplace();
+  p.streamed->note = std::move(note);
+  auto cache = cached_rows(c, run_classes, p.streamed->reused);
+  p.streamed->cache = cache->path();
+  Dataset meta = cache->metadata();
+  fit_to_model(c, net, meta, true);
+  p.fingerprint = cache->fingerprint();
+  const SplitOrder split =
+      split_order(cache->rows(), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  const std::span<const std::int64_t> all(split.order);
+  const std::int64_t window = window_rows(c, cache->features());
+  auto part = [&](std::size_t first, std::size_t count) {
+    Dataset d = meta;
+    d.y = Tensor::empty(meta.y.dtype(), meta.y.shape().with_batch(0));
+    const auto rows = all.subspan(first, count);
+    d.stream = std::make_shared<RowStream>(cache, std::vector<std::int64_t>(rows.begin(), rows.end()), meta.y, window,
+                                           c.batch_size);
+    return d;
+  };
+  const auto n_test = static_cast<std::size_t>(split.test), n_validation = static_cast<std::size_t>(split.validation);
+  p.test_raw = part(0, n_test);
+  p.validation = part(n_test, n_validation);
+  p.train = part(n_test + n_validation, all.size() - n_test - n_validation);
+  if (p.train.size() == 0)
+    throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
+  p.streamed->window_rows = p.train.stream->window_rows();
+  p.test = p.test_raw;
+  p.standardized = c.data.standardize;
+  if (p.standardized)
+    p.standardizer.fit_windows(cache->features(), [&](FunctionRef<void(const Tensor&)> visit) {
+      for_each_window(p.train, [&](const Dataset& w) { visit(w.x); });
+    });
+  const std::optional<Standardizer> scale = p.standardized ? std::optional(p.standardizer) : std::nullopt;
+  for (Dataset* d : {&p.train, &p.validation, &p.test}) d->stream = d->stream->prepared(scale, net.input_shape());
+  return p;
+}
+
+}  // namespace
+
+PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
+                          const TextVectorizer* run_text) {
+  if (std::optional<std::string> note = stream_choice(c)) return prepare_streamed(c, net, run_classes, *note);
+  std::optional<ImageOptions> images;
+  if (!c.data.images.empty()) images = resolved_image_options(c, net);
+  Dataset data = load_config_data(c, images, run_classes);
+  const DataFingerprint fingerprint = fingerprint_of(data);
+  fit_to_model(c, net, data, false);
   // Moved in: the training rows keep the table's buffer (split_dataset).
   Split split = split_dataset(std::move(data), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
   if (split.train.size() == 0)

@@ -42,6 +42,9 @@ nlohmann::json DataConfig::to_json() const {
     j["label"] = label;
     if (!header) j["header"] = false;
     if (text) j["text"] = text->to_json();
+    if (stream != Stream::kAuto) j["stream"] = stream == Stream::kOn;
+    if (shuffle_buffer > 0) j["shuffle_buffer"] = shuffle_buffer;
+    if (!cache.empty()) j["cache"] = cache;
   }
   if (!x.empty()) {
     j["x"] = x;
@@ -108,7 +111,8 @@ nlohmann::json TrainConfig::to_json() const {
   return j;
 }
 
-const std::vector<std::string> kResumeMayChange{"epochs", "threads", "prefetch", "checkpoint_seconds", "output"};
+const std::vector<std::string> kResumeMayChange{"epochs", "threads",     "prefetch",  "checkpoint_seconds",
+                                                "output", "data.stream", "data.cache"};
 
 namespace {
 
@@ -134,8 +138,7 @@ std::optional<ConfigChange> first_change(const nlohmann::json& before, const nlo
                      [&](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
     for (const auto& k : keys) {
       const std::string path = json_path_key(key, k);
-      if (key.empty() && std::find(kResumeMayChange.begin(), kResumeMayChange.end(), k) != kResumeMayChange.end())
-        continue;
+      if (std::find(kResumeMayChange.begin(), kResumeMayChange.end(), path) != kResumeMayChange.end()) continue;
       const nlohmann::json none;
       auto change =
           first_change(before.contains(k) ? before.at(k) : none, after.contains(k) ? after.at(k) : none, path);
@@ -228,6 +231,21 @@ TextOptions parse_text(SpecReader& data) {
   return t;
 }
 
+// "stream", "shuffle_buffer" and "cache" of a CSV's "data".
+void parse_stream(SpecReader& r, const PathRules& rules, DataConfig& d) {
+  if (r.has("stream")) {
+    const nlohmann::json& v = r.raw("stream");
+    if (v.is_boolean())
+      d.stream = v.get<bool>() ? DataConfig::Stream::kOn : DataConfig::Stream::kOff;
+    else if (!(v.is_string() && v.get<std::string>() == "auto"))
+      r.fail("stream", "expected true, false or \"auto\", " + describe_json(v));
+  }
+  d.shuffle_buffer = r.has("shuffle_buffer") ? r.positive_int("shuffle_buffer") : 0;
+  if (r.has("cache")) d.cache = resolved(r.string("cache"), rules);
+  if (d.text && d.stream == DataConfig::Stream::kOn)
+    r.fail("stream", "a column of text is read into memory: streaming reads CSV files of numbers");
+}
+
 // "images": {"directory": "photos", "image_size": [h, w], "color_mode": "rgb", "interpolation": "bilinear"};
 // the size and the colour mode default to the model's input_shape, resolved in prepare_data.
 void parse_images(SpecReader& data, const PathRules& rules, DataConfig& d) {
@@ -271,6 +289,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       d.label = r.string("label", "label");
       d.header = r.boolean("header", true);
       if (r.has("text")) d.text = parse_text(r);
+      parse_stream(r, rules, d);
     }
     if (r.has("x")) {
       if (!r.has("y")) r.fail_here("\"x\" needs \"y\": the labels or targets, an array with a row for each of x's");

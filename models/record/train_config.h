@@ -39,6 +39,14 @@ struct DataConfig {
   std::string images;
   ImageOptions image_options{.height = 0, .width = 0, .channels = 0, .interpolation = ImageInterpolation::kBilinear};
 
+  // Streaming (models/data/row_stream.h), CSV files only: "stream": true reads the file once into a binary
+  // cache and trains from it a window of `shuffle_buffer` rows at a time; false holds the data in memory;
+  // absent ("auto"), it streams when the data would not fit in the memory limit, and says so.
+  enum class Stream { kAuto, kOn, kOff };
+  Stream stream = Stream::kAuto;
+  std::int64_t shuffle_buffer = 0;  // rows per window; 0: as many as fit in an eighth of the memory limit
+  std::string cache;                // the cache's folder (resolved); empty: the run directory
+
   // Whether the config names data at all (a model spec profiled without a config has none).
   bool any() const { return !dataset.empty() || !csv.empty() || !x.empty() || !images.empty(); }
 
@@ -147,7 +155,8 @@ struct ConfigChange {
 // file is no change. nullopt when nothing else changed.
 std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, const nlohmann::json& after);
 
-// The top-level keys a resumed run may change: epochs, threads, prefetch, checkpoint_seconds, output.
+// The keys a resumed run may change: epochs, threads, prefetch, checkpoint_seconds, output, and how the data
+// is held: data.stream and data.cache (a stream of one window trains the in-memory run's bits).
 extern const std::vector<std::string> kResumeMayChange;
 
 // Reads and validates a train config file (TrainConfig::from_json of its JSON). Relative paths inside it

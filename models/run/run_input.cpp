@@ -15,6 +15,7 @@
 #include "models/data/arrays.h"
 #include "models/data/csv.h"
 #include "models/data/images.h"
+#include "models/data/row_stream.h"
 #include "models/io/run_layout.h"
 #include "models/nn/memory_budget.h"
 #include "models/record/prepared_data.h"
@@ -309,8 +310,14 @@ Dataset read_run_test_split(const LoadedRun& run, const std::string& config_path
   // Ids from the run's own vocabulary, not from one learned afresh from the config's training rows.
   PreparedData raw = prepare_data(c, run.model->net(), &run.class_names, run.text ? &*run.text : nullptr);
   Dataset data = raw.test_raw;
-  data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
-  data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
+  if (data.stream) {
+    // A streamed config: the rows stay in the data's cache, scaled a window at a time.
+    data.stream = data.stream->prepared(run.standardized ? std::optional(run.standardizer) : std::nullopt,
+                                        run.model->net().input_shape());
+  } else {
+    data.x = run.standardized ? run.standardizer.apply(data.x) : data.x;
+    data.x = data.x.reshaped(Shape::concat(data.size(), run.model->net().input_shape()));
+  }
   if (data.size() == 0)
     throw SpecError(config_path, "data.test_split", "the test split is empty, so there is nothing to evaluate");
   return data;

@@ -29,7 +29,8 @@ void clear_run_directory(const std::filesystem::path& dir, const TrainConfig& c,
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     const bool stale = !e.is_symlink(ec) && e.is_regular_file(ec) && is_stale_temporary(name, names);
-    if (name != RunLayout::kLockFile && !stale) entries.push_back(e.path());
+    // A data cache (models/data/row_cache.h) is kept: the data's, not the run's, and reused by the next run.
+    if (name != RunLayout::kLockFile && !stale && !RunLayout::is_data_cache(name)) entries.push_back(e.path());
   }
   if (ec) throw RuntimeError("cannot read run directory " + d + ": " + ec.message());
   if (entries.empty()) {

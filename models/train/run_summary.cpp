@@ -1,9 +1,12 @@
 #include "models/train/run_summary.h"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 
 #include "core/device.h"
 #include "models/data/csv.h"
+#include "models/data/row_stream.h"
 #include "models/train/history_log.h"
 #include "models/train/training_run.h"
 
@@ -76,30 +79,33 @@ void write_dataset_csv(PieceWriter write, const Dataset& d, const std::string& l
     out += csv_field(label) + "\n";
   }
   const std::int64_t f = text ? 0 : d.num_features();
-  const std::int64_t targets = d.size() ? d.y.num_elements() / d.size() : 0;
-  for (std::int64_t r = 0; r < d.size(); ++r) {
-    if (text)
-      out.append(
-             csv_field(d.paths.empty() ? d.texts[static_cast<std::size_t>(r)] : d.paths[static_cast<std::size_t>(r)]))
-          .append(",");
-    for (std::int64_t j = 0; j < f; ++j) {
-      append_csv_number(out, d.x.data<float>()[r * f + j]);
-      out += ',';
+  // A streamed part a window at a time, in the windows' order (row_stream.h); one in memory as it is.
+  for_each_window(d, [&](const Dataset& w) {
+    const std::int64_t targets = w.size() ? w.y.num_elements() / w.size() : 0;
+    for (std::int64_t r = 0; r < w.size(); ++r) {
+      if (text)
+        out.append(
+               csv_field(w.paths.empty() ? w.texts[static_cast<std::size_t>(r)] : w.paths[static_cast<std::size_t>(r)]))
+            .append(",");
+      for (std::int64_t j = 0; j < f; ++j) {
+        append_csv_number(out, w.x.data<float>()[r * f + j]);
+        out += ',';
+      }
+      if (w.num_classes > 0) {
+        const std::int32_t y = w.y.data<std::int32_t>()[r];
+        out += w.class_names.empty() ? std::to_string(y) : csv_field(w.class_names[static_cast<std::size_t>(y)]);
+      } else {
+        for (std::int64_t j = 0; j < targets; ++j)
+          out.append(j ? "," : "").append(csv_number(w.y.data<float>()[r * targets + j]));
+      }
+      out += "\n";
+      // A megabyte at a time: the rows never held whole (bench/csv_load.sh).
+      if (out.size() >= (std::size_t{1} << 20)) {
+        write(out);
+        out.clear();
+      }
     }
-    if (d.num_classes > 0) {
-      const std::int32_t y = d.y.data<std::int32_t>()[r];
-      out += d.class_names.empty() ? std::to_string(y) : csv_field(d.class_names[static_cast<std::size_t>(y)]);
-    } else {
-      for (std::int64_t j = 0; j < targets; ++j)
-        out.append(j ? "," : "").append(csv_number(d.y.data<float>()[r * targets + j]));
-    }
-    out += "\n";
-    // A megabyte at a time: the rows never held whole (bench/csv_load.sh).
-    if (out.size() >= (std::size_t{1} << 20)) {
-      write(out);
-      out.clear();
-    }
-  }
+  });
   write(out);
 }
 
@@ -127,6 +133,33 @@ nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
           {"preprocessing", preprocessing}};
 }
 
+namespace {
+
+// summary.json's "input": how long the loop waited for its batches (in all, per step, as a share of the
+// epochs), and how the data was held: in memory, or streamed a window at a time from its cache.
+nlohmann::json input_json(const TrainConfig& c, const PreparedData& data, const TrainOutcome& out) {
+  const std::int64_t steps = out.epochs_trained * ((data.train.size() + c.batch_size - 1) / c.batch_size);
+  nlohmann::json j{{"wait_seconds", out.input_wait_seconds},
+                   {"wait_share", out.train_seconds > 0 ? out.input_wait_seconds / out.train_seconds : 0.0},
+                   {"wait_ms_per_step", steps > 0 ? out.input_wait_seconds * 1e3 / static_cast<double>(steps) : 0.0},
+                   {"mode", data.streamed ? "stream" : "memory"}};
+  if (data.streamed) {
+    j["cache"] = data.streamed->cache.string();
+    j["cache_reused"] = data.streamed->reused;
+    j["window_rows"] = data.streamed->window_rows;
+    j["windows"] = window_count(data.train);
+  }
+  return j;
+}
+
+// The most memory this process has held resident so far (getrusage's ru_maxrss, in KiB on Linux).
+std::int64_t peak_resident_bytes() {
+  rusage usage{};
+  return ::getrusage(RUSAGE_SELF, &usage) == 0 ? static_cast<std::int64_t>(usage.ru_maxrss) * 1024 : 0;
+}
+
+}  // namespace
+
 nlohmann::json run_summary(const TrainConfig& c, const Model& model, const PreparedData& data,
                            const TrainOutcome& out) {
   const Sequential& net = model.net();
@@ -142,9 +175,8 @@ nlohmann::json run_summary(const TrainConfig& c, const Model& model, const Prepa
           {"wall_seconds", out.seconds},
           {"train_seconds", out.train_seconds},
           {"samples_per_second", out.samples_per_second},
-          {"input",
-           {{"wait_seconds", out.input_wait_seconds},
-            {"wait_share", out.train_seconds > 0 ? out.input_wait_seconds / out.train_seconds : 0.0}}},
+          {"input", input_json(c, data, out)},
+          {"peak_resident_bytes", peak_resident_bytes()},
           {"devices", device_memory_json()},
           {"strategy", strategy_json(c, model, out.train_seconds)},
           {"data", inputs.at("data")},

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -12,7 +13,8 @@
 
 #include "core/ceil_div.h"
 #include "core/errors.h"
-#include "core/fifo_queue.h"
+#include "core/prefetcher.h"
+#include "models/data/row_stream.h"
 
 namespace tctl {
 
@@ -23,70 +25,35 @@ struct Batch {
   Tensor x;
   Tensor y;
   Tensor host_x;  // where x is gathered: x itself, or the copy of it on the model's input device
-  std::int64_t step = -1;
 };
 
-// With prefetch, a producer thread gathers the next batches while the loop trains: they travel through a
-// FIFOQueue, and their buffers come back through a second one to be refilled. Without, each batch is
-// gathered when asked for, into one reused pair of buffers.
+// With prefetch, a producer thread gathers the next batches while the loop trains (a Prefetcher, whose
+// queues carry the batches there and their buffers back). Without, each batch is gathered when asked for,
+// into one reused pair of buffers.
 class BatchSource {
  public:
   using Fill = std::function<void(std::int64_t step, Batch& batch)>;
-  BatchSource(std::int64_t prefetch, std::int64_t steps, Fill fill)
-      : prefetch_(prefetch),
-        fill_(std::move(fill)),
-        ready_(static_cast<std::size_t>(std::max<std::int64_t>(prefetch, 1))),
-        spare_(static_cast<std::size_t>(prefetch + 2)) {
-    if (prefetch_ == 0) return;
-    for (std::int64_t i = 0; i < prefetch_ + 2; ++i) spare_.enqueue(Batch{});
-    producer_ = std::thread([this, steps] {
-      try {
-        for (std::int64_t step = 0; step < steps; ++step) {
-          Batch batch;
-          if (spare_.dequeue(batch) != QueueStatus::kOk) return;
-          fill_(step, batch);
-          if (ready_.enqueue(std::move(batch)) != QueueStatus::kOk) return;
-        }
-      } catch (...) {
-        // The loop rethrows it when it asks for the batch that failed; the queue's lock orders the two.
-        error_ = std::current_exception();
-        ready_.close();
-      }
-    });
+  BatchSource(std::int64_t prefetch, std::int64_t steps, Fill fill) : fill_(std::move(fill)) {
+    if (prefetch > 0)
+      prefetcher_.emplace(steps, static_cast<std::size_t>(prefetch), static_cast<std::size_t>(prefetch + 2), fill_);
   }
-  // Closing both queues releases the producer however the loop ends, even by an exception.
-  ~BatchSource() {
-    ready_.close();
-    spare_.close();
-    if (producer_.joinable()) producer_.join();
-  }
-  BatchSource(const BatchSource&) = delete;
-  BatchSource& operator=(const BatchSource&) = delete;
 
   Batch next(std::int64_t step) {
-    if (prefetch_ == 0) {
+    if (!prefetcher_) {
       fill_(step, inline_);
       return inline_;
     }
-    Batch batch;
-    const QueueStatus status = ready_.dequeue(batch);
-    if (status != QueueStatus::kOk && error_) std::rethrow_exception(error_);
-    TCTL_CHECK(status == QueueStatus::kOk && batch.step == step, "prefetch queue out of order");
-    return batch;
+    return prefetcher_->next(step);
   }
   // The loop is done with the batch's buffers.
   void give_back(Batch&& batch) {
-    if (prefetch_ > 0) spare_.enqueue(std::move(batch));
+    if (prefetcher_) prefetcher_->give_back(std::move(batch));
   }
 
  private:
-  std::int64_t prefetch_;
   Fill fill_;
-  FIFOQueue<Batch> ready_;
-  FIFOQueue<Batch> spare_;
-  std::thread producer_;
-  std::exception_ptr error_;  // what stopped the producer; written before ready_ closes
   Batch inline_;
+  std::optional<Prefetcher<Batch>> prefetcher_;  // last: its thread stops before the members it uses go
 };
 
 }  // namespace
@@ -121,7 +88,8 @@ std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, std::int
 }
 
 BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
-                               std::int64_t first_step, const BatchSums& start, const StepCallback& on_step) {
+                               std::int64_t first_step, const BatchSums& start, const StepCallback& on_step,
+                               StepReport report) {
   const auto n = static_cast<std::int64_t>(order.size());
   const std::int64_t steps = ceil_div(n, batch_size);
   const ModelOptions& options = model_.options();
@@ -148,7 +116,6 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   Device* to = prefetch && options.prefetch > 0 ? model_.input_device() : nullptr;
   std::atomic<bool> stepped{false};
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
-    batch.step = step;
     const auto rows = fed_rows(step);
     // Letting go of the last step's x first: on the host, its buffer is gathered into again; on the
     // device, it is given back before the next copy is made.
@@ -177,7 +144,8 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     sums.loss = static_cast<double>(out[0].item()) * static_cast<double>(rows.size());
     add_metric_sums(out[1], data, rows, options.loss, sums);
     totals += sums;
-    if (on_step) on_step(step + 1, steps, averages(totals, options.metrics));
+    if (on_step)
+      on_step(report.before + step + 1, report.total > 0 ? report.total : steps, averages(totals, options.metrics));
     steps_run_ = step + 1;
     if (model_.stop_requested()) break;
   }
@@ -196,24 +164,15 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
   const std::int64_t steps_per_epoch = ceil_div(n, batch_size);
   TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
              "fit() resumed past the end of its epoch");
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
   for (std::int64_t epoch = start.epoch; epoch <= epochs; ++epoch) {
-    for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
-    // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
-    std::mt19937_64 rng(model_.options().seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
-    for (std::int64_t i = n - 1; i > 0; --i)
-      std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
     // The resumed epoch starts from the sums of the steps taken before the checkpoint, so its row averages
     // every step of the epoch, added in the same order as in a run that never stopped.
     const bool resumed = epoch == start.epoch;
     const std::int64_t skip = resumed ? start.steps_done : 0;
-    const std::span<const std::int64_t> rows =
-        std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
     const auto started = std::chrono::steady_clock::now();
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
-    const BatchSums sums = run_batches(train, rows, batch_size, (epoch - 1) * steps_per_epoch + skip,
-                                       resumed ? start.sums : BatchSums{}, on_step);
+    const BatchSums sums = run_epoch(train, epoch, batch_size, skip, resumed ? start.sums : BatchSums{}, on_step);
     const std::int64_t done = skip + steps_run_;
     if (done < steps_per_epoch) {  // interrupted inside the epoch
       interrupted_at_ = FitPosition{epoch, done, sums};
@@ -234,6 +193,67 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     }
   }
   return history;
+}
+
+namespace {
+
+// Positions [0, n) shuffled by `rng` (Fisher-Yates, the draws every run of a seed makes).
+void shuffle_positions(std::vector<std::int64_t>& order, std::int64_t n, std::mt19937_64& rng) {
+  order.resize(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  for (std::int64_t i = n - 1; i > 0; --i)
+    std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
+}
+
+}  // namespace
+
+BatchSums Trainer::run_epoch(const Dataset& train, std::int64_t epoch, std::int64_t batch_size, std::int64_t skip,
+                             const BatchSums& start, const StepCallback& on_step) {
+  const std::int64_t first_step = (epoch - 1) * steps_per_epoch_ + skip;
+  // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
+  std::mt19937_64 rng(model_.options().seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
+  std::vector<std::int64_t> order;
+  if (!train.stream) {
+    const std::int64_t n = train.size();
+    shuffle_positions(order, n, rng);
+    const auto rows =
+        std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
+    return run_batches(train, rows, batch_size, first_step, start, on_step);
+  }
+  // Streamed: the windows in a shuffled order, then each window's rows shuffled, from the same generator,
+  // so that one window is the in-memory epoch, draw for draw. A window holds whole batches (row_stream.h):
+  // a resumed epoch skips whole windows, then steps of the next.
+  const std::int64_t windows = window_count(train);
+  std::vector<std::int64_t> window_order;
+  shuffle_positions(window_order, windows, rng);
+  const RowStream& stream = *train.stream;
+  std::int64_t first_window = 0, skip_in_window = skip;
+  while (first_window < windows) {
+    const std::int64_t size = stream.window_size(window_order[static_cast<std::size_t>(first_window)]);
+    if (skip_in_window < ceil_div(size, batch_size)) break;
+    skip_in_window -= ceil_div(size, batch_size);
+    shuffle_positions(order, size, rng);  // the draws of a window already trained
+    ++first_window;
+  }
+  const std::int64_t steps = ceil_div(train.size(), batch_size) - skip;
+  BatchSums totals = start;
+  std::int64_t run = 0;
+  for_each_window(
+      train, std::span<const std::int64_t>(window_order).subspan(static_cast<std::size_t>(first_window)),
+      [&](std::int64_t, const Dataset& window) {
+        const std::int64_t n = window.size();
+        shuffle_positions(order, n, rng);
+        const auto rows = std::span<const std::int64_t>(order).subspan(
+            static_cast<std::size_t>(std::min(n, skip_in_window * batch_size)));
+        skip_in_window = 0;
+        const std::int64_t want = ceil_div(static_cast<std::int64_t>(rows.size()), batch_size);
+        totals = run_batches(window, rows, batch_size, first_step + run, totals, on_step, {run, steps});
+        run += steps_run_;
+        return steps_run_ == want && !model_.stop_requested();
+      },
+      &input_wait_seconds_);
+  steps_run_ = run;
+  return totals;
 }
 
 MetricValues Trainer::evaluate(const Dataset& data, std::int64_t batch_size) {

@@ -27,6 +27,12 @@ struct FitPosition {
   BatchSums sums;
 };
 
+// How a call that trains some of an epoch's steps reports them: after `before` others, of `total` (0: of the
+// call's own).
+struct StepReport {
+  std::int64_t before = 0, total = 0;
+};
+
 class Trainer {
  public:
   // Borrows the model, which must outlive the trainer.
@@ -67,8 +73,14 @@ class Trainer {
  private:
   // Trains on the batches of `order` and returns `start` plus their sums. Stops early, after a step, when the
   // interrupt flag is set (steps_run_ says how many ran).
+  // on_step hears of the steps as `report` says (StepReport).
   BatchSums run_batches(const Dataset& data, std::span<const std::int64_t> order, std::int64_t batch_size,
-                        std::int64_t first_step, const BatchSums& start, const StepCallback& on_step);
+                        std::int64_t first_step, const BatchSums& start, const StepCallback& on_step,
+                        StepReport report = {});
+  // One epoch of `train` (in memory, or a stream a window at a time), its first `skip` steps taken as done
+  // with `start` their sums; returns the epoch's sums, steps_run_ the steps it took.
+  BatchSums run_epoch(const Dataset& train, std::int64_t epoch, std::int64_t batch_size, std::int64_t skip,
+                      const BatchSums& start, const StepCallback& on_step);
   // The model's training step on the batch of `rows` of `data`, x and y holding the whole batch or
   // Model::local_rows of it; a step gone NaN becomes a RuntimeError naming where, and the op that began it.
   std::vector<Tensor> run_step(const Tensor& x, const Tensor& y, std::int64_t step, const Dataset& data,

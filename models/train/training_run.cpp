@@ -216,6 +216,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   // A Keras model file's weights start a new run; a resumed one continues from its checkpoint instead.
   if (!c.keras_weights.empty() && control.resume.empty()) load_keras_weights(c.keras_weights, model->net());
   PreparedData data = prepare_data(c, model->net());
+  if (data.streamed && !data.streamed->note.empty() && control.on_message) control.on_message(data.streamed->note);
   check_validation_monitors(c, data);
   const std::filesystem::path dir = c.output;
   const RunLayout run(dir);

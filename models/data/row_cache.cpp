@@ -1,0 +1,434 @@
+#include "models/data/row_cache.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "core/text.h"
+#include "models/data/csv.h"
+
+namespace tctl {
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'C', 'T', 'L', 'R', 'O', 'W', 'S'};
+constexpr std::int64_t kVersion = 1;
+constexpr std::int64_t kHeaderBytes = 4096;
+// Reads and writes go in pieces of this many bytes: large enough for the disk to stream, small enough to be
+// no memory to speak of beside a window.
+constexpr std::size_t kIoBytes = std::size_t{8} << 20;
+
+// The header's fields, in this order, each 8 bytes, little-endian (as every platform we build for stores them).
+struct Header {
+  char magic[8];
+  std::int64_t version, rows, features, label_kind, key_bits, values_hash, columns_hash, meta_offset, meta_bytes,
+      file_bytes;
+};
+static_assert(sizeof(Header) <= kHeaderBytes);
+enum LabelKind : std::int64_t { kClassIds = 0, kTargets = 1 };
+
+std::string errno_text() { return std::strerror(errno); }
+
+void write_all(int fd, const void* data, std::size_t n, std::int64_t at, const std::string& path) {
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t got = ::pwrite(fd, p, n, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw RuntimeError(path + ": cannot write the data cache: " + errno_text());
+    p += got;
+    at += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+void read_all(int fd, void* data, std::size_t n, std::int64_t at, const std::string& path) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    const ssize_t got = ::pread(fd, p, n, at);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw RuntimeError(path + ": cannot read the data cache: " + (got == 0 ? "cut short" : errno_text()));
+    p += got;
+    at += got;
+    n -= static_cast<std::size_t>(got);
+  }
+}
+
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return h;
+}
+
+// A file descriptor closed when it goes out of scope, and a temporary removed unless kept.
+struct TemporaryFile {
+  std::filesystem::path path;
+  int fd = -1;
+  bool keep = false;
+  ~TemporaryFile() {
+    if (fd >= 0) ::close(fd);
+    std::error_code ec;
+    if (!keep) std::filesystem::remove(path, ec);
+  }
+};
+
+// Temporaries of `path` whose writer is gone (killed, say): "<name>.tmp.<pid>" with no process `pid`.
+void remove_orphans(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::string prefix = path.filename().string() + ".tmp.";
+  for (const auto& entry :
+       std::filesystem::directory_iterator(path.parent_path().empty() ? "." : path.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+// The caches beside `path` of the same file's other versions: "<stem>-<16 hex digits>.rows" but `path`.
+void remove_other_versions(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  const std::string stem = name.substr(0, name.size() - std::string_view("0123456789abcdef.rows").size());
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(path.parent_path().empty() ? "." : path.parent_path(), ec)) {
+    const std::string other = entry.path().filename().string();
+    if (other != name && other.size() == name.size() && other.starts_with(stem) && other.ends_with(".rows"))
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
+
+// The labels of a CSV read a block at a time, decided at the end as load_csv_dataset decides them for the whole
+// file: class ids when every label is a number (and no class names are given), else names. Each distinct label
+// is kept once, with the first line it is on, for the messages.
+class LabelCollector {
+ public:
+  LabelCollector(const RowCache::CsvSource& source, int label) : source_(source), label_(label) {}
+
+  void add(const CsvTable& block) {
+    const std::string& column = block.columns[static_cast<std::size_t>(label_)];
+    for (std::int64_t r = 0; r < block.rows; ++r) {
+      if (!source_.classification) {
+        targets_.push_back(block.at(r, label_));
+        continue;
+      }
+      const std::string& text = block.text_at(r, label_);
+      auto [it, fresh] = index_.try_emplace(text, static_cast<std::int32_t>(labels_.size()));
+      if (fresh) {
+        if (labels_.size() > static_cast<std::size_t>(kMaxClasses))
+          throw SpecError(
+              source_.path, line(block, r),
+              fmt::format("column {}: more than {} distinct class labels", quote_for_message(column), kMaxClasses));
+        labels_.push_back({text, block.at(r, label_), block.row_lines[static_cast<std::size_t>(r)]});
+      }
+      ids_.push_back(it->second);
+    }
+  }
+
+  // Sets meta's labels, class count and names; `column` is the label column's name.
+  void finish(const std::string& column, Dataset& meta) {
+    const auto n = static_cast<std::int64_t>(source_.classification ? ids_.size() : targets_.size());
+    if (!source_.classification) {
+      meta.y = Tensor::from_floats(Shape{n, 1}, targets_);
+      return;
+    }
+    const bool all_numbers =
+        std::all_of(labels_.begin(), labels_.end(), [](const Label& l) { return !std::isnan(l.value); });
+    const CsvDataOptions& o = source_.options;
+    std::vector<std::int32_t> value_of(labels_.size());
+    if (o.named_labels && (!o.classes.empty() || !all_numbers)) {
+      named(column, meta, value_of);
+    } else {
+      // The first line holding a label that is no class id, as the whole-file reader reports it.
+      const Label* bad = nullptr;
+      for (std::size_t i = 0; i < labels_.size(); ++i) {
+        const float v = labels_[i].value;
+        if (v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)) {
+          value_of[i] = static_cast<std::int32_t>(v);
+          meta.num_classes = std::max(meta.num_classes, value_of[i] + 1);
+        } else if (bad == nullptr || labels_[i].line < bad->line) {
+          bad = &labels_[i];
+        }
+      }
+      if (bad != nullptr)
+        throw SpecError(source_.path, "line " + std::to_string(bad->line),
+                        fmt::format("column {}: class labels must be integers in 0..{}, got {}",
+                                    quote_for_message(column), kMaxClasses - 1, quote_for_message(bad->text)));
+    }
+    meta.y = Tensor::empty(DType::kI32, Shape{n});
+    auto* y = meta.y.mutable_data<std::int32_t>();
+    for (std::int64_t r = 0; r < n; ++r) y[r] = value_of[static_cast<std::size_t>(ids_[static_cast<std::size_t>(r)])];
+  }
+
+ private:
+  struct Label {
+    std::string text;
+    float value;  // NaN: not a number
+    std::int64_t line;
+  };
+  std::string line(const CsvTable& block, std::int64_t r) const {
+    return "line " + std::to_string(block.row_lines[static_cast<std::size_t>(r)]);
+  }
+
+  // Names: the given classes, or the sorted distinct labels; value_of[i] is label i's class.
+  void named(const std::string& column, Dataset& meta, std::vector<std::int32_t>& value_of) const {
+    for (const Label& l : labels_) {
+      const std::string where = "line " + std::to_string(l.line);
+      if (l.text.empty())
+        throw SpecError(source_.path, where, "column " + quote_for_message(column) + ": empty class label");
+      if (const auto bad = first_non_utf8(l.text))
+        throw SpecError(source_.path, where,
+                        not_utf8_message("column " + quote_for_message(column) + ": class name", l.text, *bad));
+    }
+    std::vector<std::string> names = source_.options.classes;
+    if (names.empty()) {
+      for (const Label& l : labels_) names.push_back(l.text);
+      std::sort(names.begin(), names.end());
+    }
+    std::unordered_map<std::string, std::int32_t> position;
+    for (std::size_t i = 0; i < names.size(); ++i) position.emplace(names[i], static_cast<std::int32_t>(i));
+    const Label* unknown = nullptr;
+    for (std::size_t i = 0; i < labels_.size(); ++i) {
+      const auto it = position.find(labels_[i].text);
+      if (it != position.end())
+        value_of[i] = it->second;
+      else if (unknown == nullptr || labels_[i].line < unknown->line)
+        unknown = &labels_[i];
+    }
+    if (unknown != nullptr)
+      throw SpecError(source_.path, "line " + std::to_string(unknown->line),
+                      "column " + quote_for_message(column) + ": " + quote_for_message(unknown->text) +
+                          " is not one of the run's " + std::to_string(names.size()) + " classes (" +
+                          join_first(names) + ")");
+    meta.num_classes = static_cast<int>(names.size());
+    meta.class_names = std::move(names);
+  }
+
+  const RowCache::CsvSource& source_;
+  int label_;
+  std::unordered_map<std::string, std::int32_t> index_;
+  std::vector<Label> labels_;
+  std::vector<std::int32_t> ids_;
+  std::vector<float> targets_;
+};
+
+// The CsvOptions that read `source` as load_csv_dataset reads it.
+CsvOptions csv_options(const RowCache::CsvSource& source) {
+  CsvOptions csv{.header = source.options.header, .threads = source.options.threads};
+  if (source.classification) csv.text_columns.push_back(source.label_column);
+  return csv;
+}
+
+// The first pass: `source` parsed a block at a time, each block's features written from kHeaderBytes on, the
+// labels and names kept in `meta`. Returns where the features end; `rows` counts them.
+std::int64_t write_rows(int fd, const std::string& where, const RowCache::CsvSource& source, Dataset& meta,
+                        std::int64_t& rows) {
+  meta.name = std::filesystem::path(source.path).stem().string();
+  int label = -1;
+  std::optional<LabelCollector> labels;
+  std::int64_t at = kHeaderBytes;
+  read_csv_blocks(
+      source.path, csv_options(source),
+      [&](const std::vector<std::string>& columns) {
+        const auto it = std::find(columns.begin(), columns.end(), source.label_column);
+        if (it == columns.end())
+          throw SpecError(
+              source.file_for_errors, source.where,
+              "no column \"" + source.label_column + "\" in " + source.path + " (columns: " + join(columns) + ")");
+        if (columns.size() < 2)
+          throw SpecError(
+              source.file_for_errors, source.where,
+              source.path + " has only the label column \"" + source.label_column + "\"; no features are left");
+        label = static_cast<int>(it - columns.begin());
+        for (const std::string& c : columns)
+          if (c != source.label_column) meta.feature_names.push_back(c);
+        labels.emplace(source, label);
+      },
+      [&](CsvTable& block) {
+        labels->add(block);
+        // The label squeezed out of each row in place, as dataset_from_table does, then the rows written.
+        const auto width = static_cast<std::int64_t>(block.columns.size());
+        float* cells = block.values.mutable_data<float>();
+        float* x = cells;
+        for (std::int64_t r = 0; r < block.rows; ++r) {
+          const float* row = cells + r * width;
+          std::memmove(x, row, static_cast<std::size_t>(label) * sizeof(float));
+          x += label;
+          std::memmove(x, row + label + 1, static_cast<std::size_t>(width - label - 1) * sizeof(float));
+          x += width - label - 1;
+        }
+        const auto bytes = static_cast<std::size_t>(block.rows * (width - 1)) * sizeof(float);
+        write_all(fd, cells, bytes, at, where);
+        at += static_cast<std::int64_t>(bytes);
+        rows += block.rows;
+      });
+  labels->finish(source.label_column, meta);
+  return at;
+}
+
+// The fingerprint the whole data set in memory would have (fingerprint_of): its features read back from the
+// file a piece at a time, up to `end`, then its labels.
+DataFingerprint fingerprint_of_file(int fd, const std::string& where, std::int64_t end, const Dataset& meta,
+                                    std::int64_t rows) {
+  return fingerprint_of_parts({.rows = rows,
+                               .x_shape = Shape{rows, static_cast<std::int64_t>(meta.feature_names.size())},
+                               .x_dtype = DType::kF32,
+                               .y_shape = meta.y.shape(),
+                               .y_dtype = meta.y.dtype(),
+                               .num_classes = meta.num_classes,
+                               .class_names = meta.class_names,
+                               .texts = meta.texts,
+                               .feature_names = meta.feature_names,
+                               .bytes = [&](FunctionRef<void(const void*, std::size_t)> add) {
+                                 std::vector<char> piece(kIoBytes);
+                                 for (std::int64_t from = kHeaderBytes; from < end;) {
+                                   const auto n = static_cast<std::size_t>(
+                                       std::min<std::int64_t>(end - from, static_cast<std::int64_t>(kIoBytes)));
+                                   read_all(fd, piece.data(), n, from, where);
+                                   add(piece.data(), n);
+                                   from += static_cast<std::int64_t>(n);
+                                 }
+                                 add(meta.y.raw_data(), meta.y.bytes());
+                               }});
+}
+
+}  // namespace
+
+std::uint64_t RowCache::key_of(const CsvSource& source) {
+  struct stat st {};
+  if (::stat(source.path.c_str(), &st) != 0) return 0;
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(source.path, ec);
+  std::string key = fmt::format("v{}\n{}\n{}\n{}\n{}.{}\n{}\n{}\n{}\n{}\n", kVersion, absolute.string(), st.st_size,
+                                st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, source.label_column,
+                                source.classification, source.options.header, source.options.named_labels);
+  for (const std::string& name : source.options.classes) key += name + "\n";
+  return std::max<std::uint64_t>(fnv1a(key), 1);
+}
+
+std::filesystem::path RowCache::path_in(const std::filesystem::path& dir, const CsvSource& source, std::uint64_t key) {
+  return dir / fmt::format("{}-{:016x}.rows", std::filesystem::path(source.path).stem().string(), key);
+}
+
+RowCache::~RowCache() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path, std::uint64_t key) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  std::shared_ptr<RowCache> cache(new RowCache());
+  cache->fd_ = fd;
+  cache->path_ = path;
+  struct stat st {};
+  Header h{};
+  if (::fstat(fd, &st) != 0 || st.st_size < kHeaderBytes || ::pread(fd, &h, sizeof h, 0) != sizeof h) return nullptr;
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.version != kVersion ||
+      static_cast<std::uint64_t>(h.key_bits) != key || h.file_bytes != st.st_size || h.rows < 0 || h.features < 0 ||
+      h.meta_offset < kHeaderBytes || h.meta_bytes < 0 || h.meta_offset + h.meta_bytes != h.file_bytes)
+    return nullptr;
+  try {
+    std::string meta(static_cast<std::size_t>(h.meta_bytes), '\0');
+    read_all(fd, meta.data(), meta.size(), h.meta_offset, path.string());
+    const nlohmann::json j = nlohmann::json::parse(meta);
+    Dataset& m = cache->meta_;
+    m.name = j.at("name").get<std::string>();
+    m.feature_names = j.at("feature_names").get<std::vector<std::string>>();
+    m.class_names = j.at("class_names").get<std::vector<std::string>>();
+    m.num_classes = j.at("num_classes").get<int>();
+    m.x = Tensor::empty(DType::kF32, Shape{0, h.features});
+    m.y = h.label_kind == kClassIds ? Tensor::empty(DType::kI32, Shape{h.rows})
+                                    : Tensor::empty(DType::kF32, Shape{h.rows, 1});
+    const std::int64_t labels_at = kHeaderBytes + h.rows * h.features * 4;
+    if (labels_at + static_cast<std::int64_t>(m.y.bytes()) != h.meta_offset) return nullptr;
+    read_all(fd, m.y.raw_mutable_data(), m.y.bytes(), labels_at, path.string());
+  } catch (const std::exception&) {
+    return nullptr;  // a record that does not parse: not a cache of ours
+  }
+  cache->rows_ = h.rows;
+  cache->features_ = h.features;
+  cache->fingerprint_ = {h.rows, static_cast<std::uint64_t>(h.values_hash), static_cast<std::uint64_t>(h.columns_hash)};
+  return cache;
+}
+
+std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& path, std::uint64_t key,
+                                                const CsvSource& source) {
+  remove_orphans(path);
+  TemporaryFile tmp{path.string() + ".tmp." + std::to_string(::getpid())};
+  tmp.fd = ::open(tmp.path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (tmp.fd < 0) throw RuntimeError(tmp.path.string() + ": cannot write the data cache: " + errno_text());
+  const std::string where = tmp.path.string();
+  Header h{};
+  write_all(tmp.fd, &h, sizeof h, 0, where);  // no magic until it is whole
+  Dataset meta;
+  const std::int64_t at = write_rows(tmp.fd, where, source, meta, h.rows);
+  h.features = static_cast<std::int64_t>(meta.feature_names.size());
+  write_all(tmp.fd, meta.y.raw_data(), meta.y.bytes(), at, where);
+  const DataFingerprint fp = fingerprint_of_file(tmp.fd, where, at, meta, h.rows);
+  const std::string record = nlohmann::json{
+      {"name", meta.name},
+      {"feature_names", meta.feature_names},
+      {"class_names", meta.class_names},
+      {"num_classes",
+       meta.num_classes}}.dump();
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.version = kVersion;
+  h.label_kind = meta.y.dtype() == DType::kI32 ? kClassIds : kTargets;
+  h.key_bits = static_cast<std::int64_t>(key);
+  h.values_hash = static_cast<std::int64_t>(fp.hash);
+  h.columns_hash = static_cast<std::int64_t>(fp.columns.value_or(0));
+  h.meta_offset = at + static_cast<std::int64_t>(meta.y.bytes());
+  h.meta_bytes = static_cast<std::int64_t>(record.size());
+  h.file_bytes = h.meta_offset + h.meta_bytes;
+  write_all(tmp.fd, record.data(), record.size(), h.meta_offset, where);
+  // The data reaches the disk before the name does: a crash after the rename finds the whole file.
+  if (::fsync(tmp.fd) != 0) throw RuntimeError(where + ": cannot write the data cache: " + errno_text());
+  write_all(tmp.fd, &h, sizeof h, 0, where);
+  if (::fsync(tmp.fd) != 0) throw RuntimeError(where + ": cannot write the data cache: " + errno_text());
+  std::error_code ec;
+  std::filesystem::rename(tmp.path, path, ec);
+  if (ec) throw RuntimeError(path.string() + ": cannot write the data cache: " + ec.message());
+  tmp.keep = true;
+  remove_other_versions(path);
+  auto cache = open(path, key);
+  if (!cache) throw RuntimeError(path.string() + ": the data cache just written does not read back");
+  return cache;
+}
+
+void RowCache::read_rows(std::span<const std::int64_t> rows, float* out) const {
+  // The rows in file order, each read from a piece of the file that holds it and the ones after.
+  std::vector<std::size_t> slots(rows.size());
+  std::iota(slots.begin(), slots.end(), std::size_t{0});
+  std::sort(slots.begin(), slots.end(), [&](std::size_t a, std::size_t b) { return rows[a] < rows[b]; });
+  const auto row_bytes = static_cast<std::size_t>(features_) * sizeof(float);
+  if (row_bytes == 0) return;
+  const std::int64_t piece_rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(kIoBytes / row_bytes));
+  std::vector<char> piece;
+  std::int64_t first = 0, end = 0;  // the rows the piece holds
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const std::int64_t row = rows[slots[i]];
+    TCTL_CHECK(row >= 0 && row < rows_, "RowCache::read_rows: row out of range");
+    if (row >= end) {
+      first = row;
+      end = std::min({rows_, row + piece_rows, rows[slots.back()] + 1});
+      piece.resize(static_cast<std::size_t>(end - first) * row_bytes);
+      read_all(fd_, piece.data(), piece.size(), kHeaderBytes + first * static_cast<std::int64_t>(row_bytes),
+               path_.string());
+    }
+    std::memcpy(reinterpret_cast<char*>(out) + slots[i] * row_bytes,
+                piece.data() + static_cast<std::size_t>(row - first) * row_bytes, row_bytes);
+  }
+}
+
+}  // namespace tctl

@@ -1,0 +1,74 @@
+// A data set's rows parsed once into a binary file, for data that is read more than once or does not fit in
+// memory (a streamed run, models/data/row_stream.h): epochs after the first, a resumed run, evaluate and other
+// runs on the same file read floats from it instead of parsing text again.
+//
+// The file holds a 4 KiB header, the features (f32 [N, F], row-major, little-endian), the labels (i32 [N]
+// class ids, or f32 [N, 1] targets) and a JSON record of the names (features, classes). It is written to a
+// temporary name and renamed when whole, and its header, written last, records its size: a writer killed
+// at any point leaves a temporary (removed by the next builder once its process is gone) and never a cache
+// that is used. It is found by the key of the data it was built from (the source file's path, size,
+// modification time and inode, and how it was read), so a changed file is parsed again.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "models/data/dataset.h"
+
+namespace tctl {
+
+class RowCache {
+ public:
+  // What a cache is built from: a CSV file of numbers and how its labels are read.
+  struct CsvSource {
+    std::string path;
+    std::string label_column;
+    bool classification = true;
+    CsvDataOptions options;
+    std::string file_for_errors, where;  // where the config names the file, for a missing label column
+  };
+
+  // The key of `source` as the file is now: 0 when it cannot be stat'ed (read_csv_blocks then says why).
+  static std::uint64_t key_of(const CsvSource& source);
+  // "<dir>/<stem>-<16 hex digits of the key>.rows": where the cache of `source` lives in `dir`.
+  static std::filesystem::path path_in(const std::filesystem::path& dir, const CsvSource& source, std::uint64_t key);
+
+  // The cache at `path` when it is whole and was built with `key`; null otherwise (no file, another key, a
+  // file cut short or not a cache).
+  static std::shared_ptr<const RowCache> open(const std::filesystem::path& path, std::uint64_t key);
+  // Parses `source` a block at a time into a new cache at `path` (replacing any), opens it, and removes the
+  // caches of the file's earlier versions beside it ("<stem>-*.rows"). Throws SpecError for bad data (as
+  // load_csv_dataset), RuntimeError when the file cannot be written; the temporary is removed then.
+  static std::shared_ptr<const RowCache> build(const std::filesystem::path& path, std::uint64_t key,
+                                               const CsvSource& source);
+
+  ~RowCache();
+  RowCache(const RowCache&) = delete;
+  RowCache& operator=(const RowCache&) = delete;
+
+  std::int64_t rows() const { return rows_; }
+  std::int64_t features() const { return features_; }
+  const std::filesystem::path& path() const { return path_; }
+  // The data set without its features: labels (every row's), names and class count; x is f32 [0, F].
+  const Dataset& metadata() const { return meta_; }
+  const DataFingerprint& fingerprint() const { return fingerprint_; }
+  // The features of `rows` (indices in [0, rows()), any order, repeats allowed) into consecutive rows of
+  // `out`, which holds rows.size() x features() floats. Reads the file in large ordered pieces whatever the
+  // order asked for. Thread-safe. Throws RuntimeError when the file cannot be read.
+  void read_rows(std::span<const std::int64_t> rows, float* out) const;
+
+ private:
+  RowCache() = default;
+  int fd_ = -1;
+  std::filesystem::path path_;
+  std::int64_t rows_ = 0, features_ = 0;
+  Dataset meta_;
+  DataFingerprint fingerprint_;
+};
+
+}  // namespace tctl

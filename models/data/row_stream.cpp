@@ -1,0 +1,95 @@
+#include "models/data/row_stream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "core/errors.h"
+#include "core/prefetcher.h"
+
+namespace tctl {
+
+RowStream::RowStream(std::shared_ptr<const RowCache> cache, std::vector<std::int64_t> rows, Tensor labels,
+                     std::int64_t window_rows, std::int64_t batch_size, std::optional<Standardizer> scale)
+    : cache_(std::move(cache)), rows_(std::move(rows)), labels_(std::move(labels)), scale_(std::move(scale)) {
+  TCTL_CHECK(batch_size > 0 && window_rows > 0, "RowStream: window and batch sizes must be positive");
+  const std::int64_t n = size();
+  // Whole batches per window, so that an epoch's steps are the in-memory run's: ceil(n / batch_size).
+  window_rows_ = std::max(batch_size, window_rows / batch_size * batch_size);
+  if (window_rows_ >= n) window_rows_ = std::max<std::int64_t>(n, 1);
+  grouped_.resize(static_cast<std::size_t>(n));
+  std::iota(grouped_.begin(), grouped_.end(), std::int64_t{0});
+  if (windows() == 1) return;
+  // By place in the file, so that a window is one stretch of it; then each window back in split order.
+  std::sort(grouped_.begin(), grouped_.end(), [&](std::int64_t a, std::int64_t b) {
+    return rows_[static_cast<std::size_t>(a)] < rows_[static_cast<std::size_t>(b)];
+  });
+  for (std::int64_t first = 0; first < n; first += window_rows_)
+    std::sort(grouped_.begin() + first, grouped_.begin() + std::min(n, first + window_rows_));
+}
+
+std::shared_ptr<const RowStream> RowStream::prepared(const std::optional<Standardizer>& scale,
+                                                     const Shape& row_shape) const {
+  auto out = std::make_shared<RowStream>(*this);
+  out->scale_ = scale;
+  out->row_shape_ = row_shape;
+  return out;
+}
+
+void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
+  TCTL_CHECK(w >= 0 && w < windows(), "RowStream::load: no such window");
+  const std::int64_t first = w * window_rows_;
+  const std::int64_t count = window_size(w);
+  std::vector<std::int64_t> rows(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i)
+    rows[static_cast<std::size_t>(i)] = rows_[static_cast<std::size_t>(grouped_[static_cast<std::size_t>(first + i)])];
+  const Shape shape{count, cache_->features()};
+  // The window before's buffer when this one fits it exactly (all but the last do).
+  if (into.x.defined() && into.x.unique() && into.x.num_elements() == shape.num_elements())
+    into.x = into.x.reshaped(shape);
+  else
+    into.x = Tensor::empty(DType::kF32, shape);
+  cache_->read_rows(rows, into.x.mutable_data<float>());
+  if (scale_) into.x = scale_->apply(std::move(into.x));
+  if (row_shape_) into.x = into.x.reshaped(Shape::concat(count, *row_shape_));
+  Tensor y = std::move(into.y);
+  into.y = gather_rows(labels_, rows, y);
+  into.num_classes = like.num_classes;
+  into.class_names = like.class_names;
+  into.feature_names = like.feature_names;
+  into.name = like.name;
+}
+
+std::int64_t window_count(const Dataset& data) { return data.stream ? data.stream->windows() : 1; }
+
+void for_each_window(const Dataset& data, std::span<const std::int64_t> which,
+                     FunctionRef<bool(std::int64_t w, const Dataset& window)> use, double* waited) {
+  if (!data.stream) {
+    TCTL_CHECK(which.size() == 1 && which[0] == 0, "data in memory is one window");
+    use(0, data);
+    return;
+  }
+  const RowStream& stream = *data.stream;
+  // One window being used and one being read: the stream's memory bound (row_stream.h).
+  Prefetcher<Dataset> windows(static_cast<std::int64_t>(which.size()), 1, 2, [&](std::int64_t i, Dataset& into) {
+    stream.load(which[static_cast<std::size_t>(i)], data, into);
+  });
+  for (std::size_t i = 0; i < which.size(); ++i) {
+    const auto asked = std::chrono::steady_clock::now();
+    Dataset window = windows.next(static_cast<std::int64_t>(i));
+    if (waited != nullptr) *waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    if (!use(which[i], window)) return;
+    windows.give_back(std::move(window));
+  }
+}
+
+void for_each_window(const Dataset& data, FunctionRef<void(const Dataset& window)> use) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(window_count(data)));
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  for_each_window(data, all, [&](std::int64_t, const Dataset& window) {
+    use(window);
+    return true;
+  });
+}
+
+}  // namespace tctl
