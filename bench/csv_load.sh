@@ -3,7 +3,8 @@
 # generated here and not kept: a one-epoch `tensorctl train` of Dense(256) -> Dense(10) at batch 128, timed
 # and its peak resident memory taken (/usr/bin/time -v); the time outside the epoch is the reading,
 # splitting, scaling and the run's files. numpy's loadtxt and Python's csv module read the same file in the
-# same script, for MB/s against one Python thread.
+# same script, for MB/s against one Python thread. Then the same run streamed (models/data/row_stream.h): its
+# cache built, reused, and in eight windows.
 #   bench/csv_load.sh [BUILD_DIR [ROWS]]   default build, 60000
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -34,21 +35,36 @@ cat > "$dir/c.json" <<'JSON'
 JSON
 mb=$(du -m "$dir/data.csv" | cut -f1)
 data_mb=$(/usr/bin/python3 -c "print(f'{$rows * 784 * 4 / 2**20:.1f}')")
-start=$(date +%s.%N)
-/usr/bin/time -v "$build/tensorctl" train "$dir/c.json" --output "$dir/run" --quiet 2>"$dir/time.txt" >/dev/null
-end=$(date +%s.%N)
-rss_kb=$(grep "Maximum resident" "$dir/time.txt" | awk '{print $NF}')
-/usr/bin/python3 - "$dir/run/summary.json" "$start" "$end" "$rss_kb" "$data_mb" "$mb" <<'PY'
+# One run of `tensorctl train` with the extra flags and "data" keys given; prints its line.
+measure() {
+  local label="$1" flags="$2" data="$3"
+  sed "s|\"label\": \"label\"}|\"label\": \"label\"$data}|" "$dir/c.json" >"$dir/m.json"
+  rm -rf "$dir/run"
+  local start end
+  start=$(date +%s.%N)
+  # shellcheck disable=SC2086
+  /usr/bin/time -v "$build/tensorctl" train "$dir/m.json" --output "$dir/run" --quiet $flags 2>"$dir/time.txt" >/dev/null
+  end=$(date +%s.%N)
+  local rss_kb
+  rss_kb=$(grep "Maximum resident" "$dir/time.txt" | awk '{print $NF}')
+  /usr/bin/python3 - "$dir/run/summary.json" "$start" "$end" "$rss_kb" "$data_mb" "$mb" "$label" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 wall = float(sys.argv[3]) - float(sys.argv[2])
 rss = int(sys.argv[4]) / 1024
 data, mb = float(sys.argv[5]), float(sys.argv[6])
-print(f"tensorctl train, 1 epoch: {wall:.2f} s, of which the epoch {s['train_seconds']:.2f} s and outside it "
-      f"{wall - s['train_seconds']:.2f} s ({mb / (wall - s['train_seconds']):.0f} MB/s of CSV)")
-print(f"peak resident {rss:.0f} MiB = {rss / data:.2f}x the float32 data ({data:.1f} MiB); "
+outside = wall - s['train_seconds']
+print(f"{sys.argv[7]}: {wall:.2f} s, of which the epoch {s['train_seconds']:.2f} s "
+      f"({s['samples_per_second']:,.0f} samples/s) and outside it {outside:.2f} s ({mb / outside:.0f} MB/s of CSV); "
+      f"peak resident {rss:.0f} MiB = {rss / data:.2f}x the float32 data ({data:.1f} MiB); "
       f"input wait {s['input']['wait_share'] * 100:.1f}% of the epoch")
 PY
+}
+measure "in memory, 2 data threads" "--data-threads 2" ""
+measure "in memory, 1 data thread " "--data-threads 1" ""
+measure "streamed, cache built    " "--data-threads 2" ', "stream": true, "cache": "cache"'
+measure "streamed, cache reused   " "--data-threads 2" ', "stream": true, "cache": "cache"'
+measure "streamed, 8 windows      " "--data-threads 2" ', "stream": true, "cache": "cache", "shuffle_buffer": 6784'
 /usr/bin/python3 - "$dir/data.csv" "$mb" <<'PY'
 import csv, sys, time
 import numpy as np

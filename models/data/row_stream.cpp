@@ -33,7 +33,14 @@ std::shared_ptr<const RowStream> RowStream::prepared(const std::optional<Standar
   auto out = std::make_shared<RowStream>(*this);
   out->scale_ = scale;
   out->row_shape_ = row_shape;
+  out->resident_ = std::make_shared<Resident>();  // scaled and shaped otherwise
   return out;
+}
+
+const Dataset& RowStream::resident(const Dataset& like) const {
+  TCTL_CHECK(windows() == 1, "RowStream::resident: the stream has more than one window");
+  std::call_once(resident_->loaded, [&] { load(0, like, resident_->window); });
+  return resident_->window;
 }
 
 void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
@@ -60,6 +67,11 @@ void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
   into.name = like.name;
 }
 
+void RowStream::set_resident(Dataset window) const {
+  TCTL_CHECK(windows() == 1 && window.size() == size(), "RowStream::set_resident: not the stream's one window");
+  std::call_once(resident_->loaded, [&] { resident_->window = std::move(window); });
+}
+
 std::int64_t window_count(const Dataset& data) { return data.stream ? data.stream->windows() : 1; }
 
 void for_each_window(const Dataset& data, std::span<const std::int64_t> which,
@@ -70,6 +82,14 @@ void for_each_window(const Dataset& data, std::span<const std::int64_t> which,
     return;
   }
   const RowStream& stream = *data.stream;
+  if (stream.windows() == 1) {
+    TCTL_CHECK(which.size() == 1 && which[0] == 0, "a stream of one window has only window 0");
+    const auto asked = std::chrono::steady_clock::now();
+    const Dataset& window = stream.resident(data);
+    if (waited != nullptr) *waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    use(0, window);
+    return;
+  }
   // One window being used and one being read: the stream's memory bound (row_stream.h).
   Prefetcher<Dataset> windows(static_cast<std::int64_t>(which.size()), 1, 2, [&](std::int64_t i, Dataset& into) {
     stream.load(which[static_cast<std::size_t>(i)], data, into);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <vector>
@@ -43,6 +44,13 @@ class RowStream {
   // The same rows scaled by `scale` (when given), each window's x shaped [n, ...row_shape] (a model's input).
   std::shared_ptr<const RowStream> prepared(const std::optional<Standardizer>& scale, const Shape& row_shape) const;
 
+  // The only window of a stream of one (windows() == 1), loaded on first use and kept: every epoch reads the
+  // same rows, as the in-memory run does. Thread-safe.
+  const Dataset& resident(const Dataset& like) const;
+  // Makes `window` the resident window, when it holds what load(0) would: the caller read it already (to fit
+  // the scaling on it) and scaled it in place, instead of reading it twice.
+  void set_resident(Dataset window) const;
+
   // Window w's rows as a Dataset in memory, its x scaled, with `like`'s names and class count, into `into`
   // (whose buffers are reused when it holds them alone). Throws RuntimeError when the cache cannot be read.
   void load(std::int64_t w, const Dataset& like, Dataset& into) const;
@@ -55,6 +63,11 @@ class RowStream {
   std::optional<Standardizer> scale_;
   std::optional<Shape> row_shape_;
   std::vector<std::int64_t> grouped_;  // positions, window after window, each window's in ascending order
+  struct Resident {
+    std::once_flag loaded;
+    Dataset window;
+  };
+  std::shared_ptr<Resident> resident_ = std::make_shared<Resident>();
 };
 
 // How many windows `data` comes in: its stream's, or 1 for data in memory.

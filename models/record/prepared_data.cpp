@@ -305,12 +305,21 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   p.streamed->window_rows = p.train.stream->window_rows();
   p.test = p.test_raw;
   p.standardized = c.data.standardize;
-  if (p.standardized)
+  // One window: read once, scaled in place and kept, as the in-memory run holds its rows.
+  Dataset first;
+  const bool one = p.train.stream->windows() == 1;
+  if (one) p.train.stream->load(0, p.train, first);
+  if (p.standardized && one) p.standardizer.fit(first.x);
+  if (p.standardized && !one)
     p.standardizer.fit_windows(cache->features(), [&](FunctionRef<void(const Tensor&)> visit) {
       for_each_window(p.train, [&](const Dataset& w) { visit(w.x); });
     });
   const std::optional<Standardizer> scale = p.standardized ? std::optional(p.standardizer) : std::nullopt;
   for (Dataset* d : {&p.train, &p.validation, &p.test}) d->stream = d->stream->prepared(scale, net.input_shape());
+  if (one) {
+    first.x = shape_for_model(scale ? scale->apply(std::move(first.x)) : first.x, net);
+    p.train.stream->set_resident(std::move(first));
+  }
   return p;
 }
 

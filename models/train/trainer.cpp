@@ -58,6 +58,9 @@ class BatchSource {
 
 }  // namespace
 
+Trainer::Trainer(Model& model) : model_(model) {}
+Trainer::~Trainer() = default;
+
 std::string Trainer::where(std::int64_t step) const {
   return fmt::format("epoch {}, step {} (step {} of the run)", current_epoch_,
                      step + 1 - (current_epoch_ - 1) * steps_per_epoch_, step + 1);
@@ -164,6 +167,13 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
   const std::int64_t steps_per_epoch = ceil_div(n, batch_size);
   TCTL_CHECK(start.steps_done >= 0 && (start.steps_done == 0 || start.steps_done < steps_per_epoch),
              "fit() resumed past the end of its epoch");
+  if (train.stream && train.stream->windows() > 1)
+    feed_ = std::make_unique<WindowFeed>(train, model_.options().seed, start, epochs, batch_size);
+  // However fit ends, the feed's thread stops while the data it reads is still there.
+  struct FeedStop {
+    std::unique_ptr<WindowFeed>& feed;
+    ~FeedStop() { feed.reset(); }
+  } stop_feed{feed_};
   for (std::int64_t epoch = start.epoch; epoch <= epochs; ++epoch) {
     // The resumed epoch starts from the sums of the steps taken before the checkpoint, so its row averages
     // every step of the epoch, added in the same order as in a run that never stopped.
@@ -205,53 +215,129 @@ void shuffle_positions(std::vector<std::int64_t>& order, std::int64_t n, std::mt
     std::swap(order[static_cast<std::size_t>(i)], order[rng() % static_cast<std::uint64_t>(i + 1)]);
 }
 
+// The generator an epoch shuffles with: keyed by (seed, epoch), so a resumed run shuffles exactly as before.
+std::mt19937_64 epoch_rng(std::uint64_t seed, std::int64_t epoch) {
+  return std::mt19937_64(seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
+}
+
+// A streamed epoch's windows: their order (the generator's first draws), and for a resumed epoch the windows
+// its `skip` steps trained, whose rows' draws are made again to leave the generator where it was.
+struct WindowPlan {
+  std::vector<std::int64_t> order;
+  std::int64_t first = 0;          // the first window still to train
+  std::int64_t skip_in_first = 0;  // of whose steps this many were trained
+};
+WindowPlan plan_windows(const RowStream& stream, std::int64_t skip, std::int64_t batch_size, std::mt19937_64& rng) {
+  WindowPlan plan;
+  shuffle_positions(plan.order, stream.windows(), rng);
+  plan.skip_in_first = skip;
+  std::vector<std::int64_t> drawn;
+  while (plan.first < stream.windows()) {
+    const std::int64_t size = stream.window_size(plan.order[static_cast<std::size_t>(plan.first)]);
+    if (plan.skip_in_first < ceil_div(size, batch_size)) break;
+    plan.skip_in_first -= ceil_div(size, batch_size);
+    shuffle_positions(drawn, size, rng);
+    ++plan.first;
+  }
+  return plan;
+}
+
 }  // namespace
+
+// A streamed fit's training windows, epoch after epoch, read ahead on a Prefetcher's thread across the ends
+// of epochs too, so that an epoch's first window is read while the last one before it trains (the window
+// read at the start of each epoch was 11% of an 8-window epoch, bench/csv_load.sh).
+class Trainer::WindowFeed {
+ public:
+  WindowFeed(const Dataset& train, std::uint64_t seed, const FitPosition& start, std::int64_t epochs,
+             std::int64_t batch_size)
+      : train_(train),
+        seed_(seed),
+        epoch_(start.epoch),
+        windows_(count(train, seed, start, epochs, batch_size)),
+        feed_(windows_, 1, 2, [this, skip = start.steps_done, batch_size](std::int64_t, Item& item) mutable {
+          // Only the producer's thread runs this, one window after the other.
+          if (next_ >= static_cast<std::int64_t>(order_.size())) {
+            std::mt19937_64 rng = epoch_rng(seed_, epoch_);
+            WindowPlan plan = plan_windows(*train_.stream, skip, batch_size, rng);
+            skip = 0;
+            order_ = std::move(plan.order);
+            next_ = plan.first;
+            ++epoch_;
+          }
+          item.first = order_[static_cast<std::size_t>(next_++)];
+          train_.stream->load(item.first, train_, item.second);
+        }) {}
+
+  // How many windows the epochs to come read: all of every epoch's but those a resumed first epoch trained.
+  static std::int64_t count(const Dataset& train, std::uint64_t seed, const FitPosition& start, std::int64_t epochs,
+                            std::int64_t batch_size) {
+    if (start.epoch > epochs) return 0;
+    std::mt19937_64 rng = epoch_rng(seed, start.epoch);
+    const std::int64_t skipped = plan_windows(*train.stream, start.steps_done, batch_size, rng).first;
+    return (epochs - start.epoch + 1) * train.stream->windows() - skipped;
+  }
+
+  // The next window, which must be `window`; the seconds waited for it are added to `waited`.
+  Dataset next(std::int64_t window, double& waited) {
+    const auto asked = std::chrono::steady_clock::now();
+    Item item = feed_.next(taken_++);
+    waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    TCTL_CHECK(item.first == window, "streamed windows out of order");
+    return std::move(item.second);
+  }
+  void give_back(Dataset&& window) { feed_.give_back({-1, std::move(window)}); }
+
+ private:
+  using Item = std::pair<std::int64_t, Dataset>;
+  const Dataset& train_;
+  std::uint64_t seed_;
+  std::int64_t epoch_;  // the producer's: the epoch whose windows it reads next
+  std::vector<std::int64_t> order_;
+  std::int64_t next_ = 0;  // the producer's: in order_
+  std::int64_t windows_;   // in all the epochs to come
+  std::int64_t taken_ = 0;
+  Prefetcher<Item> feed_;  // last: its thread stops before the members it uses go
+};
 
 BatchSums Trainer::run_epoch(const Dataset& train, std::int64_t epoch, std::int64_t batch_size, std::int64_t skip,
                              const BatchSums& start, const StepCallback& on_step) {
   const std::int64_t first_step = (epoch - 1) * steps_per_epoch_ + skip;
-  // A fresh generator per epoch, keyed by (seed, epoch), so a resumed run shuffles exactly as before.
-  std::mt19937_64 rng(model_.options().seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(epoch));
+  std::mt19937_64 rng = epoch_rng(model_.options().seed, epoch);
   std::vector<std::int64_t> order;
-  if (!train.stream) {
-    const std::int64_t n = train.size();
+  if (!train.stream || train.stream->windows() == 1) {
+    // In memory, or a stream's one window, which stays in memory (RowStream::resident).
+    const Dataset* data = &train;
+    if (train.stream) {
+      const auto asked = std::chrono::steady_clock::now();
+      data = &train.stream->resident(train);
+      input_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    }
+    const std::int64_t n = data->size();
     shuffle_positions(order, n, rng);
     const auto rows =
         std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(std::min(n, skip * batch_size)));
-    return run_batches(train, rows, batch_size, first_step, start, on_step);
+    return run_batches(*data, rows, batch_size, first_step, start, on_step);
   }
-  // Streamed: the windows in a shuffled order, then each window's rows shuffled, from the same generator,
-  // so that one window is the in-memory epoch, draw for draw. A window holds whole batches (row_stream.h):
-  // a resumed epoch skips whole windows, then steps of the next.
-  const std::int64_t windows = window_count(train);
-  std::vector<std::int64_t> window_order;
-  shuffle_positions(window_order, windows, rng);
-  const RowStream& stream = *train.stream;
-  std::int64_t first_window = 0, skip_in_window = skip;
-  while (first_window < windows) {
-    const std::int64_t size = stream.window_size(window_order[static_cast<std::size_t>(first_window)]);
-    if (skip_in_window < ceil_div(size, batch_size)) break;
-    skip_in_window -= ceil_div(size, batch_size);
-    shuffle_positions(order, size, rng);  // the draws of a window already trained
-    ++first_window;
-  }
+  // Streamed: the windows in a shuffled order, then each window's rows shuffled, from the same generator. A
+  // window holds whole batches (row_stream.h): a resumed epoch skips whole windows, then steps of the next.
+  WindowPlan plan = plan_windows(*train.stream, skip, batch_size, rng);
   const std::int64_t steps = ceil_div(train.size(), batch_size) - skip;
   BatchSums totals = start;
   std::int64_t run = 0;
-  for_each_window(
-      train, std::span<const std::int64_t>(window_order).subspan(static_cast<std::size_t>(first_window)),
-      [&](std::int64_t, const Dataset& window) {
-        const std::int64_t n = window.size();
-        shuffle_positions(order, n, rng);
-        const auto rows = std::span<const std::int64_t>(order).subspan(
-            static_cast<std::size_t>(std::min(n, skip_in_window * batch_size)));
-        skip_in_window = 0;
-        const std::int64_t want = ceil_div(static_cast<std::int64_t>(rows.size()), batch_size);
-        totals = run_batches(window, rows, batch_size, first_step + run, totals, on_step, {run, steps});
-        run += steps_run_;
-        return steps_run_ == want && !model_.stop_requested();
-      },
-      &input_wait_seconds_);
+  for (auto k = static_cast<std::size_t>(plan.first); k < plan.order.size(); ++k) {
+    Dataset window = feed_->next(plan.order[k], input_wait_seconds_);
+    const std::int64_t n = window.size();
+    shuffle_positions(order, n, rng);
+    const auto rows = std::span<const std::int64_t>(order).subspan(
+        static_cast<std::size_t>(std::min(n, plan.skip_in_first * batch_size)));
+    plan.skip_in_first = 0;
+    const std::int64_t want = ceil_div(static_cast<std::int64_t>(rows.size()), batch_size);
+    totals = run_batches(window, rows, batch_size, first_step + run, totals, on_step, {run, steps});
+    run += steps_run_;
+    feed_->give_back(std::move(window));
+    if (steps_run_ < want || model_.stop_requested()) break;
+  }
   steps_run_ = run;
   return totals;
 }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -36,7 +37,8 @@ struct StepReport {
 class Trainer {
  public:
   // Borrows the model, which must outlive the trainer.
-  explicit Trainer(Model& model) : model_(model) {}
+  explicit Trainer(Model& model);
+  ~Trainer();
 
   using EpochCallback = std::function<void(const EpochResult&)>;
   // Called after every step with the running averages of the epoch so far.
@@ -88,7 +90,9 @@ class Trainer {
   // "epoch E, step S (step N of the run)" for messages.
   std::string where(std::int64_t step) const;
 
+  class WindowFeed;
   Model& model_;
+  std::unique_ptr<WindowFeed> feed_;  // a streamed fit's training windows (trainer.cpp)
   std::optional<FitPosition> interrupted_at_;
   bool stop_after_epoch_ = false;
   std::int64_t steps_run_ = 0;  // steps the last run_batches call took

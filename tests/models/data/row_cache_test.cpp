@@ -1,0 +1,236 @@
+// The pieces of a streamed data set: read_csv_blocks against read_csv, the RowCache against the data set in
+// memory (values, labels, names, fingerprint), a cache refused when it is not whole or not for this data,
+// RowStream's windows, and Standardizer::fit_windows against fit.
+#include "models/data/row_cache.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <string>
+
+#include "models/data/csv.h"
+#include "models/data/row_stream.h"
+#include "models/test_files.h"
+#include "spec_error_check.h"
+
+namespace fs = std::filesystem;
+using namespace tctl;
+
+namespace {
+
+using tctl::testing::TempDir;
+
+// A CSV of `rows` rows of three features and a label that `label(r)` writes, with quoted cells, a cell holding
+// a line break in a quoted label, CRLF line ends and blank lines at the end: every kind of place a block
+// may be cut.
+std::string tricky_csv(int rows, const std::function<std::string(int)>& label) {
+  std::string out = "a,\"b, the second\",c,label\r\n";
+  for (int r = 0; r < rows; ++r)
+    out += std::to_string(r) + ",\"" + std::to_string(r % 7) + ".5\"," + std::to_string(-r * 3) + "e-1," + label(r) +
+           (r % 5 == 0 ? "\r\n" : "\n");
+  return out + "\n\n";
+}
+
+RowCache::CsvSource source_of(const std::string& path, bool classification) {
+  return {.path = path,
+          .label_column = "label",
+          .classification = classification,
+          .options = {},
+          .file_for_errors = "config.json",
+          .where = "data.csv"};
+}
+
+// Builds the cache of `path` in `dir` and checks it against load_csv_dataset's data set.
+void check_cache_matches_memory(const TempDir& dir, const std::string& path, bool classification) {
+  const RowCache::CsvSource source = source_of(path, classification);
+  const std::uint64_t key = RowCache::key_of(source);
+  auto cache = RowCache::build(RowCache::path_in(dir.path, source, key), key, source);
+  const Dataset data = load_csv_dataset(path, "label", classification, "config.json", "data.csv");
+  REQUIRE(cache->rows() == data.size());
+  REQUIRE(cache->features() == data.num_features());
+  CHECK(cache->fingerprint() == fingerprint_of(data));
+  const Dataset& meta = cache->metadata();
+  CHECK(meta.feature_names == data.feature_names);
+  CHECK(meta.class_names == data.class_names);
+  CHECK(meta.num_classes == data.num_classes);
+  CHECK(meta.y.bytes() == data.y.bytes());
+  CHECK(std::memcmp(meta.y.raw_data(), data.y.raw_data(), data.y.bytes()) == 0);
+  // Rows asked for out of order, one twice.
+  std::vector<std::int64_t> rows{data.size() - 1, 0, 5, 3, 5};
+  std::vector<float> got(rows.size() * static_cast<std::size_t>(data.num_features()));
+  cache->read_rows(rows, got.data());
+  Tensor want;
+  want = gather_rows(data.x, rows, want);
+  CHECK(std::memcmp(got.data(), want.raw_data(), want.bytes()) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("read_csv_blocks gives read_csv's rows, a block at a time, whatever the block size") {
+  const std::string path = testing::write_scratch_file(
+      "blocks.csv", tricky_csv(300, [](int r) { return "\"class\n" + std::to_string(r % 3) + "\""; }));
+  CsvOptions options{.text_columns = {"label"}};
+  const CsvTable whole = read_csv(path, options);
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, std::size_t{100}, std::size_t{1} << 20}) {
+    INFO("piece_bytes " << piece);
+    options.piece_bytes = piece;
+    options.threads = 2;
+    std::vector<float> values;
+    std::vector<std::int64_t> lines;
+    std::vector<std::string> labels;
+    int blocks = 0;
+    read_csv_blocks(
+        path, options, [&](const std::vector<std::string>& columns) { CHECK(columns == whole.columns); },
+        [&](CsvTable& block) {
+          ++blocks;
+          values.insert(values.end(), block.values.data<float>(),
+                        block.values.data<float>() + block.values.num_elements());
+          lines.insert(lines.end(), block.row_lines.begin(), block.row_lines.end());
+          labels.insert(labels.end(), block.text[3].begin(), block.text[3].end());
+        });
+    CHECK(lines == whole.row_lines);
+    CHECK(labels == whole.text[3]);
+    REQUIRE(values.size() == static_cast<std::size_t>(whole.values.num_elements()));
+    CHECK(std::memcmp(values.data(), whole.values.data<float>(), whole.values.bytes()) == 0);
+    if (piece < 100) CHECK(blocks > 1);
+  }
+}
+
+TEST_CASE("read_csv_blocks reports bad data at its line, and the header before any row") {
+  const std::string path = testing::write_scratch_file("blocks_bad.csv", "a,label\n1,0\n2,0\n3,zero\n");
+  testing::check_spec_error(
+      [&] {
+        read_csv_blocks(
+            path, {.piece_bytes = 1}, [](const auto&) {}, [](CsvTable&) {});
+      },
+      path, "line 4", {"column \"label\"", "\"zero\""});
+  bool rows_read = false;
+  CHECK_THROWS_AS(
+      read_csv_blocks(
+          path, {}, [](const std::vector<std::string>&) { throw SpecError("config.json", "data", "no such column"); },
+          [&](CsvTable&) { rows_read = true; }),
+      SpecError);
+  CHECK(!rows_read);
+}
+
+TEST_CASE("a RowCache holds the data set in memory's values, labels, names and fingerprint") {
+  TempDir dir;
+  SUBCASE("class ids") {
+    check_cache_matches_memory(
+        dir, testing::write_scratch_file("ids.csv", tricky_csv(500, [](int r) { return std::to_string(r % 4); })),
+        true);
+  }
+  SUBCASE("class names") {
+    check_cache_matches_memory(
+        dir,
+        testing::write_scratch_file(
+            "names.csv", tricky_csv(500, [](int r) { return r % 3 == 0 ? "\"x, y\"" : "b" + std::to_string(r % 5); })),
+        true);
+  }
+  SUBCASE("regression targets") {
+    check_cache_matches_memory(
+        dir,
+        testing::write_scratch_file("targets.csv", tricky_csv(500, [](int r) { return std::to_string(r * 0.25); })),
+        false);
+  }
+}
+
+TEST_CASE("a RowCache is refused when it is not whole or not for the data as it is now") {
+  TempDir dir;
+  const std::string path =
+      testing::write_scratch_file("refused.csv", tricky_csv(200, [](int r) { return std::to_string(r % 2); }));
+  const RowCache::CsvSource source = source_of(path, true);
+  const std::uint64_t key = RowCache::key_of(source);
+  const fs::path cache = RowCache::path_in(dir.path, source, key);
+  RowCache::build(cache, key, source);
+  REQUIRE(RowCache::open(cache, key) != nullptr);
+  CHECK(RowCache::open(cache, key + 1) == nullptr);
+  // Classification and regression read the labels differently: another key.
+  CHECK(RowCache::key_of(source_of(path, false)) != key);
+  const std::string bytes = [&] {
+    std::ifstream in(cache, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  auto write = [&](const std::string& text) { std::ofstream(cache, std::ios::binary | std::ios::trunc) << text; };
+  write(bytes.substr(0, bytes.size() - 1));  // cut short by a byte
+  CHECK(RowCache::open(cache, key) == nullptr);
+  write(std::string(8, '\0') + bytes.substr(8));  // the header not yet written, as a temporary holds it
+  CHECK(RowCache::open(cache, key) == nullptr);
+  write(bytes);
+  CHECK(RowCache::open(cache, key) != nullptr);
+  // The file rewritten (another size and time): another key, and building it removes the old version.
+  testing::write_scratch_file("refused.csv", tricky_csv(201, [](int r) { return std::to_string(r % 2); }));
+  const std::uint64_t changed = RowCache::key_of(source);
+  CHECK(changed != key);
+  RowCache::build(RowCache::path_in(dir.path, source, changed), changed, source);
+  CHECK(!fs::exists(cache));
+  CHECK(dir.entries().size() == 1);
+}
+
+TEST_CASE("a RowStream's windows hold every row once, in whole batches, each from one stretch of the file") {
+  TempDir dir;
+  const std::string path =
+      testing::write_scratch_file("windows.csv", tricky_csv(1000, [](int r) { return std::to_string(r % 3); }));
+  const RowCache::CsvSource source = source_of(path, true);
+  const std::uint64_t key = RowCache::key_of(source);
+  auto cache = RowCache::build(RowCache::path_in(dir.path, source, key), key, source);
+  const SplitOrder split = split_order(cache->rows(), 0.2, 0.0, true, 11);
+  std::vector<std::int64_t> train(split.order.begin() + split.test, split.order.end());
+  const Dataset& meta = cache->metadata();
+  Dataset part = meta;
+  part.stream = std::make_shared<RowStream>(cache, train, meta.y, 250, 32);
+  const RowStream& stream = *part.stream;
+  CHECK(stream.window_rows() == 224);  // rounded down to whole batches
+  REQUIRE(stream.windows() == 4);
+  std::multiset<std::int64_t> seen;
+  std::int64_t last_end = -1;
+  Dataset window;
+  for (std::int64_t w = 0; w < stream.windows(); ++w) {
+    stream.load(w, meta, window);
+    REQUIRE(window.size() == stream.window_size(w));
+    // The window's rows are the part's rows whose x matches, in a stretch of the file after the last window's.
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < window.size(); ++i) {
+      const auto a = static_cast<std::int64_t>(window.x.data<float>()[i * 3]);  // column "a" is the row number
+      rows.push_back(a);
+      seen.insert(a);
+      CHECK(window.y.data<std::int32_t>()[i] == a % 3);
+    }
+    CHECK(*std::min_element(rows.begin(), rows.end()) > last_end);
+    last_end = *std::max_element(rows.begin(), rows.end());
+  }
+  CHECK(seen == std::multiset<std::int64_t>(train.begin(), train.end()));
+  // One window: the part in split order, as the in-memory part holds it.
+  RowStream whole(cache, train, meta.y, 100000, 32);
+  REQUIRE(whole.windows() == 1);
+  whole.load(0, meta, window);
+  for (std::size_t i = 0; i < train.size(); ++i) CHECK(window.x.data<float>()[i * 3] == static_cast<float>(train[i]));
+}
+
+TEST_CASE("Standardizer::fit_windows over one window is fit, and over many agrees to rounding") {
+  Tensor x = Tensor::empty(DType::kF32, Shape{1000, 4});
+  for (std::int64_t i = 0; i < x.num_elements(); ++i)
+    x.mutable_data<float>()[i] = static_cast<float>((i * 37) % 101) * 0.3f + 1000.0f;
+  Standardizer whole;
+  whole.fit(x);
+  Standardizer one;
+  one.fit_windows(4, [&](FunctionRef<void(const Tensor&)> visit) { visit(x); });
+  CHECK(one.mean == whole.mean);
+  CHECK(one.std == whole.std);
+  Standardizer many;
+  many.fit_windows(4, [&](FunctionRef<void(const Tensor&)> visit) {
+    for (std::int64_t first = 0; first < 1000; first += 300) {
+      Tensor part = Tensor::empty(DType::kF32, Shape{std::min<std::int64_t>(300, 1000 - first), 4});
+      std::memcpy(part.raw_mutable_data(), x.data<float>() + first * 4, part.bytes());
+      visit(part);
+    }
+  });
+  for (std::size_t c = 0; c < 4; ++c) {
+    CHECK(many.mean[c] == doctest::Approx(whole.mean[c]).epsilon(1e-6));
+    CHECK(many.std[c] == doctest::Approx(whole.std[c]).epsilon(1e-6));
+  }
+}
