@@ -99,7 +99,9 @@ void remove_orphans(const std::filesystem::path& path) {
 // The caches beside `path` of the same file's other versions: "<stem>-<16 hex digits>.rows" but `path`.
 void remove_other_versions(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
-  const std::string stem = name.substr(0, name.size() - std::string_view("0123456789abcdef.rows").size());
+  const std::size_t key_and_suffix = std::string_view("0123456789abcdef.rows").size();
+  if (name.size() < key_and_suffix) return;
+  const std::string stem = name.substr(0, name.size() - key_and_suffix);
   std::error_code ec;
   for (const auto& entry :
        std::filesystem::directory_iterator(path.parent_path().empty() ? "." : path.parent_path(), ec)) {
@@ -328,6 +330,8 @@ RowCache::~RowCache() {
 std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path, std::uint64_t key) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
+  // Windows are read in file order: a wider read-ahead.
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   std::shared_ptr<RowCache> cache(new RowCache());
   cache->fd_ = fd;
   cache->path_ = path;
@@ -407,27 +411,39 @@ std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& pat
 }
 
 void RowCache::read_rows(std::span<const std::int64_t> rows, float* out) const {
-  // The rows in file order, each read from a piece of the file that holds it and the ones after.
+  const auto row_bytes = static_cast<std::size_t>(features_) * sizeof(float);
+  if (row_bytes == 0) return;
+  for (std::int64_t row : rows) TCTL_CHECK(row >= 0 && row < rows_, "RowCache::read_rows: row out of range");
+  auto at = [&](std::int64_t row) { return kHeaderBytes + row * static_cast<std::int64_t>(row_bytes); };
+  auto* to = reinterpret_cast<char*>(out);
+  // Rows asked for in file order (a stream's windows of many, row_stream.h): each run of consecutive rows is
+  // one read straight into place, no copy (bench/stream_large.sh).
+  if (std::is_sorted(rows.begin(), rows.end())) {
+    for (std::size_t i = 0; i < rows.size();) {
+      std::size_t end = i + 1;
+      while (end < rows.size() && rows[end] == rows[end - 1] + 1 && (end - i) * row_bytes < kIoBytes) ++end;
+      read_all(fd_, to + i * row_bytes, (end - i) * row_bytes, at(rows[i]), path_.string());
+      i = end;
+    }
+    return;
+  }
+  // Any other order: the rows in file order, each copied out of a piece of the file that holds it and the
+  // ones after.
   std::vector<std::size_t> slots(rows.size());
   std::iota(slots.begin(), slots.end(), std::size_t{0});
   std::sort(slots.begin(), slots.end(), [&](std::size_t a, std::size_t b) { return rows[a] < rows[b]; });
-  const auto row_bytes = static_cast<std::size_t>(features_) * sizeof(float);
-  if (row_bytes == 0) return;
   const std::int64_t piece_rows = std::max<std::int64_t>(1, static_cast<std::int64_t>(kIoBytes / row_bytes));
   std::vector<char> piece;
   std::int64_t first = 0, end = 0;  // the rows the piece holds
-  for (std::size_t i = 0; i < slots.size(); ++i) {
-    const std::int64_t row = rows[slots[i]];
-    TCTL_CHECK(row >= 0 && row < rows_, "RowCache::read_rows: row out of range");
+  for (std::size_t slot : slots) {
+    const std::int64_t row = rows[slot];
     if (row >= end) {
       first = row;
       end = std::min({rows_, row + piece_rows, rows[slots.back()] + 1});
       piece.resize(static_cast<std::size_t>(end - first) * row_bytes);
-      read_all(fd_, piece.data(), piece.size(), kHeaderBytes + first * static_cast<std::int64_t>(row_bytes),
-               path_.string());
+      read_all(fd_, piece.data(), piece.size(), at(first), path_.string());
     }
-    std::memcpy(reinterpret_cast<char*>(out) + slots[i] * row_bytes,
-                piece.data() + static_cast<std::size_t>(row - first) * row_bytes, row_bytes);
+    std::memcpy(to + slot * row_bytes, piece.data() + static_cast<std::size_t>(row - first) * row_bytes, row_bytes);
   }
 }
 

@@ -11,21 +11,18 @@ namespace tctl {
 
 RowStream::RowStream(std::shared_ptr<const RowCache> cache, std::vector<std::int64_t> rows, Tensor labels,
                      std::int64_t window_rows, std::int64_t batch_size, std::optional<Standardizer> scale)
-    : cache_(std::move(cache)), rows_(std::move(rows)), labels_(std::move(labels)), scale_(std::move(scale)) {
+    : cache_(std::move(cache)), labels_(std::move(labels)), scale_(std::move(scale)) {
   TCTL_CHECK(batch_size > 0 && window_rows > 0, "RowStream: window and batch sizes must be positive");
-  const std::int64_t n = size();
+  const auto n = static_cast<std::int64_t>(rows.size());
+  size_ = n;
   // Whole batches per window, so that an epoch's steps are the in-memory run's: ceil(n / batch_size).
   window_rows_ = std::max(batch_size, window_rows / batch_size * batch_size);
   if (window_rows_ >= n) window_rows_ = std::max<std::int64_t>(n, 1);
-  grouped_.resize(static_cast<std::size_t>(n));
-  std::iota(grouped_.begin(), grouped_.end(), std::int64_t{0});
-  if (windows() == 1) return;
-  // By place in the file, so that a window is one stretch of it; then each window back in split order.
-  std::sort(grouped_.begin(), grouped_.end(), [&](std::int64_t a, std::int64_t b) {
-    return rows_[static_cast<std::size_t>(a)] < rows_[static_cast<std::size_t>(b)];
-  });
-  for (std::int64_t first = 0; first < n; first += window_rows_)
-    std::sort(grouped_.begin() + first, grouped_.begin() + std::min(n, first + window_rows_));
+  // Many windows: the rows in file order, so that a window is one stretch of the file, read straight into
+  // place (RowCache::read_rows); the epoch shuffles each window's rows anyway. One window keeps split order:
+  // it is the in-memory part, row for row.
+  if (windows() > 1) std::sort(rows.begin(), rows.end());
+  rows_ = std::make_shared<const std::vector<std::int64_t>>(std::move(rows));
 }
 
 std::shared_ptr<const RowStream> RowStream::prepared(const std::optional<Standardizer>& scale,
@@ -47,9 +44,8 @@ void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
   TCTL_CHECK(w >= 0 && w < windows(), "RowStream::load: no such window");
   const std::int64_t first = w * window_rows_;
   const std::int64_t count = window_size(w);
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(count));
-  for (std::int64_t i = 0; i < count; ++i)
-    rows[static_cast<std::size_t>(i)] = rows_[static_cast<std::size_t>(grouped_[static_cast<std::size_t>(first + i)])];
+  const auto rows =
+      std::span<const std::int64_t>(*rows_).subspan(static_cast<std::size_t>(first), static_cast<std::size_t>(count));
   const Shape shape{count, cache_->features()};
   // The window before's buffer when this one fits it exactly (all but the last do).
   if (into.x.defined() && into.x.unique() && into.x.num_elements() == shape.num_elements())

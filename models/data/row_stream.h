@@ -1,14 +1,15 @@
 // A part (training, validation or test rows) of a data set kept in a RowCache, read a window at a time: what a
 // streamed run trains and evaluates on, in bounded memory whatever the file's size.
 //
-// The part's rows are in split order, as the in-memory part holds them (positions 0..n-1). They are grouped
-// into windows of window_rows() rows: sorted by their place in the file and cut there, so a window is read
-// from one stretch of the file, then each window's positions are put back in split order. A window is
-// loaded as an ordinary Dataset (scaled, with its labels), which the trainer shuffles and batches as it does
-// a whole data set. With one window (window_rows() >= n) that Dataset is the in-memory part, row for row.
+// The part's rows are in split order, as the in-memory part holds them. A stream of one window (window_rows()
+// >= n) keeps that order: its window is the in-memory part, row for row. A stream of more takes them in file
+// order and cuts it into windows of window_rows() rows, each one stretch of the file, read straight into
+// place; the trainer shuffles each window's rows, as it does a whole data set's. A window is loaded as an
+// ordinary Dataset (scaled, with its labels).
 //
 // Memory: a window's rows (window_rows() x features x 4 bytes) for each window held at once (two while
-// training, one used and the next being read), and 12 bytes per row of the part for its row numbers and labels.
+// training, one used and the next being read), 8 bytes per row of the part for its place in the cache, and
+// 4 per row of the whole data set for the labels (shared by the parts).
 // Immutable once made; load() may run on any thread.
 #pragma once
 
@@ -34,12 +35,10 @@ class RowStream {
   RowStream(std::shared_ptr<const RowCache> cache, std::vector<std::int64_t> rows, Tensor labels,
             std::int64_t window_rows, std::int64_t batch_size, std::optional<Standardizer> scale = std::nullopt);
 
-  std::int64_t size() const { return static_cast<std::int64_t>(rows_.size()); }
+  std::int64_t size() const { return size_; }
   std::int64_t window_rows() const { return window_rows_; }
   std::int64_t windows() const { return (size() + window_rows_ - 1) / window_rows_; }
   std::int64_t window_size(std::int64_t w) const { return std::min(window_rows_, size() - w * window_rows_); }
-  // The part's rows of the cache, in split order.
-  std::span<const std::int64_t> rows() const { return rows_; }
   const RowCache& cache() const { return *cache_; }
   // The same rows scaled by `scale` (when given), each window's x shaped [n, ...row_shape] (a model's input).
   std::shared_ptr<const RowStream> prepared(const std::optional<Standardizer>& scale, const Shape& row_shape) const;
@@ -57,12 +56,14 @@ class RowStream {
 
  private:
   std::shared_ptr<const RowCache> cache_;
-  std::vector<std::int64_t> rows_;
+  // The part's rows of the cache, window after window: in split order (one window) or file order (shared by
+  // the streams prepared() makes).
+  std::shared_ptr<const std::vector<std::int64_t>> rows_;
+  std::int64_t size_ = 0;
   Tensor labels_;
   std::int64_t window_rows_;
   std::optional<Standardizer> scale_;
   std::optional<Shape> row_shape_;
-  std::vector<std::int64_t> grouped_;  // positions, window after window, each window's in ascending order
   struct Resident {
     std::once_flag loaded;
     Dataset window;

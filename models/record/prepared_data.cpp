@@ -234,11 +234,12 @@ std::optional<std::string> stream_choice(const TrainConfig& c) {
       c.data.csv, byte_size_text(bytes), byte_size_text(limit));
 }
 
-// A streamed run's rows per window: the config's shuffle_buffer, else as many as fit in an eighth of the memory
-// limit (two windows are held at once).
+// A streamed run's rows per window: the config's shuffle_buffer, else as many as fit in a sixteenth of the
+// memory limit (up to four are held at once: two of training rows, two of validation rows while they are
+// evaluated).
 std::int64_t window_rows(const TrainConfig& c, std::int64_t features) {
   if (c.data.shuffle_buffer > 0) return c.data.shuffle_buffer;
-  return std::max<std::int64_t>(1, memory_limit_bytes() / 8 / std::max<std::int64_t>(features * 4, 1));
+  return std::max<std::int64_t>(1, memory_limit_bytes() / 16 / std::max<std::int64_t>(features * 4, 1));
 }
 
 // The config's CSV in its cache (built when there is none for the file as it is now), in the config's cache

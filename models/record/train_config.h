@@ -44,7 +44,7 @@ struct DataConfig {
   // absent ("auto"), it streams when the data would not fit in the memory limit, and says so.
   enum class Stream { kAuto, kOn, kOff };
   Stream stream = Stream::kAuto;
-  std::int64_t shuffle_buffer = 0;  // rows per window; 0: as many as fit in an eighth of the memory limit
+  std::int64_t shuffle_buffer = 0;  // rows per window; 0: as many as fit in 1/16 of the memory limit
   std::string cache;                // the cache's folder (resolved); empty: the run directory
 
   // Whether the config names data at all (a model spec profiled without a config has none).

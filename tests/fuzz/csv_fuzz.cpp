@@ -2,12 +2,16 @@
 // written to a file in a scratch folder (read_csv takes a path), then read with and without a header row,
 // with text columns, and by load_csv_dataset with a "label" column (or column "3" without a header), as a
 // classification (numbers or names) and as a regression. A table read with every column as text must come
-// back unchanged when written with csv_field and read again.
+// back unchanged when written with csv_field and read again. read_csv_blocks must read what read_csv reads, and
+// a streamed run's data cache (models/data/row_cache.h) hold what load_csv_dataset loads.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "models/data/csv.h"
 #include "models/data/dataset.h"
+#include "models/data/row_cache.h"
 #include "tests/fuzz/fuzz_util.h"
 
 namespace {
@@ -44,6 +48,54 @@ void check_round_trip(const tctl::CsvTable& table, const tctl::fuzz::ScratchDir&
              "csv_field did not write what read_csv reads back");
 }
 
+// read_csv_blocks, in blocks of a few bytes' pieces, reads what read_csv reads, or refuses as it does.
+void check_blocks(const std::string& path) {
+  const tctl::CsvOptions options{.header = true, .text_columns = {"label"}, .number_columns = {}};
+  std::optional<tctl::CsvTable> whole;
+  tctl::fuzz::accept_refusal([&] { whole = tctl::read_csv(path, options); });
+  std::vector<float> values;
+  std::vector<std::int64_t> lines;
+  bool read = false;
+  tctl::fuzz::accept_refusal([&] {
+    tctl::CsvOptions small = options;
+    small.piece_bytes = 3;
+    tctl::read_csv_blocks(
+        path, small, [](const std::vector<std::string>&) {},
+        [&](tctl::CsvTable& block) {
+          values.insert(values.end(), block.values.data<float>(),
+                        block.values.data<float>() + block.values.num_elements());
+          lines.insert(lines.end(), block.row_lines.begin(), block.row_lines.end());
+        });
+    read = true;
+  });
+  TCTL_CHECK(read == whole.has_value(), "read_csv_blocks and read_csv disagree on whether the file is good");
+  if (!whole) return;
+  TCTL_CHECK(lines == whole->row_lines && values.size() == static_cast<std::size_t>(whole->values.num_elements()) &&
+                 std::equal(values.begin(), values.end(), whole->values.data<float>(),
+                            [](float a, float b) { return a == b || (a != a && b != b); }),
+             "read_csv_blocks read other rows than read_csv");
+}
+
+// The data cache holds the data set load_csv_dataset loads (its fingerprint), or refuses the file as it does.
+void check_cache(const std::string& path, bool classification, const tctl::fuzz::ScratchDir& scratch) {
+  std::optional<tctl::DataFingerprint> memory;
+  tctl::fuzz::accept_refusal([&] {
+    memory = tctl::fingerprint_of(tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv"));
+  });
+  std::optional<tctl::DataFingerprint> cached;
+  tctl::fuzz::accept_refusal([&] {
+    const tctl::RowCache::CsvSource source{.path = path,
+                                           .label_column = "label",
+                                           .classification = classification,
+                                           .options = {},
+                                           .file_for_errors = "config.json",
+                                           .where = "data.csv"};
+    const std::uint64_t key = tctl::RowCache::key_of(source);
+    cached = tctl::RowCache::build(scratch.write("cache.rows", ""), key, source)->fingerprint();
+  });
+  TCTL_CHECK(memory == cached, "the data cache holds another data set than load_csv_dataset loads");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -63,9 +115,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check_consistent(
         tctl::read_csv(path, tctl::CsvOptions{.header = true, .text_columns = {"id"}, .number_columns = {"label"}}));
   });
+  check_blocks(path);
   for (bool classification : {true, false}) {
-    tctl::fuzz::accept_refusal(
-        [&] { (void)tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv"); });
+    check_cache(path, classification, scratch);
     tctl::fuzz::accept_refusal([&] {
       const tctl::CsvDataOptions options{.header = false, .named_labels = true, .classes = {"a", "b"}};
       (void)tctl::load_csv_dataset(path, "3", classification, "config.json", "data.csv", options);
