@@ -694,6 +694,20 @@ CsvTable read_csv(const std::string& path, const CsvOptions& options) {
   return table;
 }
 
+namespace {
+
+// Binary data is refused at the block holding it, as the whole-file reader refuses it at its chunk. `line`: the
+// block's first.
+void refuse_nul(std::string_view text, const std::string& path, std::int64_t line) {
+  const std::size_t nul = text.find('\0');
+  if (nul == std::string_view::npos) return;
+  throw SpecError(path,
+                  line_where(line + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n')),
+                  "a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it as UTF-8)");
+}
+
+}  // namespace
+
 void read_csv_blocks(const std::string& path, const CsvOptions& options,
                      FunctionRef<void(const std::vector<std::string>& columns)> on_header,
                      FunctionRef<void(CsvTable& block)> use) {
@@ -705,6 +719,7 @@ void read_csv_blocks(const std::string& path, const CsvOptions& options,
   const std::size_t piece_bytes = std::max<std::size_t>(options.piece_bytes, 1);
   DataBlocks blocks(path, scanned, 8 * piece_bytes);
   std::string_view block = blocks.next(0);
+  refuse_nul(block, path, 1);  // the header's too, before its names are read
   CsvTable header;
   const TableStart at = start_table(block, path, options, header);
   on_header(header.columns);
@@ -716,12 +731,7 @@ void read_csv_blocks(const std::string& path, const CsvOptions& options,
   std::int64_t rows = 0;
   Tensor values;
   for (std::string_view text = block.substr(at.start);; text = block) {
-    // Binary data is refused at the block holding it, as the whole-file reader refuses it at its chunk.
-    if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
-      throw SpecError(
-          path,
-          line_where(parse.line + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(nul), '\n')),
-          "a NUL byte, which no CSV text holds: this is binary data (or UTF-16 text: save it as UTF-8)");
+    refuse_nul(text, path, parse.line);
     if (!text.empty()) {
       CsvTable part;
       part.columns = header.columns;

@@ -15,6 +15,15 @@
 
 namespace tctl {
 
+// How a streamed run holds its data: its cache, whether it was there already, the rows of a window, and the
+// line saying why the run streams when it chose to itself (empty when asked to).
+struct StreamedData {
+  std::filesystem::path cache;
+  bool reused = false;
+  std::int64_t window_rows = 0;
+  std::string note;
+};
+
 // The config's data, split and scaled, checked against the model's input and output.
 struct PreparedData {
   Dataset train, validation, test;
@@ -27,15 +36,8 @@ struct PreparedData {
   // Image data: how each image was decoded and resized (each part keeps its files' paths, for test.csv).
   std::optional<ImageOptions> images;
   DataFingerprint fingerprint;  // of the rows as loaded, before the split (recorded in checkpoints)
-  // Set for a streamed run (each part's Dataset::stream): its cache, whether it was there already, the rows
-  // of a window, and the line saying why the run streams when it chose to itself (empty when asked to).
-  struct Streamed {
-    std::filesystem::path cache;
-    bool reused = false;
-    std::int64_t window_rows = 0;
-    std::string note;
-  };
-  std::optional<Streamed> streamed;
+  // Set for a streamed run (each part's Dataset::stream).
+  std::optional<StreamedData> streamed;
 };
 
 // Loads the data of `config` for `net`. Throws SpecError naming the config when the features do not fit

@@ -108,6 +108,14 @@ TEST_CASE("read_csv_blocks reports bad data at its line, and the header before a
             path, {.piece_bytes = 1}, [](const auto&) {}, [](CsvTable&) {});
       },
       path, "line 4", {"column \"label\"", "\"zero\""});
+  // A NUL byte in the header is binary data too, refused before any name is read.
+  const std::string binary = testing::write_scratch_file("blocks_nul.csv", std::string("a,b\0c,label\n1,2,0\n", 17));
+  testing::check_spec_error(
+      [&] {
+        read_csv_blocks(
+            binary, {}, [](const auto&) {}, [](CsvTable&) {});
+      },
+      binary, "line 1", {"NUL byte"});
   bool rows_read = false;
   CHECK_THROWS_AS(
       read_csv_blocks(
