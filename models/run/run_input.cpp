@@ -306,6 +306,8 @@ Dataset read_run_test_split(const LoadedRun& run, const std::string& config_path
   // The data is checked against the run's model, so messages must name the run's model file.
   c.model_file = RunLayout(run.dir).model().string();
   c.model_path = "";
+  // A streamed config's cache is looked for in the run's directory, where its training left it.
+  c.output = run.dir.string();
   // The config's split decides the rows; the run's own scaling must be used on them.
   // Ids from the run's own vocabulary, not from one learned afresh from the config's training rows.
   PreparedData raw = prepare_data(c, run.model->net(), &run.class_names, run.text ? &*run.text : nullptr);

@@ -85,6 +85,7 @@ TEST_CASE("a stream of many windows trains from its cache, reused until the data
   const CommandResult e = run_tensorctl("evaluate --run run --data windows.json --json", dir.path());
   REQUIRE(e.status == 0);
   CHECK(parse_json(e.out).at("accuracy") == summary.at("test").at("accuracy"));
+  CHECK(files_with(dir.path(), "runs").empty());  // nothing made where the config would train
   // One value changed: a new cache, and the old one gone.
   std::string csv = read_text(dir / "digits.csv");
   const std::size_t last_line = csv.rfind('\n', csv.size() - 2) + 1;
