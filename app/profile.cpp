@@ -300,6 +300,7 @@ int run_profile(const ProfileFlags& f) {
   if (!f.trace.empty()) {
     TraceOptions t;
     t.process_name = "tensorctl " + std::string(options.forward_only ? "forward" : "training") + " step";
+    t.spans = last.trace_spans;
     write_file_atomic(f.trace, chrome_trace_json(last.last_events, t));
   }
   if (f.json) {

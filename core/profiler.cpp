@@ -280,6 +280,23 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
     append_thread_name(out, pid, lane, "executor thread " + std::to_string(lane));
   for (const std::string& device : streams) append_thread_name(out, pid, stream_tid(device), device + " stream");
   if (all_reduces) append_thread_name(out, pid, all_reduce_tid, "all-reduce");
+  std::vector<std::string> tracks;  // of the spans, in order of first appearance
+  for (const TraceSpan& span : options.spans)
+    if (std::find(tracks.begin(), tracks.end(), span.track) == tracks.end()) tracks.push_back(span.track);
+  const int first_track = all_reduce_tid + (all_reduces ? 1 : 0);
+  for (std::size_t i = 0; i < tracks.size(); ++i)
+    append_thread_name(out, pid, first_track + static_cast<int>(i), tracks[i]);
+  for (const TraceSpan& span : options.spans) {
+    const auto track = std::find(tracks.begin(), tracks.end(), span.track) - tracks.begin();
+    out += ",\n{\"name\": ";
+    append_escaped(out, span.name);
+    out += ", \"cat\": \"input\", \"ph\": \"X\", \"ts\": ";
+    append_number(out, span.start_us);
+    out += ", \"dur\": ";
+    append_number(out, span.end_us - span.start_us);
+    out +=
+        ", \"pid\": " + pid + ", \"tid\": " + std::to_string(first_track + static_cast<int>(track)) + ", \"args\": {}}";
+  }
   for (const ProfileEvent& e : events) {
     append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, e.lane);
     if (e.collective) append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, all_reduce_tid);

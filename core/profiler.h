@@ -115,9 +115,19 @@ class Profiler {
   std::vector<std::uint64_t> lane_threads_ TCTL_GUARDED_BY(mu_);  // thread serial of each lane
 };
 
+// Work outside the graph that a trace shows beside its kernels (the input pipeline's), on a track of its own
+// named `track`, on the same time axis as the events.
+struct TraceSpan {
+  std::string track;
+  std::string name;
+  double start_us = 0;
+  double end_us = 0;
+};
+
 struct TraceOptions {
   std::string process_name = "tensorctl";
   int pid = 1;
+  std::vector<TraceSpan> spans;  // each track after the lanes, streams and all-reduce track
 };
 
 // The Chrome trace event format, as Perfetto and chrome://tracing load it: {"traceEvents": [...]} with "M"

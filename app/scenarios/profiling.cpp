@@ -5,6 +5,7 @@
 #include <limits>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -146,6 +147,7 @@ struct StepSamples {
   std::vector<double> steps, unprofiled, kernels;
   std::vector<double> input;  // each measured step's gather of its batch (BatchFeed), a config with data only
   std::vector<ProfileEvent> last_events;
+  std::optional<TraceSpan> last_input;  // the last measured step's gather, for --trace
 
   void add(const std::vector<ProfileEvent>& events) {
     std::map<std::string, double> f, b, d;
@@ -183,10 +185,17 @@ struct StepSamples {
 // the training), so both see the same state of the machine and the difference is the profiler's cost.
 StepSamples measure_steps(Model& model, BatchFeed& feed, const ProfileOptions& o) {
   StepSamples samples;
+  Profiler::Clock::time_point cleared;  // the profiler's epoch, near enough: just after its clear()
   auto run_step = [&](std::int64_t it, Profiler* p, bool measured) {
+    const auto gathering = Profiler::Clock::now();
     const auto [batch, gather_us] = feed.next(it);
     const auto& [x, y] = batch;
     if (measured && feed.has_data()) samples.input.push_back(gather_us);
+    // The profiled step's batch on the trace's input track, before the step's kernels.
+    if (p != nullptr && feed.has_data()) {
+      const double from = std::chrono::duration<double, std::micro>(gathering - cleared).count();
+      samples.last_input = TraceSpan{"input pipeline", "gather batch", from, from + gather_us};
+    }
     const auto start = std::chrono::steady_clock::now();
     if (o.forward_only) {
       o.eager ? model.eager_forward_step(x, p) : model.forward_step(x, p);
@@ -200,6 +209,7 @@ StepSamples measure_steps(Model& model, BatchFeed& feed, const ProfileOptions& o
   for (std::int64_t it = 0; it < o.warmup + o.iterations; ++it) {
     const bool measured = it >= o.warmup;
     profiler.clear();
+    cleared = Profiler::Clock::now();
     if (measured) samples.unprofiled.push_back(run_step(step_number++, nullptr, true));
     const double step_us = run_step(step_number++, measured ? &profiler : nullptr, measured);
     if (!measured) continue;
@@ -262,6 +272,7 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   report.inter_op_threads = o.inter_op_threads;
   report.intra_op_threads = o.intra_op_threads;
   report.last_events = samples.last_events;
+  if (samples.last_input) report.trace_spans.push_back(*samples.last_input);
   report.placement_warnings = model->placement_warnings();
   report.layers = layer_rows(model->net(), g, samples, o.batch_size);
   for (auto& [key, node] : samples.per_node) {

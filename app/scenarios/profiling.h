@@ -74,6 +74,7 @@ struct ProfileReport {
   double samples_per_second = 0;
   std::vector<StreamProfile> streams;     // by device name; empty when every node ran on the host
   std::vector<ProfileEvent> last_events;  // the last measured step, for --trace
+  std::vector<TraceSpan> trace_spans;     // its work outside the graph (gathering its batch), for --trace
   int inter_op_threads = 1;
   int intra_op_threads = 1;
   bool eager = false;

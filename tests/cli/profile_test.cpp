@@ -1,7 +1,9 @@
 // tensorctl profile end to end: the per-layer table, the sweep, the trace file's schema, bad input.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cli/cli_test_util.h"
@@ -103,6 +105,22 @@ TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter
     tids.insert(e.at("tid").get<int>());
   }
   CHECK(complete > 10);
+  // The step's batch, gathered from the config's data before its kernels, on a track of its own.
+  std::optional<int> input_track;
+  double first_kernel = 1e300;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("args").at("name") == "input pipeline") input_track = e.at("tid").get<int>();
+    if (e.at("ph") == "X" && e.at("cat") != "input") first_kernel = std::min(first_kernel, e.at("ts").get<double>());
+  }
+  REQUIRE(input_track.has_value());
+  int gathers = 0;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X" || e.at("tid") != *input_track) continue;
+    ++gathers;
+    CHECK(e.at("name") == "gather batch");
+    CHECK(e.at("ts").get<double>() + e.at("dur").get<double>() <= first_kernel + 1.0);
+  }
+  CHECK(gathers == 1);
   // Which threads ran nodes in the last step depends on the schedule: the waiting caller also takes queued
   // nodes, and may take all of them before the worker wakes. Lanes per thread are checked deterministically
   // in tests/core/profiler_test.cpp and tests/models/nn/layers/parallel_test.cpp.
