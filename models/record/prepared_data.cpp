@@ -1,5 +1,7 @@
 #include "models/record/prepared_data.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -227,6 +229,17 @@ std::optional<std::string> stream_choice(const TrainConfig& c) {
   if (c.data.stream == DataConfig::Stream::kOn) return "";
   const double bytes = estimated_float_bytes(c.data.csv);
   const auto limit = static_cast<double>(memory_limit_bytes());
+  // A file past the in-memory reader's own limit (a quarter of the machine's memory, models/data/csv.h)
+  // streams too, rather than being refused.
+  std::error_code ec;
+  const auto file_bytes = static_cast<double>(std::filesystem::file_size(c.data.csv, ec));
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  const double quarter = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 4 : 1e300;
+  if (!ec && file_bytes > quarter)
+    return fmt::format(
+        "{}: {} of text, more than the {} a CSV read into memory may hold: streaming it from a "
+        "cache",
+        c.data.csv, byte_size_text(file_bytes), byte_size_text(quarter));
   if (bytes * 3.0 <= limit) return std::nullopt;
   return fmt::format(
       "{}: about {} of rows as float32, more than a third of the memory limit ({}): streaming them "
