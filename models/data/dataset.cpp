@@ -477,36 +477,55 @@ void Standardizer::fit(const Tensor& x) {
 void Standardizer::fit_windows(std::int64_t f, FunctionRef<void(FunctionRef<void(const Tensor&)>)> windows) {
   mean.assign(static_cast<std::size_t>(f), 0.0f);
   std.assign(static_cast<std::size_t>(f), 1.0f);
-  // Two passes in double: the one-pass sum-of-squares formula cancels badly when |mean| >> std. Row by row,
-  // each column summed in row order as a column-by-column walk sums it (the same bits), but reading the
-  // rows in memory order, every column a lane of the vector adds: 10x faster on 60,000 x 784 rows
-  // (bench/csv_load.sh).
-  std::vector<double> sums(static_cast<std::size_t>(f), 0.0), squares(static_cast<std::size_t>(f), 0.0);
+  // Two passes over each window in double: the one-pass sum-of-squares formula cancels badly when |mean| >>
+  // std. Row by row, each column summed in row order as a column-by-column walk sums it (the same bits), but
+  // reading the rows in memory order, every column a lane of the vector adds: 10x faster on 60,000 x 784
+  // rows (bench/csv_load.sh). The windows' means and squared deviations are then merged (Chan, Golub and
+  // LeVeque), so a stream's rows are read once, not twice (bench/stream_large.sh); one window gives the
+  // two-pass bits.
+  std::vector<double> sums(static_cast<std::size_t>(f)), squares(static_cast<std::size_t>(f));
+  std::vector<double> means(static_cast<std::size_t>(f), 0.0), deviations(static_cast<std::size_t>(f), 0.0);
   double* sum = sums.data();
   double* square = squares.data();
+  double* merged_mean = means.data();
+  double* merged_square = deviations.data();
   std::int64_t n = 0;
   windows([&](const Tensor& x) {
     TCTL_CHECK(x.dtype() == DType::kF32 && x.shape().rank() == 2 && x.shape()[1] == f,
                "Standardizer::fit wants f32 [N, F]");
+    const std::int64_t k = x.shape()[0];
+    if (k == 0) return;
     const float* p = x.data<float>();
-    for (std::int64_t r = 0; r < x.shape()[0]; ++r) {
+    std::fill(sums.begin(), sums.end(), 0.0);
+    std::fill(squares.begin(), squares.end(), 0.0);
+    for (std::int64_t r = 0; r < k; ++r) {
       const float* row = p + r * f;
       for (std::int64_t c = 0; c < f; ++c) sum[c] += row[c];
     }
-    n += x.shape()[0];
-  });
-  if (n == 0) return;
-  for (std::int64_t c = 0; c < f; ++c) sum[c] /= static_cast<double>(n);  // now the means
-  windows([&](const Tensor& x) {
-    const float* p = x.data<float>();
-    for (std::int64_t r = 0; r < x.shape()[0]; ++r) {
+    for (std::int64_t c = 0; c < f; ++c) sum[c] /= static_cast<double>(k);  // now the window's means
+    for (std::int64_t r = 0; r < k; ++r) {
       const float* row = p + r * f;
       for (std::int64_t c = 0; c < f; ++c) {
         const double d = row[c] - sum[c];
         square[c] += d * d;
       }
     }
+    const double total = static_cast<double>(n + k);
+    for (std::int64_t c = 0; c < f; ++c) {
+      if (n == 0) {
+        merged_mean[c] = sum[c];
+        merged_square[c] = square[c];
+        continue;
+      }
+      const double delta = sum[c] - merged_mean[c];
+      merged_mean[c] += delta * static_cast<double>(k) / total;
+      merged_square[c] += square[c] + delta * delta * static_cast<double>(n) * static_cast<double>(k) / total;
+    }
+    n += k;
   });
+  if (n == 0) return;
+  sum = merged_mean;
+  square = merged_square;
   for (std::int64_t c = 0; c < f; ++c) {
     const double m = sum[c];
     const double s = std::sqrt(square[c] / static_cast<double>(n));

@@ -181,8 +181,8 @@ struct Standardizer {
   // Learns mean and std from x, f32 [N, F]. With N = 0 every mean is 0 and every std 1.
   void fit(const Tensor& x);
   // The same for rows that come a window at a time (a streamed data set, models/data/row_stream.h): `windows`
-  // calls the function it is given with each window's rows, f32 [n, F], in order, and is itself called twice
-  // (the means, then the deviations). Rows in one window give fit's bits.
+  // calls the function it is given with each window's rows, f32 [n, F], in order, once; the windows' means and
+  // deviations are merged. Rows in one window give fit's bits; in more, the same to rounding.
   void fit_windows(std::int64_t features, FunctionRef<void(FunctionRef<void(const Tensor&)>)> windows);
   // x, f32 [N, F] with the fitted F (checked), with the learned scaling applied: in place when the caller
   // moved in the only handle of its buffer, else into a new tensor.
