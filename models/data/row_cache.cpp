@@ -312,10 +312,10 @@ std::uint64_t RowCache::key_of(const CsvSource& source) {
   if (::stat(source.path.c_str(), &st) != 0) return 0;
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(source.path, ec);
-  std::string key = fmt::format("v{}\n{}\n{}\n{}\n{}.{}\n{}\n{}\n{}\n{}\n", kVersion, absolute.string(), st.st_size,
-                                st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, source.label_column,
-                                source.classification, source.options.header, source.options.named_labels);
-  for (const std::string& name : source.options.classes) key += name + "\n";
+  // Not the run's classes (evaluate's): the same file gives the same labels, which its caller checks.
+  const std::string key = fmt::format("v{}\n{}\n{}\n{}\n{}.{}\n{}\n{}\n{}\n", kVersion, absolute.string(), st.st_size,
+                                      st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, source.label_column,
+                                      source.classification, source.options.header);
   return std::max<std::uint64_t>(fnv1a(key), 1);
 }
 
@@ -342,6 +342,8 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
       static_cast<std::uint64_t>(h.key_bits) != key || h.file_bytes != st.st_size || h.rows < 0 || h.features < 0 ||
       h.meta_offset < kHeaderBytes || h.meta_bytes < 0 || h.meta_offset + h.meta_bytes != h.file_bytes)
     return nullptr;
+  // Sizes the file could hold, so that the products below cannot overflow.
+  if (h.rows > h.file_bytes || (h.features > 0 && h.rows > h.file_bytes / 4 / h.features)) return nullptr;
   try {
     std::string meta(static_cast<std::size_t>(h.meta_bytes), '\0');
     read_all(fd, meta.data(), meta.size(), h.meta_offset, path.string());

@@ -7,7 +7,8 @@
 // temporary name and renamed when whole, and its header, written last, records its size: a writer killed
 // at any point leaves a temporary (removed by the next builder once its process is gone) and never a cache
 // that is used. It is found by the key of the data it was built from (the source file's path, size,
-// modification time and inode, and how it was read), so a changed file is parsed again.
+// modification time and inode, its label column, header and whether the labels are classes), so a changed
+// file is parsed again.
 #pragma once
 
 #include <cstdint>

@@ -273,6 +273,9 @@ std::shared_ptr<const RowCache> cached_rows(const TrainConfig& c, const std::vec
   const std::filesystem::path dir = c.data.cache.empty() ? c.output : c.data.cache;
   const std::filesystem::path path = RowCache::path_in(dir, source, key);
   auto cache = RowCache::open(path, key);
+  // A trained run's classes (evaluate) are the file's own when it is the file the run trained on; a cache
+  // whose classes differ is built again with them.
+  if (cache && run_classes != nullptr && cache->metadata().class_names != *run_classes) cache = nullptr;
   reused = cache != nullptr;
   if (cache) return cache;
   std::error_code ec;

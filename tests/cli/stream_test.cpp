@@ -81,8 +81,12 @@ TEST_CASE("a stream of many windows trains from its cache, reused until the data
   CHECK(summary.at("test").at("accuracy").get<double>() > 0.9);
   train(dir, config + " --output run --overwrite");
   CHECK(read_json(dir / "run/summary.json").at("input").at("cache_reused") == true);
-  // evaluate reads the test rows from the same cache.
+  // evaluate reads the test rows from the same cache, which it leaves as it is.
+  const fs::path cache = dir / "run" / files_with(dir / "run", ".rows").at(0);
+  const auto written = fs::last_write_time(cache);
   const CommandResult e = run_tensorctl("evaluate --run run --data windows.json --json", dir.path());
+  CHECK(files_with(dir / "run", ".rows").size() == 1);
+  CHECK(fs::last_write_time(cache) == written);
   REQUIRE(e.status == 0);
   CHECK(parse_json(e.out).at("accuracy") == summary.at("test").at("accuracy"));
   CHECK(files_with(dir.path(), "runs").empty());  // nothing made where the config would train

@@ -159,6 +159,19 @@ TEST_CASE("a RowCache is refused when it is not whole or not for the data as it 
   CHECK(RowCache::open(cache, key + 1) == nullptr);
   // Classification and regression read the labels differently: another key.
   CHECK(RowCache::key_of(source_of(path, false)) != key);
+  // A cache whose header claims more rows than the file could hold is refused before anything is sized.
+  {
+    std::string lying = [&] {
+      std::ifstream in(cache, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    }();
+    const std::int64_t huge = std::int64_t{1} << 61;
+    std::memcpy(lying.data() + 16, &huge, sizeof huge);  // rows, after the magic and the version
+    const fs::path other = dir.path / "lying.rows";
+    std::ofstream(other, std::ios::binary) << lying;
+    CHECK(RowCache::open(other, key) == nullptr);
+    fs::remove(other);
+  }
   const std::string bytes = [&] {
     std::ifstream in(cache, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
