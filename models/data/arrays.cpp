@@ -84,9 +84,17 @@ std::int64_t element_count(const std::vector<std::int64_t>& shape, const std::st
   return empty ? 0 : nonzero;
 }
 
+// Where an array's elements lie in its file's bytes, once the header is read and the size checked.
+struct ArrayLayout {
+  std::vector<std::int64_t> shape;
+  ElementType type;
+  std::size_t start = 0;  // the first element's byte
+  std::int64_t count = 0;
+};
+
 // The elements after the header: exactly the bytes the shape and type declare.
-ArrayFile elements(std::string_view bytes, std::size_t start, std::vector<std::int64_t> shape, const ElementType& t,
-                   const std::string& file) {
+ArrayLayout checked_layout(std::string_view bytes, std::size_t start, std::vector<std::int64_t> shape,
+                           const ElementType& t, const std::string& file) {
   const std::int64_t n = element_count(shape, file);
   const std::uint64_t want = static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(t.size);
   const std::uint64_t have = bytes.size() - start;
@@ -97,14 +105,31 @@ ArrayFile elements(std::string_view bytes, std::size_t start, std::vector<std::i
   if (have > want)
     throw SpecError(file, "header",
                     fmt::format("the file runs on past the {} bytes of elements its header declares", want));
-  ArrayFile a;
-  a.shape = std::move(shape);
-  a.integral = t.kind != Kind::kFloat;
-  a.type = t.name;
-  a.values.resize(static_cast<std::size_t>(n));
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + start);
-  for (std::int64_t i = 0; i < n; ++i) a.values[static_cast<std::size_t>(i)] = element_at(t, p + i * t.size);
-  return a;
+  return {std::move(shape), t, start, n};
+}
+
+// Elements [first, first + n) of the array laid out in `bytes` as float32, into `out`.
+void convert(std::string_view bytes, const ArrayLayout& a, std::int64_t first, std::int64_t n, float* out) {
+  const ElementType& t = a.type;
+  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + a.start) + first * t.size;
+  // The types data comes in most (MNIST's bytes, NumPy's float32) without a switch per element.
+  if (t.kind == Kind::kFloat && t.size == 4 && !t.big_endian) {
+    std::memcpy(out, p, static_cast<std::size_t>(n) * sizeof(float));
+  } else if (t.kind == Kind::kUnsigned && t.size == 1) {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(p[i]);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) out[i] = element_at(t, p + i * t.size);
+  }
+}
+
+ArrayFile array_file(std::string_view bytes, const ArrayLayout& a) {
+  ArrayFile out;
+  out.shape = a.shape;
+  out.integral = a.type.kind != Kind::kFloat;
+  out.type = a.type.name;
+  out.values.resize(static_cast<std::size_t>(a.count));
+  convert(bytes, a, 0, a.count, out.values.data());
+  return out;
 }
 
 // --- .npy ---
@@ -213,7 +238,7 @@ ElementType npy_type(const std::string& descr, const std::string& file) {
                               descr));
 }
 
-ArrayFile decode_npy(std::string_view bytes, const std::string& file) {
+ArrayLayout npy_layout(std::string_view bytes, const std::string& file) {
   if (bytes.size() < 10) throw SpecError(file, "header", "the file ends inside NumPy's 10-byte preamble");
   const int major = static_cast<unsigned char>(bytes[6]), minor = static_cast<unsigned char>(bytes[7]);
   if (major < 1 || major > 3)
@@ -263,12 +288,13 @@ ArrayFile decode_npy(std::string_view bytes, const std::string& file) {
   if (fortran && shape.size() > 1)
     throw SpecError(file, "header",
                     "fortran_order is True (a column-major array): save np.ascontiguousarray(a) instead");
-  return elements(bytes, start + static_cast<std::size_t>(header_len), std::move(shape), npy_type(descr, file), file);
+  return checked_layout(bytes, start + static_cast<std::size_t>(header_len), std::move(shape), npy_type(descr, file),
+                        file);
 }
 
 // --- IDX ---
 
-ArrayFile decode_idx(std::string_view bytes, const std::string& file) {
+ArrayLayout idx_layout(std::string_view bytes, const std::string& file) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(bytes[k]); };
   ElementType t{Kind::kUnsigned, 1, true, "uint8"};
   switch (byte(2)) {
@@ -304,13 +330,14 @@ ArrayFile decode_idx(std::string_view bytes, const std::string& file) {
     for (std::size_t b = 0; b < 4; ++b) v = v << 8 | byte(4 + 4 * k + b);
     shape[k] = v;
   }
-  return elements(bytes, start, std::move(shape), t, file);
+  return checked_layout(bytes, start, std::move(shape), t, file);
 }
 
-// The file at `path`, mapped read-only, unmapped when it goes.
 // The array `key` of a .npz archive (np.savez, np.savez_compressed: a zip of KEY.npy members), or its only one
-// when `key` is empty. Errors in the member name it: "data.npz (x_train.npy)".
-ArrayFile decode_npz(std::string_view bytes, const std::string& file, const std::string& key) {
+// when `key` is empty, uncompressed into `member`. Errors in the member name it: "data.npz (x_train.npy)", the
+// name `place` is set to.
+ArrayLayout npz_layout(std::string_view bytes, const std::string& file, const std::string& key, std::string& member,
+                       std::string& place) {
   const ZipArchive zip(bytes, file);
   std::vector<std::string> keys;
   for (const std::string& name : zip.names())
@@ -326,14 +353,16 @@ ArrayFile decode_npz(std::string_view bytes, const std::string& file, const std:
     throw SpecError(file, "",
                     fmt::format("no array \"{}\" in this .npz file (it holds: {})", key, fmt::join(keys, ", ")));
   }
-  const std::string member = chosen + ".npy";
+  const std::string name = chosen + ".npy";
   // The largest .npy member a reader could want: kMaxElements of eight bytes, and its header.
-  const std::string npy = zip.read(member, static_cast<std::size_t>(kMaxElements) * 8 + (std::size_t{1} << 20));
-  const std::string place = fmt::format("{} ({})", file, member);
-  if (!npy.starts_with(std::string_view("\x93NUMPY", 6)))
+  member = zip.read(name, static_cast<std::size_t>(kMaxElements) * 8 + (std::size_t{1} << 20));
+  place = fmt::format("{} ({})", file, name);
+  if (!member.starts_with(std::string_view("\x93NUMPY", 6)))
     throw SpecError(place, "header", "a .npz member that is no .npy array");
-  return decode_npy(npy, place);
+  return npy_layout(member, place);
 }
+
+// The file at `path`, mapped read-only, unmapped when it goes.
 
 class MappedFile {
  public:
@@ -373,15 +402,123 @@ std::string element_place(std::size_t i, std::int64_t width) {
   return fmt::format("element {} (row {})", i, static_cast<std::int64_t>(i) / std::max<std::int64_t>(width, 1));
 }
 
-// The elements per row of an array with rows (1 for a [N] array); a scalar is refused.
-std::int64_t per_row(const ArrayFile& a, const std::string& path) {
-  if (a.shape.empty()) throw SpecError(path, "header", "a scalar holds no rows: an array of data has a first axis");
+// The elements per row of an array of `shape` with rows (1 for a [N] array); a scalar is refused.
+std::int64_t per_row(const std::vector<std::int64_t>& shape, const std::string& path) {
+  if (shape.empty()) throw SpecError(path, "header", "a scalar holds no rows: an array of data has a first axis");
   std::int64_t w = 1;
-  for (std::size_t k = 1; k < a.shape.size(); ++k) w *= a.shape[k];
+  for (std::size_t k = 1; k < shape.size(); ++k) w *= shape[k];
   return w;
 }
 
+// The array in `bytes` (a whole .npy, .npz or IDX file), told by its first bytes: its layout, in `bytes` or in
+// `member` (a .npz member uncompressed), and `place`, the name its errors give.
+ArrayLayout locate(std::string_view& bytes, const std::string& file, const std::string& key, std::string& member,
+                   std::string& place) {
+  place = file;
+  if (looks_like_zip(bytes)) {
+    ArrayLayout a = npz_layout(bytes, file, key, member, place);
+    bytes = member;
+    return a;
+  }
+  if (!key.empty())
+    throw SpecError(file, "",
+                    fmt::format("an array named \"{}\" was asked for, but only a .npz file holds named "
+                                "arrays",
+                                key));
+  if (bytes.substr(0, 6) == std::string_view("\x93NUMPY", 6)) return npy_layout(bytes, file);
+  if (bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0) return idx_layout(bytes, file);
+  throw SpecError(file, "header",
+                  bytes.empty() ? std::string("the file is empty")
+                                : "neither a NumPy .npy or .npz file nor an IDX file (by its first bytes)");
+}
+
+// Refuses a value of `x` (elements [first, first + n) of an array `width` wide) that is not finite.
+void check_finite(const float* x, std::int64_t first, std::int64_t n, std::int64_t width, const std::string& path) {
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      throw SpecError(path, element_place(static_cast<std::size_t>(first + i), width),
+                      fmt::format("expected a finite number, got {}", static_cast<double>(x[i])));
+}
+
+// A data set's features and labels as two arrays: checked against each other, and y made labels or targets.
+// x's values are read by the caller.
+struct ArrayPair {
+  const ArrayRows& x;
+  std::int64_t width = 0;
+  ArrayFile y;
+  std::int64_t targets = 0;
+
+  ArrayPair(const ArrayRows& x_rows, const std::string& x_path, const std::string& y_path, const std::string& y_key,
+            const std::string& file_for_errors, const std::string& where)
+      : x(x_rows), width(per_row(x.shape(), x_path)), y(load_array(y_path, y_key)), targets(per_row(y.shape, y_path)) {
+    const std::int64_t n = x.shape()[0];
+    if (y.shape[0] != n)
+      throw SpecError(file_for_errors, where,
+                      fmt::format("x ({}) has {} rows, y ({}) has {}", x_path, n, y_path, y.shape[0]));
+    if (n == 0) throw SpecError(x_path, "header", "the array has no rows");
+    if (width == 0) throw SpecError(x_path, "header", "each row holds no element: there are no features");
+  }
+
+  // Everything of the data set but x: name, feature names and labels.
+  void set_meta(Dataset& data, const std::string& x_path, const std::string& y_path, bool classification) const {
+    const std::int64_t n = x.shape()[0];
+    data.name = std::filesystem::path(x_path).stem().string();
+    for (std::int64_t f = 0; f < width; ++f) data.feature_names.push_back("x" + std::to_string(f));
+    if (!classification) {
+      for (std::size_t i = 0; i < y.values.size(); ++i)
+        if (!std::isfinite(y.values[i]))
+          throw SpecError(y_path, element_place(i, targets),
+                          fmt::format("expected a finite number, got {}", static_cast<double>(y.values[i])));
+      data.y = Tensor::from_floats(Shape{n, targets}, y.values);
+      return;
+    }
+    if (targets != 1)
+      throw SpecError(
+          y_path, "header",
+          fmt::format("class labels are one per row ([N] or [N, 1]), got shape ({})", fmt::join(y.shape, ", ")));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
+    std::int32_t largest = 0;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+      const float v = y.values[i];
+      if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
+        throw SpecError(
+            y_path, element_place(i, 1),
+            fmt::format("class labels must be integers in 0..{}, got {}", kMaxClasses - 1, static_cast<double>(v)));
+      labels[i] = static_cast<std::int32_t>(v);
+      largest = std::max(largest, labels[i]);
+    }
+    data.y = Tensor::from_ints(Shape{n}, labels);
+    data.num_classes = largest + 1;
+  }
+};
+
 }  // namespace
+
+struct ArrayRows::Impl {
+  MappedFile map;
+  std::string member;
+  std::string_view bytes;
+  ArrayLayout layout;
+  std::string place;
+  explicit Impl(const std::string& path) : map(path), bytes(map.bytes()) {}
+};
+
+ArrayRows::ArrayRows(const std::string& path, const std::string& key) : impl_(std::make_unique<Impl>(path)) {
+  impl_->layout = locate(impl_->bytes, path, key, impl_->member, impl_->place);
+  // Read once, front to back (a streamed run's first pass, or the whole array into memory).
+  if (impl_->member.empty() && !impl_->bytes.empty())
+    (void)::madvise(const_cast<char*>(impl_->bytes.data()), impl_->bytes.size(), MADV_SEQUENTIAL);
+}
+
+ArrayRows::~ArrayRows() = default;
+
+const std::vector<std::int64_t>& ArrayRows::shape() const { return impl_->layout.shape; }
+
+void ArrayRows::read_elements(std::int64_t first, std::int64_t n, float* out) const {
+  TCTL_CHECK(first >= 0 && n >= 0 && first + n <= impl_->layout.count,
+             "ArrayRows::read_elements: elements out of range");
+  convert(impl_->bytes, impl_->layout, first, n, out);
+}
 
 bool looks_like_array_file(std::string_view head) {
   return head.starts_with(std::string_view("\x93NUMPY", 6)) || looks_like_zip(head) ||
@@ -389,17 +526,9 @@ bool looks_like_array_file(std::string_view head) {
 }
 
 ArrayFile decode_array(std::string_view bytes, const std::string& file, const std::string& key) {
-  if (looks_like_zip(bytes)) return decode_npz(bytes, file, key);
-  if (!key.empty())
-    throw SpecError(file, "",
-                    fmt::format("an array named \"{}\" was asked for, but only a .npz file holds named "
-                                "arrays",
-                                key));
-  if (bytes.substr(0, 6) == std::string_view("\x93NUMPY", 6)) return decode_npy(bytes, file);
-  if (bytes.size() >= 4 && bytes[0] == 0 && bytes[1] == 0) return decode_idx(bytes, file);
-  throw SpecError(file, "header",
-                  bytes.empty() ? std::string("the file is empty")
-                                : "neither a NumPy .npy or .npz file nor an IDX file (by its first bytes)");
+  std::string member, place;
+  const ArrayLayout a = locate(bytes, file, key, member, place);
+  return array_file(bytes, a);
 }
 
 ArrayFile load_array(const std::string& path, const std::string& key) {
@@ -410,49 +539,44 @@ ArrayFile load_array(const std::string& path, const std::string& key) {
 Dataset load_array_dataset(const std::string& x_path, const std::string& y_path, bool classification,
                            const std::string& file_for_errors, const std::string& where, const std::string& x_key,
                            const std::string& y_key) {
-  const ArrayFile x = load_array(x_path, x_key);
-  const ArrayFile y = load_array(y_path, y_key);
-  const std::int64_t width = per_row(x, x_path), targets = per_row(y, y_path);
-  const std::int64_t n = x.shape[0];
-  if (y.shape[0] != n)
-    throw SpecError(file_for_errors, where,
-                    fmt::format("x ({}) has {} rows, y ({}) has {}", x_path, n, y_path, y.shape[0]));
-  if (n == 0) throw SpecError(x_path, "header", "the array has no rows");
-  if (width == 0) throw SpecError(x_path, "header", "each row holds no element: there are no features");
-  for (std::size_t i = 0; i < x.values.size(); ++i)
-    if (!std::isfinite(x.values[i]))
-      throw SpecError(x_path, element_place(i, width),
-                      fmt::format("expected a finite number, got {}", static_cast<double>(x.values[i])));
+  const ArrayRows x(x_path, x_key);
+  const ArrayPair pair(x, x_path, y_path, y_key, file_for_errors, where);
+  const std::int64_t n = x.shape()[0];
   Dataset data;
-  data.name = std::filesystem::path(x_path).stem().string();
-  data.x = Tensor::from_floats(Shape{n, width}, x.values);
-  for (std::int64_t f = 0; f < width; ++f) data.feature_names.push_back("x" + std::to_string(f));
-  if (!classification) {
-    for (std::size_t i = 0; i < y.values.size(); ++i)
-      if (!std::isfinite(y.values[i]))
-        throw SpecError(y_path, element_place(i, targets),
-                        fmt::format("expected a finite number, got {}", static_cast<double>(y.values[i])));
-    data.y = Tensor::from_floats(Shape{n, targets}, y.values);
-    return data;
-  }
-  if (targets != 1)
-    throw SpecError(
-        y_path, "header",
-        fmt::format("class labels are one per row ([N] or [N, 1]), got shape ({})", fmt::join(y.shape, ", ")));
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(n));
-  std::int32_t largest = 0;
-  for (std::size_t i = 0; i < labels.size(); ++i) {
-    const float v = y.values[i];
-    if (!(v >= 0.0f && v < static_cast<float>(kMaxClasses) && v == std::floor(v)))
-      throw SpecError(
-          y_path, element_place(i, 1),
-          fmt::format("class labels must be integers in 0..{}, got {}", kMaxClasses - 1, static_cast<double>(v)));
-    labels[i] = static_cast<std::int32_t>(v);
-    largest = std::max(largest, labels[i]);
-  }
-  data.y = Tensor::from_ints(Shape{n}, labels);
-  data.num_classes = largest + 1;
+  // Converted once, straight into the features' tensor.
+  data.x = Tensor::empty(DType::kF32, Shape{n, pair.width});
+  x.read_elements(0, n * pair.width, data.x.mutable_data<float>());
+  check_finite(data.x.data<float>(), 0, n * pair.width, pair.width, x_path);
+  pair.set_meta(data, x_path, y_path, classification);
   return data;
+}
+
+RowCache::Source array_rows_source(const std::string& x_path, const std::string& y_path, bool classification,
+                                   const std::string& file_for_errors, const std::string& where,
+                                   const std::string& x_key, const std::string& y_key) {
+  std::string identity;
+  const std::string x_file = RowCache::file_identity(x_path), y_file = RowCache::file_identity(y_path);
+  if (!x_file.empty() && !y_file.empty())
+    identity = fmt::format("arrays\n{}{}\n{}{}\n{}\n", x_file, x_key, y_file, y_key, classification);
+  return {.stem = std::filesystem::path(x_path).stem().string(),
+          .identity = std::move(identity),
+          .write = [=](RowCache::RowSink& sink, Dataset& meta) {
+            const ArrayRows x(x_path, x_key);
+            const ArrayPair pair(x, x_path, y_path, y_key, file_for_errors, where);
+            for (std::int64_t f = 0; f < pair.width; ++f) meta.feature_names.push_back("x" + std::to_string(f));
+            // 8 MiB of rows at a time (at least one): the memory a streamed run holds while it writes the cache.
+            const std::int64_t n = x.shape()[0];
+            const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{8} << 20) / 4 / pair.width);
+            std::vector<float> rows(static_cast<std::size_t>(std::min(block, n) * pair.width));
+            for (std::int64_t first = 0; first < n; first += block) {
+              const std::int64_t count = std::min(block, n - first);
+              x.read_elements(first * pair.width, count * pair.width, rows.data());
+              check_finite(rows.data(), first * pair.width, count * pair.width, pair.width, x_path);
+              sink.add(rows.data(), count);
+            }
+            meta.feature_names.clear();
+            pair.set_meta(meta, x_path, y_path, classification);
+          }};
 }
 
 }  // namespace tctl

@@ -17,11 +17,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "models/data/dataset.h"
+#include "models/data/row_cache.h"
 
 namespace tctl {
 
@@ -43,6 +45,25 @@ ArrayFile decode_array(std::string_view bytes, const std::string& file, const st
 // The array in the file at `path` (see decode_array), read through a memory map.
 ArrayFile load_array(const std::string& path, const std::string& key = "");
 
+// An array file opened for its elements to be read a stretch at a time: the header read and checked as
+// load_array checks it, the elements left in the file (read through a memory map: a .npy or IDX file is never
+// held whole; a .npz member is uncompressed into memory). Reads may run on any thread.
+class ArrayRows {
+ public:
+  explicit ArrayRows(const std::string& path, const std::string& key = "");
+  ~ArrayRows();
+  ArrayRows(const ArrayRows&) = delete;
+  ArrayRows& operator=(const ArrayRows&) = delete;
+
+  const std::vector<std::int64_t>& shape() const;
+  // Elements [first, first + n) in C order, as float32, into `out`.
+  void read_elements(std::int64_t first, std::int64_t n, float* out) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // A data set from two arrays with one row per sample: x [N, ...] (features, flattened to [N, F]; a [N]
 // array is one feature) and y [N] or [N, 1] labels for classification (whole numbers in 0..99999, of any
 // element type), or [N] or [N, T] targets for regression. Features and targets must be finite. The features
@@ -52,5 +73,11 @@ ArrayFile load_array(const std::string& path, const std::string& key = "");
 Dataset load_array_dataset(const std::string& x_path, const std::string& y_path, bool classification,
                            const std::string& file_for_errors, const std::string& where, const std::string& x_key = "",
                            const std::string& y_key = "");
+
+// The same data set as a RowCache source, for a streamed run: x read 8 MiB at a time, checked as
+// load_array_dataset checks it; y (small) read whole. Its identity is both files' and keys'.
+RowCache::Source array_rows_source(const std::string& x_path, const std::string& y_path, bool classification,
+                                   const std::string& file_for_errors, const std::string& where,
+                                   const std::string& x_key = "", const std::string& y_key = "");
 
 }  // namespace tctl

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/errors.h"
+#include "core/fnv.h"
 #include "core/random.h"
 #include "core/text.h"
 #include "models/data/csv.h"
@@ -310,10 +311,8 @@ std::int64_t Dataset::size() const {
 }
 
 DataFingerprint fingerprint_of_parts(const FingerprintParts& parts) {
-  std::uint64_t h = 14695981039346656037ull;
-  auto add = [&h](const void* bytes, std::size_t n) {
-    for (const auto* p = static_cast<const unsigned char*>(bytes); n > 0; --n, ++p) h = (h ^ *p) * 1099511628211ull;
-  };
+  std::uint64_t h = kFnvOffset;
+  auto add = [&h](const void* bytes, std::size_t n) { h = fnv1a(bytes, n, h); };
   auto add_count = [&add](std::int64_t v) { add(&v, sizeof v); };
   // The shapes and sizes first, so bytes that merely move between the features and the labels, or between
   // class names, still change the hash.
@@ -337,7 +336,7 @@ DataFingerprint fingerprint_of_parts(const FingerprintParts& parts) {
     add(text.data(), text.size());
   }
   const std::uint64_t values = h;
-  h = 14695981039346656037ull;
+  h = kFnvOffset;
   add_count(static_cast<std::int64_t>(parts.feature_names.size()));
   for (const std::string& name : parts.feature_names) {
     add_count(static_cast<std::int64_t>(name.size()));

@@ -15,6 +15,7 @@
 #include <png.h>
 
 #include "core/errors.h"
+#include "core/fnv.h"
 #include "core/read_whole.h"
 
 namespace tctl {
@@ -390,18 +391,56 @@ ImageFolder list_image_folder(const std::string& dir, const std::string& file_fo
   return folder;
 }
 
-Dataset load_image_dataset(const std::string& dir, const ImageOptions& options, int threads,
-                           const std::string& file_for_errors, const std::string& where) {
-  ImageFolder folder = list_image_folder(dir, file_for_errors, where);
-  Dataset data;
+namespace {
+
+// Everything of the folder's data set but x.
+void set_image_meta(Dataset& data, const std::string& dir, const ImageOptions& options, ImageFolder folder) {
   data.name = fs::path(dir).filename().string();
-  data.x = load_images(folder.paths, options, threads);
   data.y = Tensor::from_ints(Shape{static_cast<std::int64_t>(folder.labels.size())}, folder.labels);
   data.num_classes = static_cast<int>(folder.class_names.size());
   data.class_names = std::move(folder.class_names);
   data.paths = std::move(folder.paths);
   for (std::int64_t i = 0; i < options.features(); ++i) data.feature_names.push_back("p" + std::to_string(i));
+}
+
+}  // namespace
+
+Dataset load_image_dataset(const std::string& dir, const ImageOptions& options, int threads,
+                           const std::string& file_for_errors, const std::string& where) {
+  ImageFolder folder = list_image_folder(dir, file_for_errors, where);
+  Dataset data;
+  data.x = load_images(folder.paths, options, threads);
+  set_image_meta(data, dir, options, std::move(folder));
   return data;
+}
+
+RowCache::Source image_rows_source(const std::string& dir, const ImageOptions& options, int threads,
+                                   const std::string& file_for_errors, const std::string& where) {
+  auto folder = std::make_shared<const ImageFolder>(list_image_folder(dir, file_for_errors, where));
+  // Every file's identity, hashed as it comes: a folder of a million images keys its cache in 16 hex digits.
+  std::uint64_t files = kFnvOffset;
+  bool all = true;
+  for (const std::string& path : folder->paths) {
+    const std::string id = RowCache::file_identity(path);
+    all = all && !id.empty();
+    files = fnv1a(id, files);
+  }
+  return {
+      .stem = (fs::path(dir).has_filename() ? fs::path(dir) : fs::path(dir).parent_path()).filename().string(),
+      .identity =
+          all ? fmt::format("images\n{}\n{}\n{:016x}\n", options.to_json().dump(), folder->paths.size(), files) : "",
+      .write = [=](RowCache::RowSink& sink, Dataset& meta) {
+        set_image_meta(meta, dir, options, *folder);
+        // 32 MiB of decoded rows at a time (at least one image), decoded on `threads` threads each.
+        const auto n = static_cast<std::int64_t>(folder->paths.size());
+        const std::int64_t block = std::max<std::int64_t>(1, (std::int64_t{32} << 20) / 4 / options.features());
+        for (std::int64_t first = 0; first < n; first += block) {
+          const auto from = folder->paths.begin() + first;
+          const std::vector<std::string> paths(from, from + std::min(block, n - first));
+          const Tensor x = load_images(paths, options, threads);
+          sink.add(x.data<float>(), static_cast<std::int64_t>(paths.size()));
+        }
+      }};
 }
 
 }  // namespace tctl

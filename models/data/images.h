@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/data/dataset.h"
+#include "models/data/row_cache.h"
 
 namespace tctl {
 
@@ -87,5 +88,10 @@ std::vector<std::string> list_images(const std::string& dir);
 // Dataset::paths each row's file. Features are named "p0", "p1", ...
 Dataset load_image_dataset(const std::string& dir, const ImageOptions& options, int threads,
                            const std::string& file_for_errors, const std::string& where);
+
+// The same data set as a RowCache source, for a streamed run: the folder listed now, its images decoded 32 MiB
+// of rows at a time. Its identity is every file's (path, size, inode, time) and the options.
+RowCache::Source image_rows_source(const std::string& dir, const ImageOptions& options, int threads,
+                                   const std::string& file_for_errors, const std::string& where);
 
 }  // namespace tctl

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/fnv.h"
 #include "core/text.h"
 #include "models/data/csv.h"
 
@@ -63,12 +64,6 @@ void read_all(int fd, void* data, std::size_t n, std::int64_t at, const std::str
     at += got;
     n -= static_cast<std::size_t>(got);
   }
-}
-
-std::uint64_t fnv1a(std::string_view text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-  return h;
 }
 
 // A file descriptor closed when it goes out of scope, and a temporary removed unless kept.
@@ -232,14 +227,11 @@ CsvOptions csv_options(const RowCache::CsvSource& source) {
   return csv;
 }
 
-// The first pass: `source` parsed a block at a time, each block's features written from kHeaderBytes on, the
-// labels and names kept in `meta`. Returns where the features end; `rows` counts them.
-std::int64_t write_rows(int fd, const std::string& where, const RowCache::CsvSource& source, Dataset& meta,
-                        std::int64_t& rows) {
+// The CSV parsed a block at a time, each block's features given to `sink`, the labels and names kept in `meta`.
+void write_csv_rows(const RowCache::CsvSource& source, RowCache::RowSink& sink, Dataset& meta) {
   meta.name = std::filesystem::path(source.path).stem().string();
   int label = -1;
   std::optional<LabelCollector> labels;
-  std::int64_t at = kHeaderBytes;
   read_csv_blocks(
       source.path, csv_options(source),
       [&](const std::vector<std::string>& columns) {
@@ -270,14 +262,28 @@ std::int64_t write_rows(int fd, const std::string& where, const RowCache::CsvSou
           std::memmove(x, row + label + 1, static_cast<std::size_t>(width - label - 1) * sizeof(float));
           x += width - label - 1;
         }
-        const auto bytes = static_cast<std::size_t>(block.rows * (width - 1)) * sizeof(float);
-        write_all(fd, cells, bytes, at, where);
-        at += static_cast<std::int64_t>(bytes);
-        rows += block.rows;
+        sink.add(cells, block.rows);
       });
   labels->finish(source.label_column, meta);
-  return at;
 }
+
+// The rows written from kHeaderBytes on, in order; `at` is where the next goes.
+class FileSink final : public RowCache::RowSink {
+ public:
+  FileSink(int fd, const std::string& where, const Dataset& meta) : fd_(fd), where_(where), meta_(meta) {}
+  void add(const float* x, std::int64_t n) override {
+    const auto bytes = static_cast<std::size_t>(n) * meta_.feature_names.size() * sizeof(float);
+    write_all(fd_, x, bytes, at, where_);
+    at += static_cast<std::int64_t>(bytes);
+    rows += n;
+  }
+  std::int64_t at = kHeaderBytes, rows = 0;
+
+ private:
+  int fd_;
+  const std::string& where_;
+  const Dataset& meta_;  // its feature names are set before the first rows come
+};
 
 // The fingerprint the whole data set in memory would have (fingerprint_of): its features read back from the
 // file a piece at a time, up to `end`, then its labels.
@@ -307,20 +313,31 @@ DataFingerprint fingerprint_of_file(int fd, const std::string& where, std::int64
 
 }  // namespace
 
-std::uint64_t RowCache::key_of(const CsvSource& source) {
+std::string RowCache::file_identity(const std::string& path) {
   struct stat st {};
-  if (::stat(source.path.c_str(), &st) != 0) return 0;
+  if (::stat(path.c_str(), &st) != 0) return "";
   std::error_code ec;
-  const std::filesystem::path absolute = std::filesystem::absolute(source.path, ec);
-  // Not the run's classes (evaluate's): the same file gives the same labels, which its caller checks.
-  const std::string key = fmt::format("v{}\n{}\n{}\n{}\n{}.{}\n{}\n{}\n{}\n", kVersion, absolute.string(), st.st_size,
-                                      st.st_ino, st.st_mtim.tv_sec, st.st_mtim.tv_nsec, source.label_column,
-                                      source.classification, source.options.header);
-  return std::max<std::uint64_t>(fnv1a(key), 1);
+  return fmt::format("{}\n{}\n{}\n{}.{}\n", std::filesystem::absolute(path, ec).string(), st.st_size, st.st_ino,
+                     st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
 }
 
-std::filesystem::path RowCache::path_in(const std::filesystem::path& dir, const CsvSource& source, std::uint64_t key) {
-  return dir / fmt::format("{}-{:016x}.rows", std::filesystem::path(source.path).stem().string(), key);
+RowCache::Source RowCache::csv_source(const CsvSource& csv) {
+  std::string identity = file_identity(csv.path);
+  // Not the run's classes (evaluate's): the same file gives the same labels, which its caller checks.
+  if (!identity.empty())
+    identity = fmt::format("csv\n{}{}\n{}\n{}\n", identity, csv.label_column, csv.classification, csv.options.header);
+  return {.stem = std::filesystem::path(csv.path).stem().string(),
+          .identity = std::move(identity),
+          .write = [csv](RowSink& sink, Dataset& meta) { write_csv_rows(csv, sink, meta); }};
+}
+
+std::uint64_t RowCache::key_of(const Source& source) {
+  if (source.identity.empty()) return 0;
+  return std::max<std::uint64_t>(fnv1a(fmt::format("v{}\n{}", kVersion, source.identity)), 1);
+}
+
+std::filesystem::path RowCache::path_in(const std::filesystem::path& dir, const Source& source, std::uint64_t key) {
+  return dir / fmt::format("{}-{:016x}.rows", source.stem, key);
 }
 
 RowCache::~RowCache() {
@@ -353,9 +370,13 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
     m.feature_names = j.at("feature_names").get<std::vector<std::string>>();
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.num_classes = j.at("num_classes").get<int>();
+    if (j.contains("paths")) m.paths = j.at("paths").get<std::vector<std::string>>();
+    if (!m.paths.empty() && static_cast<std::int64_t>(m.paths.size()) != h.rows) return nullptr;
     m.x = Tensor::empty(DType::kF32, Shape{0, h.features});
+    const auto targets = j.value("targets", std::int64_t{1});
+    if (targets < 1 || (h.rows > 0 && targets > h.file_bytes / 4 / h.rows)) return nullptr;  // as rows, above
     m.y = h.label_kind == kClassIds ? Tensor::empty(DType::kI32, Shape{h.rows})
-                                    : Tensor::empty(DType::kF32, Shape{h.rows, 1});
+                                    : Tensor::empty(DType::kF32, Shape{h.rows, targets});
     const std::int64_t labels_at = kHeaderBytes + h.rows * h.features * 4;
     if (labels_at + static_cast<std::int64_t>(m.y.bytes()) != h.meta_offset) return nullptr;
     read_all(fd, m.y.raw_mutable_data(), m.y.bytes(), labels_at, path.string());
@@ -369,7 +390,7 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
 }
 
 std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& path, std::uint64_t key,
-                                                const CsvSource& source) {
+                                                const Source& source) {
   remove_orphans(path);
   TemporaryFile tmp{path.string() + ".tmp." + std::to_string(::getpid())};
   tmp.fd = ::open(tmp.path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -378,16 +399,20 @@ std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& pat
   Header h{};
   write_all(tmp.fd, &h, sizeof h, 0, where);  // no magic until it is whole
   Dataset meta;
-  const std::int64_t at = write_rows(tmp.fd, where, source, meta, h.rows);
+  FileSink sink(tmp.fd, where, meta);
+  source.write(sink, meta);
+  const std::int64_t at = sink.at;
+  h.rows = sink.rows;
   h.features = static_cast<std::int64_t>(meta.feature_names.size());
   write_all(tmp.fd, meta.y.raw_data(), meta.y.bytes(), at, where);
   const DataFingerprint fp = fingerprint_of_file(tmp.fd, where, at, meta, h.rows);
-  const std::string record = nlohmann::json{
-      {"name", meta.name},
-      {"feature_names", meta.feature_names},
-      {"class_names", meta.class_names},
-      {"num_classes",
-       meta.num_classes}}.dump();
+  nlohmann::json j{{"name", meta.name},
+                   {"feature_names", meta.feature_names},
+                   {"class_names", meta.class_names},
+                   {"num_classes", meta.num_classes}};
+  if (!meta.paths.empty()) j["paths"] = meta.paths;
+  if (meta.y.dtype() == DType::kF32) j["targets"] = meta.y.shape()[1];  // a regression's columns
+  const std::string record = j.dump();
   std::memcpy(h.magic, kMagic, sizeof kMagic);
   h.version = kVersion;
   h.label_kind = meta.y.dtype() == DType::kI32 ? kClassIds : kTargets;

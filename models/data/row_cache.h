@@ -6,9 +6,9 @@
 // class ids, or f32 [N, 1] targets) and a JSON record of the names (features, classes). It is written to a
 // temporary name and renamed when whole, and its header, written last, records its size: a writer killed
 // at any point leaves a temporary (removed by the next builder once its process is gone) and never a cache
-// that is used. It is found by the key of the data it was built from (the source file's path, size,
-// modification time and inode, its label column, header and whether the labels are classes), so a changed
-// file is parsed again.
+// that is used. It is found by the key of the data it was built from (the source files' paths, sizes,
+// modification times and inodes, and how they are read: a CSV's label column, header and whether the labels
+// are classes; an image folder's size and colour mode), so a changed file is read again.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +25,29 @@ namespace tctl {
 
 class RowCache {
  public:
-  // What a cache is built from: a CSV file of numbers and how its labels are read.
+  // What writes a cache's rows, a block at a time: Source::write's target.
+  class RowSink {
+   public:
+    // Appends `n` rows of the data's features (as many floats each as meta's feature names), row-major.
+    virtual void add(const float* x, std::int64_t n) = 0;
+
+   protected:
+    ~RowSink() = default;
+  };
+
+  // What a cache is built from, whatever the reader: a CSV of numbers (csv_source), arrays (arrays.h) or a
+  // folder of images (images.h).
+  struct Source {
+    std::string stem;      // names the cache file: the data file's or folder's name
+    std::string identity;  // the data's files as they are now (paths, sizes, times) and how they are read;
+                           // empty when they cannot be stat'ed (write then says why)
+    // Gives every row to the sink, in the data's order, and sets `meta` as the reader sets an in-memory data
+    // set but for x: name, feature names, labels (y for every row), class count and names, and paths. Throws
+    // SpecError for bad data, as the in-memory reader does.
+    std::function<void(RowSink& sink, Dataset& meta)> write;
+  };
+
+  // A CSV file of numbers and how its labels are read.
   struct CsvSource {
     std::string path;
     std::string label_column;
@@ -33,20 +55,25 @@ class RowCache {
     CsvDataOptions options;
     std::string file_for_errors, where;  // where the config names the file, for a missing label column
   };
+  // The CSV read as load_csv_dataset reads it, a block at a time (read_csv_blocks).
+  static Source csv_source(const CsvSource& csv);
 
-  // The key of `source` as the file is now: 0 when it cannot be stat'ed (read_csv_blocks then says why).
-  static std::uint64_t key_of(const CsvSource& source);
+  // A file as it is now, for a Source's identity: its absolute path, size, inode and modification time, a
+  // line each; empty when it cannot be stat'ed.
+  static std::string file_identity(const std::string& path);
+  // The key of `source` as its files are now: 0 when they cannot be stat'ed.
+  static std::uint64_t key_of(const Source& source);
   // "<dir>/<stem>-<16 hex digits of the key>.rows": where the cache of `source` lives in `dir`.
-  static std::filesystem::path path_in(const std::filesystem::path& dir, const CsvSource& source, std::uint64_t key);
+  static std::filesystem::path path_in(const std::filesystem::path& dir, const Source& source, std::uint64_t key);
 
   // The cache at `path` when it is whole and was built with `key`; null otherwise (no file, another key, a
   // file cut short or not a cache).
   static std::shared_ptr<const RowCache> open(const std::filesystem::path& path, std::uint64_t key);
-  // Parses `source` a block at a time into a new cache at `path` (replacing any), opens it, and removes the
-  // caches of the file's earlier versions beside it ("<stem>-*.rows"). Throws SpecError for bad data (as
-  // load_csv_dataset), RuntimeError when the file cannot be written; the temporary is removed then.
+  // Writes `source` a block at a time into a new cache at `path` (replacing any), opens it, and removes the
+  // caches of the data's earlier versions beside it ("<stem>-*.rows"). Throws SpecError for bad data (as the
+  // in-memory readers), RuntimeError when the file cannot be written; the temporary is removed then.
   static std::shared_ptr<const RowCache> build(const std::filesystem::path& path, std::uint64_t key,
-                                               const CsvSource& source);
+                                               const Source& source);
 
   ~RowCache();
   RowCache(const RowCache&) = delete;

@@ -57,6 +57,11 @@ void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
   if (row_shape_) into.x = into.x.reshaped(Shape::concat(count, *row_shape_));
   Tensor y = std::move(into.y);
   into.y = gather_rows(labels_, rows, y);
+  // An image folder's windows name their files (test.csv's path column).
+  const std::vector<std::string>& paths = cache_->metadata().paths;
+  into.paths.clear();
+  if (!paths.empty())
+    for (std::int64_t r : rows) into.paths.push_back(paths[static_cast<std::size_t>(r)]);
   into.num_classes = like.num_classes;
   into.class_names = like.class_names;
   into.feature_names = like.feature_names;

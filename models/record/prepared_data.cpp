@@ -221,18 +221,33 @@ double estimated_float_bytes(const std::string& path) {
   return size * 4.0 * cells / static_cast<double>(head.size());
 }
 
-// Whether `c`'s data is streamed, and the line saying so when the run chose it itself: a CSV of numbers whose
-// rows would take more than a third of the memory limit in memory (which holds them about 1.4 times over while
-// they are split and scaled, bench/csv_load.sh, besides the model).
-std::optional<std::string> stream_choice(const TrainConfig& c) {
-  if (c.data.csv.empty() || c.data.text || c.data.stream == DataConfig::Stream::kOff) return std::nullopt;
+// The rows of the config's arrays or image folder as float32, in bytes.
+double float_bytes(const TrainConfig& c, const std::optional<ImageOptions>& images) {
+  if (!c.data.x.empty()) {
+    const ArrayRows x(c.data.x, c.data.x_key);
+    double n = 4.0;
+    for (std::int64_t d : x.shape()) n *= static_cast<double>(d);
+    return n;
+  }
+  const ImageFolder folder = list_image_folder(c.data.images, c.file, "data.images.directory");
+  return static_cast<double>(folder.paths.size()) * static_cast<double>(images->features()) * 4.0;
+}
+
+// Whether `c`'s data is streamed, and the line saying so when the run chose it itself: a CSV of numbers,
+// arrays or an image folder whose rows would take more than a third of the memory limit in memory (which
+// holds them about 1.4 times over while they are split and scaled, bench/csv_load.sh, besides the model).
+// `images`: how an image folder's files are decoded.
+std::optional<std::string> stream_choice(const TrainConfig& c, const std::optional<ImageOptions>& images) {
+  const bool csv = !c.data.csv.empty() && !c.data.text;
+  if (!(csv || !c.data.x.empty() || !c.data.images.empty()) || c.data.stream == DataConfig::Stream::kOff)
+    return std::nullopt;
   if (c.data.stream == DataConfig::Stream::kOn) return "";
-  const double bytes = estimated_float_bytes(c.data.csv);
+  const double bytes = csv ? estimated_float_bytes(c.data.csv) : float_bytes(c, images);
   const auto limit = static_cast<double>(memory_limit_bytes());
-  // A file past the in-memory reader's own limit (a quarter of the machine's memory, models/data/csv.h)
+  // A file past the in-memory CSV reader's own limit (a quarter of the machine's memory, models/data/csv.h)
   // streams too, rather than being refused.
   std::error_code ec;
-  const auto file_bytes = static_cast<double>(std::filesystem::file_size(c.data.csv, ec));
+  const auto file_bytes = csv ? static_cast<double>(std::filesystem::file_size(c.data.csv, ec)) : 0.0;
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   const double quarter = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) / 4 : 1e300;
   if (!ec && file_bytes > quarter)
@@ -244,7 +259,7 @@ std::optional<std::string> stream_choice(const TrainConfig& c) {
   return fmt::format(
       "{}: about {} of rows as float32, more than a third of the memory limit ({}): streaming them "
       "from a cache (\"stream\": false in \"data\" reads them into memory)",
-      c.data.csv, byte_size_text(bytes), byte_size_text(limit));
+      data_source(c), byte_size_text(bytes), byte_size_text(limit));
 }
 
 // A streamed run's rows per window: the config's shuffle_buffer, else as many as fit in a sixteenth of the
@@ -255,48 +270,70 @@ std::int64_t window_rows(const TrainConfig& c, std::int64_t features) {
   return std::max<std::int64_t>(1, memory_limit_bytes() / 16 / std::max<std::int64_t>(features * 4, 1));
 }
 
-// The config's CSV in its cache (built when there is none for the file as it is now), in the config's cache
-// folder or the run directory. A run directory made for the cache is removed again when building it fails.
-std::shared_ptr<const RowCache> cached_rows(const TrainConfig& c, const std::vector<std::string>* run_classes,
-                                            bool& reused) {
-  RowCache::CsvSource source{.path = c.data.csv,
-                             .label_column = c.data.label,
-                             .classification = loss_is_classification(c.loss),
-                             .options = {.header = c.data.header, .threads = c.data_threads},
-                             .file_for_errors = c.file,
-                             .where = "data.csv"};
+// The config's data as a cache's source: its CSV of numbers, arrays or image folder.
+RowCache::Source cache_source(const TrainConfig& c, const std::optional<ImageOptions>& images,
+                              const std::vector<std::string>* run_classes) {
+  const bool classification = loss_is_classification(c.loss);
+  if (!c.data.x.empty())
+    return array_rows_source(c.data.x, c.data.y, classification, c.file, "data", c.data.x_key, c.data.y_key);
+  if (!c.data.images.empty())
+    return image_rows_source(c.data.images, *images, c.data_threads, c.file, "data.images.directory");
+  RowCache::CsvSource csv{.path = c.data.csv,
+                          .label_column = c.data.label,
+                          .classification = classification,
+                          .options = {.header = c.data.header, .threads = c.data_threads},
+                          .file_for_errors = c.file,
+                          .where = "data.csv"};
   if (run_classes != nullptr) {
-    source.options.named_labels = !run_classes->empty();
-    source.options.classes = *run_classes;
+    csv.options.named_labels = !run_classes->empty();
+    csv.options.classes = *run_classes;
   }
+  return RowCache::csv_source(csv);
+}
+
+// The config's data in its cache (built when there is none for the files as they are now), in the config's
+// cache folder or the run directory. A run directory made for the cache is removed again when building it
+// fails.
+std::shared_ptr<const RowCache> cached_rows(const TrainConfig& c, const std::optional<ImageOptions>& images,
+                                            const std::vector<std::string>* run_classes, bool& reused) {
+  const RowCache::Source source = cache_source(c, images, run_classes);
   const std::uint64_t key = RowCache::key_of(source);
   const std::filesystem::path dir = c.data.cache.empty() ? c.output : c.data.cache;
   const std::filesystem::path path = RowCache::path_in(dir, source, key);
   auto cache = RowCache::open(path, key);
-  // A trained run's classes (evaluate) are the file's own when it is the file the run trained on; a cache
-  // whose classes differ is built again with them.
-  if (cache && run_classes != nullptr && cache->metadata().class_names != *run_classes) cache = nullptr;
+  // A trained run's classes (evaluate) are the CSV's own when it is the file the run trained on; a cache
+  // whose classes differ is built again with them. An image folder's classes are its subfolders, checked
+  // below.
+  const bool folder = !c.data.images.empty();
+  if (cache && run_classes != nullptr && !folder && cache->metadata().class_names != *run_classes) cache = nullptr;
   reused = cache != nullptr;
-  if (cache) return cache;
-  std::error_code ec;
-  const bool made = !std::filesystem::exists(dir, ec);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw SpecError(dir.string(), "", "cannot create the data cache's folder: " + ec.message());
-  try {
-    return RowCache::build(path, key, source);
-  } catch (...) {
-    if (made) std::filesystem::remove(dir, ec);  // only if still empty
-    throw;
+  if (!cache) {
+    std::error_code ec;
+    const bool made = !std::filesystem::exists(dir, ec);
+    std::filesystem::create_directories(dir, ec);
+    if (ec) throw SpecError(dir.string(), "", "cannot create the data cache's folder: " + ec.message());
+    try {
+      cache = RowCache::build(path, key, source);
+    } catch (...) {
+      if (made) std::filesystem::remove(dir, ec);  // only if still empty
+      throw;
+    }
   }
+  if (folder && run_classes != nullptr && cache->metadata().class_names != *run_classes)
+    throw SpecError(c.file, "data.images.directory",
+                    fmt::format("class folders {}, but the run was trained on {}",
+                                join_first(cache->metadata().class_names), join_first(*run_classes)));
+  return cache;
 }
 
-// prepare_data for a streamed CSV: the rows stay in their cache; each part is a stream of its rows there.
+// prepare_data for streamed data: the rows stay in their cache; each part is a stream of its rows there.
 PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
-                              std::string note) {
+                              const std::optional<ImageOptions>& images, std::string note) {
   PreparedData p;
+  p.images = images;
   p.streamed.emplace();
   p.streamed->note = std::move(note);
-  auto cache = cached_rows(c, run_classes, p.streamed->reused);
+  auto cache = cached_rows(c, images, run_classes, p.streamed->reused);
   p.streamed->cache = cache->path();
   Dataset meta = cache->metadata();
   fit_to_model(c, net, meta, true);
@@ -309,6 +346,10 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
     Dataset d = meta;
     d.y = Tensor::empty(meta.y.dtype(), meta.y.shape().with_batch(0));
     const auto rows = all.subspan(first, count);
+    // An image part's files, in split order, as the in-memory part holds them (each window has its own).
+    d.paths.clear();
+    for (std::int64_t r : rows)
+      if (!meta.paths.empty()) d.paths.push_back(meta.paths[static_cast<std::size_t>(r)]);
     d.stream = std::make_shared<RowStream>(cache, std::vector<std::int64_t>(rows.begin(), rows.end()), meta.y, window,
                                            c.batch_size);
     return d;
@@ -344,9 +385,10 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
 
 PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
                           const TextVectorizer* run_text) {
-  if (std::optional<std::string> note = stream_choice(c)) return prepare_streamed(c, net, run_classes, *note);
   std::optional<ImageOptions> images;
   if (!c.data.images.empty()) images = resolved_image_options(c, net);
+  if (std::optional<std::string> note = stream_choice(c, images))
+    return prepare_streamed(c, net, run_classes, images, *note);
   Dataset data = load_config_data(c, images, run_classes);
   const DataFingerprint fingerprint = fingerprint_of(data);
   fit_to_model(c, net, data, false);

@@ -42,6 +42,8 @@ nlohmann::json DataConfig::to_json() const {
     j["label"] = label;
     if (!header) j["header"] = false;
     if (text) j["text"] = text->to_json();
+  }
+  if (dataset.empty()) {
     if (stream != Stream::kAuto) j["stream"] = stream == Stream::kOn;
     if (shuffle_buffer > 0) j["shuffle_buffer"] = shuffle_buffer;
     if (!cache.empty()) j["cache"] = cache;
@@ -231,7 +233,7 @@ TextOptions parse_text(SpecReader& data) {
   return t;
 }
 
-// "stream", "shuffle_buffer" and "cache" of a CSV's "data".
+// "stream", "shuffle_buffer" and "cache" of a CSV's, arrays' or image folder's "data".
 void parse_stream(SpecReader& r, const PathRules& rules, DataConfig& d) {
   if (r.has("stream")) {
     const nlohmann::json& v = r.raw("stream");
@@ -243,7 +245,8 @@ void parse_stream(SpecReader& r, const PathRules& rules, DataConfig& d) {
   d.shuffle_buffer = r.has("shuffle_buffer") ? r.positive_int("shuffle_buffer") : 0;
   if (r.has("cache")) d.cache = resolved(r.string("cache"), rules);
   if (d.text && d.stream == DataConfig::Stream::kOn)
-    r.fail("stream", "a column of text is read into memory: streaming reads CSV files of numbers");
+    r.fail("stream",
+           "a column of text is read into memory: streaming reads CSV files of numbers, arrays and image folders");
 }
 
 // "images": {"directory": "photos", "image_size": [h, w], "color_mode": "rgb", "interpolation": "bilinear"};
@@ -289,7 +292,6 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       d.label = r.string("label", "label");
       d.header = r.boolean("header", true);
       if (r.has("text")) d.text = parse_text(r);
-      parse_stream(r, rules, d);
     }
     if (r.has("x")) {
       if (!r.has("y")) r.fail_here("\"x\" needs \"y\": the labels or targets, an array with a row for each of x's");
@@ -304,6 +306,7 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
       parse_images(r, rules, d);
       d.label = r.string("label", "label");  // the class's column in test.csv
     }
+    if (!r.has("dataset")) parse_stream(r, rules, d);
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);
     d.shuffle = r.boolean("shuffle", true);

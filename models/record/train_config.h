@@ -39,9 +39,10 @@ struct DataConfig {
   std::string images;
   ImageOptions image_options{.height = 0, .width = 0, .channels = 0, .interpolation = ImageInterpolation::kBilinear};
 
-  // Streaming (models/data/row_stream.h), CSV files only: "stream": true reads the file once into a binary
-  // cache and trains from it a window of `shuffle_buffer` rows at a time; false holds the data in memory;
-  // absent ("auto"), it streams when the data would not fit in the memory limit, and says so.
+  // Streaming (models/data/row_stream.h) of a CSV of numbers, arrays or an image folder: "stream": true
+  // reads the data once into a binary cache and trains from it a window of `shuffle_buffer` rows at a time;
+  // false holds the data in memory; absent ("auto"), it streams when the data would not fit in the memory
+  // limit, and says so.
   enum class Stream { kAuto, kOn, kOff };
   Stream stream = Stream::kAuto;
   std::int64_t shuffle_buffer = 0;  // rows per window; 0: as many as fit in 1/16 of the memory limit

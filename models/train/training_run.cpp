@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "core/errors.h"
+#include "core/fnv.h"
 #include "core/text.h"
 #include "models/data/csv.h"
 #include "models/io/atomic_file.h"
@@ -153,12 +154,6 @@ void finish_run(const TrainConfig& c, Trainer& trainer, const PreparedData& data
     write_dataset_csv(write, data.test_raw, c.data.label, c.data.header, c.data.text ? c.data.text->column : "");
   });
   write_file_atomic(run.summary(), out.summary.dump(2) + "\n");
-}
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-  return h;
 }
 
 // A multi-worker run's MPI world, joined after its checks: started by mpirun, a build with MPI, workers

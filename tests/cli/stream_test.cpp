@@ -2,6 +2,7 @@
 // either mode resumes the other, a stream of many windows trains from its cache, the cache is reused while
 // the data is unchanged and rebuilt when it changes, a process killed while writing the cache never leaves
 // one that is used, bad data leaves nothing behind, and a file several times the memory limit trains in it.
+// Arrays (.npy, IDX) and a folder of images stream as a CSV does.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -11,7 +12,9 @@
 #include <fstream>
 #include <thread>
 
+#include "array_files.h"
 #include "cli/cli_test_util.h"
+#include "image_files.h"
 
 using namespace tctl::cli_test;
 namespace fs = std::filesystem;
@@ -44,7 +47,84 @@ CommandResult train(const TempDir& dir, const std::string& args) {
   return r;
 }
 
+// configs/data/digits.csv as a [rows, 8, 8] uint8 .npy file and a [rows] uint8 IDX file in `dir`.
+void write_digit_arrays(const TempDir& dir) {
+  const std::vector<std::string> lines = split_lines(read_text(source_path("configs/data/digits.csv")));
+  std::string x, y;
+  for (std::size_t r = 1; r < lines.size(); ++r) {
+    std::vector<std::string> cells = split_cells(lines[r]);
+    y += static_cast<char>(std::stoi(cells.back()));
+    cells.pop_back();
+    for (const std::string& c : cells) x += static_cast<char>(std::stoi(c));
+  }
+  const std::string n = std::to_string(y.size());
+  dir.write("digits_x.npy", tctl::testing::npy("|u1", "(" + n + ", 8, 8)", x));
+  dir.write("digits_y.idx1", tctl::testing::idx(0x08, {static_cast<std::uint32_t>(y.size())}, y));
+}
+
+// Two classes of 8 x 8 gray PNG files, 40 each: dark with a bright row, and bright with a dark column.
+void write_image_folder(const TempDir& dir) {
+  for (int i = 0; i < 40; ++i) {
+    std::vector<std::uint8_t> dark(64, static_cast<std::uint8_t>(10 + i)),
+        light(64, static_cast<std::uint8_t>(200 + i));
+    for (int k = 0; k < 8; ++k) {
+      dark[static_cast<std::size_t>(8 * (i % 8) + k)] = 250;
+      light[static_cast<std::size_t>(8 * k + i % 8)] = 5;
+    }
+    dir.write("shapes/dark/" + std::to_string(i) + ".png", tctl::testing::png_file(8, 8, PNG_FORMAT_GRAY, dark));
+    dir.write("shapes/light/" + std::to_string(i) + ".png", tctl::testing::png_file(8, 8, PNG_FORMAT_GRAY, light));
+  }
+}
+
+// Trains `config` with "stream": false, true, and true in windows of `window` rows: the first two give the
+// same weights and test.csv; the third trains from its cache in several windows and evaluate reads it again.
+void check_streams_as_in_memory(const TempDir& dir, const std::string& config, std::int64_t window) {
+  for (const auto& [name, data] : {std::pair{"memory", R"("stream": false)"}, std::pair{"stream", R"("stream": true)"},
+                                   std::pair{"windows", R"("stream": true, "shuffle_buffer": )"}}) {
+    std::string text = config;
+    text.replace(text.find("STREAM"), 6, data + (std::string(name) == "windows" ? std::to_string(window) : ""));
+    dir.write(std::string(name) + ".json", text);
+    train(dir, std::string(name) + ".json --output " + name);
+  }
+  for (const char* file : {"weights.safetensors", "test.csv"}) {
+    INFO(file);
+    CHECK(read_text(dir / "memory" / file) == read_text(dir / "stream" / file));
+  }
+  const auto input = read_json(dir / "windows/summary.json").at("input");
+  CHECK(input.at("mode") == "stream");
+  CHECK(input.at("windows").get<int>() > 1);
+  CHECK(files_with(dir / "windows", ".rows").size() == 1);
+  CHECK(read_text(dir / "windows/test.csv") == read_text(dir / "memory/test.csv"));
+  const CommandResult e = run_tensorctl("evaluate --run windows --data windows.json --json", dir.path());
+  INFO(e.err);
+  REQUIRE(e.status == 0);
+  CHECK(parse_json(e.out).at("accuracy") == read_json(dir / "windows/summary.json").at("test").at("accuracy"));
+}
+
 }  // namespace
+
+TEST_CASE("arrays stream as a CSV does: one window trains the in-memory run's bits") {
+  TempDir dir;
+  write_digit_arrays(dir);
+  check_streams_as_in_memory(
+      dir,
+      R"({"model": )" + nlohmann::json(source_path("configs/models/digits_mlp.json").string()).dump() +
+          R"(, "data": {"x": "digits_x.npy", "y": "digits_y.idx1", STREAM}, "epochs": 3, "batch_size": 32,
+              "seed": 5})",
+      256);
+  CHECK(read_json(dir / "windows/summary.json").at("test").at("accuracy").get<double>() > 0.9);
+}
+
+TEST_CASE("a folder of images streams as a CSV does: one window trains the in-memory run's bits") {
+  TempDir dir;
+  write_image_folder(dir);
+  check_streams_as_in_memory(dir, R"({"model": {"input_shape": [8, 8, 1], "layers": [{"type": "Flatten"},
+      {"type": "Dense", "units": 2, "activation": "softmax"}]}, "data": {"images": {"directory": "shapes"},
+      STREAM}, "epochs": 3, "batch_size": 8, "seed": 5})",
+                             16);
+  // The run's test.csv names the files, as the in-memory run's does.
+  CHECK(read_text(dir / "windows/test.csv").starts_with("path,label\n"));
+}
 
 TEST_CASE("a stream of one window trains the in-memory run's bits, and either resumes the other") {
   TempDir dir;

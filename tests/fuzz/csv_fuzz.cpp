@@ -84,12 +84,12 @@ void check_cache(const std::string& path, bool classification, const tctl::fuzz:
   });
   std::optional<tctl::DataFingerprint> cached;
   tctl::fuzz::accept_refusal([&] {
-    const tctl::RowCache::CsvSource source{.path = path,
-                                           .label_column = "label",
-                                           .classification = classification,
-                                           .options = {},
-                                           .file_for_errors = "config.json",
-                                           .where = "data.csv"};
+    const tctl::RowCache::Source source = tctl::RowCache::csv_source({.path = path,
+                                                                      .label_column = "label",
+                                                                      .classification = classification,
+                                                                      .options = {},
+                                                                      .file_for_errors = "config.json",
+                                                                      .where = "data.csv"});
     const std::uint64_t key = tctl::RowCache::key_of(source);
     cached = tctl::RowCache::build(scratch.write("cache.rows", ""), key, source)->fingerprint();
   });

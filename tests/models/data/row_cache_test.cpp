@@ -8,11 +8,16 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <string>
 
+#include "array_files.h"
+#include "image_files.h"
+#include "models/data/arrays.h"
 #include "models/data/csv.h"
+#include "models/data/images.h"
 #include "models/data/row_stream.h"
 #include "models/test_files.h"
 #include "spec_error_check.h"
@@ -35,21 +40,29 @@ std::string tricky_csv(int rows, const std::function<std::string(int)>& label) {
   return out + "\n\n";
 }
 
-RowCache::CsvSource source_of(const std::string& path, bool classification) {
-  return {.path = path,
-          .label_column = "label",
-          .classification = classification,
-          .options = {},
-          .file_for_errors = "config.json",
-          .where = "data.csv"};
+// The CSV as a cache's source, as it is now.
+RowCache::Source source_of(const std::string& path, bool classification) {
+  return RowCache::csv_source({.path = path,
+                               .label_column = "label",
+                               .classification = classification,
+                               .options = {},
+                               .file_for_errors = "config.json",
+                               .where = "data.csv"});
 }
 
-// Builds the cache of `path` in `dir` and checks it against load_csv_dataset's data set.
-void check_cache_matches_memory(const TempDir& dir, const std::string& path, bool classification) {
-  const RowCache::CsvSource source = source_of(path, classification);
+// `content` written to `name` (folders made) in `dir`; its path.
+std::string write_in(const TempDir& dir, const std::string& name, const std::string& content) {
+  const fs::path path = dir.path / name;
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary) << content;
+  return path.string();
+}
+
+// Builds the cache of `source` in `dir` and checks it against `data`, the same data set in memory.
+void check_cache_matches(const TempDir& dir, const RowCache::Source& source, const Dataset& data) {
   const std::uint64_t key = RowCache::key_of(source);
+  REQUIRE(key != 0);
   auto cache = RowCache::build(RowCache::path_in(dir.path, source, key), key, source);
-  const Dataset data = load_csv_dataset(path, "label", classification, "config.json", "data.csv");
   REQUIRE(cache->rows() == data.size());
   REQUIRE(cache->features() == data.num_features());
   CHECK(cache->fingerprint() == fingerprint_of(data));
@@ -66,6 +79,13 @@ void check_cache_matches_memory(const TempDir& dir, const std::string& path, boo
   Tensor want;
   want = gather_rows(data.x, rows, want);
   CHECK(std::memcmp(got.data(), want.raw_data(), want.bytes()) == 0);
+  CHECK(meta.paths == data.paths);
+}
+
+// Builds the cache of `path` in `dir` and checks it against load_csv_dataset's data set.
+void check_cache_matches_memory(const TempDir& dir, const std::string& path, bool classification) {
+  check_cache_matches(dir, source_of(path, classification),
+                      load_csv_dataset(path, "label", classification, "config.json", "data.csv"));
 }
 
 }  // namespace
@@ -147,11 +167,53 @@ TEST_CASE("a RowCache holds the data set in memory's values, labels, names and f
   }
 }
 
+TEST_CASE("a RowCache of arrays or of a folder of images holds what the in-memory readers load") {
+  TempDir dir;
+  // 2,000 rows of 3 x 5 float64 features (more than one 8 MiB block is not needed: blocks are rows), int64
+  // labels; and float32 targets of two columns for regression.
+  std::vector<double> x(2000 * 15);
+  std::vector<std::int64_t> labels(2000);
+  std::vector<float> targets(4000);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 97) * 0.37 - 11.0;
+  for (std::size_t r = 0; r < labels.size(); ++r) labels[r] = static_cast<std::int64_t>(r * 7 % 5);
+  for (std::size_t i = 0; i < targets.size(); ++i) targets[i] = static_cast<float>(i) * 0.5f;
+  const std::string xs = write_in(dir, "x.npy", testing::npy("<f8", "(2000, 3, 5)", testing::raw(x)));
+  const std::string ys = write_in(dir, "y.npy", testing::npy("<i8", "(2000,)", testing::raw(labels)));
+  const std::string ts = write_in(dir, "t.npy", testing::npy("<f4", "(2000, 2)", testing::raw(targets)));
+  for (const auto& [y, classification] : {std::pair{ys, true}, std::pair{ts, false}}) {
+    INFO(y);
+    check_cache_matches(dir, array_rows_source(xs, y, classification, "config.json", "data"),
+                        load_array_dataset(xs, y, classification, "config.json", "data"));
+  }
+  // A value that is not finite is refused at its element, as the in-memory reader refuses it.
+  x[1234] = std::numeric_limits<double>::infinity();
+  write_in(dir, "x.npy", testing::npy("<f8", "(2000, 3, 5)", testing::raw(x)));
+  const RowCache::Source bad = array_rows_source(xs, ys, true, "config.json", "data");
+  testing::check_spec_error([&] { RowCache::build(dir.path / "bad.rows", 1, bad); }, xs, "element 1234 (row 82)",
+                            {"expected a finite number, got inf"});
+  CHECK(!fs::exists(dir.path / "bad.rows"));
+  // Images: two classes of gray PNG files of several sizes, resized.
+  for (int i = 0; i < 9; ++i)
+    for (const char* c : {"a", "b"})
+      write_in(dir, std::string("folder/") + c + "/" + std::to_string(i) + ".png",
+               testing::png_file(4 + i, 6, PNG_FORMAT_GRAY,
+                                 testing::solid(4 + i, 6, {static_cast<std::uint8_t>(c[0] * i % 256)})));
+  const ImageOptions options{.height = 5, .width = 5, .channels = 1, .interpolation = ImageInterpolation::kBilinear};
+  const std::string folder = (dir.path / "folder").string();
+  check_cache_matches(dir, image_rows_source(folder, options, 2, "config.json", "data.images.directory"),
+                      load_image_dataset(folder, options, 2, "config.json", "data.images.directory"));
+  // Another size: another key.
+  ImageOptions larger = options;
+  larger.height = 6;
+  CHECK(RowCache::key_of(image_rows_source(folder, options, 2, "c", "d")) !=
+        RowCache::key_of(image_rows_source(folder, larger, 2, "c", "d")));
+}
+
 TEST_CASE("a RowCache is refused when it is not whole or not for the data as it is now") {
   TempDir dir;
   const std::string path =
       testing::write_scratch_file("refused.csv", tricky_csv(200, [](int r) { return std::to_string(r % 2); }));
-  const RowCache::CsvSource source = source_of(path, true);
+  const RowCache::Source source = source_of(path, true);
   const std::uint64_t key = RowCache::key_of(source);
   const fs::path cache = RowCache::path_in(dir.path, source, key);
   RowCache::build(cache, key, source);
@@ -185,9 +247,10 @@ TEST_CASE("a RowCache is refused when it is not whole or not for the data as it 
   CHECK(RowCache::open(cache, key) != nullptr);
   // The file rewritten (another size and time): another key, and building it removes the old version.
   testing::write_scratch_file("refused.csv", tricky_csv(201, [](int r) { return std::to_string(r % 2); }));
-  const std::uint64_t changed = RowCache::key_of(source);
+  const RowCache::Source now = source_of(path, true);
+  const std::uint64_t changed = RowCache::key_of(now);
   CHECK(changed != key);
-  RowCache::build(RowCache::path_in(dir.path, source, changed), changed, source);
+  RowCache::build(RowCache::path_in(dir.path, now, changed), changed, now);
   CHECK(!fs::exists(cache));
   CHECK(dir.entries().size() == 1);
 }
@@ -196,7 +259,7 @@ TEST_CASE("a RowStream's windows hold every row once, in whole batches, each fro
   TempDir dir;
   const std::string path =
       testing::write_scratch_file("windows.csv", tricky_csv(1000, [](int r) { return std::to_string(r % 3); }));
-  const RowCache::CsvSource source = source_of(path, true);
+  const RowCache::Source source = source_of(path, true);
   const std::uint64_t key = RowCache::key_of(source);
   auto cache = RowCache::build(RowCache::path_in(dir.path, source, key), key, source);
   const SplitOrder split = split_order(cache->rows(), 0.2, 0.0, true, 11);
