@@ -286,22 +286,27 @@ std::string chrome_trace_json(const std::vector<ProfileEvent>& events, const Tra
   const int first_track = all_reduce_tid + (all_reduces ? 1 : 0);
   for (std::size_t i = 0; i < tracks.size(); ++i)
     append_thread_name(out, pid, first_track + static_cast<int>(i), tracks[i]);
+  // A span before the events' epoch (a read that began steps earlier) moves the whole trace later, so that
+  // every timestamp is at least 0.
+  double origin = 0;
+  for (const TraceSpan& span : options.spans) origin = std::min(origin, span.start_us);
   for (const TraceSpan& span : options.spans) {
     const auto track = std::find(tracks.begin(), tracks.end(), span.track) - tracks.begin();
     out += ",\n{\"name\": ";
     append_escaped(out, span.name);
     out += ", \"cat\": \"input\", \"ph\": \"X\", \"ts\": ";
-    append_number(out, span.start_us);
+    append_number(out, span.start_us - origin);
     out += ", \"dur\": ";
     append_number(out, span.end_us - span.start_us);
     out +=
         ", \"pid\": " + pid + ", \"tid\": " + std::to_string(first_track + static_cast<int>(track)) + ", \"args\": {}}";
   }
   for (const ProfileEvent& e : events) {
-    append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, e.lane);
-    if (e.collective) append_complete(out, e, e.start_us, e.end_us - e.start_us, pid, all_reduce_tid);
+    append_complete(out, e, e.start_us - origin, e.end_us - e.start_us, pid, e.lane);
+    if (e.collective) append_complete(out, e, e.start_us - origin, e.end_us - e.start_us, pid, all_reduce_tid);
     if (e.device_timed)
-      append_complete(out, e, e.device_start_us, e.device_end_us - e.device_start_us, pid, stream_tid(e.device));
+      append_complete(out, e, e.device_start_us - origin, e.device_end_us - e.device_start_us, pid,
+                      stream_tid(e.device));
   }
   out += "\n]}\n";
   return out;

@@ -4,6 +4,8 @@
 #include <chrono>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -11,6 +13,7 @@
 #include <unordered_set>
 
 #include "core/errors.h"
+#include "core/prefetcher.h"
 #include "models/data/row_stream.h"
 #include "models/io/spec_reader.h"
 #include "models/record/prepared_data.h"
@@ -72,28 +75,38 @@ std::vector<std::pair<Tensor, Tensor>> random_batches(const TrainConfig& c, Mode
 // The batches the profiled steps train on. A config with data: its training rows, prepared once (read,
 // decoded or vectorized, split, standardized, as train prepares them) and gathered per step in a seeded
 // shuffled order into reused buffers, as train's batch producer gathers them (gather_rows, targets_into), the
-// gather timed; without prefetching that gather is what a step waits for its data. A spec: 8 random batches
-// made in advance, untimed.
+// gather timed; without prefetching that gather is what a step waits for its data. A streamed data set of
+// many windows is read as train reads it: window after window (round again when the last is used) on a
+// reader thread of its own, one window ahead, each read's time kept for the trace; a step that finds the next
+// window not read yet waits for it, and that wait is part of its gather. A spec: 8 random batches made in
+// advance, untimed.
 class BatchFeed {
  public:
-  BatchFeed(const TrainConfig& c, Model& model, std::int64_t batch) : model_(model), batch_(batch) {
+  using Clock = std::chrono::steady_clock;
+  struct Read {
+    std::int64_t window;
+    Clock::time_point start, end;
+  };
+
+  BatchFeed(const TrainConfig& c, Model& model, std::int64_t batch) : model_(model), batch_(batch), rng_(c.seed) {
     if (!c.data.any()) {
       fixed_ = random_batches(c, model, batch, 8);
       return;
     }
-    const auto start = std::chrono::steady_clock::now();
-    data_ = prepare_data(c, model.net()).train;
-    // A streamed data set is profiled on its first window, which holds whole batches.
-    if (data_.stream) {
-      Dataset window;
-      data_.stream->load(0, data_, window);
-      data_ = std::move(window);
+    const auto start = Clock::now();
+    stream_part_ = prepare_data(c, model.net()).train;
+    if (stream_part_.stream && stream_part_.stream->windows() > 1) {
+      start_reader();
+      next_window();
+    } else {
+      // One window, or data in memory: every step gathers from the same rows.
+      if (stream_part_.stream)
+        stream_part_.stream->load(0, stream_part_, data_);
+      else
+        data_ = stream_part_;
+      shuffle_order();
     }
-    prepare_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    order_.resize(static_cast<std::size_t>(data_.size()));
-    std::iota(order_.begin(), order_.end(), std::int64_t{0});
-    std::mt19937_64 rng(c.seed);
-    std::shuffle(order_.begin(), order_.end(), rng);
+    prepare_seconds_ = std::chrono::duration<double>(Clock::now() - start).count();
   }
 
   bool has_data() const { return fixed_.empty(); }
@@ -102,25 +115,65 @@ class BatchFeed {
   // The batch of step `it`, and the microseconds its gather took (0 for a random batch).
   std::pair<const std::pair<Tensor, Tensor>&, double> next(std::int64_t it) {
     if (!has_data()) return {fixed_[static_cast<std::size_t>(it) % fixed_.size()], 0.0};
-    const auto start = std::chrono::steady_clock::now();
+    const auto start = Clock::now();
+    if (reader_ && used_ >= static_cast<std::int64_t>(order_.size())) next_window();
     const auto n = static_cast<std::int64_t>(order_.size());
     current_ = {};  // the last batch let go of first, so its buffers are gathered into again
     rows_.clear();
-    for (std::int64_t i = 0; i < batch_; ++i) rows_.push_back(order_[static_cast<std::size_t>((it * batch_ + i) % n)]);
+    for (std::int64_t i = 0; i < batch_; ++i)
+      rows_.push_back(order_[static_cast<std::size_t>((reader_ ? used_ + i : it * batch_ + i) % n)]);
+    used_ += batch_;
     current_.first = gather_rows(data_.x, rows_, host_x_);
     current_.second = model_.targets_into(data_, rows_, host_y_);
-    return {current_, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count()};
+    return {current_, std::chrono::duration<double, std::micro>(Clock::now() - start).count()};
+  }
+
+  // The windows the reader thread read so far, in order.
+  std::vector<Read> reads() const {
+    std::lock_guard<std::mutex> lock(reads_mu_);
+    return reads_;
   }
 
  private:
+  void shuffle_order() {
+    order_.resize(static_cast<std::size_t>(data_.size()));
+    std::iota(order_.begin(), order_.end(), std::int64_t{0});
+    std::shuffle(order_.begin(), order_.end(), rng_);
+    used_ = 0;
+  }
+
+  void start_reader() {
+    const RowStream& stream = *stream_part_.stream;
+    reader_ = std::make_unique<Prefetcher<Dataset>>(std::numeric_limits<std::int64_t>::max(), 1, 2,
+                                                    [this, &stream](std::int64_t i, Dataset& into) {
+                                                      const auto start = Clock::now();
+                                                      stream.load(i % stream.windows(), stream_part_, into);
+                                                      std::lock_guard<std::mutex> lock(reads_mu_);
+                                                      reads_.push_back({i % stream.windows(), start, Clock::now()});
+                                                    });
+  }
+
+  // The next window from the reader, the one used handed back to be read into again.
+  void next_window() {
+    if (data_.x.defined()) reader_->give_back(std::move(data_));
+    data_ = reader_->next(taken_++);
+    shuffle_order();
+  }
+
   Model& model_;
   std::int64_t batch_;
+  std::mt19937_64 rng_;
   std::vector<std::pair<Tensor, Tensor>> fixed_;
-  Dataset data_;
+  Dataset stream_part_;  // the training part as prepared: a stream, or the rows in memory
+  Dataset data_;         // the rows batches are gathered from: all of them, or the window in use
   double prepare_seconds_ = 0;
   std::vector<std::int64_t> order_, rows_;
+  std::int64_t used_ = 0, taken_ = 0;  // rows of the window used; windows taken from the reader
   Tensor host_x_, host_y_;
   std::pair<Tensor, Tensor> current_;
+  mutable std::mutex reads_mu_;
+  std::vector<Read> reads_ TCTL_GUARDED_BY(reads_mu_);
+  std::unique_ptr<Prefetcher<Dataset>> reader_;  // last: stopped before what its thread uses goes
 };
 
 // The time the spans cover together, overlaps counted once.
@@ -148,6 +201,8 @@ struct StepSamples {
   std::vector<double> input;  // each measured step's gather of its batch (BatchFeed), a config with data only
   std::vector<ProfileEvent> last_events;
   std::optional<TraceSpan> last_input;  // the last measured step's gather, for --trace
+  // When the first measured step began, and the profiler's epoch for the last one (the trace's time axis).
+  Profiler::Clock::time_point first_measured, last_cleared;
 
   void add(const std::vector<ProfileEvent>& events) {
     std::map<std::string, double> f, b, d;
@@ -210,6 +265,8 @@ StepSamples measure_steps(Model& model, BatchFeed& feed, const ProfileOptions& o
     const bool measured = it >= o.warmup;
     profiler.clear();
     cleared = Profiler::Clock::now();
+    if (it == o.warmup) samples.first_measured = cleared;
+    samples.last_cleared = cleared;
     if (measured) samples.unprofiled.push_back(run_step(step_number++, nullptr, true));
     const double step_us = run_step(step_number++, measured ? &profiler : nullptr, measured);
     if (!measured) continue;
@@ -273,6 +330,15 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
   report.intra_op_threads = o.intra_op_threads;
   report.last_events = samples.last_events;
   if (samples.last_input) report.trace_spans.push_back(*samples.last_input);
+  // The window reader's thread: every read since the measured steps began, on the last step's time axis.
+  for (const BatchFeed::Read& read : feed.reads()) {
+    if (read.end < samples.first_measured) continue;
+    auto us = [&](BatchFeed::Clock::time_point t) {
+      return std::chrono::duration<double, std::micro>(t - samples.last_cleared).count();
+    };
+    report.trace_spans.push_back(
+        {"window reader", "read window " + std::to_string(read.window), us(read.start), us(read.end)});
+  }
   report.placement_warnings = model->placement_warnings();
   report.layers = layer_rows(model->net(), g, samples, o.batch_size);
   for (auto& [key, node] : samples.per_node) {

@@ -127,6 +127,41 @@ TEST_CASE("the trace file loads as JSON, every event has its keys, and two inter
   CHECK(!tids.empty());
 }
 
+TEST_CASE("a streamed config's window reader has a track of its own in the trace, its reads in order") {
+  TempDir dir;
+  std::filesystem::copy_file(source_path("configs/data/digits.csv"), dir / "digits.csv");
+  dir.write("stream.json", R"({"model": )" +
+                               nlohmann::json(source_path("configs/models/digits_mlp.json").string()).dump() +
+                               R"(, "data": {"csv": "digits.csv", "stream": true, "shuffle_buffer": 256},
+                               "batch_size": 32, "seed": 3})");
+  // 256 rows a window, 8 batches: 60 steps (30 measured, 30 between them) read about 7 windows.
+  CommandResult r =
+      run_tensorctl("profile stream.json --iterations 30 --warmup 0 --trace trace.json --json", dir.path());
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto trace = read_json(dir / "trace.json");
+  std::optional<int> reader;
+  for (const auto& e : trace.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("args").at("name") == "window reader") reader = e.at("tid").get<int>();
+  REQUIRE(reader.has_value());
+  std::vector<std::string> reads;
+  double last_end = -1;
+  for (const auto& e : trace.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    CHECK(e.at("ts").get<double>() >= 0);
+    if (e.at("tid") != *reader) continue;
+    reads.push_back(e.at("name").get<std::string>());
+    CHECK(e.at("ts").get<double>() >= last_end);  // one thread: one read after another
+    last_end = e.at("ts").get<double>() + e.at("dur").get<double>();
+  }
+  // 1,294 training rows in 6 windows, read round and round: window 1 follows window 0, and so on.
+  REQUIRE(reads.size() >= 5);
+  for (std::size_t i = 1; i < reads.size(); ++i) {
+    const int before = std::stoi(reads[i - 1].substr(reads[i - 1].rfind(' ') + 1));
+    CHECK(reads[i] == "read window " + std::to_string((before + 1) % 6));
+  }
+}
+
 TEST_SUITE("bad input") {
   TEST_CASE("profile refuses bad modes, thread lists, counts and trace paths, writing nothing") {
     TempDir dir;
