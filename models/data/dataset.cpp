@@ -331,10 +331,10 @@ DataFingerprint fingerprint_of_parts(const FingerprintParts& parts) {
   }
   parts.bytes(add);
   // Only text data adds to the hash, so the fingerprints that checkpoints of other data recorded still match.
-  for (const std::string& text : parts.texts) {
+  parts.texts([&](std::string_view text) {
     add_count(static_cast<std::int64_t>(text.size()));
     add(text.data(), text.size());
-  }
+  });
   const std::uint64_t values = h;
   h = kFnvOffset;
   add_count(static_cast<std::int64_t>(parts.feature_names.size()));
@@ -355,12 +355,16 @@ DataFingerprint fingerprint_of(const Dataset& data) {
                                .y_dtype = dtype(data.y),
                                .num_classes = data.num_classes,
                                .class_names = data.class_names,
-                               .texts = data.texts,
                                .feature_names = data.feature_names,
-                               .bytes = [&](FunctionRef<void(const void*, std::size_t)> add) {
-                                 for (const Tensor* t : {&data.x, &data.y})
-                                   if (t->defined()) add(t->raw_data(), t->bytes());
-                               }});
+                               .bytes =
+                                   [&](FunctionRef<void(const void*, std::size_t)> add) {
+                                     for (const Tensor* t : {&data.x, &data.y})
+                                       if (t->defined()) add(t->raw_data(), t->bytes());
+                                   },
+                               .texts =
+                                   [&](FunctionRef<void(std::string_view)> add) {
+                                     for (const std::string& text : data.texts) add(text);
+                                   }});
 }
 
 namespace {

@@ -155,7 +155,8 @@ struct DataFingerprint {
 DataFingerprint fingerprint_of(const Dataset& data);
 // The same hash from its parts, for data that is not in memory as a whole (a RowCache, models/data/row_cache.h):
 // `bytes` feeds the features' bytes and then the labels' to the function it is given, in as many calls as it
-// likes. A tensor that is not defined has no shape (nullopt).
+// likes; `texts` feeds each row's text, in order (none for data without texts). A tensor that is not defined
+// has no shape (nullopt).
 struct FingerprintParts {
   std::int64_t rows = 0;
   std::optional<Shape> x_shape;
@@ -164,9 +165,9 @@ struct FingerprintParts {
   DType y_dtype = DType::kF32;
   int num_classes = 0;
   const std::vector<std::string>& class_names;
-  const std::vector<std::string>& texts;
   const std::vector<std::string>& feature_names;
   FunctionRef<void(FunctionRef<void(const void*, std::size_t)> add)> bytes;
+  FunctionRef<void(FunctionRef<void(std::string_view)> add)> texts;
 };
 DataFingerprint fingerprint_of_parts(const FingerprintParts& parts);
 

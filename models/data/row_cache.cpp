@@ -25,7 +25,7 @@ namespace tctl {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'C', 'T', 'L', 'R', 'O', 'W', 'S'};
-constexpr std::int64_t kVersion = 1;
+constexpr std::int64_t kVersion = 2;
 constexpr std::int64_t kHeaderBytes = 4096;
 // Reads and writes go in pieces of this many bytes: large enough for the disk to stream, small enough to be
 // no memory to speak of beside a window.
@@ -35,7 +35,7 @@ constexpr std::size_t kIoBytes = std::size_t{8} << 20;
 struct Header {
   char magic[8];
   std::int64_t version, rows, features, label_kind, key_bits, values_hash, columns_hash, meta_offset, meta_bytes,
-      file_bytes;
+      file_bytes, texts, text_bytes;  // texts: 1 when the rows are texts (features 0), their blob's size
 };
 static_assert(sizeof(Header) <= kHeaderBytes);
 enum LabelKind : std::int64_t { kClassIds = 0, kTargets = 1 };
@@ -224,13 +224,31 @@ class LabelCollector {
 CsvOptions csv_options(const RowCache::CsvSource& source) {
   CsvOptions csv{.header = source.options.header, .threads = source.options.threads};
   if (source.classification) csv.text_columns.push_back(source.label_column);
+  // A text data set reads two columns; the others may hold anything.
+  if (!source.options.text_column.empty()) {
+    csv.text_columns.push_back(source.options.text_column);
+    csv.number_columns = {source.label_column};
+  }
   return csv;
+}
+
+// The place of the text column among `columns`, checked as load_csv_dataset checks it.
+int text_index(const std::vector<std::string>& columns, int label, const RowCache::CsvSource& source) {
+  const std::string& name = source.options.text_column;
+  const auto it = std::find(columns.begin(), columns.end(), name);
+  if (it == columns.end())
+    throw SpecError(source.file_for_errors, "data.text.column",
+                    "no column \"" + name + "\" in " + source.path + " (columns: " + join(columns) + ")");
+  if (it - columns.begin() == label)
+    throw SpecError(source.file_for_errors, "data.text.column", "the text column cannot be the label column too");
+  return static_cast<int>(it - columns.begin());
 }
 
 // The CSV parsed a block at a time, each block's features given to `sink`, the labels and names kept in `meta`.
 void write_csv_rows(const RowCache::CsvSource& source, RowCache::RowSink& sink, Dataset& meta) {
   meta.name = std::filesystem::path(source.path).stem().string();
-  int label = -1;
+  const std::string& text_column = source.options.text_column;
+  int label = -1, text = -1;
   std::optional<LabelCollector> labels;
   read_csv_blocks(
       source.path, csv_options(source),
@@ -240,17 +258,26 @@ void write_csv_rows(const RowCache::CsvSource& source, RowCache::RowSink& sink, 
           throw SpecError(
               source.file_for_errors, source.where,
               "no column \"" + source.label_column + "\" in " + source.path + " (columns: " + join(columns) + ")");
+        label = static_cast<int>(it - columns.begin());
+        labels.emplace(source, label);
+        if (!text_column.empty()) {
+          text = text_index(columns, label, source);
+          sink.add_texts({});  // a data set of texts, however many rows follow
+          return;
+        }
         if (columns.size() < 2)
           throw SpecError(
               source.file_for_errors, source.where,
               source.path + " has only the label column \"" + source.label_column + "\"; no features are left");
-        label = static_cast<int>(it - columns.begin());
         for (const std::string& c : columns)
           if (c != source.label_column) meta.feature_names.push_back(c);
-        labels.emplace(source, label);
       },
       [&](CsvTable& block) {
         labels->add(block);
+        if (text >= 0) {
+          sink.add_texts(block.text[static_cast<std::size_t>(text)]);
+          return;
+        }
         // The label squeezed out of each row in place, as dataset_from_table does, then the rows written.
         const auto width = static_cast<std::int64_t>(block.columns.size());
         float* cells = block.values.mutable_data<float>();
@@ -272,12 +299,29 @@ class FileSink final : public RowCache::RowSink {
  public:
   FileSink(int fd, const std::string& where, const Dataset& meta) : fd_(fd), where_(where), meta_(meta) {}
   void add(const float* x, std::int64_t n) override {
+    TCTL_CHECK(text_ends.empty(), "RowSink: rows of features after rows of text");
     const auto bytes = static_cast<std::size_t>(n) * meta_.feature_names.size() * sizeof(float);
     write_all(fd_, x, bytes, at, where_);
     at += static_cast<std::int64_t>(bytes);
     rows += n;
   }
+  // Texts go where features would (a data set of texts has none), one after another; where each ends is kept.
+  void add_texts(std::span<const std::string> texts) override {
+    TCTL_CHECK(meta_.feature_names.empty() && static_cast<std::int64_t>(text_ends.size()) == rows,
+               "RowSink: texts beside features");
+    has_texts = true;
+    std::string piece;
+    for (const std::string& text : texts) {
+      piece += text;
+      text_ends.push_back(static_cast<std::int64_t>(text.size()) + (text_ends.empty() ? 0 : text_ends.back()));
+    }
+    write_all(fd_, piece.data(), piece.size(), at, where_);
+    at += static_cast<std::int64_t>(piece.size());
+    rows += static_cast<std::int64_t>(texts.size());
+  }
   std::int64_t at = kHeaderBytes, rows = 0;
+  std::vector<std::int64_t> text_ends;  // in the blob, each text's end
+  bool has_texts = false;
 
  private:
   int fd_;
@@ -286,29 +330,52 @@ class FileSink final : public RowCache::RowSink {
 };
 
 // The fingerprint the whole data set in memory would have (fingerprint_of): its features read back from the
-// file a piece at a time, up to `end`, then its labels.
+// file a piece at a time, up to `end`, then its labels; or its texts, read back from the blob.
 DataFingerprint fingerprint_of_file(int fd, const std::string& where, std::int64_t end, const Dataset& meta,
-                                    std::int64_t rows) {
-  return fingerprint_of_parts({.rows = rows,
-                               .x_shape = Shape{rows, static_cast<std::int64_t>(meta.feature_names.size())},
-                               .x_dtype = DType::kF32,
-                               .y_shape = meta.y.shape(),
-                               .y_dtype = meta.y.dtype(),
-                               .num_classes = meta.num_classes,
-                               .class_names = meta.class_names,
-                               .texts = meta.texts,
-                               .feature_names = meta.feature_names,
-                               .bytes = [&](FunctionRef<void(const void*, std::size_t)> add) {
-                                 std::vector<char> piece(kIoBytes);
-                                 for (std::int64_t from = kHeaderBytes; from < end;) {
-                                   const auto n = static_cast<std::size_t>(
-                                       std::min<std::int64_t>(end - from, static_cast<std::int64_t>(kIoBytes)));
-                                   read_all(fd, piece.data(), n, from, where);
-                                   add(piece.data(), n);
-                                   from += static_cast<std::int64_t>(n);
-                                 }
-                                 add(meta.y.raw_data(), meta.y.bytes());
-                               }});
+                                    const FileSink& sink) {
+  std::vector<char> piece(kIoBytes);
+  const bool texts = sink.has_texts;
+  return fingerprint_of_parts(
+      {.rows = sink.rows,
+       .x_shape = Shape{sink.rows, static_cast<std::int64_t>(meta.feature_names.size())},
+       .x_dtype = DType::kF32,
+       .y_shape = meta.y.shape(),
+       .y_dtype = meta.y.dtype(),
+       .num_classes = meta.num_classes,
+       .class_names = meta.class_names,
+       .feature_names = meta.feature_names,
+       .bytes =
+           [&](FunctionRef<void(const void*, std::size_t)> add) {
+             for (std::int64_t from = kHeaderBytes; from < end && !texts;) {
+               const auto n = static_cast<std::size_t>(std::min<std::int64_t>(end - from, std::ssize(piece)));
+               read_all(fd, piece.data(), n, from, where);
+               add(piece.data(), n);
+               from += static_cast<std::int64_t>(n);
+             }
+             add(meta.y.raw_data(), meta.y.bytes());
+           },
+       .texts =
+           [&](FunctionRef<void(std::string_view)> add) {
+             // A piece of the blob at a time, each text whole (a longer one read on its own).
+             std::int64_t piece_from = 0, piece_to = 0;
+             std::string longer;
+             for (std::size_t r = 0; r < sink.text_ends.size(); ++r) {
+               const std::int64_t from = r == 0 ? 0 : sink.text_ends[r - 1], to = sink.text_ends[r];
+               if (to - from > std::ssize(piece)) {
+                 longer.resize(static_cast<std::size_t>(to - from));
+                 read_all(fd, longer.data(), longer.size(), kHeaderBytes + from, where);
+                 add(longer);
+                 continue;
+               }
+               if (to > piece_to) {
+                 piece_from = from;
+                 piece_to = std::min<std::int64_t>(sink.text_ends.back(), from + std::ssize(piece));
+                 read_all(fd, piece.data(), static_cast<std::size_t>(piece_to - piece_from), kHeaderBytes + from,
+                          where);
+               }
+               add(std::string_view(piece.data() + (from - piece_from), static_cast<std::size_t>(to - from)));
+             }
+           }});
 }
 
 }  // namespace
@@ -325,7 +392,8 @@ RowCache::Source RowCache::csv_source(const CsvSource& csv) {
   std::string identity = file_identity(csv.path);
   // Not the run's classes (evaluate's): the same file gives the same labels, which its caller checks.
   if (!identity.empty())
-    identity = fmt::format("csv\n{}{}\n{}\n{}\n", identity, csv.label_column, csv.classification, csv.options.header);
+    identity = fmt::format("csv\n{}{}\n{}\n{}\n{}\n", identity, csv.label_column, csv.classification,
+                           csv.options.header, csv.options.text_column);
   return {.stem = std::filesystem::path(csv.path).stem().string(),
           .identity = std::move(identity),
           .write = [csv](RowSink& sink, Dataset& meta) { write_csv_rows(csv, sink, meta); }};
@@ -361,6 +429,9 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
     return nullptr;
   // Sizes the file could hold, so that the products below cannot overflow.
   if (h.rows > h.file_bytes || (h.features > 0 && h.rows > h.file_bytes / 4 / h.features)) return nullptr;
+  if (h.texts != 0 &&
+      (h.texts != 1 || h.features != 0 || h.text_bytes < 0 || h.text_bytes > h.file_bytes || h.rows > h.file_bytes / 8))
+    return nullptr;
   try {
     std::string meta(static_cast<std::size_t>(h.meta_bytes), '\0');
     read_all(fd, meta.data(), meta.size(), h.meta_offset, path.string());
@@ -377,9 +448,21 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
     if (targets < 1 || (h.rows > 0 && targets > h.file_bytes / 4 / h.rows)) return nullptr;  // as rows, above
     m.y = h.label_kind == kClassIds ? Tensor::empty(DType::kI32, Shape{h.rows})
                                     : Tensor::empty(DType::kF32, Shape{h.rows, targets});
-    const std::int64_t labels_at = kHeaderBytes + h.rows * h.features * 4;
+    const std::int64_t labels_at = kHeaderBytes + h.rows * h.features * 4 + h.texts * (h.text_bytes + h.rows * 8);
     if (labels_at + static_cast<std::int64_t>(m.y.bytes()) != h.meta_offset) return nullptr;
     read_all(fd, m.y.raw_mutable_data(), m.y.bytes(), labels_at, path.string());
+    if (h.texts != 0) {
+      // Where each text ends, rising to the blob's size.
+      std::vector<std::int64_t>& ends = cache->text_ends_.emplace();
+      ends.resize(static_cast<std::size_t>(h.rows));
+      read_all(fd, ends.data(), ends.size() * sizeof(std::int64_t), kHeaderBytes + h.text_bytes, path.string());
+      std::int64_t before = 0;
+      for (std::int64_t end : ends) {
+        if (end < before) return nullptr;
+        before = end;
+      }
+      if (before != h.text_bytes) return nullptr;
+    }
   } catch (const std::exception&) {
     return nullptr;  // a record that does not parse: not a cache of ours
   }
@@ -401,11 +484,17 @@ std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& pat
   Dataset meta;
   FileSink sink(tmp.fd, where, meta);
   source.write(sink, meta);
-  const std::int64_t at = sink.at;
+  std::int64_t at = sink.at;
   h.rows = sink.rows;
   h.features = static_cast<std::int64_t>(meta.feature_names.size());
+  h.texts = sink.has_texts ? 1 : 0;
+  h.text_bytes = sink.has_texts ? at - kHeaderBytes : 0;
+  // A data set of texts: where each ends in the blob, then the labels.
+  const auto ends_bytes = sink.text_ends.size() * sizeof(std::int64_t);
+  write_all(tmp.fd, sink.text_ends.data(), ends_bytes, at, where);
+  at += static_cast<std::int64_t>(ends_bytes);
   write_all(tmp.fd, meta.y.raw_data(), meta.y.bytes(), at, where);
-  const DataFingerprint fp = fingerprint_of_file(tmp.fd, where, at, meta, h.rows);
+  const DataFingerprint fp = fingerprint_of_file(tmp.fd, where, sink.at, meta, sink);
   nlohmann::json j{{"name", meta.name},
                    {"feature_names", meta.feature_names},
                    {"class_names", meta.class_names},
@@ -471,6 +560,36 @@ void RowCache::read_rows(std::span<const std::int64_t> rows, float* out) const {
       read_all(fd_, piece.data(), piece.size(), at(first), path_.string());
     }
     std::memcpy(to + slot * row_bytes, piece.data() + static_cast<std::size_t>(row - first) * row_bytes, row_bytes);
+  }
+}
+
+void RowCache::read_texts(std::span<const std::int64_t> rows, std::vector<std::string>& out) const {
+  TCTL_CHECK(has_texts(), "RowCache::read_texts: the rows are no texts");
+  for (std::int64_t row : rows) TCTL_CHECK(row >= 0 && row < rows_, "RowCache::read_texts: row out of range");
+  const std::vector<std::int64_t>& ends = *text_ends_;
+  auto start = [&](std::int64_t row) { return row == 0 ? 0 : ends[static_cast<std::size_t>(row - 1)]; };
+  out.assign(rows.size(), std::string());
+  // In file order, each stretch of rows next to each other (up to kIoBytes of text, or one longer text) one
+  // read, its texts copied out to their places.
+  std::vector<std::size_t> slots(rows.size());
+  std::iota(slots.begin(), slots.end(), std::size_t{0});
+  std::stable_sort(slots.begin(), slots.end(), [&](std::size_t a, std::size_t b) { return rows[a] < rows[b]; });
+  std::string piece;
+  for (std::size_t i = 0; i < slots.size();) {
+    const std::int64_t first = rows[slots[i]];
+    std::size_t end = i + 1;
+    while (end < slots.size() && rows[slots[end]] - rows[slots[end - 1]] <= 1 &&
+           ends[static_cast<std::size_t>(rows[slots[end]])] - start(first) <= static_cast<std::int64_t>(kIoBytes))
+      ++end;
+    const std::int64_t from = start(first), to = ends[static_cast<std::size_t>(rows[slots[end - 1]])];
+    piece.resize(static_cast<std::size_t>(to - from));
+    read_all(fd_, piece.data(), piece.size(), kHeaderBytes + from, path_.string());
+    for (std::size_t k = i; k < end; ++k) {
+      const std::int64_t row = rows[slots[k]];
+      out[slots[k]].assign(piece, static_cast<std::size_t>(start(row) - from),
+                           static_cast<std::size_t>(ends[static_cast<std::size_t>(row)] - start(row)));
+    }
+    i = end;
   }
 }
 

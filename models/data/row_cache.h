@@ -1,9 +1,10 @@
 // A data set's rows parsed once into a binary file, for data that is read more than once or does not fit in
 // memory (a streamed run, models/data/row_stream.h): epochs after the first, a resumed run, evaluate and other
-// runs on the same file read floats from it instead of parsing text again.
+// runs on the same data read floats (or texts) from it instead of parsing and decoding again.
 //
-// The file holds a 4 KiB header, the features (f32 [N, F], row-major, little-endian), the labels (i32 [N]
-// class ids, or f32 [N, 1] targets) and a JSON record of the names (features, classes). It is written to a
+// The file holds a 4 KiB header, the features (f32 [N, F], row-major, little-endian) or, for a CSV's text
+// column, the texts one after another and where each ends (i64 [N]), the labels (i32 [N] class ids, or
+// f32 [N, T] targets) and a JSON record of the names (features, classes, an image folder's files). It is written to a
 // temporary name and renamed when whole, and its header, written last, records its size: a writer killed
 // at any point leaves a temporary (removed by the next builder once its process is gone) and never a cache
 // that is used. It is found by the key of the data it was built from (the source files' paths, sizes,
@@ -15,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +32,9 @@ class RowCache {
    public:
     // Appends `n` rows of the data's features (as many floats each as meta's feature names), row-major.
     virtual void add(const float* x, std::int64_t n) = 0;
+    // Appends rows whose features are texts (a CSV's text column; meta has no feature names). Called with
+    // none, it marks a data set of texts that may have no rows.
+    virtual void add_texts(std::span<const std::string> texts) = 0;
 
    protected:
     ~RowSink() = default;
@@ -89,6 +94,12 @@ class RowCache {
   // `out`, which holds rows.size() x features() floats. Reads the file in large ordered pieces whatever the
   // order asked for. Thread-safe. Throws RuntimeError when the file cannot be read.
   void read_rows(std::span<const std::int64_t> rows, float* out) const;
+  // Whether the rows are texts (a CSV's text column: features() is 0), and the texts of `rows` (as read_rows
+  // takes them) into `out`, replacing what it held.
+  bool has_texts() const { return text_ends_.has_value(); }
+  void read_texts(std::span<const std::int64_t> rows, std::vector<std::string>& out) const;
+  // The texts' bytes in all, for a window's size.
+  std::int64_t text_bytes() const { return has_texts() && rows_ > 0 ? text_ends_->back() : 0; }
 
  private:
   RowCache() = default;
@@ -97,6 +108,7 @@ class RowCache {
   std::int64_t rows_ = 0, features_ = 0;
   Dataset meta_;
   DataFingerprint fingerprint_;
+  std::optional<std::vector<std::int64_t>> text_ends_;  // where each row's text ends, for data of texts
 };
 
 }  // namespace tctl

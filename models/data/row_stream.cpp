@@ -26,10 +26,12 @@ RowStream::RowStream(std::shared_ptr<const RowCache> cache, std::vector<std::int
 }
 
 std::shared_ptr<const RowStream> RowStream::prepared(const std::optional<Standardizer>& scale,
-                                                     const Shape& row_shape) const {
+                                                     const std::optional<Shape>& row_shape,
+                                                     std::shared_ptr<const TextVectorizer> text) const {
   auto out = std::make_shared<RowStream>(*this);
   out->scale_ = scale;
   out->row_shape_ = row_shape;
+  if (text) out->text_ = std::move(text);
   out->resident_ = std::make_shared<Resident>();  // scaled and shaped otherwise
   return out;
 }
@@ -53,6 +55,9 @@ void RowStream::load(std::int64_t w, const Dataset& like, Dataset& into) const {
   else
     into.x = Tensor::empty(DType::kF32, shape);
   cache_->read_rows(rows, into.x.mutable_data<float>());
+  into.texts.clear();
+  if (cache_->has_texts()) cache_->read_texts(rows, into.texts);
+  if (text_) into.x = text_->vectorize(into.texts);
   if (scale_) into.x = scale_->apply(std::move(into.x));
   if (row_shape_) into.x = into.x.reshaped(Shape::concat(count, *row_shape_));
   Tensor y = std::move(into.y);

@@ -5,7 +5,7 @@
 // >= n) keeps that order: its window is the in-memory part, row for row. A stream of more takes them in file
 // order and cuts it into windows of window_rows() rows, each one stretch of the file, read straight into
 // place; the trainer shuffles each window's rows, as it does a whole data set's. A window is loaded as an
-// ordinary Dataset (scaled, with its labels).
+// ordinary Dataset (scaled, with its labels; a cache of texts gives each window's texts, and their ids as x).
 //
 // Memory: a window's rows (window_rows() x features x 4 bytes) for each window held at once (two while
 // training, one used and the next being read), 8 bytes per row of the part for its place in the cache, and
@@ -24,6 +24,7 @@
 #include "core/function_ref.h"
 #include "models/data/dataset.h"
 #include "models/data/row_cache.h"
+#include "models/data/text_vectorizer.h"
 
 namespace tctl {
 
@@ -40,8 +41,12 @@ class RowStream {
   std::int64_t windows() const { return (size() + window_rows_ - 1) / window_rows_; }
   std::int64_t window_size(std::int64_t w) const { return std::min(window_rows_, size() - w * window_rows_); }
   const RowCache& cache() const { return *cache_; }
-  // The same rows scaled by `scale` (when given), each window's x shaped [n, ...row_shape] (a model's input).
-  std::shared_ptr<const RowStream> prepared(const std::optional<Standardizer>& scale, const Shape& row_shape) const;
+  // The same rows scaled by `scale` (when given), each window's x shaped [n, ...row_shape] (a model's input,
+  // when given). A cache of texts: each window's texts turned into ids first, by `text` when given, else by
+  // the vectorizer this stream has (if any).
+  std::shared_ptr<const RowStream> prepared(const std::optional<Standardizer>& scale,
+                                            const std::optional<Shape>& row_shape,
+                                            std::shared_ptr<const TextVectorizer> text = nullptr) const;
 
   // The only window of a stream of one (windows() == 1), loaded on first use and kept: every epoch reads the
   // same rows, as the in-memory run does. Thread-safe.
@@ -64,6 +69,7 @@ class RowStream {
   std::int64_t window_rows_;
   std::optional<Standardizer> scale_;
   std::optional<Shape> row_shape_;
+  std::shared_ptr<const TextVectorizer> text_;
   struct Resident {
     std::once_flag loaded;
     Dataset window;

@@ -107,18 +107,24 @@ std::size_t utf8_char_length(std::string_view text) {
 }
 
 TextVectorizer TextVectorizer::fit(const TextOptions& options, std::span<const std::string> texts) {
+  return fit(options, [&](FunctionRef<void(std::span<const std::string>)> visit) { visit(texts); });
+}
+
+TextVectorizer TextVectorizer::fit(const TextOptions& options, TextParts parts) {
   TCTL_CHECK(options.max_tokens >= 2 && options.output_sequence_length > 0, "TextVectorizer::fit: unresolved options");
   std::unordered_map<std::string, std::int64_t, Hash, std::equal_to<>> counts;
   std::string standardized;
-  for (const std::string& text : texts) {
-    standardize_text(text, options.standardize, standardized);
-    split_text(standardized, options.split, [&counts](std::string_view token) {
-      if (auto it = counts.find(token); it != counts.end())
-        ++it->second;
-      else
-        counts.emplace(std::string(token), 1);
-    });
-  }
+  parts([&](std::span<const std::string> texts) {
+    for (const std::string& text : texts) {
+      standardize_text(text, options.standardize, standardized);
+      split_text(standardized, options.split, [&counts](std::string_view token) {
+        if (auto it = counts.find(token); it != counts.end())
+          ++it->second;
+        else
+          counts.emplace(std::string(token), 1);
+      });
+    }
+  });
   std::vector<std::pair<std::int64_t, std::string>> ranked;
   ranked.reserve(counts.size());
   for (auto& [token, count] : counts)

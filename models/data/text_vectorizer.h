@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/function_ref.h"
 #include "core/tensor.h"
 
 namespace tctl {
@@ -96,6 +97,10 @@ class TextVectorizer {
   // Learns the vocabulary from `texts` (the training rows). `options.max_tokens` and
   // `output_sequence_length` must be resolved (> 0; max_tokens >= 2, checked).
   static TextVectorizer fit(const TextOptions& options, std::span<const std::string> texts);
+  // The same, the texts given a part at a time (a streamed run's windows): `parts` calls its argument with
+  // each part. The vocabulary does not depend on how the texts are cut or ordered.
+  using TextParts = FunctionRef<void(FunctionRef<void(std::span<const std::string>)> visit)>;
+  static TextVectorizer fit(const TextOptions& options, TextParts parts);
   // A vectorizer with a recorded vocabulary: [0] must be "" and [1] "[UNK]", the rest unique and non-empty
   // (the caller checks, naming its file: see vocabulary_problem).
   static TextVectorizer with_vocabulary(const TextOptions& options, std::vector<std::string> vocabulary);

@@ -221,6 +221,18 @@ double estimated_float_bytes(const std::string& path) {
   return size * 4.0 * cells / static_cast<double>(head.size());
 }
 
+// The bytes a CSV of texts would take in memory: the file's text, a string's 32 bytes a row and `length`
+// float32 ids a row, the rows counted from the line breaks of its first 64 KiB.
+double estimated_text_bytes(const std::string& path, std::int64_t length) {
+  std::error_code ec;
+  const auto size = static_cast<double>(std::filesystem::file_size(path, ec));
+  const std::string head = file_head(path, std::size_t{64} << 10);
+  if (ec || head.empty()) return 0.0;
+  const double rows =
+      size * static_cast<double>(std::count(head.begin(), head.end(), '\n') + 1) / static_cast<double>(head.size());
+  return size + rows * (32.0 + 4.0 * static_cast<double>(length));
+}
+
 // The rows of the config's arrays or image folder as float32, in bytes.
 double float_bytes(const TrainConfig& c, const std::optional<ImageOptions>& images) {
   if (!c.data.x.empty()) {
@@ -237,12 +249,15 @@ double float_bytes(const TrainConfig& c, const std::optional<ImageOptions>& imag
 // arrays or an image folder whose rows would take more than a third of the memory limit in memory (which
 // holds them about 1.4 times over while they are split and scaled, bench/csv_load.sh, besides the model).
 // `images`: how an image folder's files are decoded.
-std::optional<std::string> stream_choice(const TrainConfig& c, const std::optional<ImageOptions>& images) {
-  const bool csv = !c.data.csv.empty() && !c.data.text;
+std::optional<std::string> stream_choice(const TrainConfig& c, const Sequential& net,
+                                         const std::optional<ImageOptions>& images) {
+  const bool csv = !c.data.csv.empty();
   if (!(csv || !c.data.x.empty() || !c.data.images.empty()) || c.data.stream == DataConfig::Stream::kOff)
     return std::nullopt;
   if (c.data.stream == DataConfig::Stream::kOn) return "";
-  const double bytes = csv ? estimated_float_bytes(c.data.csv) : float_bytes(c, images);
+  const double bytes = !csv          ? float_bytes(c, images)
+                       : c.data.text ? estimated_text_bytes(c.data.csv, net.input_shape().num_elements())
+                                     : estimated_float_bytes(c.data.csv);
   const auto limit = static_cast<double>(memory_limit_bytes());
   // A file past the in-memory CSV reader's own limit (a quarter of the machine's memory, models/data/csv.h)
   // streams too, rather than being refused.
@@ -257,17 +272,22 @@ std::optional<std::string> stream_choice(const TrainConfig& c, const std::option
         c.data.csv, byte_size_text(file_bytes), byte_size_text(quarter));
   if (bytes * 3.0 <= limit) return std::nullopt;
   return fmt::format(
-      "{}: about {} of rows as float32, more than a third of the memory limit ({}): streaming them "
+      "{}: about {} of rows {}, more than a third of the memory limit ({}): streaming them "
       "from a cache (\"stream\": false in \"data\" reads them into memory)",
-      data_source(c), byte_size_text(bytes), byte_size_text(limit));
+      data_source(c), byte_size_text(bytes), c.data.text ? "as texts and token ids" : "as float32",
+      byte_size_text(limit));
 }
 
 // A streamed run's rows per window: the config's shuffle_buffer, else as many as fit in a sixteenth of the
 // memory limit (up to four are held at once: two of training rows, two of validation rows while they are
 // evaluated).
-std::int64_t window_rows(const TrainConfig& c, std::int64_t features) {
+std::int64_t window_rows(const TrainConfig& c, const RowCache& cache, const Sequential& net) {
   if (c.data.shuffle_buffer > 0) return c.data.shuffle_buffer;
-  return std::max<std::int64_t>(1, memory_limit_bytes() / 16 / std::max<std::int64_t>(features * 4, 1));
+  // A row of text: its bytes on average, a string's 32, and its ids.
+  const std::int64_t row_bytes = cache.has_texts() ? cache.text_bytes() / std::max<std::int64_t>(cache.rows(), 1) + 32 +
+                                                         4 * net.input_shape().num_elements()
+                                                   : cache.features() * 4;
+  return std::max<std::int64_t>(1, memory_limit_bytes() / 16 / std::max<std::int64_t>(row_bytes, 1));
 }
 
 // The config's data as a cache's source: its CSV of numbers, arrays or image folder.
@@ -288,6 +308,7 @@ RowCache::Source cache_source(const TrainConfig& c, const std::optional<ImageOpt
     csv.options.named_labels = !run_classes->empty();
     csv.options.classes = *run_classes;
   }
+  if (c.data.text) csv.options.text_column = c.data.text->column;
   return RowCache::csv_source(csv);
 }
 
@@ -326,9 +347,28 @@ std::shared_ptr<const RowCache> cached_rows(const TrainConfig& c, const std::opt
   return cache;
 }
 
+// A streamed CSV of texts: the vocabulary learned from the training rows a window at a time (or the trained
+// run's, `run_text`), and every part's windows turned into ids with it, as vectorize_part does in memory.
+void vectorize_streams(const TrainConfig& c, const Sequential& net, const TextVectorizer* run_text, PreparedData& p) {
+  p.text = run_text != nullptr
+               ? *run_text
+               : TextVectorizer::fit(resolved_text_options(c, net),
+                                     [&](FunctionRef<void(std::span<const std::string>)> visit) {
+                                       for_each_window(p.train, [&](const Dataset& w) { visit(w.texts); });
+                                     });
+  const auto text = std::make_shared<const TextVectorizer>(*p.text);
+  for (Dataset* d : {&p.test_raw, &p.validation, &p.train}) {
+    d->x = Tensor::empty(DType::kF32, Shape{0, text->length()});
+    d->feature_names.clear();
+    for (std::int64_t i = 1; i <= text->length(); ++i) d->feature_names.push_back("t" + std::to_string(i));
+    d->stream = d->stream->prepared(std::nullopt, std::nullopt, text);
+  }
+}
+
 // prepare_data for streamed data: the rows stay in their cache; each part is a stream of its rows there.
 PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
-                              const std::optional<ImageOptions>& images, std::string note) {
+                              const TextVectorizer* run_text, const std::optional<ImageOptions>& images,
+                              std::string note) {
   PreparedData p;
   p.images = images;
   p.streamed.emplace();
@@ -341,7 +381,7 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   const SplitOrder split =
       split_order(cache->rows(), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
   const std::span<const std::int64_t> all(split.order);
-  const std::int64_t window = window_rows(c, cache->features());
+  const std::int64_t window = window_rows(c, *cache, net);
   auto part = [&](std::size_t first, std::size_t count) {
     Dataset d = meta;
     d.y = Tensor::empty(meta.y.dtype(), meta.y.shape().with_batch(0));
@@ -361,6 +401,7 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   if (p.train.size() == 0)
     throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
   p.streamed->window_rows = p.train.stream->window_rows();
+  if (c.data.text) vectorize_streams(c, net, run_text, p);
   p.test = p.test_raw;
   p.standardized = c.data.standardize;
   // One window: read once, scaled in place and kept, as the in-memory run holds its rows.
@@ -369,7 +410,7 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   if (one) p.train.stream->load(0, p.train, first);
   if (p.standardized && one) p.standardizer.fit(first.x);
   if (p.standardized && !one)
-    p.standardizer.fit_windows(cache->features(), [&](FunctionRef<void(const Tensor&)> visit) {
+    p.standardizer.fit_windows(p.train.num_features(), [&](FunctionRef<void(const Tensor&)> visit) {
       for_each_window(p.train, [&](const Dataset& w) { visit(w.x); });
     });
   const std::optional<Standardizer> scale = p.standardized ? std::optional(p.standardizer) : std::nullopt;
@@ -387,8 +428,8 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
                           const TextVectorizer* run_text) {
   std::optional<ImageOptions> images;
   if (!c.data.images.empty()) images = resolved_image_options(c, net);
-  if (std::optional<std::string> note = stream_choice(c, images))
-    return prepare_streamed(c, net, run_classes, images, *note);
+  if (std::optional<std::string> note = stream_choice(c, net, images))
+    return prepare_streamed(c, net, run_classes, run_text, images, *note);
   Dataset data = load_config_data(c, images, run_classes);
   const DataFingerprint fingerprint = fingerprint_of(data);
   fit_to_model(c, net, data, false);

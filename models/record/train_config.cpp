@@ -233,7 +233,7 @@ TextOptions parse_text(SpecReader& data) {
   return t;
 }
 
-// "stream", "shuffle_buffer" and "cache" of a CSV's, arrays' or image folder's "data".
+// "stream", "shuffle_buffer" and "cache" of a CSV's (of numbers or texts), arrays' or image folder's "data".
 void parse_stream(SpecReader& r, const PathRules& rules, DataConfig& d) {
   if (r.has("stream")) {
     const nlohmann::json& v = r.raw("stream");
@@ -244,9 +244,6 @@ void parse_stream(SpecReader& r, const PathRules& rules, DataConfig& d) {
   }
   d.shuffle_buffer = r.has("shuffle_buffer") ? r.positive_int("shuffle_buffer") : 0;
   if (r.has("cache")) d.cache = resolved(r.string("cache"), rules);
-  if (d.text && d.stream == DataConfig::Stream::kOn)
-    r.fail("stream",
-           "a column of text is read into memory: streaming reads CSV files of numbers, arrays and image folders");
 }
 
 // "images": {"directory": "photos", "image_size": [h, w], "color_mode": "rgb", "interpolation": "bilinear"};

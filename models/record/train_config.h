@@ -39,7 +39,7 @@ struct DataConfig {
   std::string images;
   ImageOptions image_options{.height = 0, .width = 0, .channels = 0, .interpolation = ImageInterpolation::kBilinear};
 
-  // Streaming (models/data/row_stream.h) of a CSV of numbers, arrays or an image folder: "stream": true
+  // Streaming (models/data/row_stream.h) of a CSV (numbers or texts), arrays or images: "stream": true
   // reads the data once into a binary cache and trains from it a window of `shuffle_buffer` rows at a time;
   // false holds the data in memory; absent ("auto"), it streams when the data would not fit in the memory
   // limit, and says so.

@@ -133,6 +133,25 @@ TEST_CASE("a folder of images streams as a CSV does: one window trains the in-me
   CHECK(read_text(dir / "windows/test.csv").starts_with("path,label\n"));
 }
 
+TEST_CASE("a CSV of texts streams as one of numbers does: one window trains the in-memory run's bits") {
+  TempDir dir;
+  fs::copy_file(source_path("configs/data/fortunes.csv"), dir / "fortunes.csv");
+  check_streams_as_in_memory(
+      dir,
+      R"({"model": )" + nlohmann::json(source_path("configs/models/fortunes_bag.json").string()).dump() +
+          R"(, "data": {"csv": "fortunes.csv", "label": "category", "text": {"column": "text"}, STREAM},
+              "loss": "sparse_categorical_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.005},
+              "metrics": ["accuracy"], "epochs": 4, "batch_size": 32, "seed": 48})",
+      512);
+  // The vocabulary, learned a window at a time, is the in-memory run's.
+  const auto vocabulary = [&](const char* run) {
+    return read_json(dir / run / "summary.json").at("preprocessing").at("text").at("vocabulary");
+  };
+  CHECK(vocabulary("windows").size() > 1000);
+  CHECK(vocabulary("windows") == vocabulary("memory"));
+  CHECK(read_json(dir / "windows/summary.json").at("test").at("accuracy").get<double>() > 0.45);  // 5 classes
+}
+
 TEST_CASE("a stream of one window trains the in-memory run's bits, and either resumes the other") {
   TempDir dir;
   train(dir, digits_config(dir, "memory.json", R"(, "stream": false)") + " --output memory");

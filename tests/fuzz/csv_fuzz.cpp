@@ -77,17 +77,21 @@ void check_blocks(const std::string& path) {
 }
 
 // The data cache holds the data set load_csv_dataset loads (its fingerprint), or refuses the file as it does.
-void check_cache(const std::string& path, bool classification, const tctl::fuzz::ScratchDir& scratch) {
+// `text_column`: read as a data set of texts (a config's "text"), else of numbers.
+void check_cache(const std::string& path, bool classification, const std::string& text_column,
+                 const tctl::fuzz::ScratchDir& scratch) {
+  const tctl::CsvDataOptions options{.text_column = text_column};
   std::optional<tctl::DataFingerprint> memory;
   tctl::fuzz::accept_refusal([&] {
-    memory = tctl::fingerprint_of(tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv"));
+    memory =
+        tctl::fingerprint_of(tctl::load_csv_dataset(path, "label", classification, "config.json", "data.csv", options));
   });
   std::optional<tctl::DataFingerprint> cached;
   tctl::fuzz::accept_refusal([&] {
     const tctl::RowCache::Source source = tctl::RowCache::csv_source({.path = path,
                                                                       .label_column = "label",
                                                                       .classification = classification,
-                                                                      .options = {},
+                                                                      .options = options,
                                                                       .file_for_errors = "config.json",
                                                                       .where = "data.csv"});
     const std::uint64_t key = tctl::RowCache::key_of(source);
@@ -117,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   });
   check_blocks(path);
   for (bool classification : {true, false}) {
-    check_cache(path, classification, scratch);
+    for (const char* text_column : {"", "text"}) check_cache(path, classification, text_column, scratch);
     tctl::fuzz::accept_refusal([&] {
       const tctl::CsvDataOptions options{.header = false, .named_labels = true, .classes = {"a", "b"}};
       (void)tctl::load_csv_dataset(path, "3", classification, "config.json", "data.csv", options);

@@ -80,6 +80,16 @@ void check_cache_matches(const TempDir& dir, const RowCache::Source& source, con
   want = gather_rows(data.x, rows, want);
   CHECK(std::memcmp(got.data(), want.raw_data(), want.bytes()) == 0);
   CHECK(meta.paths == data.paths);
+  CHECK(cache->has_texts() == !data.texts.empty());
+  if (data.texts.empty()) return;
+  std::vector<std::string> texts{"left here"};
+  cache->read_texts(rows, texts);
+  REQUIRE(texts.size() == rows.size());
+  for (std::size_t i = 0; i < rows.size(); ++i) CHECK(texts[i] == data.texts[static_cast<std::size_t>(rows[i])]);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(data.size()));
+  std::iota(all.begin(), all.end(), std::int64_t{0});
+  cache->read_texts(all, texts);
+  CHECK(texts == data.texts);
 }
 
 // Builds the cache of `path` in `dir` and checks it against load_csv_dataset's data set.
@@ -165,6 +175,47 @@ TEST_CASE("a RowCache holds the data set in memory's values, labels, names and f
         testing::write_scratch_file("targets.csv", tricky_csv(500, [](int r) { return std::to_string(r * 0.25); })),
         false);
   }
+}
+
+TEST_CASE("a RowCache of a CSV's text column holds its texts, one longer than a read, and its labels") {
+  TempDir dir;
+  // Texts quoted with commas and line breaks, an empty one, and one of 9 MiB (more than one 8 MiB read);
+  // an ignored column that is no number.
+  std::string csv = "id,text,label\n";
+  for (int r = 0; r < 300; ++r) {
+    const std::string text = r == 7     ? ""
+                             : r == 150 ? std::string(9 << 20, 'w')
+                                        : "row " + std::to_string(r) + ", said\nthe line";
+    csv += "x" + std::to_string(r) + ",\"" + text + "\"," + (r % 3 == 0 ? "spam" : "ham") + "\n";
+  }
+  const std::string path = write_in(dir, "texts.csv", csv);
+  for (bool classification : {true, false}) {
+    if (!classification) {
+      // Targets for regression: the label column holds numbers.
+      std::string numbers = csv;
+      for (std::size_t at = 0; (at = numbers.find(",spam\n", at)) != std::string::npos;)
+        numbers.replace(at, 6, ",1.5\n");
+      for (std::size_t at = 0; (at = numbers.find(",ham\n", at)) != std::string::npos;) numbers.replace(at, 5, ",-2\n");
+      write_in(dir, "texts.csv", numbers);
+    }
+    const CsvDataOptions options{.text_column = "text"};
+    RowCache::CsvSource source{.path = path,
+                               .label_column = "label",
+                               .classification = classification,
+                               .options = options,
+                               .file_for_errors = "config.json",
+                               .where = "data.csv"};
+    check_cache_matches(dir, RowCache::csv_source(source),
+                        load_csv_dataset(path, "label", classification, "config.json", "data.csv", options));
+  }
+  // The text column missing: the error the in-memory reader gives.
+  RowCache::CsvSource missing{.path = path,
+                              .label_column = "label",
+                              .options = {.text_column = "body"},
+                              .file_for_errors = "config.json",
+                              .where = "data.csv"};
+  testing::check_spec_error([&] { RowCache::build(dir.path / "m.rows", 1, RowCache::csv_source(missing)); },
+                            "config.json", "data.text.column", {"no column \"body\""});
 }
 
 TEST_CASE("a RowCache of arrays or of a folder of images holds what the in-memory readers load") {
