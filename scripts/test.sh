@@ -65,6 +65,10 @@ JSON
   sed 's/"csv": "pieces.csv"/"csv": "pieces.csv", "stream": true, "shuffle_buffer": 4096/; s/"epochs": 1/"epochs": 2/' \
     "$dir/pieces.json" >"$dir/streamed.json"
   "$dir/tensorctl" train "$dir/streamed.json" --quiet --overwrite --output "$dir/streamed_run" >/dev/null
+  # profile reads the windows on a reader thread of its own while the steps gather from the one before.
+  echo "tsan: profile of the streamed CSV, its window reader beside the steps"
+  "$dir/tensorctl" profile "$dir/streamed.json" --iterations 20 --warmup 0 --batch-size 512 \
+    --trace "$dir/streamed_trace.json" >/dev/null
   echo "tsan: clean"
   exit 0
 fi
