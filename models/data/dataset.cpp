@@ -164,16 +164,7 @@ Dataset dataset_from_table(CsvTable table, const std::string& path, int label, b
   set_labels(data, table, path, label, classification, options);
 
   Tensor values = std::move(table.values);
-  float* cells = values.mutable_data<float>();
-  float* x = cells;
-  for (std::int64_t r = 0; r < n; ++r) {
-    const float* row = cells + r * width;
-    // memmove: a row's cells may overlap where they go (the first row's do, by up to its own width).
-    std::memmove(x, row, static_cast<std::size_t>(label) * sizeof(float));
-    x += label;
-    std::memmove(x, row + label + 1, static_cast<std::size_t>(width - label - 1) * sizeof(float));
-    x += width - label - 1;
-  }
+  squeeze_out_column(values.mutable_data<float>(), n, width, label);
   data.x = values.prefix(Shape{n, features});
   values.reset();
   data.x.release_unseen();
@@ -267,6 +258,18 @@ Dataset load_builtin(const std::string& name, std::uint64_t seed, const std::str
   Dataset data = dataset_from_table(std::move(table), path, label, true);
   data.name = name;
   return data;
+}
+
+void squeeze_out_column(float* cells, std::int64_t rows, std::int64_t width, std::int64_t column) {
+  float* x = cells;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* row = cells + r * width;
+    // memmove: a row's cells may overlap where they go (the first row's do, by up to its own width).
+    std::memmove(x, row, static_cast<std::size_t>(column) * sizeof(float));
+    x += column;
+    std::memmove(x, row + column + 1, static_cast<std::size_t>(width - column - 1) * sizeof(float));
+    x += width - column - 1;
+  }
 }
 
 Dataset load_csv_dataset(const std::string& path, const std::string& label_column, bool classification,

@@ -104,6 +104,10 @@ struct CsvTable;
 void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
                 const CsvDataOptions& options);
 
+// The [rows, width] floats at `cells` without column `column`: each row's other cells packed to the front, in
+// place, rows [rows, width - 1] after it. How a CSV's label column leaves its features without a copy.
+void squeeze_out_column(float* cells, std::int64_t rows, std::int64_t width, std::int64_t column);
+
 // A new Dataset holding the given rows of `data` (their texts too), in the order given (rows may repeat). Copies the
 // data, so the result owns fresh buffers. Every index must lie in [0, data.size()) (checked, aborts otherwise). An
 // empty `rows` gives a Dataset of N = 0 with the same feature count and metadata.

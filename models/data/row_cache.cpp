@@ -279,16 +279,8 @@ void write_csv_rows(const RowCache::CsvSource& source, RowCache::RowSink& sink, 
           return;
         }
         // The label squeezed out of each row in place, as dataset_from_table does, then the rows written.
-        const auto width = static_cast<std::int64_t>(block.columns.size());
         float* cells = block.values.mutable_data<float>();
-        float* x = cells;
-        for (std::int64_t r = 0; r < block.rows; ++r) {
-          const float* row = cells + r * width;
-          std::memmove(x, row, static_cast<std::size_t>(label) * sizeof(float));
-          x += label;
-          std::memmove(x, row + label + 1, static_cast<std::size_t>(width - label - 1) * sizeof(float));
-          x += width - label - 1;
-        }
+        squeeze_out_column(cells, block.rows, static_cast<std::int64_t>(block.columns.size()), label);
         sink.add(cells, block.rows);
       });
   labels->finish(source.label_column, meta);

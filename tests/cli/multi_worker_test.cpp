@@ -187,6 +187,30 @@ TEST_CASE("mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas; ran
   CHECK(s.at("test").at("accuracy") == read_json(dir / "mirrored/summary.json").at("test").at("accuracy"));
 }
 
+TEST_CASE("streamed in windows: mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas streamed") {
+  if (!mpirun_ready()) return;
+  TempDir dir;
+  std::filesystem::copy_file(source_path("configs/data/digits.csv"), dir / "digits.csv");
+  // Both ranks find no cache and build one in the run directory at once: each writes its own temporary and
+  // renames it whole, so one cache is left and both train from it.
+  for (const auto& [name, strategy] :
+       {std::pair{"mirrored.json", nlohmann::json{{"type", "mirrored"}, {"replicas", 2}}},
+        std::pair{"workers.json", kWorkers}}) {
+    nlohmann::json c = nlohmann::json::parse(strategy_digits_config(strategy));
+    c["data"] = {{"csv", "digits.csv"}, {"stream", true}, {"shuffle_buffer", 256}};
+    dir.write(name, c.dump());
+  }
+  REQUIRE(run_tensorctl("train mirrored.json --output mirrored --quiet", dir.path()).status == 0);
+  REQUIRE(run_mpirun(2, "train workers.json --output workers --quiet", dir).status == 0);
+  CHECK(read_text(dir / "workers/weights.safetensors") == read_text(dir / "mirrored/weights.safetensors"));
+  CHECK(read_json(dir / "workers/summary.json").at("input").at("windows") == 6);
+  std::vector<std::string> caches;
+  for (const auto& e : std::filesystem::directory_iterator(dir / "workers"))
+    if (e.path().filename().string().find(".rows") != std::string::npos) caches.push_back(e.path().filename());
+  CHECK(caches.size() == 1);
+  CHECK(caches.at(0).ends_with(".rows"));
+}
+
 TEST_CASE(
     "a multi-worker run resumed by every rank from rank 0's checkpoint gives the bits of one that never stopped") {
   if (!mpirun_ready()) return;
