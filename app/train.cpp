@@ -18,6 +18,7 @@
 #include "core/mpi_world.h"
 #include "core/thread_pool.h"
 #include "models/io/run_layout.h"
+#include "models/record/config_override.h"
 #include "models/train/training_run.h"
 
 namespace tctl::app {
@@ -28,6 +29,7 @@ struct TrainFlags {
   std::optional<std::int64_t> epochs, batch_size, seed;
   std::optional<int> inter_op, intra_op, data_threads;
   std::optional<std::string> output, device, resume;
+  std::vector<std::string> set;  // --set KEY=VALUE, in order
   bool json = false;
   bool quiet = false;
   bool keep_denormals = false;
@@ -62,6 +64,7 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   add("--intra-op-threads", f.intra_op);
   add("--data-threads", f.data_threads);
   add("--device", f.device);
+  for (const std::string& s : f.set) out += " --set " + shell_word(s);
   if (f.keep_denormals) out += " --keep-denormals";
   if (f.strict_placement) out += " --strict-placement";
   if (f.log_device_placement) out += " --log-device-placement";
@@ -135,7 +138,9 @@ std::string epochs_text(const TrainOutcome& out) {
 
 // The config with the command line's overrides; --keep-denormals takes effect here.
 TrainConfig config_with_flags(const TrainFlags& f) {
-  TrainConfig c = load_train_config(f.config);
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : f.set) overrides.push_back(parse_override(s));
+  TrainConfig c = load_train_config(f.config, overrides);
   if (f.epochs) c.epochs = *f.epochs;
   if (f.batch_size) c.batch_size = *f.batch_size;
   if (f.seed) c.seed = static_cast<std::uint64_t>(*f.seed);
@@ -253,6 +258,12 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_option("--data-threads", flags.data_threads,
                  "Threads reading the data: parsing a CSV, decoding images (0: one per core)")
       ->check(integer_in(0, 1024));
+  // One value an occurrence, so `--set a=1 config.json` leaves the config to its place.
+  cmd.add_option(
+         "--set", flags.set,
+         "Change one key of the config or its model spec, KEY=VALUE (repeatable): optimizer.learning_rate=3e-4, "
+         "layers[1].units=64; the value is JSON, or else a string")
+      ->allow_extra_args(false);
   cmd.add_option("--output", flags.output, "Run directory to write (default from the config, else runs/<config name>)");
   cmd.add_option("--resume", flags.resume,
                  "Continue the run in this directory from its checkpoint, up to the epochs asked (only --epochs, the "

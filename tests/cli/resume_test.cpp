@@ -118,7 +118,7 @@ TEST_CASE(
   // The config under a name the shell must have quoted, and overrides the printed command has to repeat.
   fs::copy(source_path("configs/digits_mlp.json"), dir / "my digits.json");
   // 100 epochs take most of a second, so the signal sent after the first one always lands while training runs.
-  const std::string run = " --epochs 100 --batch-size 16 --seed 5";
+  const std::string run = " --epochs 100 --batch-size 16 --seed 5 --set optimizer.learning_rate=0.002";
   dir.write("models/digits_mlp.json", read_text(source_path("configs/models/digits_mlp.json")));
   REQUIRE(run_tensorctl("train 'my digits.json'" + run + " --output straight --quiet", dir.path()).status == 0);
   const auto [status, out, err] =
