@@ -1,6 +1,7 @@
 // tensorctl train CONFIG: trains a config and writes its run directory.
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "core/errors.h"
 #include "core/mpi_world.h"
 #include "core/thread_pool.h"
+#include "models/io/atomic_file.h"
 #include "models/io/run_layout.h"
 #include "models/record/config_override.h"
 #include "models/train/training_run.h"
@@ -26,7 +28,7 @@ namespace tctl::app {
 namespace {
 struct TrainFlags {
   std::string config;
-  std::optional<std::int64_t> epochs, batch_size, seed;
+  std::optional<std::int64_t> epochs, batch_size, seed, folds;
   std::optional<int> inter_op, intra_op, data_threads;
   std::optional<std::string> output, device, resume;
   std::vector<std::string> set;  // --set KEY=VALUE, in order
@@ -190,7 +192,108 @@ void print_strategy_line(std::FILE* log, const TrainConfig& c, const nlohmann::j
   }
 }
 
+// The figures of a fold's split ("validation", "test") in its summary, in `names`' order; NaN where missing.
+std::vector<double> fold_figures(const nlohmann::json& summary, const std::vector<std::string>& names) {
+  std::vector<double> out;
+  for (const std::string& name : names) {
+    const std::string split = name.substr(0, name.find(' ')), figure = name.substr(name.find(' ') + 1);
+    const nlohmann::json& part = summary.contains(split) ? summary.at(split) : nlohmann::json();
+    out.push_back(part.is_object() && part.contains(figure) ? part.at(figure).get<double>() : std::nan(""));
+  }
+  return out;
+}
+
+// The folds' table with a mean and a (population) standard deviation row, and folds.csv and folds.json in
+// `dir`.
+void report_folds(std::FILE* log, const std::filesystem::path& dir, const std::vector<std::string>& names,
+                  const std::vector<std::vector<double>>& figures, bool json) {
+  const auto k = static_cast<double>(figures.size());
+  std::vector<double> mean(names.size(), 0.0), deviation(names.size(), 0.0);
+  for (const auto& row : figures)
+    for (std::size_t j = 0; j < names.size(); ++j) mean[j] += row[j] / k;
+  for (const auto& row : figures)
+    for (std::size_t j = 0; j < names.size(); ++j) deviation[j] += (row[j] - mean[j]) * (row[j] - mean[j]) / k;
+  for (double& d : deviation) d = std::sqrt(d);
+  std::vector<TableColumn> columns{{"fold"}};
+  for (const std::string& n : names) columns.push_back({n, true});
+  std::vector<std::vector<std::string>> rows;
+  std::string csv = "fold";
+  for (const std::string& n : names) csv += "," + n;
+  csv += "\n";
+  nlohmann::json j{
+      {"folds", nlohmann::json::array()}, {"mean", nlohmann::json::object()}, {"std", nlohmann::json::object()}};
+  auto add_row = [&](const std::string& label, const std::vector<double>& values) {
+    std::vector<std::string> row{label};
+    csv += label;
+    for (double v : values) {
+      row.push_back(fmt::format("{:.4f}", v));
+      csv += fmt::format(",{}", v);
+    }
+    csv += "\n";
+    rows.push_back(std::move(row));
+  };
+  for (std::size_t i = 0; i < figures.size(); ++i) {
+    add_row(std::to_string(i + 1), figures[i]);
+    nlohmann::json fold{{"fold", i + 1}};
+    for (std::size_t c = 0; c < names.size(); ++c) fold[names[c]] = figures[i][c];
+    j["folds"].push_back(fold);
+  }
+  add_row("mean", mean);
+  add_row("std", deviation);
+  for (std::size_t c = 0; c < names.size(); ++c) {
+    j["mean"][names[c]] = mean[c];
+    j["std"][names[c]] = deviation[c];
+  }
+  write_file_atomic(dir / "folds.csv", csv);
+  write_file_atomic(dir / "folds.json", j.dump(2) + "\n");
+  if (json)
+    std::printf("%s\n", j.dump(2).c_str());
+  else
+    std::fprintf(log, "%s", table_for_output(columns, rows).c_str());
+}
+
+// train --folds K: K runs, fold k of K the validation rows of run `fold-k` in the config's output folder,
+// then the folds' figures side by side with their mean and deviation.
+int run_folds(const TrainFlags& f) {
+  if (f.resume) throw SpecError("", "--folds", "--folds trains K new runs and --resume continues one: give one");
+  const TrainConfig base = config_with_flags(f);
+  if (base.strategy.type == StrategyType::kMultiWorker)
+    throw SpecError("", "--folds", "a multi-worker run trains one fold at a time: give --set data.folds and data.fold");
+  std::FILE* log = f.json ? stderr : stdout;
+  std::vector<std::string> names;
+  for (const char* split : {"validation", "test"}) {
+    if (std::string(split) == "test" && base.data.test_split == 0) continue;
+    names.push_back(std::string(split) + " loss");
+    for (const std::string& m : base.metrics) names.push_back(std::string(split) + " " + m);
+  }
+  std::vector<std::vector<double>> figures;
+  StopSignalGuard stop_signals;
+  for (std::int64_t k = 1; k <= *f.folds; ++k) {
+    TrainConfig c = base;
+    c.data.folds = *f.folds;
+    c.data.fold = k;
+    c.output = (std::filesystem::path(base.output) / fmt::format("fold-{}", k)).string();
+    TrainControl control;
+    control.overwrite = f.overwrite;
+    control.interrupt = &g_interrupted;
+    const TrainOutcome out = train_and_save(c, {}, {}, control);
+    if (out.interrupted_at) {
+      const int sig = g_signal.load() == 0 ? SIGINT : g_signal.load();
+      std::fprintf(log, "\n%s: fold %lld of %lld; its checkpoint is in %s\n", stop_text(sig), static_cast<long long>(k),
+                   static_cast<long long>(*f.folds), printable_line(c.output).c_str());
+      return 128 + sig;
+    }
+    figures.push_back(fold_figures(out.summary, names));
+    if (!f.quiet)
+      std::fprintf(log, "Fold %lld/%lld: %s %.4f (%s)\n", static_cast<long long>(k), static_cast<long long>(*f.folds),
+                   names.front().c_str(), figures.back().front(), printable_line(c.output).c_str());
+  }
+  report_folds(log, base.output, names, figures, f.json);
+  return 0;
+}
+
 int run_train(const TrainFlags& f) {
+  if (f.folds) return run_folds(f);
   TrainConfig c = config_with_flags(f);
   // Multi-worker: rank 0 speaks for the job; the other ranks print nothing but their errors.
   const auto launch = mpi_launch();
@@ -258,6 +361,10 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
   cmd.add_option("--data-threads", flags.data_threads,
                  "Threads reading the data: parsing a CSV, decoding images (0: one per core)")
       ->check(integer_in(0, 1024));
+  cmd.add_option("--folds", flags.folds,
+                 "Cross-validation: K runs in the output folder (fold-1, ...), each validating on one fold of the rows "
+                 "the test split leaves (stratified by class), then their figures' mean and deviation")
+      ->check(integer_in(2, 1000));
   // One value an occurrence, so `--set a=1 config.json` leaves the config to its place.
   cmd.add_option(
          "--set", flags.set,

@@ -9,6 +9,7 @@
 #include <limits>
 #include <numbers>
 #include <random>
+#include <unordered_map>
 
 #include "core/errors.h"
 #include "core/fnv.h"
@@ -454,8 +455,29 @@ SplitOrder split_order(std::int64_t n, double test_split, double validation_spli
   return out;
 }
 
+SplitOrder with_fold(SplitOrder order, const Tensor& labels, std::int64_t folds, std::int64_t fold) {
+  TCTL_CHECK(folds >= 2 && fold >= 1 && fold <= folds, "with_fold: fold out of range");
+  const bool classes = labels.defined() && labels.dtype() == DType::kI32;
+  std::unordered_map<std::int32_t, std::int64_t> seen;  // rows of each class so far
+  std::vector<std::int64_t> validation, train;
+  for (std::size_t i = static_cast<std::size_t>(order.test); i < order.order.size(); ++i) {
+    const std::int64_t row = order.order[i];
+    const std::int64_t place =
+        classes ? seen[labels.data<std::int32_t>()[row]]++ : static_cast<std::int64_t>(i) - order.test;
+    (place % folds == fold - 1 ? validation : train).push_back(row);
+  }
+  std::copy(validation.begin(), validation.end(), order.order.begin() + order.test);
+  std::copy(train.begin(), train.end(), order.order.begin() + order.test + std::ssize(validation));
+  order.validation = std::ssize(validation);
+  return order;
+}
+
 Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed) {
-  const SplitOrder parts = split_order(data.size(), test_split, validation_split, shuffle, seed);
+  const SplitOrder order = split_order(data.size(), test_split, validation_split, shuffle, seed);
+  return split_dataset(std::move(data), order);
+}
+
+Split split_dataset(Dataset data, const SplitOrder& parts) {
   const auto n_test = parts.test, n_validation = parts.validation;
   std::span<const std::int64_t> all(parts.order);
   const auto train_rows = all.subspan(static_cast<std::size_t>(n_test + n_validation));

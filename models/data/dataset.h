@@ -141,6 +141,14 @@ struct SplitOrder {
 };
 SplitOrder split_order(std::int64_t n, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
 Split split_dataset(Dataset data, double test_split, double validation_split, bool shuffle, std::uint64_t seed);
+// The same, in a given order (split_order's, or with_fold's).
+Split split_dataset(Dataset data, const SplitOrder& order);
+
+// `order` for cross-validation: its test part as it is, and the rows after it cut into `folds` folds, fold
+// `fold` (1-based) the validation part and the others, in their order, the training part. Stratified when
+// `labels` are class ids (i32 [N]): each class's rows, in order, go to folds 1, 2, ..., folds, 1, ... in turn,
+// so every fold holds each class in proportion; otherwise the rows go round the folds in order.
+SplitOrder with_fold(SplitOrder order, const Tensor& labels, std::int64_t folds, std::int64_t fold);
 
 // What a resumed run checks of its data: the row count, and a 64-bit FNV-1a hash of the rows as loaded, before
 // any split: the features' and labels' shapes and bytes (f32 and i32, little-endian as every platform we build

@@ -154,6 +154,13 @@ Dataset load_config_data(const TrainConfig& c, const std::optional<ImageOptions>
 
 namespace {
 
+// The config's split of `n` rows whose labels are `labels`: test, validation and training rows, the validation
+// rows one fold of them under cross-validation.
+SplitOrder split_of(const TrainConfig& c, std::int64_t n, const Tensor& labels) {
+  SplitOrder order = split_order(n, c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  return c.data.folds > 0 ? with_fold(std::move(order), labels, c.data.folds, c.data.fold) : order;
+}
+
 // Checks the loaded data against the model (features, classes, targets) and makes binary labels the float
 // targets the loss takes. A streamed data set (`streamed`) has only its labels in memory: its values are
 // not checked for token ids, and a label past the outputs is not found again in the file.
@@ -378,8 +385,7 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   Dataset meta = cache->metadata();
   fit_to_model(c, net, meta, true);
   p.fingerprint = cache->fingerprint();
-  const SplitOrder split =
-      split_order(cache->rows(), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  const SplitOrder split = split_of(c, cache->rows(), meta.y);
   const std::span<const std::int64_t> all(split.order);
   const std::int64_t window = window_rows(c, *cache, net);
   auto part = [&](std::size_t first, std::size_t count) {
@@ -434,7 +440,8 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
   const DataFingerprint fingerprint = fingerprint_of(data);
   fit_to_model(c, net, data, false);
   // Moved in: the training rows keep the table's buffer (split_dataset).
-  Split split = split_dataset(std::move(data), c.data.test_split, c.data.validation_split, c.data.shuffle, c.seed);
+  const SplitOrder order = split_of(c, data.size(), data.y);
+  Split split = split_dataset(std::move(data), order);
   if (split.train.size() == 0)
     throw SpecError(c.file, "data", "no rows are left for training after the test and validation splits");
   PreparedData p;

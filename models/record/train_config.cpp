@@ -64,6 +64,10 @@ nlohmann::json DataConfig::to_json() const {
   }
   j["test_split"] = test_split;
   j["validation_split"] = validation_split;
+  if (folds > 0) {
+    j["folds"] = folds;
+    j["fold"] = fold;
+  }
   j["shuffle"] = shuffle;
   j["standardize"] = standardize;
   return j;
@@ -306,6 +310,12 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     if (!r.has("dataset")) parse_stream(r, rules, d);
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);
     d.validation_split = r.number_in("validation_split", 0.1, 0.0, 1.0);
+    if (r.has("folds") || r.has("fold")) {
+      d.folds = r.positive_int("folds");
+      d.fold = r.positive_int("fold");
+      if (d.folds < 2 || d.folds > 1000) r.fail("folds", "expected 2 to 1000 folds");
+      if (d.fold > d.folds) r.fail("fold", fmt::format("expected a fold of 1 to {} (\"folds\")", d.folds));
+    }
     d.shuffle = r.boolean("shuffle", true);
     d.standardize = r.boolean("standardize", !d.text.has_value());
     r.finish();

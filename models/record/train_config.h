@@ -30,6 +30,9 @@ struct DataConfig {
   bool header = true;  // false: the CSV has no header row; columns are named "1", "2", ...
   double test_split = 0.2;
   double validation_split = 0.1;
+  // Cross-validation (train --folds): the rows after the test split in `folds` folds, fold `fold` (1-based)
+  // the validation rows in place of validation_split's; 0 and 0 without.
+  std::int64_t folds = 0, fold = 0;
   bool shuffle = true;
   bool standardize = true;  // false by default with `text`: token ids are no measurements
   // "text": {...}: the CSV's features are one column of text, turned into token ids (models/data/text_vectorizer.h).

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <set>
 #include <string>
@@ -369,4 +370,41 @@ TEST_CASE("TENSORCTL_DATA_DIR overrides where built-in files are read") {
   CHECK_THROWS_AS(load_builtin("digits", 0, "", ""), RuntimeError);
   ::unsetenv("TENSORCTL_DATA_DIR");
   CHECK(load_builtin("iris", 0, "", "").size() == 150);
+}
+
+TEST_CASE("with_fold: the folds cover the rows after the test part once, each class in proportion") {
+  // 103 rows of three classes in uneven numbers (60, 30, 13).
+  std::vector<std::int32_t> labels(103);
+  for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = i < 60 ? 0 : i < 90 ? 1 : 2;
+  const Tensor y = Tensor::from_ints(Shape{103}, labels);
+  const SplitOrder base = split_order(103, 0.2, 0.1, true, 9);
+  std::multiset<std::int64_t> validated;
+  for (std::int64_t fold = 1; fold <= 4; ++fold) {
+    const SplitOrder f = with_fold(base, y, 4, fold);
+    REQUIRE(f.order.size() == base.order.size());
+    CHECK(f.test == base.test);
+    CHECK(std::equal(f.order.begin(), f.order.begin() + f.test, base.order.begin()));  // the test rows as they were
+    CHECK(std::multiset<std::int64_t>(f.order.begin(), f.order.end()) ==
+          std::multiset<std::int64_t>(base.order.begin(), base.order.end()));
+    std::map<std::int32_t, std::int64_t> per_class;
+    for (std::int64_t i = f.test; i < f.test + f.validation; ++i) {
+      validated.insert(f.order[static_cast<std::size_t>(i)]);
+      ++per_class[labels[static_cast<std::size_t>(f.order[static_cast<std::size_t>(i)])]];
+    }
+    // Each class's rows after the test part, a quarter of them (rounded either way) in each fold.
+    std::map<std::int32_t, std::int64_t> total;
+    for (std::size_t i = static_cast<std::size_t>(base.test); i < base.order.size(); ++i)
+      ++total[labels[static_cast<std::size_t>(base.order[i])]];
+    for (const auto& [c, n] : total) {
+      INFO("fold " << fold << " class " << c);
+      CHECK(per_class[c] >= n / 4);
+      CHECK(per_class[c] <= (n + 3) / 4);
+    }
+  }
+  // Every row after the test part validated exactly once over the folds.
+  CHECK(validated.size() == base.order.size() - static_cast<std::size_t>(base.test));
+  CHECK(std::set<std::int64_t>(validated.begin(), validated.end()).size() == validated.size());
+  // Targets (no classes) go round the folds in order.
+  const SplitOrder targets = with_fold(base, Tensor::empty(DType::kF32, Shape{103, 1}), 4, 2);
+  CHECK(targets.validation == (103 - base.test + 2) / 4);
 }
