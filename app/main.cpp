@@ -104,6 +104,7 @@ Commands add_commands(CLI::App& app) {
   add(tctl::app::add_graph_command);
   add(tctl::app::add_export_command);
   add(tctl::app::add_sweep_command);
+  add(tctl::app::add_init_command);
   return commands;
 }
 
