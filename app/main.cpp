@@ -105,6 +105,7 @@ Commands add_commands(CLI::App& app) {
   add(tctl::app::add_export_command);
   add(tctl::app::add_sweep_command);
   add(tctl::app::add_init_command);
+  add(tctl::app::add_plot_command);
   return commands;
 }
 

@@ -1,0 +1,53 @@
+// `tensorctl plot` end to end: a sweep's trials and a run drawn as SVG, checked by its structure (one panel
+// per figure, one curve per run and series with a point per epoch, the tags closed); a folder without a
+// history and a picture that is not SVG are refused.
+#include <doctest/doctest.h>
+
+#include "cli/cli_test_util.h"
+
+namespace tctl::cli_test {
+
+namespace {
+
+std::size_t count(const std::string& text, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("plot draws each run's training and validation curves, a panel per figure, as SVG") {
+  TempDir dir;
+  const std::string config = quoted(source_path("configs/digits_mlp.json"));
+  REQUIRE(
+      run_tensorctl("sweep " + config + " --grid layers[1].units=16,32 --set epochs=3 -o sweep", dir.path()).status ==
+      0);
+  REQUIRE(run_tensorctl("train " + config + " --epochs 5 --output run --quiet", dir.path()).status == 0);
+  const CommandResult r = run_tensorctl("plot sweep run -o curves.svg", dir.path());
+  INFO(r.out, r.err);
+  REQUIRE(r.status == 0);
+  CHECK(r.out == "Plotted 3 runs (loss, accuracy) to curves.svg\n");
+  const std::string svg = read_text(dir / "curves.svg");
+  CHECK(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  CHECK(svg.ends_with("</svg>\n"));
+  CHECK(count(svg, "<g ") == count(svg, "</g>"));
+  CHECK(count(svg, "class=\"panel\"") == 2);
+  // 3 runs x (training, validation) x (loss, accuracy).
+  CHECK(count(svg, "<polyline") == 12);
+  CHECK(count(svg, "data-run=\"sweep/trial-001\" data-series=\"validation\"") == 2);
+  // A point per epoch: the run of 5 epochs.
+  const std::size_t at = svg.find("data-run=\"run\" data-series=\"training\"");
+  REQUIRE(at != std::string::npos);
+  const std::size_t points = svg.find("points=\"", at) + 8;
+  CHECK(count(svg.substr(points, svg.find('"', points) - points), ",") == 5);
+  // The picture in docs/commands/plot.md: the same command on two trials of 15 epochs.
+  const std::string shipped = read_text(source_path("docs/commands/plot-sample.svg"));
+  CHECK(count(shipped, "<polyline") == 8);
+  CHECK(count(shipped, "class=\"panel\"") == 2);
+  CHECK(count(shipped, "<g ") == count(shipped, "</g>"));
+  expect_user_error(dir, "plot run -o curves.png", {"-o: curves.png: the picture is SVG"});
+  expect_user_error(dir, "plot sweep/trial-001.log -o c.svg", {"no history.csv"});
+}
+
+}  // namespace tctl::cli_test
