@@ -20,7 +20,9 @@
 #include "models/data/zip_archive.h"
 
 namespace tctl {
-namespace {
+// Named, not anonymous: ArrayRows::Impl holds its types, which a unity build (scripts/test.sh's sanitizer
+// passes) would otherwise warn of (-Wsubobject-linkage).
+namespace arrays_detail {
 
 static_assert(std::endian::native == std::endian::little, "the readers copy little-endian elements as they are");
 
@@ -492,7 +494,9 @@ struct ArrayPair {
   }
 };
 
-}  // namespace
+}  // namespace arrays_detail
+
+using namespace arrays_detail;
 
 struct ArrayRows::Impl {
   MappedFile map;
