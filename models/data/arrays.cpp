@@ -112,6 +112,7 @@ ArrayLayout checked_layout(std::string_view bytes, std::size_t start, std::vecto
 
 // Elements [first, first + n) of the array laid out in `bytes` as float32, into `out`.
 void convert(std::string_view bytes, const ArrayLayout& a, std::int64_t first, std::int64_t n, float* out) {
+  if (n == 0) return;  // `out` and the bytes may be null then, which memcpy may not be given
   const ElementType& t = a.type;
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data() + a.start) + first * t.size;
   // The types data comes in most (MNIST's bytes, NumPy's float32) without a switch per element.
