@@ -78,7 +78,8 @@ void check_cache_matches(const TempDir& dir, const RowCache::Source& source, con
   cache->read_rows(rows, got.data());
   Tensor want;
   want = gather_rows(data.x, rows, want);
-  CHECK(std::memcmp(got.data(), want.raw_data(), want.bytes()) == 0);
+  // A data set of texts has no features: no bytes (and no pointers memcmp may be given).
+  CHECK((want.bytes() == 0 || std::memcmp(got.data(), want.raw_data(), want.bytes()) == 0));
   CHECK(meta.paths == data.paths);
   CHECK(cache->has_texts() == !data.texts.empty());
   if (data.texts.empty()) return;
