@@ -3,6 +3,10 @@
 // number of steps completed before this one (a float scalar), and its output is unused. Increment adds its
 // "amount" to a variable (the step counter). GlobalNorm is the norm of all its inputs together;
 // ClipByGlobalNorm(gradient, norm) scales a gradient by min(1, clipnorm / norm).
+// AccumulateGradient(gradient, share, keep) sums a gradient into its accumulator (gradient accumulation):
+// acc = share * g, or with keep != 0 acc + share * g. MovingAverage(value, steps_done) moves a weight's
+// exponential average toward its value (optimizer "use_ema"): avg = m avg + (1 - m) value, m the
+// "momentum" attribute, or 0 while steps_done is 0 (the first update starts the average at the value).
 #include "core/ops/ops.h"
 
 #include "core/op_registry.h"
@@ -42,6 +46,15 @@ void define_optimizers_ops() {
   register_op({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer()});
   register_op({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer()});
   register_op({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) {
+                 return TensorSpec{DType::kF32, Shape{}};
+               }});
+  register_op({.name = "AccumulateGradient", .num_inputs = 3, .infer = update_infer(1)});
+  register_op({.name = "MovingAverage", .num_inputs = 2, .infer = [](const InferContext& c) {
+                 c.expect_dtype(0, DType::kF32);
+                 c.expect_dtype(1, DType::kF32);
+                 c.expect_rank(1, 0);
+                 const double m = c.attrs().f("momentum");
+                 if (!(m >= 0.0 && m < 1.0)) c.fail("momentum must lie in [0, 1)");
                  return TensorSpec{DType::kF32, Shape{}};
                }});
   register_op({.name = "GlobalNorm", .num_inputs = -1, .infer = global_norm_infer});

@@ -156,12 +156,38 @@ void binary_xent_grad_cpu(KernelContext& ctx) {
   });
 }
 
+// Each row's class weight (core/ops/losses.cpp): weights[label], the one-hot row's dot product with the
+// weights, or w0 (1 - y) + w1 y for a binary target; a label outside the weights weighs 0.
+void class_weight_cpu(KernelContext& ctx) {
+  const Tensor& t = ctx.input(0);
+  const float* w = ctx.input(1).data<float>();
+  const std::int64_t classes = ctx.input(1).num_elements();
+  const std::int64_t n = t.shape()[0];
+  float* out = ctx.output().mutable_data<float>();
+  if (t.dtype() == DType::kI32) {
+    const std::int32_t* label = t.data<std::int32_t>();
+    for (std::int64_t r = 0; r < n; ++r) out[r] = label[r] >= 0 && label[r] < classes ? w[label[r]] : 0.0f;
+    return;
+  }
+  const float* y = t.data<float>();
+  const std::int64_t width = n == 0 ? 0 : t.num_elements() / n;
+  for (std::int64_t r = 0; r < n; ++r) {
+    if (width == classes) {
+      float sum = 0.0f;
+      for (std::int64_t c = 0; c < classes; ++c) sum += y[r * width + c] * w[c];
+      out[r] = sum;
+    } else {
+      out[r] = w[0] * (1.0f - y[r]) + w[1] * y[r];
+    }
+  }
+}
+
 }  // namespace
 
-TCTL_REGISTER_KERNELS("cpu", {"SparseSoftmaxXent", sparse_xent_cpu}, {"SparseSoftmaxXentGrad", sparse_xent_grad_cpu},
-                      {"SoftmaxXent", dense_xent_cpu}, {"SoftmaxXentGrad", dense_xent_grad_cpu}, {"Mse", mse_cpu},
-                      {"MseGrad", mse_grad_cpu}, {"Mae", mae_cpu}, {"MaeGrad", mae_grad_cpu}, {"Huber", huber_cpu},
-                      {"HuberGrad", huber_grad_cpu}, {"BinaryXent", binary_xent_cpu},
-                      {"BinaryXentGrad", binary_xent_grad_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"ClassWeight", class_weight_cpu}, {"SparseSoftmaxXent", sparse_xent_cpu},
+                      {"SparseSoftmaxXentGrad", sparse_xent_grad_cpu}, {"SoftmaxXent", dense_xent_cpu},
+                      {"SoftmaxXentGrad", dense_xent_grad_cpu}, {"Mse", mse_cpu}, {"MseGrad", mse_grad_cpu},
+                      {"Mae", mae_cpu}, {"MaeGrad", mae_grad_cpu}, {"Huber", huber_cpu}, {"HuberGrad", huber_grad_cpu},
+                      {"BinaryXent", binary_xent_cpu}, {"BinaryXentGrad", binary_xent_grad_cpu});
 
 }  // namespace tctl::cpu

@@ -234,6 +234,39 @@ void increment_cpu(KernelContext& ctx) {
   for (std::int64_t i = 0; i < w.size(); ++i) w.apply(i, [&](float x) { return x + amount; });
 }
 
+// Gradient accumulation: acc = share * g, or acc + share * g when keep (input 2) is not 0. The share is this
+// step's rows over the update's, so the accumulated sum is the large batch's mean gradient.
+void accumulate_gradient_cpu(KernelContext& ctx) {
+  check_gradient(ctx);
+  const float share = ctx.input(1).data<float>()[0];
+  const bool keep = ctx.input(2).data<float>()[0] != 0.0f;
+  const float* g = ctx.input(0).data<float>();
+  Variable::Update acc(ctx.var(0));
+  ctx.parallel_for(acc.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    if (acc.data() != nullptr) {
+      float* pa = acc.data();
+      const float s = share;
+      if (keep)
+        for (std::int64_t i = b; i < e; ++i) pa[i] += s * g[i];
+      else
+        for (std::int64_t i = b; i < e; ++i) pa[i] = s * g[i];
+      return;
+    }
+    for (std::int64_t i = b; i < e; ++i) acc.apply(i, [&](float x) { return keep ? x + share * g[i] : share * g[i]; });
+  });
+}
+
+// avg = m avg + (1 - m) x, m = momentum, or 0 at the first update (steps_done, input 1, is 0): Keras' use_ema.
+void moving_average_cpu(KernelContext& ctx) {
+  const float m = ctx.input(1).data<float>()[0] != 0.0f ? static_cast<float>(ctx.attrs().f("momentum")) : 0.0f;
+  const float* x = ctx.input(0).data<float>();
+  Variable::Update avg(ctx.var(0));
+  TCTL_CHECK(avg.size() == ctx.input(0).num_elements(), "a moving average and its weight differ in size");
+  ctx.parallel_for(avg.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
+    for (std::int64_t i = b; i < e; ++i) avg.apply(i, [&](float a) { return m * a + (1.0f - m) * x[i]; });
+  });
+}
+
 // sqrt of the sum of squares of every element of every input, summed in double in one fixed order, so
 // the norm is the same for any thread count.
 void global_norm_cpu(KernelContext& ctx) {
@@ -262,6 +295,7 @@ void clip_by_global_norm_cpu(KernelContext& ctx) {
 TCTL_REGISTER_KERNELS("cpu", {"ApplySgd", apply_sgd_cpu}, {"ApplyMomentum", apply_momentum_cpu},
                       {"ApplyAdam", apply_adam_cpu}, {"ApplyRmsProp", apply_rmsprop_cpu},
                       {"ApplyAdagrad", apply_adagrad_cpu}, {"Increment", increment_cpu},
+                      {"AccumulateGradient", accumulate_gradient_cpu}, {"MovingAverage", moving_average_cpu},
                       {"GlobalNorm", global_norm_cpu}, {"ClipByGlobalNorm", clip_by_global_norm_cpu});
 
 }  // namespace tctl::cpu

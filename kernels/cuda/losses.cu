@@ -210,11 +210,38 @@ void huber_grad_cuda(KernelContext& ctx) { elementwise_loss_grad(ctx, Huber{attr
 void binary_xent_cuda(KernelContext& ctx) { elementwise_loss(ctx, BinaryXent{attr(ctx, "epsilon")}); }
 void binary_xent_grad_cuda(KernelContext& ctx) { elementwise_loss_grad(ctx, BinaryXent{attr(ctx, "epsilon")}); }
 
+// Each row's class weight, one thread a row, as the CPU computes it (kernels/cpu/losses.cpp).
+__global__ void class_weight_rows(const std::int32_t* labels, const float* y, std::int64_t width, const float* w,
+                                  std::int64_t classes, float* out, std::int64_t n) {
+  for (std::int64_t r = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; r < n;
+       r += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    if (labels != nullptr) {
+      out[r] = labels[r] >= 0 && labels[r] < classes ? w[labels[r]] : 0.0f;
+    } else if (width == classes) {
+      float sum = 0.0f;
+      for (std::int64_t c = 0; c < classes; ++c) sum = __fadd_rn(sum, __fmul_rn(y[r * width + c], w[c]));
+      out[r] = sum;
+    } else {
+      out[r] = __fadd_rn(__fmul_rn(w[0], __fsub_rn(1.0f, y[r])), __fmul_rn(w[1], y[r]));
+    }
+  }
+}
+
+void class_weight_cuda(KernelContext& ctx) {
+  const Tensor& t = ctx.input(0);
+  const std::int64_t n = t.shape()[0];
+  const bool sparse = t.dtype() == DType::kI32;
+  launch_elements(ctx, n, class_weight_rows, sparse ? in<std::int32_t>(ctx, 0) : nullptr,
+                  sparse ? nullptr : in<float>(ctx, 0), n > 0 ? t.num_elements() / n : 0, in<float>(ctx, 1),
+                  ctx.input(1).num_elements(), out<float>(ctx), n);
+}
+
 }  // namespace
 
-TCTL_REGISTER_KERNELS("cuda", {"SparseSoftmaxXent", sparse_xent_cuda}, {"SparseSoftmaxXentGrad", sparse_xent_grad_cuda},
-                      {"SoftmaxXent", dense_xent_cuda}, {"SoftmaxXentGrad", dense_xent_grad_cuda}, {"Mse", mse_cuda},
-                      {"MseGrad", mse_grad_cuda}, {"Mae", mae_cuda}, {"MaeGrad", mae_grad_cuda}, {"Huber", huber_cuda},
+TCTL_REGISTER_KERNELS("cuda", {"ClassWeight", class_weight_cuda}, {"SparseSoftmaxXent", sparse_xent_cuda},
+                      {"SparseSoftmaxXentGrad", sparse_xent_grad_cuda}, {"SoftmaxXent", dense_xent_cuda},
+                      {"SoftmaxXentGrad", dense_xent_grad_cuda}, {"Mse", mse_cuda}, {"MseGrad", mse_grad_cuda},
+                      {"Mae", mae_cuda}, {"MaeGrad", mae_grad_cuda}, {"Huber", huber_cuda},
                       {"HuberGrad", huber_grad_cuda}, {"BinaryXent", binary_xent_cuda},
                       {"BinaryXentGrad", binary_xent_grad_cuda});
 

@@ -1,8 +1,8 @@
-// CUDA kernels of the optimizer updates, Increment, GlobalNorm and ClipByGlobalNorm (definitions in
-// core/ops/optimizers.cpp), computed as the CPU kernels compute them (kernels/cpu/optimizers.cpp): the same
-// formulas, rounded at every float operation as the CPU's (no FMA contraction), so the updates, Increment
-// and ClipByGlobalNorm give the same bits. Each update is one kernel over all its buffers (weight and slots).
-// Where they differ from the CPU:
+// CUDA kernels of the optimizer updates, Increment, AccumulateGradient, MovingAverage, GlobalNorm and ClipByGlobalNorm
+// (definitions in core/ops/optimizers.cpp), computed as the CPU kernels compute them (kernels/cpu/optimizers.cpp): the
+// same formulas, rounded at every float operation as the CPU's (no FMA contraction), so the updates, Increment and
+// ClipByGlobalNorm give the same bits. Each update is one kernel over all its buffers (weight and slots). Where they
+// differ from the CPU:
 // - The learning rate and Adam's step count are read on the device, inside the kernel (no host wait).
 //   Adam's lr_t comes from the device's double pow, within 2 ulp of glibc's in double: after rounding to
 //   float it is the CPU's value but in the rarest cases.
@@ -322,6 +322,42 @@ void apply_adagrad_cuda(KernelContext& ctx) {
   });
 }
 
+// acc = share * g, or acc + share * g when *keep is not 0; the share rides in the Step's rate.
+__global__ void accumulate(Step s, float* acc, const float* keep) {
+  const float share = *s.lr;
+  const bool add_to = *keep != 0.0f;
+  for_each_unless_bad(s, [&](std::int64_t i) {
+    const float g = s.g[i];
+    apply(acc, i, s.cas, [&](float x) { return add_to ? add(x, mul(share, g)) : mul(share, g); });
+  });
+}
+
+void accumulate_gradient_cuda(KernelContext& ctx) {
+  guarded(ctx, [&](Guard& guard) {
+    Variable::Update acc(ctx.var(0));
+    launch_update(ctx, guard, acc, any_cas({&acc}), accumulate, acc.device_data(), in<float>(ctx, 2));
+  });
+}
+
+// avg = m avg + (1 - m) x, m = momentum, or 0 while *steps_done is 0.
+__global__ void moving_average(const float* x, const float* steps_done, float momentum, float* avg, std::int64_t n,
+                               bool cas) {
+  const float m = *steps_done != 0.0f ? momentum : 0.0f;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    apply(avg, i, cas, [&](float a) { return add(mul(m, a), mul(sub(1.0f, m), x[i])); });
+}
+
+void moving_average_cuda(KernelContext& ctx) {
+  Variable::Update avg(ctx.var(0));
+  TCTL_CHECK(avg.size() == ctx.input(0).num_elements(), "a moving average and its weight differ in size");
+  if (avg.size() > 0)
+    moving_average<<<grid_for(avg.size()), kBlock, 0, stream_of(ctx)>>>(
+        in<float>(ctx, 0), in<float>(ctx, 1), static_cast<float>(ctx.attrs().f("momentum")), avg.device_data(),
+        avg.size(), avg.compare_and_swap());
+  check_launch(ctx);
+}
+
 __global__ void increment(float* w, std::int64_t n, bool cas, float amount) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -417,6 +453,7 @@ void clip_by_global_norm_cuda(KernelContext& ctx) {
 TCTL_REGISTER_KERNELS("cuda", {"ApplySgd", apply_sgd_cuda}, {"ApplyMomentum", apply_momentum_cuda},
                       {"ApplyAdam", apply_adam_cuda}, {"ApplyRmsProp", apply_rmsprop_cuda},
                       {"ApplyAdagrad", apply_adagrad_cuda}, {"Increment", increment_cuda},
+                      {"AccumulateGradient", accumulate_gradient_cuda}, {"MovingAverage", moving_average_cuda},
                       {"GlobalNorm", global_norm_cuda}, {"ClipByGlobalNorm", clip_by_global_norm_cuda});
 
 }  // namespace tctl::cuda

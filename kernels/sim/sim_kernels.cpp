@@ -39,9 +39,9 @@ void run_on_stream(KernelContext& ctx) {
 }
 
 constexpr const char* kSimulatedOps[] = {
-    "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",        "ReluGrad",
-    "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent", "SoftmaxXentGrad",
-    "ApplyAdam", "ApplySgd",    "Increment",
+    "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",          "ReluGrad",
+    "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent",   "SoftmaxXentGrad",
+    "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage",
 };
 
 bool register_all() {

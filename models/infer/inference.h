@@ -30,6 +30,8 @@ struct TracedPass {
   Output per_example;  // [batch]
   Output weight;       // data-parallel training: this replica's share of the batch's rows (a float scalar)
   std::vector<Output> updates;
+  // With gradient accumulation, the targets of a step that only adds to the sums (Optimizer::apply).
+  std::vector<Output> accumulates;
 };
 
 struct InferenceOptions {

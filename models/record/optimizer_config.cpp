@@ -36,6 +36,9 @@ OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
     SpecReader s = spec.object("schedule");
     c.schedule = ScheduleConfig::parse(s);
   }
+  c.gradient_accumulation_steps = spec.positive_int("gradient_accumulation_steps", 1);
+  c.use_ema = spec.boolean("use_ema", false);
+  if (c.use_ema) c.ema_momentum = spec.number_in("ema_momentum", 0.99, 0.0, 0.999999);
   std::vector<std::string> modes;
   for (auto m : locking_mode_names()) modes.emplace_back(m);
   c.locking = *parse_locking_mode(spec.one_of("locking", modes, "mutex"));
@@ -44,10 +47,11 @@ OptimizerConfig OptimizerConfig::parse(SpecReader& spec) {
 }
 
 int OptimizerConfig::slots_per_weight() const {
-  if (type == "adam" || type == "adamw") return 2;
-  if (type == "rmsprop") return 1 + (momentum > 0.0) + centered;
-  if (type == "adagrad") return 1;
-  return momentum > 0.0 ? 1 : 0;
+  const int extra = (gradient_accumulation_steps > 1 ? 1 : 0) + (use_ema ? 1 : 0);
+  if (type == "adam" || type == "adamw") return 2 + extra;
+  if (type == "rmsprop") return 1 + (momentum > 0.0) + centered + extra;
+  if (type == "adagrad") return 1 + extra;
+  return (momentum > 0.0 ? 1 : 0) + extra;
 }
 
 nlohmann::json OptimizerConfig::to_json() const {
@@ -71,6 +75,12 @@ nlohmann::json OptimizerConfig::to_json() const {
   }
   if (global_clipnorm > 0.0) j["global_clipnorm"] = global_clipnorm;
   if (!schedule.constant()) j["schedule"] = schedule.to_json();
+  // Written only when set, so the configs recorded before these keys existed resume as they were.
+  if (gradient_accumulation_steps > 1) j["gradient_accumulation_steps"] = gradient_accumulation_steps;
+  if (use_ema) {
+    j["use_ema"] = true;
+    j["ema_momentum"] = ema_momentum;
+  }
   j["locking"] = std::string(locking_mode_name(locking));
   return j;
 }

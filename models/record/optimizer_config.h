@@ -7,10 +7,14 @@
 //   {"type": "rmsprop", "learning_rate": 0.001, "rho": 0.9, "momentum": 0.0, "epsilon": 1e-7, "centered": false}
 //   {"type": "adagrad", "learning_rate": 0.001, "initial_accumulator_value": 0.1, "epsilon": 1e-7}
 // Every type also takes "locking" (core/locking_mode.h), "global_clipnorm" (clip all gradients together
-// to this global norm) and "schedule" (models/record/schedule.h). Keras' per-variable "clipnorm" and "clipvalue"
-// are refused with a message pointing to global_clipnorm.
+// to this global norm), "schedule" (models/record/schedule.h), and as Keras' optimizers do,
+// "gradient_accumulation_steps" (one update per that many batches, from their mean gradient: a batch that
+// many times larger in the memory of one) and "use_ema" with "ema_momentum" (an exponential moving average
+// of every trainable weight, kept beside it; the run validates, tests and saves the averages). Keras' per-variable
+// "clipnorm" and "clipvalue" are refused with a message pointing to global_clipnorm.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -35,6 +39,9 @@ struct OptimizerConfig {
   double initial_accumulator_value = 0.1;  // adagrad
   double global_clipnorm = 0.0;            // 0: no clipping
   ScheduleConfig schedule;                 // constant unless "schedule" is given
+  std::int64_t gradient_accumulation_steps = 1;
+  bool use_ema = false;
+  double ema_momentum = 0.99;
   // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
   // the slots and the step counter all use it.
   LockingMode locking = LockingMode::kMutex;

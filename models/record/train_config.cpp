@@ -114,6 +114,7 @@ nlohmann::json TrainConfig::to_json() const {
                    {"output", output}};
   // Absent without a strategy, as in the runs recorded before there were strategies (which may resume).
   if (strategy.type != StrategyType::kNone) j["strategy"] = strategy.to_json();
+  if (!class_weight.is_null()) j["class_weight"] = class_weight;
   return j;
 }
 
@@ -407,6 +408,21 @@ int batch_share_count(SpecReader& r, const std::string& key, std::int64_t batch_
   return static_cast<int>(n);
 }
 
+// "class_weight": "balanced", or an object of classes (indices or the data's label names) and their
+// positive weights; which classes exist is the data's to say (resolve_class_weights).
+nlohmann::json parse_class_weight(SpecReader& top) {
+  if (!top.has("class_weight")) return nullptr;
+  const nlohmann::json& w = top.raw("class_weight");
+  if (w.is_string() && w.get<std::string>() == "balanced") return w;
+  if (!w.is_object() || w.empty())
+    top.fail("class_weight", "expected \"balanced\" or an object of classes and their weights, " + describe_json(w));
+  for (const auto& [key, value] : w.items())
+    if (!value.is_number() || !(value.get<double>() >= 0.0 && value.get<double>() < 1e30))
+      throw SpecError(top.file(), top.path_of("class_weight") + "." + key,
+                      "expected a weight of 0 or more, " + describe_json(value));
+  return w;
+}
+
 StrategyType read_strategy_type(SpecReader& r) {
   std::vector<std::string> names;
   for (const auto& entry : kStrategyNames) names.emplace_back(entry.second);
@@ -428,6 +444,9 @@ StrategyConfig parse_strategy(SpecReader& top, const TrainConfig& c) {
   }
   if (st.type == StrategyType::kHogwild) {
     st.workers = batch_share_count(r, "workers", c.batch_size);
+    // Hogwild's workers each update on their own; a sum they all write into would be one more race.
+    if (c.optimizer.gradient_accumulation_steps > 1)
+      r.fail("type", "hogwild's workers update on their own: it does not take optimizer.gradient_accumulation_steps");
     r.finish({"type", "workers"});
     return st;
   }
@@ -474,16 +493,17 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
     c.optimizer = OptimizerConfig::parse(opt);
   }
   c.metrics = parse_metrics(top, c.loss);
+  c.class_weight = parse_class_weight(top);
   parse_training_keys(top, c, recorded);
   if (recorded) c.keep_denormals = top.boolean("keep_denormals", false);
   const std::string stem = std::filesystem::path(file).stem().string();
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
   c.strategy = parse_strategy(top, c);
-  std::vector<std::string> known{"model",   "data",       "loss",     "optimizer",          "metrics",
-                                 "epochs",  "batch_size", "prefetch", "checkpoint_seconds", "seed",
-                                 "threads", "callbacks",  "device",   "allow_tf32",         "strategy",
-                                 "output"};
+  std::vector<std::string> known{"model",   "data",        "loss",     "optimizer",          "metrics",
+                                 "epochs",  "batch_size",  "prefetch", "checkpoint_seconds", "seed",
+                                 "threads", "callbacks",   "device",   "allow_tf32",         "strategy",
+                                 "output",  "class_weight"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;

@@ -114,6 +114,8 @@ struct TrainConfig {
   int intra_op_threads = 0;
   int data_threads = 0;  // threads reading the data: parsing a CSV, decoding images; 0: one per core
   std::vector<CallbackConfig> callbacks;
+  // Keras' class_weight: "balanced" or {"class": weight, ...} (models/train/class_weights.h); null: none.
+  nlohmann::json class_weight;
   std::string device = "cpu";
   // GPU matrix products may use TF32 tensor cores (the backend flag "allow_tf32", core/device.h backend_flag); off by
   // default.

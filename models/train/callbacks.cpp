@@ -73,7 +73,7 @@ class EarlyStopping final : public Callback {
   std::vector<std::string> on_epoch_end(const EpochResult& r) override {
     const bool better = record(monitored(r), r.epoch);
     if (config_.restore_best_weights && (better || best_weights_.empty())) {
-      best_weights_ = variable_values(model_.net().variables());
+      best_weights_ = model_.kept_weights();
       if (!better) watch_.best_epoch = r.epoch;
     }
     if (better || watch_.wait < config_.patience || r.epoch <= 1) return {};
@@ -129,7 +129,7 @@ class ModelCheckpoint final : public Callback {
   std::vector<std::string> on_epoch_end(const EpochResult& r) override {
     const double value = monitored(r);
     if (!record(value, r.epoch) || !write_) return {};
-    save_safetensors(path_, variable_values(model_.net().variables()),
+    save_safetensors(path_, model_.kept_weights(),
                      {{"format", "tensorctl"},
                       {"model", model_.net().name()},
                       {"epoch", std::to_string(r.epoch)},

@@ -32,9 +32,9 @@ std::vector<Tensor> run_whole_batch(ReplicaHandle replica, const StepRequest& re
   RunOptions ro;
   ro.step = request.step;
   ro.profiler = request.profiler;
-  replica.optimizer->begin_step(request.step);
-  return replica.step->session->run(feeds, std::span<const Output>(fetches).first(request.scores ? 2 : 1), pass.updates,
-                                    ro);
+  replica.optimizer->begin_step(request.step, request.accumulation);
+  return replica.step->session->run(feeds, std::span<const Output>(fetches).first(request.scores ? 2 : 1),
+                                    request.accumulation.apply ? pass.updates : pass.accumulates, ro);
 }
 
 namespace {

@@ -70,6 +70,8 @@ struct StepRequest {
   std::int64_t batch_rows = 0;
   Profiler* profiler = nullptr;
   bool scores = true;
+  // Gradient accumulation: where the step stands in its update (applies it, or only adds to the sums).
+  AccumulationStep accumulation;
 };
 
 class DistributionStrategy {

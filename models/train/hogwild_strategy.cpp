@@ -40,9 +40,9 @@ class HogwildStrategy final : public SplitStepStrategy {
  private:
   int runs() const override { return members_; }
   ReplicaHandle run_handle(int /*r*/) const override { return first_; }
-  void begin_runs(std::int64_t step) override {
+  void begin_runs(const StepRequest& request) override {
     begin_counting();
-    SplitStepStrategy::begin_runs(step);
+    SplitStepStrategy::begin_runs(request);
   }
   void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) override { updates_ += members_; }
 

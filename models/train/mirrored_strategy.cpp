@@ -81,12 +81,12 @@ class MirroredStrategy final : public SplitStepStrategy {
     return {rep.net.get(), &rep.optimizer, &rep.step};
   }
 
-  void begin_runs(std::int64_t step) override {
-    first_.optimizer->begin_step(step);
+  void begin_runs(const StepRequest& request) override {
+    first_.optimizer->begin_step(request.step, request.accumulation);
     const float factor = first_.optimizer->lr_factor();
     for (const auto& rep : others_) {
       if (rep->optimizer.lr_factor() != factor) rep->optimizer.set_lr_factor(factor);
-      rep->optimizer.begin_step(step);
+      rep->optimizer.begin_step(request.step, request.accumulation);
     }
   }
 

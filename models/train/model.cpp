@@ -117,8 +117,36 @@ Model::Traced Model::first_replica(int member) { return Traced{*net_, optimizer_
 
 Model::~Model() = default;
 
+std::int64_t class_weight_count(const std::string& loss, const Shape& output) {
+  if (output.rank() != 2) return 0;
+  if (loss == "sparse_categorical_crossentropy" || loss == "categorical_crossentropy") return output[1];
+  if (loss == "binary_crossentropy" && output[1] == 1) return 2;
+  return 0;
+}
+
+void Model::weigh_classes(Graph& g, TracedPass& pass, const Traced& r) {
+  std::shared_ptr<Variable>& weights = class_weights_[&r.net];
+  if (!weights) {
+    const auto n = static_cast<std::int64_t>(options_.class_weights.size());
+    TCTL_CHECK(n == class_weight_count(options_.loss, Shape::concat(-1, r.net.output_shape())),
+               "class weights of another count than the model's classes");
+    weights = std::make_shared<Variable>("loss/class_weight", Tensor::from_floats(Shape{n}, options_.class_weights),
+                                         LockingMode::kMutex, false);
+  }
+  Graph::Scope scope(g, "loss", r.device, Phase::kForward);
+  const Output row_weights = g.add("ClassWeight", {pass.targets, g.read(weights)});
+  pass.loss = g.add("Mean", {g.add("Mul", {pass.per_example, row_weights})});
+}
+
+void Model::set_class_weights(std::span<const float> weights) {
+  TCTL_CHECK(weights.size() == options_.class_weights.size(), "class weights of another count than the model's");
+  const Tensor value = Tensor::from_floats(Shape{static_cast<std::int64_t>(weights.size())}, weights);
+  for (const auto& [net, variable] : class_weights_) variable->assign(value);
+}
+
 void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
   trace_forward(g, pass, r.net, true, r.device, options_);
+  if (!options_.class_weights.empty()) weigh_classes(g, pass, r);
   // A variable may be read more than once (shared weights); its gradient is the sum over its reads.
   std::vector<std::shared_ptr<Variable>> vars;
   std::vector<Output> reads;
@@ -152,7 +180,9 @@ void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
     grads = options_.combine_gradients(g, vars, std::move(grads));
     TCTL_CHECK(grads.size() == vars.size(), "combine_gradients returned a gradient count other than the variables'");
   }
-  pass.updates = r.optimizer.apply(g, vars, grads);
+  UpdateOps ops = r.optimizer.apply(g, vars, grads);
+  pass.updates = std::move(ops.apply);
+  pass.accumulates = std::move(ops.accumulate);
 }
 
 // Buckets from the last variable back, the order backpropagation finishes their gradients in, so the first
@@ -198,8 +228,8 @@ std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> gr
 }
 
 std::vector<Tensor> Model::train_batch(const Tensor& x, const Tensor& targets, std::int64_t step,
-                                       std::int64_t batch_rows) {
-  return strategy_->step(StepRequest{x, targets, step, batch_rows, nullptr, true});
+                                       std::int64_t batch_rows, const AccumulationStep& accumulation) {
+  return strategy_->step(StepRequest{x, targets, step, batch_rows, nullptr, true, accumulation});
 }
 
 void Model::note_placement_warnings(const std::vector<std::string>& more) {
@@ -239,6 +269,36 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
   TracedPass pass;
   trace_forward(g, pass, *net_, false, options_.device, options_);
   return eager.value(pass.predictions);
+}
+
+bool Model::averages_stand_in() const {
+  if (!options_.optimizer.use_ema || averages_final_ || optimizer_.averages().empty()) return false;
+  // Before the first update the averages are not yet set (the update starts them at the weight).
+  return optimizer_.state().back()->read().to(cpu_device()).item() > 0.0f;
+}
+
+std::vector<NamedTensor> Model::kept_weights() const {
+  std::vector<NamedTensor> out = variable_values(net_->variables());
+  if (!averages_stand_in()) return out;
+  for (NamedTensor& t : out)
+    for (const auto& [var, average] : optimizer_.averages())
+      if (var->name() == t.name) t.value = average->read();
+  return out;
+}
+
+void Model::swap_averages() {
+  if (!averages_stand_in()) return;
+  for (const auto& [var, average] : optimizer_.averages()) {
+    const Tensor weight = var->read();
+    var->assign(average->read());
+    average->assign(weight);
+  }
+}
+
+void Model::finalize_averages() {
+  if (!averages_stand_in()) return;
+  for (const auto& [var, average] : optimizer_.averages()) var->assign(average->read());
+  averages_final_ = true;
 }
 
 std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step) {

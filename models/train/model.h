@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -20,6 +21,7 @@
 #include "models/data/dataset.h"
 #include "models/infer/inference.h"
 #include "models/infer/metrics.h"
+#include "models/io/safetensors.h"
 #include "models/nn/losses.h"
 #include "models/nn/sequential.h"
 #include "models/train/distribution.h"
@@ -64,7 +66,14 @@ struct ModelOptions : InferenceOptions {
   // step gives each its share of the rows, and each applies its own update as the optimizer's `locking`
   // lets it (with none, updates may be lost). No all-reduce. One worker takes plain steps, counted alike.
   int hogwild_workers = 0;
+  // Keras' class_weight: each row's training loss times its class's weight (validation and test stay
+  // unweighted); empty: none. One weight per class (class_weight_count); set_class_weights changes them.
+  std::vector<float> class_weights;
 };
+
+// How many class weights a model with `loss` and outputs `output` takes: its outputs for the categorical
+// cross-entropies, 2 for binary cross-entropy on one output; 0 where class weights do not apply.
+std::int64_t class_weight_count(const std::string& loss, const Shape& output);
 
 double metric(const MetricValues& values, const std::string& name);
 
@@ -104,8 +113,9 @@ class Model {
   // `batch_rows` > 0 says x and targets hold only local_rows(batch_rows) of a batch of that many rows (a
   // worker reads its own share); 0: they hold the whole batch.
   // Throws NonFiniteError when an update refused a gradient that is not finite (nothing was written).
+  // `accumulation`: where the step stands in its update (gradient accumulation; the default applies it).
   std::vector<Tensor> train_batch(const Tensor& x, const Tensor& targets, std::int64_t step,
-                                  std::int64_t batch_rows = 0);
+                                  std::int64_t batch_rows = 0, const AccumulationStep& accumulation = {});
   // The rows of a training batch of `batch_rows` rows that this process's replicas take, as {first, count}:
   // with multi-worker this worker's share (at least one row: a worker left without rows runs one with weight
   // 0), else all of them.
@@ -125,6 +135,22 @@ class Model {
   const Optimizer& optimizer() const { return optimizer_; }
   // For callbacks between steps: set_lr_factor (reduce-on-plateau).
   Optimizer& optimizer() { return optimizer_; }
+
+  // Replaces the class weights (ModelOptions::class_weights, same count) of every replica's training step.
+  void set_class_weights(std::span<const float> weights);
+
+  // The optimizer's use_ema: the weights a run shows (validation, test) and keeps (saved weights, best
+  // weights) are the moving averages, while training goes on from the weights themselves. Whether the
+  // averages stand in now: use_ema, after the first update, before finalize_averages.
+  bool averages_stand_in() const;
+  // net()'s variable values, each trainable one's average in its place while averages_stand_in().
+  std::vector<NamedTensor> kept_weights() const;
+  // Swaps the first replica's trainable weights with their averages while averages_stand_in(), and back
+  // when called again; pairs of calls around an evaluation (Trainer::evaluate).
+  void swap_averages();
+  // Keras' finalize_variable_values: the weights become their averages, for good (after the last step and
+  // checkpoint of a run). No-op without use_ema.
+  void finalize_averages();
   // Nodes that cannot run where they ask and run on the CPU instead, one line each ("dense/MatMul: device
   // cuda:0 is not available (...), running on cpu"); known from construction, before any step.
   const std::vector<std::string>& placement_warnings() const { return placement_warnings_; }
@@ -168,6 +194,8 @@ class Model {
   // The forward pass, loss, gradients and optimizer updates of one training step into `g`; when r.member >= 0,
   // the gradients are all-reduced across the replicas first.
   void trace_training(Graph& g, TracedPass& pass, const Traced& r);
+  // With class weights: the training loss becomes the mean of each row's loss times its class's weight.
+  void weigh_classes(Graph& g, TracedPass& pass, const Traced& r);
   Traced first_replica(int member);
   // Another replica's training step, traced like the first (the strategy's ReplicaTracer).
   TracedStep trace_replica(const Sequential& net, Optimizer& optimizer, const std::string& device, int member,
@@ -189,6 +217,9 @@ class Model {
   std::unique_ptr<Inference> inference_;
   Device* input_device_ = nullptr;
   std::vector<std::string> placement_warnings_;  // each once, in the order found
+  bool averages_final_ = false;
+  // Each replica's class weights (ModelOptions::class_weights), by its network; read by its training step.
+  std::map<const Sequential*, std::shared_ptr<Variable>> class_weights_;
   // Last, so its threads are stopped before the sessions they run go.
   std::unique_ptr<DistributionStrategy> strategy_;
 };

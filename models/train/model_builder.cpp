@@ -39,6 +39,16 @@ std::unique_ptr<Model> build_model(const TrainConfig& c, bool auto_control_depen
   for (std::size_t r = 0; r < std::max<std::size_t>(1, options.replica_devices.size()); ++r)
     nets.push_back(std::make_shared<Sequential>(
         Sequential::from_json(c.model_spec, c.model_file, c.model_path, c.seed, c.optimizer.locking)));
+  if (!c.class_weight.is_null()) {
+    // Each class weighs 1 until the run knows its data (resolve_class_weights, set_class_weights).
+    const std::int64_t count = class_weight_count(c.loss, Shape::concat(-1, nets[0]->output_shape()));
+    if (count == 0)
+      throw SpecError(c.file, "class_weight",
+                      "class weights need a classification loss: sparse_categorical_crossentropy, "
+                      "categorical_crossentropy, or binary_crossentropy on one output (this run's: " +
+                          c.loss + " on " + Shape::concat(-1, nets[0]->output_shape()).to_string() + ")");
+    options.class_weights.assign(static_cast<std::size_t>(count), 1.0f);
+  }
   return std::make_unique<Model>(std::move(nets), options);
 }
 

@@ -1,6 +1,9 @@
 #include "models/train/optimizer.h"
 
+#include <algorithm>
 #include <limits>
+
+#include "core/ceil_div.h"
 
 namespace tctl {
 
@@ -11,6 +14,26 @@ Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) {
   learning_rate_ = std::make_shared<Variable>("optimizer/learning_rate",
                                               Tensor::scalar(static_cast<float>(scheduled_learning_rate(0))),
                                               LockingMode::kMutex, false);
+  if (config_.gradient_accumulation_steps > 1) {
+    accumulation_share_ =
+        std::make_shared<Variable>("optimizer/accumulation_share", Tensor::scalar(1.0f), LockingMode::kMutex, false);
+    accumulation_keep_ =
+        std::make_shared<Variable>("optimizer/accumulation_keep", Tensor::scalar(0.0f), LockingMode::kMutex, false);
+  }
+}
+
+AccumulationStep accumulation_step(std::int64_t epoch, std::int64_t i, std::int64_t rows, std::int64_t batch,
+                                   std::int64_t steps) {
+  const std::int64_t epoch_steps = ceil_div(rows, batch);
+  const std::int64_t group = i / steps;
+  const std::int64_t group_rows = std::min(steps * batch, rows - group * steps * batch);
+  const std::int64_t step_rows = std::min(batch, rows - i * batch);
+  AccumulationStep a;
+  a.update = (epoch - 1) * ceil_div(epoch_steps, steps) + group;
+  a.share = static_cast<float>(static_cast<double>(step_rows) / static_cast<double>(group_rows));
+  a.first = i % steps == 0;
+  a.apply = i % steps == steps - 1 || i == epoch_steps - 1;
+  return a;
 }
 
 double Optimizer::scheduled_learning_rate(std::int64_t iteration) const {
@@ -24,9 +47,13 @@ void Optimizer::write_scalar(Variable& v, float value) {
   u.apply(0, [value](float) { return value; });
 }
 
-void Optimizer::begin_step(std::int64_t iteration) {
-  const float rate = static_cast<float>(scheduled_learning_rate(iteration));
+void Optimizer::begin_step(std::int64_t step, const AccumulationStep& a) {
+  const float rate = static_cast<float>(scheduled_learning_rate(a.update >= 0 ? a.update : step));
   if (learning_rate_->read().item() != rate) write_scalar(*learning_rate_, rate);
+  if (!accumulation_share_) return;
+  if (accumulation_share_->read().item() != a.share) write_scalar(*accumulation_share_, a.share);
+  const float keep = a.first ? 0.0f : 1.0f;
+  if (accumulation_keep_->read().item() != keep) write_scalar(*accumulation_keep_, keep);
 }
 
 double Optimizer::lr_factor() const { return static_cast<double>(lr_factor_->read().item()); }
@@ -47,17 +74,19 @@ std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string
   return s;
 }
 
-std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
-                                     const std::vector<Output>& grads) {
+UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
+                           const std::vector<Output>& step_grads) {
   Graph::Scope scope(g, "optimizer", "cpu", Phase::kUpdate);
   const OptimizerConfig& c = config_;
   const bool adam = c.type == "adam" || c.type == "adamw";
-  std::vector<Output> updates;
-  // Only Adam reads the step counter. An unused read would still run (automatic control dependencies
-  // order it before the increment) and its frame would hold a snapshot of the counter, so every
-  // increment would copy the variable: one buffer allocated per step. The learning rate has no writer in
-  // the graph, so its read shares the buffer and costs nothing.
-  const Output step = adam ? g.read(iterations_) : Output{};
+  UpdateOps ops;
+  std::vector<Output>& updates = ops.apply;
+  const std::vector<Output> grads = accumulate(g, vars, step_grads, ops);
+  // Only Adam and the moving averages read the step counter. An unused read would still run (automatic control
+  // dependencies order it before the increment) and its frame would hold a snapshot of the counter, so every increment
+  // would copy the variable: one buffer allocated per step. The learning rate has no writer in the graph, so its read
+  // shares the buffer and costs nothing.
+  const Output step = adam || c.use_ema ? g.read(iterations_) : Output{};
   const Output lr = g.read(learning_rate_);
   std::vector<Output> clipped = grads;
   if (c.global_clipnorm > 0.0 && !grads.empty()) {
@@ -96,8 +125,45 @@ std::vector<Output> Optimizer::apply(Graph& g, const std::vector<std::shared_ptr
                               {{v, true}, {slot(*v, "accumulator", init), true}}));
     }
   }
+  if (c.use_ema) average(g, vars, step, updates);
   updates.push_back(g.add("Increment", {}, Attrs{{"amount", 1.0}}, {{iterations_, true}}));
-  return updates;
+  return ops;
+}
+
+// Gradient accumulation: each step's gradient goes into its sum, and the updates read the sums, after (a
+// control edge: the order holds even without automatic control dependencies). A step that only accumulates
+// runs ops.accumulate, which prunes the reads and everything after them. Without: the gradients as given.
+std::vector<Output> Optimizer::accumulate(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
+                                          const std::vector<Output>& step_grads, UpdateOps& ops) {
+  if (!accumulation_share_) return step_grads;
+  std::vector<Output> sums(vars.size());
+  const Output share = g.read(accumulation_share_);
+  const Output keep = g.read(accumulation_keep_);
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const auto sum = slot(*vars[i], "accumulated_gradient");
+    const Output add = g.add("AccumulateGradient", {step_grads[i], share, keep}, {}, {{sum, true}});
+    ops.accumulate.push_back(add);
+    sums[i] = g.read(sum);
+    g.add_control_input(sums[i].node, add.node);
+  }
+  ops.apply = ops.accumulate;
+  return sums;
+}
+
+// use_ema: each weight's average follows its update, the last vars.size() of `updates` (Keras' use_ema:
+// after the update, before the counter moves, which starts the average at the first update's weight).
+void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step,
+                        std::vector<Output>& updates) {
+  const std::size_t first_update = updates.size() - vars.size();
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const bool known = slot_by_name_.contains("optimizer/" + vars[i]->name() + "/average");
+    const auto average = slot(*vars[i], "average");
+    if (!known) averages_.emplace_back(vars[i], average);
+    const Output value = g.read(vars[i]);
+    g.add_control_input(value.node, updates[first_update + i].node);
+    updates.push_back(
+        g.add("MovingAverage", {value, step}, Attrs{{"momentum", config_.ema_momentum}}, {{average, true}}));
+  }
 }
 
 std::vector<std::shared_ptr<Variable>> Optimizer::state() const {

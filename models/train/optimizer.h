@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,31 @@
 #include "models/record/optimizer_config.h"
 
 namespace tctl {
+
+// Where a training step stands in an update (OptimizerConfig::gradient_accumulation_steps): the update it
+// adds to (the schedule's iteration; -1: the step's own number), its batch's share of that update's rows,
+// whether it starts the update's sum, and whether it applies the update. Without accumulation every step is
+// its own update: the defaults.
+struct AccumulationStep {
+  std::int64_t update = -1;
+  float share = 1.0f;
+  bool first = true;
+  bool apply = true;
+};
+
+// The plan of step `i` (0-based, in its epoch) of epoch `epoch` (1-based) of `rows` rows in batches of
+// `batch`, `steps` steps to an update: the epoch's steps in groups of `steps`, the last group smaller when
+// they do not divide, each group's rows summed with weights that make its update the mean over all of them,
+// as one batch of those rows would.
+AccumulationStep accumulation_step(std::int64_t epoch, std::int64_t i, std::int64_t rows, std::int64_t batch,
+                                   std::int64_t steps);
+
+// The ops a training step's updates are: all of them (the gradients accumulated, when they are, then the
+// updates) and, with gradient accumulation, those of a step that only accumulates.
+struct UpdateOps {
+  std::vector<Output> apply;
+  std::vector<Output> accumulate;
+};
 
 // Owns the optimizer's state: slot variables (momentum, moments, accumulators), the step counter, and the
 // learning rate as a scalar variable that every update op reads, so a schedule or a callback can change
@@ -33,14 +59,22 @@ class Optimizer {
   // created the first time a variable is seen and reused after, so an eager step, which traces the
   // updates again every step, keeps its moments. Update kernels throw NonFiniteError, before writing
   // anything, when a gradient holds NaN or infinity.
-  std::vector<Output> apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
-                            const std::vector<Output>& grads);
+  // With gradient_accumulation_steps above 1, each gradient is first summed into its slot
+  // "accumulated_gradient" (AccumulateGradient, as begin_step's AccumulationStep says), and the updates read
+  // the sums. With use_ema, each update is followed by its weight's moving average (slot "average").
+  UpdateOps apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, const std::vector<Output>& grads);
 
   // The rate for the step at `iteration` (steps completed before it): schedule(iteration) × lr_factor().
   double scheduled_learning_rate(std::int64_t iteration) const;
   // Sets the learning-rate variable to scheduled_learning_rate(iteration) when that changes its value
-  // (an in-place write: nothing is allocated). The training loop calls it before every step.
-  void begin_step(std::int64_t iteration);
+  // (an in-place write: nothing is allocated), the iteration being `a.update`, or `step` when that is -1;
+  // with gradient accumulation, also the step's share and whether it starts the sum. The training loop
+  // calls it before every step.
+  void begin_step(std::int64_t step, const AccumulationStep& a = {});
+  // use_ema: each trainable variable with its moving average, in the order apply() met them.
+  const std::vector<std::pair<std::shared_ptr<Variable>, std::shared_ptr<Variable>>>& averages() const {
+    return averages_;
+  }
   // A multiplier on the schedule (reduce-on-plateau lowers it); 1 at first. Must be positive and finite.
   // Held in the variable "optimizer/learning_rate_factor" (float32), so checkpoints of state() keep it.
   // The new factor takes effect at the next begin_step.
@@ -57,12 +91,20 @@ class Optimizer {
 
  private:
   std::shared_ptr<Variable> slot(const Variable& var, const std::string& name, float initial = 0.0f);
+  // apply()'s two optional stages: the gradients summed (returns what the updates read), the averages kept.
+  std::vector<Output> accumulate(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
+                                 const std::vector<Output>& step_grads, UpdateOps& ops);
+  void average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, std::vector<Output>& updates);
   static void write_scalar(Variable& v, float value);
 
   OptimizerConfig config_;
   std::shared_ptr<Variable> iterations_;
   std::shared_ptr<Variable> learning_rate_;
   std::shared_ptr<Variable> lr_factor_;
+  // Gradient accumulation's step share and whether the step adds to the sum (1) or starts it (0).
+  std::shared_ptr<Variable> accumulation_share_;
+  std::shared_ptr<Variable> accumulation_keep_;
+  std::vector<std::pair<std::shared_ptr<Variable>, std::shared_ptr<Variable>>> averages_;
   std::vector<std::shared_ptr<Variable>> slots_;
   std::unordered_map<std::string, std::shared_ptr<Variable>> slot_by_name_;  // slots_, found by name
 };

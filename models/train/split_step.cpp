@@ -90,7 +90,7 @@ std::vector<Tensor> SplitStepStrategy::step(const StepRequest& request) {
   TCTL_CHECK(batch >= 1 && request.targets.shape()[0] == request.x.shape()[0],
              "a data-parallel step needs a batch of one row or more");
   std::vector<Share> shares = split_batch(request.x, request.targets, batch);
-  run_shares(shares, request.step, request.profiler);
+  run_shares(shares, request);
   ++steps_;
   end_runs(shares, request.step);
   return results(shares, batch, request.step, stop_vote);
@@ -129,9 +129,9 @@ std::vector<Share> SplitStepStrategy::split_batch(const Tensor& x, const Tensor&
   return shares;
 }
 
-void SplitStepStrategy::run_shares(std::vector<Share>& shares, std::int64_t step, Profiler* profiler) {
+void SplitStepStrategy::run_shares(std::vector<Share>& shares, const StepRequest& request) {
   auto share_of = [&](int r) -> Share& { return shares[static_cast<std::size_t>(first_member_ + r)]; };
-  begin_runs(step);
+  begin_runs(request);
   // The first run to fail aborts the collective, so the others stop waiting for it in an all-reduce; its
   // error is the one reported, the others' ("the group was aborted") follow from it.
   std::atomic<int> first_failure{-1};
@@ -144,11 +144,12 @@ void SplitStepStrategy::run_shares(std::vector<Share>& shares, std::int64_t step
     if (pass.weight.valid()) feeds.push_back({pass.weight, Tensor::scalar(s.weight)});
     const Output fetches[] = {pass.loss, pass.scores};
     RunOptions ro;
-    ro.step = step;
+    ro.step = request.step;
     ro.batch_offset = s.rows > 0 ? s.begin : 0;
-    ro.profiler = r == 0 ? profiler : nullptr;
+    ro.profiler = r == 0 ? request.profiler : nullptr;
     try {
-      s.out = replica.step->session->run(feeds, fetches, pass.updates, ro);
+      s.out =
+          replica.step->session->run(feeds, fetches, request.accumulation.apply ? pass.updates : pass.accumulates, ro);
     } catch (const std::exception& e) {
       s.error = std::current_exception();
       int none = -1;

@@ -66,7 +66,9 @@ class SplitStepStrategy : public DistributionStrategy {
   virtual int runs() const { return replicas(); }
   virtual ReplicaHandle run_handle(int r) const = 0;
   // Before the runs start: the optimizers' step begun.
-  virtual void begin_runs(std::int64_t step) { first_.optimizer->begin_step(step); }
+  virtual void begin_runs(const StepRequest& request) {
+    first_.optimizer->begin_step(request.step, request.accumulation);
+  }
   // After every run returned without error.
   virtual void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) {}
   // After a run failed, every run returned, before the first failure is rethrown.
@@ -89,7 +91,7 @@ class SplitStepStrategy : public DistributionStrategy {
   // The batch's rows per member, gathered for this process's runs.
   std::vector<Share> split_batch(const Tensor& x, const Tensor& targets, std::int64_t batch);
   // Runs this process's runs on their shares, each filling its `out`; rethrows the first failure.
-  void run_shares(std::vector<Share>& shares, std::int64_t step, Profiler* profiler);
+  void run_shares(std::vector<Share>& shares, const StepRequest& request);
 
   Tensor scores_;
   // Each run's rows: {x, targets} buffers reused from step to step, and the row numbers they are gathered by.

@@ -68,6 +68,10 @@ std::string Trainer::where(std::int64_t step) const {
 
 std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, std::int64_t step, const Dataset& data,
                                       std::span<const std::int64_t> rows) {
+  // Gradient accumulation groups each epoch's steps; without it every step is its own update.
+  const AccumulationStep accumulation =
+      accumulation_step(current_epoch_, step - (current_epoch_ - 1) * steps_per_epoch_, epoch_rows_, batch_size_,
+                        model_.options().optimizer.gradient_accumulation_steps);
   const auto batch_rows = static_cast<std::int64_t>(rows.size());
   // The replay that names the first op gone NaN runs the whole batch, of which a worker was fed its share.
   auto find_non_finite = [&] {
@@ -77,7 +81,7 @@ std::vector<Tensor> Trainer::run_step(const Tensor& x, const Tensor& y, std::int
   };
   std::vector<Tensor> out;
   try {
-    out = model_.train_batch(x, y, step, batch_rows);
+    out = model_.train_batch(x, y, step, batch_rows, accumulation);
   } catch (const NonFiniteError& e) {
     // An update refused a NaN or infinite gradient before writing: find where it began.
     throw RuntimeError(fmt::format("{} at {}: {}; lower the learning rate or standardize the data", e.what(),
@@ -182,6 +186,8 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     const auto started = std::chrono::steady_clock::now();
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
+    epoch_rows_ = n;
+    batch_size_ = batch_size;
     const BatchSums sums = run_epoch(train, epoch, batch_size, skip, resumed ? start.sums : BatchSums{}, on_step);
     const std::int64_t done = skip + steps_run_;
     if (done < steps_per_epoch) {  // interrupted inside the epoch
@@ -343,6 +349,14 @@ BatchSums Trainer::run_epoch(const Dataset& train, std::int64_t epoch, std::int6
 }
 
 MetricValues Trainer::evaluate(const Dataset& data, std::int64_t batch_size) {
+  // use_ema: evaluated with the averages in the weights' place, and the weights back after, however it ends.
+  struct AveragesIn {
+    Model& model;
+    explicit AveragesIn(Model& m) : model(m) { model.swap_averages(); }
+    ~AveragesIn() { model.swap_averages(); }
+    AveragesIn(const AveragesIn&) = delete;
+    AveragesIn& operator=(const AveragesIn&) = delete;
+  } averages(model_);
   return model_.inference().evaluate(data, batch_size);
 }
 

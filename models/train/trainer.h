@@ -99,6 +99,8 @@ class Trainer {
   double input_wait_seconds_ = 0.0;
   std::int64_t current_epoch_ = 1;
   std::int64_t steps_per_epoch_ = 0;
+  std::int64_t epoch_rows_ = 0;  // the training rows of an epoch
+  std::int64_t batch_size_ = 1;
   bool keep_history_ = true;
 };
 

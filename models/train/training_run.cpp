@@ -18,6 +18,7 @@
 #include "models/record/keras_model_file.h"
 #include "models/record/prepared_data.h"
 #include "models/train/callbacks.h"
+#include "models/train/class_weights.h"
 #include "models/train/history_log.h"
 #include "models/train/model_builder.h"
 #include "models/train/run_directory.h"
@@ -211,6 +212,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   // A Keras model file's weights start a new run; a resumed one continues from its checkpoint instead.
   if (!c.keras_weights.empty() && control.resume.empty()) load_keras_weights(c.keras_weights, model->net());
   PreparedData data = prepare_data(c, model->net());
+  if (!c.class_weight.is_null())
+    model->set_class_weights(resolve_class_weights(c, data.train, model->options().class_weights.size()));
   if (data.streamed && !data.streamed->note.empty() && control.on_message) control.on_message(data.streamed->note);
   check_validation_monitors(c, data);
   const std::filesystem::path dir = c.output;
@@ -257,6 +260,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
     if (writer) write_checkpoint(dir, *model, state, callbacks, history);
     return out;
   }
+  // use_ema: from here on the weights are their averages (the checkpoint above keeps both).
+  model->finalize_averages();
   const std::string restored = callbacks.on_train_end();
   if (!restored.empty() && control.on_message) control.on_message(restored);
   finish_run(c, trainer, data, start, out, writer, history);

@@ -41,7 +41,7 @@ struct OneVariable {
   explicit OneVariable(OptimizerConfig config, const std::vector<float>& gradient = kGrad)
       : optimizer(std::move(config)) {
     Output grad = g->constant(Tensor::from_floats(Shape{3}, gradient));
-    updates = optimizer.apply(*g, {w}, {grad});
+    updates = optimizer.apply(*g, {w}, {grad}).apply;
     add_auto_control_dependencies(*g);
     session = std::make_unique<Session>(g, inter, intra);
   }
@@ -177,7 +177,8 @@ TEST_CASE("optimizer updates of several variables land in the update phase") {
   Graph g;
   Optimizer opt(sgd(0.5));
   std::vector<Output> updates =
-      opt.apply(g, {a, b}, {g.constant(Tensor::filled(Shape{2}, 1.0f)), g.constant(Tensor::filled(Shape{4}, 1.0f))});
+      opt.apply(g, {a, b}, {g.constant(Tensor::filled(Shape{2}, 1.0f)), g.constant(Tensor::filled(Shape{4}, 1.0f))})
+          .apply;
   CHECK(updates.size() == 3);  // one per variable, then the step counter
   for (Output u : updates) {
     CHECK(g.node(u).phase == Phase::kUpdate);
@@ -339,7 +340,8 @@ TEST_CASE("global_clipnorm takes the norm over all variables together") {
   // Global norm sqrt(12^2 + 3^2 + 4^2) = 13: every gradient is halved.
   std::vector<Output> updates = opt.apply(*g, {a, b},
                                           {g->constant(Tensor::filled(Shape{1}, 12.0f)),
-                                           g->constant(Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 4.0f}))});
+                                           g->constant(Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 4.0f}))})
+                                    .apply;
   add_auto_control_dependencies(*g);
   ThreadPool inter{1}, intra{1};
   Session s(g, inter, intra);

@@ -1,0 +1,119 @@
+// The training keys Keras users reach for, end to end on the digits MLP: gradient accumulation trains the
+// weights of a batch that many times larger, use_ema validates, tests and saves the averaged weights while
+// the checkpoint keeps both, and class_weight weighs the classes; their mistakes are one line naming the key.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "cli/cli_test_util.h"
+#include "models/io/safetensors.h"
+
+namespace tctl::cli_test {
+namespace {
+
+// configs/digits_mlp.json in `dir` as base.json, its model spec beside it, without dropout (whose masks are
+// drawn per step, so batches of 8 and of 32 would draw different ones).
+void write_config(const TempDir& dir) {
+  nlohmann::json c = read_json(source_path("configs/digits_mlp.json"));
+  nlohmann::json spec = read_json(source_path("configs/" + c["model"].get<std::string>()));
+  spec["layers"][2]["rate"] = 0.0;
+  c["model"] = "base.model.json";
+  c["epochs"] = 3;
+  dir.write("base.model.json", spec.dump(2));
+  dir.write("base.json", c.dump(2));
+}
+
+std::map<std::string, std::vector<float>> tensors(const std::filesystem::path& file, const std::string& prefix = "") {
+  std::map<std::string, std::vector<float>> out;
+  for (const NamedTensor& t : load_safetensors(file).tensors)
+    if (t.name.rfind(prefix, 0) == 0) out[t.name.substr(prefix.size())] = t.value.to_floats();
+  return out;
+}
+
+float max_difference(const std::map<std::string, std::vector<float>>& a,
+                     const std::map<std::string, std::vector<float>>& b) {
+  REQUIRE(a.size() == b.size());
+  float most = 0.0f;
+  for (const auto& [name, values] : a) {
+    REQUIRE(b.count(name) == 1);
+    const std::vector<float>& other = b.at(name);
+    REQUIRE(values.size() == other.size());
+    for (std::size_t i = 0; i < values.size(); ++i) most = std::max(most, std::abs(values[i] - other[i]));
+  }
+  return most;
+}
+
+}  // namespace
+
+TEST_SUITE("training keys") {
+  TEST_CASE("gradient_accumulation_steps 4 at batch 8 trains the weights of batch 32") {
+    TempDir dir;
+    write_config(dir);
+    REQUIRE(run_tensorctl("train base.json --set batch_size=32 --output large --quiet", dir.path()).status == 0);
+    const CommandResult r = run_tensorctl(
+        "train base.json --set batch_size=8 --set optimizer.gradient_accumulation_steps=4 --output accumulated --quiet",
+        dir.path());
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    REQUIRE(run_tensorctl("train base.json --set batch_size=8 --output small --quiet", dir.path()).status == 0);
+    const auto large = tensors(dir / "large/weights.safetensors");
+    const float accumulated = max_difference(tensors(dir / "accumulated/weights.safetensors"), large);
+    const float small = max_difference(tensors(dir / "small/weights.safetensors"), large);
+    INFO("accumulated " << accumulated << ", small batches " << small);
+    CHECK(accumulated < 1e-5f);
+    CHECK(small > 1e-2f);
+    CHECK(read_json(dir / "accumulated/summary.json")["config"]["optimizer"]["gradient_accumulation_steps"] == 4);
+  }
+
+  TEST_CASE("use_ema saves the averaged weights, and the checkpoint keeps weights and averages to resume") {
+    TempDir dir;
+    write_config(dir);
+    const std::string args = "train base.json --set optimizer.use_ema=true --set optimizer.ema_momentum=0.9 ";
+    const CommandResult r = run_tensorctl(args + "--output ema --quiet", dir.path());
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    auto check_saved = [&] {
+      const auto saved = tensors(dir / "ema/weights.safetensors");
+      const auto averages = tensors(dir / "ema/checkpoint.safetensors", "optimizer/");
+      std::map<std::string, std::vector<float>> averaged;
+      for (const auto& [name, values] : averages)
+        if (name.size() > 8 && name.substr(name.size() - 8) == "/average")
+          averaged[name.substr(0, name.size() - 8)] = values;
+      CHECK(max_difference(saved, averaged) == 0.0f);
+      std::map<std::string, std::vector<float>> raw;
+      for (const auto& [name, values] : tensors(dir / "ema/checkpoint.safetensors"))
+        if (saved.count(name) == 1) raw[name] = values;
+      CHECK(max_difference(saved, raw) > 1e-4f);
+    };
+    check_saved();
+    // Resumed, training goes on from the weights, not the averages, and saves the new averages.
+    const CommandResult resumed = run_tensorctl(args + "--resume ema --epochs 4 --quiet", dir.path());
+    INFO(resumed.err);
+    REQUIRE(resumed.status == 0);
+    check_saved();
+  }
+
+  TEST_CASE("class_weight: balanced or a map trains and is recorded; a class the data lacks is exit 2") {
+    TempDir dir;
+    write_config(dir);
+    const CommandResult r =
+        run_tensorctl(R"(train base.json --set 'class_weight={"0":5,"3":0.5}' --output mapped --quiet)", dir.path());
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    CHECK(read_json(dir / "mapped/summary.json")["config"]["class_weight"] == nlohmann::json{{"0", 5}, {"3", 0.5}});
+    REQUIRE(
+        run_tensorctl(R"(train base.json --set class_weight=balanced --output balanced --quiet)", dir.path()).status ==
+        0);
+    REQUIRE(run_tensorctl("train base.json --output plain --quiet", dir.path()).status == 0);
+    CHECK(read_text(dir / "mapped/weights.safetensors") != read_text(dir / "plain/weights.safetensors"));
+    expect_user_error(dir, R"(train base.json --set 'class_weight={"12":2}' --output bad)",
+                      {"base.json: class_weight.12: the data has no class 12: its classes are 0 to 9"});
+    expect_user_error(dir, R"(train base.json --set 'class_weight={"1":-2}' --output bad)",
+                      {"base.json: class_weight.1: expected a weight of 0 or more"});
+    expect_user_error(dir, R"(train base.json --set loss=mse --set class_weight=balanced --output bad)",
+                      {"class_weight: class weights need a classification loss"});
+  }
+}
+
+}  // namespace tctl::cli_test
