@@ -71,3 +71,27 @@ TEST_CASE("SoftmaxXent's gradient holds for target rows that do not sum to 1") {
   const Tensor t = Tensor::from_floats(Shape{3, 4}, std::vector<float>{0.5f, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 0});
   check_op_inputs("SoftmaxXent", {logits, t}, OpCheck{.constant_inputs = {1}});
 }
+
+TEST_CASE("ClassWeight gives each row its class's weight, and the CPU's bits on the test device") {
+  const Tensor weights = Tensor::from_floats(Shape{3}, std::vector<float>{0.5f, 2.0f, 4.0f});
+  // Sparse labels; a label outside the weights weighs 0 (the loss reports it).
+  const Tensor labels = Tensor::from_ints(Shape{5}, std::vector<std::int32_t>{2, 0, 1, 7, -1});
+  CHECK(testing::run_op("ClassWeight", {labels, weights}, {}).to_floats() ==
+        std::vector<float>{4.0f, 0.5f, 2.0f, 0.0f, 0.0f});
+  // One-hot (or soft) rows: their dot product with the weights.
+  const Tensor one_hot = Tensor::from_floats(Shape{2, 3}, std::vector<float>{0, 1, 0, 0.5f, 0, 0.5f});
+  CHECK(testing::run_op("ClassWeight", {one_hot, weights}, {}).to_floats() == std::vector<float>{2.0f, 2.25f});
+  // Binary targets and two weights: w0 (1 - y) + w1 y.
+  const Tensor two = Tensor::from_floats(Shape{2}, std::vector<float>{3.0f, 0.5f});
+  const Tensor binary = Tensor::from_floats(Shape{3, 1}, std::vector<float>{0, 1, 1});
+  CHECK(testing::run_op("ClassWeight", {binary, two}, {}).to_floats() == std::vector<float>{3.0f, 0.5f, 0.5f});
+  if (testing::runs_on_test_device("ClassWeight")) {
+    const Tensor many = testing::random_tensor(Shape{300, 3}, 4);
+    testing::compare_on_test_device("ClassWeight", {labels, weights}, {},
+                                    testing::run_op("ClassWeight", {labels, weights}, {}));
+    testing::compare_on_test_device("ClassWeight", {many, weights}, {},
+                                    testing::run_op("ClassWeight", {many, weights}, {}));
+    testing::compare_on_test_device("ClassWeight", {binary, two}, {},
+                                    testing::run_op("ClassWeight", {binary, two}, {}));
+  }
+}

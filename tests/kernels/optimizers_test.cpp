@@ -232,3 +232,53 @@ TEST_CASE("GlobalNorm and ClipByGlobalNorm scale gradients of a known norm exact
   const Tensor inf_norm = Tensor::scalar(std::numeric_limits<float>::infinity());
   CHECK(testing::run_op("ClipByGlobalNorm", {a, inf_norm}, Attrs{{"clipnorm", 1.0}}).to_floats() == a.to_floats());
 }
+
+namespace {
+std::vector<Output> keep_sum(Graph& g) { return {g.scalar(1.0f)}; }
+std::vector<Output> start_sum(Graph& g) { return {g.scalar(0.0f)}; }
+}  // namespace
+
+TEST_CASE("AccumulateGradient starts and adds to a sum; MovingAverage follows Keras' use_ema") {
+  auto sum = std::make_shared<Variable>("sum", Tensor::from_floats(Shape{2}, std::vector<float>{7.0f, 7.0f}));
+  // keep 0: the sum starts at share * g, whatever it held.
+  run_update("AccumulateGradient", 0.25f, {}, {{sum, true}}, Tensor::from_floats(Shape{2}, std::vector<float>{4, -8}),
+             start_sum);
+  CHECK(sum->read().to_floats() == std::vector<float>{1.0f, -2.0f});
+  run_update("AccumulateGradient", 0.5f, {}, {{sum, true}}, Tensor::from_floats(Shape{2}, std::vector<float>{2, 2}),
+             keep_sum);
+  CHECK(sum->read().to_floats() == std::vector<float>{2.0f, -1.0f});
+  // A gradient that is not finite is refused before anything is written.
+  CHECK_THROWS_AS(run_update("AccumulateGradient", 0.5f, {}, {{sum, true}},
+                             Tensor::from_floats(Shape{2}, std::vector<float>{1, std::nanf("")}), keep_sum),
+                  NonFiniteError);
+  CHECK(sum->read().to_floats() == std::vector<float>{2.0f, -1.0f});
+
+  // MovingAverage(value, steps done): the first update (0 steps done) starts the average at the value.
+  auto average = std::make_shared<Variable>("avg", Tensor::zeros(DType::kF32, Shape{2}));
+  const Attrs momentum{{"momentum", 0.75}};
+  run_update("MovingAverage", 0.0f, momentum, {{average, true}},
+             Tensor::from_floats(Shape{2}, std::vector<float>{4, 8}));
+  CHECK(average->read().to_floats() == std::vector<float>{4.0f, 8.0f});
+  run_update("MovingAverage", 1.0f, momentum, {{average, true}},
+             Tensor::from_floats(Shape{2}, std::vector<float>{0, 16}));
+  CHECK(average->read().to_floats() == std::vector<float>{3.0f, 10.0f});
+}
+
+TEST_CASE("AccumulateGradient and MovingAverage give the CPU's bits on the test device") {
+  for (const Shape shape : {Shape{4096}, Shape{300000}}) {
+    CAPTURE(shape.num_elements());
+    std::vector<std::shared_ptr<Variable>> sums, averages;
+    for (int run = 0; run < 2; ++run) {
+      sums.push_back(std::make_shared<Variable>("sum", testing::random_tensor(shape, 3)));
+      averages.push_back(std::make_shared<Variable>("avg", Tensor::zeros(DType::kF32, shape)));
+      for (int step = 0; step < 3; ++step) {
+        run_update("AccumulateGradient", 0.3f, {}, {{sums[run], true}}, testing::random_tensor(shape, 20 + step),
+                   step == 0 ? start_sum : keep_sum, 1, /*on_test_device=*/run == 1);
+        run_update("MovingAverage", static_cast<float>(step), {{"momentum", 0.9}}, {{averages[run], true}},
+                   testing::random_tensor(shape, 40 + step), nullptr, 1, /*on_test_device=*/run == 1);
+      }
+    }
+    CHECK(sums[0]->read().to(cpu_device()).to_floats() == sums[1]->read().to(cpu_device()).to_floats());
+    CHECK(averages[0]->read().to(cpu_device()).to_floats() == averages[1]->read().to(cpu_device()).to_floats());
+  }
+}
