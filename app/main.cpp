@@ -106,6 +106,7 @@ Commands add_commands(CLI::App& app) {
   add(tctl::app::add_sweep_command);
   add(tctl::app::add_init_command);
   add(tctl::app::add_plot_command);
+  add(tctl::app::add_lr_find_command);
   return commands;
 }
 

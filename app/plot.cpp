@@ -11,6 +11,7 @@
 
 #include "app/commands.h"
 #include "app/flag_checks.h"
+#include "app/svg.h"
 #include "core/errors.h"
 #include "models/data/csv.h"
 #include "models/io/atomic_file.h"
@@ -68,15 +69,6 @@ History read_history(const fs::path& dir) {
   return h;
 }
 
-// A round step for about `ticks` ticks over `span`: 1, 2 or 5 times a power of ten.
-double tick_step(double span, int ticks) {
-  const double raw = span / ticks;
-  const double power = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= m * power) return m * power;
-  return 10 * power;
-}
-
 constexpr const char* kColours[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
                                     "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 constexpr double kWidth = 720, kPanel = 260, kLeft = 70, kRight = 20, kTop = 30, kBottom = 40;
@@ -106,14 +98,7 @@ std::string panel(const std::string& figure, const std::vector<History>& runs, d
                                 R"(<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#999"/>)"
                                 "\n",
                                 figure, x0, top + 20, figure, x0, y0, x1 - x0, y1 - y0);
-  const double step = tick_step(hi - lo, 5);
-  for (double v = std::ceil(lo / step) * step; v <= hi; v += step) {
-    if (std::abs(v) < step * 1e-9) v = 0;  // not "-0"
-    out += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eee"/><text x="{}" y="{:.1f}" )"
-                       R"(font-size="11" text-anchor="end">{:.4g}</text>)"
-                       "\n",
-                       x0, py(v), x1, py(v), x0 - 6, py(v) + 4, v);
-  }
+  out += value_ticks(lo, hi, x0, x1, py);
   // Epoch 1, then the multiples of a round step.
   const double epoch_step = std::max(1.0, tick_step(last_epoch - 1, 8));
   for (double e = 1; e <= last_epoch; e = e == 1 && epoch_step > 1 ? epoch_step : e + epoch_step)
@@ -138,31 +123,13 @@ std::string panel(const std::string& figure, const std::vector<History>& runs, d
   return out + "</g>\n";
 }
 
-// Text escaped for an SVG attribute or element.
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (char ch : text) {
-    if (ch == '&')
-      out += "&amp;";
-    else if (ch == '<')
-      out += "&lt;";
-    else if (ch == '>')
-      out += "&gt;";
-    else if (ch == '"')
-      out += "&quot;";
-    else
-      out += ch;
-  }
-  return out;
-}
-
 int run_plot(const PlotFlags& f) {
   if (!f.output.ends_with(".svg"))
     throw SpecError("", "-o", fmt::format("{}: the picture is SVG; name a file ending in .svg", f.output));
   std::vector<History> runs;
   for (const std::string& r : f.runs)
     for (const fs::path& dir : run_dirs(r)) runs.push_back(read_history(dir));
-  for (History& h : runs) h.name = escaped(h.name);
+  for (History& h : runs) h.name = svg_escaped(h.name);
   std::vector<std::string> figures;  // the loss first, then the metrics, in the histories' order
   for (const History& h : runs)
     for (const auto& [name, values] : h.columns)
@@ -170,14 +137,9 @@ int run_plot(const PlotFlags& f) {
         figures.push_back(name);
   const double legend = 24.0 * static_cast<double>(runs.size()) + 30;
   const double height = kPanel * static_cast<double>(figures.size()) + legend;
-  std::string svg = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" )"
-                                R"(viewBox="0 0 {} {}" font-family="sans-serif">)"
-                                "\n"
-                                R"(<rect width="100%" height="100%" fill="white"/>)"
-                                "\n",
-                                kWidth, height, kWidth, height);
+  std::string svg = svg_open(kWidth, height);
   for (std::size_t i = 0; i < figures.size(); ++i)
-    svg += panel(escaped(figures[i]), runs, kPanel * static_cast<double>(i));
+    svg += panel(svg_escaped(figures[i]), runs, kPanel * static_cast<double>(i));
   double y = kPanel * static_cast<double>(figures.size()) + 10;
   svg += fmt::format(R"(<text x="{}" y="{}" font-size="12">solid: training, dashed: validation</text>)"
                      "\n",

@@ -86,6 +86,8 @@ std::filesystem::path source_path(const std::string& relative);
 
 std::string read_text(const std::filesystem::path& path);
 std::vector<std::string> split_lines(const std::string& text);
+// How many times `part` occurs in `text`, overlaps counted.
+std::size_t occurrences(const std::string& text, const std::string& part);
 std::vector<std::string> split_cells(const std::string& line);
 nlohmann::json read_json(const std::filesystem::path& path);
 // Parses `text` as JSON; a doctest failure (and null) when it is not.

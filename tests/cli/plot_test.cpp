@@ -7,16 +7,6 @@
 
 namespace tctl::cli_test {
 
-namespace {
-
-std::size_t count(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
-}  // namespace
-
 TEST_CASE("plot draws each run's training and validation curves, a panel per figure, as SVG") {
   TempDir dir;
   const std::string config = quoted(source_path("configs/digits_mlp.json"));
@@ -31,21 +21,21 @@ TEST_CASE("plot draws each run's training and validation curves, a panel per fig
   const std::string svg = read_text(dir / "curves.svg");
   CHECK(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
   CHECK(svg.ends_with("</svg>\n"));
-  CHECK(count(svg, "<g ") == count(svg, "</g>"));
-  CHECK(count(svg, "class=\"panel\"") == 2);
+  CHECK(occurrences(svg, "<g ") == occurrences(svg, "</g>"));
+  CHECK(occurrences(svg, "class=\"panel\"") == 2);
   // 3 runs x (training, validation) x (loss, accuracy).
-  CHECK(count(svg, "<polyline") == 12);
-  CHECK(count(svg, "data-run=\"sweep/trial-001\" data-series=\"validation\"") == 2);
+  CHECK(occurrences(svg, "<polyline") == 12);
+  CHECK(occurrences(svg, "data-run=\"sweep/trial-001\" data-series=\"validation\"") == 2);
   // A point per epoch: the run of 5 epochs.
   const std::size_t at = svg.find("data-run=\"run\" data-series=\"training\"");
   REQUIRE(at != std::string::npos);
   const std::size_t points = svg.find("points=\"", at) + 8;
-  CHECK(count(svg.substr(points, svg.find('"', points) - points), ",") == 5);
+  CHECK(occurrences(svg.substr(points, svg.find('"', points) - points), ",") == 5);
   // The picture in docs/commands/plot.md: the same command on two trials of 15 epochs.
   const std::string shipped = read_text(source_path("docs/commands/plot-sample.svg"));
-  CHECK(count(shipped, "<polyline") == 8);
-  CHECK(count(shipped, "class=\"panel\"") == 2);
-  CHECK(count(shipped, "<g ") == count(shipped, "</g>"));
+  CHECK(occurrences(shipped, "<polyline") == 8);
+  CHECK(occurrences(shipped, "class=\"panel\"") == 2);
+  CHECK(occurrences(shipped, "<g ") == occurrences(shipped, "</g>"));
   expect_user_error(dir, "plot run -o curves.png", {"-o: curves.png: the picture is SVG"});
   expect_user_error(dir, "plot sweep/trial-001.log -o c.svg", {"no history.csv"});
 }
