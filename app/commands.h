@@ -35,5 +35,6 @@ Command add_sweep_command(CLI::App& app);
 Command add_init_command(CLI::App& app);
 Command add_plot_command(CLI::App& app);
 Command add_lr_find_command(CLI::App& app);
+Command add_tune_command(CLI::App& app);
 
 }  // namespace tctl::app

@@ -107,6 +107,7 @@ Commands add_commands(CLI::App& app) {
   add(tctl::app::add_init_command);
   add(tctl::app::add_plot_command);
   add(tctl::app::add_lr_find_command);
+  add(tctl::app::add_tune_command);
   return commands;
 }
 
