@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/svg.h"
+#include "app/terminal.h"
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
 #include "models/record/config_override.h"
@@ -135,9 +136,9 @@ int run_lr_find(const LrFindFlags& f) {
                                     s.learning_rate, s.smoothed)
                             .c_str());
     std::printf("%s\n", fmt::format("Lowest smoothed loss: {:.4f} at {:.2g}", low.smoothed, low.learning_rate).c_str());
-    std::printf(
-        "%s\n",
-        fmt::format("Try: tensorctl train {} --set optimizer.learning_rate={:.2g}", f.config, s.learning_rate).c_str());
+    std::printf("%s\n", fmt::format("Try: tensorctl train {} --set optimizer.learning_rate={:.2g}",
+                                    shell_word(f.config), s.learning_rate)
+                            .c_str());
   }
   write_results(dir, r, "learning-rate range test of " + f.config);
   std::printf("%s\n", fmt::format("Curve in {} (lr_find.svg, lr_find.csv, lr_find.json)", dir.string()).c_str());

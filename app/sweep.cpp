@@ -305,9 +305,9 @@ std::string value_of(const Trial& t, const std::string& key) {
 
 // The command that trains a trial's run again on its own.
 std::string trial_command(const SweepFlags& f, const Trial& t) {
-  std::string out = "tensorctl train " + f.config;
-  for (const std::string& s : f.set) out += " --set " + s;
-  for (const std::string& s : t.set) out += " --set " + s;
+  std::string out = "tensorctl train " + shell_word(f.config);
+  for (const std::string& s : f.set) out += " --set " + shell_word(s);
+  for (const std::string& s : t.set) out += " --set " + shell_word(s);
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -35,6 +36,16 @@ std::string repeat(const std::string& s, std::size_t n) {
   return out;
 }
 }  // namespace
+
+std::string shell_word(const std::string& word) {
+  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-./:=+,@%", ch) != nullptr;
+  });
+  if (plain) return word;
+  std::string out = "'";
+  for (char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
 
 std::string thousands(std::int64_t n) {
   std::string digits = std::to_string(n < 0 ? -n : n);

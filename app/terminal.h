@@ -14,6 +14,9 @@ namespace tctl::app {
 
 // "1,234,567"
 std::string thousands(std::int64_t n);
+// `word` as /bin/sh reads it back: as is when it holds only characters the shell leaves alone, else
+// single-quoted (the commands tensorctl prints for the user to run: train's resume line, sweep's best trial).
+std::string shell_word(const std::string& word);
 // "10.14 MB" in 1024 steps, as Keras prints parameter memory.
 std::string human_bytes(double bytes);
 // " - accuracy: 0.9722 - loss: 0.0912", names sorted as Keras 3 prints them; `prefix` goes before each name.

@@ -40,18 +40,6 @@ struct TrainFlags {
   bool overwrite = false;
 };
 
-// `word` as /bin/sh reads it back: as is when it holds only characters the shell leaves alone, else
-// single-quoted.
-std::string shell_word(const std::string& word) {
-  const bool plain = !word.empty() && std::all_of(word.begin(), word.end(), [](char ch) {
-    return std::isalnum(static_cast<unsigned char>(ch)) || std::strchr("_-./:=+,@%", ch) != nullptr;
-  });
-  if (plain) return word;
-  std::string out = "'";
-  for (char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
 // The command that continues an interrupted run: the same config and every flag it was started with, with
 // --resume in place of --output, so the resumed run is the run that stopped.
 std::string resume_command(const TrainFlags& f, const std::string& run_dir) {

@@ -44,11 +44,15 @@ TEST_SUITE("sweep") {
     CHECK(name == results.at("trials").at(0).at("name"));
     CHECK(r.out.find("Best: " + name + ", validation.loss ") != std::string::npos);
     const nlohmann::json& set = results.at("trials").at(0).at("set");
-    REQUIRE(run_tensorctl("train " + config + " --set epochs=3 --set optimizer.learning_rate=" +
-                              set.at("optimizer.learning_rate").get<std::string>() + " --set layers[1].units=" +
-                              set.at("layers[1].units").get<std::string>() + " --output alone --quiet",
-                          dir.path())
-                .status == 0);
+    // The command it prints, run by the shell as given, with files about that its unquoted
+    // layers[1].units=N would match as a glob (and turn into --set layers1.units=N).
+    dir.write("layers1.units=32", "");
+    dir.write("layers1.units=64", "");
+    const std::string command = best.at("command");
+    REQUIRE(command.starts_with("tensorctl train "));
+    const CommandResult alone = run_tensorctl(command.substr(10) + " --output alone --quiet", dir.path());
+    INFO(command, alone.err);
+    REQUIRE(alone.status == 0);
     CHECK(read_text(dir / "alone/weights.safetensors") == read_text(dir / "grid" / name / "weights.safetensors"));
     CHECK(best.at("config").at("model").at("layers").at(1).at("units") ==
           std::stoi(set.at("layers[1].units").get<std::string>()));
