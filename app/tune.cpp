@@ -126,8 +126,8 @@ int run_tune(const TuneFlags& f) {
   std::error_code ec;
   if (fs::equivalent(out, f.config, ec))
     throw SpecError("", "-o", out.string() + " is the config itself; name another file for the tuned copy");
-  const TrainConfig c = load_train_config(f.config);
   const nlohmann::json doc = parse_json_file(f.config);
+  const TrainConfig c = TrainConfig::from_json(doc, f.config);
   const int cores = f.cores > 0 ? f.cores : ThreadPool::hardware_threads();
   std::vector<Setting> settings = candidates(c, cores);
   measure(c, settings, f.budget);

@@ -501,8 +501,7 @@ RaceRow run_mirrored_train(const RaceOptions& o) {
   }
   const double elapsed = seconds_since(start);
   r.threads = model.replicas();
-  record_updates(r, steps * replicas, static_cast<double>(steps), model.optimizer().state().back()->read().item(),
-                 elapsed);
+  record_updates(r, steps * replicas, static_cast<double>(steps), model.optimizer().iterations(), elapsed);
   // A replica that drifted from the first would be an update lost to it: counted as one.
   const auto first = model.replica_net(0).variables();
   for (int k = 1; k < model.replicas(); ++k) {

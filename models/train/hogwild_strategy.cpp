@@ -46,7 +46,7 @@ class HogwildStrategy final : public SplitStepStrategy {
   }
   void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) override { updates_ += members_; }
 
-  double step_counter() const { return first_.optimizer->state().back()->read().to(cpu_device()).item(); }
+  double step_counter() const { return first_.optimizer->iterations(); }
   // The step counter before the first step (after any checkpoint was restored into it).
   void begin_counting() {
     if (steps_ == 0) counter_start_ = step_counter();

@@ -274,7 +274,7 @@ Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
 bool Model::averages_stand_in() const {
   if (!options_.optimizer.use_ema || averages_final_ || optimizer_.averages().empty()) return false;
   // Before the first update the averages are not yet set (the update starts them at the weight).
-  return optimizer_.state().back()->read().to(cpu_device()).item() > 0.0f;
+  return optimizer_.iterations() > 0.0;
 }
 
 std::vector<NamedTensor> Model::kept_weights() const {

@@ -156,15 +156,17 @@ void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& 
                         std::vector<Output>& updates) {
   const std::size_t first_update = updates.size() - vars.size();
   for (std::size_t i = 0; i < vars.size(); ++i) {
-    const bool known = slot_by_name_.contains("optimizer/" + vars[i]->name() + "/average");
     const auto average = slot(*vars[i], "average");
-    if (!known) averages_.emplace_back(vars[i], average);
+    if (std::none_of(averages_.begin(), averages_.end(), [&](const auto& p) { return p.second == average; }))
+      averages_.emplace_back(vars[i], average);
     const Output value = g.read(vars[i]);
     g.add_control_input(value.node, updates[first_update + i].node);
     updates.push_back(
         g.add("MovingAverage", {value, step}, Attrs{{"momentum", config_.ema_momentum}}, {{average, true}}));
   }
 }
+
+double Optimizer::iterations() const { return iterations_->read().to(cpu_device()).item(); }
 
 std::vector<std::shared_ptr<Variable>> Optimizer::state() const {
   std::vector<std::shared_ptr<Variable>> out = slots_;

@@ -82,6 +82,8 @@ class Optimizer {
   void set_lr_factor(double factor);
   // The rate the next step's updates read (the variable's current value).
   double learning_rate() const;
+  // Steps applied so far: "optimizer/iterations", read wherever the variable lives.
+  double iterations() const;
 
   // Slots, then "optimizer/learning_rate", "optimizer/learning_rate_factor" and, last, "optimizer/iterations":
   // everything a checkpoint must save to resume. The learning-rate variable is recomputed by begin_step

@@ -74,7 +74,7 @@ float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   return most;
 }
 
-float iterations(const Model& m) { return m.optimizer().state().back()->read().item(); }
+float iterations(const Model& m) { return static_cast<float>(m.optimizer().iterations()); }
 
 // Trains `epochs` epochs of `train` in batches of `batch`; returns the weights after.
 std::vector<float> train(Model& model, const Dataset& train, std::int64_t batch, std::int64_t epochs = 3) {
