@@ -37,17 +37,12 @@ struct ProfileFlags {
 
 std::vector<int> thread_list(const std::string& text, const std::string& flag) {
   std::vector<int> out;
-  std::size_t pos = 0;
-  while (pos <= text.size()) {
-    std::size_t comma = text.find(',', pos);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(pos, comma - pos);
+  for (const std::string& item : split_at_commas(text)) {
     int n = 0;
     auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size() || n < 1 || n > 256)
       throw SpecError("", flag, "expected a comma-separated list of thread counts from 1 to 256, got \"" + text + "\"");
     out.push_back(n);
-    pos = comma + 1;
   }
   return out;
 }

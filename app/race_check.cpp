@@ -9,10 +9,13 @@
 #include "app/commands.h"
 #include "app/flag_checks.h"
 #include "app/scenarios/race_check.h"
+#include "app/scenarios/race_explore.h"
+#include "app/scenarios/sharing_cost.h"
 #include "app/terminal.h"
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/text.h"
+#include "models/record/config_override.h"
 
 namespace tctl::app {
 
@@ -22,21 +25,17 @@ struct RaceFlags {
   std::string modes = "all";
   std::string graph;
   RaceOptions options;
+  // As given, 0 when not: the timed scenarios and the explorer have their own defaults.
+  int threads = 0;
+  std::int64_t iterations = 0, size = 0;
   bool json = false;
   bool explain = false;
+  bool explore = false;
+  std::string replay;
+  std::string config;  // --config: what sharing costs a real model
+  std::vector<std::string> set;
+  std::int64_t max_schedules = 1'000'000;
 };
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::size_t pos = 0;
-  while (pos <= s.size()) {
-    std::size_t comma = s.find(',', pos);
-    if (comma == std::string::npos) comma = s.size();
-    out.push_back(s.substr(pos, comma - pos));
-    pos = comma + 1;
-  }
-  return out;
-}
 
 std::vector<LockingMode> parse_modes(const std::string& list) {
   std::vector<LockingMode> out;
@@ -44,7 +43,7 @@ std::vector<LockingMode> parse_modes(const std::string& list) {
     for (auto name : locking_mode_names()) out.push_back(*parse_locking_mode(name));
     return out;
   }
-  for (const auto& name : split_list(list)) {
+  for (const auto& name : split_at_commas(list)) {
     auto mode = parse_locking_mode(name);
     if (!mode) {
       std::vector<std::string> known;
@@ -60,7 +59,7 @@ std::vector<std::string> parse_scenarios(const std::string& list) {
   const auto& known = race_scenario_names();
   if (list == "all") return known;
   std::vector<std::string> out;
-  for (const auto& name : split_list(list)) {
+  for (const auto& name : split_at_commas(list)) {
     if (std::find(known.begin(), known.end(), name) == known.end())
       throw SpecError("", "--scenario", "unknown scenario \"" + name + "\" (known: " + join(known) + ", all)");
     out.push_back(name);
@@ -232,9 +231,239 @@ void print_race_table(const RaceFlags& f, const std::vector<RaceRow>& rows) {
   std::printf("%s", table_for_output(columns, table).c_str());
 }
 
+// --explore's bounds: the flags as given, or the explorer's small defaults; past 3 threads, 3 updates or 4
+// elements the orders run into the millions.
+ExploreBounds explore_bounds(const RaceFlags& f, const std::string& scenario) {
+  ExploreBounds b;
+  b.threads = f.threads > 0 ? f.threads : 2;
+  b.updates = f.iterations > 0 ? static_cast<int>(std::min<std::int64_t>(f.iterations, 99)) : 1;
+  b.elements = f.size > 0 ? static_cast<int>(std::min<std::int64_t>(f.size, 99)) : (scenario == "torn-read" ? 2 : 1);
+  if (b.threads < 2 || b.threads > 3)
+    throw SpecError("", "--threads", fmt::format("--explore runs 2 or 3 threads, got {}", b.threads));
+  if (b.updates > 3)
+    throw SpecError("", "--iterations", fmt::format("--explore runs 1 to 3 updates a thread, got {}", f.iterations));
+  if (b.elements > 4) throw SpecError("", "--size", fmt::format("--explore runs 1 to 4 elements, got {}", f.size));
+  return b;
+}
+
+std::string bounds_text(const ExploreBounds& b) {
+  return fmt::format("{} threads x {} x {}", b.threads,
+                     b.updates == 1 ? "1 update" : std::to_string(b.updates) + " updates",
+                     b.elements == 1 ? "1 element" : std::to_string(b.elements) + " elements");
+}
+
+struct ExploredMode {
+  std::string scenario;
+  LockingMode mode;
+  ExploreBounds bounds;
+  Exploration result;
+  bool broken = false;  // a bad outcome the mode promised to rule out
+};
+
+nlohmann::json steps_json(const std::vector<ExploredStep>& steps) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& s : steps) out.push_back(describe_step(s));
+  return out;
+}
+
+void print_explored(const ExploredMode& m) {
+  const Exploration& e = m.result;
+  std::printf("%s under %s (%s): %s schedules explored in %.2f s%s\n", m.scenario.c_str(),
+              std::string(locking_mode_name(m.mode)).c_str(), bounds_text(m.bounds).c_str(),
+              thousands(e.schedules).c_str(), e.seconds,
+              e.complete ? "" : fmt::format(", stopped at --max-schedules: not every order").c_str());
+  std::size_t width = 0;
+  for (const auto& o : e.outcomes) width = std::max(width, o.outcome.text.size());
+  for (const auto& o : e.outcomes)
+    std::printf("  %-*s %10s%s\n", static_cast<int>(width), o.outcome.text.c_str(), thousands(o.schedules).c_str(),
+                o.outcome.bad ? (m.broken ? "  BROKEN" : "  allowed") : "");
+  for (const auto& o : e.outcomes) {
+    if (!o.outcome.bad) continue;
+    std::printf("  shortest schedule to \"%s\" (--replay %s):\n", o.outcome.text.c_str(),
+                schedule_text(o.schedule).c_str());
+    for (const auto& s : o.steps) std::printf("    %s\n", describe_step(s).c_str());
+  }
+}
+
+nlohmann::json explored_json(const ExploredMode& m) {
+  nlohmann::json outcomes = nlohmann::json::array();
+  for (const auto& o : m.result.outcomes)
+    outcomes.push_back({{"outcome", o.outcome.text},
+                        {"bad", o.outcome.bad},
+                        {"schedules", o.schedules},
+                        {"shortest", {{"schedule", schedule_text(o.schedule)}, {"steps", steps_json(o.steps)}}}});
+  return {{"scenario", m.scenario},        {"mode", locking_mode_name(m.mode)},
+          {"threads", m.bounds.threads},   {"updates", m.bounds.updates},
+          {"elements", m.bounds.elements}, {"schedules", m.result.schedules},
+          {"pruned", m.result.pruned},     {"complete", m.result.complete},
+          {"seconds", m.result.seconds},   {"broken", m.broken},
+          {"outcomes", outcomes}};
+}
+
+// --replay: one scenario under one mode, in the order given.
+int run_replay(const RaceFlags& f, const std::string& scenario, LockingMode mode) {
+  const ExploreBounds b = explore_bounds(f, scenario);
+  const ExploreProgram program = explore_program(scenario, mode, b);
+  ReplayedRun run;
+  if (f.replay.starts_with("seed:")) {
+    const std::string digits = f.replay.substr(5);
+    if (digits.empty() || digits.size() > 19 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+      throw SpecError("", "--replay", "expected seed:N with N a non-negative integer, got \"" + f.replay + "\"");
+    run = replay_seeded(program, std::stoull(digits));
+  } else {
+    run = replay_schedule(program, parse_schedule(f.replay, b.threads));
+  }
+  const bool broken = run.outcome.bad && explore_promised(scenario, mode);
+  if (f.json) {
+    nlohmann::json j = {{"scenario", scenario},           {"mode", locking_mode_name(mode)},
+                        {"threads", b.threads},           {"updates", b.updates},
+                        {"elements", b.elements},         {"schedule", schedule_text(run.schedule)},
+                        {"steps", steps_json(run.steps)}, {"outcome", run.outcome.text},
+                        {"bad", run.outcome.bad},         {"broken", broken}};
+    std::printf("%s\n", j.dump(2).c_str());
+    return broken ? 1 : 0;
+  }
+  std::printf("%s under %s (%s), schedule %s:\n", scenario.c_str(), std::string(locking_mode_name(mode)).c_str(),
+              bounds_text(b).c_str(), schedule_text(run.schedule).c_str());
+  for (const auto& s : run.steps) std::printf("  %s\n", describe_step(s).c_str());
+  std::printf("%s%s\n", run.outcome.text.c_str(), broken ? ": BROKEN, the mode promised otherwise" : "");
+  return broken ? 1 : 0;
+}
+
+int run_explore(const RaceFlags& f) {
+  const auto& known = explore_scenario_names();
+  std::vector<std::string> scenarios;
+  for (const auto& s : f.scenario == "all" ? known : parse_scenarios(f.scenario)) {
+    if (std::find(known.begin(), known.end(), s) == known.end())
+      throw SpecError("", "--scenario", "--explore runs " + join(known) + "; " + s + " has no explorer program");
+    scenarios.push_back(s);
+  }
+  std::vector<LockingMode> modes;
+  for (LockingMode m : parse_modes(f.modes)) {
+    if (explorable_mode(m))
+      modes.push_back(m);
+    else if (f.modes != "all")
+      throw SpecError("", "--modes",
+                      "dataflow's order comes from the graph, not from Variable's code: the explorer "
+                      "cannot run it");
+  }
+  if (!f.replay.empty()) {
+    if (scenarios.size() != 1 || modes.size() != 1)
+      throw SpecError("", "--replay",
+                      "a schedule is one scenario's under one mode: give one --scenario and one --modes");
+    return run_replay(f, scenarios[0], modes[0]);
+  }
+  std::vector<ExploredMode> runs;
+  for (const auto& scenario : scenarios) {
+    const ExploreBounds b = explore_bounds(f, scenario);
+    for (LockingMode m : modes) {
+      ExploredMode r{scenario, m, b, explore_schedules(explore_program(scenario, m, b), f.max_schedules)};
+      for (const auto& o : r.result.outcomes) r.broken |= o.outcome.bad && explore_promised(scenario, m);
+      runs.push_back(std::move(r));
+    }
+  }
+  bool broken = false;
+  for (const auto& r : runs) broken |= r.broken;
+  if (f.json) {
+    nlohmann::json rows = nlohmann::json::array();
+    for (const auto& r : runs) rows.push_back(explored_json(r));
+    std::printf("%s\n", nlohmann::json({{"explored", rows}, {"consistent", !broken}}).dump(2).c_str());
+    return broken ? 1 : 0;
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    if (i > 0) std::printf("\n");
+    print_explored(runs[i]);
+  }
+  if (f.modes == "all")
+    std::printf("\n(dataflow is not explored: its order comes from the graph, not from Variable.)\n");
+  std::printf("%s\n", broken ? "A mode broke its promise." : "Every mode that promises consistency kept it.");
+  return broken ? 1 : 0;
+}
+
+// "0: 48%, 1: 52%": the share of the updates that missed each number of the others'.
+std::string staleness_text(const std::vector<std::int64_t>& counts) {
+  std::int64_t all = 0;
+  for (std::int64_t n : counts) all += n;
+  std::string out;
+  for (std::size_t k = 0; k < counts.size(); ++k) {
+    if (counts[k] == 0) continue;
+    const double share = 100.0 * static_cast<double>(counts[k]) / static_cast<double>(std::max<std::int64_t>(all, 1));
+    out += fmt::format("{}{}: {}", out.empty() ? "" : ", ", k, share < 0.5 ? "<1%" : fmt::format("{:.0f}%", share));
+  }
+  return out.empty() ? "-" : out;
+}
+
+// --config: the config trained alone, by hogwild workers under each mode, and by mirrored replicas.
+int run_sharing_costs(const RaceFlags& f) {
+  std::vector<ConfigOverride> overrides;
+  for (const std::string& s : f.set) overrides.push_back(parse_override(s));
+  TrainConfig c = load_train_config(f.config, overrides);
+  c.data.stream = DataConfig::Stream::kOff;
+  const int threads = f.threads > 0 ? f.threads : 2;
+  if (threads < 2 || threads > 64 || c.batch_size % threads != 0)
+    throw SpecError("", "--threads",
+                    fmt::format("--config shares each batch between the threads: 2 to 64 of them, dividing the "
+                                "config's batch_size {}, got {}",
+                                c.batch_size, threads));
+  std::vector<LockingMode> modes;
+  for (LockingMode m : parse_modes(f.modes))
+    if (m != LockingMode::kDataflow) modes.push_back(m);
+  StatusLine status;
+  const std::vector<SharingRow> rows = measure_sharing(
+      c, modes, threads, [&](std::size_t i, std::size_t n, const std::string& what) { status.show(i, n, what); });
+  status.clear();
+  bool broken = false;
+  for (const auto& r : rows) broken |= r.broken;
+  if (f.json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& r : rows)
+      out.push_back({{"strategy", r.strategy},
+                     {"mode", r.mode},
+                     {"threads", r.threads},
+                     {"metric", r.metric},
+                     {"score", r.score},
+                     {"loss", r.loss},
+                     {"seconds", r.seconds},
+                     {"samples_per_second", r.samples_per_second},
+                     {"updates_per_second", r.updates_per_second},
+                     {"updates_expected", r.expected},
+                     {"updates_applied", r.applied},
+                     {"lost_updates", r.expected - r.applied},
+                     {"staleness", r.staleness},
+                     {"broken", r.broken}});
+    std::printf("%s\n", nlohmann::json({{"config", f.config}, {"rows", out}, {"consistent", !broken}}).dump(2).c_str());
+    return broken ? 1 : 0;
+  }
+  const std::string metric = rows.front().metric;
+  std::vector<std::vector<std::string>> table;
+  for (const auto& r : rows)
+    table.push_back({r.strategy, r.strategy == "mirrored" ? "own copies" : r.mode, std::to_string(r.threads),
+                     fmt::format("{:.4f}", r.score), fmt::format("{:.4f}", r.loss),
+                     thousands(static_cast<std::int64_t>(r.samples_per_second)), thousands(r.expected),
+                     thousands(r.expected - r.applied), staleness_text(r.staleness)});
+  std::vector<TableColumn> columns{
+      {"strategy"},         {"mode"},          {"threads", true, 3},
+      {metric, true},       {"loss", true, 2}, {"samples/s", true},
+      {"updates", true, 4}, {"lost", true},    {"staleness (updates missed: share)", false, 1, "", 16}};
+  std::printf(
+      "Training %s, %lld epochs, batch %lld: alone, shared by %d hogwild workers, and by %d mirrored "
+      "replicas\n",
+      printable_line(f.config).c_str(), static_cast<long long>(c.epochs), static_cast<long long>(c.batch_size), threads,
+      threads);
+  std::printf("%s", table_for_output(columns, table).c_str());
+  std::printf("%s\n", broken ? "A mode that promises every update lost some."
+                             : "Every mode that promises every update kept them.");
+  return broken ? 1 : 0;
+}
+
 int run_race_check(const RaceFlags& given) {
   if (!given.graph.empty()) return run_graph_check(given);
+  if (!given.config.empty()) return run_sharing_costs(given);
+  if (given.explore || !given.replay.empty()) return run_explore(given);
   RaceFlags f = given;
+  if (f.threads > 0) f.options.threads = f.threads;
+  if (f.iterations > 0) f.options.iterations = f.iterations;
+  if (f.size > 0) f.options.size = f.size;
   const auto scenarios = scenarios_on_device(f, parse_scenarios(f.scenario));
   const auto modes = parse_modes(f.modes);
   check_counts(f, scenarios, modes);
@@ -268,10 +497,13 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
   cmd.add_option("--scenario", f.scenario,
                  "counter, sgd, train, torn-read, queue, defaults, or all (a comma list works)");
   cmd.add_option("--modes", f.modes, "Locking modes to run: none, mutex, process, atomic, snapshot, dataflow, or all");
-  cmd.add_option("--threads", f.options.threads, "Threads sharing the state")->check(integer_in(1, 256));
-  cmd.add_option("--iterations", f.options.iterations, "Operations per thread (train: steps in all)")
+  cmd.add_option("--threads", f.threads, "Threads sharing the state (default 4; --explore: 2, at most 3)")
+      ->check(integer_in(1, 256));
+  cmd.add_option("--iterations", f.iterations,
+                 "Operations per thread, default 1000 (train: steps in all; --explore: updates, default 1, at most 3)")
       ->check(positive_integer());
-  cmd.add_option("--size", f.options.size, "Elements per variable")->check(integer_in(1, 1 << 24));
+  cmd.add_option("--size", f.size, "Elements per variable (default 16; --explore: 1, torn-read 2, at most 4)")
+      ->check(integer_in(1, 1 << 24));
   cmd.add_option("--widen", f.options.widen,
                  "Yields inside each read-modify-write in mode none, so lost updates show on few cores")
       ->check(integer_in(0, 1000000));
@@ -282,12 +514,34 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
   CLI::Option* graph =
       cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph")
           ->check(non_empty("a train config"));
+  cmd.add_flag("--explore", f.explore,
+               "Instead of timing threads, run counter, sgd and torn-read under every order of their steps");
+  cmd.add_option("--replay", f.replay,
+                 "Run one --scenario under one mode in the order a schedule gives (1,2,1,2: a thread per step), "
+                 "or seed:N for a random one")
+      ->check(non_empty("a schedule"));
+  cmd.add_option("--max-schedules", f.max_schedules, "--explore stops after this many schedules (default 1000000)")
+      ->check(positive_integer());
+  CLI::Option* config =
+      cmd.add_option(
+             "--config", f.config,
+             "Instead: train CONFIG alone, by --threads hogwild workers under each mode, and by mirrored replicas")
+          ->check(non_empty("a train config"));
+  cmd.add_option("--set", f.set, "With --config: KEY=VALUE overrides a config key (repeatable), as train's")
+      ->allow_extra_args(false)
+      ->needs(config);
   cmd.add_flag("--json", f.json, "Print the report as JSON");
   cmd.add_flag("--explain", f.explain, "Print what each mode promises and its TensorFlow counterpart");
   // --graph runs no scenario: a scenario's flag beside it would be ignored, so it is refused.
-  for (const char* name :
-       {"--scenario", "--modes", "--threads", "--iterations", "--size", "--widen", "--seed", "--device", "--explain"})
+  for (const char* name : {"--scenario", "--modes", "--threads", "--iterations", "--size", "--widen", "--seed",
+                           "--device", "--explain", "--explore", "--replay", "--max-schedules"})
     graph->excludes(cmd.get_option(name));
+  for (const char* name : {"--scenario", "--iterations", "--size", "--widen", "--seed", "--device", "--explain",
+                           "--explore", "--replay", "--max-schedules", "--graph"})
+    config->excludes(cmd.get_option(name));
+  // The explorer runs no timed threads, on the CPU only.
+  for (const char* explorer : {"--explore", "--replay"})
+    for (const char* name : {"--widen", "--seed", "--device"}) cmd.get_option(explorer)->excludes(cmd.get_option(name));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "core/variable.h"
 
+#include <atomic>
 #include <utility>
 
 namespace tctl {
@@ -14,8 +15,9 @@ std::mutex& process_mutex() {
 }
 thread_local int t_process_depth = 0;
 
-std::unique_lock<std::mutex> lock_process() {
+std::unique_lock<std::mutex> lock_process(const Variable& v) {
   if (t_process_depth++ > 0) return {};
+  schedule_point({.access = Access::kLock, .location = &process_mutex(), .variable = &v});
   return std::unique_lock(process_mutex());
 }
 }  // namespace
@@ -36,6 +38,7 @@ std::shared_ptr<const Tensor> Variable::current_version() const {
 }
 
 std::shared_ptr<const Tensor> Variable::current_version(std::shared_ptr<Event>& written) const {
+  schedule_point({.access = Access::kReadVersion, .location = &version_, .variable = this});
   std::lock_guard lock(version_mu_);
   written = version_written_;
   return version_;
@@ -52,6 +55,7 @@ bool Variable::holds_current(const Tensor& held, std::uint64_t writes) const {
 }
 
 void Variable::publish(std::shared_ptr<const Tensor> next, std::shared_ptr<Event> written) {
+  schedule_point({.access = Access::kPublish, .location = &version_, .variable = this});
   std::lock_guard lock(version_mu_);
   version_.swap(next);
   version_written_.swap(written);
@@ -62,14 +66,19 @@ bool Variable::lock_free() const {
 }
 
 std::unique_lock<std::mutex> Variable::lock_for_mode() const {
-  if (mode_ == LockingMode::kProcess) return lock_process();
-  if (mode_ == LockingMode::kMutex || mode_ == LockingMode::kSnapshot) return std::unique_lock(mu_);
+  if (mode_ == LockingMode::kProcess) return lock_process(*this);
+  if (mode_ == LockingMode::kMutex || mode_ == LockingMode::kSnapshot) {
+    schedule_point({.access = Access::kLock, .location = &mu_, .variable = this});
+    return std::unique_lock(mu_);
+  }
   return {};
 }
 
 void Variable::unlock_for_mode(std::unique_lock<std::mutex>& lock) const {
   if (mode_ == LockingMode::kProcess) --t_process_depth;
-  if (lock.owns_lock()) lock.unlock();
+  if (!lock.owns_lock()) return;
+  schedule_point({.access = Access::kUnlock, .location = lock.mutex(), .variable = this});
+  lock.unlock();
 }
 
 Tensor Variable::read() const {
@@ -83,6 +92,14 @@ Tensor Variable::read() const {
   Tensor out = Tensor::empty(dtype_, shape_, value_.device());
   float* dst = out.mutable_data<float>();
   float* src = value_.mutable_data<float>();
+  if (thread_step_scheduler() != nullptr) {
+    for (std::int64_t i = 0; i < out.num_elements(); ++i) {
+      schedule_point({.access = Access::kLoad, .location = src + i, .variable = this, .index = i});
+      dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
+      schedule_result(dst[i]);
+    }
+    return out;
+  }
   for (std::int64_t i = 0; i < out.num_elements(); ++i)
     dst[i] = std::atomic_ref<float>(src[i]).load(std::memory_order_relaxed);
   return out;
@@ -186,10 +203,12 @@ void Variable::add_scaled(const Tensor& delta, float sign) {
 void Variable::assign_add(const Tensor& delta) { add_scaled(delta, 1.0f); }
 void Variable::assign_sub(const Tensor& delta) { add_scaled(delta, -1.0f); }
 
-Variable::Update::Update(Variable& v) : v_(v), size_(v.shape_.num_elements()) {
+Variable::Update::Update(Variable& v)
+    : v_(v), size_(v.shape_.num_elements()), scheduled_(thread_step_scheduler() != nullptr) {
   lock_ = v.lock_for_mode();
   try {
     init();
+    plain_ = !shared_ && !scheduled_;
   } catch (...) {
     v.unlock_for_mode(lock_);  // no destructor runs: the lock (and process mode's depth) goes back here
     throw;
@@ -232,6 +251,30 @@ void Variable::Update::init() {
       data_ = static_cast<float*>(v.value_.raw_mutable_data());
       break;
   }
+}
+
+void Variable::Update::apply_scheduled(std::int64_t i, FunctionRef<float(float)> f) const {
+  AccessPoint at{.access = Access::kLoad, .location = data_ + i, .variable = &v_, .index = i};
+  std::atomic_ref<float> cell(data_[i]);
+  schedule_point(at);
+  float old = cell.load(std::memory_order_relaxed);
+  schedule_result(old);
+  if (cas_) {
+    at.access = Access::kCompareAndSwap;
+    for (;;) {
+      const float next = f(old);
+      schedule_point(at);
+      // Strong: a spurious failure would make the schedule's outcome depend on more than its order.
+      const bool swapped = cell.compare_exchange_strong(old, next, std::memory_order_relaxed);
+      schedule_result(swapped ? next : old, swapped);
+      if (swapped) return;
+    }
+  }
+  const float next = f(old);
+  at.access = Access::kStore;
+  schedule_point(at);
+  cell.store(next, std::memory_order_relaxed);
+  schedule_result(next);
 }
 
 Variable::Update::~Update() {

@@ -18,7 +18,9 @@
 #include <string>
 
 #include "core/errors.h"
+#include "core/function_ref.h"
 #include "core/locking_mode.h"
+#include "core/schedule_point.h"
 #include "core/tensor.h"
 
 namespace tctl {
@@ -84,8 +86,12 @@ class Variable {
 
     template <class F>
     void apply(std::int64_t i, F f) const {
-      if (!shared_) {
+      if (plain_) {
         data_[i] = f(data_[i]);
+        return;
+      }
+      if (scheduled_) {
+        apply_scheduled(i, f);
         return;
       }
       std::atomic_ref<float> cell(data_[i]);
@@ -101,6 +107,9 @@ class Variable {
 
    private:
     void init();  // the constructor's work after the lock
+    // apply() on a thread that a StepScheduler drives (core/schedule_point.h): the same loads, stores and
+    // compare-and-swaps, each a schedule point.
+    void apply_scheduled(std::int64_t i, FunctionRef<float(float)> f) const;
 
     Variable& v_;
     std::unique_lock<std::mutex> lock_;
@@ -110,6 +119,8 @@ class Variable {
     std::int64_t size_ = 0;
     bool shared_ = false;
     bool cas_ = false;
+    bool scheduled_ = false;  // the thread has a StepScheduler: decided once, not per element
+    bool plain_ = false;      // neither shared nor scheduled: apply's one test on the hot path
   };
 
  private:

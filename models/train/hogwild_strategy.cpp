@@ -1,6 +1,7 @@
 // Hogwild: two or more threads share one replica, its session and variables. A step gives each its share of
 // the rows, and each applies its own update as the optimizer's `locking` lets it (with none, updates may be
 // lost: race-check measures how many). No all-reduce. One worker takes plain steps, counted alike.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -17,7 +18,10 @@ class HogwildStrategy final : public SplitStepStrategy {
   void start(ReplicaHandle first, const ReplicaTracer& trace,
              std::vector<std::shared_ptr<Sequential>> more_nets) override {
     DistributionStrategy::start(first, trace, std::move(more_nets));
-    if (members_ > 1) threads_ = std::make_unique<RunThreads>(members_);
+    if (members_ > 1) {
+      threads_ = std::make_unique<RunThreads>(members_);
+      workers_.resize(static_cast<std::size_t>(members_));
+    }
   }
   int replicas() const override { return 1; }
   bool feeds_whole_batch() const override { return members_ == 1; }
@@ -34,7 +38,12 @@ class HogwildStrategy final : public SplitStepStrategy {
 
   // The optimizer's step counter, written like the variables, counts the updates that stuck.
   HogwildTotals hogwild_totals() const override {
-    return {steps_, updates_, static_cast<std::int64_t>(std::llround(step_counter() - counter_start_))};
+    HogwildTotals t{steps_, updates_, static_cast<std::int64_t>(std::llround(step_counter() - counter_start_)), {}};
+    for (const Worker& w : workers_) {
+      if (t.staleness.size() < w.staleness.size()) t.staleness.resize(w.staleness.size());
+      for (std::size_t k = 0; k < w.staleness.size(); ++k) t.staleness[k] += w.staleness[k];
+    }
+    return t;
   }
 
  private:
@@ -45,6 +54,15 @@ class HogwildStrategy final : public SplitStepStrategy {
     SplitStepStrategy::begin_runs(request);
   }
   void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) override { updates_ += members_; }
+  // Staleness: the counter before and after a worker's run; the others' updates are the rise less its own.
+  // Read in the optimizer's mode, so under none it may miss what the counter lost too.
+  void run_starts(int r) override { workers_[static_cast<std::size_t>(r)].counter_at_start = step_counter(); }
+  void run_ended(int r) override {
+    Worker& w = workers_[static_cast<std::size_t>(r)];
+    const auto k = static_cast<std::size_t>(std::max(0.0, std::round(step_counter() - w.counter_at_start - 1.0)));
+    if (w.staleness.size() <= k) w.staleness.resize(k + 1);
+    ++w.staleness[k];
+  }
 
   double step_counter() const { return first_.optimizer->iterations(); }
   // The step counter before the first step (after any checkpoint was restored into it).
@@ -54,6 +72,12 @@ class HogwildStrategy final : public SplitStepStrategy {
 
   std::int64_t updates_ = 0;
   double counter_start_ = 0.0;
+  // Each worker's own, written only on its thread during a step and read between steps.
+  struct Worker {
+    double counter_at_start = 0.0;
+    std::vector<std::int64_t> staleness;
+  };
+  std::vector<Worker> workers_;
 };
 
 }  // namespace

@@ -47,7 +47,8 @@ nlohmann::json strategy_json(const TrainConfig& c, const Model& model, double tr
             {"steps", h.steps},
             {"updates_expected", h.expected},
             {"updates_applied", h.applied},
-            {"lost_updates", h.expected - h.applied}};
+            {"lost_updates", h.expected - h.applied},
+            {"staleness", h.staleness}};
   }
   if (model.members() <= 1) return {{"type", type}, {"replicas", 1}};
   const AllReduceTotals t = model.all_reduce_totals();

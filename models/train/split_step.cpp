@@ -148,8 +148,10 @@ void SplitStepStrategy::run_shares(std::vector<Share>& shares, const StepRequest
     ro.batch_offset = s.rows > 0 ? s.begin : 0;
     ro.profiler = r == 0 ? request.profiler : nullptr;
     try {
+      run_starts(r);
       s.out =
           replica.step->session->run(feeds, fetches, request.accumulation.apply ? pass.updates : pass.accumulates, ro);
+      run_ended(r);
     } catch (const std::exception& e) {
       s.error = std::current_exception();
       int none = -1;

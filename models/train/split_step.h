@@ -73,6 +73,9 @@ class SplitStepStrategy : public DistributionStrategy {
   virtual void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) {}
   // After a run failed, every run returned, before the first failure is rethrown.
   virtual void after_failure() {}
+  // On run r's thread, just before its session runs and just after it returned without error.
+  virtual void run_starts(int /*r*/) {}
+  virtual void run_ended(int /*r*/) {}
   // {weighted mean loss, metric scores}: the members' mean losses weighted by their rows, their scores in row
   // order. Here from this process's shares; multi-worker's across processes.
   virtual std::vector<Tensor> results(const std::vector<Share>& shares, std::int64_t batch, std::int64_t step,

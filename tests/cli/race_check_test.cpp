@@ -208,6 +208,93 @@ TEST_SUITE("bad input") {
   }
 }
 
+TEST_CASE("race-check --explore: the lost update is reachable under none, and a failing mode exits 1") {
+  TempDir dir;
+  const CommandResult r = run_tensorctl("race-check --explore --json --threads 3", dir.path());
+  REQUIRE(r.status == 0);
+  const nlohmann::json doc = parse_json(r.out);
+  std::map<std::string, std::int64_t> counter;
+  for (const auto& row : doc.at("explored")) {
+    CHECK(row.at("complete").get<bool>());
+    if (row.at("scenario") == "counter") counter[row.at("mode").get<std::string>()] = row.at("schedules");
+    // Every bad outcome comes with the schedule that reaches it, and that schedule replays to it.
+    for (const auto& o : row.at("outcomes")) {
+      if (!o.at("bad").get<bool>() || row.at("scenario") != "counter") continue;
+      const std::string schedule = o.at("shortest").at("schedule");
+      const CommandResult replay = run_tensorctl("race-check --scenario counter --threads 3 --modes " +
+                                                     row.at("mode").get<std::string>() + " --replay " + schedule,
+                                                 dir.path());
+      CHECK(replay.status == 0);
+      CHECK(occurrences(replay.out, o.at("outcome").get<std::string>()) == 1);
+    }
+  }
+  CHECK(counter == std::map<std::string, std::int64_t>{
+                       {"none", 36}, {"mutex", 6}, {"process", 6}, {"atomic", 66}, {"snapshot", 6}});
+  // A seed names one schedule, the same every run.
+  const std::string seeded = "race-check --scenario counter --modes none --replay seed:3";
+  CHECK(run_tensorctl(seeded, dir.path()).out == run_tensorctl(seeded, dir.path()).out);
+}
+
+TEST_CASE("race-check --config: the config alone, shared by hogwild workers under each mode, and mirrored") {
+  TempDir dir;
+  const CommandResult r = run_tensorctl("race-check --config " + quoted(source_path("configs/digits_mlp.json")) +
+                                            " --set epochs=2 --modes none,mutex,atomic --json",
+                                        dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(dir.listing().empty());  // nothing written
+  const nlohmann::json doc = parse_json(r.out);
+  std::vector<std::string> rows;
+  for (const auto& row : doc.at("rows"))
+    rows.push_back(row.at("strategy").get<std::string>() + " " + row.at("mode").get<std::string>());
+  CHECK(rows ==
+        std::vector<std::string>{"single mutex", "hogwild none", "hogwild mutex", "hogwild atomic", "mirrored none"});
+  const auto& all = doc.at("rows");
+  const std::int64_t steps = all[0].at("updates_expected");
+  CHECK(steps > 0);
+  CHECK(all[4].at("updates_expected") == steps);  // mirrored: one update a step, like a single worker
+  for (int i = 1; i <= 3; ++i) {
+    const auto& row = all[i];
+    CAPTURE(row.dump());
+    CHECK(row.at("threads") == 2);
+    CHECK(row.at("updates_expected") == 2 * steps);  // hogwild: each worker its own update
+    // Every update is in the staleness counts once.
+    std::int64_t counted = 0;
+    for (const auto& n : row.at("staleness")) counted += n.get<std::int64_t>();
+    CHECK(counted == 2 * steps);
+    if (row.at("mode") != "none") CHECK(row.at("lost_updates") == 0);
+    CHECK(row.at("score").get<double>() > 0.5);
+  }
+  CHECK(doc.at("consistent") == true);
+}
+
+TEST_SUITE("bad input") {
+  TEST_CASE("race-check --config refuses threads that do not divide the batch, and the scenarios' flags") {
+    TempDir dir;
+    const std::string config = quoted(source_path("configs/digits_mlp.json"));
+    expect_user_error(dir, "race-check --config " + config + " --threads 3",
+                      {"--threads: --config shares each batch between the threads", "batch_size 32, got 3"});
+    expect_user_error(dir, "race-check --config " + config + " --explore", {"--explore"});
+    expect_user_error(dir, "race-check --set epochs=2", {"--set"});
+    expect_user_error(dir, "race-check --config missing.json", {"missing.json"});
+  }
+
+  TEST_CASE("race-check --explore and --replay refuse what they cannot run") {
+    TempDir dir;
+    expect_user_error(dir, "race-check --explore --threads 4", {"--threads: --explore runs 2 or 3 threads, got 4"});
+    expect_user_error(dir, "race-check --explore --iterations 4", {"--iterations: --explore runs 1 to 3 updates"});
+    expect_user_error(dir, "race-check --explore --size 5", {"--size: --explore runs 1 to 4 elements, got 5"});
+    expect_user_error(dir, "race-check --explore --scenario queue", {"--scenario:", "queue has no explorer program"});
+    expect_user_error(dir, "race-check --explore --modes dataflow", {"--modes: dataflow's order comes from the graph"});
+    expect_user_error(dir, "race-check --replay 1,2", {"--replay: a schedule is one scenario's under one mode"});
+    expect_user_error(dir, "race-check --replay 1,3 --scenario counter --modes none",
+                      {"--replay: step 2: expected a thread number 1..2, got \"3\""});
+    expect_user_error(dir, "race-check --replay 1,2 --scenario counter --modes mutex",
+                      {"--replay: step 2 names thread 2, but it cannot take a step there"});
+    expect_user_error(dir, "race-check --replay seed:x --scenario counter --modes none", {"--replay: expected seed:N"});
+    expect_user_error(dir, "race-check --explore --widen 3", {"--widen"});
+  }
+}
+
 TEST_CASE("race-check fits its table to COLUMNS, cutting the verdict before leaving out counts") {
   TempDir dir;
   const std::string args = "race-check --scenario train --threads 2 --iterations 20";

@@ -2,6 +2,7 @@
 // replicas, the summary reports the all-reduce, a resumed mirrored run is bit-identical to one that never
 // stopped, a replica that fails releases the others at once, and mistakes in "strategy" exit 2.
 #include <doctest/doctest.h>
+#include <numeric>
 
 #include <cstdlib>
 
@@ -97,6 +98,11 @@ TEST_CASE("hogwild: 2 workers sharing the digits MLP under mutex lose no update 
   CHECK(r.out.find("Hogwild with 2 workers, locking mutex: 1,640 updates, 1,640 applied, 0 lost") != std::string::npos);
   const nlohmann::json s = read_json(dir / "run/summary.json");
   CHECK(s.at("strategy").at("lost_updates") == 0);
+  // Every update counted once by how many of the other worker's it missed: none or one.
+  const auto staleness = s.at("strategy").at("staleness").get<std::vector<std::int64_t>>();
+  REQUIRE(!staleness.empty());
+  CHECK(staleness.size() <= 2);
+  CHECK(std::accumulate(staleness.begin(), staleness.end(), std::int64_t{0}) == 1640);
   CHECK(s.at("test").at("accuracy").get<double>() >= 0.95);
 }
 
@@ -112,6 +118,7 @@ TEST_CASE("hogwild with one worker trains as a plain run and reports its real co
   CHECK(strategy.at("updates_expected") == 82);
   CHECK(strategy.at("updates_applied") == 82);
   CHECK(strategy.at("lost_updates") == 0);
+  CHECK(strategy.at("staleness").empty());  // one worker: nobody else's update to miss
   REQUIRE(
       run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) + " --epochs 2 --output plain --quiet",
                     dir.path())
