@@ -260,10 +260,20 @@ struct ExploredMode {
   bool broken = false;  // a bad outcome the mode promised to rule out
 };
 
-nlohmann::json steps_json(const std::vector<ExploredStep>& steps) {
+nlohmann::json steps_json(const std::vector<ExploredStep>& steps, const std::vector<std::string>& actors) {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& s : steps) out.push_back(describe_step(s));
+  for (const auto& s : steps) out.push_back(describe_step(s, actors));
   return out;
+}
+
+// "(in a schedule, 1 is thread 1, 2 thread 2, 3 stream 1, 4 stream 2)", for programs whose threads are not all
+// threads; empty for the others.
+std::string actors_legend(const std::vector<std::string>& actors) {
+  if (actors.empty()) return "";
+  std::string out = "(in a schedule, ";
+  for (std::size_t i = 0; i < actors.size(); ++i)
+    out += fmt::format("{}{} {}{}", i == 0 ? "" : ", ", i + 1, i == 0 ? "is " : "", actors[i]);
+  return out + ")";
 }
 
 void print_explored(const ExploredMode& m) {
@@ -277,21 +287,23 @@ void print_explored(const ExploredMode& m) {
   for (const auto& o : e.outcomes)
     std::printf("  %-*s %10s%s\n", static_cast<int>(width), o.outcome.text.c_str(), thousands(o.schedules).c_str(),
                 o.outcome.bad ? (m.broken ? "  BROKEN" : "  allowed") : "");
+  if (const std::string legend = actors_legend(e.actors); !legend.empty()) std::printf("  %s\n", legend.c_str());
   for (const auto& o : e.outcomes) {
     if (!o.outcome.bad) continue;
     std::printf("  shortest schedule to \"%s\" (--replay %s):\n", o.outcome.text.c_str(),
                 schedule_text(o.schedule).c_str());
-    for (const auto& s : o.steps) std::printf("    %s\n", describe_step(s).c_str());
+    for (const auto& s : o.steps) std::printf("    %s\n", describe_step(s, e.actors).c_str());
   }
 }
 
 nlohmann::json explored_json(const ExploredMode& m) {
   nlohmann::json outcomes = nlohmann::json::array();
   for (const auto& o : m.result.outcomes)
-    outcomes.push_back({{"outcome", o.outcome.text},
-                        {"bad", o.outcome.bad},
-                        {"schedules", o.schedules},
-                        {"shortest", {{"schedule", schedule_text(o.schedule)}, {"steps", steps_json(o.steps)}}}});
+    outcomes.push_back(
+        {{"outcome", o.outcome.text},
+         {"bad", o.outcome.bad},
+         {"schedules", o.schedules},
+         {"shortest", {{"schedule", schedule_text(o.schedule)}, {"steps", steps_json(o.steps, m.result.actors)}}}});
   return {{"scenario", m.scenario},        {"mode", locking_mode_name(m.mode)},
           {"threads", m.bounds.threads},   {"updates", m.bounds.updates},
           {"elements", m.bounds.elements}, {"schedules", m.result.schedules},
@@ -315,17 +327,23 @@ int run_replay(const RaceFlags& f, const std::string& scenario, LockingMode mode
   }
   const bool broken = run.outcome.bad && explore_promised(scenario, mode);
   if (f.json) {
-    nlohmann::json j = {{"scenario", scenario},           {"mode", locking_mode_name(mode)},
-                        {"threads", b.threads},           {"updates", b.updates},
-                        {"elements", b.elements},         {"schedule", schedule_text(run.schedule)},
-                        {"steps", steps_json(run.steps)}, {"outcome", run.outcome.text},
-                        {"bad", run.outcome.bad},         {"broken", broken}};
+    nlohmann::json j = {{"scenario", scenario},
+                        {"mode", locking_mode_name(mode)},
+                        {"threads", b.threads},
+                        {"updates", b.updates},
+                        {"elements", b.elements},
+                        {"schedule", schedule_text(run.schedule)},
+                        {"steps", steps_json(run.steps, run.actors)},
+                        {"outcome", run.outcome.text},
+                        {"bad", run.outcome.bad},
+                        {"broken", broken}};
     std::printf("%s\n", j.dump(2).c_str());
     return broken ? 1 : 0;
   }
   std::printf("%s under %s (%s), schedule %s:\n", scenario.c_str(), std::string(locking_mode_name(mode)).c_str(),
               bounds_text(b).c_str(), schedule_text(run.schedule).c_str());
-  for (const auto& s : run.steps) std::printf("  %s\n", describe_step(s).c_str());
+  if (const std::string legend = actors_legend(run.actors); !legend.empty()) std::printf("%s\n", legend.c_str());
+  for (const auto& s : run.steps) std::printf("  %s\n", describe_step(s, run.actors).c_str());
   std::printf("%s%s\n", run.outcome.text.c_str(), broken ? ": BROKEN, the mode promised otherwise" : "");
   return broken ? 1 : 0;
 }
@@ -333,9 +351,9 @@ int run_replay(const RaceFlags& f, const std::string& scenario, LockingMode mode
 int run_explore(const RaceFlags& f) {
   const auto& known = explore_scenario_names();
   std::vector<std::string> scenarios;
-  for (const auto& s : f.scenario == "all" ? known : parse_scenarios(f.scenario)) {
+  for (const auto& s : f.scenario == "all" ? known : split_at_commas(f.scenario)) {
     if (std::find(known.begin(), known.end(), s) == known.end())
-      throw SpecError("", "--scenario", "--explore runs " + join(known) + "; " + s + " has no explorer program");
+      throw SpecError("", "--scenario", "--explore runs " + join(known) + "; \"" + s + "\" has no explorer program");
     scenarios.push_back(s);
   }
   std::vector<LockingMode> modes;

@@ -23,6 +23,10 @@ enum class Access {
   kCompareAndSwap,  // an element's compare-and-swap, which fails when another store came between
   kReadVersion,     // a snapshot variable's published version, read (`location`: the variable's version)
   kPublish,         // a new version published
+  // For models of other machines' ordering rules (race-check's GPU streams), not Variable's code:
+  kAtomicAdd,  // an element's indivisible read-modify-write (a device's atomicAdd)
+  kWait,       // waits until `ready(location)` holds (an event recorded, a queued item there)
+  kSignal,     // changes what a kWait on `location` sees (records the event, queues the item)
 };
 
 // One step a thread is about to take.
@@ -30,7 +34,9 @@ struct AccessPoint {
   Access access = Access::kLoad;
   const void* location = nullptr;  // what the step touches: steps on different locations commute
   const Variable* variable = nullptr;
-  std::int64_t index = -1;  // the element, for loads, stores and compare-and-swaps
+  std::int64_t index = -1;               // the element, for loads, stores and compare-and-swaps
+  const char* name = nullptr;            // the location's name where it is no Variable's
+  bool (*ready)(const void*) = nullptr;  // kWait: whether the step can be taken now
 };
 
 class StepScheduler {

@@ -49,6 +49,10 @@ if [ "${1:-}" = "--tsan" ]; then
   "$dir/tests/core_tests"
   echo "tsan: race-check --scenario all, every mode"
   "$dir/tensorctl" race-check --scenario all --modes all --threads 4 --iterations 200 --widen 10 --json >"$dir/race_check.json"
+  # The explorer hands the turn from thread to thread through one atomic; hogwild's workers count staleness.
+  echo "tsan: race-check --explore, every scenario and mode, and --config"
+  "$dir/tensorctl" race-check --explore --threads 3 --json >"$dir/race_explore.json"
+  "$dir/tensorctl" race-check --config "$root/configs/digits_mlp.json" --set epochs=1 --json >"$dir/race_config.json"
   # A CSV of 3.5 MB parses in two pieces of whole records on two threads (models/data/csv.h).
   echo "tsan: a CSV read in pieces on two data threads"
   awk 'BEGIN { printf "label"; for (c = 1; c <= 40; c++) printf ",f%d", c; print "";

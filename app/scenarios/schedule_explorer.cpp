@@ -22,12 +22,25 @@ namespace {
 
 // Dependence compares the locations of steps pending at one moment of one run, so raw addresses serve: two
 // live buffers never share one.
-bool writes(Access a) { return a != Access::kLoad && a != Access::kReadVersion; }
+bool writes(Access a) { return a != Access::kLoad && a != Access::kReadVersion && a != Access::kWait; }
 
 // Whether two steps of different threads may not be swapped: they touch one location and one of them writes
 // (taking or letting go of a lock counts as writing it).
 bool dependent(const AccessPoint& a, const AccessPoint& b) {
   return a.location == b.location && (writes(a.access) || writes(b.access));
+}
+
+std::string location_name(const AccessPoint& p) {
+  return p.variable != nullptr ? p.variable->name() : p.name != nullptr ? p.name : "?";
+}
+
+ExploredStep taken_step(int thread, const AccessPoint& p) {
+  const bool one_element = p.variable != nullptr ? p.variable->shape().num_elements() == 1 : p.index < 0;
+  return {.thread = thread,
+          .access = p.access,
+          .name = location_name(p),
+          .index = one_element ? -1 : p.index,
+          .process_lock = p.variable != nullptr && p.variable->locking_mode() == LockingMode::kProcess};
 }
 
 // What the chooser sees at a point: each thread's next step, and which threads can take theirs.
@@ -66,6 +79,7 @@ class Driver {
   // ends the way replay_schedule does: the lowest-numbered thread that can step goes on, and it is not counted).
   void run(FunctionRef<int(std::size_t, const Choice&)> choose) {
     const auto n = static_cast<std::size_t>(p_.threads);
+    pending_.assign(n, AccessPoint{});
     at_point_.assign(n, 0);
     finished_.assign(n, 0);
     held_.clear();
@@ -139,6 +153,7 @@ class Driver {
   bool can_step(std::size_t t) const {
     if (!at_point_[t]) return false;
     const AccessPoint& p = pending_[t];
+    if (p.access == Access::kWait) return p.ready(p.location);
     return p.access != Access::kLock || !held_.contains(p.location);
   }
 
@@ -166,7 +181,7 @@ class Driver {
       const AccessPoint& p = pending_[static_cast<std::size_t>(t)];
       if (p.access == Access::kLock) held_.insert(p.location);
       if (p.access == Access::kUnlock) held_.erase(p.location);
-      steps_.push_back({.thread = t, .point = p});
+      steps_.push_back(taken_step(t, p));
       hand_over(t);
     }
   }
@@ -215,8 +230,9 @@ void count_outcome(Exploration& e, const Driver& run) {
 
 // A node of the search: the threads that could step there, the sleep set it was entered with (threads whose
 // step there leads only to orders already covered), the threads tried so far, and the one being tried.
-struct Frame {
-  std::vector<AccessPoint> pending;
+struct SearchNode {
+  std::vector<AccessPoint> pending;  // its pointers are a past run's: compared with each other, never followed
+  std::vector<std::string> names;    // location_name() of each pending step, taken while its run was live
   std::vector<char> enabled;
   std::vector<int> sleep;
   std::vector<int> tried;
@@ -226,7 +242,7 @@ struct Frame {
 bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // The first thread of `f` that can step and is neither asleep nor tried, or -1.
-int next_untried(const Frame& f) {
+int next_untried(const SearchNode& f) {
   for (int t = 0; t < static_cast<int>(f.enabled.size()); ++t)
     if (f.enabled[static_cast<std::size_t>(t)] && !contains(f.sleep, t) && !contains(f.tried, t)) return t;
   return -1;
@@ -234,7 +250,7 @@ int next_untried(const Frame& f) {
 
 // The sleep set below `f` once it steps `f.chosen`: the threads asleep or tried at f whose steps commute with
 // the chosen one (an order that takes them first was, or will be, explored from f).
-std::vector<int> sleep_below(const Frame& f) {
+std::vector<int> sleep_below(const SearchNode& f) {
   std::vector<int> out;
   const AccessPoint& chosen = f.pending[static_cast<std::size_t>(f.chosen)];
   auto keep = [&](int u) {
@@ -250,24 +266,26 @@ std::vector<int> sleep_below(const Frame& f) {
 
 Exploration explore_schedules(const ExploreProgram& program, std::int64_t max_schedules) {
   Exploration e;
+  e.actors = program.actors;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<Frame> path;
+  std::vector<SearchNode> path;
   Driver run(program);
   for (;;) {
     auto choose = [&](std::size_t depth, const Choice& c) {
       if (depth < path.size()) {
         // The same prefix must bring the same steps: a program that reaches shared state past the schedule
         // points would make the search unsound, and is refused here rather than trusted.
-        const Frame& f = path[depth];
+        const SearchNode& f = path[depth];
         const AccessPoint& now = c.pending[static_cast<std::size_t>(f.chosen)];
         const AccessPoint& then = f.pending[static_cast<std::size_t>(f.chosen)];
         // Addresses differ from run to run (each run makes fresh state): the step is compared by what it is.
-        const auto name = [](const AccessPoint& p) { return p.variable != nullptr ? p.variable->name() : ""; };
-        TCTL_CHECK(now.access == then.access && now.index == then.index && name(now) == name(then),
+        TCTL_CHECK(now.access == then.access && now.index == then.index &&
+                       location_name(now) == f.names[static_cast<std::size_t>(f.chosen)],
                    "a schedule replayed to a different step: the program is not decided by its schedule");
         return f.chosen;
       }
-      Frame f{.pending = c.pending, .enabled = c.enabled};
+      SearchNode f{.pending = c.pending, .enabled = c.enabled};
+      for (const AccessPoint& p : c.pending) f.names.push_back(p.location != nullptr ? location_name(p) : "");
       if (depth > 0) f.sleep = sleep_below(path[depth - 1]);
       f.chosen = next_untried(f);
       if (f.chosen < 0) return -1;  // every step from here commutes into an order already run
@@ -284,7 +302,7 @@ Exploration explore_schedules(const ExploreProgram& program, std::int64_t max_sc
     }
     // Back to the deepest node with a thread left to try.
     while (!path.empty()) {
-      Frame& f = path.back();
+      SearchNode& f = path.back();
       f.chosen = next_untried(f);
       if (f.chosen >= 0) {
         f.tried.push_back(f.chosen);
@@ -315,7 +333,7 @@ ReplayedRun replay_schedule(const ExploreProgram& program, const std::vector<int
   };
   Driver run(program);
   run.run(choose);
-  return {run.steps(), schedule_of(run.steps()), run.outcome()};
+  return {run.steps(), schedule_of(run.steps()), run.outcome(), program.actors};
 }
 
 ReplayedRun replay_seeded(const ExploreProgram& program, std::uint64_t seed) {
@@ -328,18 +346,16 @@ ReplayedRun replay_seeded(const ExploreProgram& program, std::uint64_t seed) {
   };
   Driver run(program);
   run.run(choose);
-  return {run.steps(), schedule_of(run.steps()), run.outcome()};
+  return {run.steps(), schedule_of(run.steps()), run.outcome(), program.actors};
 }
 
-std::string describe_step(const ExploredStep& s) {
-  const AccessPoint& p = s.point;
-  const std::string name = p.variable != nullptr ? p.variable->name() : "?";
-  const bool one_element = p.variable == nullptr || p.variable->shape().num_elements() == 1;
-  const std::string element = one_element ? name : fmt::format("{}[{}]", name, p.index);
-  const std::string who = fmt::format("thread {} ", s.thread + 1);
-  const bool process = p.variable != nullptr && p.variable->locking_mode() == LockingMode::kProcess;
-  const std::string lock = process ? "the process lock" : "the lock of " + name;
-  switch (p.access) {
+std::string describe_step(const ExploredStep& s, const std::vector<std::string>& actors) {
+  const std::string& name = s.name;
+  const std::string element = s.index < 0 ? name : fmt::format("{}[{}]", name, s.index);
+  const auto actor = static_cast<std::size_t>(s.thread);
+  const std::string who = actor < actors.size() ? actors[actor] + " " : fmt::format("thread {} ", s.thread + 1);
+  const std::string lock = s.process_lock ? "the process lock" : "the lock of " + name;
+  switch (s.access) {
     case Access::kLock:
       return who + "takes " + lock;
     case Access::kUnlock:
@@ -355,6 +371,12 @@ std::string describe_step(const ExploredStep& s) {
       return who + "takes the current version of " + name;
     case Access::kPublish:
       return who + "publishes its new version of " + name;
+    case Access::kAtomicAdd:
+      return who + fmt::format("adds atomically to {}: {:g}", element, s.value);
+    case Access::kWait:
+      return who + "waits for " + name;
+    case Access::kSignal:
+      return who + name;
   }
   return who;
 }

@@ -20,10 +20,14 @@
 
 namespace tctl {
 
-// One step taken: which thread (from 0), at which point, and what it read or wrote.
+// One step taken: which thread (from 0), what it did to what, and what it read or wrote. Copied from the
+// AccessPoint when taken: the run's state, which the point's pointers name, is gone after the run.
 struct ExploredStep {
   int thread = 0;
-  AccessPoint point;
+  Access access = Access::kLoad;
+  std::string name;         // the variable's, or the model location's
+  std::int64_t index = -1;  // the element, where the variable has more than one
+  bool process_lock = false;
   float value = 0.0f;
   bool took_effect = true;
 };
@@ -39,6 +43,9 @@ struct RunOutcome {
 // schedule points (Variable), so that a run is decided by its schedule alone.
 struct ExploreProgram {
   int threads = 2;
+  // What the threads stand for, where they are not all threads ("thread 1", "stream 1"): named in the steps'
+  // descriptions. Empty: "thread N".
+  std::vector<std::string> actors;
   std::function<void()> setup;
   std::function<void(int)> body;
   std::function<RunOutcome()> outcome;
@@ -59,6 +66,7 @@ struct Exploration {
   bool complete = true;        // false when max_schedules stopped the search
   double seconds = 0.0;
   std::vector<OutcomeCount> outcomes;  // in the order first reached
+  std::vector<std::string> actors;     // the program's
 };
 
 Exploration explore_schedules(const ExploreProgram& program, std::int64_t max_schedules);
@@ -70,12 +78,13 @@ struct ReplayedRun {
   std::vector<ExploredStep> steps;
   std::vector<int> schedule;  // as run, in full
   RunOutcome outcome;
+  std::vector<std::string> actors;  // the program's
 };
 ReplayedRun replay_schedule(const ExploreProgram& program, const std::vector<int>& schedule);
 ReplayedRun replay_seeded(const ExploreProgram& program, std::uint64_t seed);
 
-// "thread 1 reads counter = 0", threads numbered from 1 as the output shows them.
-std::string describe_step(const ExploredStep& step);
+// "thread 1 reads counter = 0", threads numbered from 1 as the output shows them, or named by `actors`.
+std::string describe_step(const ExploredStep& step, const std::vector<std::string>& actors = {});
 // "1,2,1,2": a schedule as --replay reads it, threads from 1.
 std::string schedule_text(const std::vector<int>& schedule);
 // Its inverse; a SpecError (flag --replay) on anything but a comma list of thread numbers 1..threads.

@@ -11,13 +11,13 @@ namespace tctl {
 
 namespace {
 
-struct Variant {
+struct SharingVariant {
   std::string strategy;
   LockingMode mode;
   int threads;
 };
 
-SharingRow train_variant(const TrainConfig& base, const Variant& v) {
+SharingRow train_variant(const TrainConfig& base, const SharingVariant& v) {
   TrainConfig c = base;
   c.optimizer.locking = v.mode;
   c.strategy = StrategyConfig{};
@@ -64,13 +64,13 @@ SharingRow train_variant(const TrainConfig& base, const Variant& v) {
 std::vector<SharingRow> measure_sharing(
     const TrainConfig& config, const std::vector<LockingMode>& modes, int threads,
     const std::function<void(std::size_t, std::size_t, const std::string&)>& progress) {
-  std::vector<Variant> variants{{"single", config.optimizer.locking, 1}};
+  std::vector<SharingVariant> variants{{"single", config.optimizer.locking, 1}};
   for (LockingMode m : modes) variants.push_back({"hogwild", m, threads});
   // Mirrored replicas write only their own copies: no lock is needed, and none is taken.
   variants.push_back({"mirrored", LockingMode::kNone, threads});
   std::vector<SharingRow> rows;
   for (std::size_t i = 0; i < variants.size(); ++i) {
-    const Variant& v = variants[i];
+    const SharingVariant& v = variants[i];
     if (progress) progress(i + 1, variants.size(), v.strategy + ", " + std::string(locking_mode_name(v.mode)));
     rows.push_back(train_variant(config, v));
   }

@@ -283,7 +283,8 @@ TEST_SUITE("bad input") {
     expect_user_error(dir, "race-check --explore --threads 4", {"--threads: --explore runs 2 or 3 threads, got 4"});
     expect_user_error(dir, "race-check --explore --iterations 4", {"--iterations: --explore runs 1 to 3 updates"});
     expect_user_error(dir, "race-check --explore --size 5", {"--size: --explore runs 1 to 4 elements, got 5"});
-    expect_user_error(dir, "race-check --explore --scenario queue", {"--scenario:", "queue has no explorer program"});
+    expect_user_error(dir, "race-check --explore --scenario queue",
+                      {"--scenario:", "\"queue\" has no explorer program"});
     expect_user_error(dir, "race-check --explore --modes dataflow", {"--modes: dataflow's order comes from the graph"});
     expect_user_error(dir, "race-check --replay 1,2", {"--replay: a schedule is one scenario's under one mode"});
     expect_user_error(dir, "race-check --replay 1,3 --scenario counter --modes none",

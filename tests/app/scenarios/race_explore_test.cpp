@@ -119,3 +119,55 @@ TEST_CASE("a schedule that names a thread that cannot step is refused, naming th
 }
 
 }  // namespace tctl
+
+namespace tctl {
+
+TEST_CASE("the GPU model: streams lose an update under none, the locked modes' events keep it, the lock alone not") {
+  auto counts = [](const std::string& scenario, LockingMode mode) {
+    const Exploration e = explore(scenario, mode);
+    CHECK(e.complete);
+    CHECK(e.actors == std::vector<std::string>{"thread 1", "thread 2", "stream 1", "stream 2"});
+    return outcomes(e);
+  };
+  using Counts = std::map<std::string, std::int64_t>;
+  const Counts lost{{"v = 2, every increment kept", 2}, {"v = 1, 1 of 2 increments lost", 2}};
+  CHECK(counts("gpu-counter", LockingMode::kNone) == lost);
+  CHECK(counts("gpu-counter", LockingMode::kAtomic) == Counts{{"v = 2, every increment kept", 2}});
+  for (LockingMode mode : {LockingMode::kMutex, LockingMode::kProcess, LockingMode::kSnapshot})
+    CHECK(counts("gpu-counter", mode) == Counts{{"v = 2, every increment kept", 2}});
+  // The host lock orders the queuing, not the kernels: without the event the second kernel may still read
+  // before the first one's write.
+  CHECK(counts("gpu-without-events", LockingMode::kMutex) ==
+        Counts{{"v = 2, every increment kept", 4}, {"v = 1, 1 of 2 increments lost", 4}});
+  CHECK_FALSE(explore_promised("gpu-without-events", LockingMode::kMutex));
+  // Three threads and three streams, the table in docs/commands/race-check.md.
+  const ExploreBounds three{.threads = 3, .updates = 1, .elements = 1};
+  auto bad = [](const Exploration& e) {
+    std::int64_t n = 0;
+    for (const auto& o : e.outcomes) n += o.outcome.bad ? o.schedules : 0;
+    return std::pair{e.schedules, n};
+  };
+  CHECK(bad(explore("gpu-counter", LockingMode::kNone, three)) == std::pair<std::int64_t, std::int64_t>{36, 30});
+  CHECK(bad(explore("gpu-counter", LockingMode::kMutex, three)) == std::pair<std::int64_t, std::int64_t>{6, 0});
+  CHECK(bad(explore("gpu-without-events", LockingMode::kMutex, three)) ==
+        std::pair<std::int64_t, std::int64_t>{216, 180});
+  CHECK(explore_promised("gpu-counter", LockingMode::kMutex));
+}
+
+TEST_CASE("the GPU model's steps name the streams and the events") {
+  const ExploreProgram program = explore_program("gpu-counter", LockingMode::kMutex, {});
+  const ReplayedRun run = replay_schedule(program, {1});
+  std::vector<std::string> lines;
+  for (const auto& s : run.steps) lines.push_back(describe_step(s, run.actors));
+  CHECK(lines == std::vector<std::string>{"thread 2 takes the lock of v", "thread 2 queues an update on stream 2",
+                                          "thread 2 releases the lock of v", "thread 1 takes the lock of v",
+                                          "thread 1 queues an update on stream 1", "thread 1 releases the lock of v",
+                                          "stream 1 waits for its next queued update",
+                                          "stream 2 waits for its next queued update", "stream 2 reads v = 0",
+                                          "stream 2 writes v = 1", "stream 2 records thread 2's event",
+                                          "stream 1 waits for thread 2's event", "stream 1 reads v = 1",
+                                          "stream 1 writes v = 2", "stream 1 records thread 1's event"});
+  CHECK(run.outcome.text == "v = 2, every increment kept");
+}
+
+}  // namespace tctl
