@@ -536,7 +536,8 @@ void define_flags(CLI::App& cmd, RaceFlags& f) {
       cmd.add_option("--graph", f.graph, "Instead: list unordered variable conflicts in CONFIG's training graph")
           ->check(non_empty("a train config"));
   cmd.add_flag("--explore", f.explore,
-               "Instead of timing threads, run counter, sgd and torn-read under every order of their steps");
+               "Instead of timing threads, run counter, sgd, torn-read and the GPU models gpu-counter and "
+               "gpu-without-events under every order of their steps");
   cmd.add_option("--replay", f.replay,
                  "Run one --scenario under one mode in the order a schedule gives (1,2,1,2: a thread per step), "
                  "or seed:N for a random one")
