@@ -442,7 +442,7 @@ int run_sharing_costs(const RaceFlags& f) {
                      {"score", r.score},
                      {"loss", r.loss},
                      {"seconds", r.seconds},
-                     {"steps_per_second", r.samples_per_second / static_cast<double>(c.batch_size)},
+                     {"steps_per_second", r.steps_per_second},
                      {"samples_per_second", r.samples_per_second},
                      {"updates_per_second", r.updates_per_second},
                      {"updates_expected", r.expected},
@@ -458,7 +458,7 @@ int run_sharing_costs(const RaceFlags& f) {
   for (const auto& r : rows)
     table.push_back({r.strategy, r.strategy == "mirrored" ? "own copies" : r.mode, std::to_string(r.threads),
                      fmt::format("{:.4f}", r.score), fmt::format("{:.4f}", r.loss),
-                     thousands(std::llround(r.samples_per_second / static_cast<double>(c.batch_size))),
+                     thousands(std::llround(r.steps_per_second)),
                      thousands(static_cast<std::int64_t>(r.samples_per_second)), thousands(r.expected),
                      thousands(r.expected - r.applied), staleness_text(r.staleness)});
   std::vector<TableColumn> columns{{"strategy"},           {"mode"},

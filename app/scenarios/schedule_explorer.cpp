@@ -320,6 +320,17 @@ Exploration explore_schedules(const ExploreProgram& program, std::int64_t max_sc
   return e;
 }
 
+namespace {
+
+// One run in the order `choose` gives.
+ReplayedRun replay_with(const ExploreProgram& program, FunctionRef<int(std::size_t, const Choice&)> choose) {
+  Driver run(program);
+  run.run(choose);
+  return {run.steps(), schedule_of(run.steps()), run.outcome(), program.actors};
+}
+
+}  // namespace
+
 ReplayedRun replay_schedule(const ExploreProgram& program, const std::vector<int>& schedule) {
   auto choose = [&](std::size_t depth, const Choice& c) {
     if (depth >= schedule.size()) return -1;
@@ -331,9 +342,7 @@ ReplayedRun replay_schedule(const ExploreProgram& program, const std::vector<int
     }
     return t;
   };
-  Driver run(program);
-  run.run(choose);
-  return {run.steps(), schedule_of(run.steps()), run.outcome(), program.actors};
+  return replay_with(program, choose);
 }
 
 ReplayedRun replay_seeded(const ExploreProgram& program, std::uint64_t seed) {
@@ -344,9 +353,7 @@ ReplayedRun replay_seeded(const ExploreProgram& program, std::uint64_t seed) {
       if (c.enabled[t]) can.push_back(static_cast<int>(t));
     return can[static_cast<std::size_t>(rng() % can.size())];
   };
-  Driver run(program);
-  run.run(choose);
-  return {run.steps(), schedule_of(run.steps()), run.outcome(), program.actors};
+  return replay_with(program, choose);
 }
 
 std::string describe_step(const ExploredStep& s, const std::vector<std::string>& actors) {

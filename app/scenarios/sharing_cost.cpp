@@ -45,6 +45,7 @@ SharingRow train_variant(const TrainConfig& base, const SharingVariant& v) {
   r.metric = c.metrics.empty() ? "loss" : c.metrics.front();
   r.score = metric(values, r.metric);
   r.samples_per_second = static_cast<double>(data.train.size() * c.epochs) / std::max(r.seconds, 1e-9);
+  r.steps_per_second = static_cast<double>(steps) / std::max(r.seconds, 1e-9);
   r.applied = std::llround(model->optimizer().iterations() - counter_before);
   r.expected = steps;
   r.staleness = {steps};

@@ -20,7 +20,8 @@ struct SharingRow {
   std::string metric;    // the config's first metric (or "loss"), on its test rows, else validation, else train
   double score = 0.0;
   double loss = 0.0;
-  double seconds = 0.0;  // training alone, every epoch
+  double seconds = 0.0;           // training alone, every epoch
+  double steps_per_second = 0.0;  // batches
   double samples_per_second = 0.0;
   double updates_per_second = 0.0;
   std::int64_t expected = 0;  // updates the steps made; hogwild: one per worker per step

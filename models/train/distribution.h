@@ -46,9 +46,8 @@ using ReplicaTracer = std::function<TracedStep(const Sequential& net, Optimizer&
 
 // What hogwild's updates came to: each worker's update per step expected, and the optimizer's step counter,
 // written like the variables in the optimizer's locking mode, counting those that stuck.
-// `staleness[k]`: the updates whose worker saw k updates of the others land while it ran its step (read from
-// the step counter before and after each worker's run), so whose gradient was computed from weights up to k
-// updates old. Empty with one worker.
+// `staleness[k]`: the updates whose worker saw k runs of the others finish (each with its update) while it ran
+// its step, so whose gradient was computed from weights up to k updates old. Empty with one worker.
 struct HogwildTotals {
   std::int64_t steps = 0;
   std::int64_t expected = 0;

@@ -1,7 +1,7 @@
 // Hogwild: two or more threads share one replica, its session and variables. A step gives each its share of
 // the rows, and each applies its own update as the optimizer's `locking` lets it (with none, updates may be
 // lost: race-check measures how many). No all-reduce. One worker takes plain steps, counted alike.
-#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 
@@ -54,12 +54,16 @@ class HogwildStrategy final : public SplitStepStrategy {
     SplitStepStrategy::begin_runs(request);
   }
   void end_runs(const std::vector<Share>& /*shares*/, std::int64_t /*step*/) override { updates_ += members_; }
-  // Staleness: the counter before and after a worker's run; the others' updates are the rise less its own.
-  // Read in the optimizer's mode, so under none it may miss what the counter lost too.
-  void run_starts(int r) override { workers_[static_cast<std::size_t>(r)].counter_at_start = step_counter(); }
+  // Staleness: the runs finished before a worker's run started and before it ended; the others' are the
+  // difference. Counted on the host, not read from the step counter: that read is a device copy and a wait on
+  // a GPU, twice a worker a step, and under none the counter itself may lose increments.
+  void run_starts(int r) override {
+    workers_[static_cast<std::size_t>(r)].finished_at_start = finished_runs_.load(std::memory_order_acquire);
+  }
   void run_ended(int r) override {
     Worker& w = workers_[static_cast<std::size_t>(r)];
-    const auto k = static_cast<std::size_t>(std::max(0.0, std::round(step_counter() - w.counter_at_start - 1.0)));
+    const auto k =
+        static_cast<std::size_t>(finished_runs_.fetch_add(1, std::memory_order_acq_rel) - w.finished_at_start);
     if (w.staleness.size() <= k) w.staleness.resize(k + 1);
     ++w.staleness[k];
   }
@@ -74,10 +78,11 @@ class HogwildStrategy final : public SplitStepStrategy {
   double counter_start_ = 0.0;
   // Each worker's own, written only on its thread during a step and read between steps.
   struct Worker {
-    double counter_at_start = 0.0;
+    std::int64_t finished_at_start = 0;
     std::vector<std::int64_t> staleness;
   };
   std::vector<Worker> workers_;
+  std::atomic<std::int64_t> finished_runs_{0};  // workers' runs that returned, every step so far
 };
 
 }  // namespace
