@@ -21,6 +21,7 @@
 #include "models/io/atomic_file.h"
 #include "models/io/run_layout.h"
 #include "models/record/config_override.h"
+#include "models/record/precision.h"
 #include "models/train/training_run.h"
 
 namespace tctl::app {
@@ -30,7 +31,7 @@ struct TrainFlags {
   std::string config;
   std::optional<std::int64_t> epochs, batch_size, seed, folds;
   std::optional<int> inter_op, intra_op, data_threads;
-  std::optional<std::string> output, device, resume;
+  std::optional<std::string> output, device, resume, precision;
   std::vector<std::string> set;  // --set KEY=VALUE, in order
   bool json = false;
   bool quiet = false;
@@ -54,6 +55,7 @@ std::string resume_command(const TrainFlags& f, const std::string& run_dir) {
   add("--intra-op-threads", f.intra_op);
   add("--data-threads", f.data_threads);
   add("--device", f.device);
+  add("--precision", f.precision);
   for (const std::string& s : f.set) out += " --set " + shell_word(s);
   if (f.keep_denormals) out += " --keep-denormals";
   if (f.strict_placement) out += " --strict-placement";
@@ -129,6 +131,8 @@ std::string epochs_text(const TrainOutcome& out) {
 // The config with the command line's overrides; --keep-denormals takes effect here.
 TrainConfig config_with_flags(const TrainFlags& f) {
   std::vector<ConfigOverride> overrides;
+  // --precision is the config key's override, checked as the key is; a --set of it after wins.
+  if (f.precision) overrides.push_back(parse_override("precision=" + *f.precision));
   for (const std::string& s : f.set) overrides.push_back(parse_override(s));
   TrainConfig c = load_train_config(f.config, overrides);
   if (f.epochs) c.epochs = *f.epochs;
@@ -368,6 +372,10 @@ void define_flags(CLI::App& cmd, TrainFlags& flags) {
                "non-empty run directory is refused)");
   cmd.add_option("--device", flags.device, "Default device for every layer: cpu, cuda, cuda:N, sim, sim:N")
       ->check(device_name());
+  cmd.add_option("--precision", flags.precision,
+                 "Precision policy, as the config's \"precision\": float32, mixed_bfloat16 or mixed_float16 (dynamic "
+                 "loss scaling)")
+      ->check(CLI::IsMember(precision_names()));
   cmd.add_flag("--json", flags.json, "Print the final summary as JSON on stdout (progress goes to stderr)");
   cmd.add_flag("--quiet", flags.quiet, "No progress output");
   cmd.add_flag(

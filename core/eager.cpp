@@ -35,9 +35,18 @@ EagerRunner::EagerRunner(Graph& g, ThreadPool& intra, EagerOptions options) : g_
 
 EagerRunner::~EagerRunner() { g_.set_node_hook({}); }
 
+void EagerRunner::note_skip(const KernelContext& kc, std::size_t id) {
+  if (!kc.skipped()) return;
+  dead_[id] = 1;
+  values_[id].reset();
+}
+
 void EagerRunner::run(const Node& node) {
   const std::size_t id = static_cast<std::size_t>(node.id);
-  if (values_.size() <= id) values_.resize(id + 1);
+  if (values_.size() <= id) {
+    values_.resize(id + 1);
+    dead_.resize(id + 1, 0);
+  }
   if (node.op == &ops::placeholder()) {
     auto it = feeds_.find(node.name);
     if (it == feeds_.end()) throw RuntimeError("placeholder " + node.name + " must be fed");
@@ -45,6 +54,11 @@ void EagerRunner::run(const Node& node) {
     values_[id] = it->second;
     return;
   }
+  for (const int in : node.inputs)
+    if (dead_[static_cast<std::size_t>(in)] != 0) {
+      dead_[id] = 1;
+      return;
+    }
   // Where the op runs: its device when that supports it, else the CPU (no warning here: the traced
   // graph's placement reports it). Inputs from another device are copied over first.
   Device* device = DeviceRegistry::instance().find(node.device);
@@ -68,6 +82,7 @@ void EagerRunner::run(const Node& node) {
   KernelContext kc(node, *device, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
   if (options_.profiler == nullptr) {
     kernel(kc);
+    note_skip(kc, id);
     if (options_.find_non_finite) {
       if (int kind = first_non_finite(values_[id])) throw NonFiniteValue(node, kind == 1);
     }
@@ -75,6 +90,7 @@ void EagerRunner::run(const Node& node) {
   }
   const auto start = Profiler::Clock::now();
   kernel(kc);
+  note_skip(kc, id);
   options_.profiler->record(node, start, Profiler::Clock::now());
   // The node lives in a vector that grows as ops are added: copy its names before it can move.
   options_.profiler->collect();

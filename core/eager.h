@@ -18,6 +18,8 @@
 
 namespace tctl {
 
+class KernelContext;
+
 class Profiler;
 
 struct EagerOptions {
@@ -46,10 +48,11 @@ class EagerRunner {
   EagerRunner& operator=(const EagerRunner&) = delete;
 
   void feed(const std::string& placeholder, Tensor value) { feeds_[placeholder] = std::move(value); }
-  // The value a node computed.
+  // The value a node computed; undefined when the node was skipped (it read a dead value: OpDef::may_skip).
   const Tensor& value(Output o) const { return values_.at(static_cast<std::size_t>(o.node)); }
 
  private:
+  void note_skip(const KernelContext& kc, std::size_t id);
   void run(const Node& node);
 
   Graph& g_;
@@ -58,6 +61,7 @@ class EagerRunner {
   FlushDenormalsScope flush_;
   std::map<std::string, Tensor, std::less<>> feeds_;
   std::vector<Tensor> values_;
+  std::vector<char> dead_;  // per node: 1 when its output is dead
 };
 
 }  // namespace tctl

@@ -173,6 +173,7 @@ void finish_plan(Plan& plan, std::vector<int> fetch_slots, const std::vector<int
     plan.nodes[static_cast<std::size_t>(s)].release_after_use = false;
   }
   mark_feeds_anywhere(plan);
+  for (const PlanNode& pn : plan.nodes) plan.may_skip = plan.may_skip || pn.node->op->may_skip;
   for (const PlanNode& pn : plan.nodes)
     if (pn.device != cpu_device() &&
         std::find(plan.stream_devices.begin(), plan.stream_devices.end(), pn.device) == plan.stream_devices.end())
@@ -226,7 +227,8 @@ Frame::Frame(const Plan& plan)
     : values_(plan.nodes.size()),
       pending_(new std::atomic<int>[plan.nodes.size()]),
       uses_left_(new std::atomic<int>[plan.nodes.size()]),
-      read_writes_(new std::uint64_t[plan.nodes.size()]()) {}
+      read_writes_(new std::uint64_t[plan.nodes.size()]()),
+      dead_(plan.may_skip ? new char[plan.nodes.size()]() : nullptr) {}
 
 namespace {
 
@@ -252,6 +254,11 @@ struct Run {
       return;
     }
     if (failed.load(std::memory_order_relaxed)) return;
+    if (plan.may_skip && reads_dead(pn)) {
+      frame.dead_[i] = 1;
+      values[static_cast<std::size_t>(i)].reset();
+      return;
+    }
     // A kept variable read whose value in the frame is still current needs no kernel call (the kernel
     // makes the same test; a profiled run calls it, to time it). bench_workloads infer_b1 measures the saving.
     if (pn.keep_read && ctx.profiler == nullptr &&
@@ -284,6 +291,11 @@ struct Run {
       } else {
         run_profiled(pn, kc, inputs);
       }
+      if (kc.skipped()) {
+        TCTL_CHECK(plan.may_skip, pn.node->name + " skipped, but its op is not marked may_skip");
+        frame.dead_[i] = 1;
+        values[static_cast<std::size_t>(i)].reset();
+      }
     } catch (...) {
       record_error(std::current_exception());
     }
@@ -306,6 +318,12 @@ struct Run {
     pn.kernel(kc);
     work.after = stream->record_timed_event();
     ctx.profiler->record(*pn.node, start, Profiler::Clock::now(), std::move(work));
+  }
+
+  bool reads_dead(const PlanNode& pn) const {
+    for (int in : pn.inputs)
+      if (frame.dead_[in] != 0) return true;
+    return false;
   }
 
   void record_error(std::exception_ptr e) {
@@ -414,6 +432,7 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
   }
   frame.remaining_.store(n, std::memory_order_relaxed);
   frame.failed_.store(false, std::memory_order_relaxed);
+  if (plan.may_skip) std::fill_n(frame.dead_.get(), n, char{0});
   const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
   if (can_hand_off) {
     std::lock_guard lock(frame.mu_);

@@ -59,6 +59,8 @@ struct Plan {
   // The devices besides the CPU that run nodes of the plan. A run ends by waiting for their streams, so
   // its work, and any error its queued work raised (a NaN gradient found on a GPU), belongs to that run.
   std::vector<Device*> stream_devices;
+  // Whether a node may declare its output dead (OpDef::may_skip): only then does a run track dead values.
+  bool may_skip = false;
 };
 
 // Throws ShapeError naming the placeholder when a fed value's spec does not fit it.
@@ -81,6 +83,9 @@ struct Frame {
   std::unique_ptr<std::atomic<int>[]> uses_left_;
   // Per node: the write count of a kept variable read's value (PlanNode::keep_read).
   std::unique_ptr<std::uint64_t[]> read_writes_;
+  // Per node, with Plan::may_skip: 1 when its output is dead (skipped). Each entry is written by the thread
+  // that ran the node before its successors become ready, so the pending counts order it.
+  std::unique_ptr<char[]> dead_;
   std::vector<int> caller_roots_;  // the roots the calling thread runs itself
   std::atomic<int> remaining_{0};
   std::atomic<bool> failed_{false};
@@ -102,7 +107,8 @@ struct RunContext {
 
 class Executor {
  public:
-  // Runs every node of the plan. Feeds are the run's fed tensors in plan feed order. The first exception
+  // Runs every node of the plan (a node that reads a dead value is skipped: OpDef::may_skip; a fetched
+  // value that is dead comes back undefined). Feeds are the run's fed tensors in plan feed order. The first exception
   // a kernel throws cancels the nodes not yet started and is rethrown here, on the calling thread.
   static void run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds, const RunContext& ctx);
 };

@@ -39,6 +39,9 @@ class KernelContext {
   void set_output(Tensor t) { output_ = std::move(t); }
   // What the output slot holds before the kernel runs: the last run's output, or nothing.
   const Tensor& previous_output() const { return output_; }
+  // For an op with OpDef::may_skip: the output is dead, and every node reading it is skipped.
+  void skip() { skipped_ = true; }
+  bool skipped() const { return skipped_; }
 
   // For a variable read whose value the frame keeps between runs (its plan never writes the variable):
   // the write count of the kept value. Null for every other node.
@@ -75,6 +78,7 @@ class KernelContext {
   std::int64_t step_;
   std::uint64_t* kept_read_ = nullptr;
   std::int64_t batch_offset_ = 0;
+  bool skipped_ = false;
 };
 
 }  // namespace tctl

@@ -48,6 +48,7 @@ void define_core_ops() {
   define_dropout_ops();
   define_elementwise_ops();
   define_losses_ops();
+  define_loss_scale_ops();
   define_matmul_ops();
   define_optimizers_ops();
   define_pooling_ops();

@@ -83,6 +83,10 @@ struct OpDef {
   CostFn flops;
   // The node waits for other replicas (an all-reduce); the profiler gives such nodes a trace track of their own.
   bool collective = false;
+  // The kernel may declare its output dead (KernelContext::skip): every node that reads a dead value, directly
+  // or through other nodes, is then skipped and its own output dead, as TensorFlow's dead tensors behind a
+  // Switch. Dynamic loss scaling skips a step's updates this way when a gradient overflowed (core/ops/loss_scale.cpp).
+  bool may_skip = false;
 
   // The kernel for a device kind, or null when that kind has none. Filled by register_kernel.
   KernelFn kernel(DeviceKind kind) const {

@@ -18,6 +18,7 @@ void define_delay_ops();
 void define_dropout_ops();
 void define_elementwise_ops();
 void define_losses_ops();
+void define_loss_scale_ops();
 void define_matmul_ops();
 void define_optimizers_ops();
 void define_pooling_ops();

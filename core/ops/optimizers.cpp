@@ -45,11 +45,15 @@ void define_optimizers_ops() {
   register_op({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1)});
   register_op({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer()});
   register_op({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer()});
-  register_op({.name = "Increment", .num_inputs = 0, .infer = [](const InferContext&) {
+  // Increment and MovingAverage take an optional last input they do not read: dynamic loss scaling's factor,
+  // which is dead on a skipped step (core/ops/loss_scale.cpp), so they are skipped with the updates.
+  register_op({.name = "Increment", .num_inputs = -1, .infer = [](const InferContext& c) {
+                 if (c.num_inputs() > 1) c.fail("takes at most one input (a gate)");
                  return TensorSpec{DType::kF32, Shape{}};
                }});
   register_op({.name = "AccumulateGradient", .num_inputs = 3, .infer = update_infer(1)});
-  register_op({.name = "MovingAverage", .num_inputs = 2, .infer = [](const InferContext& c) {
+  register_op({.name = "MovingAverage", .num_inputs = -1, .infer = [](const InferContext& c) {
+                 if (c.num_inputs() < 2 || c.num_inputs() > 3) c.fail("takes a value, the steps done and a gate");
                  c.expect_dtype(0, DType::kF32);
                  c.expect_dtype(1, DType::kF32);
                  c.expect_rank(1, 0);

@@ -223,7 +223,9 @@ std::string KerasConfig::common() {
   if (const json* v = take("trainable"); v && *v != json(true))
     fail("trainable", "trainable " + v->dump() + " is not supported: tensorctl trains every layer");
   if (const json* v = take("dtype"); v && !v->is_null() && !is_float32(*v))
-    fail("dtype", "dtype " + describe_dtype(*v) + " is not supported: tensorctl computes in float32");
+    fail("dtype", "dtype " + describe_dtype(*v) +
+                      " is not supported: tensorctl's weights are float32 (a mixed_bfloat16 or mixed_float16 "
+                      "policy is taken; a run's precision is its config's \"precision\")");
   // Read by the model for its input shape; on other layers Keras ignores it too.
   take("batch_input_shape");
   take("batch_size");
@@ -248,11 +250,16 @@ std::string KerasConfig::variance_scaling_name(const std::string& key, const jso
        "forms)");
 }
 
+// float32, or a mixed policy, whose variables are float32 too: the layer's weights import as they are, and
+// the precision a run computes in is the train config's (models/record/precision.h), not a layer's.
 bool KerasConfig::is_float32(const json& v) {
-  if (v.is_string()) return v.get<std::string>() == "float32";
-  // Keras 3.4+ DTypePolicy, or the mixed-precision Policy of Keras 2, naming its compute dtype in config.name.
+  const auto float32_weights = [](const std::string& name) {
+    return name == "float32" || name == "mixed_bfloat16" || name == "mixed_float16";
+  };
+  if (v.is_string()) return float32_weights(v.get<std::string>());
+  // Keras 3.4+ DTypePolicy, or the mixed-precision Policy of Keras 2, naming its policy in config.name.
   return v.is_object() && v.contains("config") && v.at("config").is_object() &&
-         string_or(v.at("config"), "name", "") == "float32";
+         float32_weights(string_or(v.at("config"), "name", ""));
 }
 
 std::string KerasConfig::describe_dtype(const json& v) {

@@ -25,6 +25,15 @@
 
 namespace tctl {
 
+// Dynamic loss scaling, which the mixed_float16 precision policy turns on (Keras' LossScaleOptimizer and its
+// defaults): the loss times `initial_scale` at first, doubled after `growth_steps` finite steps in a row,
+// halved (not below 1) at a step whose gradients overflowed, which is skipped (models/train/optimizer.h).
+struct LossScaleConfig {
+  bool dynamic = false;
+  double initial_scale = 32768.0;
+  std::int64_t growth_steps = 2000;
+};
+
 struct OptimizerConfig {
   std::string type = "adam";  // sgd, adam, adamw, rmsprop, adagrad
   double learning_rate = 0.001;
@@ -45,6 +54,9 @@ struct OptimizerConfig {
   // How updates meet when several threads train one model (core/locking_mode.h); the model's variables,
   // the slots and the step counter all use it.
   LockingMode locking = LockingMode::kMutex;
+  // Set from the train config's "precision" and "loss_scale" (models/record/train_config.h), not read from
+  // the "optimizer" object.
+  LossScaleConfig loss_scale;
 
   // Reads the "optimizer" object; throws SpecError naming the JSON path of a bad or unknown key.
   static OptimizerConfig parse(SpecReader& spec);

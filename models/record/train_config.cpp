@@ -16,6 +16,7 @@
 #include "models/nn/layer.h"
 #include "models/nn/losses.h"
 #include "models/record/keras_model_file.h"
+#include "models/record/precision.h"
 
 namespace tctl {
 
@@ -110,11 +111,15 @@ nlohmann::json TrainConfig::to_json() const {
                    {"callbacks", callbacks_json()},
                    {"device", device},
                    {"allow_tf32", allow_tf32},
+                   {"precision", precision},
                    {"keep_denormals", keep_denormals},
                    {"output", output}};
   // Absent without a strategy, as in the runs recorded before there were strategies (which may resume).
   if (strategy.type != StrategyType::kNone) j["strategy"] = strategy.to_json();
   if (!class_weight.is_null()) j["class_weight"] = class_weight;
+  if (optimizer.loss_scale.dynamic)
+    j["loss_scale"] = {{"initial_scale", optimizer.loss_scale.initial_scale},
+                       {"dynamic_growth_steps", optimizer.loss_scale.growth_steps}};
   return j;
 }
 
@@ -374,6 +379,23 @@ int thread_count(SpecReader& r, const std::string& key) {
   return static_cast<int>(n);
 }
 
+// "precision" (Keras' policy names) and, with mixed_float16, "loss_scale" (Keras' LossScaleOptimizer's
+// initial_scale and dynamic_growth_steps).
+void parse_precision(SpecReader& top, TrainConfig& c) {
+  c.precision = top.one_of("precision", precision_names(), "float32");
+  LossScaleConfig& ls = c.optimizer.loss_scale;
+  ls.dynamic = c.precision == "mixed_float16";
+  if (!top.has("loss_scale")) return;
+  if (!ls.dynamic)
+    top.fail("loss_scale",
+             "loss scaling is part of the mixed_float16 precision; this config's precision is " + c.precision);
+  SpecReader l = top.object("loss_scale");
+  // At most 2^126: the gradients are multiplied by the scale's reciprocal, which must stay a normal float.
+  ls.initial_scale = l.number_in("initial_scale", ls.initial_scale, 1.0, 0x1p126, true);
+  ls.growth_steps = l.has("dynamic_growth_steps") ? l.positive_int("dynamic_growth_steps") : ls.growth_steps;
+  l.finish();
+}
+
 // The keys after the metrics, in the order of to_json().
 void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
   // 0: no training step; the run evaluates and saves its starting weights (a Keras file's, say).
@@ -396,6 +418,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
   c.device = top.string("device", "cpu");
   if (const std::string error = device_name_error(c.device); !error.empty()) top.fail("device", error);
   c.allow_tf32 = top.boolean("allow_tf32", false);
+  parse_precision(top, c);
 }
 
 // How many take a share of each batch (`key`: "replicas" or "workers"; 2 by default): 1 to 64, dividing it.
@@ -500,10 +523,10 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   c.output = top.string("output", (std::filesystem::path("runs") / stem).string());
   if (c.output.empty()) top.fail("output", "expected the run directory's path, got an empty string");
   c.strategy = parse_strategy(top, c);
-  std::vector<std::string> known{"model",   "data",        "loss",     "optimizer",          "metrics",
-                                 "epochs",  "batch_size",  "prefetch", "checkpoint_seconds", "seed",
-                                 "threads", "callbacks",   "device",   "allow_tf32",         "strategy",
-                                 "output",  "class_weight"};
+  std::vector<std::string> known{"model",   "data",         "loss",      "optimizer",          "metrics",
+                                 "epochs",  "batch_size",   "prefetch",  "checkpoint_seconds", "seed",
+                                 "threads", "callbacks",    "device",    "allow_tf32",         "strategy",
+                                 "output",  "class_weight", "precision", "loss_scale"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;

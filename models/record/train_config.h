@@ -120,6 +120,10 @@ struct TrainConfig {
   // GPU matrix products may use TF32 tensor cores (the backend flag "allow_tf32", core/device.h backend_flag); off by
   // default.
   bool allow_tf32 = false;
+  // Keras' dtype policy: "float32", "mixed_bfloat16" or "mixed_float16" (models/record/precision.h): which type
+  // products and activations compute in; mixed_float16 also turns on dynamic loss scaling, whose settings
+  // ("loss_scale": {"initial_scale", "dynamic_growth_steps"}) are optimizer.loss_scale.
+  std::string precision = "float32";
   StrategyConfig strategy;
   bool keep_denormals = false;  // `train --keep-denormals` (a flag, not a config key): it changes the numbers
   // `train --strict-placement` and `--log-device-placement` (flags; they change no result).

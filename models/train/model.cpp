@@ -165,7 +165,7 @@ void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
       }
     vars.push_back(v);
   }
-  std::vector<Output> read_grads = gradients(g, pass.loss, reads);
+  std::vector<Output> read_grads = gradients(g, r.optimizer.scale_loss(g, pass.loss), reads);
   std::vector<std::vector<Output>> per_var(vars.size());
   for (std::size_t i = 0; i < reads.size(); ++i) per_var[owner[i]].push_back(read_grads[i]);
   std::vector<Output> grads;

@@ -14,6 +14,15 @@ Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) {
   learning_rate_ = std::make_shared<Variable>("optimizer/learning_rate",
                                               Tensor::scalar(static_cast<float>(scheduled_learning_rate(0))),
                                               LockingMode::kMutex, false);
+  if (config_.loss_scale.dynamic) {
+    // Always on the host: the decision to skip is taken there (LossScaleFactor), whatever device trains.
+    const auto scalar = [&](const char* name, double value) {
+      return std::make_shared<Variable>(name, Tensor::scalar(static_cast<float>(value)), LockingMode::kMutex, false);
+    };
+    loss_scale_ = scalar("optimizer/loss_scale", config_.loss_scale.initial_scale);
+    good_steps_ = scalar("optimizer/loss_scale_good_steps", 0.0);
+    skipped_steps_ = scalar("optimizer/skipped_steps", 0.0);
+  }
   if (config_.gradient_accumulation_steps > 1) {
     accumulation_share_ =
         std::make_shared<Variable>("optimizer/accumulation_share", Tensor::scalar(1.0f), LockingMode::kMutex, false);
@@ -81,7 +90,9 @@ UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>
   const bool adam = c.type == "adam" || c.type == "adamw";
   UpdateOps ops;
   std::vector<Output>& updates = ops.apply;
-  const std::vector<Output> grads = accumulate(g, vars, step_grads, ops);
+  std::vector<Output> unscaled = step_grads;
+  const Output gate = loss_scale_ && !vars.empty() ? unscale(g, unscaled, ops) : Output{};
+  const std::vector<Output> grads = accumulate(g, vars, unscaled, ops);
   // Only Adam and the moving averages read the step counter. An unused read would still run (automatic control
   // dependencies order it before the increment) and its frame would hold a snapshot of the counter, so every increment
   // would copy the variable: one buffer allocated per step. The learning rate has no writer in the graph, so its read
@@ -125,9 +136,48 @@ UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>
                               {{v, true}, {slot(*v, "accumulator", init), true}}));
     }
   }
-  if (c.use_ema) average(g, vars, step, updates);
-  updates.push_back(g.add("Increment", {}, Attrs{{"amount", 1.0}}, {{iterations_, true}}));
+  if (c.use_ema) average(g, vars, step, gate, updates);
+  std::vector<Output> count_gate;
+  if (gate.valid()) count_gate.push_back(gate);
+  updates.push_back(g.add("Increment", std::move(count_gate), Attrs{{"amount", 1.0}}, {{iterations_, true}}));
   return ops;
+}
+
+Output Optimizer::scale_loss(Graph& g, Output loss) {
+  if (!loss_scale_) return loss;
+  Output scale;
+  {
+    Graph::Scope host(g, "loss", "cpu", Phase::kForward);
+    scale = g.read(loss_scale_);
+  }
+  Graph::Scope there(g, "loss", g.node(loss).device, Phase::kForward);
+  return g.add("MulScalar", {loss, scale});
+}
+
+// AllFinite and each MulScalar run where their gradients were made; the decision and the scale's update on
+// the host, next to the scale.
+Output Optimizer::unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops) {
+  Output finite;
+  {
+    Graph::Scope there(g, "optimizer", g.node(grads[0]).device, Phase::kUpdate);
+    finite = g.add("AllFinite", grads);
+  }
+  const Output factor = g.add("LossScaleFactor", {finite, g.read(loss_scale_)});
+  const Output update = g.add("UpdateLossScale", {finite}, Attrs{{"growth_steps", config_.loss_scale.growth_steps}},
+                              {{loss_scale_, true}, {good_steps_, true}, {skipped_steps_, true}});
+  ops.apply.push_back(update);
+  if (accumulation_share_) ops.accumulate.push_back(update);
+  for (Output& grad : grads) {
+    Graph::Scope there(g, "optimizer", g.node(grad).device, Phase::kUpdate);
+    grad = g.add("MulScalar", {grad, factor});
+  }
+  return factor;
+}
+
+double Optimizer::loss_scale() const { return loss_scale_ ? loss_scale_->read().to(cpu_device()).item() : 0.0; }
+
+double Optimizer::skipped_steps() const {
+  return skipped_steps_ ? skipped_steps_->read().to(cpu_device()).item() : 0.0;
 }
 
 // Gradient accumulation: each step's gradient goes into its sum, and the updates read the sums, after (a
@@ -152,7 +202,7 @@ std::vector<Output> Optimizer::accumulate(Graph& g, const std::vector<std::share
 
 // use_ema: each weight's average follows its update, the last vars.size() of `updates` (Keras' use_ema:
 // after the update, before the counter moves, which starts the average at the first update's weight).
-void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step,
+void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, Output gate,
                         std::vector<Output>& updates) {
   const std::size_t first_update = updates.size() - vars.size();
   for (std::size_t i = 0; i < vars.size(); ++i) {
@@ -161,8 +211,10 @@ void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& 
       averages_.emplace_back(vars[i], average);
     const Output value = g.read(vars[i]);
     g.add_control_input(value.node, updates[first_update + i].node);
+    std::vector<Output> inputs{value, step};
+    if (gate.valid()) inputs.push_back(gate);
     updates.push_back(
-        g.add("MovingAverage", {value, step}, Attrs{{"momentum", config_.ema_momentum}}, {{average, true}}));
+        g.add("MovingAverage", std::move(inputs), Attrs{{"momentum", config_.ema_momentum}}, {{average, true}}));
   }
 }
 
@@ -170,6 +222,7 @@ double Optimizer::iterations() const { return iterations_->read().to(cpu_device(
 
 std::vector<std::shared_ptr<Variable>> Optimizer::state() const {
   std::vector<std::shared_ptr<Variable>> out = slots_;
+  if (loss_scale_) out.insert(out.end(), {loss_scale_, good_steps_, skipped_steps_});
   out.push_back(learning_rate_);
   out.push_back(lr_factor_);
   out.push_back(iterations_);

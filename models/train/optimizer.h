@@ -62,7 +62,16 @@ class Optimizer {
   // With gradient_accumulation_steps above 1, each gradient is first summed into its slot
   // "accumulated_gradient" (AccumulateGradient, as begin_step's AccumulationStep says), and the updates read
   // the sums. With use_ema, each update is followed by its weight's moving average (slot "average").
+  // With dynamic loss scaling (config().loss_scale), the gradients given are those of scale_loss's loss: they are
+  // divided by the scale first, and when any holds a NaN or an infinity the step's updates, averages and step
+  // count are skipped (dead, core/ops/loss_scale.cpp) and the scale halved, instead of NonFiniteError.
   UpdateOps apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, const std::vector<Output>& grads);
+  // The loss whose gradients apply() takes: `loss` times the loss scale, or `loss` itself without scaling.
+  Output scale_loss(Graph& g, Output loss);
+  // Dynamic loss scaling's state: the scale the next step multiplies the loss by, and the steps skipped so
+  // far (0 and 0 without scaling).
+  double loss_scale() const;
+  double skipped_steps() const;
 
   // The rate for the step at `iteration` (steps completed before it): schedule(iteration) × lr_factor().
   double scheduled_learning_rate(std::int64_t iteration) const;
@@ -85,9 +94,10 @@ class Optimizer {
   // Steps applied so far: "optimizer/iterations", read wherever the variable lives.
   double iterations() const;
 
-  // Slots, then "optimizer/learning_rate", "optimizer/learning_rate_factor" and, last, "optimizer/iterations":
-  // everything a checkpoint must save to resume. The learning-rate variable is recomputed by begin_step
-  // from the schedule, the iteration and the factor, so restoring the factor is what matters.
+  // Slots, the loss scale's three variables when it has them, then "optimizer/learning_rate",
+  // "optimizer/learning_rate_factor" and, last, "optimizer/iterations": everything a checkpoint must save to resume.
+  // The learning-rate variable is recomputed by begin_step from the schedule, the iteration and the factor, so
+  // restoring the factor is what matters.
   std::vector<std::shared_ptr<Variable>> state() const;
   const OptimizerConfig& config() const { return config_; }
 
@@ -96,8 +106,12 @@ class Optimizer {
   // apply()'s two optional stages: the gradients summed (returns what the updates read), the averages kept.
   std::vector<Output> accumulate(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
                                  const std::vector<Output>& step_grads, UpdateOps& ops);
-  void average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, std::vector<Output>& updates);
+  void average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, Output gate,
+               std::vector<Output>& updates);
   static void write_scalar(Variable& v, float value);
+  // Divides the gradients by the loss scale; returns the factor every skipped node reads (dead on overflow)
+  // and adds the scale's update to `ops`.
+  Output unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops);
 
   OptimizerConfig config_;
   std::shared_ptr<Variable> iterations_;
@@ -106,6 +120,8 @@ class Optimizer {
   // Gradient accumulation's step share and whether the step adds to the sum (1) or starts it (0).
   std::shared_ptr<Variable> accumulation_share_;
   std::shared_ptr<Variable> accumulation_keep_;
+  // Dynamic loss scaling: the scale, the finite steps since it last changed, the steps skipped.
+  std::shared_ptr<Variable> loss_scale_, good_steps_, skipped_steps_;
   std::vector<std::pair<std::shared_ptr<Variable>, std::shared_ptr<Variable>>> averages_;
   std::vector<std::shared_ptr<Variable>> slots_;
   std::unordered_map<std::string, std::shared_ptr<Variable>> slot_by_name_;  // slots_, found by name

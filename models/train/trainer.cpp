@@ -184,6 +184,7 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     const bool resumed = epoch == start.epoch;
     const std::int64_t skip = resumed ? start.steps_done : 0;
     const auto started = std::chrono::steady_clock::now();
+    const double skipped_before = model_.optimizer().skipped_steps();
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
     epoch_rows_ = n;
@@ -198,6 +199,11 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     r.epoch = epoch;
     r.steps = steps_per_epoch;
     r.train = averages(sums, model_.options().metrics);
+    // Dynamic loss scaling (mixed_float16): the steps this epoch skipped for overflow, and the scale it ends at.
+    if (model_.optimizer().config().loss_scale.dynamic) {
+      r.train.emplace_back("skipped_steps", model_.optimizer().skipped_steps() - skipped_before);
+      r.train.emplace_back("loss_scale", model_.optimizer().loss_scale());
+    }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (validation != nullptr && validation->size() > 0) r.validation = evaluate(*validation, batch_size);
     if (on_epoch) on_epoch(r);

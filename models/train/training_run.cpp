@@ -16,6 +16,7 @@
 #include "models/io/spec_reader.h"
 #include "models/nn/memory_budget.h"
 #include "models/record/keras_model_file.h"
+#include "models/record/precision.h"
 #include "models/record/prepared_data.h"
 #include "models/train/callbacks.h"
 #include "models/train/class_weights.h"
@@ -246,6 +247,8 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
   if (writer) write_file_atomic(run.model(), model->net().to_json().dump(2) + "\n");
   if (control.on_placement_warnings && !model->placement_warnings().empty())
     control.on_placement_warnings(model->placement_warnings());
+  if (const std::string note = precision_note(c.precision, c.device); !note.empty() && control.on_message)
+    control.on_message(note);
   const auto start = std::chrono::steady_clock::now();
 
   TrainOutcome out;

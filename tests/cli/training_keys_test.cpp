@@ -114,6 +114,30 @@ TEST_SUITE("training keys") {
     expect_user_error(dir, R"(train base.json --set loss=mse --set class_weight=balanced --output bad)",
                       {"class_weight: class weights need a classification loss"});
   }
+  TEST_CASE("--precision: mixed_float16 trains float32's weights here, with its loss scale in history and summary") {
+    TempDir dir;
+    write_config(dir);
+    const CommandResult plain = run_tensorctl("train base.json --output f32 --quiet", dir.path());
+    REQUIRE(plain.status == 0);
+    const CommandResult mixed = run_tensorctl("train base.json --precision mixed_float16 --output f16", dir.path());
+    REQUIRE(mixed.status == 0);
+    CHECK(mixed.out.find("precision mixed_float16: cpu computes it in float32") != std::string::npos);
+    CHECK(tensors(dir / "f32" / "weights.safetensors") == tensors(dir / "f16" / "weights.safetensors"));
+    const std::string history = read_text(dir / "f16" / "history.csv");
+    CHECK(history.rfind("epoch,loss,accuracy,skipped_steps,loss_scale,", 0) == 0);
+    CHECK(history.find("\n3,") != std::string::npos);
+    const nlohmann::json summary = read_json(dir / "f16" / "summary.json");
+    CHECK(summary["config"]["precision"] == "mixed_float16");
+    CHECK(summary["config"]["loss_scale"]["initial_scale"] == 32768.0);
+    CHECK(summary["train"]["skipped_steps"] == 0.0);
+    CHECK(read_json(dir / "f32" / "summary.json")["config"]["precision"] == "float32");
+    const CommandResult bf16 = run_tensorctl("train base.json --precision mixed_bfloat16 --output bf16", dir.path());
+    CHECK(bf16.out.find("precision mixed_bfloat16: cpu computes it in float32") != std::string::npos);
+    CHECK(tensors(dir / "f32" / "weights.safetensors") == tensors(dir / "bf16" / "weights.safetensors"));
+    expect_user_error(dir, "train base.json --precision float16 --output bad", {"--precision", "float16"});
+    expect_user_error(dir, "train base.json --set 'loss_scale={\"initial_scale\":8}' --output bad",
+                      {"base.json: loss_scale: loss scaling is part of the mixed_float16 precision"});
+  }
 }
 
 }  // namespace tctl::cli_test

@@ -256,8 +256,17 @@ TEST_SUITE("keras_import") {
       expect_refusal(doc, "config.layers[2].config.rate", {"Dropout layer \"dropout\"", "expected a number in [0, 1)"});
     }
     doc = keras_file("mlp_keras3.json");
-    doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = "mixed_float16";
-    expect_refusal(doc, "config.layers[1].config.dtype", {"dtype \"mixed_float16\" is not supported"});
+    doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = "float16";
+    expect_refusal(doc, "config.layers[1].config.dtype",
+                   {"dtype \"float16\" is not supported", "a mixed_bfloat16 or mixed_float16 policy is taken"});
+    // A mixed policy keeps the weights in float32: the layer imports as a float32 one does.
+    for (const char* policy : {"mixed_float16", "mixed_bfloat16"}) {
+      doc = keras_file("mlp_keras3.json");
+      doc["config"]["layers"][1]["config"]["dtype"]["config"]["name"] = policy;
+      CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("layers") == kMlpLayers);
+      doc["config"]["layers"][1]["config"]["dtype"] = policy;
+      CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("layers") == kMlpLayers);
+    }
   }
 
   TEST_CASE("unknown keys are accepted only when null") {

@@ -154,4 +154,44 @@ TEST_CASE("data.header: false reads back, is recorded only when false, and belon
                        doctest::Contains("header"), SpecError);
 }
 
+TEST_CASE("precision: Keras' policy names, loss_scale with mixed_float16 only, read back as written") {
+  nlohmann::json j = nlohmann::json::parse(kConfig);
+  TrainConfig c = TrainConfig::from_json(j, "train.json");
+  CHECK(c.precision == "float32");
+  CHECK_FALSE(c.optimizer.loss_scale.dynamic);
+  CHECK_FALSE(c.to_json().contains("loss_scale"));
+  j["precision"] = "mixed_bfloat16";
+  CHECK_FALSE(TrainConfig::from_json(j, "train.json").optimizer.loss_scale.dynamic);
+  j["precision"] = "mixed_float16";
+  c = TrainConfig::from_json(j, "train.json");
+  CHECK(c.optimizer.loss_scale.dynamic);
+  CHECK(c.optimizer.loss_scale.initial_scale == 32768.0);  // Keras' LossScaleOptimizer's defaults
+  CHECK(c.optimizer.loss_scale.growth_steps == 2000);
+  j["loss_scale"] = {{"initial_scale", 1024}, {"dynamic_growth_steps", 10}};
+  c = TrainConfig::from_json(j, "train.json");
+  CHECK(c.optimizer.loss_scale.initial_scale == 1024.0);
+  CHECK(c.optimizer.loss_scale.growth_steps == 10);
+  const TrainConfig back = TrainConfig::from_json(c.to_json(), "summary.json", "config", ConfigOrigin::kRunRecord);
+  CHECK(back.precision == "mixed_float16");
+  CHECK(back.optimizer.loss_scale.initial_scale == 1024.0);
+  CHECK(back.optimizer.loss_scale.growth_steps == 10);
+
+  auto refused = [&](const nlohmann::json& bad, const std::string& where) {
+    return check_spec_error([&] { TrainConfig::from_json(bad, "train.json"); }, "train.json", where, {}).message();
+  };
+  nlohmann::json bad = j;
+  bad["precision"] = "float16";
+  CHECK(refused(bad, "precision").find("mixed_float16") != std::string::npos);
+  bad = j;
+  bad["precision"] = "mixed_bfloat16";
+  CHECK(refused(bad, "loss_scale") ==
+        "loss scaling is part of the mixed_float16 precision; this config's precision is mixed_bfloat16");
+  bad = j;
+  bad["loss_scale"]["initial_scale"] = 1e38;  // its reciprocal would be a denormal
+  CHECK(refused(bad, "loss_scale.initial_scale").find("got 1e+38") != std::string::npos);
+  bad = j;
+  bad["loss_scale"]["growth"] = 3;
+  CHECK_THROWS_AS(TrainConfig::from_json(bad, "train.json"), SpecError);
+}
+
 }  // namespace tctl
