@@ -2,7 +2,7 @@
 // skipped, saying why, without a GPU): the shipped digits MLP and CNN trained on cuda:0 reach the CPU's
 // test accuracy within 0.01; a model split across cpu and cuda:0 trains through its copy nodes, which
 // --log-device-placement shows; two runs on the GPU give the same weights bit for bit; the run's --json
-// summary reports the GPU's peak memory.
+// summary reports the GPU's peak memory; mixed_float16's loss scaling trains float32's weights there.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -45,6 +45,16 @@ TEST_SUITE("gpu training") {
     train_on("configs/digits_cnn.json", "cuda:0", d, "one", " --epochs 2");
     train_on("configs/digits_cnn.json", "cuda:0", d, "two", " --epochs 2");
     CHECK(read_text(d / "one/weights.safetensors") == read_text(d / "two/weights.safetensors"));
+  }
+
+  TEST_CASE("mixed_float16's loss scaling on cuda:0 trains the float32 run's weights, skipping no step") {
+    // cuda:0 computes every policy in float32 for now; scaling by a power of two and back is exact there too.
+    TempDir d;
+    train_on("configs/digits_mlp.json", "cuda:0", d, "f32", " --epochs 3");
+    const nlohmann::json mixed =
+        train_on("configs/digits_mlp.json", "cuda:0", d, "f16", " --epochs 3 --precision mixed_float16");
+    CHECK(mixed.at("train").at("skipped_steps") == 0.0);
+    CHECK(read_text(d / "f32/weights.safetensors") == read_text(d / "f16/weights.safetensors"));
   }
 
   TEST_CASE("a model split across cpu and cuda:0 trains through its copy nodes") {

@@ -72,12 +72,23 @@ TEST_CASE("AllFinite finds a NaN or an infinity in any of its inputs, on any thr
   // The largest float is finite.
   const Tensor edge = Tensor::from_floats(Shape{1}, std::vector<float>{std::numeric_limits<float>::max()});
   CHECK(testing::run_op("AllFinite", {edge}, {}).item() == 1.0f);
+  // On the test device (TCTL_TEST_DEVICE, scripts/gpu-check.sh), the CPU's verdicts.
+  if (testing::runs_on_test_device("AllFinite")) {
+    Tensor spoiled = big.clone();
+    spoiled.mutable_data<float>()[99999] = std::numeric_limits<float>::infinity();
+    testing::compare_on_test_device("AllFinite", {small, big}, {}, Tensor::scalar(1.0f));
+    testing::compare_on_test_device("AllFinite", {small, spoiled}, {}, Tensor::scalar(0.0f));
+  }
 }
 
-TEST_CASE("MulScalar multiplies every element by the scalar") {
+TEST_CASE("MulScalar multiplies every element by the scalar; its gradient is dy times the scalar") {
   const Tensor x = Tensor::from_floats(Shape{2, 2}, std::vector<float>{1.5f, -2.0f, 0.0f, 3.0f});
   CHECK(testing::run_op("MulScalar", {x, Tensor::scalar(0.25f)}, {}).to_floats() ==
         std::vector<float>{0.375f, -0.5f, 0.0f, 0.75f});
+  // Thread counts, the test device against the CPU, and the gradient by finite differences.
+  testing::OpCheck check;
+  check.constant_inputs = {1};
+  testing::check_op_inputs("MulScalar", {testing::random_tensor(Shape{300, 7}, 5), Tensor::scalar(-3.5f)}, check);
 }
 
 TEST_CASE("UpdateLossScale doubles after growth_steps finite steps and halves on an overflow, within [1, 2^126]") {
