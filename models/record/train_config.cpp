@@ -111,12 +111,13 @@ nlohmann::json TrainConfig::to_json() const {
                    {"callbacks", callbacks_json()},
                    {"device", device},
                    {"allow_tf32", allow_tf32},
-                   {"precision", precision},
                    {"keep_denormals", keep_denormals},
                    {"output", output}};
   // Absent without a strategy, as in the runs recorded before there were strategies (which may resume).
   if (strategy.type != StrategyType::kNone) j["strategy"] = strategy.to_json();
   if (!class_weight.is_null()) j["class_weight"] = class_weight;
+  // Absent at float32, as in the runs recorded before there were precisions (which may resume).
+  if (precision != "float32") j["precision"] = precision;
   if (optimizer.loss_scale.dynamic)
     j["loss_scale"] = {{"initial_scale", optimizer.loss_scale.initial_scale},
                        {"dynamic_growth_steps", optimizer.loss_scale.growth_steps}};
@@ -385,6 +386,11 @@ void parse_precision(SpecReader& top, TrainConfig& c) {
   c.precision = top.one_of("precision", precision_names(), "float32");
   LossScaleConfig& ls = c.optimizer.loss_scale;
   ls.dynamic = c.precision == "mixed_float16";
+  // A skipped batch would leave its group's sum partial, and the update would still apply it.
+  if (ls.dynamic && c.optimizer.gradient_accumulation_steps > 1)
+    top.fail("precision",
+             "mixed_float16's loss scaling skips a step whole, which gradient accumulation "
+             "(optimizer.gradient_accumulation_steps > 1) cannot do yet: use one of them");
   if (!top.has("loss_scale")) return;
   if (!ls.dynamic)
     top.fail("loss_scale",
@@ -393,6 +399,9 @@ void parse_precision(SpecReader& top, TrainConfig& c) {
   // At most 2^126: the gradients are multiplied by the scale's reciprocal, which must stay a normal float.
   ls.initial_scale = l.number_in("initial_scale", ls.initial_scale, 1.0, 0x1p126, true);
   ls.growth_steps = l.has("dynamic_growth_steps") ? l.positive_int("dynamic_growth_steps") : ls.growth_steps;
+  // The run of good steps is counted in a float, exact up to 2^24.
+  if (ls.growth_steps > (std::int64_t{1} << 24))
+    l.fail("dynamic_growth_steps", "at most 16777216 (2^24), got " + std::to_string(ls.growth_steps));
   l.finish();
 }
 

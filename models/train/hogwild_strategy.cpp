@@ -68,7 +68,8 @@ class HogwildStrategy final : public SplitStepStrategy {
     ++w.staleness[k];
   }
 
-  double step_counter() const { return first_.optimizer->iterations(); }
+  // Steps counted or, with loss scaling, skipped for overflow: a skipped step's update is not a lost one.
+  double step_counter() const { return first_.optimizer->iterations() + first_.optimizer->skipped_steps(); }
   // The step counter before the first step (after any checkpoint was restored into it).
   void begin_counting() {
     if (steps_ == 0) counter_start_ = step_counter();

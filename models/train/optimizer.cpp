@@ -143,15 +143,16 @@ UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>
   return ops;
 }
 
+// The scale is read once for the loss and for its reciprocal: threads sharing the model (hogwild) may
+// change it between two reads, which would apply gradients at twice or half their size.
 Output Optimizer::scale_loss(Graph& g, Output loss) {
   if (!loss_scale_) return loss;
-  Output scale;
   {
     Graph::Scope host(g, "loss", "cpu", Phase::kForward);
-    scale = g.read(loss_scale_);
+    scale_read_[&g] = g.read(loss_scale_);
   }
   Graph::Scope there(g, "loss", g.node(loss).device, Phase::kForward);
-  return g.add("MulScalar", {loss, scale});
+  return g.add("MulScalar", {loss, scale_read_[&g]});
 }
 
 // AllFinite and each MulScalar run where their gradients were made; the decision and the scale's update on
@@ -162,7 +163,10 @@ Output Optimizer::unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops) 
     Graph::Scope there(g, "optimizer", g.node(grads[0]).device, Phase::kUpdate);
     finite = g.add("AllFinite", grads);
   }
-  const Output factor = g.add("LossScaleFactor", {finite, g.read(loss_scale_)});
+  const auto read = scale_read_.find(&g);
+  TCTL_CHECK(read != scale_read_.end(), "gradients with loss scaling come from scale_loss's loss in the same graph");
+  const Output factor = g.add("LossScaleFactor", {finite, read->second});
+  scale_read_.erase(read);
   const Output update = g.add("UpdateLossScale", {finite}, Attrs{{"growth_steps", config_.loss_scale.growth_steps}},
                               {{loss_scale_, true}, {good_steps_, true}, {skipped_steps_, true}});
   ops.apply.push_back(update);

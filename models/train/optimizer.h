@@ -67,6 +67,7 @@ class Optimizer {
   // count are skipped (dead, core/ops/loss_scale.cpp) and the scale halved, instead of NonFiniteError.
   UpdateOps apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, const std::vector<Output>& grads);
   // The loss whose gradients apply() takes: `loss` times the loss scale, or `loss` itself without scaling.
+  // With scaling, apply() must follow in the same graph (it divides by the same read of the scale).
   Output scale_loss(Graph& g, Output loss);
   // Dynamic loss scaling's state: the scale the next step multiplies the loss by, and the steps skipped so
   // far (0 and 0 without scaling).
@@ -122,6 +123,8 @@ class Optimizer {
   std::shared_ptr<Variable> accumulation_keep_;
   // Dynamic loss scaling: the scale, the finite steps since it last changed, the steps skipped.
   std::shared_ptr<Variable> loss_scale_, good_steps_, skipped_steps_;
+  // The read of the scale scale_loss made in each graph being traced, which apply() unscales by.
+  std::unordered_map<const Graph*, Output> scale_read_;
   std::vector<std::pair<std::shared_ptr<Variable>, std::shared_ptr<Variable>>> averages_;
   std::vector<std::shared_ptr<Variable>> slots_;
   std::unordered_map<std::string, std::shared_ptr<Variable>> slot_by_name_;  // slots_, found by name

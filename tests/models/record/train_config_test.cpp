@@ -160,8 +160,11 @@ TEST_CASE("precision: Keras' policy names, loss_scale with mixed_float16 only, r
   CHECK(c.precision == "float32");
   CHECK_FALSE(c.optimizer.loss_scale.dynamic);
   CHECK_FALSE(c.to_json().contains("loss_scale"));
+  // Absent at float32, so a run recorded before there were precisions resumes with a config that matches.
+  CHECK_FALSE(c.to_json().contains("precision"));
   j["precision"] = "mixed_bfloat16";
   CHECK_FALSE(TrainConfig::from_json(j, "train.json").optimizer.loss_scale.dynamic);
+  CHECK(TrainConfig::from_json(j, "train.json").to_json()["precision"] == "mixed_bfloat16");
   j["precision"] = "mixed_float16";
   c = TrainConfig::from_json(j, "train.json");
   CHECK(c.optimizer.loss_scale.dynamic);
@@ -189,6 +192,12 @@ TEST_CASE("precision: Keras' policy names, loss_scale with mixed_float16 only, r
   bad = j;
   bad["loss_scale"]["initial_scale"] = 1e38;  // its reciprocal would be a denormal
   CHECK(refused(bad, "loss_scale.initial_scale").find("got 1e+38") != std::string::npos);
+  bad = j;
+  bad["loss_scale"]["dynamic_growth_steps"] = 16777217;  // the good steps count in a float
+  CHECK(refused(bad, "loss_scale.dynamic_growth_steps") == "at most 16777216 (2^24), got 16777217");
+  bad = j;
+  bad["optimizer"]["gradient_accumulation_steps"] = 2;
+  CHECK(refused(bad, "precision").find("gradient accumulation") != std::string::npos);
   bad = j;
   bad["loss_scale"]["growth"] = 3;
   CHECK_THROWS_AS(TrainConfig::from_json(bad, "train.json"), SpecError);
