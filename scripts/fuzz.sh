@@ -44,23 +44,22 @@ declare -A max_len=([spec_reader]=65536 [keras_import]=65536 [train_config]=6553
 # which a damaged file sends into an endless loop within a minute (H5HG_read under H5Aread of a
 # variable-length string); that finding is libhdf5's, and a run here would fail on it every time. Run it by
 # hand: build-fuzz/keras_file_fuzz tests/fuzz/corpus/keras_file -max_len=65536.
-failed=()
-total=0
-for name in spec_reader keras_import train_config run_summary csv safetensors checkpoint predict_input run_history arrays text_vectorize images; do
-  bin="$dir/${name}_fuzz"
-  corpus="$dir/corpus/$name"
-  artifacts="$dir/artifacts/$name/"
-  log="$dir/logs/$name.log"
+names=(spec_reader keras_import train_config run_summary csv safetensors checkpoint predict_input run_history arrays text_vectorize images)
+
+# fuzz_one NAME: runs NAME's regression inputs, then fuzzes its corpus; the exit status goes to logs/NAME.status.
+fuzz_one() {
+  local name="$1"
+  local bin="$dir/${name}_fuzz" corpus="$dir/corpus/$name" artifacts="$dir/artifacts/$name/"
+  local log="$dir/logs/$name.log" status=0
   mkdir -p "$corpus" "$artifacts"
   for seed in "$root/tests/fuzz/corpus/$name/"*; do
     [ -e "$corpus/${seed##*/}" ] || cp "$seed" "$corpus/"
   done
-  common=(-timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$name]}" -artifact_prefix="$artifacts")
-  dict="$root/tests/fuzz/$name.dict"
+  local common=(-timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$name]}" -artifact_prefix="$artifacts")
+  local dict="$root/tests/fuzz/$name.dict"
   [ -f "$dict" ] && common+=(-dict="$dict")
-
   : >"$log"
-  status=0
+  local regressions
   mapfile -t regressions < <(find "$root/tests/fuzz/regressions/$name" -type f 2>/dev/null | sort)
   if [ ${#regressions[@]} -gt 0 ]; then
     "$bin" "${common[@]}" "${regressions[@]}" >>"$log" 2>&1 || status=$?
@@ -72,6 +71,31 @@ for name in spec_reader keras_import train_config run_summary csv safetensors ch
       "$bin" "${common[@]}" -max_total_time="$seconds" -print_final_stats=1 "$corpus" >>"$log" 2>&1 || status=$?
     fi
   fi
+  echo "$status" >"$dir/logs/$name.status"
+}
+
+# One harness per core at a time: each libFuzzer run is one thread, so on CI's two cores the 12 harnesses
+# take half the wall time they took one after the other (each still fuzzes SECONDS).
+jobs="$(nproc 2>/dev/null || echo 2)"
+running=0
+rm -f "$dir"/logs/*.status
+for name in "${names[@]}"; do
+  if [ "$running" -ge "$jobs" ]; then
+    wait -n || true
+    running=$((running - 1))
+  fi
+  fuzz_one "$name" &
+  running=$((running + 1))
+done
+wait
+
+failed=()
+total=0
+for name in "${names[@]}"; do
+  bin="$dir/${name}_fuzz"
+  corpus="$dir/corpus/$name"
+  log="$dir/logs/$name.log"
+  status="$(cat "$dir/logs/$name.status" 2>/dev/null || echo 1)"
 
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
   execs="${execs:-0}"
