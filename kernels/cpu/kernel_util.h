@@ -62,6 +62,11 @@ void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {
   });
 }
 
+// Whether any of x[0, n) is a NaN or an infinity, the pass split across the intra-op pool in blocks of
+// `grain`: an all-ones exponent is either, and the integer OR-reduction vectorises where a float test with an
+// early exit would not. The optimizers' numeric guard and loss scaling's AllFinite.
+bool any_non_finite(const KernelContext& ctx, const float* x, std::int64_t n, std::int64_t grain);
+
 // Softmax of one row of c logits into p, shifted by the row maximum so exp never overflows. Returns the
 // row's logsumexp, which the cross-entropy kernels need.
 inline float softmax_row(const float* x, std::int64_t c, float* p) {

@@ -1,7 +1,5 @@
 // CPU kernels of dynamic loss scaling's ops (definitions in core/ops/loss_scale.cpp).
 #include <algorithm>
-#include <atomic>
-#include <bit>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -11,19 +9,12 @@ namespace {
 constexpr std::int64_t kFiniteGrain = 32768;
 constexpr float kMaxLossScale = 0x1p126f;
 
-// An all-ones exponent is a NaN or an infinity; the integer OR vectorises where a float test with an early
-// exit would not (the update kernels' guard does the same, kernels/cpu/optimizers.cpp).
+// 1 when every input is finite (any_non_finite, the optimizers' guard), else 0.
 void all_finite_cpu(KernelContext& ctx) {
-  std::atomic<std::uint32_t> any_bad{0};
-  for (int k = 0; k < ctx.num_inputs() && any_bad.load(std::memory_order_relaxed) == 0; ++k) {
-    const float* x = ctx.input(k).data<float>();
-    ctx.parallel_for(ctx.input(k).num_elements(), kFiniteGrain, [&](std::int64_t b, std::int64_t e) {
-      std::uint32_t bad = 0;
-      for (std::int64_t i = b; i < e; ++i) bad |= (std::bit_cast<std::uint32_t>(x[i]) & 0x7f800000u) == 0x7f800000u;
-      if (bad != 0) any_bad.store(1, std::memory_order_relaxed);
-    });
-  }
-  ctx.output().mutable_data<float>()[0] = any_bad.load(std::memory_order_relaxed) == 0 ? 1.0f : 0.0f;
+  bool finite = true;
+  for (int k = 0; k < ctx.num_inputs() && finite; ++k)
+    finite = !any_non_finite(ctx, ctx.input(k).data<float>(), ctx.input(k).num_elements(), kFiniteGrain);
+  ctx.output().mutable_data<float>()[0] = finite ? 1.0f : 0.0f;
 }
 
 void loss_scale_factor_cpu(KernelContext& ctx) {

@@ -5,8 +5,6 @@
 // read of the step counter). The output is unused. Every update first checks its gradient and throws
 // NonFiniteError, naming the variable, before writing. Also here: GlobalNorm and ClipByGlobalNorm, the
 // gradient clipping that feeds the updates.
-#include <atomic>
-#include <bit>
 #include <cmath>
 #include <optional>
 
@@ -18,20 +16,13 @@ namespace {
 // Elements per intra-op block of an update pass.
 constexpr std::int64_t kUpdateGrain = 32768;
 
-// The numeric guard, one pass before anything is written. An all-ones exponent means NaN or infinity; the
-// integer OR-reduction vectorises, where a float test with an early exit would not. The pass is cut into
-// the update's own blocks, so with several intra-op threads each reads its part at once.
+// The numeric guard, one pass before anything is written (any_non_finite), cut into the update's own blocks,
+// so with several intra-op threads each reads its part at once.
 void check_gradient(const KernelContext& ctx) {
   const Tensor& grad = ctx.input(0);
   const float* g = grad.data<float>();
   const std::int64_t n = grad.num_elements();
-  std::atomic<std::uint32_t> any_bad{0};
-  ctx.parallel_for(n, kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
-    std::uint32_t bad = 0;
-    for (std::int64_t i = b; i < e; ++i) bad |= (std::bit_cast<std::uint32_t>(g[i]) & 0x7f800000u) == 0x7f800000u;
-    if (bad != 0) any_bad.store(1, std::memory_order_relaxed);
-  });
-  if (any_bad.load(std::memory_order_relaxed) == 0) [[likely]]
+  if (!any_non_finite(ctx, g, n, kUpdateGrain)) [[likely]]
     return;
   std::int64_t first = 0;
   while (std::isfinite(g[first])) ++first;

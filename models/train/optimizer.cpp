@@ -178,11 +178,14 @@ Output Optimizer::unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops) 
   return factor;
 }
 
-double Optimizer::loss_scale() const { return loss_scale_ ? loss_scale_->read().to(cpu_device()).item() : 0.0; }
-
-double Optimizer::skipped_steps() const {
-  return skipped_steps_ ? skipped_steps_->read().to(cpu_device()).item() : 0.0;
+// A scalar variable's value wherever it lives (a device's is copied to the host), or 0 for none.
+double Optimizer::host_value(const std::shared_ptr<Variable>& v) {
+  return v ? static_cast<double>(v->read().to(cpu_device()).item()) : 0.0;
 }
+
+double Optimizer::loss_scale() const { return host_value(loss_scale_); }
+
+double Optimizer::skipped_steps() const { return host_value(skipped_steps_); }
 
 // Gradient accumulation: each step's gradient goes into its sum, and the updates read the sums, after (a
 // control edge: the order holds even without automatic control dependencies). A step that only accumulates
@@ -222,7 +225,7 @@ void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& 
   }
 }
 
-double Optimizer::iterations() const { return iterations_->read().to(cpu_device()).item(); }
+double Optimizer::iterations() const { return host_value(iterations_); }
 
 std::vector<std::shared_ptr<Variable>> Optimizer::state() const {
   std::vector<std::shared_ptr<Variable>> out = slots_;

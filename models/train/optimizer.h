@@ -110,6 +110,7 @@ class Optimizer {
   void average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, Output gate,
                std::vector<Output>& updates);
   static void write_scalar(Variable& v, float value);
+  static double host_value(const std::shared_ptr<Variable>& v);
   // Divides the gradients by the loss scale; returns the factor every skipped node reads (dead on overflow)
   // and adds the scale's update to `ops`.
   Output unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops);

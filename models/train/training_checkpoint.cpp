@@ -1,5 +1,6 @@
 #include "models/train/training_checkpoint.h"
 
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -34,9 +35,21 @@ void check_values(const SafetensorsFile& file, const Model& model, const std::st
     return t != nullptr && t->dtype() == DType::kF32 && t->num_elements() == 1 ? std::optional(t->data<float>()[0])
                                                                                : std::nullopt;
   };
-  if (const auto steps = scalar("optimizer/iterations"); steps && (*steps < 0.0f || *steps != std::floor(*steps)))
-    throw SpecError(name, "tensor \"optimizer/iterations\"",
-                    fmt::format("damaged training state: {} steps (a whole number from 0)", *steps));
+  // Counts: whole numbers from 0. The loss scale's good steps stay below its growth interval (reaching it
+  // doubles the scale and starts again at 0), and the scale itself within the range UpdateLossScale keeps.
+  const auto check_count = [&](const char* tensor, double below) {
+    if (const auto n = scalar(tensor); n && (*n < 0.0f || *n != std::floor(*n) || *n >= below))
+      throw SpecError(name, fmt::format("tensor \"{}\"", tensor),
+                      fmt::format("damaged training state: {} steps (a whole number from 0{})", *n,
+                                  below < HUGE_VAL ? fmt::format(" below {}", below) : std::string()));
+  };
+  check_count("optimizer/iterations", HUGE_VAL);
+  check_count("optimizer/skipped_steps", HUGE_VAL);
+  check_count("optimizer/loss_scale_good_steps",
+              static_cast<double>(model.optimizer().config().loss_scale.growth_steps));
+  if (const auto scale = scalar("optimizer/loss_scale"); scale && !(*scale >= 1.0f && *scale <= 0x1p126f))
+    throw SpecError(name, "tensor \"optimizer/loss_scale\"",
+                    fmt::format("damaged training state: {} (a loss scale from 1 to 2^126)", *scale));
   if (const auto factor = scalar("optimizer/learning_rate_factor"); factor && !(*factor > 0.0f))
     throw SpecError(name, "tensor \"optimizer/learning_rate_factor\"",
                     fmt::format("damaged training state: {} (a factor above 0)", *factor));

@@ -518,6 +518,35 @@ TEST_SUITE("bad input") {
   }
 }
 
+// Dynamic loss scaling's state (mixed_float16): a scale from 1 to 2^126 (UpdateLossScale's range), whole counts,
+// the good steps below the growth interval (reaching it doubles the scale and starts them again at 0).
+TEST_CASE("resume refuses a checkpoint whose loss-scale state training could not have written") {
+  TempDir dir;
+  const std::string train = "train " + quoted(source_path("configs/iris_mlp.json")) + " --precision mixed_float16 ";
+  REQUIRE(run_tensorctl(train + "--epochs 2 --output run --quiet", dir.path()).status == 0);
+  const fs::path checkpoint = dir / "run/checkpoint.safetensors";
+  const tctl::SafetensorsFile original = tctl::load_safetensors(checkpoint);
+  auto refused = [&](const std::string& tensor, float v, const std::string& needle) {
+    tctl::SafetensorsFile file = original;
+    bool found = false;
+    for (auto& t : file.tensors) {
+      t.value = t.value.clone();
+      if (t.name == tensor) found = true, t.value.mutable_data<float>()[0] = v;
+    }
+    REQUIRE(found);
+    tctl::save_safetensors(checkpoint, file.tensors, file.metadata);
+    expect_user_error(dir, train + "--resume run --epochs 3",
+                      {"run/checkpoint.safetensors", "tensor \"" + tensor + "\"", needle});
+  };
+  refused("optimizer/loss_scale", 0.5f, "damaged training state: 0.5 (a loss scale from 1 to 2^126)");
+  refused("optimizer/loss_scale", 0x1p127f, "(a loss scale from 1 to 2^126)");
+  refused("optimizer/loss_scale_good_steps", 2000.0f, "2000 steps (a whole number from 0 below 2000)");
+  refused("optimizer/loss_scale_good_steps", 1.5f, "1.5 steps (a whole number from 0 below 2000)");
+  refused("optimizer/skipped_steps", -1.0f, "-1 steps (a whole number from 0)");
+  tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
+  CHECK(run_tensorctl(train + "--resume run --epochs 3 --quiet", dir.path()).status == 0);
+}
+
 TEST_CASE("resume refuses a tampered checkpoint, naming the file and the tensor or key, writing nothing") {
   TempDir dir;
   const std::string iris = quoted(source_path("configs/iris_mlp.json"));
