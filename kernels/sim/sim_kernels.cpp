@@ -1,8 +1,8 @@
 // Kernels of the simulated device (kernels/sim/sim_device.h). Each checks that every buffer it is given lives on
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
-// complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole; any other op falls
-// back to the CPU through placement.
+// complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole, also with dynamic loss
+// scaling (AllFinite, MulScalar); any other op falls back to the CPU through placement.
 #include "core/kernel_context.h"
 
 namespace tctl::sim {
@@ -41,7 +41,8 @@ void run_on_stream(KernelContext& ctx) {
 constexpr const char* kSimulatedOps[] = {
     "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",          "ReluGrad",
     "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent",   "SoftmaxXentGrad",
-    "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage",
+    "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage", "AllFinite",
+    "MulScalar",
 };
 
 bool register_all() {

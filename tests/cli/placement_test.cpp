@@ -75,6 +75,28 @@ TEST_CASE(
   CHECK(read_json(dir / "cpu/summary.json").at("devices").empty());
 }
 
+// Dynamic loss scaling (mixed_float16) scales the hidden layers' gradients back where they were made: AllFinite
+// and MulScalar run on sim:0 too, so --strict-placement accepts the model, and scaling by powers of two gives
+// the float32 run's weights.
+TEST_CASE("mixed_float16 with the hidden layers on sim:0: loss scaling runs there, under --strict-placement") {
+  TempDir dir;
+  dir.write("cpu.json", digits_spec("cpu"));
+  dir.write("sim.json", digits_spec("sim:0"));
+  dir.write("train_cpu.json", digits_config("cpu.json"));
+  dir.write("train_sim.json", digits_config("sim.json"));
+  REQUIRE(run_tensorctl("train train_cpu.json --output cpu" + kOneThread, dir.path()).status == 0);
+  const CommandResult sim = run_tensorctl(
+      "train train_sim.json --output sim --precision mixed_float16 --strict-placement --log-device-placement" +
+          kOneThread,
+      dir.path());
+  check_no_crash(sim);
+  REQUIRE(sim.status == 0);
+  CHECK(read_text(dir / "sim/weights.safetensors") == read_text(dir / "cpu/weights.safetensors"));
+  for (const char* line : {"(AllFinite): sim:0", "(MulScalar): sim:0", "(MulScalar): cpu", "(LossScaleFactor): cpu",
+                           "(UpdateLossScale): cpu"})
+    CHECK_MESSAGE(sim.err.find(line) != std::string::npos, line);
+}
+
 TEST_CASE(
     "an op sim has no kernel for runs on the CPU with a warning naming it; --strict-placement refuses it, exit 2") {
   TempDir dir;
