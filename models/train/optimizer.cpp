@@ -155,13 +155,27 @@ Output Optimizer::scale_loss(Graph& g, Output loss) {
   return g.add("MulScalar", {loss, scale_read_[&g]});
 }
 
-// AllFinite and each MulScalar run where their gradients were made; the decision and the scale's update on
-// the host, next to the scale.
+// AllFinite and each MulScalar run where their gradients were made, so no gradient is copied to be checked
+// (a model split over cpu and cuda: one AllFinite on each, their verdicts, 1 or 0, multiplied on the host);
+// the decision and the scale's update on the host, next to the scale.
 Output Optimizer::unscale(Graph& g, std::vector<Output>& grads, UpdateOps& ops) {
+  std::vector<std::pair<std::string, std::vector<Output>>> by_device;
+  for (const Output& grad : grads) {
+    const std::string& device = g.node(grad).device;
+    const auto it = std::find_if(by_device.begin(), by_device.end(), [&](const auto& d) { return d.first == device; });
+    if (it == by_device.end())
+      by_device.push_back({device, {grad}});
+    else
+      it->second.push_back(grad);
+  }
   Output finite;
-  {
-    Graph::Scope there(g, "optimizer", g.node(grads[0]).device, Phase::kUpdate);
-    finite = g.add("AllFinite", grads);
+  for (const auto& [device, group] : by_device) {
+    Output verdict;
+    {
+      Graph::Scope there(g, "optimizer", device, Phase::kUpdate);
+      verdict = g.add("AllFinite", group);
+    }
+    finite = finite.valid() ? g.add("Mul", {finite, verdict}) : verdict;
   }
   const auto read = scale_read_.find(&g);
   TCTL_CHECK(read != scale_read_.end(), "gradients with loss scaling come from scale_loss's loss in the same graph");
