@@ -141,6 +141,8 @@ void check_state(const TrainingState& state, const std::string& name) {
       s.top_k_correct > examples)
     fail("partial_sums", fmt::format("{} examples with {} classified right", s.examples, s.correct));
   if (state.steps_done == 0 && s.examples != 0) fail("partial_sums", "sums recorded before the epoch's first step");
+  if (state.skipped_steps > state.steps_done)
+    fail("skipped_steps", fmt::format("{} of {} steps skipped", state.skipped_steps, state.steps_done));
 }
 
 }  // namespace
@@ -196,6 +198,8 @@ TrainingState read_training_checkpoint(const std::filesystem::path& path, Safete
   // Checkpoints written before the sums were kept lack them: the resumed epoch then averages its
   // remaining steps only.
   if (file.metadata.count("partial_sums")) state.partial_sums = json_meta("partial_sums", sums_from_json);
+  // Written since dynamic loss scaling: older checkpoints' epochs counted none before the interrupt.
+  if (file.metadata.count("skipped_steps")) state.skipped_steps = count("skipped_steps");
   state.history = json_meta("history", history_from_json);
   state.callbacks = json_meta("callbacks", as_is);
   state.config = json_meta("config", as_is);
@@ -216,6 +220,7 @@ std::map<std::string, std::string> training_state_metadata(const std::string& mo
           {"next_epoch", std::to_string(state.next_epoch)},
           {"steps_done", std::to_string(state.steps_done)},
           {"partial_sums", sums_json(state.partial_sums).dump()},
+          {"skipped_steps", std::to_string(state.skipped_steps)},
           {"history", history_json(state.history.empty() ? std::vector<EpochResult>{}
                                                          : std::vector<EpochResult>{state.history.back()})
                           .dump()},

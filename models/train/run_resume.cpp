@@ -127,6 +127,7 @@ TrainingState resume_from_checkpoint(const TrainConfig& c, const std::filesystem
   state.next_epoch = saved.next_epoch;
   state.steps_done = saved.steps_done;
   state.partial_sums = saved.partial_sums;
+  state.skipped_steps = saved.skipped_steps;
   state.history = std::move(saved.history);
   return state;
 }

@@ -184,7 +184,8 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     const bool resumed = epoch == start.epoch;
     const std::int64_t skip = resumed ? start.steps_done : 0;
     const auto started = std::chrono::steady_clock::now();
-    const double skipped_before = model_.optimizer().skipped_steps();
+    const double skipped_before =
+        model_.optimizer().skipped_steps() - static_cast<double>(resumed ? start.skipped_steps : 0);
     current_epoch_ = epoch;
     steps_per_epoch_ = steps_per_epoch;
     epoch_rows_ = n;
@@ -192,7 +193,8 @@ std::vector<EpochResult> Trainer::fit(const Dataset& train, const Dataset* valid
     const BatchSums sums = run_epoch(train, epoch, batch_size, skip, resumed ? start.sums : BatchSums{}, on_step);
     const std::int64_t done = skip + steps_run_;
     if (done < steps_per_epoch) {  // interrupted inside the epoch
-      interrupted_at_ = FitPosition{epoch, done, sums};
+      interrupted_at_ = FitPosition{epoch, done, sums,
+                                    static_cast<std::int64_t>(model_.optimizer().skipped_steps() - skipped_before)};
       break;
     }
     EpochResult r;

@@ -21,11 +21,13 @@
 namespace tctl {
 
 // Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
-// steps already taken and `sums` the loss and metric sums of those steps.
+// steps already taken, `sums` the loss and metric sums of those steps and `skipped_steps` how many of them
+// dynamic loss scaling skipped (so the epoch's row counts them all).
 struct FitPosition {
   std::int64_t epoch = 1;
   std::int64_t steps_done = 0;
   BatchSums sums;
+  std::int64_t skipped_steps = 0;
 };
 
 // How a call that trains some of an epoch's steps reports them: after `before` others, of `total` (0: of the

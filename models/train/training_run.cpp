@@ -115,6 +115,7 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
     state.next_epoch = r.epoch + 1;
     state.steps_done = 0;
     state.partial_sums = {};
+    state.skipped_steps = 0;
     if (!writer) return;
     pending = true;
     if (!written ||
@@ -129,7 +130,7 @@ void fit_with_checkpoints(const TrainConfig& c, const PreparedData& data, Traine
   trainer.set_interrupt_flag(control.interrupt);
   trainer.set_keep_history(false);
   trainer.fit(data.train, &data.validation, c.epochs, c.batch_size, epoch_done, step_done,
-              FitPosition{state.next_epoch, state.steps_done, state.partial_sums});
+              FitPosition{state.next_epoch, state.steps_done, state.partial_sums, state.skipped_steps});
   trainer.set_interrupt_flag(nullptr);
   // The last epoch's checkpoint, if it is still due (whether the run reached c.epochs or a callback stopped
   // it), before on_train_end restores any best weights. An interrupted run writes its own, mid-epoch.
@@ -260,6 +261,7 @@ TrainOutcome train_and_save(const TrainConfig& config, const Trainer::EpochCallb
     state.next_epoch = out.interrupted_at->epoch;
     state.steps_done = out.interrupted_at->steps_done;
     state.partial_sums = out.interrupted_at->sums;
+    state.skipped_steps = out.interrupted_at->skipped_steps;
     if (writer) write_checkpoint(dir, *model, state, callbacks, history);
     return out;
   }

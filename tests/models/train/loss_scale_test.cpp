@@ -3,6 +3,7 @@
 // a step whose scaled gradients overflow is skipped whole and the scale halved.
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -94,6 +95,46 @@ TEST_CASE("mixed_float16's loss scaling trains to float32's weights, bit for bit
       CHECK(a.model->optimizer().loss_scale() == 0.0);
     }
   }
+}
+
+// An epoch interrupted and continued (a resumed checkpoint) counts the steps skipped before the interrupt
+// too: its history row is the unbroken run's.
+TEST_CASE("an epoch continued from where it was interrupted counts every step it skipped") {
+  const Dataset data = rows(160, 0, 1e4f);  // overflows at 2^126, as below: the first steps are skipped
+  ModelOptions o;
+  o.loss = "mse";
+  o.optimizer.type = "adam";
+  o.optimizer.loss_scale.dynamic = true;
+  o.optimizer.loss_scale.initial_scale = 0x1p126;
+  o.inter_op_threads = 1;
+  o.intra_op_threads = 1;
+  const json spec = json::parse(R"({"input_shape": [3], "layers": [{"type": "Dense", "units": 1}]})");
+  auto skipped_per_epoch = [](const std::vector<EpochResult>& history) {
+    std::vector<double> out;
+    for (const EpochResult& r : history)
+      for (const auto& [name, value] : r.train)
+        if (name == "skipped_steps") out.push_back(value);
+    return out;
+  };
+  Model straight(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 3)), o);
+  const std::vector<double> expected = skipped_per_epoch(Trainer(straight).fit(data, nullptr, 2, 16));
+  REQUIRE(expected.size() == 2);
+  REQUIRE(expected[0] >= 4.0);  // the interrupt below falls among the skipped steps
+
+  Model broken(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 3)), o);
+  Trainer trainer(broken);
+  std::atomic<bool> stop{false};
+  trainer.set_interrupt_flag(&stop);
+  std::vector<EpochResult> history = trainer.fit(
+      data, nullptr, 2, 16, {}, [&](std::int64_t step, std::int64_t, const MetricValues&) { stop = step == 3; });
+  REQUIRE(trainer.interrupted_at());
+  const FitPosition at = *trainer.interrupted_at();
+  CHECK(at.steps_done == 3);
+  CHECK(at.skipped_steps == 3);
+  CHECK(history.empty());
+  stop = false;
+  history = trainer.fit(data, nullptr, 2, 16, {}, {}, at);
+  CHECK(skipped_per_epoch(history) == expected);
 }
 
 TEST_CASE("a step whose scaled gradients overflow is skipped whole and halves the scale") {
