@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/ceil_div.h"
+
 namespace tctl::cpu {
 namespace {
 
@@ -175,20 +177,26 @@ void few_rows(std::int64_t rows, std::int64_t cols, std::int64_t k, const float*
   with_rows(rows, [&]<int R>() { columns<TA, R, (R == 1 ? 8 : R == 2 ? 4 : 2)>(0, cols, k, a, lda, b, ldb, y, ldy); });
 }
 
-// All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns):
-// kBlockRows rows a block, then the ones left. The panel of b (k x V vectors) stays in the first-level cache
-// while every block of rows reads it.
+// All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns), in
+// blocks of at most kBlockRows rows as even as they divide: on AVX2 16 rows go 6 + 5 + 5, not 6 + 6 + 4,
+// whose last block keeps 8 chains of FMAs in flight, too few for two units of four cycles' latency, and ran
+// at two thirds of the others' speed a row (bench_workloads lstm_text_b64, whose blocks of examples are 16
+// rows). Each output is summed over k in the same order whatever its block, so the bits do not change. The
+// panel of b (k x V vectors) stays in the first-level cache while every block of rows reads it.
 template <bool TA, int V>
 void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
            std::int64_t ldb, float* y, std::int64_t ldy) {
-  for (std::int64_t r = 0; r < rows; r += kBlockRows) {
+  const std::int64_t blocks = ceil_div(rows, std::int64_t{kBlockRows});
+  for (std::int64_t i = 0, r = 0; i < blocks; ++i) {
+    const std::int64_t n = rows / blocks + (i < rows % blocks ? 1 : 0);
     const float* ar = TA ? a + r : a + r * lda;
-    with_rows(rows - r < kBlockRows ? rows - r : kBlockRows, [&]<int R>() {
+    with_rows(n, [&]<int R>() {
       if constexpr (V == 0)
         partial_block<TA, R>(k, cols, ar, lda, b, ldb, y + r * ldy, ldy);
       else
         block<TA, R, V>(k, ar, lda, b, ldb, y + r * ldy, ldy);
     });
+    r += n;
   }
 }
 

@@ -156,11 +156,11 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
     for (std::int64_t k : {1, 2, 3, 17, 64, 128, 255, 256})
       for (std::int64_t cols : {1, 7, 8, 10, 15, 16, 33, 64, 100, 128, 200, 257})
         check_small_product(false, false, rows, cols, k, rng);
-  // Row counts reaching the six-row blocks and each remainder; columns each block width and the partial one;
-  // depths around a transposed block of eight.
+  // Row counts reaching the six-row blocks and each way they divide (16 rows: 6 + 5 + 5, or 8 + 8 with
+  // AVX-512); columns each block width and the partial one; depths around a transposed block of eight.
   for (const bool ta : {false, true})
     for (const bool tb : {false, true})
-      for (std::int64_t rows : {1, 4, 5, 6, 7, 11, 12, 32})
+      for (std::int64_t rows : {1, 4, 5, 6, 7, 11, 12, 13, 16, 32})
         for (std::int64_t k : {1, 7, 8, 9, 64, 130})
           for (std::int64_t cols : {1, 8, 10, 17, 24, 64, 100}) check_small_product(ta, tb, rows, cols, k, rng);
   // Through MatMul's kernel: 200 x 64 x 128 is cut into two tiles, whatever the thread count; one and two
