@@ -51,6 +51,7 @@ fuzz_one() {
   local name="$1"
   local bin="$dir/${name}_fuzz" corpus="$dir/corpus/$name" artifacts="$dir/artifacts/$name/"
   local log="$dir/logs/$name.log" status=0
+  : >"$log"  # first: a job that fails below leaves an empty log, not an earlier run's
   mkdir -p "$corpus" "$artifacts"
   for seed in "$root/tests/fuzz/corpus/$name/"*; do
     [ -e "$corpus/${seed##*/}" ] || cp "$seed" "$corpus/"
@@ -58,7 +59,6 @@ fuzz_one() {
   local common=(-timeout=10 -rss_limit_mb=2048 -max_len="${max_len[$name]}" -artifact_prefix="$artifacts")
   local dict="$root/tests/fuzz/$name.dict"
   [ -f "$dict" ] && common+=(-dict="$dict")
-  : >"$log"
   local regressions
   mapfile -t regressions < <(find "$root/tests/fuzz/regressions/$name" -type f 2>/dev/null | sort)
   if [ ${#regressions[@]} -gt 0 ]; then
@@ -97,7 +97,7 @@ for name in "${names[@]}"; do
   log="$dir/logs/$name.log"
   status="$(cat "$dir/logs/$name.status" 2>/dev/null || echo 1)"
 
-  execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)"
+  execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" 2>/dev/null | tail -1 || true)"
   execs="${execs:-0}"
   total=$((total + execs))
   if [ "$status" -eq 0 ]; then

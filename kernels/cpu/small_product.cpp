@@ -179,10 +179,10 @@ void few_rows(std::int64_t rows, std::int64_t cols, std::int64_t k, const float*
 
 // All rows of one panel of V vectors of columns (V = 0: the last, partial vector of `cols` columns), in
 // blocks of at most kBlockRows rows as even as they divide: on AVX2 16 rows go 6 + 5 + 5, not 6 + 6 + 4,
-// whose last block keeps 8 chains of FMAs in flight, too few for two units of four cycles' latency, and ran
-// at two thirds of the others' speed a row (bench_workloads lstm_text_b64, whose blocks of examples are 16
-// rows). Each output is summed over k in the same order whatever its block, so the bits do not change. The
-// panel of b (k x V vectors) stays in the first-level cache while every block of rows reads it.
+// whose last block (6 loads and broadcasts to 8 FMAs, against 8 to 12) was measured at two thirds of the
+// others' speed a row (bench_workloads lstm_text_b64, whose blocks of examples are 16 rows). Each output is summed over
+// k in the same order whatever its block, so the bits do not change. The panel of b (k x V vectors) stays in the
+// first-level cache while every block of rows reads it.
 template <bool TA, int V>
 void panel(std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda, const float* b,
            std::int64_t ldb, float* y, std::int64_t ldy) {

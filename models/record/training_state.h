@@ -34,7 +34,8 @@ struct TrainingState {
   std::int64_t next_epoch = 1;     // the epoch to run next (1-based)
   std::int64_t steps_done = 0;     // steps of next_epoch already taken (a checkpoint written on interrupt)
   BatchSums partial_sums;          // the loss and metric sums of those steps, so the epoch's row is whole
-  std::int64_t skipped_steps = 0;  // of those steps, the ones dynamic loss scaling skipped (mixed_float16)
+  std::int64_t skipped_steps = 0;  // updates of those steps dynamic loss scaling skipped (mixed_float16; hogwild's
+                                   // workers make several a step)
   // The rows of the last epochs, consecutive, ending with epoch next_epoch - 1 (none before the first epoch
   // ends). A checkpoint keeps the last row alone, which the run's summary needs: the whole history is the run
   // directory's history.csv, appended as checkpoints are written, so a checkpoint's size and cost stay flat

@@ -21,8 +21,9 @@
 namespace tctl {
 
 // Where an interrupted fit() stopped: `epoch` (1-based) is the epoch to continue, with `steps_done` of its
-// steps already taken, `sums` the loss and metric sums of those steps and `skipped_steps` how many of them
-// dynamic loss scaling skipped (so the epoch's row counts them all).
+// steps already taken, `sums` the loss and metric sums of those steps and `skipped_steps` the updates of
+// those steps that dynamic loss scaling skipped (hogwild's workers make several a step), so the epoch's row
+// counts them all.
 struct FitPosition {
   std::int64_t epoch = 1;
   std::int64_t steps_done = 0;

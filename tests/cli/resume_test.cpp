@@ -543,7 +543,7 @@ TEST_CASE("resume refuses a checkpoint whose loss-scale state training could not
   refused("optimizer/loss_scale_good_steps", 2000.0f, "2000 steps (a whole number from 0 below 2000)");
   refused("optimizer/loss_scale_good_steps", 1.5f, "1.5 steps (a whole number from 0 below 2000)");
   refused("optimizer/skipped_steps", -1.0f, "-1 steps (a whole number from 0)");
-  // The steps of an interrupted epoch that were skipped: a whole number, at most the steps taken.
+  // The updates of an interrupted epoch that were skipped: a whole number, none before its first step.
   auto refused_meta = [&](const std::string& steps_done, const std::string& skipped, const std::string& needle) {
     std::map<std::string, std::string> meta = original.metadata;
     meta["steps_done"] = steps_done;
@@ -552,7 +552,7 @@ TEST_CASE("resume refuses a checkpoint whose loss-scale state training could not
     expect_user_error(dir, train + "--resume run --epochs 3",
                       {"run/checkpoint.safetensors", "__metadata__.skipped_steps", needle});
   };
-  refused_meta("1", "2", "damaged training state: 2 of 1 steps skipped");
+  refused_meta("0", "2", "damaged training state: 2 updates skipped before the epoch's first step");
   refused_meta("1", "-1", "expected a whole number, got \"-1\"");
   CHECK(original.metadata.at("skipped_steps") == "0");  // written whole epochs in: none pending
   tctl::save_safetensors(checkpoint, original.tensors, original.metadata);
