@@ -75,6 +75,28 @@ class OwnStream {
   virtual ~OwnStream() = default;
 };
 
+// Work a device recorded instead of running (Device::begin_recording), to run again as a whole: CUDA's graph
+// of a stream capture, replayed with one launch. Every replay reads and writes the buffers the recording
+// named, and allocates nothing: the caller keeps those buffers alive and in place, and checks before each
+// launch that the values it means are still there (core/device_graph.h).
+class Replay {
+ public:
+  virtual ~Replay() = default;
+  // Queues the recorded work on the device's stream, once, in the order it was recorded.
+  virtual void launch() = 0;
+};
+
+// While one lives, the work the calling thread queues on its device (kernels, copies from the host, copies on
+// the device, host work) is recorded instead of run; allocating is allowed. What cannot be recorded throws
+// RuntimeError saying why: a copy to the host, synchronize(), a timed event. Destroying it unfinished drops
+// the recorded work unrun.
+class Recording {
+ public:
+  virtual ~Recording() = default;
+  // Ends the recording and returns what it holds, ready to launch.
+  virtual std::unique_ptr<Replay> finish() = 0;
+};
+
 // What a device's memory pool has done so far; tests use it to show steady-state steps allocate nothing.
 struct DeviceMemoryStats {
   std::uint64_t fresh_blocks = 0;     // blocks taken from the system
@@ -140,6 +162,12 @@ class Device {
   virtual bool has_own_streams() const { return false; }
   // Makes the work this thread queues here next wait until `event` (of this device) is done.
   virtual void queue_wait(const Event& event) { (void)event; }
+
+  // Starts recording the calling thread's work on this device (Recording); null where the device cannot
+  // record (the CPU, whose work is done when its call returns). One recording per thread at a time.
+  virtual std::unique_ptr<Recording> begin_recording() { return nullptr; }
+  // Whether begin_recording() gives a recording here, asked when a plan is made.
+  virtual bool can_record() const { return false; }
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
   // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",

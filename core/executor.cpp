@@ -6,6 +6,7 @@
 #include <map>
 #include <utility>
 
+#include "core/device_graph.h"
 #include "core/errors.h"
 #include "core/kernel_context.h"
 #include "core/ops/state.h"
@@ -230,6 +231,8 @@ Frame::Frame(const Plan& plan)
       read_writes_(new std::uint64_t[plan.nodes.size()]()),
       dead_(plan.may_skip ? new char[plan.nodes.size()]() : nullptr) {}
 
+Frame::~Frame() = default;
+
 namespace {
 
 // The state of one Executor::run, shared by every thread working on it.
@@ -244,6 +247,8 @@ struct Run {
   std::atomic<int>& remaining;
   std::atomic<bool>& failed;
   bool shared;  // whether other inter-op threads may take nodes of this run
+  // While a segment records: per node, the staging buffer a staged Copy reads instead of its input (null: none).
+  const Tensor* const* staged_input = nullptr;
 
   void execute(int i) {
     const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
@@ -273,6 +278,7 @@ struct Run {
       inputs = heap_inputs.data();
     }
     for (std::size_t k = 0; k < pn.inputs.size(); ++k) inputs[k] = &values[static_cast<std::size_t>(pn.inputs[k])];
+    if (staged_input != nullptr && staged_input[i] != nullptr) inputs[0] = staged_input[i];
     try {
       // Placement put a copy on every edge that crosses devices: a kernel only ever sees its own device's
       // buffers (a Copy node excepted, whose input is on the other side by definition).
@@ -367,13 +373,7 @@ struct Run {
       }
       execute(i);
       const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
-      // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
-      // in-place update of its variable would have to copy.
-      if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)].reset();
-      for (int in : pn.inputs) {
-        const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
-        if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)].reset();
-      }
+      release_after(i);
       for (int s : pn.successors)
         if (count_down(pending[s]) == 1) local.push(s);
       // A run nobody else works on needs no wake-up: its caller is the thread that just finished it.
@@ -382,6 +382,158 @@ struct Run {
         frame.done_ = true;
         frame.cv_.notify_all();
       }
+    }
+  }
+
+  // Lets go of the values node i was the last to read.
+  void release_after(int i) {
+    const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+    // An aliasing value nobody reads (a read kept only for ordering) is let go at once, or a later
+    // in-place update of its variable would have to copy.
+    if (pn.release_after_use && pn.num_uses == 0) values[static_cast<std::size_t>(i)].reset();
+    for (int in : pn.inputs) {
+      const PlanNode& producer = plan.nodes[static_cast<std::size_t>(in)];
+      if (producer.release_after_use && count_down(uses_left[in]) == 1) values[static_cast<std::size_t>(in)].reset();
+    }
+  }
+
+  // The run with device graphs (core/device_graph.h): Plan::graph_order on this thread, each segment
+  // replayed, recorded or run eagerly.
+  void run_in_order(DeviceGraphs& graphs) {
+    for (int entry : plan.graph_order) {
+      if (entry < 0) {
+        run_segment(-1 - entry, graphs);
+        continue;
+      }
+      execute(entry);
+      release_after(entry);
+    }
+  }
+
+  void run_segment(int s, DeviceGraphs& graphs) {
+    const GraphSegment& seg = plan.graph_segments[static_cast<std::size_t>(s)];
+    SegmentState& state = graphs.segments[static_cast<std::size_t>(s)];
+    if (failed.load(std::memory_order_relaxed)) return;
+    if (!seg.refused.empty() || !state.refused.empty()) return run_eagerly(seg);
+    if (reads_dead_outside(seg)) {
+      // Its dead members let go of their outputs: the recording names buffers no longer held.
+      state.replay.reset();
+      return run_eagerly(seg);
+    }
+    stage(seg, state, graphs);
+    // A replay reads no slot of a variable read; an eager run of an earlier segment may have filled them.
+    for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();
+    // A reader elsewhere (another frame's kept read) may hold a buffer the segment writes in place: the copy a
+    // write would make happens here, and the moved buffer makes the segment record again.
+    for (Variable* v : seg.written) v->own_buffer();
+    if (state.replay != nullptr) {
+      const std::vector<const void*> now = segment_signature(seg, state, values);
+      if (now == state.signature) {
+        state.moves = 0;
+        state.replay->launch();
+        for (int m : seg.members) release_after(m);
+        if (ctx.graph_replays != nullptr) ctx.graph_replays->fetch_add(1, std::memory_order_relaxed);
+        return;
+      }
+      std::string moved;
+      for (std::size_t k = 0; k < now.size() && k < state.signature.size(); ++k)
+        if (now[k] != state.signature[k]) moved += (moved.empty() ? "" : ", ") + signature_entry_name(plan, seg, k);
+      if (++state.moves >= kMaxGraphMoves) {
+        refuse(seg, state, moved + " moved in " + std::to_string(kMaxGraphMoves) + " runs in a row");
+        return run_eagerly(seg);
+      }
+      note(seg.name + ": recorded again: " + moved + " moved");
+    }
+    record(seg, state, graphs);
+  }
+
+  // Records the segment's members, then launches the recording: that launch is this run's work.
+  void record(const GraphSegment& seg, SegmentState& state, DeviceGraphs& graphs) {
+    state.replay.reset();
+    fill_borrowed(seg);
+    std::unique_ptr<Recording> recording = seg.device->begin_recording();
+    staged_input = graphs.staged_input.data();
+    for (int m : seg.members) execute(m);
+    staged_input = nullptr;
+    if (failed.load(std::memory_order_relaxed)) {
+      // Nothing recorded has run: drop it, and run the segment as usual, now and from now on.
+      recording.reset();
+      refuse(seg, state, "recording failed: " + take_error_message());
+      return run_eagerly(seg);
+    }
+    state.replay = recording->finish();
+    recording.reset();
+    for (int m : seg.members) release_after(m);
+    for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
+    for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();
+    state.signature = segment_signature(seg, state, values);
+    note(seg.name + ": recorded");
+    state.replay->launch();
+  }
+
+  void run_eagerly(const GraphSegment& seg) {
+    fill_borrowed(seg);
+    for (int m : seg.members) {
+      execute(m);
+      release_after(m);
+    }
+  }
+
+  // Reads again the variables another segment's reads hand this one, where a replay left their slots empty.
+  void fill_borrowed(const GraphSegment& seg) {
+    for (int p : seg.borrowed)
+      if (!values[static_cast<std::size_t>(p)].defined()) execute(p);
+  }
+
+  // Copies each staged Copy member's input into the segment's staging buffer for it: on the segment's
+  // device when the value is there already (a batch prefetched to the GPU), else on the host.
+  void stage(const GraphSegment& seg, SegmentState& state, DeviceGraphs& graphs) {
+    state.staging.resize(seg.staged.size());
+    for (std::size_t k = 0; k < seg.staged.size(); ++k) {
+      const int m = seg.staged[k];
+      const Tensor& value = values[static_cast<std::size_t>(plan.nodes[static_cast<std::size_t>(m)].inputs[0])];
+      Device* where = value.device() == seg.device ? seg.device : cpu_device();
+      Tensor& staging = state.staging[k];
+      if (!staging.defined() || staging.device() != where || !(staging.shape() == value.shape()) ||
+          staging.dtype() != value.dtype())
+        staging = Tensor::empty(value.dtype(), value.shape(), where);
+      copy_between(*value.device(), value.raw_data(), *where, staging.raw_mutable_data(), value.bytes());
+      graphs.staged_input[static_cast<std::size_t>(m)] = &staging;
+    }
+  }
+
+  bool reads_dead_outside(const GraphSegment& seg) const {
+    if (!plan.may_skip) return false;
+    for (int m : seg.members)
+      for (int in : plan.nodes[static_cast<std::size_t>(m)].inputs)
+        if (frame.dead_[in] != 0) return true;
+    return false;
+  }
+
+  void refuse(const GraphSegment& seg, SegmentState& state, std::string why) {
+    state.replay.reset();
+    state.refused = std::move(why);
+    note(seg.name + ": runs eagerly: " + state.refused);
+  }
+
+  void note(std::string line) const {
+    if (ctx.graph_log != nullptr) ctx.graph_log->push_back("device graph: " + std::move(line));
+  }
+
+  // The error a kernel recorded, as text, and the run no longer failed.
+  std::string take_error_message() {
+    std::exception_ptr error;
+    {
+      std::lock_guard lock(frame.mu_);
+      error = std::exchange(frame.error_, nullptr);
+    }
+    failed.store(false, std::memory_order_relaxed);
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "an unknown error";
     }
   }
 
@@ -423,6 +575,46 @@ struct Run {
 
 }  // namespace
 
+namespace {
+// The caller is one of the inter-op threads: while the run is unfinished it takes queued nodes itself,
+// and only when there are none does it spin briefly, then sleep until the run is done.
+void help_until_done(Frame& frame, const RunContext& ctx) {
+  int idle = 0;
+  while (frame.remaining_.load(std::memory_order_acquire) > 0) {
+    if (ctx.inter->try_run_one()) {
+      idle = 0;
+      continue;
+    }
+    if (++idle < 2000) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+      continue;
+    }
+    std::unique_lock lock(frame.mu_);
+    frame.cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return frame.done_; });
+    idle = 0;
+  }
+  std::unique_lock lock(frame.mu_);
+  frame.cv_.wait(lock, [&] { return frame.done_; });
+}
+
+// The frame's device graphs when this run goes through them (core/device_graph.h), else null: a run without
+// them, a plan without segments, a profiled run (it times each node), and a frame's first run, which warms up.
+DeviceGraphs* graphs_for(const Plan& plan, Frame& frame, const RunContext& ctx) {
+  if (!ctx.device_graphs || plan.graph_segments.empty()) return nullptr;
+  if (ctx.profiler != nullptr) {
+    if (ctx.graph_log != nullptr) ctx.graph_log->push_back("device graph: none while profiling, which times each node");
+    return nullptr;
+  }
+  if (frame.graphs_ == nullptr) {
+    frame.graphs_ = std::make_unique<DeviceGraphs>(plan);
+    frame.graphs_->staged_input.assign(plan.nodes.size(), nullptr);
+  }
+  return frame.graphs_->runs++ == 0 ? nullptr : frame.graphs_.get();
+}
+}  // namespace
+
 void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds, const RunContext& ctx) {
   TCTL_CHECK(ctx.intra != nullptr, "Executor::run needs an intra-op pool");
   const int n = static_cast<int>(plan.nodes.size());
@@ -433,7 +625,8 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
   frame.remaining_.store(n, std::memory_order_relaxed);
   frame.failed_.store(false, std::memory_order_relaxed);
   if (plan.may_skip) std::fill_n(frame.dead_.get(), n, char{0});
-  const bool can_hand_off = ctx.inter != nullptr && ctx.inter->num_workers() > 0;
+  DeviceGraphs* graphs = graphs_for(plan, frame, ctx);
+  const bool can_hand_off = graphs == nullptr && ctx.inter != nullptr && ctx.inter->num_workers() > 0;
   if (can_hand_off) {
     std::lock_guard lock(frame.mu_);
     frame.done_ = n == 0;
@@ -448,32 +641,15 @@ void Executor::run(const Plan& plan, Frame& frame, std::span<const Tensor> feeds
           frame.remaining_,
           frame.failed_,
           can_hand_off};
-  // The roots start on the caller, the first one last, as any ready nodes do (Run::run_from).
-  std::vector<int>& roots = frame.caller_roots_;
-  roots.assign(plan.roots.begin(), plan.roots.end());
-  if (!roots.empty()) std::reverse(roots.begin() + 1, roots.end());
-  run.run_from(roots);
-  // The caller is one of the inter-op threads: while the run is unfinished it takes queued nodes itself,
-  // and only when there are none does it spin briefly, then sleep until the run is done.
-  if (can_hand_off) {
-    int idle = 0;
-    while (frame.remaining_.load(std::memory_order_acquire) > 0) {
-      if (ctx.inter->try_run_one()) {
-        idle = 0;
-        continue;
-      }
-      if (++idle < 2000) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        continue;
-      }
-      std::unique_lock lock(frame.mu_);
-      frame.cv_.wait_for(lock, std::chrono::microseconds(200), [&] { return frame.done_; });
-      idle = 0;
-    }
-    std::unique_lock lock(frame.mu_);
-    frame.cv_.wait(lock, [&] { return frame.done_; });
+  if (graphs != nullptr) {
+    run.run_in_order(*graphs);
+  } else {
+    // The roots start on the caller, the first one last, as any ready nodes do (Run::run_from).
+    std::vector<int>& roots = frame.caller_roots_;
+    roots.assign(plan.roots.begin(), plan.roots.end());
+    if (!roots.empty()) std::reverse(roots.begin() + 1, roots.end());
+    run.run_from(roots);
+    if (can_hand_off) help_until_done(frame, ctx);
   }
   for (Device* d : plan.stream_devices) {
     try {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/graph.h"
@@ -44,6 +45,34 @@ struct PlanNode {
   bool hand_off = true;
 };
 
+// A run of one device's nodes that the device may record once and replay as a whole (Device::begin_recording;
+// a CUDA graph): core/device_graph.h says how a plan is cut into them and how a run uses them.
+struct GraphSegment {
+  Device* device = nullptr;
+  // How many times a path into it left the device for the host (or another device) and came back: the
+  // segments of one device run in this order, with the host's work between them.
+  int level = 0;
+  std::vector<int> members;  // plan indices, in an order that respects their edges
+  // The members that are Copy nodes taking a value made outside the segment: each copies from a staging
+  // buffer of the segment's own, filled before every launch, so the recorded copy reads a fixed address.
+  std::vector<int> staged;
+  // Values made outside the segment on its device that members read in place (checked unmoved before a replay).
+  std::vector<int> outside;
+  std::vector<Variable*> vars;     // every variable a member reads or writes (checked unmoved likewise)
+  std::vector<Variable*> written;  // those a member writes
+  // The members whose output buffer is their own (checked unmoved): not a variable read's, which is the
+  // variable's, nor a constant's.
+  std::vector<int> outputs;
+  // Variable reads (and constants) whose buffers a recording names: `lent` are members, `borrowed` belong
+  // to another segment. Their slots in the frame are filled only to record or run the segment eagerly, and
+  // emptied after, so the frame holds no read of a variable a later segment writes in place.
+  std::vector<int> lent;
+  std::vector<int> borrowed;
+  // Why the segment is never recorded ("" when it may be): one line naming the node and the reason.
+  std::string refused;
+  std::string name;  // "sim:0 segment 0 (level 0, 14 nodes)"
+};
+
 // The nodes needed for some fetches and targets, in topological order, with shapes resolved. Immutable
 // once built, so any number of runs may share it.
 struct Plan {
@@ -61,6 +90,10 @@ struct Plan {
   std::vector<Device*> stream_devices;
   // Whether a node may declare its output dead (OpDef::may_skip): only then does a run track dead values.
   bool may_skip = false;
+  // Filled by plan_device_graphs (core/device_graph.h) for a session that records: the segments, and an
+  // order of the run in which each segment is one entry, -1 - its index, among the other nodes' indices.
+  std::vector<GraphSegment> graph_segments;
+  std::vector<int> graph_order;
 };
 
 // Throws ShapeError naming the placeholder when a fed value's spec does not fit it.
@@ -71,10 +104,13 @@ void check_fed_spec(const Node& placeholder, const TensorSpec& fed);
 Plan build_plan(const Graph& g, std::span<const Output> feeds, std::span<const TensorSpec> feed_specs,
                 std::span<const Output> fetches, std::span<const Output> targets, const PlacementOptions& placement);
 
+struct DeviceGraphs;
+
 // The activations of one run. Frames are reused between runs of a plan, which is how steady-state steps
 // avoid allocating: a buffer is reused when no fetched result still holds it.
 struct Frame {
   explicit Frame(const Plan& plan);
+  ~Frame();
   std::vector<Tensor>& values() { return values_; }
 
   // The executor's bookkeeping for the run in progress.
@@ -87,6 +123,8 @@ struct Frame {
   // that ran the node before its successors become ready, so the pending counts order it.
   std::unique_ptr<char[]> dead_;
   std::vector<int> caller_roots_;  // the roots the calling thread runs itself
+  // The segments' recordings and staging buffers (core/device_graph.h), made by the first run that uses them.
+  std::unique_ptr<DeviceGraphs> graphs_;
   std::atomic<int> remaining_{0};
   std::atomic<bool> failed_{false};
   std::mutex mu_;
@@ -103,6 +141,12 @@ struct RunContext {
   // When set, every kernel execution is recorded into it; null costs one pointer check per node.
   Profiler* profiler = nullptr;
   std::int64_t batch_offset = 0;  // RunOptions::batch_offset
+  // Whether the plan's graph segments are recorded and replayed (SessionOptions::device_graphs).
+  bool device_graphs = false;
+  // Lines for the placement log about the segments (recorded, refused and why); null: none kept.
+  std::vector<std::string>* graph_log = nullptr;
+  // Counts the replays launched, for tests and the profile; may be null.
+  std::atomic<std::uint64_t>* graph_replays = nullptr;
 };
 
 class Executor {

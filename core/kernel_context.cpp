@@ -3,6 +3,7 @@
 namespace tctl {
 
 Tensor& KernelContext::output() {
+  if (fixed_output_) return output_;
   if (!output_.unique() || !(output_.shape() == spec_.shape) || output_.dtype() != spec_.dtype ||
       output_.device() != &device_) {
     try {

@@ -35,6 +35,9 @@ class KernelContext {
   // The output tensor, allocated with the planned spec. The buffer of the previous step is reused when
   // nobody else holds it any more, so steady-state steps allocate nothing.
   Tensor& output();
+  // Makes output() return the slot as it is, whoever else holds its buffer: a replayed kernel writes the
+  // buffer it was recorded with (Device::begin_recording).
+  void fix_output() { fixed_output_ = true; }
   // Publishes an existing tensor as the output instead (a variable read, a reshape).
   void set_output(Tensor t) { output_ = std::move(t); }
   // What the output slot holds before the kernel runs: the last run's output, or nothing.
@@ -59,6 +62,7 @@ class KernelContext {
   // normally the node id, so a gradient op can replay its forward op's stream.
   std::uint64_t random_key(std::int64_t stream) const;
   std::int64_t step() const { return step_; }
+  std::uint64_t seed() const { return seed_; }
   // Rows of the global batch before this run's: a replica of data-parallel training runs rows
   // [batch_offset, batch_offset + its batch) of the step's batch, and a random stream drawn per element
   // (dropout's mask) continues from there, so the replicas draw what one replica would for the whole batch.
@@ -79,6 +83,7 @@ class KernelContext {
   std::uint64_t* kept_read_ = nullptr;
   std::int64_t batch_offset_ = 0;
   bool skipped_ = false;
+  bool fixed_output_ = false;
 };
 
 }  // namespace tctl

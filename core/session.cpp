@@ -4,6 +4,7 @@
 #include <array>
 #include <set>
 
+#include "core/device_graph.h"
 #include "core/errors.h"
 
 namespace tctl {
@@ -91,6 +92,7 @@ Session::Prepared& Session::prepare(std::span<const Feed> feeds, std::span<const
     }
     auto prepared = std::make_unique<Prepared>();
     prepared->plan = build_plan(*graph_, feed_outputs, feed_specs, fetches, targets, options_.placement);
+    if (options_.device_graphs) plan_device_graphs(prepared->plan);
     // A plan for other feed shapes places the same nodes again: each line is reported once per session.
     for (const std::string& line : prepared->plan.placement_log)
       if (logged_.insert(line).second) options_.placement.log(line);
@@ -122,6 +124,10 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
   ctx.step = options.step >= 0 ? options.step : next_step_.fetch_add(1, std::memory_order_relaxed);
   ctx.profiler = options.profiler;
   ctx.batch_offset = options.batch_offset;
+  ctx.device_graphs = options_.device_graphs;
+  ctx.graph_replays = &graph_replays_;
+  std::vector<std::string> graph_log;
+  if (options_.device_graphs && options_.placement.log) ctx.graph_log = &graph_log;
 
   std::unique_ptr<Frame> frame = prepared.take_frame();
   std::vector<Tensor> out;
@@ -132,15 +138,24 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
     } catch (...) {
       if (options.profiler != nullptr) options.profiler->collect();
       prepared.give_back(std::move(frame));
+      log_once(graph_log);
       throw;
     }
   }
+  log_once(graph_log);
   // Copy the node names now, while the graph is surely alive, and off the kernels' path.
   if (options.profiler != nullptr) options.profiler->collect();
   out.reserve(fetches.size());
   for (int s : prepared.plan.fetch_slots) out.push_back(frame->values()[static_cast<std::size_t>(s)]);
   prepared.give_back(std::move(frame));
   return out;
+}
+
+void Session::log_once(const std::vector<std::string>& lines) {
+  if (lines.empty()) return;
+  std::lock_guard lock(mu_);
+  for (const std::string& line : lines)
+    if (logged_.insert(line).second) options_.placement.log(line);
 }
 
 std::vector<std::string> Session::placement_warnings() const {

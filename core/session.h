@@ -29,6 +29,9 @@ struct Feed {
 struct SessionOptions {
   std::uint64_t seed = 0;
   PlacementOptions placement;
+  // Record each device's part of a plan once and replay it (core/device_graph.h) where the device can
+  // record; its lines ("device graph: ...") go to placement.log.
+  bool device_graphs = false;
 };
 
 struct RunOptions {
@@ -67,16 +70,21 @@ class Session {
   [[nodiscard]] DefaultScope as_default() { return DefaultScope(this); }
   // Warnings from placement so far (nodes that fell back to the CPU), without duplicates.
   std::vector<std::string> placement_warnings() const;
+  // Device graph segments launched as a replay so far (SessionOptions::device_graphs).
+  std::uint64_t device_graph_replays() const { return graph_replays_.load(std::memory_order_relaxed); }
 
  private:
   struct Prepared;
   Prepared& prepare(std::span<const Feed> feeds, std::span<const Output> fetches, std::span<const Output> targets);
+  // Reports each line not reported before through the placement log.
+  void log_once(const std::vector<std::string>& lines);
 
   std::shared_ptr<const Graph> graph_;
   ThreadPool& inter_;
   ThreadPool& intra_;
   SessionOptions options_;
   std::atomic<std::int64_t> next_step_{0};
+  std::atomic<std::uint64_t> graph_replays_{0};
   mutable std::mutex mu_;
   // Plans by key (fed nodes with dtype and shape, fetches, targets). A plan lives as long as the session.
   std::map<std::vector<std::int64_t>, std::unique_ptr<Prepared>> plans_ TCTL_GUARDED_BY(mu_);

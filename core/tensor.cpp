@@ -62,6 +62,13 @@ Tensor Tensor::from_ints(const Shape& shape, std::span<const std::int32_t> value
   return t;
 }
 
+Tensor Tensor::unowned() const {
+  Tensor view = *this;
+  // The aliasing constructor with an empty owner: the pointer, without a share of the ownership.
+  view.buffer_ = std::shared_ptr<Buffer>(std::shared_ptr<Buffer>(), buffer_.get());
+  return view;
+}
+
 bool Tensor::unique() const {
   if (!buffer_ || buffer_.use_count() != 1) return false;
     // use_count() is a relaxed load; the fence pairs it with the release of the last handle dropped.

@@ -95,6 +95,11 @@ class Tensor {
   // buffer, a device's, or a tail under a page.
   void release_unseen() const;
 
+  // A handle to the same buffer that does not own it: the buffer lives only as long as its owners do, and
+  // the view never counts in use_count() or unique(). For a device's recorded work (Device::begin_recording),
+  // which names buffers the way a captured CUDA graph holds raw addresses, whose owners keep them in place.
+  Tensor unowned() const;
+
   // How many Tensors share this buffer; 1 means this handle is its only owner.
   long use_count() const { return buffer_.use_count(); }
   // True when this handle is the buffer's only owner, so the caller may write it in place. It also orders

@@ -128,6 +128,12 @@ void Variable::make_unique_locked() {
   if (!value_.unique()) value_ = value_.clone();
 }
 
+void Variable::own_buffer() {
+  if (mode_ != LockingMode::kMutex && mode_ != LockingMode::kProcess) return;
+  HandleLock lock(*this);
+  make_unique_locked();
+}
+
 Device* Variable::device() const { return device_.load(std::memory_order_acquire); }
 
 void Variable::place_on(Device* device) {

@@ -55,6 +55,13 @@ class Variable {
   // the caller read again). Not for the lock-free modes, whose reads are not snapshots.
   Tensor read(std::uint64_t& writes) const;
 
+  // Where the current value's buffer is, for a caller that names it by address (a recorded device graph
+  // checks the variable has not moved); never dereferenced.
+  const void* buffer_address() const { return locked_value().raw_data(); }
+  // Makes the buffer the variable's alone, copying it first where a reader still holds it, as a write in
+  // the mutex and process modes does: work recorded to write the buffer in place (a device graph) may then
+  // run without breaking a reader's promise that its value never changes. Nothing in the other modes.
+  void own_buffer();
   // The device holding the value; the CPU until placement moves it.
   Device* device() const;
   // Moves the value to `device`, where the nodes that read and update it run (placement colocates them);

@@ -13,6 +13,8 @@ namespace {
 // The device whose stream work this thread is running, if any: work it queues from inside (a kernel that
 // clones a buffer) is the current item's own and runs at once, in order, without taking the stream again.
 thread_local const SimDevice* t_running = nullptr;
+// The device whose recorded work this thread is replaying: an allocation then is an error.
+thread_local const SimDevice* t_replaying = nullptr;
 
 std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -47,6 +49,66 @@ class SimEvent final : public Event {
   std::atomic<std::int64_t> stamp_ns_{-1};
 };
 
+// The recorded work, in order; a replay runs all of it as one item of the stream.
+using Recorded = std::vector<std::function<void()>>;
+
+class SimReplay final : public Replay {
+ public:
+  SimReplay(SimDevice& device, std::shared_ptr<const Recorded> work) : device_(device), work_(std::move(work)) {}
+  void launch() override {
+    std::lock_guard lock(device_.stream_mu_);
+    device_.submit_locked([device = &device_, work = work_] {
+      const SimDevice* outer = std::exchange(t_replaying, device);
+      try {
+        for (const auto& item : *work) item();
+      } catch (...) {
+        t_replaying = outer;
+        throw;
+      }
+      t_replaying = outer;
+    });
+  }
+
+ private:
+  SimDevice& device_;
+  std::shared_ptr<const Recorded> work_;
+};
+
+namespace {
+// The recording the calling thread makes, if any.
+class SimRecording;
+thread_local SimRecording* t_recording = nullptr;
+
+class SimRecording final : public Recording {
+ public:
+  explicit SimRecording(SimDevice& device) : device_(device) {
+    TCTL_CHECK(t_recording == nullptr, "a second recording on one thread");
+    t_recording = this;
+  }
+  ~SimRecording() override { t_recording = nullptr; }
+  std::unique_ptr<Replay> finish() override {
+    t_recording = nullptr;
+    return std::make_unique<SimReplay>(device_, std::make_shared<const Recorded>(std::move(work_)));
+  }
+  const SimDevice& device() const { return device_; }
+  void add(std::function<void()> work) { work_.push_back(std::move(work)); }
+
+ private:
+  SimDevice& device_;
+  Recorded work_;
+};
+
+SimRecording* recording_of(const SimDevice* device) {
+  return t_recording != nullptr && &t_recording->device() == device ? t_recording : nullptr;
+}
+}  // namespace
+
+bool SimDevice::recording_on(const Device& device) {
+  return t_recording != nullptr && &t_recording->device() == &device;
+}
+
+std::unique_ptr<Recording> SimDevice::begin_recording() { return std::make_unique<SimRecording>(*this); }
+
 namespace {
 // TCTL_SIM_MEMORY_LIMIT: the bytes a sim device may hold in use at once (0, or unset: no limit), so tests
 // meet a device running out of memory the way a GPU does.
@@ -65,6 +127,9 @@ SimDevice::SimDevice(int index)
 SimDevice::~SimDevice() = default;
 
 void* SimDevice::allocate(std::size_t bytes) {
+  if (t_replaying == this)
+    throw RuntimeError(name_ + ": an allocation of " + std::to_string(bytes) +
+                       " bytes while replaying recorded work, whose buffers are fixed when it is recorded");
   if (limit_ > 0 && pool_.stats().bytes_in_use + bytes > limit_)
     throw RuntimeError(name_ + ": out of memory allocating " + std::to_string(bytes) + " bytes (" +
                        std::to_string(pool_.stats().bytes_in_use) + " of its " + std::to_string(limit_) +
@@ -112,6 +177,7 @@ void SimDevice::submit_locked(std::function<void()> work) {
 
 void SimDevice::enqueue(std::function<void()> work) {
   if (t_running == this) return work();
+  if (SimRecording* r = recording_of(this)) return r->add(std::move(work));
   std::lock_guard lock(stream_mu_);
   submit_locked(std::move(work));
 }
@@ -119,6 +185,8 @@ void SimDevice::enqueue(std::function<void()> work) {
 void SimDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   // The source may be reused once this returns, so a copy that must wait takes its bytes along.
   if (t_running == this) return void(std::memcpy(dst, src, bytes));
+  // Recorded, the copy reads `src` when it is replayed, as a captured CUDA copy does: the recorder keeps it.
+  if (SimRecording* r = recording_of(this)) return r->add([=] { std::memcpy(dst, src, bytes); });
   std::lock_guard lock(stream_mu_);
   if (!paused_) {
     submit_locked([=] { std::memcpy(dst, src, bytes); });
@@ -131,6 +199,7 @@ void SimDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
 
 void SimDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
   if (t_running == this) return void(std::memcpy(dst, src, bytes));
+  if (recording_of(this) != nullptr) throw RuntimeError(name_ + ": a copy to the host cannot be recorded");
   std::lock_guard lock(stream_mu_);
   TCTL_CHECK(!paused_, "a copy from " + name_ + " to the host while its stream is paused would never finish");
   submit_locked([=] { std::memcpy(dst, src, bytes); });
@@ -147,6 +216,7 @@ void SimDevice::rethrow_locked() {
 
 void SimDevice::synchronize() {
   if (t_running == this) return;  // everything queued before the running item has finished
+  if (recording_of(this) != nullptr) throw RuntimeError(name_ + ": waiting for the stream cannot be recorded");
   std::lock_guard lock(stream_mu_);
   TCTL_CHECK(!paused_ || queue_.empty(), "synchronizing " + name_ + " while its stream is paused would never finish");
   rethrow_locked();
@@ -157,6 +227,7 @@ std::shared_ptr<Event> SimDevice::record_event() {
 }
 
 std::shared_ptr<Event> SimDevice::record_timed_event() {
+  if (recording_of(this) != nullptr) throw RuntimeError(name_ + ": a timed event cannot be recorded");
   // Work running on the stream holds stream_mu_ already, on this thread.
   std::unique_lock lock(stream_mu_, std::defer_lock);
   if (t_running != this) lock.lock();

@@ -9,6 +9,11 @@
 // While work waits, a freed block is not handed out again: that is the deferred release every device with a stream
 // needs. A timed event notes the steady-clock time at which the stream reached it (the work queued before it had
 // finished), so the profiler sees queued work run later, as on a GPU.
+//
+// It records as a GPU captures a stream into a CUDA graph (Device::begin_recording): while a thread records,
+// the work it queues is kept, not run, and a replay queues all of it as one item. A replay that allocates
+// throws, because on a GPU its address would differ from the one captured: that makes the hazards a CUDA
+// graph meets silently into errors the tests see.
 #pragma once
 
 #include <atomic>
@@ -46,6 +51,8 @@ class SimDevice final : public Device {
   std::shared_ptr<Event> record_event() override;
   std::shared_ptr<Event> record_timed_event() override;
   DeviceMemoryStats memory_stats() const override;
+  std::unique_ptr<Recording> begin_recording() override;
+  bool can_record() const override { return true; }
   std::vector<std::pair<std::string, std::string>> properties() const override {
     return {{"simulated", "host memory in a pool of its own, a stream of its own; for tests"}};
   }
@@ -55,9 +62,13 @@ class SimDevice final : public Device {
   void resume();
   // Whether `p` is a block this device handed out and has not taken back.
   bool owns(const void* p) const;
+  // Whether the calling thread records its work on `device` now (a sim kernel then records a closure over
+  // its inputs' and output's buffers instead of running).
+  static bool recording_on(const Device& device);
 
  private:
   friend class SimEvent;
+  friend class SimReplay;
   // Runs or queues one piece of work; the caller holds stream_mu_.
   void submit_locked(std::function<void()> work);
   void run_one_locked(std::function<void()>& work);

@@ -3,7 +3,11 @@
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
 // complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole, also with dynamic loss
 // scaling (AllFinite, MulScalar); any other op falls back to the CPU through placement.
+#include <memory>
+#include <vector>
+
 #include "core/kernel_context.h"
+#include "kernels/sim/sim_device.h"
 
 namespace tctl::sim {
 namespace {
@@ -24,12 +28,52 @@ void refuse_foreign(const KernelContext& ctx) {
   }
 }
 
+// One kernel call as recorded: what its context named, with the buffers as views that own nothing (the
+// frame and the variables keep them, as they keep a captured CUDA graph's), to run again on each replay.
+struct RecordedCall {
+  const Node* node;
+  Device* device;
+  TensorSpec spec;
+  std::vector<Tensor> inputs;
+  std::vector<const Tensor*> input_ptrs;
+  Tensor output;
+  ThreadPool* intra;
+  std::uint64_t seed;
+  std::int64_t step;
+  std::int64_t batch_offset;
+};
+
+// Records the call instead of running it. The output buffer is chosen now, on the host, as a CUDA kernel's
+// is when it is captured; a replay writes that buffer whoever holds it.
+void record_call(KernelContext& ctx, KernelFn arithmetic) {
+  auto call = std::make_shared<RecordedCall>(RecordedCall{.node = &ctx.node(),
+                                                          .device = &ctx.device(),
+                                                          .spec = ctx.output_spec(),
+                                                          .inputs = {},
+                                                          .input_ptrs = {},
+                                                          .output = ctx.output().unowned(),
+                                                          .intra = &ctx.intra(),
+                                                          .seed = ctx.seed(),
+                                                          .step = ctx.step(),
+                                                          .batch_offset = ctx.batch_offset()});
+  for (int i = 0; i < ctx.num_inputs(); ++i) call->inputs.push_back(ctx.input(i).unowned());
+  for (const Tensor& t : call->inputs) call->input_ptrs.push_back(&t);
+  ctx.device().enqueue([call, arithmetic] {
+    KernelContext kc(*call->node, *call->device, call->spec, call->input_ptrs.data(), call->output, *call->intra,
+                     call->seed, call->step);
+    kc.set_batch_offset(call->batch_offset);
+    kc.fix_output();
+    arithmetic(kc);
+  });
+}
+
 void run_on_stream(KernelContext& ctx) {
   static const DeviceKind sim = device_kind("sim");
   TCTL_CHECK(ctx.device().kind() == sim, "a sim kernel on " + ctx.device().name());
   refuse_foreign(ctx);
   const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
   TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
+  if (SimDevice::recording_on(ctx.device())) return record_call(ctx, arithmetic);
   // The stream runs the work at once unless a test paused it; synchronizing proves that (it refuses a
   // paused stream holding work) and brings back an error the arithmetic threw.
   ctx.device().enqueue([&] { arithmetic(ctx); });

@@ -74,6 +74,7 @@ void Inference::build(ThreadPool& inter, ThreadPool& intra) {
   SessionOptions so;
   so.seed = options_.seed;
   so.placement = options_.placement;
+  so.device_graphs = options_.device_graphs;
   session_ = std::make_unique<Session>(graph_, inter, intra, so);
 }
 

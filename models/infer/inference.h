@@ -44,6 +44,8 @@ struct InferenceOptions {
   std::uint64_t seed = 0;
   std::string config_file;  // names the file in errors about the loss or metrics
   PlacementOptions placement;
+  // Record each device's part of a step once and replay it (SessionOptions::device_graphs).
+  bool device_graphs = false;
 };
 
 // Throws SpecError (naming options.config_file, "metrics[i]") when a metric does not apply to the loss.

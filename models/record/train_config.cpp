@@ -118,6 +118,7 @@ nlohmann::json TrainConfig::to_json() const {
   if (!class_weight.is_null()) j["class_weight"] = class_weight;
   // Absent at float32, as in the runs recorded before there were precisions (which may resume).
   if (precision != "float32") j["precision"] = precision;
+  if (!device_graphs) j["device_graphs"] = false;
   if (optimizer.loss_scale.dynamic)
     j["loss_scale"] = {{"initial_scale", optimizer.loss_scale.initial_scale},
                        {"dynamic_growth_steps", optimizer.loss_scale.growth_steps}};
@@ -427,6 +428,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
   c.device = top.string("device", "cpu");
   if (const std::string error = device_name_error(c.device); !error.empty()) top.fail("device", error);
   c.allow_tf32 = top.boolean("allow_tf32", false);
+  c.device_graphs = top.boolean("device_graphs", true);
   parse_precision(top, c);
 }
 
@@ -535,7 +537,7 @@ TrainConfig TrainConfig::from_json(const nlohmann::json& j, const std::string& f
   std::vector<std::string> known{"model",   "data",         "loss",      "optimizer",          "metrics",
                                  "epochs",  "batch_size",   "prefetch",  "checkpoint_seconds", "seed",
                                  "threads", "callbacks",    "device",    "allow_tf32",         "strategy",
-                                 "output",  "class_weight", "precision", "loss_scale"};
+                                 "output",  "class_weight", "precision", "loss_scale",         "device_graphs"};
   if (recorded) known.push_back("keep_denormals");
   top.finish(known);
   return c;
@@ -582,6 +584,7 @@ InferenceOptions TrainConfig::inference_options() const {
   o.metrics = metrics;
   o.device = strategy.type == StrategyType::kMirrored && !strategy.devices.empty() ? strategy.devices[0] : device;
   o.allow_tf32 = allow_tf32;
+  o.device_graphs = device_graphs;
   o.seed = seed;
   o.config_file = file;
   o.placement.strict = strict_placement;

@@ -120,6 +120,9 @@ struct TrainConfig {
   // GPU matrix products may use TF32 tensor cores (the backend flag "allow_tf32", core/device.h backend_flag); off by
   // default.
   bool allow_tf32 = false;
+  // Record each device's part of a training step once and replay it (core/device_graph.h) where the device can
+  // record; on by default. Changes no result.
+  bool device_graphs = true;
   // Keras' dtype policy: "float32", "mixed_bfloat16" or "mixed_float16" (models/record/precision.h): which type
   // products and activations compute in; mixed_float16 also turns on dynamic loss scaling, whose settings
   // ("loss_scale": {"initial_scale", "dynamic_growth_steps"}) are optimizer.loss_scale.

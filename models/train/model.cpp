@@ -97,6 +97,7 @@ SessionOptions Model::session_options() const {
   SessionOptions so;
   so.seed = options_.seed;
   so.placement = options_.placement;
+  so.device_graphs = options_.device_graphs;
   return so;
 }
 

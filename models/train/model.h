@@ -129,6 +129,11 @@ class Model {
   // The inference graph and its session (validation, predict, the forward-only profile).
   Inference& inference() { return *inference_; }
 
+  // Device graph segments the training step has replayed so far (ModelOptions::device_graphs; the first
+  // replica's session).
+  std::uint64_t training_graph_replays() const {
+    return train_.session != nullptr ? train_.session->device_graph_replays() : 0;
+  }
   // The first replica's network and optimizer (the others hold the same values after every step).
   const Sequential& net() const { return *net_; }
   const ModelOptions& options() const { return options_; }

@@ -73,6 +73,38 @@ TEST_CASE(
   CHECK(devices[0].at("fresh_blocks").get<double>() > 0);
   CHECK(devices[0].at("reserved_bytes").get<double>() >= devices[0].at("peak_bytes").get<double>());
   CHECK(read_json(dir / "cpu/summary.json").at("devices").empty());
+  // sim records its part of each step and replays it (core/device_graph.h): the forward pass up to Dropout on
+  // the CPU, then the backward pass and the updates; none is left eager.
+  for (const char* line : {"placement: device graph: sim:0 segment 0 (level 0, 9 nodes): recorded",
+                           "placement: device graph: sim:0 segment 1 (level 1, 12 nodes): recorded"})
+    CHECK_MESSAGE(sim.err.find(line) != std::string::npos, line);
+  CHECK(sim.err.find("runs eagerly") == std::string::npos);
+}
+
+TEST_CASE(
+    "\"device_graphs\": false runs sim's part eagerly, to the same weights; a value not true or false is refused") {
+  TempDir dir;
+  dir.write("sim.json", digits_spec("sim:0"));
+  dir.write("graphs.json", digits_config("sim.json"));
+  std::string eager = digits_config("sim.json");
+  eager.insert(eager.rfind('}'), R"(, "device_graphs": false)");
+  dir.write("eager.json", eager);
+  const CommandResult graphs =
+      run_tensorctl("train graphs.json --output graphs --log-device-placement" + kOneThread, dir.path());
+  const CommandResult plain =
+      run_tensorctl("train eager.json --output eager --log-device-placement" + kOneThread, dir.path());
+  REQUIRE(graphs.status == 0);
+  REQUIRE(plain.status == 0);
+  CHECK(graphs.err.find("device graph:") != std::string::npos);
+  CHECK(plain.err.find("device graph:") == std::string::npos);
+  CHECK(read_text(dir / "graphs/weights.safetensors") == read_text(dir / "eager/weights.safetensors"));
+  // The summary's config says so where it is not the default.
+  CHECK(read_json(dir / "eager/summary.json").at("config").at("device_graphs") == false);
+  CHECK(!read_json(dir / "graphs/summary.json").at("config").contains("device_graphs"));
+  std::string wrong = digits_config("sim.json");
+  wrong.insert(wrong.rfind('}'), R"(, "device_graphs": "yes")");
+  dir.write("wrong.json", wrong);
+  expect_user_error(dir, "train wrong.json --output wrong" + kOneThread, {"wrong.json", "device_graphs"});
 }
 
 // Dynamic loss scaling (mixed_float16) scales the hidden layers' gradients back where they were made: AllFinite
@@ -99,6 +131,9 @@ TEST_CASE("mixed_float16 with the hidden layers on sim:0: loss scaling runs ther
                            "(LossScaleFactor): cpu", "(UpdateLossScale): cpu"})
     CHECK_MESSAGE(sim.err.find(line) != std::string::npos, line);
   CHECK(sim.err.find("optimizer/AllFinite_1/copy") == std::string::npos);
+  // Three segments a step on sim:0, all replayed: the updates wait for the CPU's verdict on every gradient.
+  CHECK(sim.err.find("device graph: sim:0 segment 2 (level 2,") != std::string::npos);
+  CHECK(sim.err.find("runs eagerly") == std::string::npos);
 }
 
 TEST_CASE(

@@ -175,4 +175,38 @@ TEST_CASE("a step whose scaled gradients overflow is skipped whole and halves th
   CHECK(moments == 4);
 }
 
+TEST_CASE("device graphs on sim train to the eager run's weights, overflowed steps included") {
+  // On sim:0 the network, its gradients, AllFinite, MulScalar and Adam run on the device and the loss on the
+  // CPU: three segments a step, the last one skipped (run eagerly, dead) while the scale overflows.
+  const Dataset data = rows(160, 0, 1e4f);
+  for (const double scale : {0x1p10, 0x1p126}) {
+    CAPTURE(scale);
+    ModelOptions o;
+    o.loss = "mse";
+    o.optimizer.type = "adam";
+    o.optimizer.loss_scale.dynamic = true;
+    o.optimizer.loss_scale.initial_scale = scale;
+    // Doubling after every good step: at 2^126 the scale then overflows again and again after recorded steps.
+    o.optimizer.loss_scale.growth_steps = 1;
+    o.device = "sim:0";
+    o.placement.strict = false;
+    const Run eager = train(o, data, 1);
+    o.device_graphs = true;
+    // A skipped step's segment runs eagerly and is recorded afresh after: never left eager for good.
+    std::vector<std::string> eager_for_good;
+    o.placement.log = [&](const std::string& line) {
+      if (line.find("runs eagerly") != std::string::npos) eager_for_good.push_back(line);
+    };
+    const Run graphs = train(o, data, 1);
+    CHECK(eager_for_good.empty());
+    CHECK(graphs.weights == eager.weights);
+    CHECK(graphs.model->optimizer().skipped_steps() == eager.model->optimizer().skipped_steps());
+    CHECK(graphs.model->optimizer().loss_scale() == eager.model->optimizer().loss_scale());
+    // 30 steps: the first warms up, the second records; without overflow the other 28 replay all three.
+    if (scale == 0x1p10) CHECK(graphs.model->training_graph_replays() == 28 * 3);
+    CHECK(graphs.model->training_graph_replays() > 20);
+    CHECK(eager.model->training_graph_replays() == 0);
+  }
+}
+
 }  // namespace tctl

@@ -422,11 +422,12 @@ TEST_CASE("an epoch interrupted and continued reports what the uninterrupted epo
 // A small MLP trained on iris for 3 epochs at batch 16, with `prefetch` batches prepared ahead (0: inline)
 // and its layers on `device`: the loss of each epoch, the weights, and the device its batches are fed on.
 struct IrisRun {
-  std::vector<double> losses;
+  std::vector<double> losses;  // each epoch's training and validation loss
+  std::uint64_t replays = 0;   // Model::training_graph_replays
   std::vector<float> weights;
   Device* input_device = nullptr;
 };
-IrisRun fit_iris(std::int64_t prefetch, const std::string& device) {
+IrisRun fit_iris(std::int64_t prefetch, const std::string& device, bool device_graphs = false) {
   nlohmann::json spec = {
       {"input_shape", {4}},
       {"layers", {{{"type", "Dense"}, {"units", 8}, {"activation", "relu"}}, {{"type", "Dense"}, {"units", 3}}}}};
@@ -436,12 +437,21 @@ IrisRun fit_iris(std::int64_t prefetch, const std::string& device) {
   o.prefetch_min_bytes = 0;  // iris' batches are small: without this the producer thread would not start
   o.inter_op_threads = 1;
   o.intra_op_threads = 1;
+  o.device_graphs = device_graphs;
+  o.placement.log = [](const std::string& l) {
+    if (l.rfind("device", 0) == 0) std::fprintf(stderr, "%s\n", l.c_str());
+  };
   Model m(std::make_shared<Sequential>(Sequential::from_json(spec, "m.json", "", 5)), o);
   IrisRun run;
   run.input_device = m.input_device();
   Dataset iris = load_builtin("iris", 0, "", "");
-  for (const auto& r : Trainer(m).fit(iris, nullptr, 3, 16)) run.losses.push_back(metric(r.train, "loss"));
+  // Validated after each epoch: the inference frame then holds reads of the weights the next step updates.
+  for (const auto& r : Trainer(m).fit(iris, &iris, 3, 16)) {
+    run.losses.push_back(metric(r.train, "loss"));
+    run.losses.push_back(metric(r.validation, "loss"));
+  }
   run.weights = weights_of(m);
+  run.replays = m.training_graph_replays();
   return run;
 }
 
@@ -451,6 +461,19 @@ IrisRun fit_iris(std::int64_t prefetch, const std::string& device) {
 TEST_CASE("the prefetching input pipeline changes no result") {
   using namespace tctl;
   CHECK(fit_iris(0, "cpu").losses == fit_iris(3, "cpu").losses);
+}
+
+TEST_CASE("device graphs on sim, prefetched or not, train and validate to the eager run's results") {
+  using namespace tctl;
+  const IrisRun eager = fit_iris(0, "sim:0");
+  for (const std::int64_t prefetch : {0, 2}) {
+    CAPTURE(prefetch);
+    const IrisRun graphs = fit_iris(prefetch, "sim:0", true);
+    CHECK(graphs.losses == eager.losses);
+    CHECK(bit_identical(graphs.weights, eager.weights));
+    CHECK(graphs.replays > 20);
+  }
+  CHECK(eager.replays == 0);
 }
 
 TEST_CASE("a model on a device gets its prefetched batches there, with the same results") {

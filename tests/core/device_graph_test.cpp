@@ -1,0 +1,253 @@
+// Device graphs (core/device_graph.h) on the simulated device, which records the way a GPU captures a CUDA
+// graph and refuses, where a GPU would silently go wrong, a replay that allocates.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "core/device_graph.h"
+#include "core/kernel_context.h"
+#include "core/op_registry.h"
+#include "core/ops/state.h"
+#include "core/session.h"
+
+using namespace tctl;
+
+namespace {
+
+Device* sim1() { return DeviceRegistry::instance().find("sim:1"); }
+
+// A kernel that waits for its device's stream, which a recording cannot hold: on sim, its segment must run
+// eagerly.
+void waiting_identity(KernelContext& ctx) {
+  ctx.device().synchronize();
+  const Tensor& in = ctx.input(0);
+  copy_between(ctx.device(), in.raw_data(), ctx.device(), ctx.output().raw_mutable_data(), in.bytes());
+}
+[[maybe_unused]] const bool registered = register_op(
+    {.name = "GraphTestWaitingIdentity", .infer = same_as_input(0), .every_device_kernel = waiting_identity});
+
+// x [2, 4] -> MatMul with w and Relu on sim:1 -> `between` on the CPU -> MatMul with w on sim:1 again; the
+// CPU part in the middle makes the second sim part a segment of its own, at level 1.
+struct TwoPartNet {
+  std::shared_ptr<Graph> g = std::make_shared<Graph>();
+  std::shared_ptr<Variable> w;
+  Output x, first, between, out;
+  explicit TwoPartNet(const std::string& op_between = "Relu", const std::string& last_op = "MatMul") {
+    std::vector<float> wv(16);
+    for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = 0.1f * static_cast<float>(i) - 0.7f;
+    w = std::make_shared<Variable>("w", Tensor::from_floats(Shape{4, 4}, wv));
+    x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+    {
+      Graph::Scope scope(*g, "first", "sim:1", Phase::kForward);
+      first = g->add("Relu", {g->add("MatMul", {x, g->read(w)})});
+    }
+    {
+      Graph::Scope scope(*g, "between", "cpu", Phase::kForward);
+      between = g->add(op_between, {first});
+    }
+    Graph::Scope scope(*g, "last", "sim:1", Phase::kForward);
+    out =
+        g->add(last_op, last_op == "MatMul" ? std::vector<Output>{between, g->read(w)} : std::vector<Output>{between});
+  }
+};
+
+std::vector<Feed> feed_x(const TwoPartNet& net, float shift) {
+  std::vector<float> v{1, -2, 3, 0.5f, -1, 2, 0.25f, 4};
+  for (float& f : v) f += shift;
+  return {{net.x, Tensor::from_floats(Shape{2, 4}, v)}};
+}
+
+// Whether `net` run in `s` gives what `reference` gives run eagerly, both fed the same x.
+bool same_as_eager(Session& s, const TwoPartNet& net, const TwoPartNet& reference, ThreadPool& inter,
+                   ThreadPool& intra) {
+  Session eager(reference.g, inter, intra);
+  return s.run(feed_x(net, 0), std::vector<Output>{net.out})[0].to_floats() ==
+         eager.run(feed_x(reference, 0), std::vector<Output>{reference.out})[0].to_floats();
+}
+
+Plan plan_of(const TwoPartNet& net) {
+  const TensorSpec fed{DType::kF32, Shape{2, 4}};
+  const std::vector<Output> feeds{net.x}, fetches{net.out};
+  Plan plan = build_plan(*net.g, feeds, std::span(&fed, 1), fetches, {}, {});
+  plan_device_graphs(plan);
+  return plan;
+}
+
+std::vector<std::string> names(const Plan& plan, const std::vector<int>& nodes) {
+  std::vector<std::string> out;
+  for (int i : nodes) out.push_back(plan.nodes[static_cast<std::size_t>(i)].node->name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+struct Logged {
+  std::vector<std::string> lines;
+  SessionOptions options(bool graphs) {
+    SessionOptions so;
+    so.device_graphs = graphs;
+    so.placement.log = [this](const std::string& line) {
+      if (line.rfind("device graph: ", 0) == 0) lines.push_back(line);
+    };
+    return so;
+  }
+  bool has(const std::string& text) const {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+};
+
+// A TwoPartNet in a session with device graphs on, one thread each, logging what the graphs do.
+struct GraphSession {
+  explicit GraphSession(const std::string& op_between = "Relu", const std::string& last_op = "MatMul")
+      : net(op_between, last_op), s(net.g, inter, intra, log.options(true)) {}
+  TwoPartNet net;
+  ThreadPool inter{1}, intra{1};
+  Logged log;
+  Session s;
+  bool same_as_eager(const TwoPartNet& reference) { return ::same_as_eager(s, net, reference, inter, intra); }
+};
+
+}  // namespace
+
+TEST_CASE("sim records work instead of running it, replays it whole each launch, and refuses what cannot replay") {
+  Device& sim = *sim1();
+  int runs = 0;
+  std::unique_ptr<Recording> recording = sim.begin_recording();
+  REQUIRE(recording != nullptr);
+  sim.enqueue([&] { ++runs; });
+  const float host[2] = {1.5f, -2.0f};
+  void* block = sim.allocate(sizeof host);  // allowed while recording
+  sim.copy_from_host(block, host, sizeof host);
+  CHECK_THROWS_WITH_AS(sim.synchronize(), "sim:1: waiting for the stream cannot be recorded", RuntimeError);
+  float back[2] = {0, 0};
+  CHECK_THROWS_WITH_AS(sim.copy_to_host(back, block, sizeof back), "sim:1: a copy to the host cannot be recorded",
+                       RuntimeError);
+  std::unique_ptr<Replay> replay = recording->finish();
+  recording.reset();
+  CHECK(runs == 0);
+  replay->launch();
+  replay->launch();
+  sim.synchronize();
+  CHECK(runs == 2);
+  sim.copy_to_host(back, block, sizeof back);
+  CHECK(back[1] == -2.0f);
+  sim.deallocate(block, sizeof host);
+
+  // An allocation inside a replay would, on a GPU, get another address than the one captured.
+  recording = sim.begin_recording();
+  sim.enqueue([&] { sim.deallocate(sim.allocate(64), 64); });
+  replay = recording->finish();
+  recording.reset();
+  replay->launch();
+  CHECK_THROWS_WITH_AS(sim.synchronize(), doctest::Contains("an allocation of 64 bytes while replaying"), RuntimeError);
+  // The device is usable afterwards, and the CPU records nothing.
+  sim.synchronize();
+  CHECK(cpu_device()->begin_recording() == nullptr);
+}
+
+TEST_CASE("a device's nodes split into segments where a path leaves the device and comes back") {
+  TwoPartNet net;
+  const Plan plan = plan_of(net);
+  REQUIRE(plan.graph_segments.size() == 2);
+  const GraphSegment& a = plan.graph_segments[0];
+  const GraphSegment& b = plan.graph_segments[1];
+  CHECK(a.device == sim1());
+  CHECK(a.level == 0);
+  CHECK(b.level == 1);
+  // A variable read has no input: it joins level 0, and lends its buffer to the later segment too.
+  CHECK(names(plan, a.members) == std::vector<std::string>{"first/MatMul", "first/ReadVariable", "first/Relu",
+                                                           "last/ReadVariable", "x/copy_to_sim:1"});
+  CHECK(names(plan, a.staged) == std::vector<std::string>{"x/copy_to_sim:1"});
+  CHECK(names(plan, b.members) == std::vector<std::string>{"between/Relu/copy_to_sim:1", "last/MatMul"});
+  CHECK(b.outside.empty());
+  CHECK(b.vars == std::vector<Variable*>{net.w.get()});
+  CHECK(a.vars == std::vector<Variable*>{net.w.get()});
+  CHECK(a.refused.empty());
+  CHECK(b.refused.empty());
+  // The run's order: x, segment 0, the copy to the host, Relu on the CPU, segment 1, the fetch's copy.
+  std::vector<std::string> order;
+  for (int e : plan.graph_order)
+    order.push_back(e < 0 ? "segment " + std::to_string(-1 - e) : plan.nodes[static_cast<std::size_t>(e)].node->name);
+  CHECK(order == std::vector<std::string>{"x", "segment 0", "first/Relu/copy_to_cpu", "between/Relu", "segment 1",
+                                          "last/MatMul/copy_to_cpu"});
+}
+
+TEST_CASE("a plan without a device that records has no segments") {
+  TwoPartNet net;
+  for (const Node& n : net.g->nodes()) const_cast<Node&>(n).device = "cpu";
+  CHECK(plan_of(net).graph_segments.empty());
+}
+
+TEST_CASE("replayed segments give what eager runs give, for new inputs each run, and allocate nothing") {
+  TwoPartNet eager_net, graph_net;
+  ThreadPool inter(2), intra(1);
+  Logged log;
+  Session eager(eager_net.g, inter, intra), graphs(graph_net.g, inter, intra, log.options(true));
+  std::uint64_t fresh = 0;
+  for (int step = 0; step < 8; ++step) {
+    const auto shift = static_cast<float>(step) * 0.25f;
+    const Tensor want = eager.run(feed_x(eager_net, shift), std::vector<Output>{eager_net.out})[0];
+    const Tensor got = graphs.run(feed_x(graph_net, shift), std::vector<Output>{graph_net.out})[0];
+    CHECK(got.to_floats() == want.to_floats());
+    if (step == 2) fresh = sim1()->memory_stats().fresh_blocks;
+  }
+  // Run 1 warms up, run 2 records and launches both segments, runs 3 to 8 replay them.
+  CHECK(graphs.device_graph_replays() == 12);
+  CHECK(sim1()->memory_stats().fresh_blocks == fresh);
+  CHECK(log.has("sim:1 segment 0 (level 0, 5 nodes): recorded"));
+  CHECK(log.has("sim:1 segment 1 (level 1, 2 nodes): recorded"));
+}
+
+TEST_CASE("a variable assigned in place between runs is replayed with its new value") {
+  GraphSession g;
+  TwoPartNet reference;
+  for (int i = 0; i < 6; ++i) {
+    // Nobody holds w's buffer (the frame lets go of its reads once recorded): the assignment writes in place.
+    const std::vector<float> wv(16, 0.1f * static_cast<float>(i));
+    g.net.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    reference.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    CHECK(g.same_as_eager(reference));
+  }
+  CHECK(g.s.device_graph_replays() == 8);
+}
+
+TEST_CASE("a variable whose buffer moves is recorded again, and after four moves in a row runs eagerly") {
+  GraphSession g;
+  for (int i = 0; i < 3; ++i) g.s.run(feed_x(g.net, 0), std::vector<Output>{g.net.out});
+  const std::uint64_t replays = g.s.device_graph_replays();
+  // A value read of w is held while w is assigned, so the assignment copies w's buffer first: it moves.
+  TwoPartNet reference;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<float> wv(16, 0.05f * static_cast<float>(i + 1));
+    const Tensor held = g.net.w->read();
+    g.net.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    reference.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    CHECK(g.same_as_eager(reference));
+  }
+  CHECK(g.log.has("recorded again: the variable w moved"));
+  CHECK(g.log.has("runs eagerly: the variable w moved in 4 runs in a row"));
+  CHECK(g.s.device_graph_replays() == replays);
+}
+
+TEST_CASE("a segment whose recording fails runs eagerly, with the same results, and says why") {
+  GraphSession g("Relu", "GraphTestWaitingIdentity");
+  TwoPartNet reference("Relu", "GraphTestWaitingIdentity");
+  for (int i = 0; i < 4; ++i) CHECK(g.same_as_eager(reference));
+  CHECK(
+      g.log.has("sim:1 segment 1 (level 1, 2 nodes): runs eagerly: recording failed: sim:1: waiting for the stream "
+                "cannot be recorded"));
+  // The first segment still replays.
+  CHECK(g.s.device_graph_replays() == 2);
+}
+
+TEST_CASE("a profiled run does not use device graphs") {
+  GraphSession g;
+  Profiler profiler;
+  RunOptions ro;
+  ro.profiler = &profiler;
+  for (int i = 0; i < 3; ++i) g.s.run(feed_x(g.net, 0), std::vector<Output>{g.net.out}, {}, ro);
+  CHECK(g.s.device_graph_replays() == 0);
+  CHECK(g.log.has("device graph: none while profiling"));
+}
