@@ -200,6 +200,40 @@ TEST_CASE("replayed segments give what eager runs give, for new inputs each run,
   CHECK(log.has("sim:1 segment 1 (level 1, 2 nodes): recorded"));
 }
 
+TEST_CASE("two devices get segments of their own; a value from the other one is staged through the host") {
+  // x -> MatMul with w0, Relu on sim:0 -> MatMul with w1 on sim:1, fetched.
+  auto make = [](std::shared_ptr<Graph>& g, Output& x) {
+    g = std::make_shared<Graph>();
+    auto w0 = std::make_shared<Variable>("w0", Tensor::filled(Shape{4, 4}, 0.25f));
+    auto w1 = std::make_shared<Variable>("w1", Tensor::filled(Shape{4, 2}, -0.5f));
+    x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+    Output a;
+    {
+      Graph::Scope scope(*g, "a", "sim:0", Phase::kForward);
+      a = g->add("Relu", {g->add("MatMul", {x, g->read(w0)})});
+    }
+    Graph::Scope scope(*g, "b", "sim:1", Phase::kForward);
+    return g->add("MatMul", {a, g->read(w1)});
+  };
+  std::shared_ptr<Graph> g, g_eager;
+  Output x, x_eager;
+  const Output out = make(g, x), out_eager = make(g_eager, x_eager);
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session s(g, inter, intra, log.options(true)), eager(g_eager, inter, intra);
+  for (int step = 0; step < 6; ++step) {
+    std::vector<float> v(8);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(step) - static_cast<float>(i) * 0.5f;
+    const Tensor got = s.run(std::vector<Feed>{{x, Tensor::from_floats(Shape{2, 4}, v)}}, std::vector<Output>{out})[0];
+    const Tensor want =
+        eager.run(std::vector<Feed>{{x_eager, Tensor::from_floats(Shape{2, 4}, v)}}, std::vector<Output>{out_eager})[0];
+    CHECK(got.to_floats() == want.to_floats());
+  }
+  CHECK(s.device_graph_replays() == 8);
+  CHECK(log.has("sim:0 segment 0 (level 0, 4 nodes): recorded"));
+  CHECK(log.has("sim:1 segment 0 (level 0, 3 nodes): recorded"));
+}
+
 TEST_CASE("a variable assigned in place between runs is replayed with its new value") {
   GraphSession g;
   TwoPartNet reference;
