@@ -130,8 +130,24 @@ void Variable::make_unique_locked() {
 
 void Variable::own_buffer() {
   if (mode_ != LockingMode::kMutex && mode_ != LockingMode::kProcess) return;
-  HandleLock lock(*this);
-  make_unique_locked();
+  for (;;) {
+    Tensor current;
+    {
+      HandleLock lock(*this);
+      if (value_.unique()) return;
+      current = value_;
+    }
+    // Copied without the lock, as place_on copies: a kernel on the device takes the lock inside the device's
+    // stream, so queueing the copy under it would order the two locks both ways.
+    Tensor copy = current.clone();
+    HandleLock lock(*this);
+    // Still the buffer copied: no write reached it meanwhile (a write copies a buffer someone holds, and
+    // `current` holds it). Else the write's own copy made it the variable's; look again.
+    if (value_.shares_buffer_with(current)) {
+      value_ = std::move(copy);
+      return;
+    }
+  }
 }
 
 Device* Variable::device() const { return device_.load(std::memory_order_acquire); }

@@ -118,7 +118,7 @@ nlohmann::json TrainConfig::to_json() const {
   if (!class_weight.is_null()) j["class_weight"] = class_weight;
   // Absent at float32, as in the runs recorded before there were precisions (which may resume).
   if (precision != "float32") j["precision"] = precision;
-  if (!device_graphs) j["device_graphs"] = false;
+  if (device_graphs) j["device_graphs"] = true;
   if (optimizer.loss_scale.dynamic)
     j["loss_scale"] = {{"initial_scale", optimizer.loss_scale.initial_scale},
                        {"dynamic_growth_steps", optimizer.loss_scale.growth_steps}};
@@ -428,7 +428,7 @@ void parse_training_keys(SpecReader& top, TrainConfig& c, bool recorded) {
   c.device = top.string("device", "cpu");
   if (const std::string error = device_name_error(c.device); !error.empty()) top.fail("device", error);
   c.allow_tf32 = top.boolean("allow_tf32", false);
-  c.device_graphs = top.boolean("device_graphs", true);
+  c.device_graphs = top.boolean("device_graphs", false);
   parse_precision(top, c);
 }
 

@@ -121,8 +121,9 @@ struct TrainConfig {
   // default.
   bool allow_tf32 = false;
   // Record each device's part of a training step once and replay it (core/device_graph.h) where the device can
-  // record; on by default. Changes no result.
-  bool device_graphs = true;
+  // record; off by default while a thread reading a variable a replay writes is not yet locked out for the
+  // replay (docs/devices.md). Changes no result.
+  bool device_graphs = false;
   // Keras' dtype policy: "float32", "mixed_bfloat16" or "mixed_float16" (models/record/precision.h): which type
   // products and activations compute in; mixed_float16 also turns on dynamic loss scaling, whose settings
   // ("loss_scale": {"initial_scale", "dynamic_growth_steps"}) are optimizer.loss_scale.
