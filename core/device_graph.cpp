@@ -81,27 +81,38 @@ std::vector<int> assign_segments(Plan& plan, const std::vector<int>& order,
   return segment;
 }
 
+// Whether a node outside every segment reads node p's value. (Its segment is then refused: static_refusal.)
+bool read_outside_segments(const Plan& plan, int p, const std::vector<int>& segment) {
+  for (int s : plan.nodes[static_cast<std::size_t>(p)].successors) {
+    const auto& in = plan.nodes[static_cast<std::size_t>(s)].inputs;
+    if (segment[static_cast<std::size_t>(s)] < 0 && std::find(in.begin(), in.end(), p) != in.end()) return true;
+  }
+  return false;
+}
+
 // Why a segment can never be replayed, or "".
 std::string static_refusal(const Plan& plan, const GraphSegment& seg, const std::vector<int>& segment) {
+  // Its variables, those of the reads it borrows included (describe_segments lists them all).
+  for (const Variable* v : seg.vars) {
+    const LockingMode mode = v->locking_mode();
+    if (mode != LockingMode::kMutex && mode != LockingMode::kProcess)
+      return "variable " + v->name() + " uses locking mode " + std::string(locking_mode_name(mode)) +
+             ", whose buffers a replay cannot follow";
+  }
   for (int m : seg.members) {
     const PlanNode& pn = plan.nodes[static_cast<std::size_t>(m)];
-    const std::string who = "node " + pn.node->name + " (" + pn.node->op->name + ")";
-    if (pn.node->op->may_skip) return who + " may declare its output dead, which a replay cannot";
-    for (const VarUse& use : pn.node->vars) {
-      const LockingMode mode = use.var->locking_mode();
-      if (mode != LockingMode::kMutex && mode != LockingMode::kProcess)
-        return "variable " + use.var->name() + " uses locking mode " + std::string(locking_mode_name(mode)) +
-               ", whose buffers a replay cannot follow";
-    }
+    const OpDef& op = *pn.node->op;
+    const std::string who = "node " + pn.node->name + " (" + op.name + ")";
+    if (op.may_skip) return who + " may declare its output dead, which a replay cannot";
+    // A kernel every device shares does its work on the host (an assignment writes host-addressable memory
+    // at once): a recording would not hold it. Copies, reads and constants are what recording expects.
+    if (pn.kernel == op.every_device_kernel && &op != &ops::copy() && &op != &ops::read_variable() &&
+        &op != &ops::constant())
+      return who + " runs on the host for every device, which a recording does not hold";
     // A replay does not run it again, so its slot in the frame stays empty: a node outside every segment
     // would find nothing there. A replayed segment reads the buffer it recorded, and checks the variable.
-    if (!pn.node->op->aliases_output) continue;
-    for (int s : pn.successors) {
-      const auto& in = plan.nodes[static_cast<std::size_t>(s)].inputs;
-      if (segment[static_cast<std::size_t>(s)] < 0 && std::find(in.begin(), in.end(), m) != in.end())
-        return who + " lends a buffer it does not own to " + plan.nodes[static_cast<std::size_t>(s)].node->name +
-               ", which runs outside the device's segments";
-    }
+    if (op.aliases_output && read_outside_segments(plan, m, segment))
+      return who + " lends a buffer it does not own to a node that runs outside the segments";
   }
   return "";
 }
@@ -129,7 +140,8 @@ void describe_segments(Plan& plan, const std::vector<int>& segment) {
         if (segment[static_cast<std::size_t>(in)] == static_cast<int>(s)) continue;
         if (copy) {
           seg.staged.push_back(m);
-        } else if (segment[static_cast<std::size_t>(in)] >= 0 && producer.node->op->aliases_output) {
+        } else if (segment[static_cast<std::size_t>(in)] >= 0 && producer.node->op->aliases_output &&
+                   !read_outside_segments(plan, in, segment)) {
           // A variable read of another segment: its slot is empty after a replay; the variable is what counts.
           add_vars(producer);
           if (std::find(seg.borrowed.begin(), seg.borrowed.end(), in) == seg.borrowed.end()) seg.borrowed.push_back(in);
@@ -145,8 +157,8 @@ void describe_segments(Plan& plan, const std::vector<int>& segment) {
 }
 
 // The run's order with each segment as one entry: Kahn's order over the segments and the other nodes, ties
-// broken by the topological position of their first node. The levels make this a DAG: a path from a segment
-// back into it would have left its device and come back, and so reached a higher level.
+// broken by the topological position of their first node. On one device the levels make this a DAG: a path
+// from a segment back into it would have left the device and come back, and so reached a higher level.
 void order_run(Plan& plan, const std::vector<int>& order, const std::vector<int>& segment) {
   const int n = static_cast<int>(plan.nodes.size());
   auto key = [&](int i) {
@@ -178,7 +190,12 @@ void order_run(Plan& plan, const std::vector<int>& order, const std::vector<int>
   }
   std::size_t entries = 0;
   for (const auto& v : nodes_of) entries += v.empty() ? 0 : 1;
-  TCTL_CHECK(plan.graph_order.size() == entries, "device graph segments that depend on each other in a cycle");
+  // With two recording devices, segments counted on each device's levels can need each other (a1 on sim:0
+  // feeds b1 on sim:1, b2 on sim:1 feeds a2 on sim:0): the plan then runs without segments.
+  if (plan.graph_order.size() != entries) {
+    plan.graph_segments.clear();
+    plan.graph_order.clear();
+  }
 }
 
 }  // namespace

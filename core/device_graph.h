@@ -26,7 +26,8 @@ namespace tctl {
 // Consecutive runs whose segment had to be recorded again before it is left eager for good.
 inline constexpr int kMaxGraphMoves = 4;
 
-// Cuts the plan's nodes on devices that can record into segments and orders the run around them.
+// Cuts the plan's nodes on devices that can record into segments and orders the run around them; leaves the
+// plan without segments where two devices' segments would need each other.
 void plan_device_graphs(Plan& plan);
 
 // One segment's recording in a frame, and what it named.

@@ -402,7 +402,12 @@ struct Run {
   void run_in_order(DeviceGraphs& graphs) {
     for (int entry : plan.graph_order) {
       if (entry < 0) {
-        run_segment(-1 - entry, graphs);
+        // Staging copies, and the error of a replay that surfaces at the next wait, throw here.
+        try {
+          run_segment(-1 - entry, graphs);
+        } catch (...) {
+          record_error(std::current_exception());
+        }
         continue;
       }
       execute(entry);
@@ -414,7 +419,11 @@ struct Run {
     const GraphSegment& seg = plan.graph_segments[static_cast<std::size_t>(s)];
     SegmentState& state = graphs.segments[static_cast<std::size_t>(s)];
     if (failed.load(std::memory_order_relaxed)) return;
-    if (!seg.refused.empty() || !state.refused.empty()) return run_eagerly(seg);
+    if (!seg.refused.empty()) {
+      if (ctx.graph_log != nullptr) note(seg.name + ": runs eagerly: " + seg.refused);
+      return run_eagerly(seg);
+    }
+    if (!state.refused.empty()) return run_eagerly(seg);
     if (reads_dead_outside(seg)) {
       // Its dead members let go of their outputs: the recording names buffers no longer held.
       state.replay.reset();
@@ -491,7 +500,10 @@ struct Run {
     state.staging.resize(seg.staged.size());
     for (std::size_t k = 0; k < seg.staged.size(); ++k) {
       const int m = seg.staged[k];
-      const Tensor& value = values[static_cast<std::size_t>(plan.nodes[static_cast<std::size_t>(m)].inputs[0])];
+      const int producer = plan.nodes[static_cast<std::size_t>(m)].inputs[0];
+      // A variable read of another segment, whose slot its recording emptied: read the variable again.
+      if (!values[static_cast<std::size_t>(producer)].defined()) execute(producer);
+      const Tensor& value = values[static_cast<std::size_t>(producer)];
       Device* where = value.device() == seg.device ? seg.device : cpu_device();
       Tensor& staging = state.staging[k];
       if (!staging.defined() || staging.device() != where || !(staging.shape() == value.shape()) ||

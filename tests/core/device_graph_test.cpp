@@ -25,8 +25,10 @@ void waiting_identity(KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
   copy_between(ctx.device(), in.raw_data(), ctx.device(), ctx.output().raw_mutable_data(), in.bytes());
 }
-[[maybe_unused]] const bool registered = register_op(
-    {.name = "GraphTestWaitingIdentity", .infer = same_as_input(0), .every_device_kernel = waiting_identity});
+[[maybe_unused]] const bool registered =
+    register_op({.name = "GraphTestWaitingIdentity", .infer = same_as_input(0)}) &&
+    register_kernel("GraphTestWaitingIdentity", DeviceKind::cpu(), waiting_identity) &&
+    register_kernel("GraphTestWaitingIdentity", device_kind("sim"), waiting_identity);
 
 // x [2, 4] -> MatMul with w and Relu on sim:1 -> `between` on the CPU -> MatMul with w on sim:1 again; the
 // CPU part in the middle makes the second sim part a segment of its own, at level 1.
@@ -53,11 +55,12 @@ struct TwoPartNet {
   }
 };
 
-std::vector<Feed> feed_x(const TwoPartNet& net, float shift) {
+std::vector<Feed> feed_x_to(Output x, float shift) {
   std::vector<float> v{1, -2, 3, 0.5f, -1, 2, 0.25f, 4};
   for (float& f : v) f += shift;
-  return {{net.x, Tensor::from_floats(Shape{2, 4}, v)}};
+  return {{x, Tensor::from_floats(Shape{2, 4}, v)}};
 }
+std::vector<Feed> feed_x(const TwoPartNet& net, float shift) { return feed_x_to(net.x, shift); }
 
 // Whether `net` run in `s` gives what `reference` gives run eagerly, both fed the same x.
 bool same_as_eager(Session& s, const TwoPartNet& net, const TwoPartNet& reference, ThreadPool& inter,
@@ -284,4 +287,135 @@ TEST_CASE("a profiled run does not use device graphs") {
   for (int i = 0; i < 3; ++i) g.s.run(feed_x(g.net, 0), std::vector<Output>{g.net.out}, {}, ro);
   CHECK(g.s.device_graph_replays() == 0);
   CHECK(g.log.has("device graph: none while profiling"));
+}
+
+namespace {
+std::vector<float> run_x(Session& s, Output x, Output out, float shift) {
+  return s.run(feed_x_to(x, shift), std::vector<Output>{out})[0].to_floats();
+}
+}  // namespace
+
+TEST_CASE("a variable read lent to another device's segment is read again for its staged copy") {
+  // r = read(w) and MatMul(x, r) on sim:0; MatMul(a, r) on sim:1 copies r across.
+  auto make = [](std::shared_ptr<Graph>& g, Output& x) {
+    g = std::make_shared<Graph>();
+    auto w = std::make_shared<Variable>("w", Tensor::filled(Shape{4, 4}, 0.3f));
+    x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+    Output r, a;
+    {
+      Graph::Scope scope(*g, "a", "sim:0", Phase::kForward);
+      r = g->read(w);
+      a = g->add("MatMul", {x, r});
+    }
+    Graph::Scope scope(*g, "b", "sim:1", Phase::kForward);
+    return g->add("MatMul", {a, r});
+  };
+  std::shared_ptr<Graph> g, ge;
+  Output x, xe;
+  const Output out = make(g, x), oute = make(ge, xe);
+  ThreadPool inter(1), intra(1);
+  SessionOptions so;
+  so.device_graphs = true;
+  Session s(g, inter, intra, so), e(ge, inter, intra);
+  for (int step = 0; step < 5; ++step)
+    CHECK(run_x(s, x, out, static_cast<float>(step)) == run_x(e, xe, oute, static_cast<float>(step)));
+  CHECK(s.device_graph_replays() == 6);
+}
+
+TEST_CASE("a variable read fetched and also used by a later segment: its segment runs eagerly, results hold") {
+  TwoPartNet net, reference;
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session s(net.g, inter, intra, log.options(true)), e(reference.g, inter, intra);
+  // first/MatMul's second input is first/ReadVariable.
+  auto read_of = [](const TwoPartNet& n) {
+    const int matmul = n.g->node(n.first.node).inputs[0];
+    return Output{n.g->node(matmul).inputs[1]};
+  };
+  for (int step = 0; step < 5; ++step) {
+    const auto got = s.run(feed_x(net, 0), std::vector<Output>{net.out, read_of(net)});
+    const auto want = e.run(feed_x(reference, 0), std::vector<Output>{reference.out, read_of(reference)});
+    CHECK(got[0].to_floats() == want[0].to_floats());
+    CHECK(got[1].to_floats() == want[1].to_floats());
+  }
+  CHECK(log.has("runs eagerly: node first/ReadVariable (ReadVariable) lends a buffer"));
+}
+
+TEST_CASE("two devices whose segments would need each other run without segments") {
+  // a1 on sim:0 feeds b1 on sim:1, and b2 on sim:1 feeds a2 on sim:0: one level each, no order between them.
+  auto g = std::make_shared<Graph>();
+  const Output x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+  const Output y = g->placeholder("y", DType::kF32, Shape{-1, 4});
+  auto on = [&](const char* name, const char* device, std::vector<Output> in) {
+    Graph::Scope scope(*g, name, device, Phase::kForward);
+    return g->add(in.size() == 1 ? "Relu" : "AddN", std::move(in));
+  };
+  const Output a1 = on("a1", "sim:0", {x}), b2 = on("b2", "sim:1", {y});
+  const Output a2 = on("a2", "sim:0", {a1, b2}), b1 = on("b1", "sim:1", {b2, a1});
+  const TensorSpec fed[] = {{DType::kF32, Shape{2, 4}}, {DType::kF32, Shape{2, 4}}};
+  const std::vector<Output> feeds{x, y}, fetches{a2, b1};
+  Plan plan = build_plan(*g, feeds, fed, fetches, {}, {});
+  plan_device_graphs(plan);
+  CHECK(plan.graph_segments.empty());
+  ThreadPool inter(1), intra(1);
+  SessionOptions so;
+  so.device_graphs = true;
+  Session s(g, inter, intra, so);
+  const std::vector<Feed> values{{x, Tensor::filled(Shape{2, 4}, 1.0f)}, {y, Tensor::filled(Shape{2, 4}, 2.0f)}};
+  for (int i = 0; i < 3; ++i) CHECK(s.run(values, fetches)[1].to_floats() == std::vector<float>(8, 3.0f));
+}
+
+TEST_CASE("an assignment on sim, done on the host at once, refuses its segment; results hold") {
+  auto g = std::make_shared<Graph>();
+  auto v = std::make_shared<Variable>("v", Tensor::zeros(DType::kF32, Shape{2, 4}));
+  const Output x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+  Output assign;
+  {
+    Graph::Scope scope(*g, "a", "sim:1", Phase::kForward);
+    assign = g->add("AssignVariable", {g->add("Relu", {x})}, {}, {VarUse{v, true}});
+  }
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session s(g, inter, intra, log.options(true));
+  for (int step = 0; step < 4; ++step) {
+    s.run(std::vector<Feed>{{x, Tensor::filled(Shape{2, 4}, static_cast<float>(step + 1))}}, {},
+          std::vector<Output>{assign});
+    CHECK(v->read().to_floats() == std::vector<float>(8, static_cast<float>(step + 1)));
+  }
+  CHECK(log.has("runs eagerly: node a/AssignVariable (AssignVariable) runs on the host for every device"));
+}
+
+TEST_CASE("a snapshot variable read by a later segment refuses that segment too") {
+  auto make = [](std::shared_ptr<Graph>& g, Output& x, std::shared_ptr<Variable>& w) {
+    g = std::make_shared<Graph>();
+    w = std::make_shared<Variable>("w", Tensor::filled(Shape{4, 4}, 0.5f), LockingMode::kSnapshot);
+    x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+    Output r, first, between;
+    {
+      Graph::Scope scope(*g, "first", "sim:1", Phase::kForward);
+      r = g->read(w);
+      first = g->add("Relu", {g->add("MatMul", {x, r})});
+    }
+    {
+      Graph::Scope scope(*g, "between", "cpu", Phase::kForward);
+      between = g->add("Relu", {first});
+    }
+    Graph::Scope scope(*g, "last", "sim:1", Phase::kForward);
+    return g->add("MatMul", {between, r});
+  };
+  std::shared_ptr<Graph> g, ge;
+  std::shared_ptr<Variable> w, we;
+  Output x, xe;
+  const Output out = make(g, x, w), oute = make(ge, xe, we);
+  ThreadPool inter(1), intra(1);
+  SessionOptions so;
+  so.device_graphs = true;
+  Session s(g, inter, intra, so), e(ge, inter, intra);
+  for (int step = 0; step < 6; ++step) {
+    // A new version each time; the old one is freed once nobody holds it.
+    w->assign(Tensor::filled(Shape{4, 4}, 0.1f * static_cast<float>(step)));
+    we->assign(Tensor::filled(Shape{4, 4}, 0.1f * static_cast<float>(step)));
+    CHECK(run_x(s, x, out, 0) == run_x(e, xe, oute, 0));
+  }
+  CHECK(s.device_graph_replays() == 0);
 }
