@@ -105,7 +105,8 @@ void add_auto_control_dependencies(Graph& g) {
         g.add_control_input(n.id, r);
         // Only consumers created before this write can be ordered before it without making a cycle.
         for (int c : consumers[static_cast<std::size_t>(r)])
-          if (c < n.id) g.add_control_input(n.id, c);
+          if (c < n.id && !(g.node(c).superseded && consumers[static_cast<std::size_t>(c)].empty()))
+            g.add_control_input(n.id, c);
       }
       s.reads_since_write.clear();
       s.last_write = n.id;

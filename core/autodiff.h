@@ -48,8 +48,8 @@ std::vector<Output> gradients(Graph& g, Output loss, std::span<const Output> xs)
 
 // Adds control edges so stateful ops on the same variable run in program (node id) order, after
 // TensorFlow's auto_control_deps: a write waits for the last write and for every read since it, and for
-// the consumers of those reads (so it can update in place); a read waits for the last write. Reads
-// between two writes stay unordered among themselves.
+// the consumers of those reads (so it can update in place) but superseded ones nothing reads
+// (Node::superseded); a read waits for the last write. Reads between two writes stay unordered among themselves.
 void add_auto_control_dependencies(Graph& g);
 
 // A pair of nodes that touch the same variable, at least one writing, with no path between them.

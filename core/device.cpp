@@ -184,7 +184,7 @@ DeviceRegistry& DeviceRegistry::instance() {
 }
 
 Device* DeviceRegistry::find(std::string_view name) const {
-  if (name == "cpu" || name == "cpu:0") return cpu_device();
+  if (is_cpu_name(name)) return cpu_device();
   std::string wanted(name);
   if (wanted.find(':') == std::string::npos) wanted += ":0";
   for (const auto& d : devices_)
@@ -227,8 +227,10 @@ std::string device_spellings() {
   return out;
 }
 
+bool is_cpu_name(std::string_view name) { return name == "cpu" || name == "cpu:0"; }
+
 bool is_device_name(std::string_view name) {
-  if (name == "cpu" || name == "cpu:0") return true;
+  if (is_cpu_name(name)) return true;
   const BackendDef* backend = find_backend(name);
   return backend != nullptr && (name == backend->name || index_after(name, backend->name) >= 0);
 }

@@ -241,6 +241,8 @@ class DeviceRegistry {
 
 // How a device is spelled, for messages, from the backends registered: "cpu, cuda, cuda:N, sim or sim:N".
 std::string device_spellings();
+// True for the CPU's two spellings, "cpu" and "cpu:0".
+bool is_cpu_name(std::string_view name);
 // True for "cpu", "cpu:0" and for a registered backend's "NAME" and "NAME:N", present or not, with N in plain
 // digits ("sim:1"; "sim:01", "sim:+1" and "sim: 1" are not names).
 bool is_device_name(std::string_view name);

@@ -99,6 +99,8 @@ void Graph::add_control_input(int node, int dep) {
   if (std::find(deps.begin(), deps.end(), dep) == deps.end()) deps.push_back(dep);
 }
 
+void Graph::supersede(int node) { nodes_[static_cast<std::size_t>(node)].superseded = true; }
+
 Graph::Scope::Scope(Graph& g, std::string layer, std::string device, Phase phase)
     : g_(g), layer_(std::move(g.layer_)), device_(std::move(g.device_)), phase_(g.phase_) {
   g_.layer_ = std::move(layer);

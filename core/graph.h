@@ -57,6 +57,9 @@ struct Node {
   std::vector<int> control_inputs;
   std::vector<VarUse> vars;
   Tensor value;  // the constant of a Const node
+  // A fused op took over from this node: while no node reads it, the writes' automatic control dependencies
+  // leave it out, and a plan runs it only when it is fetched.
+  bool superseded = false;
   TensorSpec spec;
 };
 
@@ -75,6 +78,8 @@ class Graph {
 
   // `dep` must finish before `node` starts.
   void add_control_input(int node, int dep);
+  // Marks a node a fused op took over from (Node::superseded).
+  void supersede(int node);
 
   const Node& node(int id) const { return nodes_[static_cast<std::size_t>(id)]; }
   const Node& node(Output o) const { return node(o.node); }
@@ -96,6 +101,7 @@ class Graph {
     Phase phase_;
   };
   const std::string& current_layer() const { return layer_; }
+  const std::string& current_device() const { return device_; }
   Phase current_phase() const { return phase_; }
 
   // Called with every node once it is complete, in the order nodes are added: how eager execution runs

@@ -10,6 +10,15 @@
 //                                  each id, the ids whole numbers in [0, V) held as floats (the features a
 //                                  CSV gives); the ids get no gradient, the table EmbeddingGrad (dy, ids,
 //                                  table), the rows of dy summed into the rows they were read from.
+//   EmbeddingMatMul                (table [V, D], ids [N, ...], W [D, C]) -> [N, ..., C]: Embedding then
+//                                  MatMul in one node, each distinct id's row multiplied once, so a batch
+//                                  that repeats ids (text does) costs less. Its gradients share
+//                                  EmbeddingRowSums (dy, ids, table), dy's rows summed per distinct id in the
+//                                  order the ids first appear, left in its first rows (the rest zero); from
+//                                  them EmbeddingMatMulTableGrad (sums, ids, W, table), the table's gradient
+//                                  (each distinct id's row sums W^T), and EmbeddingMatMulKernelGrad (sums,
+//                                  ids, table), W's (the distinct ids' rows, transposed, times their sums).
+//                                  The same products as the two nodes apart, on fewer rows.
 //   PositionEmbedding              (x [N, L, D], table [S, D]), L <= S: x plus row l of the table at each
 //                                  step l, the same for every example; the table's gradient,
 //                                  PositionEmbeddingGrad (dy, table), is dy summed over the batch (rows from
@@ -70,6 +79,44 @@ TensorSpec embedding_infer(const InferContext& c) {
 }
 
 TensorSpec embedding_grad_infer(const InferContext& c) { return c.input(2); }
+
+TensorSpec embedding_matmul_infer(const InferContext& c) {
+  TensorSpec rows = embedding_infer(c);
+  c.expect_rank(2, 2);
+  c.expect_dtype(2, DType::kF32);
+  const std::int64_t width = c.shape(0)[1], depth = c.shape(2)[0];
+  if (width >= 0 && depth >= 0 && width != depth)
+    c.fail("a table of " + c.shape(0).to_string() + " cannot be multiplied by " + c.shape(2).to_string());
+  rows.shape.set_dim(rows.shape.rank() - 1, c.shape(2)[1]);
+  return rows;
+}
+
+// Multiply-adds and operations as MatMul counts them for the product over every id, so the profiler's FLOPs
+// are those of Embedding and MatMul apart, as TensorFlow's profiler would count the layer.
+std::int64_t embedding_matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
+  const Shape& table = inputs[0].shape;
+  const std::int64_t columns = inputs.size() > 2 ? inputs[2].shape[1] : -1;
+  return cost_product(cost_elements(inputs[1].shape), cost_product(table[1], columns));
+}
+std::int64_t embedding_matmul_flops(std::span<const TensorSpec> inputs, const TensorSpec& out, const Attrs& a) {
+  return cost_product(2, embedding_matmul_cost(inputs, out, a));
+}
+// The gradients' inputs are (sums [N, ..., C], ids, ...): the same count from the sums' shape.
+std::int64_t embedding_matmul_grad_cost(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
+  const Shape& sums = inputs[0].shape;
+  const Shape& table = inputs.back().shape;
+  return cost_product(cost_elements(inputs[1].shape), cost_product(table[1], sums[sums.rank() - 1]));
+}
+std::int64_t embedding_matmul_grad_flops(std::span<const TensorSpec> inputs, const TensorSpec& out, const Attrs& a) {
+  return cost_product(2, embedding_matmul_grad_cost(inputs, out, a));
+}
+
+std::vector<Output> embedding_matmul_grad(GradBuilder& g) {
+  if (!g.needs(0) && !g.needs(2)) return {Output{}, Output{}, Output{}};
+  const Output sums = g.op("EmbeddingRowSums", {g.dy(), g.x(1), g.x(0)});
+  return {g.needs(0) ? g.op("EmbeddingMatMulTableGrad", {sums, g.x(1), g.x(2), g.x(0)}) : Output{}, Output{},
+          g.needs(2) ? g.op("EmbeddingMatMulKernelGrad", {sums, g.x(1), g.x(0)}) : Output{}};
+}
 
 TensorSpec position_embedding_infer(const InferContext& c) {
   c.expect_rank(0, 3);
@@ -139,6 +186,27 @@ void define_sequence_ops() {
          return std::vector<Output>{g.needs(0) ? g.op("EmbeddingGrad", {g.dy(), g.x(1), g.x(0)}) : Output{}, Output{}};
        }});
   register_op({.name = "EmbeddingGrad", .num_inputs = 3, .infer = embedding_grad_infer});
+  register_op({.name = "EmbeddingMatMul",
+               .num_inputs = 3,
+               .infer = embedding_matmul_infer,
+               .grad = embedding_matmul_grad,
+               .cost = embedding_matmul_cost,
+               .flops = embedding_matmul_flops});
+  register_op({.name = "EmbeddingRowSums", .num_inputs = 3, .infer = same_as_input(0)});
+  register_op({.name = "EmbeddingMatMulTableGrad",
+               .num_inputs = 4,
+               .infer = [](const InferContext& c) { return c.input(3); },
+               .cost = embedding_matmul_grad_cost,
+               .flops = embedding_matmul_grad_flops});
+  register_op({.name = "EmbeddingMatMulKernelGrad",
+               .num_inputs = 3,
+               .infer =
+                   [](const InferContext& c) {
+                     const Shape& sums = c.shape(0);
+                     return TensorSpec{DType::kF32, Shape{c.shape(2)[1], sums[sums.rank() - 1]}};
+                   },
+               .cost = embedding_matmul_grad_cost,
+               .flops = embedding_matmul_grad_flops});
   register_op(
       {.name = "PositionEmbedding", .num_inputs = 2, .infer = position_embedding_infer, .grad = [](GradBuilder& g) {
          return std::vector<Output>{g.dy(), g.needs(1) ? g.op("PositionEmbeddingGrad", {g.dy(), g.x(1)}) : Output{}};

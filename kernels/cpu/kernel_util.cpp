@@ -3,6 +3,8 @@
 #include <atomic>
 #include <bit>
 
+#include <fmt/format.h>
+
 namespace tctl::cpu {
 
 void add_bias_activation(float* y, std::int64_t ld, std::int64_t rows, std::int64_t cols, const float* bias,
@@ -28,6 +30,15 @@ bool any_non_finite(const KernelContext& ctx, const float* x, std::int64_t n, st
     if (bad != 0) any_bad.store(1, std::memory_order_relaxed);
   });
   return any_bad.load(std::memory_order_relaxed) != 0;
+}
+
+std::int64_t table_row(const KernelContext& ctx, float id, std::int64_t i, std::int64_t rows) {
+  if (!(id >= 0.0f && id < static_cast<float>(rows)) || id != std::floor(id))
+    throw RuntimeError(
+        fmt::format("{}: id {} (element {} of its input) is not a whole number in [0, {}), the "
+                    "embedding's input_dim",
+                    ctx.node().name, id, i, rows));
+  return static_cast<std::int64_t>(id);
 }
 
 }  // namespace tctl::cpu

@@ -67,6 +67,11 @@ void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {
 // early exit would not. The optimizers' numeric guard and loss scaling's AllFinite.
 bool any_non_finite(const KernelContext& ctx, const float* x, std::int64_t n, std::int64_t grain);
 
+// The row of an embedding's table of `rows` rows that id, element i of the node's ids, names; an id that is
+// not a whole number in [0, rows) is refused with its place, as Keras refuses it (a CSV feature that is no
+// token id).
+std::int64_t table_row(const KernelContext& ctx, float id, std::int64_t i, std::int64_t rows);
+
 // Softmax of one row of c logits into p, shifted by the row maximum so exp never overflows. Returns the
 // row's logsumexp, which the cross-entropy kernels need.
 inline float softmax_row(const float* x, std::int64_t c, float* p) {

@@ -6,6 +6,7 @@
 #include "core/ceil_div.h"
 #include "core/ops/fused.h"
 #include "kernels/cpu/kernel_util.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/small_product.h"
 
 namespace tctl::cpu {
@@ -44,18 +45,8 @@ std::int64_t cut(std::int64_t dim, std::int64_t parts, std::int64_t i) {
 // y = op(A) op(B), tile by tile; `finish(row, col, rows, cols)` runs on each tile right after its sgemm, by
 // the same thread, while the tile is still in cache.
 template <class Finish>
-void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
-  Tensor& y = ctx.output();
-  // Operands of rank 3 and up are the matrices of their rows (matrix_dims; core/ops/matmul.cpp).
-  const MatrixDims ma = matrix_dims(a.shape()), my = matrix_dims(y.shape());
-  const std::int64_t m = my.rows, n = my.cols;
-  const std::int64_t k = ta ? ma.rows : ma.cols;
-  const std::int64_t lda = ma.cols, ldb = matrix_dims(b.shape()).cols;
-  const float* pa = a.data<float>();
-  const float* pb = b.data<float>();
-  float* py = y.mutable_data<float>();
+void multiply_tiles(const KernelContext& ctx, const Product& p, Finish finish) {
+  const std::int64_t m = p.rows, n = p.cols, k = p.depth;
   std::int64_t row_tiles = ceil_div(m, kTile), col_tiles = ceil_div(n, kTile);
   const bool stays_whole = row_tiles * col_tiles == 1 && small_product_wide() && small_product_applies(m, n, k) &&
                            m * n * k <= kSmallProductWork;
@@ -68,23 +59,41 @@ void multiply_tiles(KernelContext& ctx, bool ta, bool tb, Finish finish) {
       const std::int64_t rows = cut(m, row_tiles, rt + 1) - row, cols = cut(n, col_tiles, ct + 1) - col;
       // Row `row` of op(A) starts at A[row, 0], or at column `row` of A when A is transposed; column `col`
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
-      const float* a_tile = ta ? pa + row : pa + row * lda;
-      const float* b_tile = tb ? pb + col * ldb : pb + col;
+      const float* a_tile = p.ta ? p.a + row : p.a + row * p.lda;
+      const float* b_tile = p.tb ? p.b + col * p.ldb : p.b + col;
       if (small_product_applies(rows, cols, k))
-        small_product(ta, tb, rows, cols, k, a_tile, lda, b_tile, ldb, py + row * n + col, n);
+        small_product(p.ta, p.tb, rows, cols, k, a_tile, p.lda, b_tile, p.ldb, p.y + row * n + col, n);
       else
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+        cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans, p.tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile,
-                    static_cast<int>(lda), b_tile, static_cast<int>(ldb), 0.0f, py + row * n + col,
+                    static_cast<int>(p.lda), b_tile, static_cast<int>(p.ldb), 0.0f, p.y + row * n + col,
                     static_cast<int>(n));
       finish(row, col, rows, cols);
     }
   });
 }
 
+// The product of a node's inputs 0 and 1 into its output. Operands of rank 3 and up are the matrices of their
+// rows (matrix_dims; core/ops/matmul.cpp).
+Product node_product(KernelContext& ctx, bool ta, bool tb) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& y = ctx.output();
+  const MatrixDims ma = matrix_dims(a.shape()), my = matrix_dims(y.shape());
+  return {.ta = ta,
+          .tb = tb,
+          .rows = my.rows,
+          .cols = my.cols,
+          .depth = ta ? ma.rows : ma.cols,
+          .a = a.data<float>(),
+          .lda = ma.cols,
+          .b = b.data<float>(),
+          .ldb = matrix_dims(b.shape()).cols,
+          .y = y.mutable_data<float>()};
+}
+
 void matmul_cpu(KernelContext& ctx) {
-  multiply_tiles(ctx, ctx.attrs().i_or("transpose_a", 0) != 0, ctx.attrs().i_or("transpose_b", 0) != 0,
-                 [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {});
+  multiply(ctx, node_product(ctx, ctx.attrs().i_or("transpose_a", 0) != 0, ctx.attrs().i_or("transpose_b", 0) != 0));
 }
 
 // FusedMatMul(x, W, b): activation(x W + b) with activation "linear" or "relu", a Dense layer in one node
@@ -96,12 +105,17 @@ void fused_matmul_cpu(KernelContext& ctx) {
   const float* bias = ctx.input(2).data<float>();
   float* py = ctx.output().mutable_data<float>();
   const std::int64_t n = matrix_dims(ctx.output().shape()).cols;
-  multiply_tiles(ctx, false, false, [&](std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
-    add_bias_activation(py + row * n + col, n, rows, cols, bias + col, relu);
-  });
+  multiply_tiles(ctx, node_product(ctx, false, false),
+                 [&](std::int64_t row, std::int64_t col, std::int64_t rows, std::int64_t cols) {
+                   add_bias_activation(py + row * n + col, n, rows, cols, bias + col, relu);
+                 });
 }
 
 }  // namespace
+
+void multiply(const KernelContext& ctx, const Product& p) {
+  multiply_tiles(ctx, p, [](std::int64_t, std::int64_t, std::int64_t, std::int64_t) {});
+}
 
 TCTL_REGISTER_KERNELS("cpu", {"MatMul", matmul_cpu}, {"FusedMatMul", fused_matmul_cpu});
 

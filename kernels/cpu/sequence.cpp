@@ -8,8 +8,6 @@
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -158,17 +156,6 @@ void token_mask_cpu(KernelContext& ctx) {
   const float* pi = ids.data<float>();
   float* py = ctx.output().mutable_data<float>();
   for_each_element(ctx, ids.num_elements(), [&](std::int64_t i) { py[i] = pi[i] != 0.0f ? 1.0f : 0.0f; });
-}
-
-// The row of the table an id names; an id that is not a whole number in [0, rows) is refused with its place,
-// as Keras refuses it (a CSV feature that is no token id).
-std::int64_t table_row(const KernelContext& ctx, float id, std::int64_t i, std::int64_t rows) {
-  if (!(id >= 0.0f && id < static_cast<float>(rows)) || id != std::floor(id))
-    throw RuntimeError(
-        fmt::format("{}: id {} (element {} of its input) is not a whole number in [0, {}), the "
-                    "embedding's input_dim",
-                    ctx.node().name, id, i, rows));
-  return static_cast<std::int64_t>(id);
 }
 
 void embedding_cpu(KernelContext& ctx) {

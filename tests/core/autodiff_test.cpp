@@ -65,6 +65,23 @@ TEST_CASE("automatic control dependencies order writes after reads and their con
   CHECK_FALSE(has_control(g, r2, r1));
 }
 
+TEST_CASE("a write waits for no superseded consumer of a read while nothing reads that consumer") {
+  Graph g;
+  auto w = std::make_shared<Variable>("w", Tensor::zeros(DType::kF32, Shape{2}));
+  Output r = g.read(w);
+  Output dead = g.add("Relu", {r});     // a fused op took over from it, and nothing reads it
+  Output read_on = g.add("Relu", {r});  // superseded too, but a later node reads it
+  Output live = g.add("ZerosLike", {read_on});
+  g.supersede(dead.node);
+  g.supersede(read_on.node);
+  Output write = g.add("Increment", {}, Attrs{{"amount", 1.0}}, {{w, true}});
+  add_auto_control_dependencies(g);
+  CHECK(has_control(g, write, r));
+  CHECK_FALSE(has_control(g, write, dead));
+  CHECK(has_control(g, write, read_on));
+  CHECK_FALSE(has_control(g, write, live));  // not a consumer of the read
+}
+
 TEST_CASE("an unused input with an unknown batch gets zeros of its fed shape") {
   auto g = std::make_shared<Graph>();
   Output x = g->placeholder("x", DType::kF32, Shape{-1, 3});

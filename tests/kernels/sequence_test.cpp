@@ -1,6 +1,7 @@
 // The sequence ops one at a time (core/ops/sequence.cpp): values written out, gradients against finite
 // differences, the same bits on any thread count, and in device mode (kernels_tests_cuda) each op on the GPU
 // against the CPU. The layers built on them are tested in tests/models/nn/layers/.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -10,6 +11,7 @@
 using namespace tctl;
 using tctl::testing::check_op;
 using tctl::testing::check_op_inputs;
+using tctl::testing::input_gradients;
 using tctl::testing::OpCheck;
 using tctl::testing::random_tensor;
 using tctl::testing::run_op;
@@ -54,6 +56,71 @@ TEST_CASE("Embedding refuses an id that names no row, on the CPU and on the test
     CHECK_THROWS_AS(run_op("Embedding", {table, ids}, {}), RuntimeError);
     if (!test_device().empty()) CHECK_THROWS_AS(run_op("Embedding", {table, ids}, {}, 1, test_device()), RuntimeError);
   }
+}
+
+// Embedding then MatMul on the same inputs, the value and the gradients of table and W.
+std::vector<Tensor> embedding_then_matmul(const Tensor& table, const Tensor& ids, const Tensor& w, bool fused) {
+  std::vector<Tensor> out = input_gradients({table, w}, [&](Graph& g, const std::vector<Output>& in) {
+    const Output id = g.constant(ids);
+    return fused ? g.add("EmbeddingMatMul", {in[0], id, in[1]})
+                 : g.add("MatMul", {g.add("Embedding", {in[0], id}), in[1]});
+  });
+  out.insert(out.begin(), fused ? run_op("EmbeddingMatMul", {table, ids, w}, {})
+                                : run_op("MatMul", {run_op("Embedding", {table, ids}, {}), w}, {}));
+  return out;
+}
+
+void check_close(const Tensor& got, const Tensor& expected) {
+  REQUIRE(got.shape() == expected.shape());
+  const std::vector<float> a = got.to_floats(), b = expected.to_floats();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CAPTURE(i);
+    CHECK(std::abs(a[i] - b[i]) <= 1e-5f * (1.0f + std::abs(b[i])));
+  }
+}
+
+TEST_CASE("EmbeddingMatMul is Embedding then MatMul, its products taken once per distinct id") {
+  const Tensor table = random_tensor(Shape{40, 37}, 21);
+  const Tensor w = random_tensor(Shape{37, 130}, 22);  // 130 columns: three blocks of the row sums on 2 threads
+  // 54 ids of 31 values, 23 of them twice; and ids that are all one row, and all distinct.
+  for (const Tensor& ids :
+       {ids_tensor(6, 9, 31), Tensor::from_floats(Shape{2, 3}, std::vector<float>(6, 7.0f)), ids_tensor(1, 31, 31)}) {
+    const std::vector<Tensor> fused = embedding_then_matmul(table, ids, w, true);
+    const std::vector<Tensor> apart = embedding_then_matmul(table, ids, w, false);
+    REQUIRE(fused.size() == 3);
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      CAPTURE(i);
+      check_close(fused[i], apart[i]);
+    }
+  }
+  // Finite differences, the shape inferred, and the same bits on 1 and 2 threads, the gradients' nodes too.
+  const Tensor ids = ids_tensor(6, 9, 31);
+  check_op_inputs("EmbeddingMatMul", {table, ids, w}, {.constant_inputs = {1}});
+  const Tensor sums = run_op("EmbeddingRowSums", {random_tensor(Shape{6, 9, 130}, 25), ids, table}, {});
+  const OpCheck no_gradient{.check_gradient = false};
+  check_op_inputs("EmbeddingRowSums", {random_tensor(Shape{6, 9, 130}, 25), ids, table}, no_gradient);
+  check_op_inputs("EmbeddingMatMulTableGrad", {sums, ids, w, table}, no_gradient);
+  check_op_inputs("EmbeddingMatMulKernelGrad", {sums, ids, table}, no_gradient);
+  // The sums past the 31 distinct ids are zero.
+  const std::vector<float> tail = sums.to_floats();
+  CHECK(std::all_of(tail.begin() + 31 * 130, tail.end(), [](float v) { return v == 0.0f; }));
+}
+
+TEST_CASE("EmbeddingMatMul refuses an id that names no row, and the next step is right") {
+  const Tensor table = random_tensor(Shape{4, 3}, 23);
+  const Tensor w = random_tensor(Shape{3, 5}, 24);
+  testing::OpGraph o = testing::make_op_graph(
+      "EmbeddingMatMul", {table, Tensor::from_floats(Shape{1, 3}, std::vector<float>{1, 2, 1}), w}, {}, "cpu");
+  ThreadPool inter(1), intra(1);
+  Session s(o.graph, inter, intra);
+  const std::vector<Output> fetch{o.y};
+  std::vector<Feed> feeds = o.feeds;
+  // Rows 1 and 2 come before the bad id: refused before any is marked as seen.
+  feeds[1].value = Tensor::from_floats(Shape{1, 3}, std::vector<float>{1, 2, 4});
+  CHECK_THROWS_AS(s.run(feeds, fetch, {}, RunOptions{}), RuntimeError);
+  feeds[1].value = Tensor::from_floats(Shape{1, 3}, std::vector<float>{2, 3, 2});
+  const Tensor got = s.run(feeds, fetch, {}, RunOptions{})[0];
+  check_close(got, run_op("MatMul", {run_op("Embedding", {table, feeds[1].value}, {}), w}, {}));
 }
 
 TEST_CASE("PositionEmbedding adds the table's first rows at every example, and sums dy over the batch") {

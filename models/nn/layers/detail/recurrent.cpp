@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/counter_random.h"
+#include "core/device.h"
 #include "core/op_registry.h"
 #include "models/nn/initializers.h"
 
@@ -44,6 +45,20 @@ std::string onnx_reverse_steps(OnnxWriter& w, const std::string& layer, const st
   return w.op("Slice", layer,
               {v, w.int_initializer(layer + "/starts", {-1}), w.int_initializer(layer + "/ends", {kBeforeFirst}),
                w.int_initializer(layer + "/axes", {1}), w.int_initializer(layer + "/steps", {-1})});
+}
+
+// x W, or EmbeddingMatMul of the table and the ids where x is an Embedding's rows and both run on the CPU:
+// the product taken once per distinct id (kernels/cpu/embedding_matmul.cpp; bench_workloads lstm_text_b64).
+// The Embedding node is superseded: unless another layer reads it (a Parallel's other branch), the table's
+// update does not wait for it and the plan leaves it out.
+Output input_projection(Graph& g, Output x, Output kernel) {
+  const Node& from = g.node(x);
+  if (from.op->name != "Embedding" || !is_cpu_name(from.device) || !is_cpu_name(g.current_device()))
+    return g.add("MatMul", {x, kernel});
+  const Output table{from.inputs[0], g.id()}, ids{from.inputs[1], g.id()};
+  const Output xp = g.add("EmbeddingMatMul", {table, ids, kernel});
+  g.supersede(x.node);
+  return xp;
 }
 
 }  // namespace
@@ -122,7 +137,7 @@ Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool traini
   if (training && dropout_ > 0.0)
     x = g.add("Dropout", {x},
               Attrs{{"rate", dropout_}, {"stream", dropout_stream_}, {"per_sequence", std::int64_t{1}}});
-  const Output xp = g.add("MatMul", {x, read(g, 0)});
+  const Output xp = input_projection(g, x, read(g, 0));
   const std::int64_t columns = recurrent_gates(cell()) * units_;
   const Shape bias = recurrent_bias_shape(cell(), columns);
   const Output b = use_bias_ ? read(g, 2) : g.constant(Tensor::zeros(DType::kF32, bias));

@@ -2,6 +2,9 @@
 // Keras' parameter count, the outputs against the cell written out in double precision, and what it refuses.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "models/nn/layers/layer_test_util.h"
 #include "models/nn/layers/recurrent_test_util.h"
 
@@ -10,6 +13,7 @@ namespace {
 
 using testing::check_layer;
 using testing::check_layer_spec_error;
+using testing::run_net;
 
 TEST_CASE("LSTM passes the layer checks, last output and whole sequence, forwards and backwards") {
   // FLOPs per example: the input product, 5 steps x 3 features x 16 columns, and the recurrent one, 5 x 4 x
@@ -31,6 +35,52 @@ TEST_CASE("LSTM passes the layer checks, last output and whole sequence, forward
 
 TEST_CASE("LSTM computes Keras' cell: every step against the equations in double precision") {
   testing::check_recurrent_reference("LSTM", "lstm");
+}
+
+TEST_CASE("LSTM reading an Embedding on the CPU multiplies each distinct id's row once, to the same outputs") {
+  // Embedding(30, 5) then LSTM(4) over 6 steps of ids that repeat: the input product is EmbeddingMatMul.
+  auto spec = [](double dropout) {
+    return nlohmann::json{{"input_shape", {6}},
+                          {"layers",
+                           {{{"type", "Embedding"}, {"input_dim", 30}, {"output_dim", 5}},
+                            {{"type", "LSTM"}, {"units", 4}, {"return_sequences", true}, {"dropout", dropout}}}}};
+  };
+  auto ops_of = [&](const std::string& device, double dropout, bool training) {
+    const Sequential net = Sequential::from_json(spec(dropout), "lstm.json", "", 7);
+    Graph g;
+    net.call(g, g.placeholder("x", DType::kF32, Shape{-1, 6}), training, device);
+    std::vector<std::string> ops;
+    for (const Node& n : g.nodes()) ops.push_back(n.op->name);
+    return ops;
+  };
+  auto has = [](const std::vector<std::string>& ops, const std::string& op) {
+    return std::find(ops.begin(), ops.end(), op) != ops.end();
+  };
+  CHECK(has(ops_of("cpu", 0.0, true), "EmbeddingMatMul"));
+  CHECK(!has(ops_of("cpu", 0.0, true), "MatMul"));
+  // Input dropout stands between the two, and sim has no kernel for it: the product of every row.
+  CHECK(has(ops_of("cpu", 0.5, true), "MatMul"));
+  CHECK(!has(ops_of("sim:0", 0.0, false), "EmbeddingMatMul"));
+
+  const auto net = std::make_shared<Sequential>(Sequential::from_json(spec(0.0), "lstm.json", "", 7));
+  const auto& vars = net->variables();
+  REQUIRE(vars.size() == 4);
+  const std::vector<float> table = vars[0]->read().to_floats();
+  testing::RecurrentWeights w{vars[1]->read().to_floats(), vars[2]->read().to_floats(), vars[3]->read().to_floats()};
+  const std::int64_t batch = 19;
+  std::vector<float> ids(static_cast<std::size_t>(batch * 6)), x;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<float>((i * 11) % 23);
+    for (std::size_t f = 0; f < 5; ++f) x.push_back(table[static_cast<std::size_t>(ids[i]) * 5 + f]);
+  }
+  const std::vector<double> want = testing::reference_recurrent("lstm", x, batch, 6, 5, 4, w, false);
+  for (const int threads : {1, 3}) {
+    CAPTURE(threads);
+    const std::vector<float> got = run_net(*net, Tensor::from_floats(Shape{batch, 6}, ids), false, threads).to_floats();
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(std::abs(got[i] - want[i]) <= 1e-5 * std::max(1.0, std::abs(want[i])));
+  }
 }
 
 TEST_CASE("LSTM refuses what it does not compute") {
