@@ -173,6 +173,11 @@ void recurrence_cpu(KernelContext& ctx) {
   float* ws = out.mutable_data<float>();
   auto step = d.cell == RecurrentCell::kLstm ? lstm_step : d.cell == RecurrentCell::kGru ? gru_step : simple_step;
   const RecurrentDropMask drop(ctx);
+  // U in panels, once for every step of every block (small_product.h). The calling thread's, read by the
+  // pool's threads through the reference.
+  thread_local PackedPanels packed;
+  packed.pack(d.units, d.columns, u, d.columns, kRowBlock);
+  const PackedPanels& packed_u = packed;
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
     float* z = thread_scratch(rows * d.columns, RecurrentScratch::kGates);
@@ -183,15 +188,14 @@ void recurrence_cpu(KernelContext& ctx) {
       if (k == 0) {
         std::fill(z, z + rows * d.columns, 0.0f);
       } else if (m == nullptr) {
-        product_in_place(false, false, rows, d.columns, h, plane(ws, d, 0, first, k - 1), d.steps * h, u, d.columns, z,
-                         d.columns);
+        product_in_place(rows, plane(ws, d, 0, first, k - 1), d.steps * h, packed_u, z, d.columns);
       } else {
         // (h_{t-1} m) U: the dropped state feeds the product only; the GRU's z h_{t-1} keeps it whole.
         for (std::int64_t r = 0; r < rows; ++r) {
           const float* prev = plane(ws, d, 0, first + r, k - 1);
           for (std::int64_t j = 0; j < h; ++j) dropped[r * h + j] = prev[j] * m[r * h + j];
         }
-        product_in_place(false, false, rows, d.columns, h, dropped, h, u, d.columns, z, d.columns);
+        product_in_place(rows, dropped, h, packed_u, z, d.columns);
       }
       const std::int64_t t = d.time(k);
       for (std::int64_t r = 0; r < rows; ++r) {
@@ -271,6 +275,9 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   float* ut = thread_scratch(d.columns * d.units, RecurrentScratch::kTransposed);
   for (std::int64_t r = 0; r < d.units; ++r)
     for (std::int64_t c = 0; c < d.columns; ++c) ut[c * d.units + r] = u[r * d.columns + c];
+  thread_local PackedPanels packed;
+  packed.pack(d.columns, d.units, ut, d.units, kRowBlock);
+  const PackedPanels& packed_ut = packed;
   const RecurrentDropMask drop(ctx);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
@@ -304,10 +311,9 @@ void recurrence_grad_cpu(KernelContext& ctx) {
       if (k == 0) break;
       // d h_{t-1} = (the gradient of h_{t-1} U) U^T, plus the GRU's z dh.
       if (gru)
-        product_in_place(false, false, rows, h, d.columns, drec, d.columns, ut, h, product, h);
+        product_in_place(rows, drec, d.columns, packed_ut, product, h);
       else
-        product_in_place(false, false, rows, h, d.columns, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns,
-                         ut, h, product, h);
+        product_in_place(rows, dxp + (first * d.steps + t) * d.columns, d.steps * d.columns, packed_ut, product, h);
       if (m != nullptr)
         for (std::int64_t e = 0; e < rows * h; ++e) product[e] *= m[e];
       if (!any_padding) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/ceil_div.h"
+#include "core/errors.h"
 
 namespace tctl::cpu {
 namespace {
@@ -30,6 +31,12 @@ const CpuUnits& cpu_units() {
   static const CpuUnits units;
   return units;
 }
+
+// b (k x cols, row stride ldb) into panels (PackedPanels), and the product of rows [k0, k0 + kp) of such a b of
+// depth k; compiled with the kernels below.
+void pack_panels(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, float* out);
+void packed_product(std::int64_t rows, std::int64_t cols, std::int64_t k, std::int64_t k0, std::int64_t kp,
+                    const float* a, std::int64_t lda, const float* packed, float* y, std::int64_t ldy);
 
 // At least n floats of this thread's own, for a transposed operand.
 float* thread_buffer(std::size_t n) {
@@ -245,6 +252,36 @@ void transpose_into(std::int64_t cols, std::int64_t k, const float* bt, std::int
     for (std::int64_t i = 0; i < k; ++i) t[i * cols + c] = bt[c * ldb + i];
 }
 
+// The width of a packed panel: two vectors, as product's widest blocks of rows read.
+constexpr std::int64_t kPanel = 2 * kWidth;
+
+// Where row i of panel p starts in b packed (PackedPanels): full panels of kPanel columns, then the rest.
+inline std::int64_t panel_offset(std::int64_t k, std::int64_t cols, std::int64_t p, std::int64_t i) {
+  const std::int64_t full = cols / kPanel;
+  return p < full ? (p * k + i) * kPanel : full * k * kPanel + i * (cols - full * kPanel);
+}
+
+void pack_panels(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, float* out) {
+  const std::int64_t panels = ceil_div(cols, kPanel);
+  for (std::int64_t p = 0; p < panels; ++p) {
+    const std::int64_t c0 = p * kPanel, width = cols - c0 < kPanel ? cols - c0 : kPanel;
+    for (std::int64_t i = 0; i < k; ++i) {
+      float* row = out + panel_offset(k, cols, p, i);
+      for (std::int64_t c = 0; c < width; ++c) row[c] = b[i * ldb + c0 + c];
+    }
+  }
+}
+
+// Rows [k0, k0 + kp) of b packed (depth k): each panel's product in turn.
+void packed_product(std::int64_t rows, std::int64_t cols, std::int64_t k, std::int64_t k0, std::int64_t kp,
+                    const float* a, std::int64_t lda, const float* packed, float* y, std::int64_t ldy) {
+  const std::int64_t panels = ceil_div(cols, kPanel);
+  for (std::int64_t p = 0; p < panels; ++p) {
+    const std::int64_t c0 = p * kPanel, width = cols - c0 < kPanel ? cols - c0 : kPanel;
+    product<false>(rows, width, kp, a, lda, packed + panel_offset(k, cols, p, k0), width, y + c0, ldy);
+  }
+}
+
 }  // namespace
 
 void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
@@ -293,31 +330,68 @@ bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k)
   return k <= kSmallProductDepth && every_small_product() && rows * cols * k <= small_product_work();
 }
 
+namespace {
+
+// The depth of each part product_in_place cuts a depth k into.
+std::int64_t part_depth(std::int64_t k) {
+  const std::int64_t parts = std::max<std::int64_t>(1, (k + kSmallProductDepth - 1) / kSmallProductDepth);
+  return (k + parts - 1) / parts;
+}
+
+// y = the sum over the parts of the depth of multiply(k0, kp, out, ldo), each part's product written to out: y
+// for the first, a buffer added to y for the others.
+template <class Multiply>
+void sum_parts(std::int64_t rows, std::int64_t cols, std::int64_t k, float* y, std::int64_t ldy, Multiply multiply) {
+  const std::int64_t depth = part_depth(k), parts = ceil_div(k, depth);
+  thread_local std::vector<float> part;
+  for (std::int64_t p = 0; p < parts; ++p) {
+    const std::int64_t k0 = p * depth, kp = std::min(k, k0 + depth) - k0;
+    if (p == 0) {
+      multiply(k0, kp, y, ldy);
+      continue;
+    }
+    part.resize(static_cast<std::size_t>(rows * cols));
+    multiply(k0, kp, part.data(), cols);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) y[r * ldy + c] += part[static_cast<std::size_t>(r * cols + c)];
+  }
+}
+
+}  // namespace
+
+void PackedPanels::pack(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, std::int64_t max_rows) {
+  k_ = k;
+  cols_ = cols;
+  b_ = b;
+  ldb_ = ldb;
+  packed_ = small_product_applies(max_rows, cols, part_depth(k));
+  if (!packed_) return;
+  data_.resize(static_cast<std::size_t>(k * cols));
+  pack_panels(k, cols, b, ldb, data_.data());
+}
+
+void product_in_place(std::int64_t rows, const float* a, std::int64_t lda, const PackedPanels& b, float* y,
+                      std::int64_t ldy) {
+  const std::int64_t k = b.depth(), cols = b.cols();
+  if (!b.packed()) return product_in_place(false, false, rows, cols, k, a, lda, b.data(), b.ldb(), y, ldy);
+  TCTL_CHECK(small_product_applies(rows, cols, part_depth(k)), "a packed product of more rows than packed for");
+  sum_parts(rows, cols, k, y, ldy, [&](std::int64_t k0, std::int64_t kp, float* out, std::int64_t ldo) {
+    packed_product(rows, cols, k, k0, kp, a + k0, lda, b.data(), out, ldo);
+  });
+}
+
 void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
                       std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
-  const std::int64_t parts = std::max<std::int64_t>(1, (k + kSmallProductDepth - 1) / kSmallProductDepth);
-  const std::int64_t depth = (k + parts - 1) / parts;
-  if (!small_product_applies(rows, cols, depth)) {
+  if (!small_product_applies(rows, cols, part_depth(k))) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(rows),
                 static_cast<int>(cols), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb),
                 0.0f, y, static_cast<int>(ldy));
     return;
   }
-  thread_local std::vector<float> part;
-  for (std::int64_t p = 0; p < parts; ++p) {
-    const std::int64_t k0 = p * depth, kp = std::min(k, k0 + depth) - k0;
+  sum_parts(rows, cols, k, y, ldy, [&](std::int64_t k0, std::int64_t kp, float* out, std::int64_t ldo) {
     // Part p of the depth: columns k0.. of op(a) and rows k0.. of op(b), wherever their transposes put them.
-    const float* ap = ta ? a + k0 * lda : a + k0;
-    const float* bp = tb ? b + k0 : b + k0 * ldb;
-    if (p == 0) {
-      small_product(ta, tb, rows, cols, kp, ap, lda, bp, ldb, y, ldy);
-      continue;
-    }
-    part.resize(static_cast<std::size_t>(rows * cols));
-    small_product(ta, tb, rows, cols, kp, ap, lda, bp, ldb, part.data(), cols);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c) y[r * ldy + c] += part[static_cast<std::size_t>(r * cols + c)];
-  }
+    small_product(ta, tb, rows, cols, kp, ta ? a + k0 * lda : a + k0, lda, tb ? b + k0 : b + k0 * ldb, ldb, out, ldo);
+  });
 }
 
 }  // namespace tctl::cpu

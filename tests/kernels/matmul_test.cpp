@@ -191,6 +191,31 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
   CHECK_FALSE(cpu::small_product_applies(1, 8, cpu::kSmallProductDepth + 1));
 }
 
+TEST_CASE("a b packed in panels gives product_in_place's bits, its depth cut in parts or not") {
+  std::mt19937 rng(12);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  // Columns of whole panels (8 or 16 floats a vector) and not; depths within one part and past it (a
+  // recurrent layer's 4 H gates back: 512); rows below one block and the recurrence's blocks of 16.
+  for (std::int64_t cols : {16, 20, 64, 128, 136, 512})
+    for (std::int64_t k : {1, 9, 128, 300, 512})
+      for (std::int64_t rows : {1, 5, 16}) {
+        CAPTURE(cols);
+        CAPTURE(k);
+        CAPTURE(rows);
+        const std::int64_t lda = k + 3, ldb = cols + 5, ldy = cols + 2;
+        std::vector<float> a(static_cast<std::size_t>(rows * lda)), b(static_cast<std::size_t>(k * ldb));
+        for (float& v : a) v = u(rng);
+        for (float& v : b) v = u(rng);
+        std::vector<float> packed_y(static_cast<std::size_t>(rows * ldy), -7.0f), plain_y = packed_y;
+        cpu::PackedPanels packed;
+        packed.pack(k, cols, b.data(), ldb, 16);
+        CHECK(packed.packed() == (vector_fma() && cpu::small_product_applies(16, cols, k > 256 ? (k + 1) / 2 : k)));
+        cpu::product_in_place(rows, a.data(), lda, packed, packed_y.data(), ldy);
+        cpu::product_in_place(false, false, rows, cols, k, a.data(), lda, b.data(), ldb, plain_y.data(), ldy);
+        REQUIRE(std::memcmp(packed_y.data(), plain_y.data(), plain_y.size() * sizeof(float)) == 0);
+      }
+}
+
 TEST_CASE("MatMul of a [N, T, F] sequence by [F, M] multiplies every step, and its gradients check") {
   const Tensor x = random_tensor(Shape{3, 4, 5}, 1);
   const Tensor w = random_tensor(Shape{5, 6}, 2);
