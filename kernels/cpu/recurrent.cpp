@@ -176,7 +176,7 @@ void recurrence_cpu(KernelContext& ctx) {
   // U in panels, once for every step of every block (small_product.h). The calling thread's, read by the
   // pool's threads through the reference.
   thread_local PackedPanels packed;
-  packed.pack(d.units, d.columns, u, d.columns, kRowBlock);
+  packed.pack(d.units, d.columns, u, d.columns, std::min(kRowBlock, d.batch));
   const PackedPanels& packed_u = packed;
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {
     const std::int64_t rows = end - first, h = d.units;
@@ -276,7 +276,7 @@ void recurrence_grad_cpu(KernelContext& ctx) {
   for (std::int64_t r = 0; r < d.units; ++r)
     for (std::int64_t c = 0; c < d.columns; ++c) ut[c * d.units + r] = u[r * d.columns + c];
   thread_local PackedPanels packed;
-  packed.pack(d.columns, d.units, ut, d.units, kRowBlock);
+  packed.pack(d.columns, d.units, ut, d.units, std::min(kRowBlock, d.batch));
   const PackedPanels& packed_ut = packed;
   const RecurrentDropMask drop(ctx);
   for_each_row_block(ctx, d.batch, [&](std::int64_t first, std::int64_t end) {

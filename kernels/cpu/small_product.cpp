@@ -32,6 +32,8 @@ const CpuUnits& cpu_units() {
   return units;
 }
 
+// kBlockRows, for code outside the kernels' region.
+std::int64_t block_rows();
 // b (k x cols, row stride ldb) into panels (PackedPanels), and the product of rows [k0, k0 + kp) of such a b of
 // depth k; compiled with the kernels below.
 void pack_panels(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, float* out);
@@ -261,6 +263,8 @@ inline std::int64_t panel_offset(std::int64_t k, std::int64_t cols, std::int64_t
   return p < full ? (p * k + i) * kPanel : full * k * kPanel + i * (cols - full * kPanel);
 }
 
+std::int64_t block_rows() { return kBlockRows; }
+
 void pack_panels(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, float* out) {
   const std::int64_t panels = ceil_div(cols, kPanel);
   for (std::int64_t p = 0; p < panels; ++p) {
@@ -364,7 +368,7 @@ void PackedPanels::pack(std::int64_t k, std::int64_t cols, const float* b, std::
   cols_ = cols;
   b_ = b;
   ldb_ = ldb;
-  packed_ = small_product_applies(max_rows, cols, part_depth(k));
+  packed_ = max_rows >= block_rows() && small_product_applies(max_rows, cols, part_depth(k));
   if (!packed_) return;
   data_.resize(static_cast<std::size_t>(k * cols));
   pack_panels(k, cols, b, ldb, data_.data());
@@ -373,7 +377,8 @@ void PackedPanels::pack(std::int64_t k, std::int64_t cols, const float* b, std::
 void product_in_place(std::int64_t rows, const float* a, std::int64_t lda, const PackedPanels& b, float* y,
                       std::int64_t ldy) {
   const std::int64_t k = b.depth(), cols = b.cols();
-  if (!b.packed()) return product_in_place(false, false, rows, cols, k, a, lda, b.data(), b.ldb(), y, ldy);
+  if (!b.packed() || rows < block_rows())
+    return product_in_place(false, false, rows, cols, k, a, lda, b.b(), b.ldb(), y, ldy);
   TCTL_CHECK(small_product_applies(rows, cols, part_depth(k)), "a packed product of more rows than packed for");
   sum_parts(rows, cols, k, y, ldy, [&](std::int64_t k0, std::int64_t kp, float* out, std::int64_t ldo) {
     packed_product(rows, cols, k, k0, kp, a + k0, lda, b.data(), out, ldo);

@@ -61,12 +61,14 @@ void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, st
 class PackedPanels {
  public:
   // Packs b (k x cols, row stride ldb) for products of at most max_rows rows, reusing the buffer of the last
-  // pack; where the in-place kernels do not take them, only remembers b.
+  // pack; where the in-place kernels do not take them, or max_rows fill no block of rows, only remembers b.
   void pack(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, std::int64_t max_rows);
   std::int64_t depth() const { return k_; }
   std::int64_t cols() const { return cols_; }
   bool packed() const { return packed_; }
-  const float* data() const { return packed_ ? data_.data() : b_; }
+  const float* data() const { return data_.data(); }
+  // b as it was given.
+  const float* b() const { return b_; }
   std::int64_t ldb() const { return ldb_; }
 
  private:
@@ -76,7 +78,8 @@ class PackedPanels {
   std::vector<float> data_;
 };
 
-// product_in_place(false, false, rows, b.cols(), b.depth(), a, lda, b, ...), from b's panels where it is packed.
+// product_in_place(false, false, rows, b.cols(), b.depth(), a, lda, b, ...), from b's panels where it is packed
+// and the rows fill a block; fewer rows (inference at batch 1) read b as given, in blocks wider than a panel.
 void product_in_place(std::int64_t rows, const float* a, std::int64_t lda, const PackedPanels& b, float* y,
                       std::int64_t ldy);
 

@@ -7,6 +7,8 @@
 // polynomial to x^13 below 0.4 in magnitude, where 1 - 2 / (e^{2x} + 1) would cancel, that formula above.
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstdint>
 
@@ -18,6 +20,18 @@ using Ints = std::int32_t __attribute__((vector_size(kLanes * sizeof(std::int32_
 
 inline Floats splat(float v) { return Floats{} + v; }
 
+// a b + c, in one rounding where the target has fused multiply-adds (the build keeps GCC from fusing on its
+// own, -ffp-contract=off): the polynomials below are chains of them.
+inline Floats multiply_add(Floats a, Floats b, Floats c) {
+#if defined(__AVX512F__)
+  return _mm512_fmadd_ps(a, b, c);
+#elif defined(__FMA__)
+  return _mm256_fmadd_ps(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 inline Floats vector_exp(Floats x) {
   const Floats hi = splat(88.0f), lo = splat(-87.0f);
   x = x > hi ? hi : x;
@@ -28,13 +42,13 @@ inline Floats vector_exp(Floats x) {
   const Floats n = t - shifter;
   const Floats r = (x - n * splat(0.693359375f)) + n * splat(2.12194440e-4f);
   Floats p = splat(1.0f / 5040.0f);
-  p = p * r + splat(1.0f / 720.0f);
-  p = p * r + splat(1.0f / 120.0f);
-  p = p * r + splat(1.0f / 24.0f);
-  p = p * r + splat(1.0f / 6.0f);
-  p = p * r + splat(0.5f);
-  p = p * r + splat(1.0f);
-  p = p * r + splat(1.0f);
+  p = multiply_add(p, r, splat(1.0f / 720.0f));
+  p = multiply_add(p, r, splat(1.0f / 120.0f));
+  p = multiply_add(p, r, splat(1.0f / 24.0f));
+  p = multiply_add(p, r, splat(1.0f / 6.0f));
+  p = multiply_add(p, r, splat(0.5f));
+  p = multiply_add(p, r, splat(1.0f));
+  p = multiply_add(p, r, splat(1.0f));
   const Ints scale = (__builtin_convertvector(n, Ints) + 127) << 23;
   Floats two_n;
   static_assert(sizeof two_n == sizeof scale);
@@ -50,11 +64,11 @@ inline Floats vector_tanh(Floats x) {
   const Floats big = splat(1.0f) - splat(2.0f) / (e + splat(1.0f));
   const Floats x2 = x * x;
   Floats p = splat(-0.00359212803f);  // the series' coefficients, -21844 / 6081075 for x^13 first
-  p = p * x2 + splat(0.00886323552f);
-  p = p * x2 + splat(-0.0218694885f);
-  p = p * x2 + splat(0.0539682540f);
-  p = p * x2 + splat(-0.133333333f);
-  p = p * x2 + splat(0.333333333f);
+  p = multiply_add(p, x2, splat(0.00886323552f));
+  p = multiply_add(p, x2, splat(-0.0218694885f));
+  p = multiply_add(p, x2, splat(0.0539682540f));
+  p = multiply_add(p, x2, splat(-0.133333333f));
+  p = multiply_add(p, x2, splat(0.333333333f));
   const Floats small = x - x * x2 * p;
   return ax < splat(0.4f) ? small : (x < splat(0.0f) ? -big : big);
 }

@@ -210,6 +210,9 @@ TEST_CASE("a b packed in panels gives product_in_place's bits, its depth cut in 
         cpu::PackedPanels packed;
         packed.pack(k, cols, b.data(), ldb, 16);
         CHECK(packed.packed() == (vector_fma() && cpu::small_product_applies(16, cols, k > 256 ? (k + 1) / 2 : k)));
+        cpu::PackedPanels one_row;
+        one_row.pack(k, cols, b.data(), ldb, 1);
+        CHECK_FALSE(one_row.packed());
         cpu::product_in_place(rows, a.data(), lda, packed, packed_y.data(), ldy);
         cpu::product_in_place(false, false, rows, cols, k, a.data(), lda, b.data(), ldb, plain_y.data(), ldy);
         REQUIRE(std::memcmp(packed_y.data(), plain_y.data(), plain_y.size() * sizeof(float)) == 0);
