@@ -211,15 +211,14 @@ void plan_device_graphs(Plan& plan) {
   order_run(plan, order, segment);
 }
 
-std::vector<const void*> segment_signature(const GraphSegment& segment, const SegmentState& state,
-                                           const std::vector<Tensor>& values) {
-  std::vector<const void*> out;
+void segment_signature(const GraphSegment& segment, const SegmentState& state, const std::vector<Tensor>& values,
+                       std::vector<const void*>& out) {
+  out.clear();
   out.reserve(segment.outside.size() + state.staging.size() + segment.vars.size() + segment.outputs.size());
   for (int i : segment.outside) out.push_back(values[static_cast<std::size_t>(i)].raw_data());
   for (const Tensor& t : state.staging) out.push_back(t.raw_data());
   for (const Variable* v : segment.vars) out.push_back(v->buffer_address());
   for (int i : segment.outputs) out.push_back(values[static_cast<std::size_t>(i)].raw_data());
-  return out;
 }
 
 std::string signature_entry_name(const Plan& plan, const GraphSegment& segment, std::size_t index) {

@@ -34,6 +34,7 @@ void plan_device_graphs(Plan& plan);
 struct SegmentState {
   std::unique_ptr<Replay> replay;
   std::vector<const void*> signature;  // the addresses the recording named (segment_signature)
+  std::vector<const void*> current;    // the addresses now, checked against signature before a replay
   std::vector<Tensor> staging;         // one per GraphSegment::staged member
   int moves = 0;                       // runs in a row that found something moved
   std::string refused;                 // why it stays eager, once it does
@@ -49,9 +50,10 @@ struct DeviceGraphs {
 };
 
 // The addresses a recording of `segment` depends on, in a fixed order: the outside values, the staging
-// buffers, the variables' buffers, then the members' own outputs (GraphSegment::outputs).
-std::vector<const void*> segment_signature(const GraphSegment& segment, const SegmentState& state,
-                                           const std::vector<Tensor>& values);
+// buffers, the variables' buffers, then the members' own outputs (GraphSegment::outputs). Written to `out`,
+// whose buffer is reused: a replay allocates nothing to check them.
+void segment_signature(const GraphSegment& segment, const SegmentState& state, const std::vector<Tensor>& values,
+                       std::vector<const void*>& out);
 // What the entry `index` of segment_signature names, for a message.
 std::string signature_entry_name(const Plan& plan, const GraphSegment& segment, std::size_t index);
 

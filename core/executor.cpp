@@ -436,7 +436,8 @@ struct Run {
     // write would make happens here, and the moved buffer makes the segment record again.
     for (Variable* v : seg.written) v->own_buffer();
     if (state.replay != nullptr) {
-      const std::vector<const void*> now = segment_signature(seg, state, values);
+      const std::vector<const void*>& now = state.current;
+      segment_signature(seg, state, values, state.current);
       if (now == state.signature) {
         state.moves = 0;
         state.replay->launch();
@@ -475,7 +476,7 @@ struct Run {
     for (int m : seg.members) release_after(m);
     for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
     for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();
-    state.signature = segment_signature(seg, state, values);
+    segment_signature(seg, state, values, state.signature);
     note(seg.name + ": recorded");
     state.replay->launch();
   }
