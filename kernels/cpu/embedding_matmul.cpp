@@ -31,10 +31,12 @@ const DistinctIds& distinct_ids(const KernelContext& ctx, const Tensor& ids, std
   thread_local std::vector<std::int64_t> seen;
   const std::int64_t n = ids.num_elements();
   const float* pi = ids.data<float>();
-  // Every id is checked before any is marked, so a refused one leaves `seen` clean for the next call.
+  // Every id is checked, and every buffer sized, before any id is marked: nothing throws between the marks
+  // and their reset, so `seen` is clean for the next call whatever this one meets.
   for (std::int64_t i = 0; i < n; ++i) table_row(ctx, pi[i], i, table_rows);
   if (seen.size() < static_cast<std::size_t>(table_rows)) seen.resize(static_cast<std::size_t>(table_rows), -1);
   d.rows.clear();
+  d.rows.reserve(static_cast<std::size_t>(n));
   d.slot.resize(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i) {
     const auto row = static_cast<std::size_t>(pi[i]);
