@@ -1,8 +1,11 @@
 #include "core/collective.h"
 
 #include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <vector>
+
+#include "core/device.h"
 
 namespace tctl {
 
@@ -245,6 +248,36 @@ std::uint64_t collective_key(std::int64_t step, std::int64_t instance) {
   TCTL_CHECK(instance >= 0 && instance < kMaxCollectiveInstances, "all-reduce instance out of range");
   TCTL_CHECK(step >= 0 && step < (std::int64_t{1} << 43), "all-reduce step out of range");
   return (static_cast<std::uint64_t>(step) << 20) | static_cast<std::uint64_t>(instance);
+}
+
+std::string join_collective_on(const std::string& device, const std::shared_ptr<Collective>& collective, int member,
+                               std::string* why) {
+  if (is_cpu_name(device)) return "cpu";
+  Device* d = DeviceRegistry::instance().find(device);
+  std::string refusal = d == nullptr ? "device " + device + " is not available" : d->collective_refusal(*collective);
+  std::uint64_t key = 0;
+  if (collective->members_are_processes() && collective->members() > 1) {
+    // Every member says whether it can, and the sum counts them: all take the device's path or none does (a
+    // member on the CPU would leave the others waiting inside the device's all-reduce). The members make
+    // these calls in one order, so a count of them gives each round its own keys.
+    static std::atomic<std::int64_t> rounds{0};
+    const std::int64_t round = rounds.fetch_add(1);
+    float able = refusal.empty() ? 1.0f : 0.0f;
+    collective->all_reduce(member, collective_key(2 * round, kJoinInstance), &able, 1, 1.0f, &able,
+                           "the set-up of the all-reduce on " + device);
+    const int unable = collective->members() - static_cast<int>(able);
+    if (refusal.empty() && unable > 0)
+      refusal = std::to_string(unable) + " of the " + std::to_string(collective->members()) +
+                " workers cannot all-reduce on " + device;
+    key = collective_key(2 * round + 1, kJoinInstance);
+  }
+  if (refusal.empty()) {
+    d->join_collective(collective, member, key);
+    return d->name();
+  }
+  // An absent device has its own warning from placement, which sends its nodes to the CPU.
+  if (why != nullptr && d != nullptr) *why = "gradients all-reduced on the cpu: " + refusal;
+  return "cpu";
 }
 
 }  // namespace tctl

@@ -45,6 +45,10 @@ class Collective {
 
   std::int64_t id() const { return id_; }
   virtual int members() const = 0;
+  // Whether each member is a process of its own (an MPI job's ranks), so the members may meet while each
+  // sets up (join_collective_on below). False for replicas that are threads of one process, which a caller
+  // traces one after another.
+  virtual bool members_are_processes() const { return false; }
   // Member `member` contributes in[0, n) with `weight` to the all-reduce `key`; returns once out[0, n) holds
   // the sum over members of weight_m * in_m (see each implementation for the order and the errors).
   // Every member must pass the same n; `out` may equal `in`.
@@ -140,5 +144,17 @@ class CollectiveGroup final : public Collective {
 // distinct pairs, so one step's collectives never meet the next step's.
 std::uint64_t collective_key(std::int64_t step, std::int64_t instance);
 inline constexpr std::int64_t kMaxCollectiveInstances = std::int64_t{1} << 20;
+// The instance of the all-reduces with which members agree on a device's own collective (join_collective_on);
+// the training step's own reserved instances lie just below it (models/train/split_step.h).
+inline constexpr std::int64_t kJoinInstance = kMaxCollectiveInstances - 4;
+
+// Where member `member` of `collective` all-reduces the gradients a replica on device `device` computes:
+// `device` itself once its own all-reduce kernel carries the collective (NCCL on CUDA, and the simulated
+// device, whose kernel runs the CPU's), else "cpu", with the reason in *why (none for the CPU's own name, nor
+// for a device absent here, which placement warns of). Every member must call it at the same point with the same device
+// name: when the members are processes, they first agree through the collective that every one of them can, so all take
+// the device's path or none does; replicas in one process decide each for itself.
+std::string join_collective_on(const std::string& device, const std::shared_ptr<Collective>& collective, int member,
+                               std::string* why);
 
 }  // namespace tctl

@@ -134,6 +134,10 @@ std::string_view DeviceKind::name() const { return kind_names()[slot_]; }
 
 bool Device::supports(const Node& node) const { return node.op->kernel(kind()) != nullptr; }
 
+std::string Device::collective_refusal(const Collective& /*collective*/) const {
+  return name() + " has no all-reduce of its own";
+}
+
 std::atomic<bool>& backend_flag(std::string_view name) {
   static std::mutex mu;
   // A map's elements never move, so the references handed out stay valid.

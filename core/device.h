@@ -27,6 +27,7 @@
 namespace tctl {
 
 struct Node;
+class Collective;
 
 // The most kinds of device one process knows: the CPU and up to seven backends.
 inline constexpr std::size_t kMaxDeviceKinds = 8;
@@ -168,6 +169,17 @@ class Device {
   virtual std::unique_ptr<Recording> begin_recording() { return nullptr; }
   // Whether begin_recording() gives a recording here, asked when a plan is made.
   virtual bool can_record() const { return false; }
+
+  // A device's own all-reduce (join_collective_on in core/collective.h): why this device cannot carry the
+  // all-reduces of `collective` with an AllReduce kernel of its own, reading and writing its own buffers, or
+  // "" when it can. Asks nothing of the other members. The default: it cannot.
+  virtual std::string collective_refusal(const Collective& collective) const;
+  // Makes this device's AllReduce kernel carry member `member`'s all-reduces of `collective`, once every
+  // member has said it can. A device may exchange set-up data through the collective itself under `key`
+  // (NCCL's unique id), every member calling this at the same point. Throws RuntimeError when it fails.
+  virtual void join_collective(const std::shared_ptr<Collective>& collective, int member, std::uint64_t key) {
+    (void)collective, (void)member, (void)key;
+  }
 
   virtual DeviceMemoryStats memory_stats() const { return {}; }
   // What `tensorctl devices` shows of it beyond its name: ("memory", "79.1 GiB"), ("compute capability",

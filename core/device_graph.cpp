@@ -104,6 +104,8 @@ std::string static_refusal(const Plan& plan, const GraphSegment& seg, const std:
     const OpDef& op = *pn.node->op;
     const std::string who = "node " + pn.node->name + " (" + op.name + ")";
     if (op.may_skip) return who + " may declare its output dead, which a replay cannot";
+    // It meets the other replicas under its step's key, which a replay would not renew.
+    if (op.collective) return who + " meets other replicas by its step, which a replay would repeat";
     // A kernel every device shares does its work on the host (an assignment writes host-addressable memory
     // at once): a recording would not hold it. Copies, reads and constants are what recording expects.
     if (pn.kernel == op.every_device_kernel && &op != &ops::copy() && &op != &ops::read_variable() &&

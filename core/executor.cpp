@@ -436,8 +436,8 @@ struct Run {
     // write would make happens here, and the moved buffer makes the segment record again.
     for (Variable* v : seg.written) v->own_buffer();
     if (state.replay != nullptr) {
-      const std::vector<const void*>& now = state.current;
       segment_signature(seg, state, values, state.current);
+      const std::vector<const void*>& now = state.current;
       if (now == state.signature) {
         state.moves = 0;
         state.replay->launch();

@@ -39,6 +39,7 @@ class MpiWorld final : public Collective {
   static std::shared_ptr<MpiWorld> get(Seconds timeout);
 
   int members() const override { return size_; }
+  bool members_are_processes() const override { return true; }
   int rank() const { return rank_; }
   // out = the ranks' weight_r * in_r summed by MPI (each product rounded to float first, as the in-process
   // group does; with 2 ranks the sum is the group's bits, an addition being commutative). Each rank first

@@ -179,6 +179,9 @@ if [ -f "$deps/build-gpu-bin.tgz" ] && [ ! -f "$build/CMakeCache.txt" ]; then
   if [ -n "$cuda_major" ] && ! ldconfig -p 2>/dev/null | grep -q "libcublas\.so\.$cuda_major "; then
     needed="$needed libcublas.so.$cuda_major"
   fi
+  # NCCL too, opened when a worker all-reduces on the GPU (kernels/cuda/nccl_loader.cpp; tests/gpu/nccl_test.cpp):
+  # 218 MB, too large to carry, so this machine's own, from its toolkit or from PyTorch's wheels.
+  ldconfig -p 2>/dev/null | grep -q "libnccl\.so\.2 " || needed="$needed libnccl.so.2"
   for lib in $needed; do
     found="$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)"
     if [ -n "$found" ]; then

@@ -95,8 +95,7 @@ TensorSpec embedding_matmul_infer(const InferContext& c) {
 // are those of Embedding and MatMul apart, as TensorFlow's profiler would count the layer.
 std::int64_t embedding_matmul_cost(std::span<const TensorSpec> inputs, const TensorSpec&, const Attrs&) {
   const Shape& table = inputs[0].shape;
-  const std::int64_t columns = inputs.size() > 2 ? inputs[2].shape[1] : -1;
-  return cost_product(cost_elements(inputs[1].shape), cost_product(table[1], columns));
+  return cost_product(cost_elements(inputs[1].shape), cost_product(table[1], inputs[2].shape[1]));
 }
 std::int64_t embedding_matmul_flops(std::span<const TensorSpec> inputs, const TensorSpec& out, const Attrs& a) {
   return cost_product(2, embedding_matmul_cost(inputs, out, a));

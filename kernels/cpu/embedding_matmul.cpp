@@ -52,21 +52,12 @@ const DistinctIds& distinct_ids(const KernelContext& ctx, const Tensor& ids, std
 
 std::int64_t distinct_count(const DistinctIds& d) { return static_cast<std::int64_t>(d.rows.size()); }
 
-// fn(r) for each of `rows` rows of `width` floats, split over the intra-op pool.
-template <class Fn>
-void for_each_row(const KernelContext& ctx, std::int64_t rows, std::int64_t width, Fn fn) {
-  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(width, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t r = b; r < e; ++r) fn(r);
-                   });
-}
-
 // The distinct ids' rows of the table, [distinct, width], in the calling thread's scratch.
 const float* gather_rows(const KernelContext& ctx, const Tensor& table, const DistinctIds& d) {
   const std::int64_t width = table.shape()[1];
   const float* pt = table.data<float>();
   float* out = thread_scratch(distinct_count(d) * width, Scratch::kRows);
-  for_each_row(ctx, distinct_count(d), width, [&](std::int64_t r) {
+  for_each_row_of(ctx, distinct_count(d), width, [&](std::int64_t r) {
     std::copy_n(pt + d.rows[static_cast<std::size_t>(r)] * width, width, out + r * width);
   });
   return out;
@@ -88,7 +79,7 @@ void embedding_matmul_cpu(KernelContext& ctx) {
                  .ldb = columns,
                  .y = products});
   float* py = ctx.output().mutable_data<float>();
-  for_each_row(ctx, static_cast<std::int64_t>(d.slot.size()), columns, [&](std::int64_t i) {
+  for_each_row_of(ctx, static_cast<std::int64_t>(d.slot.size()), columns, [&](std::int64_t i) {
     std::copy_n(products + d.slot[static_cast<std::size_t>(i)] * columns, columns, py + i * columns);
   });
 }
@@ -142,8 +133,8 @@ void embedding_matmul_table_grad_cpu(KernelContext& ctx) {
                  .ldb = columns,
                  .y = products});
   float* out = ctx.output().mutable_data<float>();
-  for_each_row(ctx, rows, width, [&](std::int64_t r) { std::fill_n(out + r * width, width, 0.0f); });
-  for_each_row(ctx, count, width, [&](std::int64_t s) {
+  for_each_row_of(ctx, rows, width, [&](std::int64_t r) { std::fill_n(out + r * width, width, 0.0f); });
+  for_each_row_of(ctx, count, width, [&](std::int64_t s) {
     std::copy_n(products + s * width, width, out + d.rows[static_cast<std::size_t>(s)] * width);
   });
 }

@@ -62,6 +62,16 @@ void for_each_element(const KernelContext& ctx, std::int64_t n, Fn fn) {
   });
 }
 
+// fn(r) for each of `rows` rows of `work` floats, split over the intra-op pool in blocks of about
+// kElementwiseGrain floats. Each row is computed by one thread, so any split gives the same bits.
+template <class Fn>
+void for_each_row_of(const KernelContext& ctx, std::int64_t rows, std::int64_t work, Fn fn) {
+  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(work, 1)),
+                   [&](std::int64_t b, std::int64_t e) {
+                     for (std::int64_t r = b; r < e; ++r) fn(r);
+                   });
+}
+
 // Whether any of x[0, n) is a NaN or an infinity, the pass split across the intra-op pool in blocks of
 // `grain`: an all-ones exponent is either, and the integer OR-reduction vectorises where a float test with an
 // early exit would not. The optimizers' numeric guard and loss scaling's AllFinite.

@@ -19,16 +19,6 @@ struct PoolDims {
 };
 PoolDims pool_dims(const Shape& x) { return {x[0], x[1], x[2]}; }
 
-// fn(r) for each of `rows` rows of `work` floats, split over the intra-op pool in blocks of about
-// kElementwiseGrain floats. Each row is computed by one thread, so any split gives the same bits.
-template <class Fn>
-void for_each_row_of(const KernelContext& ctx, std::int64_t rows, std::int64_t work, Fn fn) {
-  ctx.parallel_for(rows, std::max<std::int64_t>(1, kElementwiseGrain / std::max<std::int64_t>(work, 1)),
-                   [&](std::int64_t b, std::int64_t e) {
-                     for (std::int64_t r = b; r < e; ++r) fn(r);
-                   });
-}
-
 // fn(c0, c1) for the blocks of 16 columns of a `width`-wide output that sums `rows` rows into its columns
 // (a gradient), split over the intra-op pool: each block adds its rows in order, so any split gives the same
 // bits.

@@ -4,12 +4,12 @@
 // finding 11). The call sites are unchanged: cublas_v2.h maps cublasCreate to cublasCreate_v2 and so on,
 // and these definitions are the ones the binary links. The library is found by its soname, as the linker
 // would have recorded it (TCTL_CUBLAS_LIBRARY, set by CMake from the toolkit's major version).
-#include <dlfcn.h>
-
 #include <cublas_v2.h>
 
 #include <mutex>
 #include <string>
+
+#include "kernels/cuda/library_loader.h"
 
 namespace {
 
@@ -26,34 +26,21 @@ struct Cublas {
   std::string why_not;  // when not loaded: dlopen's or dlsym's reason
 };
 
-template <class Fn>
-void find(void* library, const char* name, Fn& fn, bool& all) {
-  fn = reinterpret_cast<Fn>(::dlsym(library, name));
-  all = all && fn != nullptr;
-}
-
 // Opened once, and never closed: its handles live as long as the devices that made them.
 const Cublas& cublas() {
   static Cublas table;
   static std::once_flag once;
   std::call_once(once, [] {
-    void* library = ::dlopen(TCTL_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL);
-    if (library == nullptr) {
-      const char* why = ::dlerror();
-      table.why_not = std::string("cuBLAS could not be loaded: ") + (why != nullptr ? why : TCTL_CUBLAS_LIBRARY);
-      return;
-    }
-    bool all = true;
-    find(library, "cublasCreate_v2", table.create, all);
-    find(library, "cublasDestroy_v2", table.destroy, all);
-    find(library, "cublasSetWorkspace_v2", table.set_workspace, all);
-    find(library, "cublasSetStream_v2", table.set_stream, all);
-    find(library, "cublasSetMathMode", table.set_math_mode, all);
-    find(library, "cublasGetStatusString", table.status_string, all);
-    find(library, "cublasSgemm_v2", table.sgemm, all);
-    find(library, "cublasSgemmStridedBatched", table.sgemm_strided_batched, all);
-    table.loaded = all;
-    if (!all) table.why_not = "cuBLAS could not be loaded: " TCTL_CUBLAS_LIBRARY " lacks a function tensorctl calls";
+    tctl::cuda::LibraryLoader library(TCTL_CUBLAS_LIBRARY, "cuBLAS");
+    library.find("cublasCreate_v2", table.create);
+    library.find("cublasDestroy_v2", table.destroy);
+    library.find("cublasSetWorkspace_v2", table.set_workspace);
+    library.find("cublasSetStream_v2", table.set_stream);
+    library.find("cublasSetMathMode", table.set_math_mode);
+    library.find("cublasGetStatusString", table.status_string);
+    library.find("cublasSgemm_v2", table.sgemm);
+    library.find("cublasSgemmStridedBatched", table.sgemm_strided_batched);
+    table.loaded = library.loaded(table.why_not);
   });
   return table;
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "core/caching_pool.h"
 #include "core/device.h"
@@ -47,6 +49,15 @@ class CudaDevice final : public Device {
   void make_current() override;
   DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
   std::vector<std::pair<std::string, std::string>> properties() const override;
+
+  // NCCL (kernels/cuda/collective.cu): an AllReduce runs here only for a collective this device joined, one
+  // replica per process (multi_worker), each on its own GPU; the communicator is made from a unique id that
+  // rank 0 draws and the collective carries to the others.
+  bool supports(const Node& node) const override;
+  std::string collective_refusal(const Collective& collective) const override;
+  void join_collective(const std::shared_ptr<Collective>& collective, int member, std::uint64_t key) override;
+  // The communicator joined for the collective with id `group`, or null.
+  ncclComm_t nccl_comm(std::int64_t group) const;
 
   std::unique_ptr<OwnStream> own_stream() override;
   bool has_own_streams() const override { return own_streams_.load(std::memory_order_acquire) > 0; }
@@ -146,6 +157,9 @@ class CudaDevice final : public Device {
   std::deque<PendingReport> reports_;
   // Written under report_mu_; read without it by report_mark, which every event's creation calls.
   std::atomic<std::uint64_t> reports_queued_{0};
+  // The NCCL communicators joined, by collective id; they live as long as the process, as the library does.
+  mutable std::mutex nccl_mu_;
+  std::map<std::int64_t, ncclComm_t> nccl_comms_ TCTL_GUARDED_BY(nccl_mu_);
   // The own streams threads hold now (Device::own_stream), and how many.
   mutable std::mutex own_mu_;
   std::vector<cudaStream_t> own_ TCTL_GUARDED_BY(own_mu_);

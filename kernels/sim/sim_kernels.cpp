@@ -2,7 +2,8 @@
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
 // complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole, also with dynamic loss
-// scaling (AllFinite, MulScalar); any other op falls back to the CPU through placement.
+// scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other op falls back to
+// the CPU through placement.
 #include <memory>
 #include <vector>
 
@@ -82,15 +83,27 @@ void run_on_stream(KernelContext& ctx) {
              ctx.node().name + " left its output off " + ctx.device().name());
 }
 
+// AllReduce waits for the other members: inside the stream's work it would hold the stream from a member
+// whose replica shares the device. So it waits for its inputs, then runs the CPU's kernel on the calling
+// thread, on its own buffers. A device graph never records it (core/device_graph.cpp: collectives).
+void all_reduce_sim(KernelContext& ctx) {
+  refuse_foreign(ctx);
+  ctx.device().synchronize();
+  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
+  TCTL_CHECK(arithmetic != nullptr, "AllReduce has no CPU kernel to simulate");
+  arithmetic(ctx);
+}
+
 constexpr const char* kSimulatedOps[] = {
     "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",          "ReluGrad",
     "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent",   "SoftmaxXentGrad",
     "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage", "AllFinite",
-    "MulScalar",
+    "MulScalar", "FlatSlice",
 };
 
 bool register_all() {
   for (const char* op : kSimulatedOps) register_kernel(op, device_kind("sim"), run_on_stream);
+  register_kernel("AllReduce", device_kind("sim"), all_reduce_sim);
   return true;
 }
 [[maybe_unused]] const bool registered = register_all();

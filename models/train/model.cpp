@@ -175,7 +175,7 @@ void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
   // replicas) happens here and nowhere else.
   if (r.member >= 0) {
     pass.weight = g.placeholder("replica_weight", DType::kF32, Shape{});
-    grads = all_reduce_gradients(g, std::move(grads), pass, r.member);
+    grads = all_reduce_gradients(g, std::move(grads), pass, r);
   }
   if (options_.combine_gradients) {
     grads = options_.combine_gradients(g, vars, std::move(grads));
@@ -187,12 +187,17 @@ void Model::trace_training(Graph& g, TracedPass& pass, const Traced& r) {
 }
 
 // Buckets from the last variable back, the order backpropagation finishes their gradients in, so the first
-// bucket can be exchanged while earlier layers still compute. Each bucket is one AllReduce on the CPU (its
-// gradients reach it through copy nodes from a device), after the bucket before it by a control edge: every
-// replica issues them in one order, so they cannot wait on each other crosswise.
+// bucket can be exchanged while earlier layers still compute. Each bucket is one AllReduce, after the bucket
+// before it by a control edge: every replica issues them in one order, so they cannot wait on each other
+// crosswise. It runs on the replica's device where that device's own all-reduce carries the collective (NCCL
+// on CUDA: the gradients never leave the GPU; join_collective_on), else on the CPU, the gradients reaching it
+// through copy nodes.
 std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> grads, const TracedPass& pass,
-                                                int member) const {
-  Graph::Scope scope(g, "all_reduce", "cpu", Phase::kUpdate);
+                                                const Traced& r) {
+  std::string why;
+  const std::string device = join_collective_on(r.device, strategy_->collective(), r.member, &why);
+  if (!why.empty()) note_placement_warnings({why});
+  Graph::Scope scope(g, "all_reduce", device, Phase::kUpdate);
   const Output weight = pass.weight;
   std::vector<Output> out(grads.size());
   int previous = -1;
@@ -212,7 +217,7 @@ std::vector<Output> Model::all_reduce_gradients(Graph& g, std::vector<Output> gr
     inputs.push_back(weight);
     const Output packed = g.add(
         "AllReduce", std::move(inputs),
-        Attrs{{"group", strategy_->collective()->id()}, {"member", std::int64_t{member}}, {"instance", instance++}});
+        Attrs{{"group", strategy_->collective()->id()}, {"member", std::int64_t{r.member}}, {"instance", instance++}});
     if (previous >= 0) g.add_control_input(packed.node, previous);
     previous = packed.node;
     std::int64_t at = 0;

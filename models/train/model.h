@@ -207,7 +207,7 @@ class Model {
                            ThreadPool& inter, ThreadPool& intra);
   // The all-reduce of one replica's gradients, in buckets (ModelOptions::bucket_bytes).
   std::vector<Output> all_reduce_gradients(Graph& g, std::vector<Output> grads, const TracedPass& pass,
-                                           int member) const;
+                                           const Traced& r);
   SessionOptions session_options() const;
   // trace_training run eagerly on one batch; returns the loss.
   float eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options);

@@ -187,6 +187,24 @@ TEST_CASE("mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas; ran
   CHECK(s.at("test").at("accuracy") == read_json(dir / "mirrored/summary.json").at("test").at("accuracy"));
 }
 
+// The path NCCL takes on GPUs, on the simulated device: the workers agree through MPI that each can
+// all-reduce on its device, and the gradients are then summed there (kernels/sim's AllReduce runs the CPU's).
+TEST_CASE("mpirun -np 2 multi-worker on sim:0 all-reduces on the device, with the bits of the CPU's") {
+  if (!mpirun_ready()) return;
+  TempDir dir;
+  dir.write("mirrored.json", strategy_digits_config({{"type", "mirrored"}, {"replicas", 2}}));
+  nlohmann::json c = nlohmann::json::parse(strategy_digits_config(kWorkers));
+  c["device"] = "sim:0";
+  dir.write("workers.json", c.dump());
+  REQUIRE(run_tensorctl("train mirrored.json --output mirrored --quiet", dir.path()).status == 0);
+  const CommandResult r = run_mpirun(2, "train workers.json --output workers --log-device-placement", dir);
+  REQUIRE(r.status == 0);
+  CHECK(read_text(dir / "workers/weights.safetensors") == read_text(dir / "mirrored/weights.safetensors"));
+  CHECK(r.err.find("placement: all_reduce/AllReduce (AllReduce): sim:0\n") != std::string::npos);
+  CHECK(r.err.find("(AllReduce): cpu") == std::string::npos);
+  CHECK(r.err.find("gradients all-reduced on the cpu") == std::string::npos);
+}
+
 TEST_CASE("streamed in windows: mpirun -np 2 multi-worker trains the bits of 2 mirrored replicas streamed") {
   if (!mpirun_ready()) return;
   TempDir dir;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/collective.h"
 #include "core/device_graph.h"
 #include "core/kernel_context.h"
 #include "core/op_registry.h"
@@ -418,4 +419,25 @@ TEST_CASE("a snapshot variable read by a later segment refuses that segment too"
     CHECK(run_x(s, x, out, 0) == run_x(e, xe, oute, 0));
   }
   CHECK(s.device_graph_replays() == 0);
+}
+
+TEST_CASE("an all-reduce on sim refuses its segment: a replay would meet under a past step's key") {
+  auto g = std::make_shared<Graph>();
+  const std::shared_ptr<CollectiveGroup> group = CollectiveGroup::create(1);
+  const Output x = g->placeholder("x", DType::kF32, Shape{2, 4});
+  Output sum;
+  {
+    Graph::Scope scope(*g, "a", "sim:1", Phase::kForward);
+    sum = g->add("AllReduce", {g->add("Relu", {x}), g->scalar(1.0f)},
+                 Attrs{{"group", group->id()}, {"member", std::int64_t{0}}, {"instance", std::int64_t{0}}});
+  }
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session s(g, inter, intra, log.options(true));
+  for (int step = 0; step < 3; ++step) {
+    const Tensor out = s.run(std::vector<Feed>{{x, Tensor::filled(Shape{2, 4}, static_cast<float>(step + 1))}},
+                             std::vector<Output>{sum})[0];
+    CHECK(out.to(cpu_device()).to_floats() == std::vector<float>(8, static_cast<float>(step + 1)));
+  }
+  CHECK(log.has("runs eagerly: node a/AllReduce (AllReduce) meets other replicas by its step"));
 }

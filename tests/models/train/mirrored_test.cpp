@@ -25,8 +25,9 @@ const char* const kDropoutMlp = R"({"input_shape": [8], "layers": [
 
 // A model of `spec` with one replica per device (one device: no strategy), Adam, one thread per pool.
 std::unique_ptr<Model> make_model(const char* spec, const std::vector<std::string>& devices,
-                                  std::int64_t bucket_bytes = std::int64_t{4} << 20) {
+                                  std::int64_t bucket_bytes = std::int64_t{4} << 20, bool device_graphs = false) {
   ModelOptions o;
+  o.device_graphs = device_graphs;
   o.optimizer.type = "adam";
   o.optimizer.learning_rate = 0.01;
   o.inter_op_threads = 1;
@@ -34,6 +35,7 @@ std::unique_ptr<Model> make_model(const char* spec, const std::vector<std::strin
   o.seed = 5;
   o.bucket_bytes = bucket_bytes;
   if (devices.size() > 1) o.replica_devices = devices;
+  o.device = devices[0];
   std::vector<std::shared_ptr<Sequential>> nets;
   for (std::size_t r = 0; r < devices.size(); ++r)
     nets.push_back(std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(spec), "m.json", "", 3)));
@@ -189,6 +191,60 @@ TEST_CASE("a replica on sim:0 computes the bits of a replica on the CPU") {
   train(*sim, data);
   check_replicas_agree(*sim);
   CHECK(same_bits(weights_of(sim->replica_net(1)), weights_of(cpu->replica_net(1))));
+}
+
+// The devices the training graph's AllReduce nodes ask for, one entry per node.
+std::vector<std::string> all_reduce_devices(const Model& model) {
+  std::vector<std::string> out;
+  for (const Node& n : model.training_graph().nodes())
+    if (n.op->name == "AllReduce") out.push_back(n.device);
+  return out;
+}
+
+// Whether placement moved an AllReduce or FlatSlice to the CPU (a line "all_reduce/AllReduce: op AllReduce
+// has no kernel for sim:0, running on cpu"), or the model chose the CPU for them.
+bool all_reduce_fell_back(const Model& model) {
+  for (const auto& w : model.placement_warnings())
+    if (w.rfind("all_reduce/", 0) == 0 || w.find("gradients all-reduced on the cpu") != std::string::npos) return true;
+  return false;
+}
+
+TEST_CASE("replicas on sim all-reduce there, with the CPU's bits, two of them on one device too") {
+  const auto data = batches(10, 64);
+  auto cpu = make_model(kMlp, {"cpu", "cpu"});
+  train(*cpu, data);
+  CHECK(all_reduce_devices(*cpu) == std::vector<std::string>{"cpu"});
+  for (const auto& devices : {std::vector<std::string>{"sim:0", "sim:1"}, std::vector<std::string>{"sim:1", "sim:1"},
+                              std::vector<std::string>{"sim:0", "sim:1", "graphs"}}) {
+    CAPTURE(devices[0] + " " + devices[1]);
+    // With device graphs the all-reduce stays out of every recording: a replay would meet under a past step's key.
+    auto sim = make_model(kMlp, {devices[0], devices[1]}, std::int64_t{4} << 20, devices.size() > 2);
+    CHECK(all_reduce_devices(*sim) == std::vector<std::string>{devices[0]});
+    CHECK(!all_reduce_fell_back(*sim));
+    train(*sim, data);
+    check_replicas_agree(*sim);
+    CHECK(same_bits(weights_of(sim->net()), weights_of(cpu->net())));
+    CHECK(sim->all_reduce_totals().calls == 10);
+    if (devices.size() > 2) CHECK(sim->training_graph_replays() > 0);
+  }
+}
+
+// A worker alone in its collective, as one rank of NCCL on the GPU machine (tests/gpu/nccl_test.cpp): the
+// all-reduce weighs by 1 and sums one member, so the run keeps a plain run's bits.
+TEST_CASE("one worker on sim:0 all-reduces there and trains the bits of a plain run") {
+  const auto data = batches(10, 64);
+  auto plain = make_model(kMlp, {"sim:0"});
+  ModelOptions o = plain->options();
+  o.workers = CollectiveGroup::create(1);
+  std::vector<std::shared_ptr<Sequential>> nets{
+      std::make_shared<Sequential>(Sequential::from_json(nlohmann::json::parse(kMlp), "m.json", "", 3))};
+  Model worker(std::move(nets), o);
+  CHECK(all_reduce_devices(worker) == std::vector<std::string>{"sim:0"});
+  CHECK(!all_reduce_fell_back(worker));
+  train(*plain, data);
+  train(worker, data);
+  CHECK(same_bits(weights_of(worker.net()), weights_of(plain->net())));
+  CHECK(worker.all_reduce_totals().calls == 10);
 }
 
 TEST_CASE("a gradient that is not finite on one replica fails the step on all of them, and the next step runs") {

@@ -39,14 +39,14 @@ TEST_CASE("LSTM computes Keras' cell: every step against the equations in double
 
 TEST_CASE("LSTM reading an Embedding on the CPU multiplies each distinct id's row once, to the same outputs") {
   // Embedding(30, 5) then LSTM(4) over 6 steps of ids that repeat: the input product is EmbeddingMatMul.
-  auto spec = [](double dropout) {
+  auto spec = [](double dropout, const std::string& lstm_device = "") {
+    nlohmann::json lstm{{"type", "LSTM"}, {"units", 4}, {"return_sequences", true}, {"dropout", dropout}};
+    if (!lstm_device.empty()) lstm["device"] = lstm_device;
     return nlohmann::json{{"input_shape", {6}},
-                          {"layers",
-                           {{{"type", "Embedding"}, {"input_dim", 30}, {"output_dim", 5}},
-                            {{"type", "LSTM"}, {"units", 4}, {"return_sequences", true}, {"dropout", dropout}}}}};
+                          {"layers", {{{"type", "Embedding"}, {"input_dim", 30}, {"output_dim", 5}}, std::move(lstm)}}};
   };
-  auto ops_of = [&](const std::string& device, double dropout, bool training) {
-    const Sequential net = Sequential::from_json(spec(dropout), "lstm.json", "", 7);
+  auto ops_of = [&](const std::string& device, double dropout, bool training, const std::string& lstm_device = "") {
+    const Sequential net = Sequential::from_json(spec(dropout, lstm_device), "lstm.json", "", 7);
     Graph g;
     net.call(g, g.placeholder("x", DType::kF32, Shape{-1, 6}), training, device);
     std::vector<std::string> ops;
@@ -61,6 +61,9 @@ TEST_CASE("LSTM reading an Embedding on the CPU multiplies each distinct id's ro
   // Input dropout stands between the two, and sim has no kernel for it: the product of every row.
   CHECK(has(ops_of("cpu", 0.5, true), "MatMul"));
   CHECK(!has(ops_of("sim:0", 0.0, false), "EmbeddingMatMul"));
+  // The table on the CPU, the LSTM on sim:0: the product is the LSTM's, on its device.
+  CHECK(!has(ops_of("cpu", 0.0, false, "sim:0"), "EmbeddingMatMul"));
+  CHECK(has(ops_of("cpu", 0.0, false, "sim:0"), "MatMul"));
 
   const auto net = std::make_shared<Sequential>(Sequential::from_json(spec(0.0), "lstm.json", "", 7));
   const auto& vars = net->variables();
