@@ -9,6 +9,10 @@
 // "momentum" attribute, or 0 while steps_done is 0 (the first update starts the average at the value).
 #include "core/ops/ops.h"
 
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "core/op_registry.h"
 
 namespace tctl {
@@ -21,6 +25,27 @@ InferFn update_infer(int extra = 0) {
     for (int i = 1; i < 2 + extra; ++i) c.expect_rank(i, 0);
     return TensorSpec{DType::kF32, Shape{}};
   };
+}
+
+// FusedUpdate: the update op named by the string attribute "update" (ApplySgd, ApplyMomentum, ApplyAdam,
+// ApplyRmsProp, ApplyAdagrad, with that op's attributes) for "variables" of them at once: inputs the k
+// gradients, then that op's scalars (the learning rate; Adam's steps done); variables k runs of that op's
+// (each weight, then its slots). One kernel instead of k: on a GPU, one launch instead of k, each with the
+// stream's fixed cost (the optimizer fuses where a device has the kernel: models/train/optimizer.cpp).
+TensorSpec fused_update_infer(const InferContext& c) {
+  static const std::vector<std::string> updates{"ApplySgd", "ApplyMomentum", "ApplyAdam", "ApplyRmsProp",
+                                                "ApplyAdagrad"};
+  const std::string& update = c.attrs().s("update");
+  if (std::find(updates.begin(), updates.end(), update) == updates.end())
+    c.fail("update must be one of ApplySgd, ApplyMomentum, ApplyAdam, ApplyRmsProp, ApplyAdagrad, not " + update);
+  const std::int64_t count = c.attrs().i("variables");
+  const int scalars = update == "ApplyAdam" ? 2 : 1;
+  if (count < 1 || count + scalars != c.num_inputs())
+    c.fail("takes its " + std::to_string(count) + " gradients and " + std::to_string(scalars) + " scalars, given " +
+           std::to_string(c.num_inputs()) + " inputs");
+  for (int i = 0; i < c.num_inputs(); ++i) c.expect_dtype(i, DType::kF32);
+  for (int i = static_cast<int>(count); i < c.num_inputs(); ++i) c.expect_rank(i, 0);
+  return TensorSpec{DType::kF32, Shape{}};
 }
 
 TensorSpec global_norm_infer(const InferContext& c) {
@@ -45,6 +70,7 @@ void define_optimizers_ops() {
   register_op({.name = "ApplyAdam", .num_inputs = 3, .infer = update_infer(1)});
   register_op({.name = "ApplyRmsProp", .num_inputs = 2, .infer = update_infer()});
   register_op({.name = "ApplyAdagrad", .num_inputs = 2, .infer = update_infer()});
+  register_op({.name = "FusedUpdate", .num_inputs = -1, .infer = fused_update_infer});
   // Increment and MovingAverage take an optional last input they do not read: dynamic loss scaling's factor,
   // which is dead on a skipped step (core/ops/loss_scale.cpp), so they are skipped with the updates.
   register_op({.name = "Increment", .num_inputs = -1, .infer = [](const InferContext& c) {

@@ -3,10 +3,13 @@
 // gradient, the learning rate (a float scalar read of the optimizer's learning-rate variable, so a schedule
 // changes it without retracing), and for Adam the number of steps completed before this one (a float scalar
 // read of the step counter). The output is unused. Every update first checks its gradient and throws
-// NonFiniteError, naming the variable, before writing. Also here: GlobalNorm and ClipByGlobalNorm, the
-// gradient clipping that feeds the updates.
+// NonFiniteError, naming the variable, before writing. FusedUpdate runs one of them for many variables,
+// checking every gradient first. Also here: GlobalNorm and ClipByGlobalNorm, the gradient clipping that feeds
+// the updates.
 #include <cmath>
 #include <optional>
+#include <span>
+#include <string>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -16,21 +19,50 @@ namespace {
 // Elements per intra-op block of an update pass.
 constexpr std::int64_t kUpdateGrain = 32768;
 
+// One variable's update: its gradient, its variables (the weight, then its slots: VarUse entries of the node)
+// and the node's scalar inputs (the learning rate, then Adam's steps done). A FusedUpdate node holds many.
+struct OneUpdate {
+  const float* g;
+  std::int64_t n;  // the gradient's elements
+  std::span<const VarUse> vars;
+  float lr;
+  float steps_done;  // Adam's; unused by the others
+  Variable& var(std::size_t j) const { return *vars[j].var; }
+};
+using UpdatePass = void (*)(const KernelContext&, const OneUpdate&);
+
+// Update `index` of a node whose inputs are `count` gradients and then its scalars, and whose variables are
+// `count` runs of the same length.
+OneUpdate one_update(const KernelContext& ctx, int index, int count) {
+  const Tensor& grad = ctx.input(index);
+  const std::size_t per = ctx.node().vars.size() / static_cast<std::size_t>(count);
+  return {grad.data<float>(), grad.num_elements(),
+          std::span<const VarUse>(ctx.node().vars).subspan(static_cast<std::size_t>(index) * per, per),
+          ctx.input(count).data<float>()[0],
+          ctx.num_inputs() > count + 1 ? ctx.input(count + 1).data<float>()[0] : 0.0f};
+}
+
 // The numeric guard, one pass before anything is written (any_non_finite), cut into the update's own blocks,
 // so with several intra-op threads each reads its part at once.
-void check_gradient(const KernelContext& ctx) {
-  const Tensor& grad = ctx.input(0);
-  const float* g = grad.data<float>();
-  const std::int64_t n = grad.num_elements();
+void check_gradient(const KernelContext& ctx, const float* g, std::int64_t n, const Variable& var) {
   if (!any_non_finite(ctx, g, n, kUpdateGrain)) [[likely]]
     return;
   std::int64_t first = 0;
   while (std::isfinite(g[first])) ++first;
-  throw NonFiniteError("gradient of " + ctx.var(0).name() + " is " + (std::isnan(g[first]) ? "NaN" : "infinite") +
+  throw NonFiniteError("gradient of " + var.name() + " is " + (std::isnan(g[first]) ? "NaN" : "infinite") +
                        " (element " + std::to_string(first) + " of " + std::to_string(n) + ")");
 }
+void check_gradient(const KernelContext& ctx) {
+  check_gradient(ctx, ctx.input(0).data<float>(), ctx.input(0).num_elements(), ctx.var(0));
+}
 
-float learning_rate(const KernelContext& ctx) { return ctx.input(1).data<float>()[0]; }
+// An update op's kernel: its one variable's guard, then its pass.
+template <UpdatePass pass>
+void apply_one(KernelContext& ctx) {
+  const OneUpdate u = one_update(ctx, 0, 1);
+  check_gradient(ctx, u.g, u.n, u.var(0));
+  pass(ctx, u);
+}
 
 // Every update goes through Variable::Update, so it honours the variable's locking mode: under its lock, by
 // compare-and-swap, or unsynchronized. The slots share their variable's mode. When every Update owns its
@@ -43,25 +75,23 @@ bool all_owned(std::initializer_list<const Variable::Update*> updates) {
 }
 
 // w -= lr * g
-void apply_sgd_cpu(KernelContext& ctx) {
-  check_gradient(ctx);
-  const float lr = learning_rate(ctx);
-  const float* g = ctx.input(0).data<float>();
-  Variable::Update w(ctx.var(0));
+void sgd_pass(const KernelContext& ctx, const OneUpdate& u) {
+  const float lr = u.lr;
+  const float* g = u.g;
+  Variable::Update w(u.var(0));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     for (std::int64_t i = b; i < e; ++i) w.apply(i, [&](float x) { return x - lr * g[i]; });
   });
 }
 
 // Keras' formulation: v = momentum * v - lr * g; w += v (nesterov: w += momentum * v - lr * g).
-void apply_momentum_cpu(KernelContext& ctx) {
-  check_gradient(ctx);
-  const float lr = learning_rate(ctx);
+void momentum_pass(const KernelContext& ctx, const OneUpdate& u) {
+  const float lr = u.lr;
   const float mu = static_cast<float>(ctx.attrs().f("momentum"));
   const bool nesterov = ctx.attrs().i_or("nesterov", 0) != 0;
-  const float* g = ctx.input(0).data<float>();
-  Variable::Update w(ctx.var(0));
-  Variable::Update v(ctx.var(1));
+  const float* g = u.g;
+  Variable::Update w(u.var(0));
+  Variable::Update v(u.var(1));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     if (all_owned({&w, &v})) {
       float* pw = w.data();
@@ -83,20 +113,19 @@ void apply_momentum_cpu(KernelContext& ctx) {
 // Keras' Adam: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; w -= lr_t m / (sqrt(v) + eps) with
 // lr_t = lr sqrt(1 - b2^t) / (1 - b1^t). AdamW (weight_decay > 0) first decays w -= lr wd w, as Keras'
 // and PyTorch's AdamW do, decoupled from the gradient.
-void apply_adam_cpu(KernelContext& ctx) {
-  check_gradient(ctx);
-  const double lr = learning_rate(ctx);
+void adam_pass(const KernelContext& ctx, const OneUpdate& u) {
+  const double lr = u.lr;
   const float b1 = static_cast<float>(ctx.attrs().f("beta1"));
   const float b2 = static_cast<float>(ctx.attrs().f("beta2"));
   const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
   const float decay = static_cast<float>(lr * ctx.attrs().f_or("weight_decay", 0.0));
-  const double t = static_cast<double>(ctx.input(2).data<float>()[0]) + 1.0;
+  const double t = static_cast<double>(u.steps_done) + 1.0;
   const float lr_t = static_cast<float>(lr * std::sqrt(1.0 - std::pow(static_cast<double>(b2), t)) /
                                         (1.0 - std::pow(static_cast<double>(b1), t)));
-  const float* g = ctx.input(0).data<float>();
-  Variable::Update w(ctx.var(0));
-  Variable::Update m(ctx.var(1));
-  Variable::Update v(ctx.var(2));
+  const float* g = u.g;
+  Variable::Update w(u.var(0));
+  Variable::Update m(u.var(1));
+  Variable::Update v(u.var(2));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     if (all_owned({&w, &m, &v})) {
       float* pw = w.data();
@@ -128,20 +157,19 @@ void apply_adam_cpu(KernelContext& ctx) {
 // Keras' RMSprop: ms = rho ms + (1-rho) g^2; centered: mg = rho mg + (1-rho) g, denominator ms - mg^2 + eps,
 // else ms + eps; step = lr g / sqrt(denominator); with momentum: mom = momentum mom + step; w -= mom.
 // Variables: w, ms, then mg when centered, then mom when momentum > 0.
-void apply_rmsprop_cpu(KernelContext& ctx) {
-  check_gradient(ctx);
-  const float lr = learning_rate(ctx);
+void rmsprop_pass(const KernelContext& ctx, const OneUpdate& u) {
+  const float lr = u.lr;
   const float rho = static_cast<float>(ctx.attrs().f("rho"));
   const float mu = static_cast<float>(ctx.attrs().f("momentum"));
   const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
   const bool centered = ctx.attrs().i("centered") != 0;
-  const float* g = ctx.input(0).data<float>();
-  Variable::Update w(ctx.var(0));
-  Variable::Update ms(ctx.var(1));
+  const float* g = u.g;
+  Variable::Update w(u.var(0));
+  Variable::Update ms(u.var(1));
   std::optional<Variable::Update> mg, mom;
-  int next = 2;
-  if (centered) mg.emplace(ctx.var(next++));
-  if (mu > 0.0f) mom.emplace(ctx.var(next++));
+  std::size_t next = 2;
+  if (centered) mg.emplace(u.var(next++));
+  if (mu > 0.0f) mom.emplace(u.var(next++));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     if (all_owned({&w, &ms, mg ? &*mg : nullptr, mom ? &*mom : nullptr})) {
       float* pw = w.data();
@@ -193,13 +221,12 @@ void apply_rmsprop_cpu(KernelContext& ctx) {
 }
 
 // Keras' Adagrad: acc += g^2; w -= lr g / sqrt(acc + eps). Variables: w, acc.
-void apply_adagrad_cpu(KernelContext& ctx) {
-  check_gradient(ctx);
-  const float lr = learning_rate(ctx);
+void adagrad_pass(const KernelContext& ctx, const OneUpdate& u) {
+  const float lr = u.lr;
   const float eps = static_cast<float>(ctx.attrs().f("epsilon"));
-  const float* g = ctx.input(0).data<float>();
-  Variable::Update w(ctx.var(0));
-  Variable::Update acc(ctx.var(1));
+  const float* g = u.g;
+  Variable::Update w(u.var(0));
+  Variable::Update acc(u.var(1));
   ctx.parallel_for(w.size(), kUpdateGrain, [&](std::int64_t b, std::int64_t e) {
     if (all_owned({&w, &acc})) {
       float* pw = w.data();
@@ -216,6 +243,27 @@ void apply_adagrad_cpu(KernelContext& ctx) {
       w.apply(i, [&](float x) { return x - lr * g[i] / std::sqrt(ai + eps); });
     }
   });
+}
+
+UpdatePass pass_of(const std::string& update) {
+  if (update == "ApplySgd") return sgd_pass;
+  if (update == "ApplyMomentum") return momentum_pass;
+  if (update == "ApplyAdam") return adam_pass;
+  if (update == "ApplyRmsProp") return rmsprop_pass;
+  TCTL_CHECK(update == "ApplyAdagrad", "FusedUpdate of an unknown update " + update);
+  return adagrad_pass;
+}
+
+// Every variable's gradient is checked before any is written: a gradient that is not finite leaves every
+// variable of the node as it was (per-variable nodes would have updated those that ran before it).
+void fused_update_cpu(KernelContext& ctx) {
+  const UpdatePass pass = pass_of(ctx.attrs().s("update"));
+  const int count = static_cast<int>(ctx.attrs().i("variables"));
+  for (int k = 0; k < count; ++k) {
+    const OneUpdate u = one_update(ctx, k, count);
+    check_gradient(ctx, u.g, u.n, u.var(0));
+  }
+  for (int k = 0; k < count; ++k) pass(ctx, one_update(ctx, k, count));
 }
 
 // var += amount (a float scalar attribute); counts optimizer steps.
@@ -283,10 +331,11 @@ void clip_by_global_norm_cpu(KernelContext& ctx) {
 
 }  // namespace
 
-TCTL_REGISTER_KERNELS("cpu", {"ApplySgd", apply_sgd_cpu}, {"ApplyMomentum", apply_momentum_cpu},
-                      {"ApplyAdam", apply_adam_cpu}, {"ApplyRmsProp", apply_rmsprop_cpu},
-                      {"ApplyAdagrad", apply_adagrad_cpu}, {"Increment", increment_cpu},
-                      {"AccumulateGradient", accumulate_gradient_cpu}, {"MovingAverage", moving_average_cpu},
-                      {"GlobalNorm", global_norm_cpu}, {"ClipByGlobalNorm", clip_by_global_norm_cpu});
+TCTL_REGISTER_KERNELS("cpu", {"ApplySgd", apply_one<sgd_pass>}, {"ApplyMomentum", apply_one<momentum_pass>},
+                      {"ApplyAdam", apply_one<adam_pass>}, {"ApplyRmsProp", apply_one<rmsprop_pass>},
+                      {"ApplyAdagrad", apply_one<adagrad_pass>}, {"FusedUpdate", fused_update_cpu},
+                      {"Increment", increment_cpu}, {"AccumulateGradient", accumulate_gradient_cpu},
+                      {"MovingAverage", moving_average_cpu}, {"GlobalNorm", global_norm_cpu},
+                      {"ClipByGlobalNorm", clip_by_global_norm_cpu});
 
 }  // namespace tctl::cpu

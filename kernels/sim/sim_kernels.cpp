@@ -1,9 +1,9 @@
 // Kernels of the simulated device (kernels/sim/sim_device.h). Each checks that every buffer it is given lives on
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
-// complete: a dense network with ReLU, softmax cross-entropy and Adam runs on sim whole, also with dynamic loss
-// scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other op falls back to
-// the CPU through placement.
+// complete: a dense network with ReLU, softmax cross-entropy and Adam (its updates fused) runs on sim whole, also with
+// dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other op falls
+// back to the CPU through placement.
 #include <memory>
 #include <vector>
 
@@ -98,7 +98,7 @@ constexpr const char* kSimulatedOps[] = {
     "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",          "ReluGrad",
     "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent",   "SoftmaxXentGrad",
     "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage", "AllFinite",
-    "MulScalar", "FlatSlice",
+    "MulScalar", "FlatSlice",   "FusedUpdate",
 };
 
 bool register_all() {

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include "core/ceil_div.h"
+#include "core/device.h"
+#include "core/op_registry.h"
 
 namespace tctl {
 
@@ -83,6 +86,70 @@ std::shared_ptr<Variable> Optimizer::slot(const Variable& var, const std::string
   return s;
 }
 
+// One variable's update op, as the config's optimizer makes it: the op, its attributes, its scalar inputs
+// after the gradient (the learning rate; Adam's steps done) and its variables (the weight, then its slots).
+Optimizer::VariableUpdate Optimizer::update_of(const std::shared_ptr<Variable>& v, Output lr, Output step) {
+  const OptimizerConfig& c = config_;
+  if (c.type == "sgd" && c.momentum == 0.0) return {"ApplySgd", {}, {lr}, {{v, true}}};
+  if (c.type == "sgd") {
+    return {"ApplyMomentum",
+            Attrs{{"momentum", c.momentum}, {"nesterov", std::int64_t{c.nesterov}}},
+            {lr},
+            {{v, true}, {slot(*v, "velocity"), true}}};
+  }
+  if (c.type == "adam" || c.type == "adamw") {
+    Attrs a{{"beta1", c.beta1},
+            {"beta2", c.beta2},
+            {"epsilon", c.epsilon},
+            {"weight_decay", c.type == "adamw" ? c.weight_decay : 0.0}};
+    return {"ApplyAdam", std::move(a), {lr, step}, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}};
+  }
+  if (c.type == "rmsprop") {
+    Attrs a{{"rho", c.rho}, {"momentum", c.momentum}, {"epsilon", c.epsilon}, {"centered", std::int64_t{c.centered}}};
+    // Room for all four first: growing a vector built from an initializer list trips g++ 12's -Warray-bounds
+    // (a false positive, in shared_ptr's move inside the reallocation).
+    std::vector<VarUse> uses;
+    uses.reserve(4);
+    uses.push_back({v, true});
+    uses.push_back({slot(*v, "velocity"), true});
+    if (c.centered) uses.push_back({slot(*v, "average_gradient"), true});
+    if (c.momentum > 0.0) uses.push_back({slot(*v, "momentum"), true});
+    return {"ApplyRmsProp", std::move(a), {lr}, std::move(uses)};
+  }
+  const float init = static_cast<float>(c.initial_accumulator_value);
+  return {"ApplyAdagrad", Attrs{{"epsilon", c.epsilon}}, {lr}, {{v, true}, {slot(*v, "accumulator", init), true}}};
+}
+
+namespace {
+
+// The variables by the device placement will run their updates on: that of the first node using each (the
+// root of its colocation group, core/placement.cpp), in the order of `vars`; "cpu" for one nothing uses.
+std::vector<std::pair<std::string, std::vector<std::size_t>>> fusable_groups(
+    const Graph& g, const std::vector<std::shared_ptr<Variable>>& vars) {
+  std::unordered_map<const Variable*, std::string> first_device;
+  for (const Node& n : g.nodes())
+    for (const VarUse& use : n.vars) first_device.emplace(use.var.get(), n.device);
+  std::vector<std::pair<std::string, std::vector<std::size_t>>> groups;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    const auto it = first_device.find(vars[i].get());
+    const std::string device = it == first_device.end() ? "cpu" : it->second;
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == device; });
+    if (group == groups.end()) group = groups.insert(groups.end(), {device, {}});
+    group->second.push_back(i);
+  }
+  return groups;
+}
+
+// Whether `device` (a name) is present and not the CPU, with a FusedUpdate kernel: there one kernel updates
+// all its variables. The CPU keeps an update per variable, each free to run once its gradient is ready.
+bool fuses_updates(const std::string& device) {
+  if (is_cpu_name(device)) return false;
+  const Device* d = DeviceRegistry::instance().find(device);
+  return d != nullptr && op_def("FusedUpdate").kernel(d->kind()) != nullptr;
+}
+
+}  // namespace
+
 UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
                            const std::vector<Output>& step_grads) {
   Graph::Scope scope(g, "optimizer", "cpu", Phase::kUpdate);
@@ -104,39 +171,40 @@ UpdateOps Optimizer::apply(Graph& g, const std::vector<std::shared_ptr<Variable>
     const Output norm = g.add("GlobalNorm", grads);
     for (Output& grad : clipped) grad = g.add("ClipByGlobalNorm", {grad, norm}, Attrs{{"clipnorm", c.global_clipnorm}});
   }
-  for (std::size_t i = 0; i < vars.size(); ++i) {
-    const auto& v = vars[i];
-    const Output grad = clipped[i];
-    if (c.type == "sgd" && c.momentum == 0.0) {
-      updates.push_back(g.add("ApplySgd", {grad, lr}, {}, {{v, true}}));
-    } else if (c.type == "sgd") {
-      Attrs a{{"momentum", c.momentum}, {"nesterov", std::int64_t{c.nesterov}}};
-      updates.push_back(g.add("ApplyMomentum", {grad, lr}, a, {{v, true}, {slot(*v, "velocity"), true}}));
-    } else if (adam) {
-      Attrs a{{"beta1", c.beta1},
-              {"beta2", c.beta2},
-              {"epsilon", c.epsilon},
-              {"weight_decay", c.type == "adamw" ? c.weight_decay : 0.0}};
-      updates.push_back(
-          g.add("ApplyAdam", {grad, lr, step}, a, {{v, true}, {slot(*v, "m"), true}, {slot(*v, "v"), true}}));
-    } else if (c.type == "rmsprop") {
-      Attrs a{{"rho", c.rho}, {"momentum", c.momentum}, {"epsilon", c.epsilon}, {"centered", std::int64_t{c.centered}}};
-      // Room for all four first: growing a vector built from an initializer list trips g++ 12's -Warray-bounds
-      // (a false positive, in shared_ptr's move inside the reallocation).
+  std::vector<Output> applied(vars.size());
+  std::vector<VariableUpdate> each;
+  for (const auto& v : vars) each.push_back(update_of(v, lr, step));
+  for (const auto& [device, members] : fusable_groups(g, vars)) {
+    // One FusedUpdate for the device's variables, where it has the kernel (one launch on a GPU for what
+    // were as many as variables); the rest one update each, as on the CPU, where each may run as soon as
+    // its gradient is ready.
+    if (members.size() > 1 && fuses_updates(device)) {
+      Graph::Scope there(g, "optimizer", device, Phase::kUpdate);
+      const VariableUpdate& first = each[members[0]];
+      std::vector<Output> inputs;
       std::vector<VarUse> uses;
-      uses.reserve(4);
-      uses.push_back({v, true});
-      uses.push_back({slot(*v, "velocity"), true});
-      if (c.centered) uses.push_back({slot(*v, "average_gradient"), true});
-      if (c.momentum > 0.0) uses.push_back({slot(*v, "momentum"), true});
-      updates.push_back(g.add("ApplyRmsProp", {grad, lr}, a, std::move(uses)));
-    } else {
-      const float init = static_cast<float>(c.initial_accumulator_value);
-      updates.push_back(g.add("ApplyAdagrad", {grad, lr}, Attrs{{"epsilon", c.epsilon}},
-                              {{v, true}, {slot(*v, "accumulator", init), true}}));
+      for (const std::size_t i : members) {
+        inputs.push_back(clipped[i]);
+        uses.insert(uses.end(), each[i].uses.begin(), each[i].uses.end());
+      }
+      inputs.insert(inputs.end(), first.scalars.begin(), first.scalars.end());
+      Attrs a = first.attrs;
+      a.set("update", first.op);
+      a.set("variables", static_cast<std::int64_t>(members.size()));
+      const Output fused = g.add("FusedUpdate", std::move(inputs), std::move(a), std::move(uses));
+      updates.push_back(fused);
+      for (const std::size_t i : members) applied[i] = fused;
+      continue;
+    }
+    for (const std::size_t i : members) {
+      VariableUpdate& u = each[i];
+      std::vector<Output> inputs{clipped[i]};
+      inputs.insert(inputs.end(), u.scalars.begin(), u.scalars.end());
+      applied[i] = g.add(u.op, std::move(inputs), u.attrs, std::move(u.uses));
+      updates.push_back(applied[i]);
     }
   }
-  if (c.use_ema) average(g, vars, step, gate, updates);
+  if (c.use_ema) average(g, vars, step, gate, applied, updates);
   std::vector<Output> count_gate;
   if (gate.valid()) count_gate.push_back(gate);
   updates.push_back(g.add("Increment", std::move(count_gate), Attrs{{"amount", 1.0}}, {{iterations_, true}}));
@@ -224,14 +292,13 @@ std::vector<Output> Optimizer::accumulate(Graph& g, const std::vector<std::share
 // use_ema: each weight's average follows its update, the last vars.size() of `updates` (Keras' use_ema:
 // after the update, before the counter moves, which starts the average at the first update's weight).
 void Optimizer::average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, Output gate,
-                        std::vector<Output>& updates) {
-  const std::size_t first_update = updates.size() - vars.size();
+                        const std::vector<Output>& applied, std::vector<Output>& updates) {
   for (std::size_t i = 0; i < vars.size(); ++i) {
     const auto average = slot(*vars[i], "average");
     if (std::none_of(averages_.begin(), averages_.end(), [&](const auto& p) { return p.second == average; }))
       averages_.emplace_back(vars[i], average);
     const Output value = g.read(vars[i]);
-    g.add_control_input(value.node, updates[first_update + i].node);
+    g.add_control_input(value.node, applied[i].node);
     std::vector<Output> inputs{value, step};
     if (gate.valid()) inputs.push_back(gate);
     updates.push_back(

@@ -107,8 +107,16 @@ class Optimizer {
   // apply()'s two optional stages: the gradients summed (returns what the updates read), the averages kept.
   std::vector<Output> accumulate(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars,
                                  const std::vector<Output>& step_grads, UpdateOps& ops);
+  // `applied`: each variable's update node (a FusedUpdate may serve several).
   void average(Graph& g, const std::vector<std::shared_ptr<Variable>>& vars, Output step, Output gate,
-               std::vector<Output>& updates);
+               const std::vector<Output>& applied, std::vector<Output>& updates);
+  struct VariableUpdate {
+    std::string op;
+    Attrs attrs;
+    std::vector<Output> scalars;
+    std::vector<VarUse> uses;
+  };
+  VariableUpdate update_of(const std::shared_ptr<Variable>& v, Output lr, Output step);
   static void write_scalar(Variable& v, float value);
   static double host_value(const std::shared_ptr<Variable>& v);
   // Divides the gradients by the loss scale; returns the factor every skipped node reads (dead on overflow)

@@ -282,3 +282,106 @@ TEST_CASE("AccumulateGradient and MovingAverage give the CPU's bits on the test 
     CHECK(averages[0]->read().to(cpu_device()).to_floats() == averages[1]->read().to(cpu_device()).to_floats());
   }
 }
+
+namespace {
+
+// Three variables of three sizes (a bias, a kernel, one past a GPU's one-block update) and their slots, as an
+// optimizer makes them: the weights random, the slots zero.
+std::vector<std::vector<std::shared_ptr<Variable>>> fused_case_variables(const UpdateCase& c) {
+  std::vector<std::vector<std::shared_ptr<Variable>>> vars;
+  for (const std::int64_t n : {std::int64_t{10}, std::int64_t{640}, std::int64_t{5000}}) {
+    vars.emplace_back();
+    for (int k = 0; k <= c.slots; ++k)
+      vars.back().push_back(
+          std::make_shared<Variable>("w" + std::to_string(n) + "/" + std::to_string(k),
+                                     k == 0 ? testing::random_tensor(Shape{n}, static_cast<std::uint64_t>(n))
+                                            : Tensor::zeros(DType::kF32, Shape{n})));
+  }
+  return vars;
+}
+
+// One FusedUpdate of `c` over `vars` with the gradients, on the test device when it has the kernel.
+void run_fused(const UpdateCase& c, const std::vector<std::vector<std::shared_ptr<Variable>>>& vars,
+               const std::vector<Tensor>& grads) {
+  auto g = std::make_shared<Graph>();
+  Graph::Scope scope(*g, "", testing::runs_on_test_device("FusedUpdate") ? testing::test_device() : "cpu",
+                     Phase::kUpdate);
+  std::vector<Output> ins;
+  std::vector<VarUse> uses;
+  for (std::size_t i = 0; i < vars.size(); ++i) {
+    ins.push_back(g->constant(grads[i]));
+    for (const auto& v : vars[i]) uses.push_back({v, true});
+  }
+  ins.push_back(g->scalar(0.01f));
+  if (c.adam) ins.push_back(g->scalar(0.0f));
+  Attrs a = c.attrs;
+  a.set("update", c.op);
+  a.set("variables", static_cast<std::int64_t>(vars.size()));
+  const Output u = g->add("FusedUpdate", ins, a, std::move(uses));
+  ThreadPool inter(1), intra(1);
+  Session s(g, inter, intra);
+  s.run({}, {}, std::vector<Output>{u});
+}
+
+}  // namespace
+
+TEST_CASE("FusedUpdate gives each variable the bits of its own update, for every optimizer") {
+  for (const UpdateCase& c : update_cases()) {
+    CAPTURE(c.op);
+    const auto apart = fused_case_variables(c), fused = fused_case_variables(c);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<Tensor> grads;
+      for (std::size_t i = 0; i < apart.size(); ++i) {
+        grads.push_back(testing::random_tensor(apart[i][0]->shape(), static_cast<std::uint64_t>(100 * step + i)));
+        std::vector<VarUse> uses;
+        for (const auto& v : apart[i]) uses.push_back({v, true});
+        run_update(c.op, 0.01f, c.attrs, uses, grads.back(), c.adam ? &step_zero : nullptr, 1, false);
+      }
+      run_fused(c, fused, grads);
+    }
+    for (std::size_t i = 0; i < apart.size(); ++i)
+      for (std::size_t k = 0; k < apart[i].size(); ++k) {
+        CAPTURE(apart[i][k]->name());
+        const std::vector<float> want = apart[i][k]->read().to_floats();
+        const std::vector<float> got = fused[i][k]->read().to(cpu_device()).to_floats();
+        const double t = testing::device_tolerance("FusedUpdate");
+        REQUIRE(got.size() == want.size());
+        for (std::size_t e = 0; e < want.size(); ++e)
+          CHECK(std::abs(static_cast<double>(got[e]) - want[e]) <= t * (1.0 + std::abs(static_cast<double>(want[e]))));
+      }
+  }
+}
+
+TEST_CASE("FusedUpdate refuses a gradient that is not finite before writing any of its variables") {
+  for (const UpdateCase& c : update_cases()) {
+    CAPTURE(c.op);
+    const auto vars = fused_case_variables(c);
+    std::vector<std::vector<float>> before;
+    std::vector<Tensor> grads;
+    for (const auto& var : vars) {
+      before.push_back(var[0]->read().to_floats());
+      grads.push_back(testing::random_tensor(var[0]->shape(), 7));
+    }
+    // The last variable's gradient is bad: the first two, whose checks pass, must not be written either.
+    std::vector<float> bad = grads[2].to_floats();
+    bad[4321] = std::numeric_limits<float>::quiet_NaN();
+    grads[2] = Tensor::from_floats(Shape{5000}, bad);
+    CHECK_THROWS_WITH_AS(run_fused(c, vars, grads), "gradient of w5000/0 is NaN (element 4321 of 5000)",
+                         NonFiniteError);
+    for (std::size_t i = 0; i < vars.size(); ++i) CHECK(vars[i][0]->read().to(cpu_device()).to_floats() == before[i]);
+  }
+}
+
+TEST_CASE("FusedUpdate checks its update and its inputs where the graph is built") {
+  Graph g;
+  const Output grad = g.constant(Tensor::filled(Shape{3}, 1.0f));
+  auto refused = [&](std::vector<Output> ins, Attrs a) {
+    CHECK_THROWS_AS(g.add("FusedUpdate", std::move(ins), std::move(a)), ShapeError);
+  };
+  refused({grad, g.scalar(0.1f)}, Attrs{{"update", "ApplyFtrl"}, {"variables", std::int64_t{1}}});
+  refused({grad, g.scalar(0.1f)}, Attrs{{"update", "ApplyAdam"}, {"variables", std::int64_t{1}}});  // no step
+  refused({grad, grad, g.scalar(0.1f)}, Attrs{{"update", "ApplySgd"}, {"variables", std::int64_t{1}}});
+  refused({grad, grad}, Attrs{{"update", "ApplySgd"}, {"variables", std::int64_t{1}}});  // a non-scalar rate
+  CHECK_NOTHROW(g.add("FusedUpdate", {grad, grad, g.scalar(0.1f)},
+                      Attrs{{"update", "ApplySgd"}, {"variables", std::int64_t{2}}}));
+}
