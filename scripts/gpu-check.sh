@@ -223,8 +223,11 @@ if runs build; then
 fi
 if runs test; then
   # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
+  # FusedUpdate's CUDA kernel is used only when asked for until this run has compared it with the CPU's
+  # (kernels/cuda/cuda_device.cpp, CudaDevice::supports): the op tests ask.
   echo "gpu-check: the op tests on cuda:0"
-  TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" || status=1
+  TCTL_CUDA_FUSED_UPDATES=1 TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" ||
+    status=1
   echo "gpu-check: training on cuda:0"
   TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/gpu_tests" || status=1
   echo "gpu-check: race-check with the shared variables on cuda:0"
@@ -243,7 +246,8 @@ if runs sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
       echo "gpu-check: compute-sanitizer --tool $tool on the op tests on cuda:0"
-      TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 3 \
+      TCTL_CUDA_FUSED_UPDATES=1 TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" \
+        compute-sanitizer --tool "$tool" --error-exitcode 3 \
         "$build/tests/kernels_tests" ${TCTL_GPU_SANITIZE_FILES:+"-sf=$TCTL_GPU_SANITIZE_FILES"} || status=1
       # The GPU suite's own-stream test too (race-check's path, seconds); its training cases would take the
       # sanitizer many minutes, and the launch-failure case's bad launch is an API error it reports on purpose.

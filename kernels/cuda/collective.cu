@@ -63,12 +63,6 @@ void flat_slice_cuda(KernelContext& ctx) {
 
 }  // namespace
 
-bool CudaDevice::supports(const Node& node) const {
-  // An all-reduce of a collective not joined here runs on the CPU, which reaches the others without NCCL.
-  if (node.op->name == "AllReduce") return nccl_comm(node.attrs.i("group")) != nullptr;
-  return Device::supports(node);
-}
-
 std::string CudaDevice::collective_refusal(const Collective& collective) const {
   if (std::string why = nccl_missing(); !why.empty()) return why;
   // NCCL takes one GPU per member; the replicas of one process are traced one after another, and could not

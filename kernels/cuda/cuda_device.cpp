@@ -1,13 +1,16 @@
 #include "kernels/cuda/cuda_device.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/graph.h"
 #include "kernels/cuda/cuda_util.h"
 
 namespace tctl::cuda {
@@ -408,6 +411,21 @@ void CudaDevice::rethrow_host_error() {
     e = std::exchange(host_error_, nullptr);
   }
   if (e) std::rethrow_exception(e);
+}
+
+bool CudaDevice::supports(const Node& node) const {
+  // An all-reduce of a collective not joined here runs on the CPU, which reaches the others without NCCL.
+  if (node.op->name == "AllReduce") return nccl_comm(node.attrs.i("group")) != nullptr;
+  // FusedUpdate's kernel (optimizers.cu) was written without a GPU at hand: until the GPU check has compared
+  // it with the CPU's, it is used only when asked for, and the optimizer keeps an update per variable here.
+  if (node.op->name == "FusedUpdate") {
+    static const bool asked = [] {
+      const char* flag = std::getenv("TCTL_CUDA_FUSED_UPDATES");
+      return flag != nullptr && std::string(flag) == "1";
+    }();
+    if (!asked) return false;
+  }
+  return Device::supports(node);
 }
 
 void CudaDevice::make_current() {

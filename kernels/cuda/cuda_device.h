@@ -50,10 +50,11 @@ class CudaDevice final : public Device {
   DeviceMemoryStats memory_stats() const override { return pool_.stats(); }
   std::vector<std::pair<std::string, std::string>> properties() const override;
 
+  // Narrowed for AllReduce (a collective joined here) and FusedUpdate (only with TCTL_CUDA_FUSED_UPDATES=1).
+  bool supports(const Node& node) const override;
   // NCCL (kernels/cuda/collective.cu): an AllReduce runs here only for a collective this device joined, one
   // replica per process (multi_worker), each on its own GPU; the communicator is made from a unique id that
   // rank 0 draws and the collective carries to the others.
-  bool supports(const Node& node) const override;
   std::string collective_refusal(const Collective& collective) const override;
   void join_collective(const std::shared_ptr<Collective>& collective, int member, std::uint64_t key) override;
   // The communicator joined for the collective with id `group`, or null.

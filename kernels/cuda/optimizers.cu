@@ -12,6 +12,7 @@
 // - GlobalNorm sums in double in a fixed tree, not left to right: the same bits on every run, and within
 //   1 ulp of the CPU's float result.
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -184,21 +185,24 @@ void launch_update(const KernelContext& ctx, Guard& guard, const Variable::Updat
   check_launch(ctx);
 }
 
+// Each update's arithmetic on element i, with gradient element g, shared by its own kernel and FusedUpdate's.
+__device__ void sgd_at(std::int64_t i, float g, bool cas, float lr, float* w) {
+  apply(w, i, cas, [&](float x) { return sub(x, mul(lr, g)); });
+}
+
 __global__ void sgd(Step s, float* w) {
   const float lr = *s.lr;
-  for_each_unless_bad(s, [&](std::int64_t i) {
-    const float g = s.g[i];
-    apply(w, i, s.cas, [&](float x) { return sub(x, mul(lr, g)); });
-  });
+  for_each_unless_bad(s, [&](std::int64_t i) { sgd_at(i, s.g[i], s.cas, lr, w); });
+}
+
+__device__ void momentum_at(std::int64_t i, float g, bool cas, float lr, float* w, float* v, float mu, bool nesterov) {
+  const float vi = apply(v, i, cas, [&](float old) { return sub(mul(mu, old), mul(lr, g)); });
+  apply(w, i, cas, [&](float x) { return add(x, nesterov ? sub(mul(mu, vi), mul(lr, g)) : vi); });
 }
 
 __global__ void momentum(Step s, float* w, float* v, float mu, bool nesterov) {
   const float lr = *s.lr;
-  for_each_unless_bad(s, [&](std::int64_t i) {
-    const float g = s.g[i];
-    const float vi = apply(v, i, s.cas, [&](float old) { return sub(mul(mu, old), mul(lr, g)); });
-    apply(w, i, s.cas, [&](float x) { return add(x, nesterov ? sub(mul(mu, vi), mul(lr, g)) : vi); });
-  });
+  for_each_unless_bad(s, [&](std::int64_t i) { momentum_at(i, s.g[i], s.cas, lr, w, v, mu, nesterov); });
 }
 
 struct AdamRule {
@@ -217,21 +221,22 @@ __device__ void adam_rates(const AdamRule& r, float lr_f, float steps_done, floa
   decay = static_cast<float>(lr * r.weight_decay);
 }
 
+__device__ void adam_at(std::int64_t i, float g, bool cas, float lr_t, float decay, const AdamRule& r, float* w,
+                        float* m, float* v) {
+  const float mi = apply(m, i, cas, [&](float old) { return add(mul(r.b1, old), mul(sub(1.0f, r.b1), g)); });
+  const float vi = apply(v, i, cas, [&](float old) { return add(mul(r.b2, old), mul(mul(sub(1.0f, r.b2), g), g)); });
+  apply(w, i, cas, [&](float x) {
+    const float y = sub(x, mul(decay, x));
+    return sub(y, divide(mul(lr_t, mi), add(root(vi), r.eps)));
+  });
+}
+
 __global__ void adam(Step s, float* w, float* m, float* v, const float* steps_done, AdamRule r) {
   __shared__ float rates[2];
   if (threadIdx.x == 0) adam_rates(r, *s.lr, *steps_done, rates[0], rates[1]);
   __syncthreads();
   const float lr_t = rates[0], decay = rates[1];
-  for_each_unless_bad(s, [&](std::int64_t i) {
-    const float g = s.g[i];
-    const float mi = apply(m, i, s.cas, [&](float old) { return add(mul(r.b1, old), mul(sub(1.0f, r.b1), g)); });
-    const float vi =
-        apply(v, i, s.cas, [&](float old) { return add(mul(r.b2, old), mul(mul(sub(1.0f, r.b2), g), g)); });
-    apply(w, i, s.cas, [&](float x) {
-      const float y = sub(x, mul(decay, x));
-      return sub(y, divide(mul(lr_t, mi), add(root(vi), r.eps)));
-    });
-  });
+  for_each_unless_bad(s, [&](std::int64_t i) { adam_at(i, s.g[i], s.cas, lr_t, decay, r, w, m, v); });
 }
 
 struct RmsPropRule {
@@ -239,31 +244,34 @@ struct RmsPropRule {
 };
 
 // mg and mom are null when the update is not centered, or has no momentum.
+__device__ void rmsprop_at(std::int64_t i, float g, bool cas, float lr, const RmsPropRule& r, float* w, float* ms,
+                           float* mg, float* mom) {
+  const float msi =
+      apply(ms, i, cas, [&](float old) { return add(mul(r.rho, old), mul(mul(sub(1.0f, r.rho), g), g)); });
+  float denominator = add(msi, r.eps);
+  if (mg != nullptr) {
+    const float mgi = apply(mg, i, cas, [&](float old) { return add(mul(r.rho, old), mul(sub(1.0f, r.rho), g)); });
+    denominator = add(sub(msi, mul(mgi, mgi)), r.eps);
+  }
+  const float increment = divide(mul(lr, g), root(denominator));
+  const float step =
+      mom == nullptr ? increment : apply(mom, i, cas, [&](float old) { return add(mul(r.mu, old), increment); });
+  apply(w, i, cas, [&](float x) { return sub(x, step); });
+}
+
 __global__ void rmsprop(Step s, float* w, float* ms, float* mg, float* mom, RmsPropRule r) {
   const float lr = *s.lr;
-  for_each_unless_bad(s, [&](std::int64_t i) {
-    const float g = s.g[i];
-    const float msi =
-        apply(ms, i, s.cas, [&](float old) { return add(mul(r.rho, old), mul(mul(sub(1.0f, r.rho), g), g)); });
-    float denominator = add(msi, r.eps);
-    if (mg != nullptr) {
-      const float mgi = apply(mg, i, s.cas, [&](float old) { return add(mul(r.rho, old), mul(sub(1.0f, r.rho), g)); });
-      denominator = add(sub(msi, mul(mgi, mgi)), r.eps);
-    }
-    const float increment = divide(mul(lr, g), root(denominator));
-    const float step =
-        mom == nullptr ? increment : apply(mom, i, s.cas, [&](float old) { return add(mul(r.mu, old), increment); });
-    apply(w, i, s.cas, [&](float x) { return sub(x, step); });
-  });
+  for_each_unless_bad(s, [&](std::int64_t i) { rmsprop_at(i, s.g[i], s.cas, lr, r, w, ms, mg, mom); });
+}
+
+__device__ void adagrad_at(std::int64_t i, float g, bool cas, float lr, float eps, float* w, float* acc) {
+  const float ai = apply(acc, i, cas, [&](float old) { return add(old, mul(g, g)); });
+  apply(w, i, cas, [&](float x) { return sub(x, divide(mul(lr, g), root(add(ai, eps)))); });
 }
 
 __global__ void adagrad(Step s, float* w, float* acc, float eps) {
   const float lr = *s.lr;
-  for_each_unless_bad(s, [&](std::int64_t i) {
-    const float g = s.g[i];
-    const float ai = apply(acc, i, s.cas, [&](float old) { return add(old, mul(g, g)); });
-    apply(w, i, s.cas, [&](float x) { return sub(x, divide(mul(lr, g), root(add(ai, eps)))); });
-  });
+  for_each_unless_bad(s, [&](std::int64_t i) { adagrad_at(i, s.g[i], s.cas, lr, eps, w, acc); });
 }
 
 void apply_sgd_cuda(KernelContext& ctx) {
@@ -448,12 +456,176 @@ void clip_by_global_norm_cuda(KernelContext& ctx) {
   check_launch(ctx);
 }
 
+// FusedUpdate (core/ops/optimizers.cpp): one of the updates above for every variable of the node, in two
+// launches whatever their count: the guard over every gradient, then the update over every variable, both
+// walking the variables' elements as one sequence through a table the host copies to the device. Each
+// element gets its own update's arithmetic (the *_at functions), so the bits are those of the separate
+// kernels. A non-finite element anywhere leaves every variable unwritten, as on the CPU.
+// Written without a GPU at hand (2026-11-30): until the GPU check has compared it with the CPU
+// (tests/kernels/optimizers_test.cpp in device mode), placement uses it only with TCTL_CUDA_FUSED_UPDATES=1.
+struct FusedEntry {
+  const float* g;
+  float* w;
+  float* slot[3];      // an update's slots in its op's order; rmsprop's: ms, mg or null, mom or null
+  std::int64_t begin;  // the entry's first element among all the entries' elements
+  std::int64_t n;
+  bool cas;
+};
+
+// body(entry, i) for every element of every entry, each thread walking the sequence with a stride and moving
+// its entry forward as it goes (the entries are few; their sizes any, empty ones included).
+template <class Body>
+__device__ void for_each_fused_element(const FusedEntry* entries, std::int64_t total, Body body) {
+  int at = 0;
+  for (std::int64_t j = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; j < total;
+       j += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    while (j >= entries[at].begin + entries[at].n) ++at;
+    body(entries[at], j - entries[at].begin);
+  }
+}
+
+__global__ void find_non_finite_fused(const FusedEntry* entries, std::int64_t total, Verdict* verdict) {
+  for_each_fused_element(entries, total, [&](const FusedEntry& e, std::int64_t i) {
+    if (!isfinite(e.g[i])) atomicMin(verdict, 2 * static_cast<Verdict>(e.begin + i) + (isinf(e.g[i]) ? 1 : 0));
+  });
+}
+
+// The scalars of a fused update, as its op reads them.
+struct FusedRule {
+  int kind;  // 0 sgd, 1 momentum, 2 adam, 3 rmsprop, 4 adagrad
+  float mu;
+  bool nesterov;
+  AdamRule adam;
+  RmsPropRule rmsprop;
+  float eps;
+};
+
+__global__ void fused_update(const FusedEntry* entries, std::int64_t total, const Verdict* verdict, const float* lr_p,
+                             const float* steps_done, FusedRule r) {
+  __shared__ float rates[2];
+  if (r.kind == 2 && threadIdx.x == 0) adam_rates(r.adam, *lr_p, *steps_done, rates[0], rates[1]);
+  __syncthreads();
+  if (*verdict != kAllFinite) return;
+  const float lr = *lr_p;
+  for_each_fused_element(entries, total, [&](const FusedEntry& e, std::int64_t i) {
+    const float g = e.g[i];
+    switch (r.kind) {
+      case 0:
+        sgd_at(i, g, e.cas, lr, e.w);
+        break;
+      case 1:
+        momentum_at(i, g, e.cas, lr, e.w, e.slot[0], r.mu, r.nesterov);
+        break;
+      case 2:
+        adam_at(i, g, e.cas, rates[0], rates[1], r.adam, e.w, e.slot[0], e.slot[1]);
+        break;
+      case 3:
+        rmsprop_at(i, g, e.cas, lr, r.rmsprop, e.w, e.slot[0], e.slot[1], e.slot[2]);
+        break;
+      default:
+        adagrad_at(i, g, e.cas, lr, r.eps, e.w, e.slot[0]);
+        break;
+    }
+  });
+}
+
+FusedRule fused_rule(const Attrs& a) {
+  const std::string& update = a.s("update");
+  FusedRule r{};
+  if (update == "ApplyMomentum") {
+    r.kind = 1;
+    r.mu = static_cast<float>(a.f("momentum"));
+    r.nesterov = a.i_or("nesterov", 0) != 0;
+  } else if (update == "ApplyAdam") {
+    r.kind = 2;
+    r.adam = {static_cast<float>(a.f("beta1")), static_cast<float>(a.f("beta2")), static_cast<float>(a.f("epsilon")),
+              a.f_or("weight_decay", 0.0)};
+  } else if (update == "ApplyRmsProp") {
+    r.kind = 3;
+    r.rmsprop = {static_cast<float>(a.f("rho")), static_cast<float>(a.f("momentum")),
+                 static_cast<float>(a.f("epsilon"))};
+  } else if (update == "ApplyAdagrad") {
+    r.kind = 4;
+    r.eps = static_cast<float>(a.f("epsilon"));
+  }
+  return r;
+}
+
+// Each variable's run of Updates (held until the kernels are queued, as the separate kernels hold theirs) and
+// its entry in the table.
+FusedEntry fused_entry(const KernelContext& ctx, const FusedRule& r, int k, std::int64_t begin,
+                       std::vector<std::unique_ptr<Variable::Update>>& held) {
+  const std::size_t per = ctx.node().vars.size() / static_cast<std::size_t>(ctx.attrs().i("variables"));
+  FusedEntry e{in<float>(ctx, k), nullptr, {nullptr, nullptr, nullptr}, begin, ctx.input(k).num_elements(), false};
+  std::vector<float*> buffers;
+  for (std::size_t j = 0; j < per; ++j) {
+    held.push_back(
+        std::make_unique<Variable::Update>(ctx.var(static_cast<int>(static_cast<std::size_t>(k) * per + j))));
+    buffers.push_back(held.back()->device_data());
+    e.cas = e.cas || held.back()->compare_and_swap();
+    TCTL_CHECK(held.back()->size() == e.n, "a fused update's gradient and variable differ in size");
+  }
+  e.w = buffers[0];
+  if (r.kind == 3) {  // ms, then mg when centered, then mom when momentum > 0
+    std::size_t next = 1;
+    e.slot[0] = buffers[next++];
+    if (ctx.attrs().i("centered") != 0) e.slot[1] = buffers[next++];
+    if (r.rmsprop.mu > 0.0f) e.slot[2] = buffers[next++];
+  } else {
+    for (std::size_t j = 1; j < buffers.size() && j <= 3; ++j) e.slot[j - 1] = buffers[j];
+  }
+  return e;
+}
+
+void fused_update_cuda(KernelContext& ctx) {
+  CudaDevice& device = device_of(ctx);
+  const FusedRule rule = fused_rule(ctx.attrs());
+  const int count = static_cast<int>(ctx.attrs().i("variables"));
+  std::vector<std::unique_ptr<Variable::Update>> held;
+  std::vector<FusedEntry> table;
+  std::vector<std::string> names;
+  const std::size_t per = ctx.node().vars.size() / static_cast<std::size_t>(count);
+  std::int64_t total = 0;
+  for (int k = 0; k < count; ++k) {
+    table.push_back(fused_entry(ctx, rule, k, total, held));
+    names.push_back(ctx.var(static_cast<int>(static_cast<std::size_t>(k) * per)).name());
+    total += table.back().n;
+  }
+  const std::size_t bytes = table.size() * sizeof(FusedEntry);
+  Tensor on_device = Tensor::empty(DType::kI64, Shape{static_cast<std::int64_t>((bytes + 7) / 8)}, &device);
+  device.copy_from_host(on_device.raw_mutable_data(), table.data(), bytes);
+  const auto* entries = static_cast<const FusedEntry*>(on_device.raw_data());
+  Tensor verdict = Tensor::empty(DType::kI64, Shape{1}, &device);
+  auto* word = static_cast<Verdict*>(verdict.raw_mutable_data());
+  check(cudaMemsetAsync(word, 0xff, sizeof(Verdict), stream_of(ctx)), device.name(), "cudaMemsetAsync");
+  if (total > 0) {
+    const unsigned grid = update_grid(ctx, total);
+    find_non_finite_fused<<<grid, kBlock, 0, stream_of(ctx)>>>(entries, total, word);
+    fused_update<<<grid, kBlock, 0, stream_of(ctx)>>>(entries, total, word, in<float>(ctx, count),
+                                                      rule.kind == 2 ? in<float>(ctx, count + 1) : nullptr, rule);
+  }
+  check_launch(ctx);
+  held.clear();  // the variables go before the report, whose wait (on an own stream) must hold no lock
+  std::vector<std::int64_t> begins;
+  for (const FusedEntry& e : table) begins.push_back(e.begin);
+  device.enqueue_report(word, sizeof(Verdict), [names, begins, total](const void* host) {
+    const Verdict v = *static_cast<const Verdict*>(host);
+    if (v == kAllFinite) return;
+    const auto at = static_cast<std::int64_t>(v >> 1);
+    std::size_t k = 0;
+    while (k + 1 < begins.size() && begins[k + 1] <= at) ++k;
+    const std::int64_t end = k + 1 < begins.size() ? begins[k + 1] : total;
+    throw_if_non_finite(2 * static_cast<Verdict>(at - begins[k]) + (v & 1), names[k], end - begins[k]);
+  });
+}
+
 }  // namespace
 
 TCTL_REGISTER_KERNELS("cuda", {"ApplySgd", apply_sgd_cuda}, {"ApplyMomentum", apply_momentum_cuda},
                       {"ApplyAdam", apply_adam_cuda}, {"ApplyRmsProp", apply_rmsprop_cuda},
-                      {"ApplyAdagrad", apply_adagrad_cuda}, {"Increment", increment_cuda},
-                      {"AccumulateGradient", accumulate_gradient_cuda}, {"MovingAverage", moving_average_cuda},
-                      {"GlobalNorm", global_norm_cuda}, {"ClipByGlobalNorm", clip_by_global_norm_cuda});
+                      {"ApplyAdagrad", apply_adagrad_cuda}, {"FusedUpdate", fused_update_cuda},
+                      {"Increment", increment_cuda}, {"AccumulateGradient", accumulate_gradient_cuda},
+                      {"MovingAverage", moving_average_cuda}, {"GlobalNorm", global_norm_cuda},
+                      {"ClipByGlobalNorm", clip_by_global_norm_cuda});
 
 }  // namespace tctl::cuda

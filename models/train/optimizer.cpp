@@ -140,12 +140,16 @@ std::vector<std::pair<std::string, std::vector<std::size_t>>> fusable_groups(
   return groups;
 }
 
-// Whether `device` (a name) is present and not the CPU, with a FusedUpdate kernel: there one kernel updates
-// all its variables. The CPU keeps an update per variable, each free to run once its gradient is ready.
+// Whether `device` (a name) is present and not the CPU, and runs FusedUpdate (Device::supports): there one
+// kernel updates all its variables. The CPU keeps an update per variable, each free to run once its gradient
+// is ready.
 bool fuses_updates(const std::string& device) {
   if (is_cpu_name(device)) return false;
   const Device* d = DeviceRegistry::instance().find(device);
-  return d != nullptr && op_def("FusedUpdate").kernel(d->kind()) != nullptr;
+  if (d == nullptr) return false;
+  Node probe;
+  probe.op = &op_def("FusedUpdate");
+  return d->supports(probe);
 }
 
 }  // namespace

@@ -146,6 +146,7 @@ inline double device_tolerance(const std::string& op) {
       {"Tanh", 1e-6},
       {"BinaryXent", 1e-6},
       {"ApplyAdam", 1e-6},
+      {"FusedUpdate", 1e-6},  // Adam's among them
       {"GlobalNorm", 1e-6},
       {"TokenMask", 0},
       {"Embedding", 0},
