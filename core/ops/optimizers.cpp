@@ -39,7 +39,7 @@ TensorSpec fused_update_infer(const InferContext& c) {
   if (std::find(updates.begin(), updates.end(), update) == updates.end())
     c.fail("update must be one of ApplySgd, ApplyMomentum, ApplyAdam, ApplyRmsProp, ApplyAdagrad, not " + update);
   const std::int64_t count = c.attrs().i("variables");
-  const int scalars = update == "ApplyAdam" ? 2 : 1;
+  const int scalars = op_def(update).num_inputs - 1;  // that op's inputs after its gradient
   if (count < 1 || count + scalars != c.num_inputs())
     c.fail("takes its " + std::to_string(count) + " gradients and " + std::to_string(scalars) + " scalars, given " +
            std::to_string(c.num_inputs()) + " inputs");

@@ -551,11 +551,10 @@ FusedRule fused_rule(const Attrs& a) {
   return r;
 }
 
-// Each variable's run of Updates (held until the kernels are queued, as the separate kernels hold theirs) and
-// its entry in the table.
-FusedEntry fused_entry(const KernelContext& ctx, const FusedRule& r, int k, std::int64_t begin,
+// Variable k's run of `per` Updates (held until the kernels are queued, as the separate kernels hold theirs)
+// and its entry in the table.
+FusedEntry fused_entry(const KernelContext& ctx, const FusedRule& r, int k, std::size_t per, std::int64_t begin,
                        std::vector<std::unique_ptr<Variable::Update>>& held) {
-  const std::size_t per = ctx.node().vars.size() / static_cast<std::size_t>(ctx.attrs().i("variables"));
   FusedEntry e{in<float>(ctx, k), nullptr, {nullptr, nullptr, nullptr}, begin, ctx.input(k).num_elements(), false};
   std::vector<float*> buffers;
   for (std::size_t j = 0; j < per; ++j) {
@@ -587,7 +586,7 @@ void fused_update_cuda(KernelContext& ctx) {
   const std::size_t per = ctx.node().vars.size() / static_cast<std::size_t>(count);
   std::int64_t total = 0;
   for (int k = 0; k < count; ++k) {
-    table.push_back(fused_entry(ctx, rule, k, total, held));
+    table.push_back(fused_entry(ctx, rule, k, per, total, held));
     names.push_back(ctx.var(static_cast<int>(static_cast<std::size_t>(k) * per)).name());
     total += table.back().n;
   }

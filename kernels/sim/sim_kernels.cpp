@@ -29,6 +29,13 @@ void refuse_foreign(const KernelContext& ctx) {
   }
 }
 
+// The CPU's kernel of the node's op, whose arithmetic a sim kernel runs.
+KernelFn cpu_arithmetic(const KernelContext& ctx) {
+  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
+  TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
+  return arithmetic;
+}
+
 // One kernel call as recorded: what its context named, with the buffers as views that own nothing (the
 // frame and the variables keep them, as they keep a captured CUDA graph's), to run again on each replay.
 struct RecordedCall {
@@ -72,8 +79,7 @@ void run_on_stream(KernelContext& ctx) {
   static const DeviceKind sim = device_kind("sim");
   TCTL_CHECK(ctx.device().kind() == sim, "a sim kernel on " + ctx.device().name());
   refuse_foreign(ctx);
-  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
-  TCTL_CHECK(arithmetic != nullptr, "op " + ctx.node().op->name + " has no CPU kernel to simulate");
+  const KernelFn arithmetic = cpu_arithmetic(ctx);
   if (SimDevice::recording_on(ctx.device())) return record_call(ctx, arithmetic);
   // The stream runs the work at once unless a test paused it; synchronizing proves that (it refuses a
   // paused stream holding work) and brings back an error the arithmetic threw.
@@ -89,9 +95,7 @@ void run_on_stream(KernelContext& ctx) {
 void all_reduce_sim(KernelContext& ctx) {
   refuse_foreign(ctx);
   ctx.device().synchronize();
-  const KernelFn arithmetic = ctx.node().op->kernel(DeviceKind::cpu());
-  TCTL_CHECK(arithmetic != nullptr, "AllReduce has no CPU kernel to simulate");
-  arithmetic(ctx);
+  cpu_arithmetic(ctx)(ctx);
 }
 
 constexpr const char* kSimulatedOps[] = {
