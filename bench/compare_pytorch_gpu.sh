@@ -5,7 +5,9 @@
 # cuDNN's there). Same models, batches fed from host memory every step, Adam (lr 1e-3,
 # eps 1e-7; PyTorch's best of its single-tensor, foreach and fused implementations), TF32 off on both.
 # Also the GPU's own limits (bench_cuda_limits): the large MLP's products in cuBLAS alone, and copy
-# bandwidth against cudaMemcpy from pinned memory. Runs on the GPU machine (scripts/gpu-check.sh bench).
+# bandwidth against cudaMemcpy from pinned memory. The MLPs and the CNN again with device graphs (each step
+# replayed as CUDA graphs; TCTL_CUDA_GRAPHS=1 until the GPU check has shown replays train eager runs' weights).
+# Runs on the GPU machine (scripts/gpu-check.sh bench).
 #
 # Environment: BUILD_DIR (default build-gpu; needs bench/bench_workloads and bench/bench_cuda_limits),
 #   ROUNDS (default 3: the processes alternate, tensorctl then PyTorch, ROUNDS times), PYTHON (python3).
@@ -28,6 +30,12 @@ for workload in mlp2048_b1024 cnn_digits_b512 mlp_digits_b32 lstm_text_b64 trans
       | tee -a "$results"
   done
 done
+for workload in mlp_digits_b32 cnn_digits_b512 mlp2048_b1024; do
+  for ((r = 0; r < rounds; ++r)); do
+    TCTL_CUDA_GRAPHS=1 "$build/bench/bench_workloads" --workload "$workload" --threads 1 --device cuda:0 \
+      --device-graphs 1 | tee -a "$results"
+  done
+done
 
 "$python" - "$results" <<'PY'
 import json, statistics, sys
@@ -35,17 +43,20 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 gemm = next((r for r in rows if r.get("limit") == "gemm"), None)
 print("\n| workload | tensorctl cuda:0 | PyTorch cuda | ratio | note |")
 print("|---|---|---|---|---|")
-for w in ("mlp2048_b1024", "cnn_digits_b512", "mlp_digits_b32"):
-    tc = [r["value"] for r in rows if r.get("workload") == w and "torch" not in r]
+for w, graphs in (("mlp2048_b1024", False), ("cnn_digits_b512", False), ("mlp_digits_b32", False),
+                  ("mlp2048_b1024", True), ("cnn_digits_b512", True), ("mlp_digits_b32", True)):
+    tc = [r["value"] for r in rows
+          if r.get("workload") == w and "torch" not in r and r.get("device_graphs", False) == graphs]
     pt = [r["value"] for r in rows if r.get("workload") == w and "torch" in r]
+    name = w + (" (device graphs)" if graphs else "")
     if not tc or not pt:
-        print(f"| {w} | missing | missing | | |")
+        print(f"| {name} | missing | missing | | |")
         continue
     a, b = statistics.median(tc), statistics.median(pt)
     note = ""
     if w == "mlp2048_b1024" and gemm:
         note = f"{a / gemm['samples_per_s']:.0%} of cuBLAS alone ({gemm['samples_per_s']:,.0f} samples/s)"
-    print(f"| {w} | {a:,.0f} samples/s | {b:,.0f} samples/s | {a / b:.2f}x | {note} |")
+    print(f"| {name} | {a:,.0f} samples/s | {b:,.0f} samples/s | {a / b:.2f}x | {note} |")
 for r in rows:
     if r.get("limit") == "update":
         print(f"update phase, Adam over {r['variables']} variables ({r['parameters']:,} parameters): tensorctl"

@@ -143,10 +143,11 @@ Workload workload(const std::string& name) {
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
 // MLPs the sgemm limit on `threads` OpenBLAS threads, measured after each repetition.
-Measured measure(const Workload& w, int inter, int intra, int threads, const std::string& device) {
+Measured measure(const Workload& w, int inter, int intra, int threads, const std::string& device, bool graphs) {
   const nlohmann::json spec = nlohmann::json::parse(w.spec);
   ModelOptions o;
   o.device = device;
+  o.device_graphs = graphs;
   o.placement.strict = true;
   o.inter_op_threads = inter;
   o.intra_op_threads = intra;
@@ -270,11 +271,13 @@ int main(int argc, char** argv) {
   std::string name;
   int threads = 1;
   std::string device = "cpu";
+  bool graphs = false;  // --device-graphs 1: replay each step's device part (a CUDA graph on cuda)
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--workload") name = argv[i + 1];
     if (a == "--threads") threads = std::stoi(argv[i + 1]);
     if (a == "--device") device = argv[i + 1];
+    if (a == "--device-graphs") graphs = std::string(argv[i + 1]) == "1";
   }
   try {
     const Workload w = workload(name);
@@ -283,7 +286,7 @@ int main(int argc, char** argv) {
     Measured best;
     std::string best_setting;
     for (auto [inter, intra] : settings) {
-      const Measured m = measure(w, inter, intra, threads, device);
+      const Measured m = measure(w, inter, intra, threads, device, graphs);
       const bool better = best_setting.empty() || (w.inference ? m.value < best.value : m.value > best.value);
       if (!better) continue;
       best = m;
@@ -293,9 +296,10 @@ int main(int argc, char** argv) {
                                   ? ""
                                   : fmt::format(R"(, "limit": {:.1f}, "of_limit": {:.3f})", best.limit, best.of_limit);
     fmt::print(
-        R"({{"workload": "{}", "threads": {}, "device": "{}", "value": {:.2f}, "unit": "{}", "setting": "{}"{}}})"
+        R"({{"workload": "{}", "threads": {}, "device": "{}", "device_graphs": {}, "value": {:.2f}, "unit": "{}", )"
+        R"("setting": "{}"{}}})"
         "\n",
-        name, threads, device, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
+        name, threads, device, graphs, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_workloads: {}\n", e.what());
     return 2;

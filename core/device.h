@@ -88,7 +88,8 @@ class Replay {
 };
 
 // While one lives, the work the calling thread queues on its device (kernels, copies from the host, copies on
-// the device, host work) is recorded instead of run; allocating is allowed. What cannot be recorded throws
+// the device, host work) is recorded instead of run; allocating is allowed. A copy from the host is recorded
+// with the bytes its source holds then, which every replay writes again. What cannot be recorded throws
 // RuntimeError saying why: a copy to the host, synchronize(), a timed event. Destroying it unfinished drops
 // the recorded work unrun.
 class Recording {

@@ -471,7 +471,14 @@ struct Run {
       refuse(seg, state, "recording failed: " + take_error_message());
       return run_eagerly(seg);
     }
-    state.replay = recording->finish();
+    try {
+      state.replay = recording->finish();
+    } catch (const std::exception& e) {
+      // Nothing recorded has run here either (a GPU that cannot instantiate the graph).
+      recording.reset();
+      refuse(seg, state, std::string("recording failed: ") + e.what());
+      return run_eagerly(seg);
+    }
     recording.reset();
     for (int m : seg.members) release_after(m);
     for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
@@ -495,8 +502,10 @@ struct Run {
       if (!values[static_cast<std::size_t>(p)].defined()) execute(p);
   }
 
-  // Copies each staged Copy member's input into the segment's staging buffer for it: on the segment's
-  // device when the value is there already (a batch prefetched to the GPU), else on the host.
+  // Copies each staged Copy member's input into the segment's staging buffer for it, on the segment's
+  // device: a recorded copy then reads device memory only. One from the host would read the host buffer
+  // when it is replayed, which a GPU allows only from pinned memory, and which the next step may refill
+  // before the replay has run.
   void stage(const GraphSegment& seg, SegmentState& state, DeviceGraphs& graphs) {
     state.staging.resize(seg.staged.size());
     for (std::size_t k = 0; k < seg.staged.size(); ++k) {
@@ -505,12 +514,10 @@ struct Run {
       // A variable read of another segment, whose slot its recording emptied: read the variable again.
       if (!values[static_cast<std::size_t>(producer)].defined()) execute(producer);
       const Tensor& value = values[static_cast<std::size_t>(producer)];
-      Device* where = value.device() == seg.device ? seg.device : cpu_device();
       Tensor& staging = state.staging[k];
-      if (!staging.defined() || staging.device() != where || !(staging.shape() == value.shape()) ||
-          staging.dtype() != value.dtype())
-        staging = Tensor::empty(value.dtype(), value.shape(), where);
-      copy_between(*value.device(), value.raw_data(), *where, staging.raw_mutable_data(), value.bytes());
+      if (!staging.defined() || !(staging.shape() == value.shape()) || staging.dtype() != value.dtype())
+        staging = Tensor::empty(value.dtype(), value.shape(), seg.device);
+      copy_between(*value.device(), value.raw_data(), *seg.device, staging.raw_mutable_data(), value.bytes());
       graphs.staged_input[static_cast<std::size_t>(m)] = &staging;
     }
   }

@@ -40,7 +40,7 @@ Heads heads_of(const KernelContext& ctx, const Shape& qkv, int mask_input) {
           ctx.attrs().i_or("causal", 0) != 0,
           optional_in<float>(ctx, mask_input),
           rate,
-          rate > 0.0f ? ctx.random_key(ctx.attrs().i("stream")) : 0,
+          rate > 0.0f ? step_random_key(ctx, ctx.attrs().i("stream")) : 0,
           ctx.batch_offset()};
 }
 

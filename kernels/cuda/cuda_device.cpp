@@ -1,7 +1,6 @@
 #include "kernels/cuda/cuda_device.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -12,6 +11,7 @@
 #include "core/errors.h"
 #include "core/graph.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/recording.h"
 
 namespace tctl::cuda {
 
@@ -108,11 +108,6 @@ ProvidedDevices cuda_devices() {
 
 }  // namespace
 
-struct CudaDevice::HostWork {
-  CudaDevice* device;
-  std::function<void()> work;
-};
-
 CudaDevice::CudaDevice(int ordinal)
     : ordinal_(ordinal),
       name_("cuda:" + std::to_string(ordinal)),
@@ -162,7 +157,8 @@ void* CudaDevice::allocate(std::size_t bytes) { return pool_.allocate(bytes); }
 // stream, so a block given back may be handed out again at once: whatever reads it next is queued after
 // whatever read it last. While threads hold own streams, the block waits until every stream has passed
 // this point, for its last reader may be on any of them.
-void CudaDevice::deallocate(void* p, std::size_t) {
+void CudaDevice::deallocate(void* p, std::size_t bytes) {
+  if (Capture* c = capturing()) return c->keep(p, bytes);  // a replay may write it: the replay gives it back
   if (!has_own_streams()) {
     pool_.deallocate(p, done_event());
     return;
@@ -183,7 +179,10 @@ void CudaDevice::deallocate(void* p, std::size_t) {
   pool_.deallocate(p, std::move(released));
 }
 
-cudaStream_t CudaDevice::stream() const { return t_own_device == this ? t_own_stream : stream_; }
+cudaStream_t CudaDevice::stream() const {
+  if (const Capture* c = capturing()) return c->stream();
+  return t_own_device == this ? t_own_stream : stream_;
+}
 
 // A thread's own stream: registered (so freed blocks wait for it), then the device's stream drained (so a
 // block freed there before, with no event, is free on every stream); on destruction its work finishes
@@ -249,10 +248,14 @@ class CudaDevice::Own final : public OwnStream {
   void* report_ = nullptr;
 };
 
-std::unique_ptr<OwnStream> CudaDevice::own_stream() { return std::make_unique<Own>(*this); }
+std::unique_ptr<OwnStream> CudaDevice::own_stream() {
+  if (capturing() != nullptr) throw RuntimeError(name_ + ": a thread that records cannot take a stream of its own");
+  return std::make_unique<Own>(*this);
+}
 
 void CudaDevice::queue_wait(const Event& event) {
   if (event.done()) return;
+  if (capturing() != nullptr) throw RuntimeError(name_ + ": waiting for another stream's work cannot be recorded");
   CurrentDevice current(ordinal_, name_);
   if (const auto* e = dynamic_cast<const CudaEvent*>(&event)) {
     check(cudaStreamWaitEvent(stream(), e->get(), 0), name_, "cudaStreamWaitEvent");
@@ -328,12 +331,14 @@ void CudaDevice::host_copy(char* dst, const char* src, std::size_t bytes) {
 
 void CudaDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   CurrentDevice current(ordinal_, name_);
+  if (Capture* c = capturing()) return c->copy_from_host(dst, src, bytes);
   stage_from_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
 }
 
 void CudaDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
   // Nothing to wait for, so no report may be read: their copies may not have landed.
   if (bytes == 0) return;
+  if (capturing() != nullptr) throw RuntimeError(name_ + ": a copy to the host cannot be recorded");
   CurrentDevice current(ordinal_, name_);
   stage_to_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
 }
@@ -343,18 +348,28 @@ void CudaDevice::copy_on_device(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream()), name_, "cudaMemcpyAsync");
 }
 
+void CudaDevice::run(HostWork& w) {
+  try {
+    w.work();
+  } catch (...) {
+    std::lock_guard lock(error_mu_);
+    if (!host_error_) host_error_ = std::current_exception();
+  }
+}
+
 void CUDART_CB CudaDevice::run_host_work(void* data) {
   std::unique_ptr<HostWork> w(static_cast<HostWork*>(data));
-  try {
-    w->work();
-  } catch (...) {
-    std::lock_guard lock(w->device->error_mu_);
-    if (!w->device->host_error_) w->device->host_error_ = std::current_exception();
-  }
+  w->device->run(*w);
+}
+
+void CUDART_CB CudaDevice::run_kept_host_work(void* data) {
+  auto* w = static_cast<HostWork*>(data);
+  w->device->run(*w);
 }
 
 void CudaDevice::enqueue(std::function<void()> work) {
   CurrentDevice current(ordinal_, name_);
+  if (Capture* c = capturing()) return c->enqueue(std::move(work));
   auto w = std::make_unique<HostWork>(HostWork{this, std::move(work)});
   check(cudaLaunchHostFunc(stream(), run_host_work, w.get()), name_, "cudaLaunchHostFunc");
   w.release();  // run_host_work owns it now
@@ -363,6 +378,7 @@ void CudaDevice::enqueue(std::function<void()> work) {
 void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::function<void(const void* host)> report) {
   TCTL_CHECK(bytes <= kReportBytes, "enqueue_report of more than kReportBytes");
   CurrentDevice current(ordinal_, name_);
+  if (Capture* c = capturing()) return c->report(src, bytes, std::move(report));
   if (t_own_device == this) {
     // On an own stream the ring's order (one stream, read at the next wait) does not hold: the word is
     // read at once, after a wait for this stream alone, and what the report throws leaves the kernel here,
@@ -380,11 +396,21 @@ void CudaDevice::enqueue_report(const void* src, std::size_t bytes, std::functio
   const std::uint64_t index = reports_queued_.load(std::memory_order_relaxed);
   char* slot = static_cast<char*>(report_ring_) + index % kReportSlots * kReportBytes;
   check(cudaMemcpyAsync(slot, src, bytes, cudaMemcpyDeviceToHost, stream_), name_, "cudaMemcpyAsync");
-  reports_.push_back({index, std::move(report)});
+  add_report_locked(slot, std::move(report));
+}
+
+void CudaDevice::add_report_locked(const void* host, std::function<void(const void* host)> report) {
+  const std::uint64_t index = reports_queued_.load(std::memory_order_relaxed);
+  reports_.push_back({index, host, std::move(report)});
   reports_queued_.store(index + 1, std::memory_order_release);
 }
 
 std::uint64_t CudaDevice::report_mark() const { return reports_queued_.load(std::memory_order_acquire); }
+
+bool CudaDevice::report_unread(std::uint64_t mark) {
+  std::lock_guard lock(report_mu_);
+  return !reports_.empty() && reports_.front().index < mark;
+}
 
 void CudaDevice::read_reports(std::uint64_t mark) {
   std::lock_guard lock(report_mu_);
@@ -396,7 +422,7 @@ void CudaDevice::read_reports_locked(std::uint64_t mark) {
     const PendingReport r = std::move(reports_.front());
     reports_.pop_front();
     try {
-      r.report(static_cast<const char*>(report_ring_) + r.index % kReportSlots * kReportBytes);
+      r.report(r.host);
     } catch (...) {
       std::lock_guard error(error_mu_);
       if (!host_error_) host_error_ = std::current_exception();
@@ -419,10 +445,7 @@ bool CudaDevice::supports(const Node& node) const {
   // FusedUpdate's kernel (optimizers.cu) was written without a GPU at hand: until the GPU check has compared
   // it with the CPU's, it is used only when asked for, and the optimizer keeps an update per variable here.
   if (node.op->name == "FusedUpdate") {
-    static const bool asked = [] {
-      const char* flag = std::getenv("TCTL_CUDA_FUSED_UPDATES");
-      return flag != nullptr && std::string(flag) == "1";
-    }();
+    static const bool asked = env_flag_on("TCTL_CUDA_FUSED_UPDATES");
     if (!asked) return false;
   }
   return Device::supports(node);
@@ -438,6 +461,7 @@ void CudaDevice::make_current() {
 }
 
 void CudaDevice::synchronize() {
+  if (capturing() != nullptr) throw RuntimeError(name_ + ": waiting for the stream cannot be recorded");
   CurrentDevice current(ordinal_, name_);
   const std::uint64_t reports = report_mark();
   // The calling thread's work: on its own stream, if it holds one (whose reports were read as they came).
@@ -473,9 +497,16 @@ void CudaDevice::bind_cublas_to(cudaStream_t stream) {
   cublas_stream_ = stream;
 }
 
-std::shared_ptr<Event> CudaDevice::record_event() { return std::make_shared<CudaEvent>(*this, false); }
+std::shared_ptr<Event> CudaDevice::record_event() {
+  // Recorded work is not queued: the event marks the work queued before the recording began, as sim's does.
+  if (Capture* c = capturing()) return c->queued_before();
+  return std::make_shared<CudaEvent>(*this, false);
+}
 
-std::shared_ptr<Event> CudaDevice::record_timed_event() { return std::make_shared<CudaEvent>(*this, true); }
+std::shared_ptr<Event> CudaDevice::record_timed_event() {
+  if (capturing() != nullptr) throw RuntimeError(name_ + ": a timed event cannot be recorded");
+  return std::make_shared<CudaEvent>(*this, true);
+}
 
 std::vector<std::pair<std::string, std::string>> CudaDevice::properties() const {
   cudaDeviceProp prop{};

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,18 @@ class CudaDevice final : public Device {
   // The communicator joined for the collective with id `group`, or null.
   ncclComm_t nccl_comm(std::int64_t group) const;
 
+  // CUDA graphs (kernels/cuda/recording.cpp): the calling thread's work is captured on a stream of the
+  // recording's own, so another thread's copies to the device's stream (the fit loop's producer) stay out of
+  // it; the replay launches the graph on the device's stream. Blocks freed while recording are kept until
+  // the replay goes, copies from the host are taken from pinned copies of their bytes made then, and each
+  // launch queues the reports its kernels made (enqueue_report) anew. Only with TCTL_CUDA_GRAPHS=1 until
+  // the GPU check has compared replays with eager runs.
+  std::unique_ptr<Recording> begin_recording() override;
+  bool can_record() const override;
+  // Whether the calling thread records on this device now: a kernel whose arguments change every step (a
+  // random key) refuses to be captured then (launch.h's step_random_key).
+  bool recording_here() const { return capturing() != nullptr; }
+
   std::unique_ptr<OwnStream> own_stream() override;
   bool has_own_streams() const override { return own_streams_.load(std::memory_order_acquire) > 0; }
   void queue_wait(const Event& event) override;
@@ -99,9 +112,25 @@ class CudaDevice final : public Device {
   void read_reports(std::uint64_t mark);
 
  private:
-  struct HostWork;
+  struct HostWork {
+    CudaDevice* device;
+    std::function<void()> work;
+  };
   static void CUDART_CB run_host_work(void* data);
+  static void CUDART_CB run_kept_host_work(void* data);  // a recording's: the replay keeps it
+  void run(HostWork& w);
   class Own;
+  class Capture;  // kernels/cuda/recording.h
+  class GraphReplay;
+  struct Kept;
+  static thread_local Capture* t_capture_;  // the calling thread's recording, on whichever device
+  // The calling thread's recording on this device, or null.
+  Capture* capturing() const;
+  // Queues `report` to read the word at `host` once a wait covers the copy queued into it before; under
+  // report_mu_.
+  void add_report_locked(const void* host, std::function<void(const void* host)> report);
+  // Whether a report queued before `mark` is still unread.
+  bool report_unread(std::uint64_t mark);
   // Copies between the host and the device through the pinned staging buffers, a chunk at a time.
   void stage_from_host(char* dst, const char* src, std::size_t bytes);
   void stage_to_host(char* dst, const char* src, std::size_t bytes);
@@ -149,6 +178,7 @@ class CudaDevice final : public Device {
   // i reads slot i % kReportSlots; a full ring is read after a wait for the stream before a slot is reused).
   struct PendingReport {
     std::uint64_t index;
+    const void* host;  // the ring's slot, or a word a replay keeps
     std::function<void(const void* host)> report;
   };
   static constexpr std::size_t kReportSlots = 1024;

@@ -1,5 +1,8 @@
 #include "kernels/cuda/cuda_util.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "core/errors.h"
 #include "kernels/cuda/launch.h"
 
@@ -9,6 +12,11 @@ void check(cudaError_t status, const std::string& device, const char* call) {
   if (status == cudaSuccess) return;
   cudaGetLastError();  // clears a non-sticky error, so the next call does not report it again
   throw RuntimeError(device + ": " + call + " failed: " + cudaGetErrorString(status));
+}
+
+bool env_flag_on(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr && std::strcmp(value, "1") == 0;
 }
 
 CurrentDevice::CurrentDevice(int ordinal, const std::string& name) {

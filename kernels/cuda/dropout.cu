@@ -32,7 +32,7 @@ void apply_mask(KernelContext& ctx, std::int64_t stream) {
   const float rate = static_cast<float>(ctx.attrs().f("rate"));
   Mask m{in<float>(ctx, 0),
          out<float>(ctx),
-         ctx.random_key(stream),
+         step_random_key(ctx, stream),
          ctx.first_element(ctx.input(0)),
          rate,
          1.0f / (1.0f - rate),

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "core/ceil_div.h"
+#include "core/errors.h"
 #include "core/kernel_context.h"
 #include "kernels/cuda/cuda_device.h"
 
@@ -52,6 +53,16 @@ inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {
   const std::int64_t blocks = ceil_div(n, kBlock);
   return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
+}
+
+// The key of random stream `stream` in this step (KernelContext::random_key), for a kernel's draws. A captured
+// kernel keeps its arguments, so a replay would draw the recorded step's numbers again: while the device
+// records, it throws instead, and the segment runs node by node (core/device_graph.h, docs/devices.md).
+inline std::uint64_t step_random_key(const KernelContext& ctx, std::int64_t stream) {
+  if (device_of(ctx).recording_here())
+    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name +
+                       ") draws random numbers with its step's key, which a replay would repeat");
+  return ctx.random_key(stream);
 }
 
 // Throws RuntimeError("<node> (<op>) on cuda:0: <launch error>") when the last launch failed.

@@ -37,7 +37,7 @@ struct DropMask {
 DropMask drop_mask(const KernelContext& ctx) {
   DropMask m;
   m.rate = static_cast<float>(ctx.attrs().f_or("recurrent_dropout", 0.0));
-  if (m.rate > 0.0f) m.key = ctx.random_key(ctx.attrs().i("stream"));
+  if (m.rate > 0.0f) m.key = step_random_key(ctx, ctx.attrs().i("stream"));
   m.offset = ctx.batch_offset();
   return m;
 }

@@ -88,6 +88,8 @@ class SimRecording final : public Recording {
   ~SimRecording() override { t_recording = nullptr; }
   std::unique_ptr<Replay> finish() override {
     t_recording = nullptr;
+    if (device_.take_finish_failure())
+      throw RuntimeError(device_.name() + ": the recording could not be made ready to launch");
     return std::make_unique<SimReplay>(device_, std::make_shared<const Recorded>(std::move(work_)));
   }
   const SimDevice& device() const { return device_; }
@@ -185,8 +187,13 @@ void SimDevice::enqueue(std::function<void()> work) {
 void SimDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   // The source may be reused once this returns, so a copy that must wait takes its bytes along.
   if (t_running == this) return void(std::memcpy(dst, src, bytes));
-  // Recorded, the copy reads `src` when it is replayed, as a captured CUDA copy does: the recorder keeps it.
-  if (SimRecording* r = recording_of(this)) return r->add([=] { std::memcpy(dst, src, bytes); });
+  // Recorded, the copy writes the bytes `src` holds now at every replay, as CUDA's recording does (a
+  // captured copy reads pinned memory, which it fills now: kernels/cuda/recording.cpp).
+  if (SimRecording* r = recording_of(this)) {
+    auto now =
+        std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    return r->add([dst, now] { std::memcpy(dst, now->data(), now->size()); });
+  }
   std::lock_guard lock(stream_mu_);
   if (!paused_) {
     submit_locked([=] { std::memcpy(dst, src, bytes); });

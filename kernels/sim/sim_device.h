@@ -63,6 +63,10 @@ class SimDevice final : public Device {
   // For tests: while paused, queued work waits; resume() runs it in order. Kernels may not run meanwhile.
   void pause();
   void resume();
+  // For tests: the next recording's finish() throws, as a GPU's may when it cannot make a graph ready.
+  void fail_next_finish() { fail_next_finish_.store(true); }
+  // Whether a recording finishing now must throw (fail_next_finish), once.
+  bool take_finish_failure() { return fail_next_finish_.exchange(false); }
   // Whether `p` is a block this device handed out and has not taken back.
   bool owns(const void* p) const;
   // Whether the calling thread records its work on `device` now (a sim kernel then records a closure over
@@ -82,6 +86,7 @@ class SimDevice final : public Device {
   // Looked up once: kind() is asked for each node the executor runs.
   const DeviceKind kind_ = device_kind("sim");
   std::string name_;
+  std::atomic<bool> fail_next_finish_{false};
   std::size_t limit_;  // TCTL_SIM_MEMORY_LIMIT, 0 for none
   // The stream.
   mutable std::mutex stream_mu_;

@@ -12,6 +12,7 @@
 #include "core/op_registry.h"
 #include "core/ops/state.h"
 #include "core/session.h"
+#include "kernels/sim/sim_device.h"
 
 using namespace tctl;
 
@@ -121,9 +122,10 @@ TEST_CASE("sim records work instead of running it, replays it whole each launch,
   std::unique_ptr<Recording> recording = sim.begin_recording();
   REQUIRE(recording != nullptr);
   sim.enqueue([&] { ++runs; });
-  const float host[2] = {1.5f, -2.0f};
+  float host[2] = {1.5f, -2.0f};
   void* block = sim.allocate(sizeof host);  // allowed while recording
   sim.copy_from_host(block, host, sizeof host);
+  host[1] = 7.0f;  // the recording holds the bytes the copy saw
   CHECK_THROWS_WITH_AS(sim.synchronize(), "sim:1: waiting for the stream cannot be recorded", RuntimeError);
   float back[2] = {0, 0};
   CHECK_THROWS_WITH_AS(sim.copy_to_host(back, block, sizeof back), "sim:1: a copy to the host cannot be recorded",
@@ -278,6 +280,19 @@ TEST_CASE("a segment whose recording fails runs eagerly, with the same results, 
                 "cannot be recorded"));
   // The first segment still replays.
   CHECK(g.s.device_graph_replays() == 2);
+}
+
+TEST_CASE("a recording the device cannot make ready to launch leaves its segment eager, with the same results") {
+  GraphSession gs;
+  static_cast<SimDevice*>(sim1())->fail_next_finish();
+  for (int run = 0; run < 3; ++run) {
+    CAPTURE(run);
+    CHECK(gs.same_as_eager(TwoPartNet()));
+  }
+  CHECK(
+      gs.log.has("segment 0 (level 0, 5 nodes): runs eagerly: recording failed: sim:1: the recording could not be "
+                 "made ready to launch"));
+  CHECK(gs.log.has("segment 1 (level 1, 2 nodes): recorded"));  // the next recording was made as usual
 }
 
 TEST_CASE("a profiled run does not use device graphs") {

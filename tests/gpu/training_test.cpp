@@ -2,9 +2,11 @@
 // skipped, saying why, without a GPU): the shipped digits MLP and CNN trained on cuda:0 reach the CPU's
 // test accuracy within 0.01; a model split across cpu and cuda:0 trains through its copy nodes, which
 // --log-device-placement shows; two runs on the GPU give the same weights bit for bit; the run's --json
-// summary reports the GPU's peak memory; mixed_float16's loss scaling trains float32's weights there.
+// summary reports the GPU's peak memory; mixed_float16's loss scaling trains float32's weights there; device
+// graphs replay the step as CUDA graphs and train the eager run's weights.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cli/cli_test_util.h"
@@ -94,5 +96,48 @@ TEST_SUITE("gpu training") {
         CHECK(dev.at("peak_bytes").get<double>() > 0);
       }
     CHECK(found);
+  }
+
+  TEST_CASE("device graphs on cuda:0 replay the training step as CUDA graphs and train the eager run's weights") {
+    // Recording on cuda is opt-in until this check has passed on a GPU (CudaDevice::can_record).
+    ::setenv("TCTL_CUDA_GRAPHS", "1", 1);
+    TempDir d;
+    d.write("mlp.json", R"({"name": "mlp", "input_shape": [64], "layers": [
+      {"type": "Dense", "units": 128, "activation": "relu"},
+      {"type": "Dense", "units": 64, "activation": "relu"},
+      {"type": "Dense", "units": 10, "activation": "softmax"}]})");
+    d.write("mlp_train.json", R"({"model": "mlp.json", "data": {"dataset": "digits", "test_split": 0.2,
+      "validation_split": 0.1, "shuffle": true, "standardize": true}, "loss": "sparse_categorical_crossentropy",
+      "optimizer": {"type": "adam", "learning_rate": 0.001}, "metrics": ["accuracy"], "epochs": 3,
+      "batch_size": 32, "seed": 42})");
+    const std::string train = "train mlp_train.json --device cuda:0 --strict-placement --quiet ";
+    const CommandResult eager = run_tensorctl(train + "--output eager", d.path());
+    REQUIRE(eager.status == 0);
+    const CommandResult graphs =
+        run_tensorctl(train + "--output graphs --set device_graphs=true --log-device-placement", d.path());
+    INFO(graphs.err);
+    REQUIRE(graphs.status == 0);
+    CHECK(graphs.err.find("device graph: cuda:0 segment 0 (level 0") != std::string::npos);
+    CHECK(graphs.err.find("): recorded") != std::string::npos);
+    CHECK(graphs.err.find("runs eagerly") == std::string::npos);
+    CHECK(read_text(d / "eager/weights.safetensors") == read_text(d / "graphs/weights.safetensors"));
+    // The run's validation and test passes replay too, to the eager run's figures.
+    CHECK(read_json(d / "eager/summary.json").at("test") == read_json(d / "graphs/summary.json").at("test"));
+
+    // Dropout draws with its step's key, which a capture would freeze: its segments run node by node,
+    // saying so, and train what they trained before.
+    run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) +
+                      " --device cuda:0 --quiet --epochs 2 --output dropout_eager",
+                  d.path());
+    const CommandResult dropout = run_tensorctl("train " + quoted(source_path("configs/digits_mlp.json")) +
+                                                    " --device cuda:0 --quiet --epochs 2 --output dropout_graphs "
+                                                    "--set device_graphs=true --log-device-placement",
+                                                d.path());
+    INFO(dropout.err);
+    REQUIRE(dropout.status == 0);
+    CHECK(dropout.err.find("draws random numbers with its step's key, which a replay would repeat") !=
+          std::string::npos);
+    CHECK(read_text(d / "dropout_eager/weights.safetensors") == read_text(d / "dropout_graphs/weights.safetensors"));
+    ::unsetenv("TCTL_CUDA_GRAPHS");
   }
 }
