@@ -76,6 +76,18 @@ class OwnStream {
   virtual ~OwnStream() = default;
 };
 
+// A stream of a device's for the copies one thread makes from the host (Device::copy_stream).
+class CopyStream {
+ public:
+  virtual ~CopyStream() = default;
+  // Makes this stream's next copies wait for the work queued on the device's stream so far: for a
+  // destination that work may still use (a block just allocated, which a step running now may have freed).
+  virtual void wait_for_device() = 0;
+  // Blocks until the copies queued on it have landed (a copy whose event could not be made, say); never
+  // throws.
+  virtual void finish() noexcept = 0;
+};
+
 // Work a device recorded instead of running (Device::begin_recording), to run again as a whole: CUDA's graph
 // of a stream capture, replayed with one launch. Every replay reads and writes the buffers the recording
 // named, and allocates nothing: the caller keeps those buffers alive and in place, and checks before each
@@ -164,6 +176,15 @@ class Device {
   virtual bool has_own_streams() const { return false; }
   // Makes the work this thread queues here next wait until `event` (of this device) is done.
   virtual void queue_wait(const Event& event) { (void)event; }
+
+  // A stream for the calling thread's copies from the host, beside the device's stream, while the returned
+  // object lives: this thread's copy_from_host goes to it and its record_event marks it, so a batch moves to
+  // the device while the kernels queued before it run (the fit loop's producer, models/train/trainer.cpp).
+  // Everything else the thread does stays where it was. The caller makes sure no queued work still uses a
+  // destination (CopyStream::wait_for_device), makes each reader wait for the copy's event (queue_wait),
+  // and lets the object go on the thread that made it, or once that thread has ended. Null where copies
+  // have no stream to go to (the CPU, whose copies are done when the call returns).
+  virtual std::unique_ptr<CopyStream> copy_stream() { return nullptr; }
 
   // Starts recording the calling thread's work on this device (Recording); null where the device cannot
   // record (the CPU, whose work is done when its call returns). One recording per thread at a time.

@@ -461,9 +461,15 @@ struct Run {
   void record(const GraphSegment& seg, SegmentState& state, DeviceGraphs& graphs) {
     state.replay.reset();
     fill_borrowed(seg);
-    std::unique_ptr<Recording> recording = seg.device->begin_recording();
+    std::unique_ptr<Recording> recording;
+    try {
+      recording = seg.device->begin_recording();
+    } catch (const std::exception& e) {
+      refuse(seg, state, std::string("recording failed: ") + e.what());
+      return run_eagerly(seg);
+    }
     staged_input = graphs.staged_input.data();
-    for (int m : seg.members) execute(m);
+    capture_members(seg);
     staged_input = nullptr;
     if (failed.load(std::memory_order_relaxed)) {
       // Nothing recorded has run: drop it, and run the segment as usual, now and from now on.
@@ -480,12 +486,36 @@ struct Run {
       return run_eagerly(seg);
     }
     recording.reset();
+    note(seg.name + ": recorded");
+    // Launched before the frame lets anything go: the recording reads what the frame holds now.
+    state.replay->launch();
     for (int m : seg.members) release_after(m);
     for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
     for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();
     segment_signature(seg, state, values, state.signature);
-    note(seg.name + ": recorded");
-    state.replay->launch();
+  }
+
+  // Runs the members into the recording. Each variable read of the segment is let go once its last reader
+  // in it has run, as an eager run lets it go: an update of the variable after them then takes its buffer
+  // as its own. Held, the update would copy the buffer when it is recorded, and every replay would copy
+  // the recording's buffer over the variable's again before updating (tests/core/device_graph_test.cpp).
+  // Only the slots are emptied; the use counts stay for release_after, and an eager run after a failed
+  // recording reads them again (as members, or through fill_borrowed).
+  void capture_members(const GraphSegment& seg) {
+    std::vector<std::pair<int, int>> readers;  // (read, readers left among the members)
+    for (const std::vector<int>* reads : {&seg.lent, &seg.borrowed})
+      for (int p : *reads) readers.emplace_back(p, 0);
+    for (int m : seg.members)
+      for (int in : plan.nodes[static_cast<std::size_t>(m)].inputs)
+        for (auto& [p, left] : readers) left += in == p ? 1 : 0;
+    for (int m : seg.members) {
+      execute(m);
+      for (auto& [p, left] : readers) {
+        if (p == m && left == 0) values[static_cast<std::size_t>(p)].reset();  // a read kept only for order
+        for (int in : plan.nodes[static_cast<std::size_t>(m)].inputs)
+          if (in == p && --left == 0) values[static_cast<std::size_t>(p)].reset();
+      }
+    }
   }
 
   void run_eagerly(const GraphSegment& seg) {

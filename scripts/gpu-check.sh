@@ -31,8 +31,9 @@
 #                                 profile   `tensorctl profile --ops` of the MLP 784-2048-2048-10 at batch
 #                                           1024 and the digits MLP at batch 32, every layer on cuda:0
 #                                 pipeline  `tensorctl train` of the MLP 784-2048-2048-10 at batch 1024 on
-#                                           cuda:0 (16,384 synthetic rows), prefetch 0 against 2: what
-#                                           moving the batches to the GPU on the producer thread buys
+#                                           cuda:0 (16,384 synthetic rows), prefetch 0 against 2, and 2
+#                                           on a copy stream: what moving the batches to the GPU on the
+#                                           producer thread buys (the three must train the same weights)
 #                                 suites    every other suite, side by side
 #                               or `lease`: build, test, sanitize, bench, pipeline and profile, each cut off
 #                               at its share of about 9 minutes, which one call of the device tool can hold
@@ -98,7 +99,7 @@ if [ "$stage" = lease ]; then
   }
   export ROUNDS="${ROUNDS:-1}"
   lease_status=0
-  for share in build:40:1 test:180:3 sanitize:100:2 bench:140:1 pipeline:70:4 profile:30:2; do
+  for share in build:40:1 test:180:3 sanitize:100:2 bench:140:1 pipeline:70:3 profile:30:2; do
     IFS=: read -r name seconds steps <<<"$share"
     start=$SECONDS
     rc=0
@@ -223,6 +224,7 @@ if runs build; then
 fi
 if runs test; then
   # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
+  # tests/gpu/training_test.cpp turns on TCTL_CUDA_GRAPHS itself for its device-graph case.
   # FusedUpdate's CUDA kernel is used only when asked for until this run has compared it with the CPU's
   # (kernels/cuda/cuda_device.cpp, CudaDevice::supports): the op tests ask.
   echo "gpu-check: the op tests on cuda:0"
@@ -324,18 +326,30 @@ PY
   for w in 2048 2048; do layers+="{\"type\": \"Dense\", \"units\": $w, \"activation\": \"relu\"}, "; done
   echo "{\"name\": \"mlp2048\", \"input_shape\": [784], \"layers\": [$layers{\"type\": \"Dense\", \"units\": 10, \"activation\": \"softmax\"}]}" \
     >"$pipe_dir/mlp2048.json"
-  for prefetch in 0 2 0 2; do
+  # prefetch 2 twice: moving batches on the device's stream, then on a copy stream of the producer's
+  # (TCTL_CUDA_COPY_STREAM=1 until this check has run it); every run must train the same weights.
+  weights=""
+  for run in 0 2 2-copy-stream; do
+    prefetch="${run%%-*}"
+    copy_stream=0
+    [ "$run" = 2-copy-stream ] && copy_stream=1
     echo "{\"model\": \"mlp2048.json\", \"data\": {\"csv\": \"rows.csv\", \"test_split\": 0.1, \"validation_split\": 0.0}, \"loss\": \"sparse_categorical_crossentropy\", \"optimizer\": {\"type\": \"adam\", \"learning_rate\": 0.001}, \"epochs\": 4, \"batch_size\": 1024, \"prefetch\": $prefetch, \"device\": \"cuda:0\", \"seed\": 1}" \
       >"$pipe_dir/train.json"
     rm -rf "$pipe_dir/run"
-    if step "${TCTL_GPU_STEP_LIMIT:-120}" "$build/tensorctl" train "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet \
-      --strict-placement --inter-op-threads 1 --intra-op-threads 1; then
-      echo "gpu-check: train, prefetch $prefetch: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
+    if TCTL_CUDA_COPY_STREAM=$copy_stream step "${TCTL_GPU_STEP_LIMIT:-120}" "$build/tensorctl" train \
+      "$pipe_dir/train.json" --output "$pipe_dir/run" --quiet --strict-placement --inter-op-threads 1 \
+      --intra-op-threads 1; then
+      echo "gpu-check: train, prefetch $run: $(python3 -c "import json; d = json.load(open('$pipe_dir/run/summary.json')); print(round(d['samples_per_second']), 'samples/s, test', d['test'])")"
+      weights+="$(sha256sum "$pipe_dir/run/weights.safetensors" | cut -c1-16) "
     else
-      echo "gpu-check: train, prefetch $prefetch: failed"
+      echo "gpu-check: train, prefetch $run: failed"
       status=1
     fi
   done
+  if [ "$(tr ' ' '\n' <<<"$weights" | sort -u | grep -c .)" -ne 1 ]; then
+    echo "gpu-check: the prefetch runs trained different weights: $weights"
+    status=1
+  fi
   rm -rf "$pipe_dir"
 fi
 if runs suites; then

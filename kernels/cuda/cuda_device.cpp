@@ -22,6 +22,9 @@ namespace {
 thread_local const CudaDevice* t_own_device = nullptr;
 thread_local cudaStream_t t_own_stream = nullptr;
 thread_local void* t_own_report = nullptr;
+// The copy stream the calling thread holds (CudaDevice::copy_stream), and of which device.
+thread_local const CudaDevice* t_copy_device = nullptr;
+thread_local cudaStream_t t_copy_stream = nullptr;
 
 class CudaEvent final : public Event {
  public:
@@ -123,6 +126,10 @@ CudaDevice::CudaDevice(int ordinal)
             return p;
           },
           [this](void* p) {
+            // cudaFree waits for the device, which a capture under way on any thread may not survive: the
+            // pool's trim (after a failed cudaMalloc) then leaves the block for the last capture's end.
+            std::lock_guard lock(capture_mu_);
+            if (captures_ > 0) return deferred_frees_.push_back(p);
             CurrentDevice current(ordinal_, name_);
             cudaFree(p);
           }) {
@@ -248,6 +255,54 @@ class CudaDevice::Own final : public OwnStream {
   void* report_ = nullptr;
 };
 
+// The producer's stream for batches: its copies wait for the device's stream only when asked
+// (wait_for_device), so a batch crosses the link while the step before computes.
+class CudaDevice::Copies final : public CopyStream {
+ public:
+  explicit Copies(CudaDevice& device) : device_(device) {
+    TCTL_CHECK(t_copy_device == nullptr, "a thread holds one copy stream at a time");
+    CurrentDevice current(device.ordinal_, device.name_);
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), device.name_, "cudaStreamCreate");
+    t_copy_device = &device;
+    t_copy_stream = stream_;
+  }
+  ~Copies() override {
+    CurrentDevice current(device_.ordinal_, device_.name_);
+    // Its copies land before the stream goes (and before the buffers they write can be given back).
+    cudaStreamSynchronize(stream_);
+    if (t_copy_stream == stream_) {
+      t_copy_device = nullptr;
+      t_copy_stream = nullptr;
+    }
+    cudaStreamDestroy(stream_);
+  }
+  Copies(const Copies&) = delete;
+  Copies& operator=(const Copies&) = delete;
+  void wait_for_device() override {
+    CurrentDevice current(device_.ordinal_, device_.name_);
+    const CudaEvent queued(device_, false, device_.stream_);
+    check(cudaStreamWaitEvent(stream_, queued.get(), 0), device_.name_, "cudaStreamWaitEvent");
+  }
+  void finish() noexcept override {
+    // A failure here is the device's, which its next wait reports.
+    int previous = 0;
+    if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device_.ordinal_) != cudaSuccess ||
+        cudaStreamSynchronize(stream_) != cudaSuccess)
+      cudaGetLastError();
+    cudaSetDevice(previous);
+  }
+
+ private:
+  CudaDevice& device_;
+  cudaStream_t stream_ = nullptr;
+};
+
+std::unique_ptr<CopyStream> CudaDevice::copy_stream() {
+  static const bool asked = env_flag_on("TCTL_CUDA_COPY_STREAM");
+  if (!asked) return nullptr;
+  return std::make_unique<Copies>(*this);
+}
+
 std::unique_ptr<OwnStream> CudaDevice::own_stream() {
   if (capturing() != nullptr) throw RuntimeError(name_ + ": a thread that records cannot take a stream of its own");
   return std::make_unique<Own>(*this);
@@ -271,14 +326,14 @@ std::size_t CudaDevice::take_staging() {
   return k;
 }
 
-void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes) {
+void CudaDevice::stage_from_host(char* dst, const char* src, std::size_t bytes, cudaStream_t stream) {
   std::lock_guard lock(staging_mu_);
   for (std::size_t off = 0; off < bytes; off += kStagingBytes) {
     const std::size_t n = std::min(kStagingBytes, bytes - off);
     const std::size_t k = take_staging();
     host_copy(static_cast<char*>(staging_[k]), src + off, n);
-    check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream()), name_, "cudaMemcpyAsync");
-    check(cudaEventRecord(staging_done_[k], stream()), name_, "cudaEventRecord");
+    check(cudaMemcpyAsync(dst + off, staging_[k], n, cudaMemcpyHostToDevice, stream), name_, "cudaMemcpyAsync");
+    check(cudaEventRecord(staging_done_[k], stream), name_, "cudaEventRecord");
   }
 }
 
@@ -332,7 +387,8 @@ void CudaDevice::host_copy(char* dst, const char* src, std::size_t bytes) {
 void CudaDevice::copy_from_host(void* dst, const void* src, std::size_t bytes) {
   CurrentDevice current(ordinal_, name_);
   if (Capture* c = capturing()) return c->copy_from_host(dst, src, bytes);
-  stage_from_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes);
+  stage_from_host(static_cast<char*>(dst), static_cast<const char*>(src), bytes,
+                  t_copy_device == this ? t_copy_stream : stream());
 }
 
 void CudaDevice::copy_to_host(void* dst, const void* src, std::size_t bytes) {
@@ -500,6 +556,7 @@ void CudaDevice::bind_cublas_to(cudaStream_t stream) {
 std::shared_ptr<Event> CudaDevice::record_event() {
   // Recorded work is not queued: the event marks the work queued before the recording began, as sim's does.
   if (Capture* c = capturing()) return c->queued_before();
+  if (t_copy_device == this) return std::make_shared<CudaEvent>(*this, false, t_copy_stream);
   return std::make_shared<CudaEvent>(*this, false);
 }
 

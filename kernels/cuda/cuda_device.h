@@ -73,6 +73,10 @@ class CudaDevice final : public Device {
   // random key) refuses to be captured then (launch.h's step_random_key).
   bool recording_here() const { return capturing() != nullptr; }
 
+  // A copy stream (Device::copy_stream): only with TCTL_CUDA_COPY_STREAM=1 until the GPU check has run it.
+  // The thread's copies from the host go to it through the pinned staging ring, as the device's do.
+  std::unique_ptr<CopyStream> copy_stream() override;
+
   std::unique_ptr<OwnStream> own_stream() override;
   bool has_own_streams() const override { return own_streams_.load(std::memory_order_acquire) > 0; }
   void queue_wait(const Event& event) override;
@@ -120,6 +124,7 @@ class CudaDevice final : public Device {
   static void CUDART_CB run_kept_host_work(void* data);  // a recording's: the replay keeps it
   void run(HostWork& w);
   class Own;
+  class Copies;
   class Capture;  // kernels/cuda/recording.h
   class GraphReplay;
   struct Kept;
@@ -132,7 +137,7 @@ class CudaDevice final : public Device {
   // Whether a report queued before `mark` is still unread.
   bool report_unread(std::uint64_t mark);
   // Copies between the host and the device through the pinned staging buffers, a chunk at a time.
-  void stage_from_host(char* dst, const char* src, std::size_t bytes);
+  void stage_from_host(char* dst, const char* src, std::size_t bytes, cudaStream_t stream);
   void stage_to_host(char* dst, const char* src, std::size_t bytes);
   // memcpy between pageable and staging memory, split over copy_pool_ when the chunk is large: one core
   // copies several times slower than the link carries from pinned memory, a large share of a step that
@@ -188,6 +193,11 @@ class CudaDevice final : public Device {
   std::deque<PendingReport> reports_;
   // Written under report_mu_; read without it by report_mark, which every event's creation calls.
   std::atomic<std::uint64_t> reports_queued_{0};
+  // Captures under way (recording.cpp), and the blocks the pool gave back meanwhile, freed at the last one's
+  // end.
+  std::mutex capture_mu_;
+  int captures_ TCTL_GUARDED_BY(capture_mu_) = 0;
+  std::vector<void*> deferred_frees_ TCTL_GUARDED_BY(capture_mu_);
   // The NCCL communicators joined, by collective id; they live as long as the process, as the library does.
   mutable std::mutex nccl_mu_;
   std::map<std::int64_t, ncclComm_t> nccl_comms_ TCTL_GUARDED_BY(nccl_mu_);

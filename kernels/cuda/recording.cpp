@@ -56,10 +56,15 @@ class CudaDevice::GraphReplay final : public Replay {
     // wait has covered them yet (a run waits for its devices at its end, so this is the rare case).
     if (!kept_.reports.empty() && device_.report_unread(reports_end_)) device_.synchronize();
     const cudaStream_t stream = device_.stream();
-    check(cudaGraphLaunch(exec_, stream), device_.name_, "cudaGraphLaunch");
-    check(cudaEventRecord(launched_, stream), device_.name_, "cudaEventRecord");
-    if (kept_.reports.empty()) return;
+    // Under the reports' lock: a report another thread queues comes wholly before the launch or after it,
+    // so a wait for launched_ covers every report numbered before reports_end_.
     std::lock_guard lock(device_.report_mu_);
+    check(cudaGraphLaunch(exec_, stream), device_.name_, "cudaGraphLaunch");
+    if (const cudaError_t status = cudaEventRecord(launched_, stream); status != cudaSuccess) {
+      // launched_ would not cover this launch, which may still write what the destructor gives back.
+      cudaDeviceSynchronize();
+      check(status, device_.name_, "cudaEventRecord");
+    }
     for (const Kept::Report& r : kept_.reports) device_.add_report_locked(r.word, r.read);
     reports_end_ = device_.reports_queued_.load(std::memory_order_relaxed);
   }
@@ -80,13 +85,19 @@ class CudaDevice::GraphReplay final : public Replay {
 
 CudaDevice::Capture::Capture(CudaDevice& device) : device_(device) {
   TCTL_CHECK(t_capture_ == nullptr, "a second recording on one thread");
+  // A product then waits for another stream's event (CublasCall), and a write marks its end with an event
+  // (Variable::Update): neither can be captured.
+  if (device.has_own_streams())
+    throw RuntimeError(device.name_ + ": work cannot be recorded while threads hold streams of their own");
   before_ = device.record_event();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), device.name_, "cudaStreamCreate");
+  std::lock_guard lock(device.capture_mu_);
   // Relaxed: the thread may still allocate (a kernel's temporaries), which the other modes forbid.
   if (const cudaError_t status = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed); status != cudaSuccess) {
     cudaStreamDestroy(stream_);
     check(status, device.name_, "cudaStreamBeginCapture");
   }
+  ++device.captures_;
   t_capture_ = this;
 }
 
@@ -149,6 +160,14 @@ cudaGraph_t CudaDevice::Capture::end_capture() {
   t_capture_ = nullptr;
   cudaGraph_t graph = nullptr;
   const cudaError_t status = cudaStreamEndCapture(stream_, &graph);
+  {
+    // Under the lock, so no capture begins while the blocks the pool gave back meanwhile are freed.
+    std::lock_guard lock(device_.capture_mu_);
+    if (--device_.captures_ == 0) {
+      for (void* p : device_.deferred_frees_) cudaFree(p);
+      device_.deferred_frees_.clear();
+    }
+  }
   if (status != cudaSuccess) {
     cudaGetLastError();
     ended_with_ = cudaGetErrorString(status);

@@ -112,6 +112,16 @@ bool SimDevice::recording_on(const Device& device) {
 std::unique_ptr<Recording> SimDevice::begin_recording() { return std::make_unique<SimRecording>(*this); }
 
 namespace {
+class SimCopyStream final : public CopyStream {
+ public:
+  void wait_for_device() override {}  // one stream: every copy follows the work queued before it
+  void finish() noexcept override {}
+};
+}  // namespace
+
+std::unique_ptr<CopyStream> SimDevice::copy_stream() { return std::make_unique<SimCopyStream>(); }
+
+namespace {
 // TCTL_SIM_MEMORY_LIMIT: the bytes a sim device may hold in use at once (0, or unset: no limit), so tests
 // meet a device running out of memory the way a GPU does.
 std::size_t sim_memory_limit() {

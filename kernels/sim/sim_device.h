@@ -53,6 +53,9 @@ class SimDevice final : public Device {
   DeviceMemoryStats memory_stats() const override;
   std::unique_ptr<Recording> begin_recording() override;
   bool can_record() const override { return true; }
+  // Its copies run in order on its one stream, so nothing overlaps; it has one so that the fit loop moves
+  // batches on sim as it does on a GPU (into buffers kept from batch to batch, each read after its event).
+  std::unique_ptr<CopyStream> copy_stream() override;
   // Its AllReduce kernel runs the CPU's on its own buffers (kernels/sim/sim_kernels.cpp), as NCCL's does on a
   // GPU's, so placement and copies of a device's own all-reduce are tested without one.
   std::string collective_refusal(const Collective& /*collective*/) const override { return ""; }

@@ -25,6 +25,61 @@ struct Batch {
   Tensor x;
   Tensor y;
   Tensor host_x;  // where x is gathered: x itself, or the copy of it on the model's input device
+  // Moved by a device's copy stream (Device::copy_stream): x's buffer there, kept from batch to batch, and
+  // the event of the copy into it, which the step waits for on the device.
+  Tensor device_x;
+  std::shared_ptr<Event> ready;
+
+  Batch() = default;
+  Batch(const Batch&) = default;
+  Batch(Batch&&) = default;
+  Batch& operator=(const Batch&) = default;
+  Batch& operator=(Batch&&) = default;
+  // A copy still on its way writes device_x (a run stopped with batches prefetched): it lands before the
+  // buffer can go back to the device's pool.
+  ~Batch() {
+    if (ready == nullptr) return;
+    while (!ready->done()) std::this_thread::yield();
+  }
+};
+
+// Moves the batch's x to `to` on the producer's copy stream (made at its first move, on its thread), into
+// the batch's own buffer there, or, on a device without one, into a new buffer on the device's stream.
+class BatchMover {
+ public:
+  explicit BatchMover(Device* to) : to_(to) {}
+  // After a move that failed part way: a copy may still be writing the batch's buffer.
+  void settle() noexcept {
+    if (copies_ != nullptr) copies_->finish();
+  }
+  void move(Batch& batch) {
+    batch.ready.reset();
+    if (!asked_) {
+      copies_ = to_->copy_stream();
+      asked_ = true;
+    }
+    if (copies_ == nullptr) {
+      batch.x = batch.host_x.to(to_);
+      return;
+    }
+    const Tensor& host = batch.host_x;
+    if (!batch.device_x.defined() || !(batch.device_x.shape() == host.shape()) ||
+        batch.device_x.dtype() != host.dtype()) {
+      batch.device_x.reset();
+      batch.device_x = Tensor::empty(host.dtype(), host.shape(), to_);
+      // The block may be one the step running now let go of, with its kernels still queued. A kept buffer
+      // needs no wait: the loop gave it back after its step ended.
+      copies_->wait_for_device();
+    }
+    to_->copy_from_host(batch.device_x.raw_mutable_data(), host.raw_data(), host.bytes());
+    batch.ready = to_->record_event();
+    batch.x = batch.device_x;
+  }
+
+ private:
+  Device* to_;
+  bool asked_ = false;
+  std::unique_ptr<CopyStream> copies_;
 };
 
 // With prefetch, a producer thread gathers the next batches while the loop trains (a Prefetcher, whose
@@ -121,6 +176,8 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
   // Only once a step has run: the first places the variables, and a batch moved before them could take the
   // device memory they need. A move that fails leaves the batch on the host.
   Device* to = prefetch && options.prefetch > 0 ? model_.input_device() : nullptr;
+  std::optional<BatchMover> mover;  // the producer's alone; it goes after the producer has stopped
+  if (to != nullptr) mover.emplace(to);
   std::atomic<bool> stepped{false};
   BatchSource source(prefetch ? options.prefetch : 0, steps, [&](std::int64_t step, Batch& batch) {
     const auto rows = fed_rows(step);
@@ -128,12 +185,16 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     // device, it is given back before the next copy is made.
     batch.x.reset();
     batch.x = gather_rows(data.x, rows, batch.host_x);
-    if (to != nullptr && stepped.load(std::memory_order_acquire)) {
+    if (mover && stepped.load(std::memory_order_acquire)) {
       try {
-        batch.x = batch.host_x.to(to);
+        mover->move(batch);
       } catch (const RuntimeError&) {
         // Out of device memory, say: x stays on the host, and the step's own copy, trying again, names its
         // node if it fails too.
+        mover->settle();
+        batch.x = batch.host_x;
+        batch.device_x.reset();
+        batch.ready.reset();
       }
     }
     model_.targets_into(data, rows, batch.y);
@@ -143,6 +204,7 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
     const auto asked = std::chrono::steady_clock::now();
     Batch batch = source.next(step);
     input_wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    if (batch.ready != nullptr) to->queue_wait(*batch.ready);  // the device's stream waits for the copy
     const auto rows = rows_of(step);
     const std::vector<Tensor> out = run_step(batch.x, batch.y, first_step + step, data, rows);
     stepped.store(true, std::memory_order_release);

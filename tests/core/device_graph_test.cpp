@@ -12,6 +12,7 @@
 #include "core/op_registry.h"
 #include "core/ops/state.h"
 #include "core/session.h"
+#include "core/variable.h"
 #include "kernels/sim/sim_device.h"
 
 using namespace tctl;
@@ -31,6 +32,24 @@ void waiting_identity(KernelContext& ctx) {
     register_op({.name = "GraphTestWaitingIdentity", .infer = same_as_input(0)}) &&
     register_kernel("GraphTestWaitingIdentity", DeviceKind::cpu(), waiting_identity) &&
     register_kernel("GraphTestWaitingIdentity", device_kind("sim"), waiting_identity);
+
+// w = w / 2 + 1, with the variable taken when the kernel is called and the arithmetic queued on the stream,
+// as a GPU kernel's update is: recorded, the taking happens once, at the recording, and only the arithmetic
+// is replayed. Its output is x, passed on.
+void halve_var_plus_one(KernelContext& ctx) {
+  Variable::Update update(ctx.var(0));
+  float* p = update.device_data();
+  const std::int64_t n = update.size();
+  ctx.device().enqueue([p, n] {
+    for (std::int64_t i = 0; i < n; ++i) p[i] = p[i] * 0.5f + 1.0f;
+  });
+  const Tensor& in = ctx.input(0);
+  copy_between(ctx.device(), in.raw_data(), ctx.device(), ctx.output().raw_mutable_data(), in.bytes());
+}
+[[maybe_unused]] const bool registered_update =
+    register_op({.name = "GraphTestHalveVarPlusOne", .infer = same_as_input(0)}) &&
+    register_kernel("GraphTestHalveVarPlusOne", DeviceKind::cpu(), halve_var_plus_one) &&
+    register_kernel("GraphTestHalveVarPlusOne", device_kind("sim"), halve_var_plus_one);
 
 // x [2, 4] -> MatMul with w and Relu on sim:1 -> `between` on the CPU -> MatMul with w on sim:1 again; the
 // CPU part in the middle makes the second sim part a segment of its own, at level 1.
@@ -269,6 +288,34 @@ TEST_CASE("a variable whose buffer moves is recorded again, and after four moves
   CHECK(g.log.has("recorded again: the variable w moved"));
   CHECK(g.log.has("runs eagerly: the variable w moved in 4 runs in a row"));
   CHECK(g.s.device_graph_replays() == replays);
+}
+
+TEST_CASE("an update after a read of its variable in one segment writes in place, recorded or replayed") {
+  // x -> MatMul with a read of w -> an update of w, all on sim:1. The recording lets the read go once its
+  // reader has run, as an eager run does, so the update takes w's own buffer: had it copied w (the read
+  // still holding it), every replay would copy the recording's w over the current one before updating.
+  struct Net {
+    std::shared_ptr<Graph> g = std::make_shared<Graph>();
+    std::shared_ptr<Variable> w =
+        std::make_shared<Variable>("w", Tensor::from_floats(Shape{4, 4}, std::vector<float>(16, 0.25f)));
+    Output x = g->placeholder("x", DType::kF32, Shape{-1, 4}), out;
+    Net() {
+      Graph::Scope scope(*g, "step", "sim:1", Phase::kForward);
+      out = g->add("GraphTestHalveVarPlusOne", {g->add("MatMul", {x, g->read(w)})}, {}, {VarUse{w, true}});
+    }
+  } eager_net, graph_net;
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session eager(eager_net.g, inter, intra), graphs(graph_net.g, inter, intra, log.options(true));
+  for (int step = 0; step < 6; ++step) {
+    CAPTURE(step);
+    const auto shift = static_cast<float>(step);
+    CHECK(graphs.run(feed_x_to(graph_net.x, shift), std::vector<Output>{graph_net.out})[0].to_floats() ==
+          eager.run(feed_x_to(eager_net.x, shift), std::vector<Output>{eager_net.out})[0].to_floats());
+    CHECK(graph_net.w->read().to_floats() == eager_net.w->read().to_floats());
+  }
+  CHECK(graphs.device_graph_replays() == 4);
+  CHECK_FALSE(log.has("recorded again"));
 }
 
 TEST_CASE("a segment whose recording fails runs eagerly, with the same results, and says why") {
