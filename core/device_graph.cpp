@@ -90,6 +90,34 @@ bool read_outside_segments(const Plan& plan, int p, const std::vector<int>& segm
   return false;
 }
 
+// The variable whose buffer node i's value shares (a read of it, or a Reshape of one), or null.
+const Variable* aliased_variable(const Plan& plan, int i) {
+  const PlanNode& pn = plan.nodes[static_cast<std::size_t>(i)];
+  if (pn.node->op == &ops::read_variable()) return pn.node->vars.empty() ? nullptr : pn.node->vars[0].var.get();
+  if (pn.node->op->aliases_output && !pn.inputs.empty()) return aliased_variable(plan, pn.inputs[0]);
+  return nullptr;
+}
+
+// Why a member reads a variable's buffer after a member that updates the variable, or "". Run node by node,
+// that update copies the buffer first, since the reader still holds it; recorded, the copy would be
+// recorded too, and every replay would copy the recording's buffer over the variable's before updating.
+std::string read_after_update(const Plan& plan, const GraphSegment& seg) {
+  std::map<const Variable*, std::string> updated;  // the variables written so far (this member's too), by whom
+  for (int m : seg.members) {
+    const PlanNode& pn = plan.nodes[static_cast<std::size_t>(m)];
+    for (const VarUse& use : pn.node->vars)
+      if (use.write) updated.emplace(use.var.get(), pn.node->name);
+    for (int in : pn.inputs) {
+      const Variable* v = aliased_variable(plan, in);
+      if (const auto it = v != nullptr ? updated.find(v) : updated.end(); it != updated.end())
+        return "node " + pn.node->name + " reads variable " + v->name() +
+               (it->second == pn.node->name ? " as it" : " after " + it->second) +
+               " updates it, which a replay cannot follow";
+    }
+  }
+  return "";
+}
+
 // Why a segment can never be replayed, or "".
 std::string static_refusal(const Plan& plan, const GraphSegment& seg, const std::vector<int>& segment) {
   // Its variables, those of the reads it borrows included (describe_segments lists them all).
@@ -116,7 +144,7 @@ std::string static_refusal(const Plan& plan, const GraphSegment& seg, const std:
     if (op.aliases_output && read_outside_segments(plan, m, segment))
       return who + " lends a buffer it does not own to a node that runs outside the segments";
   }
-  return "";
+  return read_after_update(plan, seg);
 }
 
 // The staged copies, the values read from outside, the variables, the name and any refusal of each segment.

@@ -526,10 +526,18 @@ struct Run {
     }
   }
 
-  // Reads again the variables another segment's reads hand this one, where a replay left their slots empty.
+  // Reads again the variables another segment's reads hand this one, where a replay left their slots empty:
+  // those its members read in place, and those its staged copies take (which stage() refills before a
+  // recording or a replay, and an eager run needs too).
   void fill_borrowed(const GraphSegment& seg) {
     for (int p : seg.borrowed)
       if (!values[static_cast<std::size_t>(p)].defined()) execute(p);
+    for (int m : seg.staged) {
+      const int p = plan.nodes[static_cast<std::size_t>(m)].inputs[0];
+      if (!values[static_cast<std::size_t>(p)].defined() &&
+          plan.nodes[static_cast<std::size_t>(p)].node->op->aliases_output)
+        execute(p);
+    }
   }
 
   // Copies each staged Copy member's input into the segment's staging buffer for it, on the segment's

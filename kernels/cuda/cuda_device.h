@@ -150,6 +150,11 @@ class CudaDevice final : public Device {
   std::string name_;
   int multiprocessors_ = 1;
   cudaStream_t stream_ = nullptr;
+  // Captures under way (recording.cpp), and the blocks the pool gave back meanwhile, freed at the last one's
+  // end. Declared before pool_, whose destructor frees through them.
+  std::mutex capture_mu_;
+  int captures_ TCTL_GUARDED_BY(capture_mu_) = 0;
+  std::vector<void*> deferred_frees_ TCTL_GUARDED_BY(capture_mu_);
   CachingPool pool_;
   // A ring of pinned buffers, taken in turn by every copy's chunks, so that filling one overlaps the
   // transfers of those before it; each one's event marks the end of the last transfer that read or wrote
@@ -193,11 +198,6 @@ class CudaDevice final : public Device {
   std::deque<PendingReport> reports_;
   // Written under report_mu_; read without it by report_mark, which every event's creation calls.
   std::atomic<std::uint64_t> reports_queued_{0};
-  // Captures under way (recording.cpp), and the blocks the pool gave back meanwhile, freed at the last one's
-  // end.
-  std::mutex capture_mu_;
-  int captures_ TCTL_GUARDED_BY(capture_mu_) = 0;
-  std::vector<void*> deferred_frees_ TCTL_GUARDED_BY(capture_mu_);
   // The NCCL communicators joined, by collective id; they live as long as the process, as the library does.
   mutable std::mutex nccl_mu_;
   std::map<std::int64_t, ncclComm_t> nccl_comms_ TCTL_GUARDED_BY(nccl_mu_);

@@ -195,6 +195,9 @@ BatchSums Trainer::run_batches(const Dataset& data, std::span<const std::int64_t
         batch.x = batch.host_x;
         batch.device_x.reset();
         batch.ready.reset();
+      } catch (...) {
+        mover->settle();  // the buffer may go with the batch: no copy may still be writing it
+        throw;
       }
     }
     model_.targets_into(data, rows, batch.y);

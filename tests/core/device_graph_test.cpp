@@ -290,32 +290,91 @@ TEST_CASE("a variable whose buffer moves is recorded again, and after four moves
   CHECK(g.s.device_graph_replays() == replays);
 }
 
-TEST_CASE("an update after a read of its variable in one segment writes in place, recorded or replayed") {
-  // x -> MatMul with a read of w -> an update of w, all on sim:1. The recording lets the read go once its
-  // reader has run, as an eager run does, so the update takes w's own buffer: had it copied w (the read
-  // still holding it), every replay would copy the recording's w over the current one before updating.
+// x -> MatMul with a read r of w -> an update of w (GraphTestHalveVarPlusOne), all on sim:1, and with
+// `read_again`, a MatMul of that with r once more. Run `steps` times with device graphs and eagerly, each
+// step's output and w compared; returns the replays.
+namespace {
+std::uint64_t update_after_read(bool read_again, int steps, Logged& log) {
   struct Net {
     std::shared_ptr<Graph> g = std::make_shared<Graph>();
     std::shared_ptr<Variable> w =
         std::make_shared<Variable>("w", Tensor::from_floats(Shape{4, 4}, std::vector<float>(16, 0.25f)));
     Output x = g->placeholder("x", DType::kF32, Shape{-1, 4}), out;
-    Net() {
+    explicit Net(bool read_again) {
       Graph::Scope scope(*g, "step", "sim:1", Phase::kForward);
-      out = g->add("GraphTestHalveVarPlusOne", {g->add("MatMul", {x, g->read(w)})}, {}, {VarUse{w, true}});
+      const Output r = g->read(w);
+      out = g->add("GraphTestHalveVarPlusOne", {g->add("MatMul", {x, r})}, {}, {VarUse{w, true}});
+      if (read_again) out = g->add("MatMul", {out, r});
     }
-  } eager_net, graph_net;
+  } eager_net(read_again), graph_net(read_again);
   ThreadPool inter(1), intra(1);
-  Logged log;
   Session eager(eager_net.g, inter, intra), graphs(graph_net.g, inter, intra, log.options(true));
-  for (int step = 0; step < 6; ++step) {
+  for (int step = 0; step < steps; ++step) {
     CAPTURE(step);
     const auto shift = static_cast<float>(step);
     CHECK(graphs.run(feed_x_to(graph_net.x, shift), std::vector<Output>{graph_net.out})[0].to_floats() ==
           eager.run(feed_x_to(eager_net.x, shift), std::vector<Output>{eager_net.out})[0].to_floats());
     CHECK(graph_net.w->read().to_floats() == eager_net.w->read().to_floats());
   }
-  CHECK(graphs.device_graph_replays() == 4);
+  return graphs.device_graph_replays();
+}
+}  // namespace
+
+TEST_CASE("an update after a read of its variable in one segment writes in place, recorded or replayed") {
+  // The recording lets the read go once its reader has run, as an eager run does, so the update takes w's
+  // own buffer: had it copied w (the read still holding it), every replay would copy the recording's w over
+  // the current one before updating.
+  Logged log;
+  CHECK(update_after_read(false, 6, log) == 4);
   CHECK_FALSE(log.has("recorded again"));
+}
+
+TEST_CASE("a segment that reads a variable after updating it in place runs node by node, saying so") {
+  // Node by node, the update copies w first (r still holds its buffer); a replay would copy the recording's
+  // w every time.
+  Logged log;
+  CHECK(update_after_read(true, 4, log) == 0);
+  CHECK(
+      log.has("runs eagerly: node step/MatMul_1 reads variable w after step/GraphTestHalveVarPlusOne updates it, "
+              "which a replay cannot follow"));
+}
+
+TEST_CASE("a segment that runs eagerly reads again a variable whose read another segment's replay let go") {
+  // A read of w feeds a MatMul on sim:1, which records and replays (emptying the read's slot), and a copy
+  // to sim:0, whose segment waits for its stream and so runs node by node: its copy must read w again.
+  struct Net {
+    std::shared_ptr<Graph> g = std::make_shared<Graph>();
+    std::shared_ptr<Variable> w =
+        std::make_shared<Variable>("w", Tensor::from_floats(Shape{4, 4}, std::vector<float>(16, 0.25f)));
+    Output x = g->placeholder("x", DType::kF32, Shape{-1, 4}), a, b;
+    Net() {
+      Output r;
+      {
+        Graph::Scope scope(*g, "one", "sim:1", Phase::kForward);
+        r = g->read(w);
+        a = g->add("MatMul", {x, r});
+      }
+      Graph::Scope scope(*g, "zero", "sim:0", Phase::kForward);
+      b = g->add("GraphTestWaitingIdentity", {g->add("MatMul", {x, r})});
+    }
+  } eager_net, graph_net;
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session eager(eager_net.g, inter, intra), graphs(graph_net.g, inter, intra, log.options(true));
+  for (int step = 0; step < 5; ++step) {
+    CAPTURE(step);
+    const std::vector<float> wv(16, 0.5f + static_cast<float>(step));
+    graph_net.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    eager_net.w->assign(Tensor::from_floats(Shape{4, 4}, wv));
+    const std::vector<Tensor> got =
+        graphs.run(feed_x_to(graph_net.x, 0), std::vector<Output>{graph_net.a, graph_net.b});
+    const std::vector<Tensor> want =
+        eager.run(feed_x_to(eager_net.x, 0), std::vector<Output>{eager_net.a, eager_net.b});
+    CHECK(got[0].to_floats() == want[0].to_floats());
+    CHECK(got[1].to_floats() == want[1].to_floats());
+  }
+  CHECK(log.has("sim:1 segment 0 (level 0, 3 nodes): recorded"));
+  CHECK(log.has("sim:0 segment 0 (level 0, 4 nodes): runs eagerly: recording failed"));
 }
 
 TEST_CASE("a segment whose recording fails runs eagerly, with the same results, and says why") {
