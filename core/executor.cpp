@@ -527,17 +527,19 @@ struct Run {
   }
 
   // Reads again the variables another segment's reads hand this one, where a replay left their slots empty:
-  // those its members read in place, and those its staged copies take (which stage() refills before a
-  // recording or a replay, and an eager run needs too).
+  // those its members read in place, and those its staged copies take.
   void fill_borrowed(const GraphSegment& seg) {
     for (int p : seg.borrowed)
       if (!values[static_cast<std::size_t>(p)].defined()) execute(p);
-    for (int m : seg.staged) {
-      const int p = plan.nodes[static_cast<std::size_t>(m)].inputs[0];
-      if (!values[static_cast<std::size_t>(p)].defined() &&
-          plan.nodes[static_cast<std::size_t>(p)].node->op->aliases_output)
-        execute(p);
-    }
+    for (int m : seg.staged) staged_source(m);
+  }
+
+  // The value staged Copy member m takes. A variable read of another segment, whose slot that segment's
+  // recording or replay emptied, reads the variable again.
+  const Tensor& staged_source(int m) {
+    const int producer = plan.nodes[static_cast<std::size_t>(m)].inputs[0];
+    if (!values[static_cast<std::size_t>(producer)].defined()) execute(producer);
+    return values[static_cast<std::size_t>(producer)];
   }
 
   // Copies each staged Copy member's input into the segment's staging buffer for it, on the segment's
@@ -548,10 +550,7 @@ struct Run {
     state.staging.resize(seg.staged.size());
     for (std::size_t k = 0; k < seg.staged.size(); ++k) {
       const int m = seg.staged[k];
-      const int producer = plan.nodes[static_cast<std::size_t>(m)].inputs[0];
-      // A variable read of another segment, whose slot its recording emptied: read the variable again.
-      if (!values[static_cast<std::size_t>(producer)].defined()) execute(producer);
-      const Tensor& value = values[static_cast<std::size_t>(producer)];
+      const Tensor& value = staged_source(m);
       Tensor& staging = state.staging[k];
       if (!staging.defined() || !(staging.shape() == value.shape()) || staging.dtype() != value.dtype())
         staging = Tensor::empty(value.dtype(), value.shape(), seg.device);

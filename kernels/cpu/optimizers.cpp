@@ -10,6 +10,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "kernels/cpu/kernel_util.h"
 
@@ -259,11 +260,10 @@ UpdatePass pass_of(const std::string& update) {
 void fused_update_cpu(KernelContext& ctx) {
   const UpdatePass pass = pass_of(ctx.attrs().s("update"));
   const int count = static_cast<int>(ctx.attrs().i("variables"));
-  for (int k = 0; k < count; ++k) {
-    const OneUpdate u = one_update(ctx, k, count);
-    check_gradient(ctx, u.g, u.n, u.var(0));
-  }
-  for (int k = 0; k < count; ++k) pass(ctx, one_update(ctx, k, count));
+  std::vector<OneUpdate> updates;
+  for (int k = 0; k < count; ++k) updates.push_back(one_update(ctx, k, count));
+  for (const OneUpdate& u : updates) check_gradient(ctx, u.g, u.n, u.var(0));
+  for (const OneUpdate& u : updates) pass(ctx, u);
 }
 
 // var += amount (a float scalar attribute); counts optimizer steps.

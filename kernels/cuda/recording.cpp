@@ -25,6 +25,13 @@ namespace tctl::cuda {
 
 thread_local CudaDevice::Capture* CudaDevice::t_capture_ = nullptr;
 
+void CudaDevice::Kept::release(CachingPool& pool) {
+  for (auto [p, bytes] : blocks) pool.deallocate(p, done_event());
+  for (void* p : pinned) cudaFreeHost(p);
+  blocks.clear();
+  pinned.clear();
+}
+
 class CudaDevice::GraphReplay final : public Replay {
  public:
   GraphReplay(CudaDevice& device, cudaGraphExec_t exec, Kept kept)
@@ -72,8 +79,7 @@ class CudaDevice::GraphReplay final : public Replay {
  private:
   void release() {
     cudaGraphExecDestroy(exec_);
-    for (auto [p, bytes] : kept_.blocks) device_.pool_.deallocate(p, done_event());
-    for (void* p : kept_.pinned) cudaFreeHost(p);
+    kept_.release(device_.pool_);
   }
 
   CudaDevice& device_;
@@ -105,9 +111,7 @@ CudaDevice::Capture::~Capture() {
   CurrentDevice current(device_.ordinal_, device_.name_);
   if (t_capture_ == this) end_capture();
   if (!handed_over_) {
-    // Nothing recorded has run, so what it kept goes back at once.
-    for (auto [p, bytes] : kept_.blocks) device_.pool_.deallocate(p, done_event());
-    for (void* p : kept_.pinned) cudaFreeHost(p);
+    kept_.release(device_.pool_);  // nothing recorded has run
   }
   {
     // A stream made later at the same address must not pass for this one (as Own's).

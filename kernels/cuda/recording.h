@@ -27,6 +27,8 @@ struct CudaDevice::Kept {
   std::vector<void*> pinned;
   std::vector<std::unique_ptr<HostWork>> works;
   std::vector<Report> reports;
+  // Gives the blocks back to `pool` and frees the pinned buffers, once nothing recorded can still use them.
+  void release(CachingPool& pool);
 };
 
 class CudaDevice::Capture final : public Recording {
