@@ -1,7 +1,8 @@
 // The GPU's own limits, for bench/compare_pytorch_gpu.sh, printed as JSON lines:
 //   gemm: the matrix products of one training step of an MLP (784-2048-2048-10 at batch 1024 by default),
 //         each timed alone with cuBLAS in FP32 (TF32 off, tensorctl's default) with CUDA events; the step's
-//         sum gives a limit in samples/s that tensorctl's training steps are measured against.
+//         sum gives a limit in samples/s that tensorctl's training steps are measured against; then again
+//         with bfloat16 operands (cublasGemmEx, float32 sums), mixed_bfloat16's limit.
 //   copy: host-to-device and device-to-host bandwidth of cudaMemcpyAsync from pinned memory, against
 //         tensorctl's copies (Tensor::to, what a copy node runs) of pageable host tensors of the same size;
 //         and a copy within the device, whose bytes read plus bytes written per second bound every kernel that
@@ -71,19 +72,28 @@ double wall_ms(F fn) {
   return ms[ms.size() / 2];
 }
 
-// C[m, n] = A[m, k] B[k, n] (row-major, transposes as a training step needs them), timed alone.
-double gemm_ms(cublasHandle_t h, cudaStream_t s, int m, int n, int k, bool ta, bool tb) {
-  float *a, *b, *c;
-  check(cudaMalloc(&a, sizeof(float) * m * k), "cudaMalloc");
-  check(cudaMalloc(&b, sizeof(float) * k * n), "cudaMalloc");
+// C[m, n] = A[m, k] B[k, n] (row-major, transposes as a training step needs them), timed alone: float32
+// operands with cublasSgemm, or bfloat16 ones with cublasGemmEx summing in float32 into a float32 C (what
+// tensorctl's products run under mixed_bfloat16, without its conversions of the operands).
+double gemm_ms(cublasHandle_t h, cudaStream_t s, int m, int n, int k, bool ta, bool tb, bool bf16) {
+  const std::size_t operand = bf16 ? 2 : sizeof(float);
+  void *a, *b;
+  float* c;
+  check(cudaMalloc(&a, operand * m * k), "cudaMalloc");
+  check(cudaMalloc(&b, operand * k * n), "cudaMalloc");
   check(cudaMalloc(&c, sizeof(float) * m * n), "cudaMalloc");
-  cudaMemset(a, 0, sizeof(float) * m * k);
-  cudaMemset(b, 0, sizeof(float) * k * n);
+  cudaMemset(a, 0, operand * m * k);
+  cudaMemset(b, 0, operand * k * n);
   const float one = 1, zero = 0;
   const int lda = ta ? m : k, ldb = tb ? k : n;
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const double ms = time_ms(s, [&] {
-    cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b, ldb, a, lda, &zero,
-                c, n);
+    if (bf16)
+      cublasGemmEx(h, op_b, op_a, n, m, k, &one, b, CUDA_R_16BF, ldb, a, CUDA_R_16BF, lda, &zero, c, CUDA_R_32F, n,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+      cublasSgemm(h, op_b, op_a, n, m, k, &one, static_cast<const float*>(b), ldb, static_cast<const float*>(a), lda,
+                  &zero, c, n);
   });
   cudaFree(a);
   cudaFree(b);
@@ -91,27 +101,29 @@ double gemm_ms(cublasHandle_t h, cudaStream_t s, int m, int n, int k, bool ta, b
   return ms;
 }
 
-void gemm_limit(const std::vector<int>& widths, int batch) {
+void gemm_limit(const std::vector<int>& widths, int batch, bool bf16) {
   cudaStream_t s;
   check(cudaStreamCreate(&s), "cudaStreamCreate");
   cublasHandle_t h;
   cublasCreate(&h);
   cublasSetStream(h, s);
-  cublasSetMathMode(h, CUBLAS_PEDANTIC_MATH);
+  cublasSetMathMode(h, bf16 ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH);
   double step = 0;
   for (std::size_t l = 0; l + 1 < widths.size(); ++l) {
     const int in = widths[l], out = widths[l + 1];
-    step += gemm_ms(h, s, batch, out, in, false, false);            // y = x W
-    step += gemm_ms(h, s, in, out, batch, true, false);             // dW = x^T dy
-    if (l > 0) step += gemm_ms(h, s, batch, in, out, false, true);  // dx = dy W^T
+    step += gemm_ms(h, s, batch, out, in, false, false, bf16);            // y = x W
+    step += gemm_ms(h, s, in, out, batch, true, false, bf16);             // dW = x^T dy
+    if (l > 0) step += gemm_ms(h, s, batch, in, out, false, true, bf16);  // dx = dy W^T
   }
   std::string w;
   for (int x : widths) {
     if (!w.empty()) w += '-';
     w += std::to_string(x);
   }
-  std::printf("{\"limit\": \"gemm\", \"mlp\": \"%s\", \"batch\": %d, \"step_ms\": %.4f, \"samples_per_s\": %.1f}\n",
-              w.c_str(), batch, step, batch / (step / 1e3));
+  std::printf(
+      "{\"limit\": \"gemm\", \"precision\": \"%s\", \"mlp\": \"%s\", \"batch\": %d, \"step_ms\": %.4f, "
+      "\"samples_per_s\": %.1f}\n",
+      bf16 ? "bfloat16" : "float32", w.c_str(), batch, step, batch / (step / 1e3));
   cublasDestroy(h);
   cudaStreamDestroy(s);
 }
@@ -294,7 +306,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    gemm_limit(widths, batch);
+    gemm_limit(widths, batch, false);
+    gemm_limit(widths, batch, true);
     double read_write_gbs = 0;
     for (std::size_t mb : {1, 16, 128}) read_write_gbs = copy_bandwidth(mb << 20);
     update_limit(widths, read_write_gbs);

@@ -27,6 +27,7 @@ tensorctl's bench_workloads --device cuda:0 feeds it), TF32 is off for matrix pr
 torch.cuda.synchronize().
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -46,6 +47,7 @@ WORKLOADS = {
     "mlp2048_b1024": ("mlp2048", 1024, 30, 5),
     "cnn_digits_b512": ("cnn", 512, 100, 10),
     "cnn32_b64": ("cnn32", 64, 10, 2),
+    "cnn32_b256": ("cnn32", 256, 20, 3),
     "lstm_text_b64": ("lstm", 64, 5, 2),
     "lstm_infer_b1": ("lstm_infer", 1, 200, 20),
     "transformer_text_b32": ("transformer", 32, 5, 2),
@@ -153,9 +155,13 @@ def random_batches(batch, example_shape, gen, token_ids=0):
     return xs, ys
 
 
-def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
+def bench_train(kind, batch, steps, warmup, reps, device="cpu", precision="float32", graphed=False):
     """Samples/s per repetition for each Adam implementation (single-tensor loop and multi-tensor foreach,
-    and on a GPU the fused kernel), independent models trained in alternating repetitions."""
+    and on a GPU the fused kernel), independent models trained in alternating repetitions. `precision`
+    bfloat16 or float16 runs forward and loss under autocast (float16 with a GradScaler), and a CNN in
+    channels_last; `graphed` captures the model's forward and backward with make_graphed_callables."""
+    amp = {"bfloat16": torch.bfloat16, "float16": torch.float16}.get(precision)
+    channels_last = amp is not None and kind.startswith("cnn")
     variants = {}
     kinds = [("adam single-tensor", {"foreach": False}), ("adam foreach", {"foreach": True})]
     if device != "cpu":
@@ -165,19 +171,32 @@ def bench_train(kind, batch, steps, warmup, reps, device="cpu"):
         gen = torch.Generator().manual_seed(1)
         model, shape = make_model(kind)
         model.to(device)
+        if channels_last:
+            model.to(memory_format=torch.channels_last)
         xs, ys = random_batches(batch, shape, gen, 20000 if kind.startswith(("lstm", "transformer")) else 0)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3, eps=1e-7, **how)
-        variants[name] = (model, opt, xs, ys)
+        if graphed:
+            model = torch.cuda.make_graphed_callables(model, (xs[0].to(device),))
+        scaler = torch.amp.GradScaler("cuda") if amp is torch.float16 else None
+        variants[name] = (model, opt, xs, ys, scaler)
     loss_fn = nn.CrossEntropyLoss()
 
     def run(name, n):
-        model, opt, xs, ys = variants[name]
+        model, opt, xs, ys, scaler = variants[name]
         for i in range(n):
             x, y = xs[i % N_BATCHES].to(device), ys[i % N_BATCHES].to(device)
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
+            with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+                loss = loss_fn(model(x), y)
+            if scaler is None:
+                loss.backward()
+                opt.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
         return loss.item()  # waits for the GPU's queued work; eager CPU ops have finished already
 
     for name in variants:
@@ -226,6 +245,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU workloads")
+    ap.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="autocast type on cuda (bench/compare_pytorch_gpu.sh's mixed-precision rows)")
+    ap.add_argument("--graphed", action="store_true",
+                    help="forward and backward as CUDA graphs (torch.cuda.make_graphed_callables)")
     args = ap.parse_args()
     if args.device != "cpu":
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -252,7 +275,8 @@ def main():
         results, unit = bench_infer(steps, warmup, args.reps, kind), "us/call"
         best = min(results, key=lambda k: statistics.median(results[k]))
     else:
-        results, unit = bench_train(kind, batch, steps, warmup, args.reps, args.device), "samples/s"
+        results, unit = bench_train(kind, batch, steps, warmup, args.reps, args.device, args.precision,
+                                    args.graphed), "samples/s"
         best = max(results, key=lambda k: statistics.median(results[k]))
     values = results[best]
     setting = f"torch {args.threads} x openblas {blas}, {best}"
@@ -267,6 +291,8 @@ def main():
         "reps": [round(v, 3) for v in values],
         "torch": torch.__version__,
         "device": args.device,
+        "precision": args.precision,
+        "graphed": args.graphed,
     }
     out["variants"] = {k: round(statistics.median(v), 3) for k, v in results.items()}
     print(json.dumps(out), flush=True)

@@ -8,8 +8,9 @@
 //   infer_b1                         the 64-128-64-10 MLP's forward pass at batch 1, microseconds per call
 //   mlp2048_b1024                    MLP 784-2048-2048-10, training, batch 1024 (a GPU workload)
 //   cnn_digits_b512                  the digits CNN, training, batch 512 (a GPU workload)
-//   cnn32_b64                        configs/models/cnn_32x32x3.json: conv 32-conv 32-pool-conv 64-conv 64-pool-
-//                                    dense 256-10 on 32x32x3 inputs, training, batch 64
+//   cnn32_b64, cnn32_b256            configs/models/cnn_32x32x3.json: conv 32-conv 32-pool-conv 64-conv 64-pool-
+//                                    dense 256-10 on 32x32x3 inputs, training, batch 64 / 256 (the latter a GPU
+//                                    workload)
 //   lstm_text_b64                    Embedding(20000, 128) - LSTM(128) - dense 10 (softmax) on 200 random token
 //                                    ids, training, batch 64 (issue 48's text classifier)
 //   lstm_infer_b1                    that model's forward pass at batch 1, microseconds per call
@@ -31,7 +32,10 @@
 // the resident memory the training added over the process's baseline (peak and after each epoch) against
 // the budget: weights, gradients, Adam's two moments, one batch of activations and the data set.
 //
-// Usage: bench_workloads --workload NAME --threads T [--device DEVICE]
+// `--precision mixed_bfloat16` (or mixed_float16) runs the products in that policy's type (ModelOptions::
+// compute_type; without loss scaling, which costs a guard per step but changes no product).
+//
+// Usage: bench_workloads --workload NAME --threads T [--device DEVICE] [--device-graphs 1] [--precision P]
 //        bench_workloads --memory
 #include <sys/resource.h>
 
@@ -50,6 +54,7 @@
 #include "core/thread_pool.h"
 #include "models/data/dataset.h"
 #include "models/io/spec_reader.h"
+#include "models/record/precision.h"
 #include "models/train/model.h"
 #include "models/train/trainer.h"
 
@@ -132,22 +137,25 @@ Workload workload(const std::string& name) {
   if (name == "mlp2048_b1024") return {kMlp2048, 1024, 30, false, {784, 2048, 2048, 10}};
   if (name == "cnn_digits_b512") return {kCnn, 512, 100, false};
   if (name == "cnn32_b64") return {kCnn32, 64, 10, false};
+  if (name == "cnn32_b256") return {kCnn32, 256, 20, false};
   if (name == "lstm_text_b64") return {kLstmText, 64, 5, false, {}, 20000};
   if (name == "lstm_infer_b1") return {kLstmText, 1, 200, true, {}, 20000};
   if (name == "transformer_text_b32") return {kTransformerText, 32, 5, false, {}, 20000};
   throw std::runtime_error("unknown workload " + name +
                            " (known: mlp_digits_b32, mlp_digits_b256, mlp784_b128, cnn_digits_b64, infer_b1, "
-                           "mlp2048_b1024, cnn_digits_b512, cnn32_b64, lstm_text_b64, lstm_infer_b1, "
+                           "mlp2048_b1024, cnn_digits_b512, cnn32_b64, cnn32_b256, lstm_text_b64, lstm_infer_b1, "
                            "transformer_text_b32, mlp_W0-W1-...-Wn_bB)");
 }
 
 // Samples per second (training) or microseconds per call (inference) at one thread setting, and for the
 // MLPs the sgemm limit on `threads` OpenBLAS threads, measured after each repetition.
-Measured measure(const Workload& w, int inter, int intra, int threads, const std::string& device, bool graphs) {
+Measured measure(const Workload& w, int inter, int intra, int threads, const std::string& device, bool graphs,
+                 const std::string& precision) {
   const nlohmann::json spec = nlohmann::json::parse(w.spec);
   ModelOptions o;
   o.device = device;
   o.device_graphs = graphs;
+  o.compute_type = precision_compute_type(precision);
   o.placement.strict = true;
   o.inter_op_threads = inter;
   o.intra_op_threads = intra;
@@ -271,13 +279,15 @@ int main(int argc, char** argv) {
   std::string name;
   int threads = 1;
   std::string device = "cpu";
-  bool graphs = false;  // --device-graphs 1: replay each step's device part (a CUDA graph on cuda)
+  bool graphs = false;                // --device-graphs 1: replay each step's device part (a CUDA graph on cuda)
+  std::string precision = "float32";  // --precision mixed_bfloat16: the products' operands in bfloat16
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     if (a == "--workload") name = argv[i + 1];
     if (a == "--threads") threads = std::stoi(argv[i + 1]);
     if (a == "--device") device = argv[i + 1];
     if (a == "--device-graphs") graphs = std::string(argv[i + 1]) == "1";
+    if (a == "--precision") precision = argv[i + 1];
   }
   try {
     const Workload w = workload(name);
@@ -286,7 +296,7 @@ int main(int argc, char** argv) {
     Measured best;
     std::string best_setting;
     for (auto [inter, intra] : settings) {
-      const Measured m = measure(w, inter, intra, threads, device, graphs);
+      const Measured m = measure(w, inter, intra, threads, device, graphs, precision);
       const bool better = best_setting.empty() || (w.inference ? m.value < best.value : m.value > best.value);
       if (!better) continue;
       best = m;
@@ -296,10 +306,11 @@ int main(int argc, char** argv) {
                                   ? ""
                                   : fmt::format(R"(, "limit": {:.1f}, "of_limit": {:.3f})", best.limit, best.of_limit);
     fmt::print(
-        R"({{"workload": "{}", "threads": {}, "device": "{}", "device_graphs": {}, "value": {:.2f}, "unit": "{}", )"
-        R"("setting": "{}"{}}})"
+        R"({{"workload": "{}", "threads": {}, "device": "{}", "device_graphs": {}, "precision": "{}", "value": {:.2f}, )"
+        R"("unit": "{}", "setting": "{}"{}}})"
         "\n",
-        name, threads, device, graphs, best.value, w.inference ? "us/call" : "samples/s", best_setting, limit);
+        name, threads, device, graphs, precision, best.value, w.inference ? "us/call" : "samples/s", best_setting,
+        limit);
   } catch (const std::exception& e) {
     fmt::print(stderr, "bench_workloads: {}\n", e.what());
     return 2;

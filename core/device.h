@@ -95,8 +95,10 @@ class CopyStream {
 class Replay {
  public:
   virtual ~Replay() = default;
-  // Queues the recorded work on the device's stream, once, in the order it was recorded.
-  virtual void launch() = 0;
+  // Queues the recorded work on the device's stream, once, in the order it was recorded, as the run of step
+  // `step`: a recorded kernel that draws random numbers draws that step's (KernelContext::random_key), not
+  // the recorded run's.
+  virtual void launch(std::int64_t step) = 0;
 };
 
 // While one lives, the work the calling thread queues on its device (kernels, copies from the host, copies on

@@ -80,6 +80,7 @@ void EagerRunner::run(const Node& node) {
   const TensorSpec spec = node.op->infer(InferContext(in_specs, node.attrs, node.name));
   const KernelFn kernel = node.op->kernel(device->kind());
   KernelContext kc(node, *device, spec, inputs.data(), values_[id], intra_, options_.seed, options_.step);
+  kc.set_compute_type(options_.compute_type);
   if (options_.profiler == nullptr) {
     kernel(kc);
     note_skip(kc, id);

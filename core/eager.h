@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compute_type.h"
 #include "core/errors.h"
 #include "core/graph.h"
 #include "core/thread_pool.h"
@@ -26,6 +27,7 @@ struct EagerOptions {
   std::uint64_t seed = 0;  // as SessionOptions::seed
   std::int64_t step = 0;   // as RunOptions::step
   Profiler* profiler = nullptr;
+  ComputeType compute_type = ComputeType::kF32;  // as SessionOptions::compute_type
   // Diagnosis of a step gone NaN: after every op, check its float output and throw NonFiniteValue naming the
   // first op whose output holds a NaN or an infinity; update ops are skipped, so variables stay as they are.
   bool find_non_finite = false;

@@ -291,6 +291,7 @@ struct Run {
                        ctx.step);
       if (pn.keep_read) kc.set_kept_read(&frame.read_writes_[i]);
       kc.set_batch_offset(ctx.batch_offset);
+      kc.set_compute_type(ctx.compute_type);
       if (pn.device != cpu_device()) pn.device->make_current();
       if (ctx.profiler == nullptr) {
         pn.kernel(kc);
@@ -440,7 +441,7 @@ struct Run {
       const std::vector<const void*>& now = state.current;
       if (now == state.signature) {
         state.moves = 0;
-        state.replay->launch();
+        state.replay->launch(ctx.step);
         for (int m : seg.members) release_after(m);
         if (ctx.graph_replays != nullptr) ctx.graph_replays->fetch_add(1, std::memory_order_relaxed);
         return;
@@ -488,7 +489,7 @@ struct Run {
     recording.reset();
     note(seg.name + ": recorded");
     // Launched before the frame lets anything go: the recording reads what the frame holds now.
-    state.replay->launch();
+    state.replay->launch(ctx.step);
     for (int m : seg.members) release_after(m);
     for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
     for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();

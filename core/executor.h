@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compute_type.h"
 #include "core/graph.h"
 #include "core/placement.h"
 #include "core/thread_pool.h"
@@ -140,7 +141,8 @@ struct RunContext {
   std::int64_t step = 0;
   // When set, every kernel execution is recorded into it; null costs one pointer check per node.
   Profiler* profiler = nullptr;
-  std::int64_t batch_offset = 0;  // RunOptions::batch_offset
+  std::int64_t batch_offset = 0;                 // RunOptions::batch_offset
+  ComputeType compute_type = ComputeType::kF32;  // SessionOptions::compute_type
   // Whether the plan's graph segments are recorded and replayed (SessionOptions::device_graphs).
   bool device_graphs = false;
   // Lines for the placement log about the segments (recorded, refused and why); null: none kept.

@@ -21,8 +21,12 @@ std::uint64_t KernelContext::first_element(const Tensor& t) const {
   return static_cast<std::uint64_t>(batch_offset_) * static_cast<std::uint64_t>(t.num_elements() / t.shape()[0]);
 }
 
+std::uint64_t KernelContext::random_key_base(std::int64_t stream) const {
+  return mix64(seed_ ^ mix64(static_cast<std::uint64_t>(stream)));
+}
+
 std::uint64_t KernelContext::random_key(std::int64_t stream) const {
-  return mix64(mix64(seed_ ^ mix64(static_cast<std::uint64_t>(stream))) + static_cast<std::uint64_t>(step_));
+  return mix64(random_key_base(stream) + static_cast<std::uint64_t>(step_));
 }
 
 }  // namespace tctl

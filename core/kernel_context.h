@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "core/compute_type.h"
 #include "core/counter_random.h"
 #include "core/graph.h"
 #include "core/thread_pool.h"
@@ -29,6 +30,10 @@ class KernelContext {
   const Attrs& attrs() const { return node_.attrs; }
   int num_inputs() const { return static_cast<int>(node_.inputs.size()); }
   const Tensor& input(int i) const { return *inputs_[i]; }
+  // The inputs as given, and other inputs (as many, with the same specs) in their place: how a backend hands
+  // its arithmetic converted copies (sim's reduced-precision operands) and puts the given ones back after.
+  const Tensor* const* inputs() const { return inputs_; }
+  void set_inputs(const Tensor* const* inputs) { inputs_ = inputs; }
   // The concrete output spec the plan inferred for this run.
   const TensorSpec& output_spec() const { return spec_; }
 
@@ -61,6 +66,9 @@ class KernelContext {
   // A 64-bit key for counter-based random numbers, unique to (session seed, stream, step); `stream` is
   // normally the node id, so a gradient op can replay its forward op's stream.
   std::uint64_t random_key(std::int64_t stream) const;
+  // What random_key mixes with the step: a device that replays recorded work computes the key of each
+  // replay's step from it (kernels/cuda/launch.h's StepKey).
+  std::uint64_t random_key_base(std::int64_t stream) const;
   std::int64_t step() const { return step_; }
   std::uint64_t seed() const { return seed_; }
   // Rows of the global batch before this run's: a replica of data-parallel training runs rows
@@ -68,6 +76,10 @@ class KernelContext {
   // (dropout's mask) continues from there, so the replicas draw what one replica would for the whole batch.
   std::int64_t batch_offset() const { return batch_offset_; }
   void set_batch_offset(std::int64_t rows) { batch_offset_ = rows; }
+  // The type the run's products read their operands in (core/compute_type.h); kF32 for an op that is not a
+  // product (OpDef::products), whatever the run's.
+  ComputeType compute_type() const { return node_.op->products ? compute_type_ : ComputeType::kF32; }
+  void set_compute_type(ComputeType t) { compute_type_ = t; }
   // The first element index of this run's rows in a per-element stream over a tensor shaped [batch, ...].
   std::uint64_t first_element(const Tensor& t) const;
 
@@ -82,6 +94,7 @@ class KernelContext {
   std::int64_t step_;
   std::uint64_t* kept_read_ = nullptr;
   std::int64_t batch_offset_ = 0;
+  ComputeType compute_type_ = ComputeType::kF32;
   bool skipped_ = false;
   bool fixed_output_ = false;
 };

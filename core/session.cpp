@@ -124,6 +124,7 @@ std::vector<Tensor> Session::run(std::span<const Feed> feeds, std::span<const Ou
   ctx.step = options.step >= 0 ? options.step : next_step_.fetch_add(1, std::memory_order_relaxed);
   ctx.profiler = options.profiler;
   ctx.batch_offset = options.batch_offset;
+  ctx.compute_type = options_.compute_type;
   ctx.device_graphs = options_.device_graphs;
   ctx.graph_replays = &graph_replays_;
   std::vector<std::string> graph_log;

@@ -32,6 +32,8 @@ struct SessionOptions {
   // Record each device's part of a plan once and replay it (core/device_graph.h) where the device can
   // record; its lines ("device graph: ...") go to placement.log.
   bool device_graphs = false;
+  // The type the products read their operands in (core/compute_type.h): a precision policy's.
+  ComputeType compute_type = ComputeType::kF32;
 };
 
 struct RunOptions {

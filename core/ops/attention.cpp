@@ -54,13 +54,16 @@ void define_attention_ops() {
                .infer = attention_infer,
                .grad = attention_grad,
                .cost = attention_cost,
-               .flops = attention_flops});
+               .flops = attention_flops,
+               .products = true});
   register_op({.name = "SelfAttentionGrad",
                .num_inputs = -1,
                .infer = attention_grad_infer,
-               .cost = [](std::span<const TensorSpec> in, const TensorSpec& out, const Attrs& a) {
-                 return cost_product(3, attention_cost(in, out, a));  // Q K^T again, then four products
-               }});
+               .cost =
+                   [](std::span<const TensorSpec> in, const TensorSpec& out, const Attrs& a) {
+                     return cost_product(3, attention_cost(in, out, a));  // Q K^T again, then four products
+                   },
+               .products = true});
 }
 
 }  // namespace tctl

@@ -89,23 +89,27 @@ void define_conv_ops() {
                .infer = conv2d_infer,
                .grad = conv2d_grad,
                .cost = conv2d_cost,
-               .flops = conv2d_flops});
+               .flops = conv2d_flops,
+               .products = true});
   register_op({.name = "FusedConv2D",
                .num_inputs = 3,
                .infer = fused_infer(conv2d_infer, "filters"),
                .grad = fused_conv2d_grad,
                .cost = conv2d_cost,
-               .flops = conv2d_flops});
+               .flops = conv2d_flops,
+               .products = true});
   register_op({.name = "Conv2DInputGrad",
                .num_inputs = 3,
                .infer = conv2d_input_grad_infer,
                .cost = conv2d_input_grad_cost,
-               .flops = conv2d_input_grad_flops});
+               .flops = conv2d_input_grad_flops,
+               .products = true});
   register_op({.name = "Conv2DKernelGrad",
                .num_inputs = 2,
                .infer = conv2d_kernel_grad_infer,
                .cost = conv2d_kernel_grad_cost,
-               .flops = conv2d_kernel_grad_flops});
+               .flops = conv2d_kernel_grad_flops,
+               .products = true});
 }
 
 }  // namespace tctl

@@ -82,13 +82,15 @@ void define_matmul_ops() {
                .infer = matmul_infer,
                .grad = matmul_grad,
                .cost = matmul_cost,
-               .flops = matmul_flops});
+               .flops = matmul_flops,
+               .products = true});
   register_op({.name = "FusedMatMul",
                .num_inputs = 3,
                .infer = fused_infer(matmul_infer, "columns of the product"),
                .grad = fused_matmul_grad,
                .cost = matmul_cost,
-               .flops = matmul_flops});
+               .flops = matmul_flops,
+               .products = true});
 }
 
 }  // namespace tctl

@@ -25,7 +25,7 @@ struct Heads {
   bool causal;
   const float* mask;  // [N, T] or nullptr
   float rate;         // dropout on the weights, 0 for none
-  std::uint64_t key;
+  StepKey key;
   std::int64_t offset;  // the run's first example in the whole batch
 };
 
@@ -40,7 +40,7 @@ Heads heads_of(const KernelContext& ctx, const Shape& qkv, int mask_input) {
           ctx.attrs().i_or("causal", 0) != 0,
           optional_in<float>(ctx, mask_input),
           rate,
-          rate > 0.0f ? step_random_key(ctx, ctx.attrs().i("stream")) : 0,
+          rate > 0.0f ? step_random_key(ctx, ctx.attrs().i("stream")) : StepKey{},
           ctx.batch_offset()};
 }
 
@@ -52,7 +52,7 @@ __device__ bool excluded_pair(const Heads& a, std::int64_t n, std::int64_t i, st
 // The dropout factor of weight (i, j) of row r = (n heads + h) T + i: 0, or 1 / (1 - rate).
 __device__ float kept(const Heads& a, std::int64_t r, std::int64_t j) {
   const auto index = static_cast<std::uint64_t>((a.offset * a.heads * a.steps + r) * a.steps + j);
-  return uniform_at(a.key, index) < a.rate ? 0.0f : 1.0f / (1.0f - a.rate);
+  return uniform_at(a.key.get(), index) < a.rate ? 0.0f : 1.0f / (1.0f - a.rate);
 }
 
 // Rows of scores [N heads T, T] in place: softmax(s / sqrt(d) + exclusions); with dropout, the dropped

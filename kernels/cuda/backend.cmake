@@ -52,9 +52,10 @@ set_target_properties(tctl_kernels PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_A
 # (nccl_loader.cpp), whose nccl.h the toolkit on the build machine holds.
 target_link_libraries(tctl_kernels PUBLIC CUDA::cudart fmt::fmt ${CMAKE_DL_LIBS})
 target_include_directories(tctl_kernels PUBLIC ${TCTL_NCCL_INCLUDE_DIR})
+# The cuBLAS soname is public for tests/kernels/cuda_libraries_test.cpp, which opens it to compare.
 target_compile_definitions(tctl_kernels PUBLIC TENSORCTL_WITH_CUDA=1
-                           PRIVATE TCTL_CUBLAS_LIBRARY="libcublas.so.${CUDAToolkit_VERSION_MAJOR}"
-                                   TCTL_NCCL_LIBRARY="libnccl.so.2")
+                                               TCTL_CUBLAS_LIBRARY="libcublas.so.${CUDAToolkit_VERSION_MAJOR}"
+                           PRIVATE TCTL_NCCL_LIBRARY="libnccl.so.2")
 # Denormals flushed to zero, as the CPU's kernel threads flush them by default (FlushDenormalsScope):
 # without it an input of 1e-40 takes another branch on each device. --keep-denormals is the CPU's alone.
 target_compile_options(tctl_kernels PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-ftz=true>)

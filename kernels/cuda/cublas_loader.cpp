@@ -13,6 +13,16 @@
 
 namespace {
 
+// cublas_api.h overloads these two for older callers (a cudaDataType compute type), so decltype cannot name
+// the ones tensorctl defines.
+using GemmEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                                  const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                                  cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+using GemmStridedBatchedEx = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                                const void*, const void*, cudaDataType, int, long long int, const void*,
+                                                cudaDataType, int, long long int, const void*, void*, cudaDataType, int,
+                                                long long int, int, cublasComputeType_t, cublasGemmAlgo_t);
+
 struct Cublas {
   decltype(&cublasCreate_v2) create = nullptr;
   decltype(&cublasDestroy_v2) destroy = nullptr;
@@ -22,6 +32,8 @@ struct Cublas {
   decltype(&cublasGetStatusString) status_string = nullptr;
   decltype(&cublasSgemm_v2) sgemm = nullptr;
   decltype(&cublasSgemmStridedBatched) sgemm_strided_batched = nullptr;
+  GemmEx gemm_ex = nullptr;
+  GemmStridedBatchedEx gemm_strided_batched_ex = nullptr;
   bool loaded = false;
   std::string why_not;  // when not loaded: dlopen's or dlsym's reason
 };
@@ -40,6 +52,8 @@ const Cublas& cublas() {
     library.find("cublasGetStatusString", table.status_string);
     library.find("cublasSgemm_v2", table.sgemm);
     library.find("cublasSgemmStridedBatched", table.sgemm_strided_batched);
+    library.find("cublasGemmEx", table.gemm_ex);
+    library.find("cublasGemmStridedBatchedEx", table.gemm_strided_batched_ex);
     table.loaded = library.loaded(table.why_not);
   });
   return table;
@@ -96,4 +110,29 @@ extern "C" cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cubla
   return c.loaded ? c.sgemm_strided_batched(handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
                                             beta, c_out, ldc, stride_c, batch)
                   : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                                       int n, int k, const void* alpha, const void* a, cudaDataType a_type, int lda,
+                                       const void* b, cudaDataType b_type, int ldb, const void* beta, void* c_out,
+                                       cudaDataType c_type, int ldc, cublasComputeType_t compute,
+                                       cublasGemmAlgo_t algo) {
+  const Cublas& c = cublas();
+  return c.loaded ? c.gemm_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, b, b_type, ldb, beta, c_out,
+                              c_type, ldc, compute, algo)
+                  : CUBLAS_STATUS_NOT_INITIALIZED;
+}
+
+extern "C" cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t handle, cublasOperation_t transa,
+                                                     cublasOperation_t transb, int m, int n, int k, const void* alpha,
+                                                     const void* a, cudaDataType a_type, int lda,
+                                                     long long int stride_a, const void* b, cudaDataType b_type,
+                                                     int ldb, long long int stride_b, const void* beta, void* c_out,
+                                                     cudaDataType c_type, int ldc, long long int stride_c, int batch,
+                                                     cublasComputeType_t compute, cublasGemmAlgo_t algo) {
+  const Cublas& c = cublas();
+  return c.loaded
+             ? c.gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type,
+                                         ldb, stride_b, beta, c_out, c_type, ldc, stride_c, batch, compute, algo)
+             : CUBLAS_STATUS_NOT_INITIALIZED;
 }

@@ -69,9 +69,12 @@ class CudaDevice final : public Device {
   // the GPU check has compared replays with eager runs.
   std::unique_ptr<Recording> begin_recording() override;
   bool can_record() const override;
-  // Whether the calling thread records on this device now: a kernel whose arguments change every step (a
-  // random key) refuses to be captured then (launch.h's step_random_key).
+  // Whether the calling thread records on this device now.
   bool recording_here() const { return capturing() != nullptr; }
+  // While the calling thread records here, the recording's step word in device memory, which each launch of
+  // its graph sets to the run's step (Replay::launch): a kernel whose random key changes every step reads it
+  // (launch.h's StepKey). Null otherwise.
+  const std::int64_t* recording_step_word();
 
   // A copy stream (Device::copy_stream): only with TCTL_CUDA_COPY_STREAM=1 until the GPU check has run it.
   // The thread's copies from the host go to it through the pinned staging ring, as the device's do.

@@ -16,14 +16,14 @@ namespace {
 struct Mask {
   const float* x;
   float* y;
-  std::uint64_t key;
+  StepKey key;
   std::uint64_t first;
   float rate, keep_scale;
   std::int64_t sequence_width, sequence_length;
   __device__ void operator()(std::int64_t i) const {
     const std::int64_t draw =
         sequence_width > 0 ? i / (sequence_length * sequence_width) * sequence_width + i % sequence_width : i;
-    y[i] = uniform_at(key, first + static_cast<std::uint64_t>(draw)) < rate ? 0.0f : x[i] * keep_scale;
+    y[i] = uniform_at(key.get(), first + static_cast<std::uint64_t>(draw)) < rate ? 0.0f : x[i] * keep_scale;
   }
 };
 

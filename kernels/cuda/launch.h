@@ -25,11 +25,14 @@ inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).
 // few ulp apart; one at a time, the same bits).
 class CublasCall {
  public:
-  explicit CublasCall(CudaDevice& device)
+  // `reduced`: the call's operands are bfloat16 or float16 (cublasGemmEx), which only the default math mode
+  // runs on tensor cores at full rate.
+  explicit CublasCall(CudaDevice& device, bool reduced = false)
       : lock_(device.cublas_mutex()), handle_(device.cublas()), device_(device), ordered_(device.has_own_streams()) {
     static const std::atomic<bool>& allow_tf32 = backend_flag("allow_tf32");
-    cublasSetMathMode(handle_,
-                      allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
+    cublasSetMathMode(handle_, reduced                                      ? CUBLAS_DEFAULT_MATH
+                               : allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                                            : CUBLAS_PEDANTIC_MATH);
     device.bind_cublas_to(device.stream());  // the calling thread's own stream, when it holds one
     if (ordered_) cudaStreamWaitEvent(device.stream(), device.cublas_done(), 0);
   }
@@ -47,7 +50,9 @@ class CublasCall {
   CudaDevice& device_;
   bool ordered_;  // own streams exist: the workspace's previous user, on any stream, goes first
 };
-inline CublasCall cublas_of(const KernelContext& ctx) { return CublasCall(device_of(ctx)); }
+inline CublasCall cublas_of(const KernelContext& ctx, bool reduced = false) {
+  return CublasCall(device_of(ctx), reduced);
+}
 
 inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {
@@ -55,14 +60,20 @@ inline unsigned grid_for(std::int64_t n) {
   return static_cast<unsigned>(blocks < 65535 * 16 ? blocks : 65535 * 16);  // grid-stride loops cover the rest
 }
 
-// The key of random stream `stream` in this step (KernelContext::random_key), for a kernel's draws. A captured
-// kernel keeps its arguments, so a replay would draw the recorded step's numbers again: while the device
-// records, it throws instead, and the segment runs node by node (core/device_graph.h, docs/devices.md).
-inline std::uint64_t step_random_key(const KernelContext& ctx, std::int64_t stream) {
-  if (device_of(ctx).recording_here())
-    throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name +
-                       ") draws random numbers with its step's key, which a replay would repeat");
-  return ctx.random_key(stream);
+// The key of a random stream in this step (KernelContext::random_key), for a kernel's draws, as the kernel
+// takes it: run eagerly, the key itself; captured into a CUDA graph, whose kernels keep their arguments, the
+// stream's base and the recording's step word (CudaDevice::recording_step_word), which each launch writes
+// (Replay::launch), so a replay draws its own step's numbers and not the recorded run's. get() in device code.
+struct StepKey {
+  std::uint64_t key = 0;
+  std::uint64_t base = 0;
+  const std::int64_t* step = nullptr;  // device memory; null when run eagerly
+  TCTL_HOST_DEVICE std::uint64_t get() const {
+    return step != nullptr ? mix64(base + static_cast<std::uint64_t>(*step)) : key;
+  }
+};
+inline StepKey step_random_key(const KernelContext& ctx, std::int64_t stream) {
+  return {ctx.random_key(stream), ctx.random_key_base(stream), device_of(ctx).recording_step_word()};
 }
 
 // Throws RuntimeError("<node> (<op>) on cuda:0: <launch error>") when the last launch failed.
@@ -90,10 +101,16 @@ struct GemmOperand {
 // y = op(A) op(B) + beta y, [rows, cols] row-major with row stride ldy, for `batch` products whose outputs lie
 // `stride_y` floats apart: cublasSgemm for one, cublasSgemmStridedBatched for more. cuBLAS is column-major,
 // where the same memory holds y^T = op(B)^T op(A)^T: the operands swap places and keep their transposes.
+// Under a reduced compute type (KernelContext::compute_type: a product op's, under a mixed precision policy),
+// cublasGemmEx multiplies the operands in that type on tensor cores, summing in float32 into y: bfloat16
+// converted by cuBLAS as it loads them, float16 converted first (convert_to_f16, into scratch buffers laid
+// out as the operands are).
 // Throws RuntimeError naming the node when cuBLAS fails.
 void row_major_gemm(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, GemmOperand a,
                     GemmOperand b, float beta, float* y, std::int64_t ldy, std::int64_t stride_y = 0,
                     std::int64_t batch = 1);
+// Converts n floats at `from` to float16 at `to`, on the kernel's stream (kernels/cuda/reduced.cu).
+void convert_to_f16(const KernelContext& ctx, const float* from, void* to, std::int64_t n);
 template <class T>
 T* out(KernelContext& ctx) {
   return static_cast<T*>(ctx.output().raw_mutable_data());

@@ -13,7 +13,9 @@
 // so the recording keeps those blocks out of the pool until the replay goes. A copy from the host is taken
 // from a pinned copy of its bytes made at capture (a graph cannot copy from pageable memory; core stages a
 // step's inputs on the device before the launch, so only a kernel's constants arrive this way). A report
-// (enqueue_report) is a copy into a pinned word of the replay's, queued with its reader at every launch.
+// (enqueue_report) is a copy into a pinned word of the replay's, queued with its reader at every launch. A
+// kernel that draws random numbers reads the step from a word of the replay's, which each launch writes first
+// (launch.h's StepKey).
 #include "kernels/cuda/recording.h"
 
 #include <cstring>
@@ -57,7 +59,7 @@ class CudaDevice::GraphReplay final : public Replay {
   GraphReplay(const GraphReplay&) = delete;
   GraphReplay& operator=(const GraphReplay&) = delete;
 
-  void launch() override {
+  void launch(std::int64_t step) override {
     CurrentDevice current(device_.ordinal_, device_.name_);
     // The launch rewrites the words the last one's reports read: those are read first, after a wait if no
     // wait has covered them yet (a run waits for its devices at its end, so this is the rare case).
@@ -66,6 +68,10 @@ class CudaDevice::GraphReplay final : public Replay {
     // Under the reports' lock: a report another thread queues comes wholly before the launch or after it,
     // so a wait for launched_ covers every report numbered before reports_end_.
     std::lock_guard lock(device_.report_mu_);
+    if (kept_.step_word != nullptr) {
+      write_step_word(stream, kept_.step_word, step);
+      check(cudaGetLastError(), device_.name_, "the step word's write");
+    }
     check(cudaGraphLaunch(exec_, stream), device_.name_, "cudaGraphLaunch");
     if (const cudaError_t status = cudaEventRecord(launched_, stream); status != cudaSuccess) {
       // launched_ would not cover this launch, which may still write what the destructor gives back.
@@ -151,6 +157,20 @@ void CudaDevice::Capture::report(const void* src, std::size_t bytes, std::functi
   void* word = pinned(kReportBytes);
   check(cudaMemcpyAsync(word, src, bytes, cudaMemcpyDeviceToHost, stream_), device_.name_, "cudaMemcpyAsync");
   kept_.reports.push_back({word, std::move(read)});
+}
+
+std::int64_t* CudaDevice::Capture::step_word() {
+  if (kept_.step_word == nullptr) {
+    void* p = device_.pool_.allocate(sizeof(std::int64_t));
+    kept_.blocks.emplace_back(p, sizeof(std::int64_t));
+    kept_.step_word = static_cast<std::int64_t*>(p);
+  }
+  return kept_.step_word;
+}
+
+const std::int64_t* CudaDevice::recording_step_word() {
+  Capture* c = capturing();
+  return c != nullptr ? c->step_word() : nullptr;
 }
 
 void* CudaDevice::Capture::pinned(std::size_t bytes) {

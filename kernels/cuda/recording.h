@@ -27,6 +27,9 @@ struct CudaDevice::Kept {
   std::vector<void*> pinned;
   std::vector<std::unique_ptr<HostWork>> works;
   std::vector<Report> reports;
+  // The step word (CudaDevice::recording_step_word), one of `blocks`, when a recorded kernel reads it; each
+  // launch writes it first.
+  std::int64_t* step_word = nullptr;
   // Gives the blocks back to `pool` and frees the pinned buffers, once nothing recorded can still use them.
   void release(CachingPool& pool);
 };
@@ -49,6 +52,8 @@ class CudaDevice::Capture final : public Recording {
   void copy_from_host(void* dst, const void* src, std::size_t bytes);
   void enqueue(std::function<void()> work);
   void report(const void* src, std::size_t bytes, std::function<void(const void* host)> read);
+  // The step word, made when a kernel first asks for it.
+  std::int64_t* step_word();
 
  private:
   void* pinned(std::size_t bytes);
@@ -62,5 +67,9 @@ class CudaDevice::Capture final : public Recording {
   bool handed_over_ = false;  // to the replay, which gives them back
   std::string ended_with_;
 };
+
+// Queues on `stream` a write of `step` into the device word `word` (kernels/cuda/step_word.cu): a kernel,
+// whose argument is copied at launch, so the next launch may write another step before this one has run.
+void write_step_word(cudaStream_t stream, std::int64_t* word, std::int64_t step);
 
 }  // namespace tctl::cuda

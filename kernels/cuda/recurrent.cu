@@ -27,11 +27,11 @@ Dims dims_of(const KernelContext& ctx, const Shape& workspace) { return recurren
 // draw (offset + i) units + j of the node's stream.
 struct DropMask {
   float rate = 0.0f;
-  std::uint64_t key = 0;
+  StepKey key;
   std::int64_t offset = 0;
   __device__ float at(std::int64_t i, std::int64_t j, std::int64_t units) const {
     const auto index = static_cast<std::uint64_t>((offset + i) * units + j);
-    return uniform_at(key, index) < rate ? 0.0f : 1.0f / (1.0f - rate);
+    return uniform_at(key.get(), index) < rate ? 0.0f : 1.0f / (1.0f - rate);
   }
 };
 DropMask drop_mask(const KernelContext& ctx) {

@@ -15,6 +15,8 @@ namespace {
 thread_local const SimDevice* t_running = nullptr;
 // The device whose recorded work this thread is replaying: an allocation then is an error.
 thread_local const SimDevice* t_replaying = nullptr;
+// The step of that replay (Replay::launch), whose random numbers its kernels draw.
+thread_local std::int64_t t_replay_step = 0;
 
 std::int64_t steady_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -55,17 +57,20 @@ using Recorded = std::vector<std::function<void()>>;
 class SimReplay final : public Replay {
  public:
   SimReplay(SimDevice& device, std::shared_ptr<const Recorded> work) : device_(device), work_(std::move(work)) {}
-  void launch() override {
+  void launch(std::int64_t step) override {
     std::lock_guard lock(device_.stream_mu_);
-    device_.submit_locked([device = &device_, work = work_] {
+    device_.submit_locked([device = &device_, work = work_, step] {
       const SimDevice* outer = std::exchange(t_replaying, device);
+      const std::int64_t outer_step = std::exchange(t_replay_step, step);
       try {
         for (const auto& item : *work) item();
       } catch (...) {
         t_replaying = outer;
+        t_replay_step = outer_step;
         throw;
       }
       t_replaying = outer;
+      t_replay_step = outer_step;
     });
   }
 
@@ -107,6 +112,11 @@ SimRecording* recording_of(const SimDevice* device) {
 
 bool SimDevice::recording_on(const Device& device) {
   return t_recording != nullptr && &t_recording->device() == &device;
+}
+
+std::optional<std::int64_t> SimDevice::replay_step(const Device& device) {
+  if (t_replaying != &device) return std::nullopt;
+  return t_replay_step;
 }
 
 std::unique_ptr<Recording> SimDevice::begin_recording() { return std::make_unique<SimRecording>(*this); }

@@ -21,6 +21,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "core/caching_pool.h"
@@ -75,6 +76,9 @@ class SimDevice final : public Device {
   // Whether the calling thread records its work on `device` now (a sim kernel then records a closure over
   // its inputs' and output's buffers instead of running).
   static bool recording_on(const Device& device);
+  // The step of the replay of `device`'s recorded work the calling thread runs now, if it runs one: a recorded
+  // kernel's random numbers are that step's (Replay::launch), as a CUDA graph's read the step each launch writes.
+  static std::optional<std::int64_t> replay_step(const Device& device);
 
  private:
   friend class SimEvent;

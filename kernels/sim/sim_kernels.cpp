@@ -1,9 +1,9 @@
 // Kernels of the simulated device (kernels/sim/sim_device.h). Each checks that every buffer it is given lives on
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
-// complete: a dense network with ReLU, softmax cross-entropy and Adam (its updates fused) runs on sim whole, also with
-// dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other op falls
-// back to the CPU through placement.
+// complete: a dense network with ReLU, dropout, softmax cross-entropy and Adam (its updates fused) runs on sim whole,
+// also with dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other
+// op falls back to the CPU through placement. A replayed kernel draws the replay's step's random numbers.
 #include <memory>
 #include <vector>
 
@@ -36,6 +36,38 @@ KernelFn cpu_arithmetic(const KernelContext& ctx) {
   return arithmetic;
 }
 
+// Runs the CPU's arithmetic for `ctx`. Under a reduced compute type (core/compute_type.h), a product's
+// operands (inputs 0 and 1 of MatMul and FusedMatMul, the OpDef::products ops sim has) are first rounded to
+// that type, as a GPU's reduced-precision product reads them, and the arithmetic accumulates in float32 as a
+// tensor core does: sim:N trains under mixed_bfloat16 and mixed_float16 with a GPU's rounding (not its bits,
+// whose sums run in another order), which the precision tests measure on machines without one.
+void run_arithmetic(KernelContext& ctx, KernelFn arithmetic) {
+  const ComputeType type = ctx.compute_type();
+  if (type == ComputeType::kF32) return arithmetic(ctx);
+  const auto operand = [&](int i) { return i < 2 && ctx.input(i).defined() && ctx.input(i).dtype() == DType::kF32; };
+  std::vector<Tensor> rounded(static_cast<std::size_t>(ctx.num_inputs()));
+  std::vector<const Tensor*> inputs;
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& x = ctx.input(i);
+    if (operand(i)) {
+      Tensor& r = rounded[static_cast<std::size_t>(i)] = Tensor::empty(DType::kF32, x.shape());
+      const float* from = static_cast<const float*>(x.raw_data());
+      float* to = r.mutable_data<float>();
+      for (std::int64_t k = 0; k < x.num_elements(); ++k) to[k] = round_to(type, from[k]);
+    }
+    inputs.push_back(operand(i) ? &rounded[static_cast<std::size_t>(i)] : &x);
+  }
+  const Tensor* const* given = ctx.inputs();
+  ctx.set_inputs(inputs.data());
+  try {
+    arithmetic(ctx);
+  } catch (...) {
+    ctx.set_inputs(given);
+    throw;
+  }
+  ctx.set_inputs(given);
+}
+
 // One kernel call as recorded: what its context named, with the buffers as views that own nothing (the
 // frame and the variables keep them, as they keep a captured CUDA graph's), to run again on each replay.
 struct RecordedCall {
@@ -49,6 +81,7 @@ struct RecordedCall {
   std::uint64_t seed;
   std::int64_t step;
   std::int64_t batch_offset;
+  ComputeType compute_type;
 };
 
 // Records the call instead of running it. The output buffer is chosen now, on the host, as a CUDA kernel's
@@ -63,15 +96,17 @@ void record_call(KernelContext& ctx, KernelFn arithmetic) {
                                                           .intra = &ctx.intra(),
                                                           .seed = ctx.seed(),
                                                           .step = ctx.step(),
-                                                          .batch_offset = ctx.batch_offset()});
+                                                          .batch_offset = ctx.batch_offset(),
+                                                          .compute_type = ctx.compute_type()});
   for (int i = 0; i < ctx.num_inputs(); ++i) call->inputs.push_back(ctx.input(i).unowned());
   for (const Tensor& t : call->inputs) call->input_ptrs.push_back(&t);
   ctx.device().enqueue([call, arithmetic] {
     KernelContext kc(*call->node, *call->device, call->spec, call->input_ptrs.data(), call->output, *call->intra,
-                     call->seed, call->step);
+                     call->seed, SimDevice::replay_step(*call->device).value_or(call->step));
     kc.set_batch_offset(call->batch_offset);
+    kc.set_compute_type(call->compute_type);
     kc.fix_output();
-    arithmetic(kc);
+    run_arithmetic(kc, arithmetic);
   });
 }
 
@@ -83,7 +118,7 @@ void run_on_stream(KernelContext& ctx) {
   if (SimDevice::recording_on(ctx.device())) return record_call(ctx, arithmetic);
   // The stream runs the work at once unless a test paused it; synchronizing proves that (it refuses a
   // paused stream holding work) and brings back an error the arithmetic threw.
-  ctx.device().enqueue([&] { arithmetic(ctx); });
+  ctx.device().enqueue([&] { run_arithmetic(ctx, arithmetic); });
   ctx.device().synchronize();
   TCTL_CHECK(!ctx.previous_output().defined() || ctx.previous_output().device() == &ctx.device(),
              ctx.node().name + " left its output off " + ctx.device().name());
@@ -99,10 +134,29 @@ void all_reduce_sim(KernelContext& ctx) {
 }
 
 constexpr const char* kSimulatedOps[] = {
-    "MatMul",    "FusedMatMul", "BiasAdd",           "BiasAddGrad",           "Relu",          "ReluGrad",
-    "AddN",      "Softmax",     "SparseSoftmaxXent", "SparseSoftmaxXentGrad", "SoftmaxXent",   "SoftmaxXentGrad",
-    "ApplyAdam", "ApplySgd",    "Increment",         "AccumulateGradient",    "MovingAverage", "AllFinite",
-    "MulScalar", "FlatSlice",   "FusedUpdate",
+    "MatMul",
+    "FusedMatMul",
+    "BiasAdd",
+    "BiasAddGrad",
+    "Relu",
+    "ReluGrad",
+    "AddN",
+    "Softmax",
+    "SparseSoftmaxXent",
+    "SparseSoftmaxXentGrad",
+    "SoftmaxXent",
+    "SoftmaxXentGrad",
+    "ApplyAdam",
+    "ApplySgd",
+    "Increment",
+    "AccumulateGradient",
+    "MovingAverage",
+    "AllFinite",
+    "MulScalar",
+    "FlatSlice",
+    "FusedUpdate",
+    "Dropout",
+    "DropoutGrad",
 };
 
 bool register_all() {

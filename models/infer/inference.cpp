@@ -75,6 +75,7 @@ void Inference::build(ThreadPool& inter, ThreadPool& intra) {
   so.seed = options_.seed;
   so.placement = options_.placement;
   so.device_graphs = options_.device_graphs;
+  so.compute_type = options_.compute_type;
   session_ = std::make_unique<Session>(graph_, inter, intra, so);
 }
 

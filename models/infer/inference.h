@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compute_type.h"
 #include "core/placement.h"
 #include "core/profiler.h"
 #include "core/session.h"
@@ -46,6 +47,8 @@ struct InferenceOptions {
   PlacementOptions placement;
   // Record each device's part of a step once and replay it (SessionOptions::device_graphs).
   bool device_graphs = false;
+  // The type the products read their operands in: the precision policy's (models/record/precision.h).
+  ComputeType compute_type = ComputeType::kF32;
 };
 
 // Throws SpecError (naming options.config_file, "metrics[i]") when a metric does not apply to the loss.

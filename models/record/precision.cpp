@@ -1,5 +1,7 @@
 #include "models/record/precision.h"
 
+#include <string_view>
+
 namespace tctl {
 
 const std::vector<std::string>& precision_names() {
@@ -7,12 +9,24 @@ const std::vector<std::string>& precision_names() {
   return names;
 }
 
+ComputeType precision_compute_type(const std::string& precision) {
+  if (precision == "mixed_bfloat16") return ComputeType::kBF16;
+  if (precision == "mixed_float16") return ComputeType::kF16;
+  return ComputeType::kF32;
+}
+
 std::string precision_note(const std::string& precision, const std::string& device) {
   if (precision == "float32") return "";
-  std::string line = "precision " + precision + ": " + device +
-                     " computes it in float32 (no backend has reduced-precision kernels yet); the weights are "
-                     "float32's";
-  if (precision == "mixed_float16") line += ", and dynamic loss scaling runs as it will in float16";
+  const std::string_view type = compute_type_name(precision_compute_type(precision));
+  std::string line = "precision " + precision + ": ";
+  if (device.rfind("cpu", 0) == 0)
+    line += device + " computes it in float32 (the CPU has no reduced-precision products); the weights are float32's";
+  else
+    line += "products on " + device + " read " + std::string(type) +
+            " operands and sum in float32; weights, optimizer state, reductions and losses stay float32";
+  if (precision == "mixed_float16")
+    line += device.rfind("cpu", 0) == 0 ? ", and dynamic loss scaling runs as it will in float16"
+                                        : ", with dynamic loss scaling";
   return line;
 }
 

@@ -1,18 +1,26 @@
 // Precision policies, Keras' dtype policy names: "float32" (the default), "mixed_bfloat16", "mixed_float16".
 // Variables and optimizer state are float32 under every policy; mixed_float16 adds dynamic loss scaling
-// (models/train/optimizer.h). No backend has reduced-precision kernels yet: every policy computes in
-// float32 on every device, which the run says in one line (precision_note), and the results are float32's
-// (mixed_float16's loss scaling multiplies and divides by powers of two, which is exact in float32).
+// (models/train/optimizer.h). Under a mixed policy the products (dense, convolution, attention: OpDef::products)
+// read their operands in bfloat16 or float16 and sum in float32 on the devices that have such kernels (cuda,
+// and sim, which rounds as a GPU does); the CPU computes every policy in float32, which the run says in one line
+// (precision_note), with float32's results (mixed_float16's loss scaling multiplies and divides by powers of
+// two, which is exact in float32).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "core/compute_type.h"
+
 namespace tctl {
 
 const std::vector<std::string>& precision_names();
 
-// The line a run prints for a policy its device computes in float32; empty for "float32".
+// The type a policy's products read their operands in: kF32 for "float32".
+ComputeType precision_compute_type(const std::string& precision);
+
+// The line a run prints for a policy on its device: on the CPU, that it computes in float32; elsewhere, what
+// runs in the reduced type. Empty for "float32".
 std::string precision_note(const std::string& precision, const std::string& device);
 
 }  // namespace tctl

@@ -585,6 +585,7 @@ InferenceOptions TrainConfig::inference_options() const {
   o.device = strategy.type == StrategyType::kMirrored && !strategy.devices.empty() ? strategy.devices[0] : device;
   o.allow_tf32 = allow_tf32;
   o.device_graphs = device_graphs;
+  o.compute_type = precision_compute_type(precision);
   o.seed = seed;
   o.config_file = file;
   o.placement.strict = strict_placement;

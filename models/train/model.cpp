@@ -98,6 +98,7 @@ SessionOptions Model::session_options() const {
   so.seed = options_.seed;
   so.placement = options_.placement;
   so.device_graphs = options_.device_graphs;
+  so.compute_type = options_.compute_type;
   return so;
 }
 
@@ -250,7 +251,7 @@ float Model::train_step(const Tensor& x, const Tensor& targets, std::int64_t ste
 
 float Model::eager_train_step(const Tensor& x, const Tensor& targets, std::int64_t step, Profiler* profiler) {
   optimizer_.begin_step(step);
-  return eager_training(x, targets, EagerOptions{options_.seed, step, profiler});
+  return eager_training(x, targets, EagerOptions{options_.seed, step, profiler, options_.compute_type});
 }
 
 float Model::eager_training(const Tensor& x, const Tensor& targets, const EagerOptions& options) {
@@ -265,7 +266,7 @@ float Model::eager_training(const Tensor& x, const Tensor& targets, const EagerO
 
 Tensor Model::eager_forward_step(const Tensor& x, Profiler* profiler) {
   Graph g;
-  EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, 0, profiler});
+  EagerRunner eager(g, intra_pool_, EagerOptions{options_.seed, 0, profiler, options_.compute_type});
   eager.feed("x", x);
   // The loss is traced too (as in the inference graph) but its targets are not part of the timing.
   if (!options_.loss.empty()) {
@@ -308,7 +309,7 @@ void Model::finalize_averages() {
 }
 
 std::string Model::find_non_finite(const Tensor& x, const Tensor& targets, std::int64_t step) {
-  EagerOptions eo{options_.seed, step, nullptr};
+  EagerOptions eo{options_.seed, step, nullptr, options_.compute_type};
   eo.find_non_finite = true;
   try {
     eager_training(x, targets, eo);

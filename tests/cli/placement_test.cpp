@@ -4,6 +4,7 @@
 // under --strict-placement.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "cli/cli_test_util.h"
@@ -116,9 +117,33 @@ TEST_CASE(
   expect_user_error(dir, "train wrong.json --output wrong" + kOneThread, {"wrong.json", "device_graphs"});
 }
 
+TEST_CASE("dropout on sim:0 inside a replayed segment draws each step's numbers, training the eager run's weights") {
+  // A replay runs the kernels recorded in the first step; Replay::launch gives them the run's step, whose key
+  // dropout draws with. With the recorded step instead, every step would drop the same units.
+  std::string spec = digits_spec("sim:0");
+  spec.replace(spec.find(R"({"type": "Dropout", "rate": 0.1})"), 32,
+               R"({"type": "Dropout", "rate": 0.1, "device": "sim:0"})");
+  TempDir dir;
+  dir.write("sim.json", spec);
+  dir.write("eager.json", digits_config("sim.json"));
+  dir.write("graphs.json", with_graphs(digits_config("sim.json")));
+  const CommandResult graphs =
+      run_tensorctl("train graphs.json --output graphs --log-device-placement" + kOneThread, dir.path());
+  const CommandResult plain = run_tensorctl("train eager.json --output eager" + kOneThread, dir.path());
+  check_no_crash(graphs);
+  REQUIRE(graphs.status == 0);
+  REQUIRE(plain.status == 0);
+  INFO(graphs.err);
+  CHECK(graphs.err.find("placement: dropout/Dropout (Dropout): sim:0") != std::string::npos);
+  CHECK(graphs.err.find("placement: dropout/DropoutGrad (DropoutGrad): sim:0") != std::string::npos);
+  CHECK(graphs.err.find("): recorded") != std::string::npos);
+  CHECK(graphs.err.find("runs eagerly") == std::string::npos);
+  CHECK(read_text(dir / "graphs/weights.safetensors") == read_text(dir / "eager/weights.safetensors"));
+}
+
 // Dynamic loss scaling (mixed_float16) scales the hidden layers' gradients back where they were made: AllFinite
-// and MulScalar run on sim:0 too, so --strict-placement accepts the model, and scaling by powers of two gives
-// the float32 run's weights.
+// and MulScalar run on sim:0 too, so --strict-placement accepts the model. sim's products read float16
+// operands, so the weights are not the float32 run's, but the accuracy is.
 TEST_CASE("mixed_float16 with the hidden layers on sim:0: loss scaling runs there, under --strict-placement") {
   TempDir dir;
   dir.write("cpu.json", digits_spec("cpu"));
@@ -132,7 +157,9 @@ TEST_CASE("mixed_float16 with the hidden layers on sim:0: loss scaling runs ther
       dir.path());
   check_no_crash(sim);
   REQUIRE(sim.status == 0);
-  CHECK(read_text(dir / "sim/weights.safetensors") == read_text(dir / "cpu/weights.safetensors"));
+  const nlohmann::json mixed = read_json(dir / "sim/summary.json"), plain = read_json(dir / "cpu/summary.json");
+  CHECK(mixed["train"]["skipped_steps"] == 0.0);
+  CHECK(std::abs(mixed["test"]["accuracy"].get<double>() - plain["test"]["accuracy"].get<double>()) <= 0.01);
   // Each device checks its own gradients: one AllFinite on sim:0, one on the CPU for the output layer's, and
   // no gradient copied for it (the verdicts meet on the CPU).
   for (const char* line : {"optimizer/AllFinite (AllFinite): sim:0", "optimizer/AllFinite_1 (AllFinite): cpu",

@@ -152,8 +152,8 @@ TEST_CASE("sim records work instead of running it, replays it whole each launch,
   std::unique_ptr<Replay> replay = recording->finish();
   recording.reset();
   CHECK(runs == 0);
-  replay->launch();
-  replay->launch();
+  replay->launch(0);
+  replay->launch(0);
   sim.synchronize();
   CHECK(runs == 2);
   sim.copy_to_host(back, block, sizeof back);
@@ -165,7 +165,7 @@ TEST_CASE("sim records work instead of running it, replays it whole each launch,
   sim.enqueue([&] { sim.deallocate(sim.allocate(64), 64); });
   replay = recording->finish();
   recording.reset();
-  replay->launch();
+  replay->launch(0);
   CHECK_THROWS_WITH_AS(sim.synchronize(), doctest::Contains("an allocation of 64 bytes while replaying"), RuntimeError);
   // The device is usable afterwards, and the CPU records nothing.
   sim.synchronize();

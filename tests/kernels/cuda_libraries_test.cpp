@@ -5,6 +5,7 @@
 #if defined(TENSORCTL_WITH_CUDA)
 #include <doctest/doctest.h>
 
+#include <cublas_v2.h>
 #include <dlfcn.h>
 #include <nccl.h>
 
@@ -30,6 +31,16 @@ TEST_CASE("NCCL opens on first use with every function tensorctl calls, or says 
   MESSAGE("NCCL version code " << version);
   CHECK(version >= 22000);  // 2.20 or later: the toolkit's is 2.28
   CHECK(std::string(ncclGetErrorString(ncclSuccess)).find("no error") != std::string::npos);
+}
+
+TEST_CASE("cuBLAS opens on first use with every function tensorctl calls, or says why not") {
+  // cuBLAS's own status text where the library and every function (cublasGemmEx among them) were found; the
+  // loader's reason otherwise, also when the library opens but lacks a function.
+  const bool present = ::dlopen(TCTL_CUBLAS_LIBRARY, RTLD_NOW | RTLD_LOCAL) != nullptr;
+  const std::string text = cublasGetStatusString(CUBLAS_STATUS_SUCCESS);
+  MESSAGE("cuBLAS: " << text);
+  CHECK((text.rfind("cuBLAS could not be loaded: ", 0) == 0) == !present);
+  if (present) CHECK(text == "CUBLAS_STATUS_SUCCESS");
 }
 
 TEST_CASE("a library that is absent, or lacks a function, is one line naming it") {
