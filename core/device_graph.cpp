@@ -1,5 +1,7 @@
 #include "core/device_graph.h"
 
+#include <cstdint>
+
 #include <algorithm>
 #include <map>
 #include <queue>
@@ -242,13 +244,14 @@ void plan_device_graphs(Plan& plan) {
 }
 
 void segment_signature(const GraphSegment& segment, const SegmentState& state, const std::vector<Tensor>& values,
-                       std::vector<const void*>& out) {
+                       std::int64_t batch_offset, std::vector<const void*>& out) {
   out.clear();
-  out.reserve(segment.outside.size() + state.staging.size() + segment.vars.size() + segment.outputs.size());
+  out.reserve(segment.outside.size() + state.staging.size() + segment.vars.size() + segment.outputs.size() + 1);
   for (int i : segment.outside) out.push_back(values[static_cast<std::size_t>(i)].raw_data());
   for (const Tensor& t : state.staging) out.push_back(t.raw_data());
   for (const Variable* v : segment.vars) out.push_back(v->buffer_address());
   for (int i : segment.outputs) out.push_back(values[static_cast<std::size_t>(i)].raw_data());
+  out.push_back(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(batch_offset)));
 }
 
 std::string signature_entry_name(const Plan& plan, const GraphSegment& segment, std::size_t index) {
@@ -259,7 +262,8 @@ std::string signature_entry_name(const Plan& plan, const GraphSegment& segment, 
   index -= segment.staged.size();
   if (index < segment.vars.size()) return "the variable " + segment.vars[index]->name();
   index -= segment.vars.size();
-  return "the output of " + node(segment.outputs[index]);
+  if (index < segment.outputs.size()) return "the output of " + node(segment.outputs[index]);
+  return "the run's batch offset";
 }
 
 }  // namespace tctl

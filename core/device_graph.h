@@ -50,10 +50,12 @@ struct DeviceGraphs {
 };
 
 // The addresses a recording of `segment` depends on, in a fixed order: the outside values, the staging
-// buffers, the variables' buffers, then the members' own outputs (GraphSegment::outputs). Written to `out`,
-// whose buffer is reused: a replay allocates nothing to check them.
+// buffers, the variables' buffers, the members' own outputs (GraphSegment::outputs), and last the run's batch
+// offset (RunOptions::batch_offset), which a recorded kernel that draws per row (dropout) keeps as it was: a
+// data-parallel replica whose share of the batch starts elsewhere, at the same shape, records again. Written
+// to `out`, whose buffer is reused: a replay allocates nothing to check them.
 void segment_signature(const GraphSegment& segment, const SegmentState& state, const std::vector<Tensor>& values,
-                       std::vector<const void*>& out);
+                       std::int64_t batch_offset, std::vector<const void*>& out);
 // What the entry `index` of segment_signature names, for a message.
 std::string signature_entry_name(const Plan& plan, const GraphSegment& segment, std::size_t index);
 

@@ -437,7 +437,7 @@ struct Run {
     // write would make happens here, and the moved buffer makes the segment record again.
     for (Variable* v : seg.written) v->own_buffer();
     if (state.replay != nullptr) {
-      segment_signature(seg, state, values, state.current);
+      segment_signature(seg, state, values, ctx.batch_offset, state.current);
       const std::vector<const void*>& now = state.current;
       if (now == state.signature) {
         state.moves = 0;
@@ -493,7 +493,7 @@ struct Run {
     for (int m : seg.members) release_after(m);
     for (int p : seg.lent) values[static_cast<std::size_t>(p)].reset();
     for (int p : seg.borrowed) values[static_cast<std::size_t>(p)].reset();
-    segment_signature(seg, state, values, state.signature);
+    segment_signature(seg, state, values, ctx.batch_offset, state.signature);
   }
 
   // Runs the members into the recording. Each variable read of the segment is let go once its last reader

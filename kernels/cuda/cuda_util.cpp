@@ -36,20 +36,17 @@ void check_launch(const KernelContext& ctx) {
 
 namespace {
 
-// The floats an operand's product reads, from its first: `r` rows of `c` with row stride ld (X itself, as
-// stored: op(X) transposed when `transposed`), and for a batch the last product's rows `stride` on.
-std::int64_t operand_span(const GemmOperand& x, std::int64_t op_rows, std::int64_t op_cols, std::int64_t batch) {
-  const std::int64_t r = x.transposed ? op_cols : op_rows, c = x.transposed ? op_rows : op_cols;
-  if (r == 0 || c == 0) return 0;
-  return (batch - 1) * x.stride + (r - 1) * x.ld + c;
-}
-
-// The operand converted to float16 into `scratch`, laid out as it is (same row stride and batch stride).
+// The operand converted to float16 into `scratch`, laid out as it is (same row stride and batch stride): X
+// itself, as stored, is `r` rows of `c` (op(X) transposed when `transposed`), and a batch's matrices lie
+// `stride` apart (0: one matrix for all). Only the elements the product reads are converted; the scratch spans
+// from the first to the last of them.
 const void* f16_operand(const KernelContext& ctx, const GemmOperand& x, std::int64_t op_rows, std::int64_t op_cols,
                         std::int64_t batch, Tensor& scratch) {
-  const std::int64_t span = operand_span(x, op_rows, op_cols, batch);
+  const std::int64_t r = x.transposed ? op_cols : op_rows, c = x.transposed ? op_rows : op_cols;
+  const std::int64_t matrices = x.stride == 0 ? 1 : batch;
+  const std::int64_t span = r == 0 || c == 0 ? 0 : (matrices - 1) * x.stride + (r - 1) * x.ld + c;
   scratch = Tensor::empty(DType::kF32, Shape{std::max<std::int64_t>(1, (span + 1) / 2)}, &ctx.device());
-  convert_to_f16(ctx, x.p, scratch.raw_mutable_data(), span);
+  convert_to_f16(ctx, x.p, scratch.raw_mutable_data(), StridedRows{matrices, r, c, x.ld, x.stride});
   return scratch.raw_data();
 }
 
@@ -61,7 +58,7 @@ const void* f16_operand(const KernelContext& ctx, const GemmOperand& x, std::int
 // row_major_gemm under a reduced compute type, with cublasGemmEx or its strided batch and float32 sums into
 // float32 y. bfloat16: the float32 operands as they are, which cuBLAS down-converts as it loads them
 // (CUBLAS_COMPUTE_32F_FAST_16BF, PyTorch's "medium" matmul precision): no pass over them and no scratch.
-// float16: converted first (convert_operand), so that a value past float16's range is an infinity, which the
+// float16: converted first (convert_to_f16), so that a value past float16's range is an infinity, which the
 // loss scale's guard finds, whatever cuBLAS's own conversion would make of it.
 void reduced_gemm(const KernelContext& ctx, ComputeType type, std::int64_t rows, std::int64_t cols, std::int64_t k,
                   const GemmOperand& a, const GemmOperand& b, float beta, float* y, std::int64_t ldy,
@@ -77,11 +74,11 @@ void reduced_gemm(const KernelContext& ctx, ComputeType type, std::int64_t rows,
                           op_b = b.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const auto m = static_cast<int>(cols), n = static_cast<int>(rows), depth = static_cast<int>(k);
   const cublasStatus_t status =
-      batch == 1 ? cublasGemmEx(cublas_of(ctx, true), op_b, op_a, m, n, depth, &one, pb, operand_type,
-                                static_cast<int>(b.ld), pa, operand_type, static_cast<int>(a.ld), &beta, y, CUDA_R_32F,
-                                static_cast<int>(ldy), compute, CUBLAS_GEMM_DEFAULT)
+      batch == 1 ? cublasGemmEx(cublas_of(ctx), op_b, op_a, m, n, depth, &one, pb, operand_type, static_cast<int>(b.ld),
+                                pa, operand_type, static_cast<int>(a.ld), &beta, y, CUDA_R_32F, static_cast<int>(ldy),
+                                compute, CUBLAS_GEMM_DEFAULT)
                  : cublasGemmStridedBatchedEx(
-                       cublas_of(ctx, true), op_b, op_a, m, n, depth, &one, pb, operand_type, static_cast<int>(b.ld),
+                       cublas_of(ctx), op_b, op_a, m, n, depth, &one, pb, operand_type, static_cast<int>(b.ld),
                        b.stride, pa, operand_type, static_cast<int>(a.ld), a.stride, &beta, y, CUDA_R_32F,
                        static_cast<int>(ldy), stride_y, static_cast<int>(batch), compute, CUBLAS_GEMM_DEFAULT);
   if (status != CUBLAS_STATUS_SUCCESS)

@@ -25,14 +25,12 @@ inline cudaStream_t stream_of(const KernelContext& ctx) { return device_of(ctx).
 // few ulp apart; one at a time, the same bits).
 class CublasCall {
  public:
-  // `reduced`: the call's operands are bfloat16 or float16 (cublasGemmEx), which only the default math mode
-  // runs on tensor cores at full rate.
-  explicit CublasCall(CudaDevice& device, bool reduced = false)
+  explicit CublasCall(CudaDevice& device)
       : lock_(device.cublas_mutex()), handle_(device.cublas()), device_(device), ordered_(device.has_own_streams()) {
+    // The math mode governs cublasSgemm; cublasGemmEx's reduced-precision products name their compute type.
     static const std::atomic<bool>& allow_tf32 = backend_flag("allow_tf32");
-    cublasSetMathMode(handle_, reduced                                      ? CUBLAS_DEFAULT_MATH
-                               : allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                                            : CUBLAS_PEDANTIC_MATH);
+    cublasSetMathMode(handle_,
+                      allow_tf32.load(std::memory_order_relaxed) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH);
     device.bind_cublas_to(device.stream());  // the calling thread's own stream, when it holds one
     if (ordered_) cudaStreamWaitEvent(device.stream(), device.cublas_done(), 0);
   }
@@ -50,9 +48,7 @@ class CublasCall {
   CudaDevice& device_;
   bool ordered_;  // own streams exist: the workspace's previous user, on any stream, goes first
 };
-inline CublasCall cublas_of(const KernelContext& ctx, bool reduced = false) {
-  return CublasCall(device_of(ctx), reduced);
-}
+inline CublasCall cublas_of(const KernelContext& ctx) { return CublasCall(device_of(ctx)); }
 
 inline constexpr int kBlock = 256;
 inline unsigned grid_for(std::int64_t n) {
@@ -109,8 +105,14 @@ struct GemmOperand {
 void row_major_gemm(const KernelContext& ctx, std::int64_t rows, std::int64_t cols, std::int64_t k, GemmOperand a,
                     GemmOperand b, float beta, float* y, std::int64_t ldy, std::int64_t stride_y = 0,
                     std::int64_t batch = 1);
-// Converts n floats at `from` to float16 at `to`, on the kernel's stream (kernels/cuda/reduced.cu).
-void convert_to_f16(const KernelContext& ctx, const float* from, void* to, std::int64_t n);
+// `batch` matrices of `rows` x `cols` elements, with row stride `ld` and `stride` elements from one matrix to
+// the next: what a product's operand reads of its buffer.
+struct StridedRows {
+  std::int64_t batch, rows, cols, ld, stride;
+};
+// Converts the elements `x` names at `from` to float16 at the same places of `to`, on the kernel's stream
+// (kernels/cuda/reduced.cu); the gaps between them (another head's columns) are neither read nor written.
+void convert_to_f16(const KernelContext& ctx, const float* from, void* to, const StridedRows& x);
 template <class T>
 T* out(KernelContext& ctx) {
   return static_cast<T*>(ctx.output().raw_mutable_data());

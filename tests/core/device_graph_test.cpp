@@ -562,3 +562,32 @@ TEST_CASE("an all-reduce on sim refuses its segment: a replay would meet under a
   }
   CHECK(log.has("runs eagerly: node a/AllReduce (AllReduce) meets other replicas by its step"));
 }
+
+TEST_CASE("a replayed dropout draws the run's step, and a new batch offset records again") {
+  // x -> MatMul -> Dropout on sim:1, one segment: a replay must draw each run's mask, whose key changes with
+  // the step and whose elements start at the run's batch offset (a data-parallel replica's rows).
+  const auto make = [] {
+    auto g = std::make_shared<Graph>();
+    const Output x = g->placeholder("x", DType::kF32, Shape{-1, 4});
+    Graph::Scope scope(*g, "drop", "sim:1", Phase::kForward);
+    const Output w = g->constant(Tensor::filled(Shape{4, 8}, 0.5f));
+    return std::pair{g, std::pair{x, g->add("Dropout", {g->add("MatMul", {x, w})}, Attrs{{"rate", 0.5}})}};
+  };
+  const auto [eager_graph, eager_io] = make();
+  const auto [graph, io] = make();
+  ThreadPool inter(1), intra(1);
+  Logged log;
+  Session eager(eager_graph, inter, intra), graphs(graph, inter, intra, log.options(true));
+  for (int step = 0; step < 8; ++step) {
+    CAPTURE(step);
+    RunOptions ro;
+    ro.step = step;
+    ro.batch_offset = step < 5 ? 0 : 2;
+    const std::vector<Tensor> want =
+        eager.run(feed_x_to(eager_io.first, 0), std::vector<Output>{eager_io.second}, {}, ro);
+    const std::vector<Tensor> got = graphs.run(feed_x_to(io.first, 0), std::vector<Output>{io.second}, {}, ro);
+    CHECK(got[0].to_floats() == want[0].to_floats());
+  }
+  CHECK(graphs.device_graph_replays() >= 5);
+  CHECK(log.has("recorded again: the run's batch offset moved"));
+}
