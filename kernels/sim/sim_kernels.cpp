@@ -2,8 +2,9 @@
 // its own device and throws otherwise, then runs the CPU kernel's arithmetic as work on the device's stream,
 // so a model with layers on sim:N computes the same bits as on the CPU. The set is representative, not
 // complete: a dense network with ReLU, dropout, softmax cross-entropy and Adam (its updates fused) runs on sim whole,
-// also with dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice); any other
-// op falls back to the CPU through placement. A replayed kernel draws the replay's step's random numbers.
+// also with dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice), and a
+// CNN's convolutions and max pooling; any other op falls back to the CPU through placement. A replayed kernel draws
+// the replay's step's random numbers.
 #include <memory>
 #include <vector>
 
@@ -37,7 +38,8 @@ KernelFn cpu_arithmetic(const KernelContext& ctx) {
 }
 
 // Runs the CPU's arithmetic for `ctx`. Under a reduced compute type (core/compute_type.h), a product's
-// operands (inputs 0 and 1 of MatMul and FusedMatMul, the OpDef::products ops sim has) are first rounded to
+// operands (inputs 0 and 1 of MatMul, FusedMatMul and the Conv2D family, the OpDef::products ops sim has; of
+// Conv2DInputGrad, dy and the kernel, its third input giving only a shape) are first rounded to
 // that type, as a GPU's reduced-precision product reads them, and the arithmetic accumulates in float32 as a
 // tensor core does: sim:N trains under mixed_bfloat16 and mixed_float16 with a GPU's rounding (not its bits,
 // whose sums run in another order), which the precision tests measure on machines without one.
@@ -157,6 +159,12 @@ constexpr const char* kSimulatedOps[] = {
     "FusedUpdate",
     "Dropout",
     "DropoutGrad",
+    "Conv2D",
+    "FusedConv2D",
+    "Conv2DInputGrad",
+    "Conv2DKernelGrad",
+    "MaxPool2D",
+    "MaxPool2DGrad",
 };
 
 bool register_all() {

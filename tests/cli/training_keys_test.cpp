@@ -165,6 +165,18 @@ TEST_SUITE("training keys") {
       CHECK(read_text(dir / "again" / "weights.safetensors") == read_text(dir / precision / "weights.safetensors"));
       std::filesystem::remove_all(dir / "again");
     }
+    // The shipped digits CNN: its convolutions, pooling and dense layers run on sim:0, the products rounded.
+    const std::string cnn = "train " + quoted(source_path("configs/digits_cnn.json")) + " --device sim:0 --quiet";
+    REQUIRE(run_tensorctl(cnn + " --output cnn_f32", dir.path()).status == 0);
+    for (const std::string precision : {"mixed_bfloat16", "mixed_float16"}) {
+      CAPTURE(precision);
+      REQUIRE(run_tensorctl(cnn + " --precision " + precision + " --output cnn_" + precision, dir.path()).status == 0);
+      MESSAGE("CNN " << precision << ": test accuracy " << test_accuracy("cnn_" + precision) << ", float32 "
+                     << test_accuracy("cnn_f32"));
+      CHECK(std::abs(test_accuracy("cnn_" + precision) - test_accuracy("cnn_f32")) <= 0.01);
+      CHECK(tensors(dir / ("cnn_" + precision) / "weights.safetensors") !=
+            tensors(dir / "cnn_f32" / "weights.safetensors"));
+    }
     // A loss scale of 2^40 overflows float16's operands (past 65504) in the first steps' gradient products:
     // mixed_float16 skips those steps and halves the scale until they fit, as on a GPU. float32 products, as
     // the CPU's, never overflow at that scale.

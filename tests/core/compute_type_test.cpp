@@ -95,3 +95,34 @@ TEST_CASE("a run's compute type rounds a product's operands on sim, as a GPU rea
   CHECK(std::isinf(sim.run(ComputeType::kF16, large, w)[0]));
   CHECK(std::isfinite(sim.run(ComputeType::kBF16, large, w)[0]));
 }
+
+TEST_CASE("a convolution on sim reads its image and kernel in the run's compute type") {
+  std::vector<float> image(1 * 4 * 4 * 2), kernel(3 * 3 * 2 * 3);
+  for (std::size_t i = 0; i < image.size(); ++i) image[i] = 1.0f / static_cast<float>(i + 3);
+  for (std::size_t i = 0; i < kernel.size(); ++i) kernel[i] = 0.5f - 1.0f / static_cast<float>(i + 7);
+  const auto run = [&](const char* device, ComputeType type, const std::vector<float>& x, const std::vector<float>& k) {
+    auto g = std::make_shared<Graph>();
+    const Output in = g->placeholder("x", DType::kF32, Shape{1, 4, 4, 2});
+    const Output w = g->placeholder("k", DType::kF32, Shape{3, 3, 2, 3});
+    Output y;
+    {
+      Graph::Scope scope(*g, "conv", device, Phase::kForward);
+      y = g->add("Conv2D", {in, w},
+                 Attrs{{"strides", std::vector<std::int64_t>{1, 1}}, {"padding", std::string("same")}});
+    }
+    ThreadPool inter(1), intra(1);
+    SessionOptions options;
+    options.compute_type = type;
+    Session s(g, inter, intra, options);
+    const std::vector<Feed> feeds{{in, Tensor::from_floats(Shape{1, 4, 4, 2}, x)},
+                                  {w, Tensor::from_floats(Shape{3, 3, 2, 3}, k)}};
+    return s.run(feeds, std::vector<Output>{y})[0].to_floats();
+  };
+  const std::vector<float> f32 = run("cpu", ComputeType::kF32, image, kernel);
+  for (const ComputeType type : {ComputeType::kBF16, ComputeType::kF16}) {
+    INFO(compute_type_name(type));
+    const std::vector<float> got = run("sim:0", type, image, kernel);
+    CHECK(got == run("cpu", ComputeType::kF32, rounded(type, image), rounded(type, kernel)));
+    CHECK(got != f32);
+  }
+}
