@@ -57,6 +57,10 @@ class Collective {
   // Fails every all-reduce waiting now and every later one with `reason` (a replica's run failed, so the
   // others need not wait for their timeout).
   virtual void abort(const std::string& reason) = 0;
+  // How long a member waits for the others before its all-reduce fails; a device that all-reduces on its own
+  // (NCCL on a GPU) bounds its waits by it too.
+  using Seconds = std::chrono::duration<double>;
+  virtual Seconds timeout() const = 0;
 
   // What member `member` has spent in all-reduces so far: calls, the elements it brought, and the seconds
   // from its arrival to its result (waiting for the others included).
@@ -66,6 +70,9 @@ class Collective {
     double seconds = 0.0;
   };
   Stats stats(int member) const;
+  // Counted by a device whose kernels all-reduce on their own (NCCL's): a call of `elements` queued there,
+  // whose wait the host does not see (its seconds stay 0).
+  void record_device_call(int member, std::int64_t elements) { record(member, elements, 0.0); }
 
  protected:
   // Takes the next id; make() enters the object in the registry under it.
@@ -88,7 +95,6 @@ class Collective {
 
 class CollectiveGroup final : public Collective {
  public:
-  using Seconds = std::chrono::duration<double>;
   static constexpr Seconds kDefaultTimeout{60.0};
 
   // A new group of `members` >= 1, entered in the registry (see Collective). `timeout` > 0 bounds each
@@ -96,7 +102,7 @@ class CollectiveGroup final : public Collective {
   static std::shared_ptr<CollectiveGroup> create(int members, Seconds timeout = kDefaultTimeout);
 
   int members() const override { return members_; }
-  Seconds timeout() const { return timeout_; }
+  Seconds timeout() const override { return timeout_; }
 
   // Member `member` (0 <= member < members()) contributes in[0, n) with `weight` to the all-reduce `key`,
   // blocks until every member has, sums its slice of the elements (the members share the work), and once

@@ -31,7 +31,6 @@ std::optional<MpiLaunch> mpi_launch();
 
 class MpiWorld final : public Collective {
  public:
-  using Seconds = std::chrono::duration<double>;
   // The job's world, MPI initialized on first use (with MPI_THREAD_MULTIPLE, or MPI_THREAD_SERIALIZED: the
   // all-reduces of one process never overlap, since a step issues them in one chain). `timeout` bounds
   // each all-reduce's wait for the other ranks. Throws RuntimeError without MPI or a launcher. Later calls
@@ -57,7 +56,7 @@ class MpiWorld final : public Collective {
   // Every rank's `value`, in rank order (start-up checks: the config hash). Waits for the others against
   // the timeout, naming the missing ("<what>: rank 1 of 2 did not arrive within 60 s"), as all_reduce.
   std::vector<std::uint64_t> all_gather(std::uint64_t value, std::string_view what);
-  Seconds timeout() const { return timeout_; }
+  Seconds timeout() const override { return timeout_; }
 
  private:
   MpiWorld(int rank, int size, Seconds timeout);

@@ -145,8 +145,18 @@ CudaDevice::CudaDevice(int ordinal)
 }
 
 CudaDevice::~CudaDevice() {
+  {
+    std::lock_guard lock(watch_mu_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
   CurrentDevice current(ordinal_, name_);
   cudaStreamSynchronize(stream_);
+  {
+    std::lock_guard lock(watch_mu_);
+    for (const WatchedAllReduce& w : watched_) cudaEventDestroy(w.done);
+  }
   if (cublas_ != nullptr) cublasDestroy(cublas_);
   if (cublas_done_ != nullptr) cudaEventDestroy(cublas_done_);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
@@ -497,7 +507,7 @@ void CudaDevice::rethrow_host_error() {
 
 bool CudaDevice::supports(const Node& node) const {
   // An all-reduce of a collective not joined here runs on the CPU, which reaches the others without NCCL.
-  if (node.op->name == "AllReduce") return nccl_comm(node.attrs.i("group")) != nullptr;
+  if (node.op->name == "AllReduce") return has_nccl_comm(node.attrs.i("group"));
   // FusedUpdate's kernel (optimizers.cu) was written without a GPU at hand: until the GPU check has compared
   // it with the CPU's, it is used only when asked for, and the optimizer keeps an update per variable here.
   if (node.op->name == "FusedUpdate") {

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -14,7 +16,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cublas_v2.h>
@@ -58,8 +62,14 @@ class CudaDevice final : public Device {
   // rank 0 draws and the collective carries to the others.
   std::string collective_refusal(const Collective& collective) const override;
   void join_collective(const std::shared_ptr<Collective>& collective, int member, std::uint64_t key) override;
-  // The communicator joined for the collective with id `group`, or null.
-  ncclComm_t nccl_comm(std::int64_t group) const;
+  // Whether a communicator was joined for the collective with id `group` (and not aborted since).
+  bool has_nccl_comm(std::int64_t group) const;
+  // Queues ncclAllReduce of y[0, n) in place, summed over the group's members, on the calling thread's stream,
+  // and watches it: an all-reduce not done within the collective's timeout (the other ranks stalled or gone)
+  // aborts the communicator, whose kernels then end, and the device's next wait throws RuntimeError("<what>
+  // on cuda:0: the other ranks did not finish it within 60 s (NCCL); ..."), as the CPU's collectives fail
+  // rather than hang. Throws RuntimeError when NCCL refuses the call or no communicator was joined.
+  void nccl_all_reduce(std::int64_t group, float* y, std::size_t n, const std::string& what);
 
   // CUDA graphs (kernels/cuda/recording.cpp): the calling thread's work is captured on a stream of the
   // recording's own, so another thread's copies to the device's stream (the fit loop's producer) stay out of
@@ -201,9 +211,30 @@ class CudaDevice final : public Device {
   std::deque<PendingReport> reports_;
   // Written under report_mu_; read without it by report_mark, which every event's creation calls.
   std::atomic<std::uint64_t> reports_queued_{0};
-  // The NCCL communicators joined, by collective id; they live as long as the process, as the library does.
+  // The NCCL communicators joined (non-blocking ones), by collective id, and their collectives' timeouts; they
+  // live as long as the process, as the library does, unless a stalled all-reduce aborts one. An all-reduce is
+  // queued under nccl_mu_ (never longer than the timeout), and a communicator aborted under it, so no thread
+  // queues on one being aborted.
   mutable std::mutex nccl_mu_;
   std::map<std::int64_t, ncclComm_t> nccl_comms_ TCTL_GUARDED_BY(nccl_mu_);
+  std::map<std::int64_t, double> nccl_timeouts_ TCTL_GUARDED_BY(nccl_mu_);
+  std::set<std::int64_t> nccl_aborted_ TCTL_GUARDED_BY(nccl_mu_);  // groups whose communicator was aborted
+  // The all-reduces queued and not yet seen done, each with an event after it; the watchdog thread (started
+  // with the first) polls them, and aborts the communicator of one past its deadline (kernels/cuda/collective.cu).
+  struct WatchedAllReduce {
+    cudaEvent_t done;
+    std::chrono::steady_clock::time_point deadline;
+    std::int64_t group;
+    double seconds;
+    std::string what;
+  };
+  void watch_nccl();
+  void abort_nccl(const WatchedAllReduce& stalled) noexcept;
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::vector<WatchedAllReduce> watched_ TCTL_GUARDED_BY(watch_mu_);
+  bool watch_stop_ TCTL_GUARDED_BY(watch_mu_) = false;
+  std::thread watchdog_;  // started under watch_mu_, joined by the destructor
   // The own streams threads hold now (Device::own_stream), and how many.
   mutable std::mutex own_mu_;
   std::vector<cudaStream_t> own_ TCTL_GUARDED_BY(own_mu_);

@@ -17,8 +17,10 @@ namespace {
 struct Nccl {
   decltype(&ncclGetVersion) get_version = nullptr;
   decltype(&ncclGetUniqueId) get_unique_id = nullptr;
-  decltype(&ncclCommInitRank) comm_init_rank = nullptr;
+  decltype(&ncclCommInitRankConfig) comm_init_rank_config = nullptr;
+  decltype(&ncclCommGetAsyncError) comm_get_async_error = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
+  decltype(&ncclCommAbort) comm_abort = nullptr;
   decltype(&ncclGetErrorString) error_string = nullptr;
   bool loaded = false;
   std::string why_not;  // when not loaded: dlopen's or dlsym's reason
@@ -32,8 +34,10 @@ const Nccl& nccl() {
     tctl::cuda::LibraryLoader library(TCTL_NCCL_LIBRARY, "NCCL");
     library.find("ncclGetVersion", table.get_version);
     library.find("ncclGetUniqueId", table.get_unique_id);
-    library.find("ncclCommInitRank", table.comm_init_rank);
+    library.find("ncclCommInitRankConfig", table.comm_init_rank_config);
+    library.find("ncclCommGetAsyncError", table.comm_get_async_error);
     library.find("ncclAllReduce", table.all_reduce);
+    library.find("ncclCommAbort", table.comm_abort);
     library.find("ncclGetErrorString", table.error_string);
     table.loaded = library.loaded(table.why_not);
   });
@@ -59,15 +63,26 @@ extern "C" ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
   return n.loaded ? n.get_unique_id(unique_id) : ncclSystemError;
 }
 
-extern "C" ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+extern "C" ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                               ncclConfig_t* config) {
   const Nccl& n = nccl();
-  return n.loaded ? n.comm_init_rank(comm, nranks, comm_id, rank) : ncclSystemError;
+  return n.loaded ? n.comm_init_rank_config(comm, nranks, comm_id, rank, config) : ncclSystemError;
+}
+
+extern "C" ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  const Nccl& n = nccl();
+  return n.loaded ? n.comm_get_async_error(comm, async_error) : ncclSystemError;
 }
 
 extern "C" ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const Nccl& n = nccl();
   return n.loaded ? n.all_reduce(sendbuff, recvbuff, count, datatype, op, comm, stream) : ncclSystemError;
+}
+
+extern "C" ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  const Nccl& n = nccl();
+  return n.loaded ? n.comm_abort(comm) : ncclSystemError;
 }
 
 extern "C" const char* ncclGetErrorString(ncclResult_t result) {
