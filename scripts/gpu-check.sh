@@ -221,6 +221,9 @@ if runs build; then
     echo "gpu-check: built in $build"
   fi
   "$build/tensorctl" devices || status=1
+  # cuDNN's convolution engines (over 300 MB) are too large to carry: whether this machine has its own (a
+  # PyTorch wheel's, as NCCL comes) decides whether tensorctl can use cuDNN for convolutions here.
+  echo "gpu-check: cuDNN on this machine: $(find /usr/local /usr/lib /opt -name 'libcudnn_cnn.so*' 2>/dev/null | head -3 | tr '\n' ' ')"
 fi
 if runs test; then
   # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
