@@ -39,8 +39,7 @@ float round_to_f16(float x) {
   std::frexp(magnitude, &exponent);                            // magnitude = m * 2^exponent, m in [0.5, 1)
   const int step = exponent - 11 < -24 ? -24 : exponent - 11;  // the value of float16's last bit here
   const float shift = std::ldexp(1.0f, step + 23);             // float32's last bit at shift is 2^step
-  const volatile float up = magnitude + shift;                 // volatile: no reassociation under -ffast-math
-  return std::copysign(up - shift, x);
+  return std::copysign((magnitude + shift) - shift, x);        // exact: the build allows no reassociation
 }
 
 }  // namespace

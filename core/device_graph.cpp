@@ -1,8 +1,7 @@
 #include "core/device_graph.h"
 
-#include <cstdint>
-
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <queue>
 #include <utility>

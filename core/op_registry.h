@@ -87,7 +87,7 @@ struct OpDef {
   // or through other nodes, is then skipped and its own output dead, as TensorFlow's dead tensors behind a
   // Switch. Dynamic loss scaling skips a step's updates this way when a gradient overflowed (core/ops/loss_scale.cpp).
   bool may_skip = false;
-  // The op's arithmetic is products (a matrix product, a convolution, attention's, a recurrence's): under a
+  // The op's arithmetic is products (a matrix product, a convolution, attention's): under a
   // reduced compute type (core/compute_type.h, KernelContext::compute_type) its kernels may read the operands
   // in that type, accumulating in float32. Every other op computes in float32 whatever the run's type.
   bool products = false;

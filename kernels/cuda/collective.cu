@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "core/collective.h"
 #include "core/graph.h"
@@ -181,7 +182,7 @@ void CudaDevice::nccl_all_reduce(std::int64_t group, float* y, std::size_t n, co
     check(recorded, name_, "cudaEventRecord");
   }
   std::lock_guard watch(watch_mu_);
-  watched_.push_back({done, deadline, group, seconds, what});
+  watched_.push_back({done, deadline, group, what});
   if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watch_nccl(); });
   watch_cv_.notify_all();
 }
@@ -206,7 +207,7 @@ void CudaDevice::watch_nccl() {
         continue;
       }
       if (status != cudaErrorNotReady && status != cudaSuccess) cudaGetLastError();  // the next wait reports it
-      const WatchedAllReduce w = watched_[i];
+      const WatchedAllReduce w = std::move(watched_[i]);
       watched_.erase(watched_.begin() + static_cast<std::ptrdiff_t>(i));
       if (status == cudaErrorNotReady) {
         // Other threads only append meanwhile, so index i stays the next to look at.
@@ -228,7 +229,7 @@ void CudaDevice::abort_nccl(const WatchedAllReduce& stalled) noexcept {
     if (!host_error_)
       host_error_ = std::make_exception_ptr(RuntimeError(
           stalled.what + " on " + name_ + ": the other ranks did not finish it within " +
-          seconds_text(stalled.seconds) +
+          seconds_text(nccl_timeouts_.at(stalled.group)) +
           " s (NCCL); its communicator is aborted (a stalled or failed rank: see the other ranks' messages)"));
   } catch (...) {
     // No memory for the message: the abort below still ends the wait, and the next all-reduce says why.

@@ -79,8 +79,6 @@ class CudaDevice final : public Device {
   // the GPU check has compared replays with eager runs.
   std::unique_ptr<Recording> begin_recording() override;
   bool can_record() const override;
-  // Whether the calling thread records on this device now.
-  bool recording_here() const { return capturing() != nullptr; }
   // While the calling thread records here, the recording's step word in device memory, which each launch of
   // its graph sets to the run's step (Replay::launch): a kernel whose random key changes every step reads it
   // (launch.h's StepKey). Null otherwise.
@@ -225,7 +223,6 @@ class CudaDevice final : public Device {
     cudaEvent_t done;
     std::chrono::steady_clock::time_point deadline;
     std::int64_t group;
-    double seconds;
     std::string what;
   };
   void watch_nccl();

@@ -5,6 +5,7 @@
 // also with dynamic loss scaling (AllFinite, MulScalar) and a replica's all-reduce (AllReduce, FlatSlice), and a
 // CNN's convolutions and max pooling; any other op falls back to the CPU through placement. A replayed kernel draws
 // the replay's step's random numbers.
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -46,20 +47,18 @@ KernelFn cpu_arithmetic(const KernelContext& ctx) {
 void run_arithmetic(KernelContext& ctx, KernelFn arithmetic) {
   const ComputeType type = ctx.compute_type();
   if (type == ComputeType::kF32) return arithmetic(ctx);
-  const auto operand = [&](int i) { return i < 2 && ctx.input(i).defined() && ctx.input(i).dtype() == DType::kF32; };
-  std::vector<Tensor> rounded(static_cast<std::size_t>(ctx.num_inputs()));
-  std::vector<const Tensor*> inputs;
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    const Tensor& x = ctx.input(i);
-    if (operand(i)) {
-      Tensor& r = rounded[static_cast<std::size_t>(i)] = Tensor::empty(DType::kF32, x.shape());
-      const float* from = static_cast<const float*>(x.raw_data());
-      float* to = r.mutable_data<float>();
-      for (std::int64_t k = 0; k < x.num_elements(); ++k) to[k] = round_to(type, from[k]);
-    }
-    inputs.push_back(operand(i) ? &rounded[static_cast<std::size_t>(i)] : &x);
-  }
   const Tensor* const* given = ctx.inputs();
+  std::vector<const Tensor*> inputs(given, given + ctx.num_inputs());
+  std::array<Tensor, 2> rounded;
+  for (std::size_t i = 0; i < rounded.size() && i < inputs.size(); ++i) {
+    const Tensor& x = *inputs[i];
+    if (!x.defined() || x.dtype() != DType::kF32) continue;
+    rounded[i] = Tensor::empty(DType::kF32, x.shape());
+    const float* from = static_cast<const float*>(x.raw_data());
+    float* to = rounded[i].mutable_data<float>();
+    for (std::int64_t k = 0; k < x.num_elements(); ++k) to[k] = round_to(type, from[k]);
+    inputs[i] = &rounded[i];
+  }
   ctx.set_inputs(inputs.data());
   try {
     arithmetic(ctx);

@@ -1,7 +1,5 @@
 #include "models/record/precision.h"
 
-#include <string_view>
-
 namespace tctl {
 
 const std::vector<std::string>& precision_names() {
@@ -17,16 +15,15 @@ ComputeType precision_compute_type(const std::string& precision) {
 
 std::string precision_note(const std::string& precision, const std::string& device) {
   if (precision == "float32") return "";
-  const std::string_view type = compute_type_name(precision_compute_type(precision));
+  const bool on_cpu = device.rfind("cpu", 0) == 0;
   std::string line = "precision " + precision + ": ";
-  if (device.rfind("cpu", 0) == 0)
+  if (on_cpu)
     line += device + " computes it in float32 (the CPU has no reduced-precision products); the weights are float32's";
   else
-    line += "products on " + device + " read " + std::string(type) +
+    line += "products on " + device + " read " + std::string(compute_type_name(precision_compute_type(precision))) +
             " operands and sum in float32; weights, optimizer state, reductions and losses stay float32";
   if (precision == "mixed_float16")
-    line += device.rfind("cpu", 0) == 0 ? ", and dynamic loss scaling runs as it will in float16"
-                                        : ", with dynamic loss scaling";
+    line += on_cpu ? ", and dynamic loss scaling runs as it will in float16" : ", with dynamic loss scaling";
   return line;
 }
 

@@ -42,6 +42,16 @@ TEST_CASE("round_to: bfloat16 and float16 round to nearest, ties to even, float1
 
 namespace {
 
+// Output y of `g` fed `feeds`, in a session whose products read their operands in `type`.
+std::vector<float> run_under(ComputeType type, const std::shared_ptr<Graph>& g, const std::vector<Feed>& feeds,
+                             Output y) {
+  ThreadPool inter(1), intra(1);
+  SessionOptions options;
+  options.compute_type = type;
+  Session s(g, inter, intra, options);
+  return s.run(feeds, std::vector<Output>{y})[0].to_floats();
+}
+
 // y = (x w + b) + c on `device`, run under `type`: a FusedMatMul, then a BiasAdd; x and w are fed (they
 // start on the host).
 struct Product {
@@ -57,13 +67,8 @@ struct Product {
     y = g->add("BiasAdd", {g->add("FusedMatMul", {x, w, b}, Attrs{{"activation", "linear"}}), c});
   }
   std::vector<float> run(ComputeType type, const std::vector<float>& xv, const std::vector<float>& wv) const {
-    ThreadPool inter(1), intra(1);
-    SessionOptions options;
-    options.compute_type = type;
-    Session s(g, inter, intra, options);
-    const std::vector<Feed> feeds{{x, Tensor::from_floats(Shape{2, 3}, xv)}, {w, Tensor::from_floats(Shape{3, 2}, wv)}};
-    const std::vector<Output> fetches{y};
-    return s.run(feeds, fetches)[0].to_floats();
+    return run_under(type, g, {{x, Tensor::from_floats(Shape{2, 3}, xv)}, {w, Tensor::from_floats(Shape{3, 2}, wv)}},
+                     y);
   }
 };
 
@@ -110,13 +115,8 @@ TEST_CASE("a convolution on sim reads its image and kernel in the run's compute 
       y = g->add("Conv2D", {in, w},
                  Attrs{{"strides", std::vector<std::int64_t>{1, 1}}, {"padding", std::string("same")}});
     }
-    ThreadPool inter(1), intra(1);
-    SessionOptions options;
-    options.compute_type = type;
-    Session s(g, inter, intra, options);
-    const std::vector<Feed> feeds{{in, Tensor::from_floats(Shape{1, 4, 4, 2}, x)},
-                                  {w, Tensor::from_floats(Shape{3, 3, 2, 3}, k)}};
-    return s.run(feeds, std::vector<Output>{y})[0].to_floats();
+    return run_under(
+        type, g, {{in, Tensor::from_floats(Shape{1, 4, 4, 2}, x)}, {w, Tensor::from_floats(Shape{3, 3, 2, 3}, k)}}, y);
   };
   const std::vector<float> f32 = run("cpu", ComputeType::kF32, image, kernel);
   for (const ComputeType type : {ComputeType::kBF16, ComputeType::kF16}) {
