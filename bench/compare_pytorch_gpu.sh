@@ -8,7 +8,8 @@
 # bandwidth against cudaMemcpy from pinned memory. The MLPs and the CNN again with device graphs (each step
 # replayed as CUDA graphs; TCTL_CUDA_GRAPHS=1 until the GPU check has shown replays train eager runs' weights),
 # the digits MLP against PyTorch with CUDA graphs too, and the 784-2048-2048-10 MLP and the 32x32x3 CNN at
-# batch 256 under mixed_bfloat16 against PyTorch's bfloat16 autocast (issue 51).
+# batch 256 under mixed_bfloat16 against PyTorch's bfloat16 autocast (issue 51), and the CNNs with cuDNN's
+# convolutions (TCTL_CUDA_CUDNN=1).
 # Runs on the GPU machine (scripts/gpu-check.sh bench).
 #
 # Environment: BUILD_DIR (default build-gpu; needs bench/bench_workloads and bench/bench_cuda_limits),
@@ -45,6 +46,13 @@ for ((r = 0; r < rounds; ++r)); do
     OPENBLAS_NUM_THREADS=1 "$python" "$root/bench/pytorch_workloads.py" --workload "$workload" --device cuda \
       --precision bfloat16 | tee -a "$results"
   done
+  # The CNNs again with cuDNN's convolutions (TCTL_CUDA_CUDNN=1 until this check has compared them with the
+  # own kernels): rows marked "cudnn".
+  for run in "cnn32_b256 mixed_bfloat16" "cnn_digits_b512 float32"; do
+    read -r workload precision <<<"$run"
+    TCTL_CUDA_CUDNN=1 "$build/bench/bench_workloads" --workload "$workload" --threads 1 --device cuda:0 \
+      --precision "$precision" | sed 's/^{/{"cudnn": true, /' | tee -a "$results"
+  done
 done
 
 for workload in mlp2048_b1024 cnn_digits_b512 mlp_digits_b32 lstm_text_b64 transformer_text_b32; do
@@ -61,22 +69,26 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 gemms = {r.get("precision", "float32"): r for r in rows if r.get("limit") == "gemm"}
 print("\n| workload | tensorctl cuda:0 | PyTorch cuda | ratio | note |")
 print("|---|---|---|---|---|")
-# (workload, tensorctl's device graphs, precision (tensorctl's policy, PyTorch's autocast type), PyTorch graphed)
-table = [(w, False, "float32", False) for w in ("mlp2048_b1024", "cnn_digits_b512", "mlp_digits_b32")]
-table += [(w, True, "float32", False) for w in ("mlp2048_b1024", "cnn_digits_b512")]
-table += [("mlp_digits_b32", True, "float32", False), ("mlp_digits_b32", True, "float32", True)]
-table += [("mlp2048_b1024", False, "bfloat16", False), ("cnn32_b256", False, "bfloat16", False)]
+# (workload, tensorctl's device graphs, precision (tensorctl's policy, PyTorch's autocast type), PyTorch graphed,
+# tensorctl's convolutions by cuDNN)
+table = [(w, False, "float32", False, False) for w in ("mlp2048_b1024", "cnn_digits_b512", "mlp_digits_b32")]
+table += [(w, True, "float32", False, False) for w in ("mlp2048_b1024", "cnn_digits_b512")]
+table += [("mlp_digits_b32", True, "float32", False, False), ("mlp_digits_b32", True, "float32", True, False)]
+table += [("mlp2048_b1024", False, "bfloat16", False, False), ("cnn32_b256", False, "bfloat16", False, False)]
+table += [("cnn32_b256", False, "bfloat16", False, True), ("cnn_digits_b512", False, "float32", False, True)]
 policy = {"float32": "float32", "bfloat16": "mixed_bfloat16"}
-for w, graphs, precision, graphed in table:
+for w, graphs, precision, graphed, cudnn in table:
     tc = [r["value"] for r in rows
           if r.get("workload") == w and "torch" not in r and r.get("device_graphs", False) == graphs
-          and r.get("precision", "float32") == policy[precision]]
+          and r.get("precision", "float32") == policy[precision] and r.get("cudnn", False) == cudnn]
     pt = [r["value"] for r in rows
           if r.get("workload") == w and "torch" in r and r.get("precision", "float32") == precision
           and r.get("graphed", False) == graphed]
     name = w + (" (device graphs)" if graphs else "") + (f" {policy[precision]}" if precision != "float32" else "")
     if graphed:
         name += " vs PyTorch CUDA graphs"
+    if cudnn:
+        name += " (cuDNN)"
     if not tc or not pt:
         print(f"| {name} | missing | missing | | |")
         continue

@@ -183,6 +183,9 @@ if [ -f "$deps/build-gpu-bin.tgz" ] && [ ! -f "$build/CMakeCache.txt" ]; then
   # NCCL too, opened when a worker all-reduces on the GPU (kernels/cuda/nccl_loader.cpp; tests/gpu/nccl_test.cpp):
   # 218 MB, too large to carry, so this machine's own, from its toolkit or from PyTorch's wheels.
   ldconfig -p 2>/dev/null | grep -q "libnccl\.so\.2 " || needed="$needed libnccl.so.2"
+  # cuDNN likewise, opened for convolutions with TCTL_CUDA_CUDNN=1 (kernels/cuda/cudnn_loader.cpp): its engines
+  # (over 300 MB) are too large to carry.
+  ldconfig -p 2>/dev/null | grep -q "libcudnn\.so\.9 " || needed="$needed libcudnn.so.9"
   for lib in $needed; do
     found="$(find /usr/local /usr/lib /opt -name "$lib" 2>/dev/null | head -1)"
     if [ -n "$found" ]; then
@@ -221,9 +224,6 @@ if runs build; then
     echo "gpu-check: built in $build"
   fi
   "$build/tensorctl" devices || status=1
-  # cuDNN's convolution engines (over 300 MB) are too large to carry: whether this machine has its own (a
-  # PyTorch wheel's, as NCCL comes) decides whether tensorctl can use cuDNN for convolutions here.
-  echo "gpu-check: cuDNN on this machine: $(find /usr/local /usr/lib /opt -name 'libcudnn_cnn.so*' 2>/dev/null | head -3 | tr '\n' ' ')"
 fi
 if runs test; then
   # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
@@ -240,6 +240,15 @@ if runs test; then
   echo "gpu-check: race-check with the shared variables on cuda:0"
   COLUMNS=160 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tensorctl" race-check --device cuda:0 --threads 4 \
     --iterations 200 || status=1
+  # cuDNN's convolutions, used only when asked for until this run has compared them (kernels/cuda/conv.cu):
+  # the convolution op tests against the CPU (naming each shape's algorithm), then the CNN's trainings, twice
+  # the same bits and each precision.
+  echo "gpu-check: the convolution op tests with cuDNN on cuda:0"
+  TCTL_CUDA_CUDNN=log TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" \
+    "-sf=*conv_test*" || status=1
+  echo "gpu-check: training with cuDNN's convolutions on cuda:0"
+  TCTL_CUDA_CUDNN=1 TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/gpu_tests" \
+    "-tc=two runs on cuda:0*,mixed precisions on cuda:0*" || status=1
 fi
 if runs bench; then
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then

@@ -8,6 +8,10 @@
 // (exact FP32 products unless the run allows TF32), whose summation order differs from OpenBLAS's, as does
 // every Conv2DInputGrad's product; its col2im then adds each input's parts in the CPU's order, one thread per
 // input element, without atomics. The im2col buffer is cut into chunks of at most 256 MiB.
+//
+// With TCTL_CUDA_CUDNN=1, cuDNN runs what it can take (cudnn_conv.h) in place of im2col and cuBLAS, and in
+// place of the direct sums under a mixed precision policy, where those would keep the small convolutions in
+// float32; in float32 the direct sums keep the CPU's bits.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -17,6 +21,7 @@
 #include "core/op_registry.h"
 #include "core/ops/fused.h"
 #include "kernels/cuda/conv_util.cuh"
+#include "kernels/cuda/cudnn_conv.h"
 
 namespace tctl::cuda {
 namespace {
@@ -27,6 +32,12 @@ constexpr std::int64_t kDirectDepth = 32;
 constexpr std::int64_t kScratchFloats = std::int64_t{64} << 20;  // 256 MiB of im2col patches
 
 std::int64_t depth_of(const WindowGeometry& g) { return g.h.window * g.w.window * g.channels; }
+
+// Whether the direct sums, which give the CPU's bits, run a convolution of this depth: in float32 only, so that
+// a reduced compute type reaches cuDNN there too.
+bool direct_first(const KernelContext& ctx, std::int64_t depth) {
+  return depth <= kDirectDepth && ctx.compute_type() == ComputeType::kF32;
+}
 
 Tensor scratch(const KernelContext& ctx, std::int64_t floats) {
   return Tensor::empty(DType::kF32, Shape{floats}, &ctx.device());
@@ -200,6 +211,10 @@ void convolve(KernelContext& ctx, const float* bias, bool relu) {
   const std::int64_t depth = depth_of(g), filters = k.shape()[3], rows = g.batch * g.h.out * g.w.out;
   const float* x = in<float>(ctx, 0);
   float* y = out<float>(ctx);
+  if (!direct_first(ctx, depth) && cudnn_conv(ctx, ConvPass::kForward, g, filters, x, in<float>(ctx, 1), y)) {
+    if (bias) launch_each(ctx, rows * filters, AddBias{y, bias, filters, relu});
+    return;
+  }
   if (depth <= kDirectDepth || rows * filters == 0) {
     launch_each(ctx, rows * filters, DirectConv{x, in<float>(ctx, 1), bias, y, g, filters, relu});
     return;
@@ -228,6 +243,7 @@ void conv2d_input_grad_cuda(KernelContext& ctx) {
     launch_each(ctx, g.batch * image, Zero{dx});
     return;
   }
+  if (cudnn_conv(ctx, ConvPass::kInputGrad, g, filters, in<float>(ctx, 0), in<float>(ctx, 1), dx)) return;
   const std::int64_t chunk = chunk_of(g.batch, pixels * depth);
   const Tensor cols = scratch(ctx, chunk * pixels * depth);
   float* pc = static_cast<float*>(cols.raw_mutable_data());
@@ -260,6 +276,9 @@ void conv2d_kernel_grad_cuda(KernelContext& ctx) {
   const WindowGeometry g = window_geometry(ctx.attrs(), ctx.input(0).shape(), window[0], window[1]);
   const std::int64_t depth = depth_of(g), filters = ctx.input(1).shape()[3], rows = g.batch * g.h.out * g.w.out;
   float* dk = out<float>(ctx);
+  if (!direct_first(ctx, depth) &&
+      cudnn_conv(ctx, ConvPass::kKernelGrad, g, filters, in<float>(ctx, 0), in<float>(ctx, 1), dk))
+    return;
   if (depth <= kDirectDepth || depth * filters == 0) {
     kernel_grad_direct(ctx, g, filters, dk);
     return;

@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "core/graph.h"
 #include "kernels/cuda/cuda_util.h"
+#include "kernels/cuda/cudnn_conv.h"
 #include "kernels/cuda/recording.h"
 
 namespace tctl::cuda {
@@ -587,7 +588,8 @@ std::vector<std::pair<std::string, std::string>> CudaDevice::properties() const 
           {"compute capability", fmt::format("{}.{}", prop.major, prop.minor)},
           {"multiprocessors", std::to_string(prop.multiProcessorCount)},
           {"driver", version(driver)},
-          {"runtime", version(runtime)}};
+          {"runtime", version(runtime)},
+          {"cudnn", cudnn_status()}};
 }
 
 }  // namespace tctl::cuda
