@@ -26,7 +26,9 @@ bool every_small_product();
 
 // The most multiply-adds (rows x cols x k) of a product taken here where every_small_product():
 // kSmallProductWork, or kWideSmallProductWork on a processor with AVX-512 whose OpenBLAS runs kernels of
-// 8-float vectors (Debian's 0.3.21 runs its Haswell kernels on Zen 5). There the in-place products beat
+// 8-float vectors (the Zen 5 build machines set OPENBLAS_CORETYPE=Haswell, since older OpenBLAS builds
+// compute wrong results or crash on some AVX-512 processors; left to itself, 0.3.21 picks its Cooperlake
+// kernels there). There the in-place products beat
 // sgemm's up to 2^24 multiply-adds; where OpenBLAS has kernels as wide as ours (SkylakeX), or ours are as
 // narrow as its (AVX2), sgemm wins beyond 2^21 (bench_workloads; bench/README.md, "Eleventh round").
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
