@@ -19,6 +19,8 @@
 #                                           TENSORCTL_CUDA=ON built there), `tensorctl devices`
 #                                 test      the GPU suites (op tests on cuda:0, GPU training), in full,
 #                                           and race-check --device cuda:0
+#                                 cudnn     cuDNN's convolutions (TCTL_CUDA_CUDNN): the convolution op
+#                                           tests, under memcheck too, and the CNN's GPU trainings
 #                                 bench     bench/compare_pytorch_gpu.sh (PyTorch on the same GPU)
 #                                 sanitize  compute-sanitizer memcheck and racecheck on the GPU op tests
 #                                           (about 4 minutes each on an H100, under 1 on an H200;
@@ -35,7 +37,7 @@
 #                                           on a copy stream: what moving the batches to the GPU on the
 #                                           producer thread buys (the three must train the same weights)
 #                                 suites    every other suite, side by side
-#                               or `lease`: build, test, sanitize, bench, pipeline and profile, each cut off
+#                               or `lease`: build, test, cudnn, sanitize, bench, pipeline and profile, each cut off
 #                               at its share of about 9 minutes, which one call of the device tool can hold
 #                               (set TCTL_GPU_SANITIZE_FILES to the op tests a change touched).
 #                               Each step stops after TCTL_GPU_STEP_LIMIT seconds (240; the bench after
@@ -81,8 +83,8 @@ if [ "${1:-}" = "pack" ]; then
   exit 0
 fi
 stage="${1:-all}"
-case "$stage" in all | lease | build | test | bench | sanitize | failures | profile | pipeline | suites) ;; *)
-  echo "usage: scripts/gpu-check.sh [pack [--no-build|--gpu-only]|lease|build|test|bench|sanitize|failures|profile|pipeline|suites]" >&2
+case "$stage" in all | lease | build | test | cudnn | bench | sanitize | failures | profile | pipeline | suites) ;; *)
+  echo "usage: scripts/gpu-check.sh [pack [--no-build|--gpu-only]|lease|build|test|cudnn|bench|sanitize|failures|profile|pipeline|suites]" >&2
   exit 2
   ;;
 esac
@@ -99,7 +101,7 @@ if [ "$stage" = lease ]; then
   }
   export ROUNDS="${ROUNDS:-1}"
   lease_status=0
-  for share in build:40:1 test:180:3 sanitize:100:2 bench:140:1 pipeline:70:3 profile:30:2; do
+  for share in build:40:1 test:180:3 cudnn:75:3 sanitize:55:2 bench:140:1 pipeline:50:3 profile:20:2; do
     IFS=: read -r name seconds steps <<<"$share"
     start=$SECONDS
     rc=0
@@ -225,6 +227,7 @@ if runs build; then
   fi
   "$build/tensorctl" devices || status=1
 fi
+export PATH="$PATH:/usr/local/cuda/bin"  # compute-sanitizer, for the cudnn and sanitize stages
 if runs test; then
   # The GPU suites, one at a time and in full: their messages (accuracies, skips) belong in the log.
   # tests/gpu/training_test.cpp turns on TCTL_CUDA_GRAPHS itself for its device-graph case.
@@ -240,12 +243,19 @@ if runs test; then
   echo "gpu-check: race-check with the shared variables on cuda:0"
   COLUMNS=160 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tensorctl" race-check --device cuda:0 --threads 4 \
     --iterations 200 || status=1
-  # cuDNN's convolutions, used only when asked for until this run has compared them (kernels/cuda/conv.cu):
-  # the convolution op tests against the CPU (naming each shape's algorithm), then the CNN's trainings, twice
-  # the same bits and each precision.
+fi
+if runs cudnn; then
+  # cuDNN's convolutions, used only when asked for until this stage has compared them (kernels/cuda/conv.cu):
+  # the convolution op tests against the CPU (naming each shape's algorithm), the same under compute-sanitizer's
+  # memcheck, then the CNN's trainings, twice the same bits and each precision within 0.005 of float32.
   echo "gpu-check: the convolution op tests with cuDNN on cuda:0"
   TCTL_CUDA_CUDNN=log TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/kernels_tests" \
     "-sf=*conv_test*" || status=1
+  if command -v compute-sanitizer >/dev/null; then
+    echo "gpu-check: compute-sanitizer --tool memcheck on them"
+    TCTL_CUDA_CUDNN=1 TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" compute-sanitizer --tool memcheck \
+      --error-exitcode 3 "$build/tests/kernels_tests" "-sf=*conv_test*" || status=1
+  fi
   echo "gpu-check: training with cuDNN's convolutions on cuda:0"
   TCTL_CUDA_CUDNN=1 TCTL_TEST_DEVICE=cuda:0 step "${TCTL_GPU_STEP_LIMIT:-240}" "$build/tests/gpu_tests" \
     "-tc=two runs on cuda:0*,mixed precisions on cuda:0*" || status=1
@@ -257,7 +267,6 @@ if runs bench; then
     echo "gpu-check: python3 has no CUDA-enabled torch; bench skipped"
   fi
 fi
-export PATH="$PATH:/usr/local/cuda/bin"
 if runs sanitize; then
   if command -v compute-sanitizer >/dev/null; then
     for tool in memcheck racecheck; do
