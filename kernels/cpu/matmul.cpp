@@ -1,6 +1,7 @@
 // CPU kernels of MatMul on OpenBLAS sgemm, with transposes for the gradients, and of FusedMatMul: a Dense
 // layer's product, bias and ReLU in one node (definitions in core/ops/matmul.cpp). Products small enough
-// that sgemm's packing costs as much as its arithmetic go to small_product instead (small_product.h).
+// that sgemm's packing costs as much as its arithmetic go to small_product instead, and every tile does where
+// its kernels are wider than OpenBLAS's (small_product.h, tile_in_place).
 #include <cblas.h>
 
 #include "core/ceil_div.h"
@@ -61,8 +62,8 @@ void multiply_tiles(const KernelContext& ctx, const Product& p, Finish finish) {
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = p.ta ? p.a + row : p.a + row * p.lda;
       const float* b_tile = p.tb ? p.b + col * p.ldb : p.b + col;
-      if (small_product_applies(rows, cols, k))
-        small_product(p.ta, p.tb, rows, cols, k, a_tile, p.lda, b_tile, p.ldb, p.y + row * n + col, n);
+      if (tile_in_place(rows, cols, k))
+        product_in_place(p.ta, p.tb, rows, cols, k, a_tile, p.lda, b_tile, p.ldb, p.y + row * n + col, n);
       else
         cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans, p.tb ? CblasTrans : CblasNoTrans,
                     static_cast<int>(rows), static_cast<int>(cols), static_cast<int>(k), 1.0f, a_tile,

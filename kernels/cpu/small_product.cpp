@@ -363,6 +363,11 @@ void sum_parts(std::int64_t rows, std::int64_t cols, std::int64_t k, float* y, s
 
 }  // namespace
 
+bool tile_in_place(std::int64_t rows, std::int64_t cols, std::int64_t k) {
+  if (k <= kSmallProductDepth) return small_product_applies(rows, cols, k);
+  return small_product_work() == kWideSmallProductWork && small_product_applies(rows, cols, part_depth(k));
+}
+
 void PackedPanels::pack(std::int64_t k, std::int64_t cols, const float* b, std::int64_t ldb, std::int64_t max_rows) {
   k_ = k;
   cols_ = cols;

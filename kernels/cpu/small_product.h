@@ -28,11 +28,12 @@ bool every_small_product();
 // kSmallProductWork, or kWideSmallProductWork on a processor with AVX-512 whose OpenBLAS runs kernels of
 // 8-float vectors (the Zen 5 build machines set OPENBLAS_CORETYPE=Haswell, since older OpenBLAS builds
 // compute wrong results or crash on some AVX-512 processors; left to itself, 0.3.21 picks its Cooperlake
-// kernels there). There the in-place products beat
-// sgemm's up to 2^24 multiply-adds; where OpenBLAS has kernels as wide as ours (SkylakeX), or ours are as
-// narrow as its (AVX2), sgemm wins beyond 2^21 (bench_workloads; bench/README.md, "Eleventh round").
+// kernels there). There the in-place products beat sgemm's at every size matmul.cpp's tiles take (512 x 512,
+// by parts of at most kSmallProductDepth: 2^26), deep ones too (tile_in_place); where OpenBLAS has kernels as
+// wide as ours (SkylakeX), or ours are as narrow as its (AVX2), sgemm wins beyond 2^21 (bench_workloads;
+// bench/README.md, "Eleventh round" and "In-place products on Zen 5, every tile").
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
-inline constexpr std::int64_t kWideSmallProductWork = std::int64_t{1} << 24;
+inline constexpr std::int64_t kWideSmallProductWork = std::int64_t{1} << 26;
 std::int64_t small_product_work();
 
 // Whether small_product's kernels work on vectors of 16 floats (a build for AVX-512), not 8.
@@ -40,6 +41,11 @@ bool small_product_wide();
 
 // Whether small_product computes a product of these sizes, op(a) and op(b) transposed or not.
 bool small_product_applies(std::int64_t rows, std::int64_t cols, std::int64_t k);
+
+// Whether matmul.cpp's tile of these sizes is taken by product_in_place: where small_product_applies, and,
+// where small_product_work() is the wide bound, a depth beyond kSmallProductDepth by parts (the 784-512-512-10
+// MLP's first product and weight gradients, a transformer's feedforward and weight gradients).
+bool tile_in_place(std::int64_t rows, std::int64_t cols, std::int64_t k);
 
 // y = op(a) op(b), y row-major with row stride ldy. a holds op(a) (row stride lda), or when ta its transpose
 // (k rows of `rows`); b holds op(b) (row stride ldb), or when tb its transpose (`cols` rows of k). Only where

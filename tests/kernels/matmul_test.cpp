@@ -187,8 +187,31 @@ TEST_CASE("every small product, transposed or not, sums each output in one chain
   CHECK(cpu::small_product_work() ==
         (__builtin_cpu_supports("avx512f") && !blas_wide ? cpu::kWideSmallProductWork : cpu::kSmallProductWork));
   CHECK(cpu::small_product_applies(128, 128, 256) == (cpu::small_product_work() >= 128 * 128 * 256));
-  CHECK_FALSE(cpu::small_product_applies(2048, 2048, 8));  // 2^25 multiply-adds
+  CHECK_FALSE(cpu::small_product_applies(4096, 4096, 8));  // 2^27 multiply-adds
   CHECK_FALSE(cpu::small_product_applies(1, 8, cpu::kSmallProductDepth + 1));
+}
+
+TEST_CASE("MatMul's deep tiles go in place by parts only where OpenBLAS's kernels are narrower than ours") {
+  // A weight gradient's shape, x^T dy over 600 rows: deeper than one part. In place (by parts of 200) where the
+  // wide bound holds, as product_in_place computes it; elsewhere sgemm's.
+  const bool wide = cpu::small_product_work() == cpu::kWideSmallProductWork;
+  CHECK(cpu::tile_in_place(128, 128, 600) == wide);
+  CHECK(cpu::tile_in_place(512, 512, 256) == wide);  // a whole tile, one part: 2^26
+  CHECK(cpu::tile_in_place(16, 16, 64) == cpu::every_small_product());
+  CHECK_FALSE(cpu::tile_in_place(1024, 1024, 300));  // parts of 150, but 1024 x 1024 x 150 > 2^26
+  Tensor x = random_tensor(Shape{600, 96}, 21);
+  Tensor dy = random_tensor(Shape{600, 80}, 22);
+  const Tensor one = run_op("MatMul", {x, dy}, transposes(true, false), 1);
+  const Tensor two = run_op("MatMul", {x, dy}, transposes(true, false), 2);
+  REQUIRE(std::memcmp(one.raw_data(), two.raw_data(), one.bytes()) == 0);
+  std::vector<float> in_place(96 * 80), sgemm(96 * 80);
+  cpu::product_in_place(true, false, 96, 80, 600, x.data<float>(), 96, dy.data<float>(), 80, in_place.data(), 80);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 96, 80, 600, 1.0f, x.data<float>(), 96, dy.data<float>(), 80,
+              0.0f, sgemm.data(), 80);
+  const bool as_in_place = std::memcmp(in_place.data(), one.raw_data(), one.bytes()) == 0;
+  const bool as_sgemm = std::memcmp(sgemm.data(), one.raw_data(), one.bytes()) == 0;
+  CHECK((wide ? as_in_place : as_sgemm));
+  if (wide) CHECK_FALSE(as_sgemm);  // the two differ in their last bits here, so the check above means something
 }
 
 TEST_CASE("a b packed in panels gives product_in_place's bits, its depth cut in parts or not") {
