@@ -29,7 +29,7 @@ namespace {
 // kernels/cpu/conv.cpp's limit of the direct sums; its cut of the direct kernel gradient into partials is
 // conv_row_blocks (core/ops/window.h): the same numbers give the same bits.
 constexpr std::int64_t kDirectDepth = 32;
-constexpr std::int64_t kScratchFloats = std::int64_t{64} << 20;  // 256 MiB of im2col patches
+constexpr std::int64_t kScratchFloats = kConvScratchBytes / sizeof(float);
 
 std::int64_t depth_of(const WindowGeometry& g) { return g.h.window * g.w.window * g.channels; }
 

@@ -27,11 +27,14 @@ CurrentDevice::CurrentDevice(int ordinal, const std::string& name) {
 
 CurrentDevice::~CurrentDevice() { cudaSetDevice(previous_); }
 
+std::string node_on_device(const KernelContext& ctx) {
+  return ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name();
+}
+
 void check_launch(const KernelContext& ctx) {
   const cudaError_t status = cudaGetLastError();
   if (status == cudaSuccess) return;
-  throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() +
-                     ": kernel launch failed: " + cudaGetErrorString(status));
+  throw RuntimeError(node_on_device(ctx) + ": kernel launch failed: " + cudaGetErrorString(status));
 }
 
 namespace {
@@ -51,8 +54,7 @@ const void* f16_operand(const KernelContext& ctx, const GemmOperand& x, std::int
 }
 
 [[noreturn]] void gemm_failed(const KernelContext& ctx, const char* call, cublasStatus_t status) {
-  throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() + ": " + call +
-                     " failed: " + cublasGetStatusString(status));
+  throw RuntimeError(node_on_device(ctx) + ": " + call + " failed: " + cublasGetStatusString(status));
 }
 
 // row_major_gemm under a reduced compute type, with cublasGemmEx or its strided batch and float32 sums into

@@ -1,7 +1,7 @@
 // cuDNN's side of the convolutions (cudnn_conv.h): its legacy convolution API on NHWC tensors, each pass
 // planned once per shape and type (descriptors, and the algorithm cuDNN's heuristics rank first among the
-// deterministic ones whose workspace fits conv.cu's im2col budget), then run on the calling thread's stream.
-// Heuristics, not cudnnFind's timings: a timed choice could differ from run to run, and with it the bits.
+// deterministic ones whose workspace fits the im2col budget, kConvScratchBytes), then run on the calling thread's
+// stream. Heuristics, not cudnnFind's timings: a timed choice could differ from run to run, and with it the bits.
 // tensorctl's kernels are [kh, kw, C, F]; cuDNN's NHWC filters are [F, kh, kw, C], so the kernel is
 // transposed on the way in (and the kernel gradient on the way out), a pass over a few thousand floats.
 #include <cuda_bf16.h>
@@ -27,15 +27,13 @@
 namespace tctl::cuda {
 namespace {
 
-// conv.cu's im2col budget: cuDNN's workspace may take what the own kernels' patches would have.
-constexpr std::size_t kWorkspaceLimit = std::size_t{256} << 20;
-
 // One pass at one shape and type: the key of its plan.
 struct PlanKey {
   ConvPass pass;
   ComputeType type;
   bool tf32;
-  std::array<std::int64_t, 12> dims;  // n, h, w, c, f, kh, kw, stride h and w, pad h and w, (ho << 32) | wo
+  // n, h, w, c, f, kh, kw, stride h and w, pad h and w: the output's size follows (cudnn_expresses).
+  std::array<std::int64_t, 11> dims;
   bool operator<(const PlanKey& o) const {
     return std::tie(pass, type, tf32, dims) < std::tie(o.pass, o.type, o.tf32, o.dims);
   }
@@ -74,8 +72,7 @@ DeviceCudnn& cudnn_of(const Device& device) {
 
 void check_cudnn(const KernelContext& ctx, cudnnStatus_t status, const char* call) {
   if (status == CUDNN_STATUS_SUCCESS) return;
-  throw RuntimeError(ctx.node().name + " (" + ctx.node().op->name + ") on " + ctx.device().name() + ": " + call +
-                     " failed: " + cudnn().error_string(status));
+  throw RuntimeError(node_on_device(ctx) + ": " + call + " failed: " + cudnn().error_string(status));
 }
 
 cudnnDataType_t data_type(ComputeType type) {
@@ -129,8 +126,9 @@ bool choose(const Cudnn& api, Rank rank, Bytes bytes, bool fma_only, Plan& p) {
     std::size_t n = 0;
     if (api.set_math_type(p.conv, r.mathType) != CUDNN_STATUS_SUCCESS || bytes(r.algo, &n) != CUDNN_STATUS_SUCCESS)
       continue;
-    if (n > kWorkspaceLimit) {
-      p.why_not = "has no deterministic algorithm for it within 256 MiB of workspace";
+    if (n > kConvScratchBytes) {
+      p.why_not = "has no deterministic algorithm for it within " + std::to_string(kConvScratchBytes >> 20) +
+                  " MiB of workspace";
       continue;
     }
     p.algorithm = static_cast<int>(r.algo);
@@ -353,9 +351,8 @@ Asked asked() {
 
 // Said once per shape and pass: asked for cuDNN, the run should know where it did not get it.
 void say_unused(const KernelContext& ctx, const Plan& plan, ComputeType type) {
-  std::fprintf(stderr, "%s (%s) on %s: cuDNN %s (%s); tensorctl's own kernels run it\n", ctx.node().name.c_str(),
-               ctx.node().op->name.c_str(), ctx.device().name().c_str(), plan.why_not.c_str(),
-               std::string(compute_type_name(type)).c_str());
+  std::fprintf(stderr, "%s: cuDNN %s (%s); tensorctl's own kernels run it\n", node_on_device(ctx).c_str(),
+               plan.why_not.c_str(), std::string(compute_type_name(type)).c_str());
 }
 
 // The plan of `key` on the handle of `state` (under its lock), both made on first use; nullptr when the handle
@@ -383,9 +380,9 @@ Plan* plan_of(const KernelContext& ctx, const Cudnn& api, DeviceCudnn& state, co
   if (!plan.usable) {
     say_unused(ctx, plan, key.type);
   } else if (asked() == Asked::kLog) {
-    std::fprintf(stderr, "%s (%s) on %s: cuDNN algorithm %d, math type %d, workspace %zu bytes (%s)\n",
-                 ctx.node().name.c_str(), ctx.node().op->name.c_str(), ctx.device().name().c_str(), plan.algorithm,
-                 static_cast<int>(plan.math), plan.workspace, std::string(compute_type_name(key.type)).c_str());
+    std::fprintf(stderr, "%s: cuDNN algorithm %d, math type %d, workspace %zu bytes (%s)\n",
+                 node_on_device(ctx).c_str(), plan.algorithm, static_cast<int>(plan.math), plan.workspace,
+                 std::string(compute_type_name(key.type)).c_str());
   }
   return &plan;
 }
@@ -413,7 +410,7 @@ bool cudnn_conv(KernelContext& ctx, ConvPass pass, const WindowGeometry& g, std:
                     type,
                     type == ComputeType::kF32 && allow_tf32.load(std::memory_order_relaxed),
                     {g.batch, g.h.in, g.w.in, g.channels, filters, g.h.window, g.w.window, g.h.stride, g.w.stride,
-                     g.h.pad_before, g.w.pad_before, (g.h.out << 32) | g.w.out}};
+                     g.h.pad_before, g.w.pad_before}};
   DeviceCudnn& state = cudnn_of(ctx.device());
   const std::lock_guard<std::mutex> lock(state.mu);
   Plan* plan = plan_of(ctx, api, state, key, g, filters);

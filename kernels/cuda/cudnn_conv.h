@@ -3,6 +3,7 @@
 // compared cuDNN's results and speed with tensorctl's own kernels) and cuDNN can take the shape.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -10,6 +11,9 @@
 #include "core/ops/window.h"
 
 namespace tctl::cuda {
+
+// The scratch one convolution may take: conv.cu's im2col patches, chunk by chunk, or cuDNN's workspace.
+inline constexpr std::size_t kConvScratchBytes = std::size_t{256} << 20;
 
 // Which product of a convolution: y = conv(x, k); dx from dy and k; dk from x and dy.
 enum class ConvPass { kForward, kInputGrad, kKernelGrad };

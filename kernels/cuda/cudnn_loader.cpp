@@ -4,9 +4,6 @@
 
 #include "kernels/cuda/library_loader.h"
 
-#define TCTL_CUDNN_STRINGIFY(x) #x
-#define TCTL_CUDNN_SONAME(major) "libcudnn.so." TCTL_CUDNN_STRINGIFY(major)
-
 namespace tctl::cuda {
 
 const Cudnn& cudnn() {
@@ -15,7 +12,7 @@ const Cudnn& cudnn() {
   std::call_once(once, [] {
     // The legacy convolution API, which libcudnn.so.9 exports and serves from the libraries beside it
     // (libcudnn_cnn and the engines it loads).
-    LibraryLoader library(TCTL_CUDNN_SONAME(CUDNN_MAJOR), "cuDNN");
+    LibraryLoader library(TCTL_CUDNN_LIBRARY, "cuDNN");
     library.find("cudnnGetVersion", table.get_version);
     library.find("cudnnGetErrorString", table.error_string);
     library.find("cudnnCreate", table.create);

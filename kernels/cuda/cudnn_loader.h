@@ -7,6 +7,11 @@
 
 #include <string>
 
+// The soname of the cuDNN major version whose headers the build read: "libcudnn.so.9".
+#define TCTL_CUDNN_STRINGIFY(x) #x
+#define TCTL_CUDNN_SONAME(major) "libcudnn.so." TCTL_CUDNN_STRINGIFY(major)
+#define TCTL_CUDNN_LIBRARY TCTL_CUDNN_SONAME(CUDNN_MAJOR)
+
 namespace tctl::cuda {
 
 // The cuDNN functions tensorctl calls. A table, where cuBLAS's and NCCL's loaders define forwarding functions
@@ -37,8 +42,8 @@ struct Cudnn {
   std::string why_not;  // when not loaded: "cuDNN could not be loaded: <dlopen's or dlsym's reason>"
 };
 
-// The table, the library opened on the first call (by the soname of the cuDNN major version whose headers the
-// build read: libcudnn.so.9) and never closed: its handles live as long as the devices that made them.
+// The table, the library opened on the first call (TCTL_CUDNN_LIBRARY) and never closed: its handles live as long as
+// the devices that made them.
 const Cudnn& cudnn();
 
 }  // namespace tctl::cuda

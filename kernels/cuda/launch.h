@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <mutex>
+#include <string>
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -71,6 +72,9 @@ struct StepKey {
 inline StepKey step_random_key(const KernelContext& ctx, std::int64_t stream) {
   return {ctx.random_key(stream), ctx.random_key_base(stream), device_of(ctx).recording_step_word()};
 }
+
+// "<node> (<op>) on cuda:0": how the backend's errors and notes name the kernel they come from.
+std::string node_on_device(const KernelContext& ctx);
 
 // Throws RuntimeError("<node> (<op>) on cuda:0: <launch error>") when the last launch failed.
 void check_launch(const KernelContext& ctx);

@@ -15,9 +15,6 @@
 
 namespace {
 
-#define TCTL_TEST_STRINGIFY(x) #x
-#define TCTL_TEST_CUDNN_SONAME(major) "libcudnn.so." TCTL_TEST_STRINGIFY(major)
-
 // The size of output cuDNN computes for `g` padded by pad_before on both sides, from its descriptors (host
 // calls: no handle, no GPU): [n, c, h, w].
 std::array<int, 4> cudnn_output(const tctl::cuda::Cudnn& api, const tctl::WindowGeometry& g, int filters) {
@@ -42,7 +39,7 @@ std::array<int, 4> cudnn_output(const tctl::cuda::Cudnn& api, const tctl::Window
 }  // namespace
 
 TEST_CASE("cuDNN opens on first use with every function tensorctl calls, or says why not") {
-  const bool present = ::dlopen(TCTL_TEST_CUDNN_SONAME(CUDNN_MAJOR), RTLD_NOW | RTLD_LOCAL) != nullptr;
+  const bool present = ::dlopen(TCTL_CUDNN_LIBRARY, RTLD_NOW | RTLD_LOCAL) != nullptr;
   const tctl::cuda::Cudnn& api = tctl::cuda::cudnn();
   CHECK(api.loaded == present);
   if (!api.loaded) {
