@@ -13,6 +13,7 @@
 #              median over the rounds of each process's own median of 5 repetitions
 #   PYTHON     the Python that has Debian's torch (default /usr/bin/python3)
 #   JOB_TIMEOUT  seconds after which one process is stopped and counted as failed (default 600)
+#   LIBTORCH   0 leaves libtorch out (its harness has only the first six workloads; default 1)
 #
 # PyTorch and libtorch get the best of a grid of (torch threads x OpenBLAS threads) settings per thread
 # count T: (1,1) for T=1; (1,2), (2,1), (2,2) for T=2 (generally every pair with both factors <= T). Each
@@ -60,8 +61,8 @@ errlog="$out_dir/errors.log"
 # --- libtorch_workloads, compiled against libtorch-dev (n/a in the table if that fails) -----------------
 lt_src="$root/bench/libtorch_workloads.cpp"
 lt_bin="$out_dir/libtorch_workloads"
-have_lt=1
-if [ ! -x "$lt_bin" ] || [ "$lt_src" -nt "$lt_bin" ]; then
+have_lt="${LIBTORCH:-1}"
+if [ "$have_lt" -eq 1 ] && { [ ! -x "$lt_bin" ] || [ "$lt_src" -nt "$lt_bin" ]; }; then
   echo "compiling $lt_bin (about half a minute)..." >&2
   if ! g++ -O2 -std=c++17 -w -I/usr/include/torch/csrc/api/include "$lt_src" -o "$lt_bin" \
        -ltorch -ltorch_cpu -lc10 >"$out_dir/libtorch_build.log" 2>&1; then

@@ -24,7 +24,11 @@ struct CpuUnits {
   CpuUnits() {
     __builtin_cpu_init();
     avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#if defined(TCTL_AS_AVX2)
+    avx512f = false;  // TENSORCTL_AS_AVX2 (CMakeLists.txt): as on a processor without it
+#else
     avx512f = __builtin_cpu_supports("avx512f");
+#endif
   }
 };
 const CpuUnits& cpu_units() {
