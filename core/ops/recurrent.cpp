@@ -10,7 +10,8 @@
 //   RecurrenceOutput       (workspace[, mask]) -> the outputs h: [N, T, H] with return_sequences (reversed in
 //                          time with reverse, as Bidirectional's backward layer needs), else the last
 //                          [N, H]. With a mask, the outputs at padding steps are zeros (Keras'
-//                          zero_output_for_mask); go_backwards says which input step each output read.
+//                          zero_output_for_mask), the last one too where the last step run read padding;
+//                          go_backwards says which input step each output read.
 //   RecurrenceOutputGrad   (dy, workspace[, mask]) -> dy in plane 0 of a workspace, zeros elsewhere.
 //   RecurrenceGrad         (dworkspace, workspace, U[, mask]) -> d xp, back through time (plane 0 of the
 //                          workspace's gradient only: the other planes have no consumer).

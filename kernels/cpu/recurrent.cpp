@@ -409,6 +409,13 @@ OutputStep output_step(const KernelContext& ctx, const float* mask, std::int64_t
   return {k, mask != nullptr && mask[i * steps + t] == 0.0f};
 }
 
+// Whether the last step the cell ran for example i read padding: the output without return_sequences is
+// then zeros under zero_output_for_mask, as Keras 3 takes the last of its masked outputs.
+bool last_step_padding(const KernelContext& ctx, const float* mask, std::int64_t i, std::int64_t steps) {
+  const std::int64_t t = ctx.attrs().i_or("go_backwards", 0) != 0 ? 0 : steps - 1;
+  return mask != nullptr && mask[i * steps + t] == 0.0f;
+}
+
 // With a mask the outputs at padding steps are zeros (Keras' zero_output_for_mask).
 void recurrence_output_cpu(KernelContext& ctx) {
   const Tensor& workspace = ctx.input(0);
@@ -421,7 +428,10 @@ void recurrence_output_cpu(KernelContext& ctx) {
   for_each_element(ctx, batch, [&](std::int64_t i) {
     const float* h = ws + i * steps * units;
     if (!sequences) {
-      std::copy_n(h + (steps - 1) * units, units, y + i * units);
+      if (last_step_padding(ctx, mask, i, steps))
+        std::fill_n(y + i * units, units, 0.0f);
+      else
+        std::copy_n(h + (steps - 1) * units, units, y + i * units);
       return;
     }
     for (std::int64_t p = 0; p < steps; ++p) {
@@ -447,7 +457,7 @@ void recurrence_output_grad_cpu(KernelContext& ctx) {
   for_each_element(ctx, batch, [&](std::int64_t i) {
     float* h = g + i * steps * units;
     if (!sequences) {
-      std::copy_n(dy + i * units, units, h + (steps - 1) * units);
+      if (!last_step_padding(ctx, mask, i, steps)) std::copy_n(dy + i * units, units, h + (steps - 1) * units);
       return;
     }
     for (std::int64_t p = 0; p < steps; ++p) {

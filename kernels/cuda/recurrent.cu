@@ -300,8 +300,9 @@ __global__ void recurrence_output(const float* ws, const float* mask, float* y, 
   const std::int64_t per = o.sequences ? steps * units : units;
   TCTL_GRID_STRIDE_LOOP(e, batch * per) {
     const std::int64_t i = e / per, rest = e % per, j = rest % units;
-    if (!o.sequences) {
-      y[e] = ws[(i * steps + steps - 1) * units + j];
+    if (!o.sequences) {  // the last step run; zeros where it read padding (zero_output_for_mask)
+      const std::int64_t t = o.backwards ? 0 : steps - 1;
+      y[e] = mask != nullptr && mask[i * steps + t] == 0.0f ? 0.0f : ws[(i * steps + steps - 1) * units + j];
       continue;
     }
     std::int64_t k, t;
@@ -317,7 +318,8 @@ __global__ void recurrence_output_grad(const float* dy, const float* mask, float
   TCTL_GRID_STRIDE_LOOP(e, batch * per) {
     const std::int64_t i = e / per, rest = e % per, j = rest % units;
     if (!o.sequences) {
-      g[(i * steps + steps - 1) * units + j] = dy[e];
+      const std::int64_t t = o.backwards ? 0 : steps - 1;
+      if (mask == nullptr || mask[i * steps + t] != 0.0f) g[(i * steps + steps - 1) * units + j] = dy[e];
       continue;
     }
     std::int64_t k, t;

@@ -51,6 +51,13 @@ const std::vector<std::string>& keras_weight_initializers() {
   return names;
 }
 
+bool keras_default_uniform(const json& v) {
+  if (v.is_string()) return v == "uniform" || v == "random_uniform" || v == "RandomUniform";
+  if (!v.is_object() || v.value("class_name", "") != "RandomUniform") return false;
+  const json config = v.value("config", json::object());
+  return config.value("minval", -0.05) == -0.05 && config.value("maxval", 0.05) == 0.05;
+}
+
 KerasConfig::KerasConfig(const json& config, std::string file, std::string path, std::string who)
     : config_(config), file_(std::move(file)), path_(std::move(path)), who_(std::move(who)) {
   if (!config_.is_object()) throw SpecError(file_, path_, who_ + ": expected an object, " + describe_json(config_));

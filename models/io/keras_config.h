@@ -75,6 +75,10 @@ class KerasConfig {
 // The initializers a Keras kernel or bias may name: "glorot_uniform", "he_normal", "orthogonal", "zeros".
 const std::vector<std::string>& keras_weight_initializers();
 
+// Keras' default embeddings initializer, RandomUniform(-0.05, 0.05), as a name or an object with those
+// bounds (Keras and KerasHub save it as the object).
+bool keras_default_uniform(const nlohmann::json& v);
+
 // A list as to_json writes it, or the {"class_name": "__tuple__" or "TensorShape", "items": [...]} wrapping
 // the metadata Keras 2 keeps beside SavedModels uses (people paste those too): the list itself.
 const nlohmann::json& keras_list(const nlohmann::json& v);

@@ -162,6 +162,10 @@ LayerEntry read_entry(const json& entry, const std::string& file, const std::str
     throw SpecError(file, path, "expected a Keras layer object with a \"class_name\", " + describe_json(entry));
   LayerEntry e{path, entry.at("class_name").get<std::string>(), entry.contains("config") ? &entry.at("config") : &empty,
                "", ""};
+  // Keras 2's saving writes a registered class's registered name as its class_name: KerasNLP's layers come
+  // as "keras_nlp>TransformerEncoder".
+  for (const std::string package : {"keras_hub>", "keras_nlp>"})
+    if (e.cls.starts_with(package)) e.cls.erase(0, package.size());
   if (entry.contains("module") && entry.at("module").is_string() &&
       !entry.at("module").get<std::string>().starts_with("keras"))
     throw SpecError(file, path + ".module",

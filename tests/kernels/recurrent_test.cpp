@@ -49,7 +49,7 @@ std::vector<Tensor> run_chain(const Chain& c, const std::string& device, int thr
   }
   const Output ws = g->add("Recurrence", ins, attrs);
   std::vector<Output> out_inputs{ws};
-  if (c.masked && c.sequences) out_inputs.push_back(ins[3]);
+  if (c.masked) out_inputs.push_back(ins[3]);  // zero_output_for_mask, the last output's too
   const Output y = g->add("RecurrenceOutput", out_inputs,
                           Attrs{{"return_sequences", std::int64_t{c.sequences}},
                                 {"reverse", std::int64_t{0}},
@@ -72,6 +72,7 @@ std::vector<Chain> chains() {
     out.push_back({cell});
     out.push_back({cell, true, true, true});
     out.push_back({cell, true, false, false, 0.4});
+    out.push_back({cell, true, true, false});
   }
   return out;
 }

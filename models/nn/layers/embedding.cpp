@@ -65,14 +65,6 @@ class Embedding final : public Layer {
   bool mask_zero_ = false;
 };
 
-// Keras' default, RandomUniform(-0.05, 0.05), as a name or an object with those bounds.
-bool keras_default_uniform(const nlohmann::json& v) {
-  if (v.is_string()) return v == "uniform" || v == "random_uniform" || v == "RandomUniform";
-  if (!v.is_object() || v.value("class_name", "") != "RandomUniform") return false;
-  const nlohmann::json config = v.value("config", nlohmann::json::object());
-  return config.value("minval", -0.05) == -0.05 && config.value("maxval", 0.05) == 0.05;
-}
-
 }  // namespace
 
 std::unique_ptr<Layer> make_embedding(LayerArgs& args) { return std::make_unique<Embedding>(args); }

@@ -91,12 +91,15 @@ void keras_token_and_position_embedding(KerasConfig& c, nlohmann::json& out, Ker
   out["sequence_length"] = c.positive_int("sequence_length");
   out["embedding_dim"] = c.positive_int("embedding_dim");
   const nlohmann::json* init = c.take("embeddings_initializer");
-  if (init != nullptr && !init->is_null() && *init != "uniform")
-    c.fail("embeddings_initializer", "only Keras' default \"uniform\" is supported");
+  if (init != nullptr && !init->is_null() && !keras_default_uniform(*init))
+    c.fail("embeddings_initializer", "only Keras' default \"uniform\" (RandomUniform(-0.05, 0.05)) is supported");
   out["embeddings_initializer"] = "uniform";
   out["mask_zero"] = c.boolean("mask_zero", false);
-  // tie_weights only matters to a model that reuses the token table as its output projection.
-  c.take("tie_weights");
+  // tie_weights false gives KerasHub's token embedding a second table, the output projection of a language
+  // model, which Keras counts and saves; a Sequential classifier never reads it, and dropping it unsaid would
+  // change the parameter count.
+  if (!c.boolean("tie_weights", true))
+    c.fail("tie_weights", "only true is supported (false adds an output projection table this model never uses)");
   walk.rank += 1;
 }
 

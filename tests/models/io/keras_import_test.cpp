@@ -128,6 +128,32 @@ TEST_SUITE("keras_import") {
     expect_refusal(doc, "config.layers[2].registered_name", {"custom class"});
   }
 
+  TEST_CASE("KerasHub's layers as Keras saves them: the initializer an object, KerasNLP's Keras 2 names") {
+    const json want =
+        keras_to_spec(keras_file("transformer_keras3.json"), "transformer_keras3.json", keras_layer_mappings());
+    // KerasHub's get_config writes its initializer as the object.
+    json doc = keras_file("transformer_keras3.json");
+    doc["config"]["layers"][1]["config"]["embeddings_initializer"] = json::parse(
+        R"({"module": "keras.initializers", "class_name": "RandomUniform", "config": {"minval": -0.05,
+            "maxval": 0.05, "seed": null}, "registered_name": null})");
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()) == want);
+    doc["config"]["layers"][1]["config"]["embeddings_initializer"]["config"]["maxval"] = 0.5;
+    expect_refusal(doc, "config.layers[1].config.embeddings_initializer", {"RandomUniform(-0.05, 0.05)"});
+    // Keras 2's saving writes the registered name as the class name, with no registered_name.
+    doc = keras_file("transformer_keras3.json");
+    for (int i : {1, 2}) {
+      json& layer = doc["config"]["layers"][i];
+      layer["class_name"] = "keras_nlp>" + layer["class_name"].get<std::string>();
+      layer.erase("registered_name");
+      layer.erase("module");
+    }
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()) == want);
+    // tie_weights false adds a table Keras counts and saves and this model never reads: refused.
+    doc = keras_file("transformer_keras3.json");
+    doc["config"]["layers"][1]["config"]["tie_weights"] = false;
+    expect_refusal(doc, "config.layers[1].config.tie_weights", {"only true"});
+  }
+
   TEST_CASE("a Bidirectional whose backward layer is not its wrapped layer's mirror is refused") {
     json doc = keras_file("text_keras3.json");
     doc["config"]["layers"][2]["config"]["backward_layer"]["config"]["units"] = 8;
@@ -154,6 +180,20 @@ TEST_SUITE("keras_import") {
     CHECK(spec["layers"][2]["type"] == "AveragePooling2D");
     CHECK(spec["layers"][2]["pool_size"] == json::array({3, 3}));
     CHECK(spec["layers"][2]["strides"] == json::array({3, 3}));
+  }
+
+  TEST_CASE("GlobalMaxPooling1D pools every step, padding included, as Keras 3's (it takes no mask)") {
+    const json spec = keras_to_spec(keras_file("sequence_keras3.json"), "sequence_keras3.json", keras_layer_mappings());
+    int seen = 0;
+    for (const json& layer : spec.at("layers")) {
+      if (layer.at("type") == "GlobalMaxPooling1D") {
+        CHECK(layer.at("ignore_mask") == true);
+        ++seen;
+      } else {
+        CHECK_FALSE(layer.contains("ignore_mask"));
+      }
+    }
+    CHECK(seen == 1);
   }
 
   TEST_CASE("Reshape keeps its target shape, and a later BatchNormalization's last axis follows it") {

@@ -128,6 +128,46 @@ TEST_CASE("a layer that would compute on the padding is refused, naming the embe
   CHECK(model(R"({"type": "LSTM", "units": 2}, {"type": "Dense", "units": 2})", 4).output_shape() == Shape{2});
 }
 
+TEST_CASE("zero_output_for_mask without return_sequences: zeros where the last step run read padding") {
+  // Keras 3 takes the last of its masked outputs: a row padded after its ids gives zeros, one padded before
+  // gives the unpadded row's output; with go_backwards the last step run reads the first id.
+  for (const bool backwards : {false, true}) {
+    CAPTURE(backwards);
+    const std::string layer =
+        std::string(R"({"type": "LSTM", "units": 3, "zero_output_for_mask": true, "go_backwards": )") +
+        (backwards ? "true" : "false") + "}";
+    const std::vector<float> plain = outputs_and_gradients(model(layer, 3), {{3, 1, 4}});
+    const Sequential padded = model(layer, 5);
+    const std::vector<float> after = outputs_and_gradients(padded, {{3, 1, 4, 0, 0}});
+    const std::vector<float> before = outputs_and_gradients(padded, {{0, 0, 3, 1, 4}});
+    const std::vector<float>& zeroed = backwards ? before : after;
+    const std::vector<float>& kept = backwards ? after : before;
+    for (std::size_t j = 0; j < 3; ++j) {
+      CHECK(zeroed[j] == 0.0f);
+      CHECK(std::abs(kept[j] - plain[j]) <= 1e-6);
+      CHECK(kept[j] != 0.0f);
+    }
+    // The zeroed output has no gradient: every variable's is zero.
+    for (std::size_t j = 3; j < zeroed.size(); ++j) CHECK(zeroed[j] == 0.0f);
+    CHECK(worst_difference(kept, plain) <= 1e-6);
+  }
+}
+
+TEST_CASE("GlobalMaxPooling1D with ignore_mask pools the padding too, as Keras 3's") {
+  const std::string pool = R"({"type": "GlobalMaxPooling1D", "ignore_mask": true})";
+  const std::string unmasked = R"({"input_shape": [5], "layers": [{"type": "Embedding", "input_dim": 12,
+      "output_dim": 3}, {"type": "GlobalMaxPooling1D"}]})";
+  const Sequential plain = Sequential::from_json(nlohmann::json::parse(unmasked), "m.json", "", 5);
+  // One id and padding a row, every id: the padding's row counts unless it is the least of all twelve in
+  // every channel.
+  std::vector<std::vector<float>> rows;
+  for (int id = 1; id < 12; ++id) rows.push_back({0, static_cast<float>(id), 0, 0, 0});
+  CHECK(worst_difference(outputs_and_gradients(model(pool, 5), rows), outputs_and_gradients(plain, rows)) == 0.0);
+  // Without it the padding is left out, and the outputs differ.
+  CHECK(worst_difference(outputs_and_gradients(model(R"({"type": "GlobalMaxPooling1D"})", 5), rows),
+                         outputs_and_gradients(plain, rows)) > 1e-3);
+}
+
 TEST_CASE("a masked model's ONNX export gives predict's outputs, padding before, after and between") {
   const Tensor x = Tensor::from_floats(Shape{5, 8}, std::vector<float>{3, 1, 4, 1, 5, 0, 0, 0,  //
                                                                        0, 0, 0, 9, 2, 6, 5, 3,  //
@@ -144,6 +184,9 @@ TEST_CASE("a masked model's ONNX export gives predict's outputs, padding before,
            R"({"type": "GRU", "units": 3, "return_sequences": true})",
            R"({"type": "LSTM", "units": 2, "return_sequences": true, "go_backwards": true})",
            R"({"type": "SimpleRNN", "units": 2, "return_sequences": true, "zero_output_for_mask": true})",
+           R"({"type": "GRU", "units": 2, "zero_output_for_mask": true})",
+           R"({"type": "LSTM", "units": 2, "zero_output_for_mask": true, "go_backwards": true})",
+           R"({"type": "GlobalMaxPooling1D", "ignore_mask": true})",
            R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}})",
        }) {
     CAPTURE(layers);

@@ -150,7 +150,9 @@ Output RecurrentLayer::call_in_time(Graph& g, Output x, Output mask, bool traini
   }
   const Output ws = g.add("Recurrence", std::move(inputs), std::move(attrs));
   std::vector<Output> outputs{ws};
-  if (mask.valid() && zero_output_for_mask_ && return_sequences_) outputs.push_back(mask);
+  // zero_output_for_mask: zeros at every padding step, and without return_sequences where the last step run
+  // read padding (Keras 3 takes the last of its masked outputs, so a row padded after its ids gives zeros).
+  if (mask.valid() && zero_output_for_mask_) outputs.push_back(mask);
   return g.add("RecurrenceOutput", std::move(outputs),
                Attrs{{"return_sequences", std::int64_t{return_sequences_}},
                      {"reverse", std::int64_t{reverse}},
@@ -263,7 +265,7 @@ std::string RecurrentLayer::onnx_in_time(OnnxWriter& w, const std::string& x, bo
              {OnnxAttr::integer("axis", 1)});
     // Zeros before the first kept step, and with zero_output_for_mask at every padding step.
     std::string keep = w.op("Min", n, {counts, one});
-    if (zero_output_for_mask_ && return_sequences_) keep = m;
+    if (zero_output_for_mask_) keep = m;
     y = w.op("Mul", n, {y, w.op("Unsqueeze", n, {keep, w.int_initializer(n + "/keep_axis", {2})})});
   }
   if (!return_sequences_) {

@@ -15,13 +15,17 @@ using testing::check_layer_spec_error;
 using testing::run_net;
 
 TEST_CASE("global pooling layers pass the layer checks") {
-  for (const std::string type : {"GlobalAveragePooling1D", "GlobalMaxPooling1D"}) {
-    CAPTURE(type);
+  // GlobalMaxPooling1D imports from Keras with ignore_mask, a key Keras files do not hold (the next test case).
+  for (const std::string spec :
+       {R"("GlobalAveragePooling1D")", R"("GlobalMaxPooling1D", "ignore_mask": true)", R"("GlobalMaxPooling1D")"}) {
+    CAPTURE(spec);
+    const bool keras = spec.find("Max") == std::string::npos;
     // One operation per input element: 5 steps of 3 channels.
-    auto checked = check_layer(R"({"type":")" + type + R"("})", {5, 3}, {.flops_per_example = 15});
+    auto checked = check_layer(R"({"type":)" + spec + "}", {5, 3}, {.keras = keras, .flops_per_example = 15});
     CHECK(checked.output_shape == Shape{3});
     CHECK(checked.layer().param_count() == 0);
-    CHECK(check_layer(R"({"type":")" + type + R"(","keepdims":true})", {4, 2}).output_shape == Shape{1, 2});
+    CHECK(check_layer(R"({"type":)" + spec + R"(,"keepdims":true})", {4, 2}, {.keras = keras}).output_shape ==
+          Shape{1, 2});
   }
   for (const std::string type : {"GlobalAveragePooling2D", "GlobalMaxPooling2D"}) {
     CAPTURE(type);
@@ -31,6 +35,17 @@ TEST_CASE("global pooling layers pass the layer checks") {
   CHECK(build_one_layer(R"({"type":"GlobalMaxPooling1D"})", {4, 1})->layers()[0]->name() == "global_max_pooling1d");
   CHECK(build_one_layer(R"({"type":"GlobalAveragePooling2D"})", {2, 2, 1})->layers()[0]->name() ==
         "global_average_pooling2d");
+}
+
+TEST_CASE("Keras' GlobalMaxPooling1D imports with ignore_mask: it takes no mask there") {
+  const nlohmann::json doc = nlohmann::json::parse(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [
+      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 5, 3]}},
+      {"class_name": "GlobalMaxPooling1D", "config": {"name": "pool", "keepdims": false}}]}})");
+  const nlohmann::json spec = keras_to_spec(doc, "keras.json", keras_layer_mappings());
+  const nlohmann::json want = nlohmann::json::parse(R"({"type": "GlobalMaxPooling1D", "name": "pool", "keepdims": false,
+      "ignore_mask": true})");
+  CHECK(spec.at("layers").at(0) == want);
+  CHECK(Sequential::from_json(spec, "keras.json", "", 1).layers()[0]->to_json() == want);
 }
 
 TEST_CASE("global pooling takes each channel's mean or maximum over the steps or pixels") {
