@@ -101,8 +101,11 @@ int run_predict(const PredictFlags& f) {
                  static_cast<long long>(n));
   if (labelled && !classes) {
     const double cells = static_cast<double>(n * width);
-    std::fprintf(stderr, "mae: %.4f - mse: %.4f (%lld rows with the target %s)\n", abs_error / cells,
-                 squared_error / cells, static_cast<long long>(n), tctl::quote_for_message(run.label).c_str());
+    const std::string targets = run.targets == 1 ? "the target " + tctl::quote_for_message(run.label)
+                                                 : fmt::format("the {} targets {}_0 to {}_{}", run.targets, run.label,
+                                                               run.label, run.targets - 1);
+    std::fprintf(stderr, "mae: %.4f - mse: %.4f (%lld rows with %s)\n", abs_error / cells, squared_error / cells,
+                 static_cast<long long>(n), targets.c_str());
   }
   return 0;
 }

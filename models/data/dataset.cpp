@@ -118,6 +118,13 @@ void named_labels(const CsvTable& table, const std::string& path, int label, con
 
 }  // namespace
 
+std::vector<std::string> target_columns(const std::string& label, std::int64_t targets) {
+  if (targets == 1) return {label};
+  std::vector<std::string> names;
+  for (std::int64_t j = 0; j < targets; ++j) names.push_back(label + "_" + std::to_string(j));
+  return names;
+}
+
 void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
                 const CsvDataOptions& options) {
   const std::int64_t n = table.rows;

@@ -51,7 +51,15 @@ struct Dataset {
   // F, the number of features per sample; 0 for a default-constructed Dataset.
   std::int64_t num_features() const { return x.defined() ? x.shape()[1] : 0; }
   bool is_classification() const { return num_classes > 0; }
+  // T, the targets per sample of a regression (y is [N, T]); 1 for classification.
+  std::int64_t num_targets() const {
+    return num_classes == 0 && y.defined() && y.shape().rank() == 2 ? y.shape()[1] : 1;
+  }
 };
+
+// The columns that hold a row's targets in a run's CSVs (its test.csv, what evaluate reads): the label column
+// itself for one target, else label_0, label_1, ... (a regression on [N, T] targets from arrays).
+std::vector<std::string> target_columns(const std::string& label, std::int64_t targets);
 
 // The names load_builtin knows, sorted: {"digits", "iris", "spirals"}.
 std::vector<std::string> builtin_dataset_names();

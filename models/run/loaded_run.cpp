@@ -87,6 +87,11 @@ void read_input_record(LoadedRun& run, SpecReader& record) {
   if (classes > std::numeric_limits<int>::max())
     info.fail("num_classes", fmt::format("{} classes, more than any model has outputs", classes));
   run.num_classes = static_cast<int>(classes);
+  // Runs of one target, and those from before [N, T] targets, have no "targets".
+  if (info.has("targets")) {
+    run.targets = info.positive_int("targets");
+    if (run.num_classes > 0) info.fail("targets", "a classification run has one label per row");
+  }
   // Runs from before class names had no "classes".
   if (info.has("classes")) run.class_names = info.string_list("classes");
   if (!run.class_names.empty() && run.class_names.size() != static_cast<std::size_t>(run.num_classes))
@@ -159,12 +164,12 @@ void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t 
     if (run.num_classes != 0)
       throw SpecError(file, place("data.num_classes"),
                       fmt::format("{}{} classes, where a run of loss {} has none", damaged, run.num_classes, loss));
-    // Such a run read one target per row, from its label column, for its one output.
-    if (outputs != 1)
-      throw SpecError(
-          RunLayout(run.dir).model().string(), "",
-          fmt::format("damaged run: the model has {} outputs, where a run of loss {} (as {} records) has one", outputs,
-                      loss, file));
+    // Such a run read a row's targets (one, from its label column, or the T of an array's rows), one per output.
+    if (outputs != run.targets)
+      throw SpecError(RunLayout(run.dir).model().string(), "",
+                      fmt::format("damaged run: the model has {} outputs, where a run of loss {} (as {} records) "
+                                  "has {}",
+                                  outputs, loss, file, run.targets == 1 ? "one" : std::to_string(run.targets)));
   } else if (run.num_classes < 1 || run.num_classes > outputs) {
     throw SpecError(file, place("data.num_classes"),
                     fmt::format("{}{} classes, where a run of loss {} on this model has 1 to {}", damaged,

@@ -41,7 +41,7 @@ CsvOptions run_csv_options(const LoadedRun& run, const std::string& csv_path,
   if (run.num_classes > 0) options.text_columns.push_back(run.label);
   if (header) {
     options.number_columns = run.feature_names;
-    options.number_columns.push_back(run.label);
+    for (const std::string& t : target_columns(run.label, run.targets)) options.number_columns.push_back(t);
     // Checked as soon as the header is read: `yes 1 | tensorctl predict --input -` is refused at once.
     // A set of the features, not of the columns: a header of millions of names costs no more than its cells.
     options.check_header = [&run, &csv_path](const std::vector<std::string>& columns) {
@@ -211,10 +211,43 @@ std::pair<CsvTable, int> read_with_text_column(const LoadedRun& run, const std::
   return {std::move(table), index};
 }
 
-// The rows' labels, when the table has the run's label column and rows: evaluate's input.
+// A regression's rows with their T > 1 targets from columns `cols` (label_0, label_1, ...).
+Dataset rows_with_targets(const LoadedRun& run, const CsvTable& table, const std::string& csv_path,
+                          const std::vector<int>& cols, const Tensor& x) {
+  Dataset labelled;
+  labelled.name = std::filesystem::path(csv_path).stem().string();
+  labelled.feature_names = run.feature_names;
+  const auto t = static_cast<std::int64_t>(cols.size());
+  labelled.y = Tensor::empty(DType::kF32, Shape{table.rows, t});
+  float* y = labelled.y.mutable_data<float>();
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    for (std::int64_t j = 0; j < t; ++j) {
+      const int c = cols[static_cast<std::size_t>(j)];
+      y[r * t + j] = table.at(r, c);
+      if (!std::isfinite(y[r * t + j]))
+        throw SpecError(csv_path, row_place(table, r),
+                        fmt::format("column {}: expected a finite number, got {}",
+                                    quote_for_message(table.columns[static_cast<std::size_t>(c)]),
+                                    quote_for_message(table.is_text(c) ? table.text_at(r, c) : "nan")));
+    }
+  labelled.x = x;
+  return labelled;
+}
+
+// The rows' labels, when the table has the run's label columns and rows: evaluate's input.
 void add_labels(RunInput& in, const LoadedRun& run, const CsvTable& table, const std::string& csv_path) {
-  const int label_col = table.column_index(run.label);
-  if (label_col >= 0 && table.rows > 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+  if (table.rows == 0) return;
+  if (run.targets == 1) {
+    const int label_col = table.column_index(run.label);
+    if (label_col >= 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
+    return;
+  }
+  std::vector<int> cols;
+  for (const std::string& name : target_columns(run.label, run.targets)) {
+    cols.push_back(table.column_index(name));
+    if (cols.back() < 0) return;  // all of them, or the rows are unlabelled
+  }
+  in.labelled = rows_with_targets(run, table, csv_path, cols, in.x);
 }
 
 // A CSV for a run trained on text: its text column becomes ids through the run's vocabulary; other columns

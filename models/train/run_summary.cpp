@@ -77,7 +77,9 @@ void write_dataset_csv(PieceWriter write, const Dataset& d, const std::string& l
     if (text) out += csv_field(d.paths.empty() ? text_column : std::string(kImagePathColumn)) + ",";
     for (const auto& f : d.feature_names)
       if (!text) out += csv_field(f) + ",";
-    out += csv_field(label) + "\n";
+    const std::vector<std::string> targets = target_columns(label, d.num_targets());
+    for (std::size_t j = 0; j < targets.size(); ++j) out += (j ? "," : "") + csv_field(targets[j]);
+    out += "\n";
   }
   const std::int64_t f = text ? 0 : d.num_features();
   // A streamed part a window at a time, in the windows' order (row_stream.h); one in memory as it is.
@@ -126,12 +128,15 @@ nlohmann::json input_record(const TrainConfig& c, const PreparedData& data) {
     preprocessing["text"] = data.text->options().to_json();
     preprocessing["text"]["vocabulary"] = data.text->vocabulary();
   }
-  return {{"data",
-           {{"feature_names", data.test_raw.feature_names},
-            {"label", c.data.label},
-            {"num_classes", data.test_raw.num_classes},
-            {"classes", data.test_raw.class_names}}},
-          {"preprocessing", preprocessing}};
+  nlohmann::json record{{"data",
+                         {{"feature_names", data.test_raw.feature_names},
+                          {"label", c.data.label},
+                          {"num_classes", data.test_raw.num_classes},
+                          {"classes", data.test_raw.class_names}}},
+                        {"preprocessing", preprocessing}};
+  // A regression on [N, T] targets; runs of one target (and those from before) have no key.
+  if (const std::int64_t targets = data.train.num_targets(); targets > 1) record["data"]["targets"] = targets;
+  return record;
 }
 
 namespace {

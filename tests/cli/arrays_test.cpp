@@ -109,6 +109,47 @@ TEST_SUITE("arrays") {
                       {"digits.npz: a .npz file of 2 arrays (x_train, y_train): name the one to read"});
   }
 
+  TEST_CASE("a regression on [N, 3] targets: its run predicts and evaluates, its test.csv names the targets") {
+    // y = a fixed linear map of x: three targets a row, one output each.
+    TempDir d;
+    const std::size_t n = 200;
+    std::vector<float> x, y;
+    for (std::size_t r = 0; r < n; ++r) {
+      float row[4];
+      for (std::size_t j = 0; j < 4; ++j) row[j] = static_cast<float>((r * 7 + j * 13) % 17) / 17.0f - 0.5f;
+      x.insert(x.end(), row, row + 4);
+      y.insert(y.end(), {row[0] + row[1], row[2] - row[3], 0.5f * row[0]});
+    }
+    d.write("x.npy", testing::npy("<f4", "(200, 4)", testing::raw(x)));
+    d.write("y.npy", testing::npy("<f4", "(200, 3)", testing::raw(y)));
+    d.write("config.json", R"({"model": {"input_shape": [4], "layers": [{"type": "Dense", "units": 3}]},
+        "data": {"x": "x.npy", "y": "y.npy"}, "loss": "mse", "epochs": 2, "batch_size": 16, "seed": 1})");
+    CommandResult r = run_tensorctl("train config.json --json --output run", d.path());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const nlohmann::json saved = read_json(d / "run/summary.json");
+    CHECK(saved.at("data").at("targets") == 3);
+    CHECK(split_lines(read_text(d / "run/test.csv"))[0] == "x0,x1,x2,x3,label_0,label_1,label_2");
+    // The run's test rows, by the CSV and by the config's split, give the test loss train reported.
+    for (const char* data : {"run/test.csv", "config.json"}) {
+      CAPTURE(data);
+      CommandResult e = run_tensorctl(std::string("evaluate --run run --json --data ") + data, d.path());
+      REQUIRE_MESSAGE(e.status == 0, e.err);
+      CHECK(nlohmann::json::parse(e.out).at("loss").get<double>() ==
+            doctest::Approx(saved.at("test").at("loss").get<double>()));
+    }
+    CommandResult p = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE_MESSAGE(p.status == 0, p.err);
+    CHECK(split_lines(p.out)[0] == "value_0,value_1,value_2");
+    CHECK(p.err.find("with the 3 targets label_0 to label_2") != std::string::npos);
+    // A summary whose targets disagree with the model is a damaged run.
+    nlohmann::json tampered = saved;
+    tampered["data"]["targets"] = 2;
+    d.write("run/summary.json", tampered.dump());
+    CommandResult bad = run_tensorctl("predict --run run --input x.npy", d.path());
+    CHECK(bad.status == 2);
+    CHECK(bad.err.find("the model has 3 outputs, where a run of loss mse") != std::string::npos);
+  }
+
   TEST_CASE("arrays that disagree, or a file that is no array, are refused naming the place") {
     TempDir d;
     write_digits(d, 40);
