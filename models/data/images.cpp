@@ -366,9 +366,11 @@ ImageFolder list_image_folder(const std::string& dir, const std::string& file_fo
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
     throw SpecError(file_for_errors, where, fmt::format("{} is no folder (one subfolder of images per class)", dir));
+  // Hidden folders (".ipynb_checkpoints", ".git") are no classes, as Keras' image_dataset_from_directory skips them.
   std::vector<std::string> classes;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (std::error_code d; e.is_directory(d)) classes.push_back(e.path().filename().string());
+    if (std::error_code d; e.is_directory(d) && !e.path().filename().string().starts_with("."))
+      classes.push_back(e.path().filename().string());
   std::sort(classes.begin(), classes.end());
   if (classes.size() < 2)
     throw SpecError(

@@ -130,8 +130,10 @@ TextVectorizer TextVectorizer::fit(const TextOptions& options, TextParts parts) 
   for (auto& [token, count] : counts)
     // The reserved tokens keep their ids: "[UNK]" written in a text is an unknown word like any other.
     if (token != kOovToken) ranked.emplace_back(count, token);
+  // Ties by falling byte order, as Keras' adapt() ranks them (np.lexsort((tokens, counts))[::-1]), so a
+  // vocabulary cut by max_tokens keeps the tokens Keras keeps, at the ids Keras gives them.
   std::sort(ranked.begin(), ranked.end(),
-            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second > b.second; });
   std::vector<std::string> vocabulary{std::string(kPaddingToken), std::string(kOovToken)};
   const auto room = static_cast<std::size_t>(options.max_tokens) - 2;
   for (std::size_t i = 0; i < ranked.size() && i < room; ++i) vocabulary.push_back(std::move(ranked[i].second));

@@ -9,7 +9,8 @@
 //                "character" (every UTF-8 character, spaces included, is a token; a byte that is not UTF-8
 //                is a token of its own).
 //   vocabulary   id 0 is padding (""), id 1 the out-of-vocabulary token ("[UNK]"), then the training rows'
-//                tokens by falling count, ties in byte order, up to max_tokens ids in all.
+//                tokens by falling count, ties in falling byte order (as Keras' adapt), up to max_tokens ids
+//                in all.
 //   output       output_sequence_length ids per row: the first tokens of a longer row, a shorter row
 //                followed by padding ids (0).
 //

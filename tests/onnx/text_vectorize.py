@@ -51,7 +51,7 @@ def fit(options, texts):
     for text in texts:
         counts.update(split(standardize(text, options["standardize"]), options["split"]))
     counts.pop("[UNK]", None)
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].encode()))
+    ranked = sorted(counts.items(), key=lambda kv: (kv[1], kv[0].encode()), reverse=True)
     return ["", "[UNK]"] + [t for t, _ in ranked[:options["max_tokens"] - 2]]
 
 

@@ -132,6 +132,8 @@ TEST_SUITE("images") {
     f.write("a/deeper/y.jpeg", jpeg_file(8, 8, 3, solid(8, 8, {10, 10, 10})));
     f.write("a/notes.txt", "not an image");
     f.write("top.png", png_file(1, 1, PNG_FORMAT_GRAY, {1}));
+    // A hidden folder is no class, as in Keras (a notebook's checkpoints beside the classes).
+    f.write(".ipynb_checkpoints/z.png", png_file(1, 1, PNG_FORMAT_GRAY, {2}));
     const ImageFolder folder = list_image_folder(f.root.string(), "c.json", "data.images.directory");
     CHECK(folder.class_names == std::vector<std::string>{"a", "b"});
     REQUIRE(folder.paths.size() == 4);
@@ -147,7 +149,7 @@ TEST_SUITE("images") {
           std::vector<float>(two.data<float>(), two.data<float>() + 64));
     CHECK(one.data<float>()[16] == 90.0f);  // x.png: gray 90 in every channel
     CHECK(one.data<float>()[63] == 30.0f);  // 2.png, upscaled from 3 x 2
-    CHECK(list_images(f.root.string()).size() == 5);
+    CHECK(list_images(f.root.string()).size() == 6);
   }
 
   TEST_CASE("a folder that is no class folder, and the first bad file whichever thread meets it") {
