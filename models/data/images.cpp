@@ -47,8 +47,13 @@ std::uint8_t gray_of(const std::uint8_t* rgb) {
   return static_cast<std::uint8_t>(std::min(255.0f, std::nearbyint(y)));
 }
 
+bool size_fits(std::int64_t height, std::int64_t width) {
+  return height >= 1 && width >= 1 && height <= kMaxImageSide && width <= kMaxImageSide &&
+         height * width <= kMaxImagePixels;
+}
+
 void check_size(std::int64_t height, std::int64_t width, const std::string& file) {
-  if (height < 1 || width < 1 || height > kMaxImageSide || width > kMaxImageSide || height * width > kMaxImagePixels)
+  if (!size_fits(height, width))
     throw SpecError(file, "",
                     fmt::format("an image of {} x {} pixels; at most {} on a side and {} in all are read", width,
                                 height, kMaxImageSide, kMaxImagePixels));
@@ -73,36 +78,87 @@ void from_rgba(const std::vector<std::uint8_t>& rgba, bool gray_source, DecodedI
   }
 }
 
+// libpng reports an error by calling its error function, which must not return: it jumps back to
+// decode_png_raw through png_jmpbuf, with the message kept here.
+struct PngRead {
+  std::string_view bytes;
+  std::size_t at = 0;
+  char message[256] = {};
+  bool too_large = false;
+};
+
+void png_read_bytes(png_structp png, png_bytep out, png_size_t n) {
+  auto* r = static_cast<PngRead*>(png_get_io_ptr(png));
+  if (n > r->bytes.size() - r->at) png_error(png, "the file ends inside the image");
+  std::memcpy(out, r->bytes.data() + r->at, n);
+  r->at += n;
+}
+
+void png_error_exit(png_structp png, png_const_charp message) {
+  auto* r = static_cast<PngRead*>(png_get_error_ptr(png));
+  std::snprintf(r->message, sizeof r->message, "%s", message);
+  png_longjmp(png, 1);
+}
+
+void png_no_warning(png_structp, png_const_charp) {}
+
+// Every PNG type as 8-bit gray and alpha or RGBA, with libpng's transforms as TensorFlow's decode_png sets them
+// (so as Keras reads a file): palettes and low bit depths expanded, tRNS made alpha, 16-bit samples cut to
+// their high byte (png_set_strip_16), and no gamma correction: a gAMA chunk, or a 16-bit file libpng's
+// simplified API would take for linear light, changes no value (a 16-bit 0x8000 reads 128). Returns false
+// with r.message set on a damaged file, or on a picture too large (r.too_large). Whatever changes after the
+// setjmp lives in r or behind the references, never in this function's own variables.
+bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_source, std::vector<std::uint8_t>& pixels,
+                    std::vector<png_bytep>& rows) {
+  png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, png_error_exit, png_no_warning);
+  if (png == nullptr) throw RuntimeError("libpng could not start reading a PNG file");
+  png_infop info = png_create_info_struct(png);
+  if (info == nullptr || setjmp(png_jmpbuf(png))) {
+    png_destroy_read_struct(&png, info != nullptr ? &info : nullptr, nullptr);
+    if (r.message[0] == 0) std::snprintf(r.message, sizeof r.message, "%s", "libpng could not read it");
+    return false;
+  }
+  png_set_read_fn(png, &r, png_read_bytes);
+  png_read_info(png, info);
+  image.height = png_get_image_height(png, info);
+  image.width = png_get_image_width(png, info);
+  if (!size_fits(image.height, image.width)) {
+    r.too_large = true;
+    png_destroy_read_struct(&png, &info, nullptr);
+    return false;
+  }
+  const std::int64_t height = image.height, width = image.width;
+  const int color = png_get_color_type(png, info);
+  gray_source = (color & PNG_COLOR_MASK_COLOR) == 0;
+  png_set_expand(png);  // palette to RGB, gray below 8 bits to 8, tRNS to alpha
+  png_set_strip_16(png);
+  if ((color & PNG_COLOR_MASK_ALPHA) == 0 && !png_get_valid(png, info, PNG_INFO_tRNS))
+    png_set_add_alpha(png, 0xff, PNG_FILLER_AFTER);
+  png_set_interlace_handling(png);
+  png_read_update_info(png, info);
+  const std::size_t stride = static_cast<std::size_t>(width) * (gray_source ? 2 : 4);
+  if (png_get_rowbytes(png, info) != stride) png_error(png, "an unexpected layout after libpng's transforms");
+  pixels.resize(stride * static_cast<std::size_t>(height));
+  rows.resize(static_cast<std::size_t>(height));
+  for (std::size_t y = 0; y < rows.size(); ++y) rows[y] = pixels.data() + y * stride;
+  png_read_image(png, rows.data());
+  png_destroy_read_struct(&png, &info, nullptr);
+  return true;
+}
+
 DecodedImage decode_png(std::string_view bytes, int channels, const std::string& file) {
-  png_image png;
-  std::memset(&png, 0, sizeof png);
-  png.version = PNG_IMAGE_VERSION;
-  if (png_image_begin_read_from_memory(&png, bytes.data(), bytes.size()) == 0)
-    throw SpecError(file, "", std::string("not a PNG file libpng can read: ") + png.message);
+  PngRead r{bytes};
+  if (png_sig_cmp(reinterpret_cast<png_const_bytep>(bytes.data()), 0, std::min<std::size_t>(bytes.size(), 8)) != 0)
+    throw SpecError(file, "", "not a PNG file libpng can read: no PNG signature");
   DecodedImage image;
-  image.height = png.height;
-  image.width = png.width;
   image.channels = channels;
-  try {
-    check_size(image.height, image.width, file);
-  } catch (...) {
-    png_image_free(&png);
-    throw;
+  bool gray_source = false;
+  std::vector<std::uint8_t> rgba;
+  std::vector<png_bytep> rows;
+  if (!decode_png_raw(r, image, gray_source, rgba, rows)) {
+    if (r.too_large) check_size(image.height, image.width, file);
+    throw SpecError(file, "", std::string("a damaged PNG file: ") + r.message);
   }
-  // libpng converts every PNG type (palette, 16-bit, tRNS) to 8-bit samples; alpha is kept, and dropped below.
-  const bool gray_source = (png.format & PNG_FORMAT_FLAG_COLOR) == 0;
-  if ((png.format & PNG_FORMAT_FLAG_ALPHA) == 0 && gray_source == (channels == 1)) {
-    // Already the channels asked for: straight into the image, without the pass that drops alpha.
-    png.format = channels == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
-    image.pixels.resize(PNG_IMAGE_SIZE(png));
-    if (png_image_finish_read(&png, nullptr, image.pixels.data(), 0, nullptr) == 0)
-      throw SpecError(file, "", std::string("a damaged PNG file: ") + png.message);
-    return image;
-  }
-  png.format = gray_source ? PNG_FORMAT_GA : PNG_FORMAT_RGBA;
-  std::vector<std::uint8_t> rgba(PNG_IMAGE_SIZE(png));
-  if (png_image_finish_read(&png, nullptr, rgba.data(), 0, nullptr) == 0)
-    throw SpecError(file, "", std::string("a damaged PNG file: ") + png.message);
   from_rgba(rgba, gray_source, image);
   return image;
 }

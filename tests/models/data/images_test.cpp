@@ -8,6 +8,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <cstring>
+
 #include <doctest/doctest.h>
 
 #include "core/errors.h"
@@ -107,6 +109,18 @@ TEST_SUITE("images") {
     for (const auto& [w, h] : {std::pair{40000u, 4u}, std::pair{10000u, 10000u}})
       testing::check_spec_error([&] { (void)decode_image(claim(w, h), 1, "big.png"); }, "big.png", "",
                                 {"pixels; at most 32768 on a side and 67108864 in all are read"});
+  }
+
+  TEST_CASE("a 16-bit PNG keeps each sample's high byte and no gamma applies, as TensorFlow decodes it") {
+    // libpng's simplified writer marks linear 16-bit data with gAMA 1.0; its simplified reader would turn
+    // 0x8000 into sRGB's 188. TensorFlow (png_set_strip_16, no gamma handling) reads 128.
+    const std::vector<std::uint16_t> samples{0x8000, 0x4000, 0xffff, 0x01ff};
+    std::vector<std::uint8_t> bytes(samples.size() * 2);
+    std::memcpy(bytes.data(), samples.data(), bytes.size());
+    const std::string file = png_file(2, 2, PNG_FORMAT_LINEAR_Y, bytes);
+    CHECK(decode_image(file, 1, "deep.png").pixels == std::vector<std::uint8_t>{128, 64, 255, 1});
+    CHECK(decode_image(file, 3, "deep.png").pixels ==
+          std::vector<std::uint8_t>{128, 128, 128, 64, 64, 64, 255, 255, 255, 1, 1, 1});
   }
 
   TEST_CASE("bilinear resizing as tf.image.resize: half-pixel centres, edges clamped") {
