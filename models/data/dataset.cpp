@@ -125,24 +125,28 @@ std::vector<std::string> target_columns(const std::string& label, std::int64_t t
   return names;
 }
 
+void set_targets(Dataset& data, const CsvTable& table, const std::string& path, const std::vector<int>& columns) {
+  const std::int64_t n = table.rows, t = static_cast<std::int64_t>(columns.size());
+  data.num_classes = 0;
+  data.class_names.clear();
+  data.y = Tensor::empty(DType::kF32, Shape{n, t});
+  float* y = data.y.mutable_data<float>();
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t j = 0; j < t; ++j) {
+      const int c = columns[static_cast<std::size_t>(j)];
+      y[r * t + j] = table.at(r, c);
+      // Only a column read as text holds NaN.
+      if (std::isnan(y[r * t + j]))
+        throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                        "column " + quote_for_message(table.columns[static_cast<std::size_t>(c)]) +
+                            ": expected a finite number, got " + quote_for_message(table.text_at(r, c)));
+    }
+}
+
 void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
                 const CsvDataOptions& options) {
   const std::int64_t n = table.rows;
-  if (!classification) {
-    data.num_classes = 0;
-    data.class_names.clear();
-    data.y = Tensor::empty(DType::kF32, Shape{n, 1});
-    float* y = data.y.mutable_data<float>();
-    for (std::int64_t r = 0; r < n; ++r) {
-      y[r] = table.at(r, label);
-      // Only a column read as text holds NaN.
-      if (std::isnan(y[r]))
-        throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
-                        "column " + quote_for_message(table.columns[static_cast<std::size_t>(label)]) +
-                            ": expected a finite number, got " + quote_for_message(table.text_at(r, label)));
-    }
-    return;
-  }
+  if (!classification) return set_targets(data, table, path, {label});
   data.y = Tensor::empty(DType::kI32, Shape{n});
   bool all_numbers = true;
   for (std::int64_t r = 0; r < n && all_numbers; ++r) all_numbers = !std::isnan(table.at(r, label));

@@ -111,6 +111,8 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
 struct CsvTable;
 void set_labels(Dataset& data, const CsvTable& table, const std::string& path, int label, bool classification,
                 const CsvDataOptions& options);
+// A regression's targets, y [rows, columns.size()], from those columns of the table (set_labels' for one).
+void set_targets(Dataset& data, const CsvTable& table, const std::string& path, const std::vector<int>& columns);
 
 // The [rows, width] floats at `cells` without column `column`: each row's other cells packed to the front, in
 // place, rows [rows, width - 1] after it. How a CSV's label column leaves its features without a copy.

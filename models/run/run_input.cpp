@@ -171,16 +171,19 @@ RunInput read_array_input(const LoadedRun& run, const std::string& path, const s
   return in;
 }
 
-// The rows with their labels from column `label_col`, mapped to the run's classes; a class label the model
-// has no output for is refused, naming its line.
-Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::string& csv_path, int label_col,
-                      const Tensor& x) {
+// The rows with their labels from columns `label_cols` (target_columns: one, or a regression's T), a class
+// mapped to the run's classes; a class label the model has no output for is refused, naming its line.
+Dataset labelled_rows(const LoadedRun& run, const CsvTable& table, const std::string& csv_path,
+                      const std::vector<int>& label_cols, const Tensor& x) {
   Dataset labelled;
   labelled.name = std::filesystem::path(csv_path).stem().string();
   labelled.feature_names = run.feature_names;
   const CsvDataOptions labels{
       .header = run.config.data.header, .named_labels = !run.class_names.empty(), .classes = run.class_names};
-  set_labels(labelled, table, csv_path, label_col, run.num_classes > 0, labels);
+  if (run.num_classes > 0)
+    set_labels(labelled, table, csv_path, label_cols[0], true, labels);
+  else
+    set_targets(labelled, table, csv_path, label_cols);
   const std::int64_t outputs = run.model->net().output_shape().num_elements();
   if (run.num_classes > 0 && labelled.num_classes > outputs)
     for (std::int64_t r = 0; r < table.rows; ++r)
@@ -211,43 +214,15 @@ std::pair<CsvTable, int> read_with_text_column(const LoadedRun& run, const std::
   return {std::move(table), index};
 }
 
-// A regression's rows with their T > 1 targets from columns `cols` (label_0, label_1, ...).
-Dataset rows_with_targets(const LoadedRun& run, const CsvTable& table, const std::string& csv_path,
-                          const std::vector<int>& cols, const Tensor& x) {
-  Dataset labelled;
-  labelled.name = std::filesystem::path(csv_path).stem().string();
-  labelled.feature_names = run.feature_names;
-  const auto t = static_cast<std::int64_t>(cols.size());
-  labelled.y = Tensor::empty(DType::kF32, Shape{table.rows, t});
-  float* y = labelled.y.mutable_data<float>();
-  for (std::int64_t r = 0; r < table.rows; ++r)
-    for (std::int64_t j = 0; j < t; ++j) {
-      const int c = cols[static_cast<std::size_t>(j)];
-      y[r * t + j] = table.at(r, c);
-      if (!std::isfinite(y[r * t + j]))
-        throw SpecError(csv_path, row_place(table, r),
-                        fmt::format("column {}: expected a finite number, got {}",
-                                    quote_for_message(table.columns[static_cast<std::size_t>(c)]),
-                                    quote_for_message(table.is_text(c) ? table.text_at(r, c) : "nan")));
-    }
-  labelled.x = x;
-  return labelled;
-}
-
-// The rows' labels, when the table has the run's label columns and rows: evaluate's input.
+// The rows' labels, when the table has the run's label columns (all of them) and rows: evaluate's input.
 void add_labels(RunInput& in, const LoadedRun& run, const CsvTable& table, const std::string& csv_path) {
   if (table.rows == 0) return;
-  if (run.targets == 1) {
-    const int label_col = table.column_index(run.label);
-    if (label_col >= 0) in.labelled = labelled_rows(run, table, csv_path, label_col, in.x);
-    return;
-  }
   std::vector<int> cols;
   for (const std::string& name : target_columns(run.label, run.targets)) {
     cols.push_back(table.column_index(name));
-    if (cols.back() < 0) return;  // all of them, or the rows are unlabelled
+    if (cols.back() < 0) return;
   }
-  in.labelled = rows_with_targets(run, table, csv_path, cols, in.x);
+  in.labelled = labelled_rows(run, table, csv_path, cols, in.x);
 }
 
 // A CSV for a run trained on text: its text column becomes ids through the run's vocabulary; other columns
