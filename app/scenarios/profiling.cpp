@@ -62,7 +62,7 @@ std::vector<std::pair<Tensor, Tensor>> random_batches(const TrainConfig& c, Mode
       d.y = Tensor::from_ints(Shape{batch}, labels);
       d.num_classes = static_cast<int>(classes);
     } else {
-      d.y = Tensor::empty(DType::kF32, Shape::concat(batch, net.output_shape()));
+      d.y = Tensor::empty(DType::kF32, Shape{batch, net.output_shape().num_elements()});
       for (std::int64_t i = 0; i < d.y.num_elements(); ++i) d.y.mutable_data<float>()[i] = uniform();
     }
     std::vector<std::int64_t> rows(static_cast<std::size_t>(batch));

@@ -82,6 +82,8 @@ void KerasConfig::fail(const std::string& key, const std::string& message) const
   throw SpecError(file_, path_of(key), who_ + ": " + message);
 }
 
+void KerasConfig::fail_here(const std::string& message) const { throw SpecError(file_, path_, who_ + ": " + message); }
+
 void KerasConfig::require_null(const std::initializer_list<const char*> keys) {
   for (const char* key : keys) {
     const json* v = take(key);

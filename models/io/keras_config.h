@@ -30,6 +30,8 @@ class KerasConfig {
   // The value of `key`, or nullptr when absent; either way the key counts as read.
   const json* take(const std::string& key);
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // For what is wrong with the layer as a whole: the message names the config object.
+  [[noreturn]] void fail_here(const std::string& message) const;
 
   // Keys that must be absent or null: regularizers, constraints, noise shapes.
   void require_null(const std::initializer_list<const char*> keys);
@@ -84,10 +86,23 @@ bool keras_default_uniform(const nlohmann::json& v);
 const nlohmann::json& keras_list(const nlohmann::json& v);
 
 // What the mappings share while walking a model's layer list: the number of dimensions (batch excluded) of
-// the current layer's input, which BatchNormalization needs to tell whether its axis is the last one. A
-// mapping that changes the rank (Flatten, Reshape) sets it to its output's.
+// the current layer's input, which BatchNormalization needs to tell whether its axis is the last one (a
+// mapping that changes the rank, Flatten or Reshape, sets it to its output's), and Keras' padding mask.
 struct KerasLayerWalk {
   std::size_t rank = 0;
+  // Whether a padding mask (an Embedding's mask_zero) reaches the layer being read. The mapping of a layer
+  // that makes one sets it.
+  bool masked = false;
+  // Set by take_mask() in the mapping of a layer Keras gives the mask to (supports_masking, or a mask
+  // argument). Keras 3 warns where a mask reaches any other layer and drops it; keras_to_spec sets that
+  // layer's ignore_mask, which does the same.
+  bool mask_taken = false;
+  // The layer takes the mask; it reaches the next layer when `passes` (Dense), not when the layer uses it up
+  // (GlobalAveragePooling1D, an LSTM without return_sequences).
+  void take_mask(bool passes) {
+    mask_taken = true;
+    masked = masked && passes;
+  }
 };
 
 // A layer's Keras mapping: reads its Keras config `c` (after the keys every layer shares) into `out`, our

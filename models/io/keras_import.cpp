@@ -251,8 +251,14 @@ json keras_to_spec(const json& doc, const std::string& file, const KerasLayerMap
     json out = json::object();
     out["type"] = e.cls;
     if (std::string n = c.common(); !n.empty()) out["name"] = n;
+    const bool masked = walk.masked;
+    walk.mask_taken = false;
     mapping->second(c, out, walk);
     c.finish();
+    if (masked && !walk.mask_taken) {
+      out["ignore_mask"] = true;
+      walk.masked = false;
+    }
     out_layers.push_back(std::move(out));
   }
   if (!input_shape)

@@ -60,6 +60,7 @@ std::int64_t Layer::param_count() const {
 nlohmann::json Layer::to_json() const {
   nlohmann::json j = {{"type", type_}, {"name", name_}};
   if (!device_.empty()) j["device"] = device_;
+  if (ignore_mask_) j["ignore_mask"] = true;
   const nlohmann::json own = config();
   for (const auto& [k, v] : own.items()) j[k] = v;
   return j;
@@ -146,8 +147,10 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
   } else {
     spec.skip("device");  // so an unknown key's message lists it among the known
   }
+  const bool ignore_mask = spec.boolean("ignore_mask", false);
   LayerArgs args{spec, name, device};
   auto layer = entry->factory(args);
+  layer->ignore_mask_ = ignore_mask;
   spec.finish();
   return layer;
 }

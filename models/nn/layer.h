@@ -90,6 +90,10 @@ class Layer {
   // Sequential computes it (TokenMask) and hands it to the layers after.
   virtual bool makes_mask() const { return false; }
   virtual MaskUse mask_use() const { return MaskUse::kRefuses; }
+  // The spec's "ignore_mask", a key of every layer: the layer takes no mask, computing on every step,
+  // padding included, and the mask ends there. Keras 3 does this, with a warning, where a mask reaches a
+  // layer that does not support masking; import-keras sets it there.
+  bool ignores_mask() const { return ignore_mask_; }
   // call() for an input with a mask [batch, steps], 1 a step and 0 padding; a layer whose mask_use() is
   // kConsumes or kUsesAndPasses overrides it.
   virtual Output call_masked(Graph& g, Output x, Output mask, bool training) {
@@ -126,10 +130,13 @@ class Layer {
     for (const auto& v : child.variables()) variables_.push_back(v);
   }
 
+  friend std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name);
+
  private:
   std::string type_;
   std::string name_;
   std::string device_;
+  bool ignore_mask_ = false;  // set by make_layer, which reads the key every layer shares
   LockingMode locking_ = LockingMode::kMutex;
   std::string variable_prefix_;
   std::vector<std::shared_ptr<Variable>> variables_;

@@ -32,22 +32,31 @@ const std::vector<std::string>& loss_metrics(const std::string& loss) {
 
 TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_shape) {
   if (loss == "sparse_categorical_crossentropy") return {DType::kI32, Shape{prediction_shape[0]}};
-  return {DType::kF32, prediction_shape};
+  if (prediction_shape.rank() <= 2) return {DType::kF32, prediction_shape};
+  // Outputs per step (a Dense on a sequence): the data holds each row's targets flat, [N, steps].
+  std::int64_t per_row = 1;
+  for (int i = 1; i < prediction_shape.rank(); ++i) per_row *= prediction_shape[i];
+  return {DType::kF32, Shape{prediction_shape[0], per_row}};
 }
 
 std::string check_loss_fits(const Graph& g, const std::string& loss, Output predictions) {
   const Node& out = g.node(predictions);
   const OutputActivation activation = output_activation(out);
+  // A Dense layer on a sequence or an image gives an output per step or pixel, as in Keras.
+  const std::string per_step = out.spec.shape.rank() > 2
+                                   ? " (one per step or pixel: add a Flatten or a global pooling layer before the "
+                                     "last layer)"
+                                   : "";
   if (loss_is_binary(loss)) {
     if (out.spec.shape.rank() != 2)
-      return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string();
+      return "binary_crossentropy needs a (None, units) output, got " + out.spec.shape.keras_string() + per_step;
     if (activation.name != "sigmoid")
       return "binary_crossentropy needs probabilities from a sigmoid output layer, the model ends in " + activation.op;
     return {};
   }
   if (!loss_is_classification(loss)) return {};
   if (out.spec.shape.rank() != 2)
-    return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string();
+    return "cross-entropy needs a (None, classes) output, got " + out.spec.shape.keras_string() + per_step;
   if (!activation_gives_scores(activation.name))
     return "cross-entropy needs a softmax or linear output layer, the model ends in " + activation.op;
   return {};
@@ -55,6 +64,10 @@ std::string check_loss_fits(const Graph& g, const std::string& loss, Output pred
 
 LossOutputs build_loss(Graph& g, const std::string& loss, Output predictions, Output targets) {
   LossOutputs out;
+  // A regression's outputs per step meet their targets flat (loss_target_spec); the mean is the same.
+  if (g.spec(predictions).shape.rank() > 2)
+    predictions =
+        g.add("Reshape", {predictions}, Attrs{{"shape", std::vector<std::int64_t>{g.spec(targets).shape[1]}}});
   out.scores = predictions;
   if (loss == "mse" || loss == "mean_squared_error") {
     out.per_example = g.add("Mse", {predictions, targets});

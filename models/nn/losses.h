@@ -20,7 +20,8 @@ bool loss_is_binary(const std::string& loss);
 // mse for binary cross-entropy; mae and mse for regression.
 const std::vector<std::string>& loss_metrics(const std::string& loss);
 // The targets a loss expects for predictions of shape [batch, ...out]: int32 [batch] class labels for
-// the sparse loss, float32 [batch, ...out] otherwise.
+// the sparse loss, float32 [batch, ...out] otherwise, flat [batch, out elements] for outputs of more than
+// one dimension (a regression per step).
 TensorSpec loss_target_spec(const std::string& loss, const Shape& prediction_shape);
 
 struct LossOutputs {

@@ -9,11 +9,13 @@ namespace tctl {
 
 namespace {
 
-// Keras' masking, checked while the model is built: a layer that would compute on padding steps is refused.
+// Keras' masking, checked while the model is built: a layer that would compute on padding steps is refused,
+// unless its spec asks for that with ignore_mask (which Keras 3 does with a warning).
 void check_mask(const Layer& layer, const std::string& mask_from, const SpecReader& where) {
-  if (mask_from.empty() || layer.mask_use() != MaskUse::kRefuses) return;
+  if (mask_from.empty() || layer.mask_use() != MaskUse::kRefuses || layer.ignores_mask()) return;
   where.fail_here(layer.type() + " does not support masking, and the padding mask of embedding \"" + mask_from +
-                  "\" (mask_zero) reaches it; a recurrent layer or a global pooling between them uses it up");
+                  "\" (mask_zero) reaches it; a recurrent layer or a global pooling between them uses it up, or "
+                  "\"ignore_mask\": true computes on the padding and ends the mask there, as Keras 3 does");
 }
 
 }  // namespace
@@ -67,6 +69,7 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
     if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
     layer->set_locking_mode(locking);
     check_mask(*layer, mask_from, reader);
+    if (layer->ignores_mask()) mask_from.clear();
     m.masked_input_.push_back(!mask_from.empty());
     shape = layer->build(shape, BuildContext{seed, static_cast<int>(i), &budget}, reader);
     if (!bounded_num_elements(shape))

@@ -150,6 +150,39 @@ TEST_SUITE("arrays") {
     CHECK(bad.err.find("the model has 3 outputs, where a run of loss mse") != std::string::npos);
   }
 
+  TEST_CASE("a regression per step: Dense on an LSTM's sequence, [N, 6] targets, learns the running sum") {
+    TempDir d;
+    const std::size_t n = 240, steps = 6;
+    std::vector<float> x, y;
+    for (std::size_t r = 0; r < n; ++r) {
+      float sum = 0.0f;
+      for (std::size_t t = 0; t < steps; ++t) {
+        const float v = static_cast<float>((r * 5 + t * 11) % 13) / 13.0f;
+        x.push_back(v);
+        y.push_back(sum += v);
+      }
+    }
+    d.write("x.npy", testing::npy("<f4", "(240, 6, 1)", testing::raw(x)));
+    d.write("y.npy", testing::npy("<f4", "(240, 6)", testing::raw(y)));
+    d.write("config.json", R"({"model": {"input_shape": [6, 1], "layers": [
+        {"type": "LSTM", "units": 8, "return_sequences": true}, {"type": "Dense", "units": 1}]},
+        "data": {"x": "x.npy", "y": "y.npy"}, "loss": "mse", "epochs": 20, "batch_size": 16, "seed": 1,
+        "optimizer": {"type": "adam", "learning_rate": 0.02}})");
+    CommandResult r = run_tensorctl("train config.json --json --output run", d.path());
+    REQUIRE_MESSAGE(r.status == 0, r.err);
+    const nlohmann::json saved = read_json(d / "run/summary.json");
+    CHECK(saved.at("data").at("targets") == 6);
+    // The targets' variance is about 0.9; predicting their mean would leave that much.
+    CHECK(saved.at("test").at("loss").get<double>() < 0.1);
+    CommandResult e = run_tensorctl("evaluate --run run --json --data run/test.csv", d.path());
+    REQUIRE_MESSAGE(e.status == 0, e.err);
+    CHECK(nlohmann::json::parse(e.out).at("loss").get<double>() ==
+          doctest::Approx(saved.at("test").at("loss").get<double>()));
+    CommandResult p = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE_MESSAGE(p.status == 0, p.err);
+    CHECK(split_lines(p.out)[0] == "value_0,value_1,value_2,value_3,value_4,value_5");
+  }
+
   TEST_CASE("arrays that disagree, or a file that is no array, are refused naming the place") {
     TempDir d;
     write_digits(d, 40);

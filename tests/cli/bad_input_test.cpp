@@ -254,10 +254,11 @@ TEST_SUITE("bad input") {
         {"config.json: data: dataset iris has 4 features per row", "input_shape [5] (model.json input_shape)"});
   }
 
-  TEST_CASE("input shape that does not fit the first layer") {
+  TEST_CASE("a classifier whose output is not flat, its Dense layers acting on each step") {
     Scratch s(model_with_layers(kLayers, "[2, 2]"));
     expect_user_error(s.dir, "train config.json",
-                      {"model.json: layers[0]: Dense expects a flat input", "(None, 2, 2)"});
+                      {"config.json: loss: cross-entropy needs a (None, classes) output, got (None, 2, 3)",
+                       "add a Flatten or a global pooling layer"});
   }
 
   TEST_CASE("unknown loss lists the known ones") {

@@ -31,8 +31,9 @@ std::unique_ptr<Layer> make_activation(LayerArgs& args) {
   return std::make_unique<Activation>(args);
 }
 
-void keras_activation(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+void keras_activation(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
   out["activation"] = c.activation("activation", true);
+  walk.take_mask(true);
 }
 
 }  // namespace tctl

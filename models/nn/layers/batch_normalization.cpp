@@ -96,6 +96,10 @@ class BatchNormalization final : public Layer {
 std::unique_ptr<Layer> make_batch_normalization(LayerArgs& args) { return std::make_unique<BatchNormalization>(args); }
 
 void keras_batch_normalization(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  if (walk.masked)
+    c.fail_here(
+        "a padding mask (an Embedding's mask_zero) reaches it, and Keras 3 then takes its batch moments over the "
+        "kept steps; tensorctl's BatchNormalization takes no mask");
   // Keras writes -1 before the layer is built and the resolved index ([3] for an image) after; the index
   // counts the batch, so the last axis is `rank`.
   if (const nlohmann::json* raw = c.take("axis"); raw && !raw->is_null()) {

@@ -1,4 +1,6 @@
-// Dense: y = activation(x W + b) over the last dimension of a [batch, features] input.
+// Dense: y = activation(x W + b) over the last dimension of its input: a [batch, features] input, or as in
+// Keras each step of a [batch, steps, features] one (each pixel of an image), in one product of all the
+// steps' rows (MatMul's leading dimensions).
 #include "core/errors.h"
 #include "core/kernel_context.h"
 #include "models/nn/activations.h"
@@ -19,10 +21,7 @@ class Dense final : public Layer {
   }
 
   Shape build(const Shape& input, const BuildContext& ctx, const SpecReader& where) override {
-    if (input.rank() != 1)
-      where.fail_here("Dense expects a flat input of shape (None, features), got " +
-                      Shape::concat(-1, input).keras_string() + "; add a Flatten layer first");
-    const std::int64_t in = input[0];
+    const std::int64_t in = input[input.rank() - 1];
     // Sizes past this are typos, and would otherwise surface as an allocation failure.
     constexpr std::int64_t kMaxKernelElements = std::int64_t{1} << 31;
     if (units_ > kMaxKernelElements / in)
@@ -33,8 +32,13 @@ class Dense final : public Layer {
     add_variable(ctx, "kernel", kernel, [&] { return initialize(kernel_init_, kernel, in, units_, base); });
     if (use_bias_)
       add_variable(ctx, "bias", bias, [&] { return initialize(bias_init_, bias, in, units_, mix64(base + 1)); });
-    return Shape{units_};
+    Shape out = input;
+    out.set_dim(out.rank() - 1, units_);
+    return out;
   }
+
+  // Each step on its own: a mask passes through, as Keras 3's Dense passes it.
+  MaskUse mask_use() const override { return MaskUse::kPasses; }
 
   Output call(Graph& g, Output x, bool training) override {
     // Product and bias make one node, with the ReLU too; any other activation follows as its own op.
@@ -68,7 +72,9 @@ class Dense final : public Layer {
 
 std::unique_ptr<Layer> make_dense(LayerArgs& args) { return std::make_unique<Dense>(args); }
 
-void keras_dense(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+// Keras 3's Dense passes a mask on (it computes on every step, as here).
+void keras_dense(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  walk.take_mask(true);
   out["units"] = c.positive_int("units");
   out["activation"] = c.activation("activation", false);
   out["use_bias"] = c.boolean("use_bias", true);

@@ -36,7 +36,8 @@ class Dropout final : public Layer {
 
 std::unique_ptr<Layer> make_dropout(LayerArgs& args) { return std::make_unique<Dropout>(args); }
 
-void keras_dropout(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+void keras_dropout(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  walk.take_mask(true);
   const nlohmann::json* rate = c.take("rate");
   if (!rate) c.fail("rate", "missing required option rate");
   if (!rate->is_number() || rate->get<double>() < 0.0 || rate->get<double>() >= 1.0)

@@ -83,6 +83,7 @@ void keras_embedding(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) 
   c.require_false({"sparse"});
   c.require_null({"embeddings_regularizer", "activity_regularizer", "embeddings_constraint", "lora_rank"});
   walk.rank += 1;
+  walk.masked = out["mask_zero"].get<bool>();
 }
 
 }  // namespace tctl

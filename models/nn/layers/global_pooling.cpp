@@ -16,7 +16,6 @@ class GlobalPooling final : public Layer {
   GlobalPooling(LayerArgs& args, std::string type, bool max, int spatial_rank)
       : Layer(std::move(type), args.name, args.device), max_(max), spatial_rank_(spatial_rank) {
     keepdims_ = args.spec.boolean("keepdims", false);
-    if (max_ && spatial_rank_ == 1) ignore_mask_ = args.spec.boolean("ignore_mask", false);
   }
 
   Shape build(const Shape& input, const BuildContext&, const SpecReader& where) override {
@@ -32,11 +31,10 @@ class GlobalPooling final : public Layer {
   }
 
   // Over the steps a mask keeps, for the 1-D poolings (Keras' masking; the 2-D ones have no steps). Keras 3's
-  // GlobalMaxPooling1D takes no mask: it pools the padding steps too and the mask ends there. ignore_mask
-  // does the same, for the models import-keras reads.
+  // GlobalMaxPooling1D takes no mask: it pools the padding steps too and the mask ends there, which the key
+  // ignore_mask of every layer does (import-keras sets it).
   MaskUse mask_use() const override { return spatial_rank_ == 1 ? MaskUse::kConsumes : MaskUse::kRefuses; }
-  Output call_masked(Graph& g, Output x, Output mask, bool training) override {
-    if (ignore_mask_) return call(g, x, training);
+  Output call_masked(Graph& g, Output x, Output mask, bool) override {
     Output y = g.add(max_ ? "GlobalMaxPool" : "GlobalAvgPool", {x, mask});
     return keepdims_ ? g.add("Reshape", {y}, Attrs{{"shape", std::vector<std::int64_t>{1, channels_}}}) : y;
   }
@@ -67,7 +65,6 @@ class GlobalPooling final : public Layer {
   // kept steps (at least 1, so a row of padding only gives zeros), or the maximum with padding at the lowest
   // float, zeros where no step is kept.
   std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string& mask) const override {
-    if (ignore_mask_) return to_onnx(w, x);
     const std::string& n = name();
     const std::string m = w.op("Unsqueeze", n, {mask, w.int_initializer(n + "/channel_axis", {2})});  // [N, T, 1]
     const std::string count = w.op("ReduceSum", n, {m, w.int_initializer(n + "/steps_axis", {1})},
@@ -88,17 +85,12 @@ class GlobalPooling final : public Layer {
     return w.op("Reshape", n, {y, w.int_initializer(n + "/shape", {0, 1, channels_})});
   }
 
-  nlohmann::json config() const override {
-    nlohmann::json c{{"keepdims", keepdims_}};
-    if (ignore_mask_) c["ignore_mask"] = true;
-    return c;
-  }
+  nlohmann::json config() const override { return {{"keepdims", keepdims_}}; }
 
  private:
   bool max_ = false;
   int spatial_rank_ = 1;
   bool keepdims_ = false;
-  bool ignore_mask_ = false;
   std::int64_t steps_ = 0, channels_ = 0;
 };
 
@@ -117,16 +109,17 @@ std::unique_ptr<Layer> make_global_max_pooling2d(LayerArgs& args) {
   return std::make_unique<GlobalPooling>(args, "GlobalMaxPooling2D", true, 2);
 }
 
+// Keras 3's GlobalMaxPooling1D and the 2-D poolings take no mask: keras_to_spec ends one reaching them.
 void keras_global_pooling(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
   c.require_channels_last();
   out["keepdims"] = c.boolean("keepdims", false);
   if (!out["keepdims"].get<bool>()) walk.rank = 1;
 }
 
-// As Keras computes it: over every step, padding included (its GlobalMaxPooling1D takes no mask).
-void keras_global_max_pooling1d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+// GlobalAveragePooling1D averages over the steps a mask keeps, and the mask ends there.
+void keras_global_average_pooling1d(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
   keras_global_pooling(c, out, walk);
-  out["ignore_mask"] = true;
+  walk.take_mask(false);
 }
 
 }  // namespace tctl

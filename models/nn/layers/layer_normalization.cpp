@@ -63,6 +63,7 @@ class LayerNormalization final : public Layer {
 std::unique_ptr<Layer> make_layer_normalization(LayerArgs& args) { return std::make_unique<LayerNormalization>(args); }
 
 void keras_layer_normalization(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  walk.take_mask(true);
   const nlohmann::json* axis = c.take("axis");
   nlohmann::json a = axis == nullptr || axis->is_null() ? nlohmann::json(-1) : keras_list(*axis);
   if (a.is_array() && a.size() == 1) a = a[0];

@@ -101,6 +101,7 @@ void keras_token_and_position_embedding(KerasConfig& c, nlohmann::json& out, Ker
   if (!c.boolean("tie_weights", true))
     c.fail("tie_weights", "only true is supported (false adds an output projection table this model never uses)");
   walk.rank += 1;
+  walk.masked = out["mask_zero"].get<bool>();
 }
 
 }  // namespace tctl

@@ -262,7 +262,8 @@ std::string TransformerEncoder::to_onnx_masked(OnnxWriter& w, const std::string&
 std::unique_ptr<Layer> make_transformer_encoder(LayerArgs& args) { return std::make_unique<TransformerEncoder>(args); }
 
 // KerasHub's TransformerEncoder (keras_hub.layers / keras_nlp.layers).
-void keras_transformer_encoder(KerasConfig& c, nlohmann::json& out, KerasLayerWalk&) {
+void keras_transformer_encoder(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
+  walk.take_mask(true);  // its padding mask, passed on
   out["intermediate_dim"] = c.positive_int("intermediate_dim");
   out["num_heads"] = c.positive_int("num_heads");
   out["dropout"] = c.number("dropout", 0.0);

@@ -182,18 +182,44 @@ TEST_SUITE("keras_import") {
     CHECK(spec["layers"][2]["strides"] == json::array({3, 3}));
   }
 
-  TEST_CASE("GlobalMaxPooling1D pools every step, padding included, as Keras 3's (it takes no mask)") {
+  TEST_CASE("a mask reaching a layer Keras 3 gives none ends there with ignore_mask, as Keras drops it") {
+    // Keras 3 warns and drops the mask at a layer without supports_masking (Conv1D, Flatten, the poolings but
+    // GlobalAveragePooling1D); Dense, Activation, Dropout and LayerNormalization pass it on.
+    auto convert = [](const std::vector<std::string>& layers) {
+      json doc = json::parse(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [
+          {"class_name": "InputLayer", "config": {"batch_shape": [null, 6], "dtype": "int32"}},
+          {"class_name": "Embedding", "config": {"name": "embedding", "input_dim": 20, "output_dim": 4,
+           "mask_zero": true}}]}})");
+      for (const std::string& l : layers) doc["config"]["layers"].push_back(json::parse(l));
+      const json spec = keras_to_spec(doc, "m.json", keras_layer_mappings());
+      CHECK(Sequential::from_json(spec, "m.json", "", 1).param_count() > 0);
+      std::vector<bool> ignores;
+      for (const json& layer : spec.at("layers")) ignores.push_back(layer.value("ignore_mask", false));
+      return ignores;
+    };
+    const std::string dense = R"({"class_name": "Dense", "config": {"units": 3}})";
+    const std::string conv = R"({"class_name": "Conv1D", "config": {"filters": 2, "kernel_size": 2}})";
+    const std::string max_pool = R"({"class_name": "GlobalMaxPooling1D", "config": {}})";
+    const std::string lstm = R"({"class_name": "LSTM", "config": {"units": 2, "return_sequences": true}})";
+    const std::string flatten = R"({"class_name": "Flatten", "config": {}})";
+    CHECK(convert({dense, conv, max_pool, dense}) == std::vector<bool>{false, false, true, false, false});
+    CHECK(convert({lstm, max_pool}) == std::vector<bool>{false, false, true});
+    CHECK(convert({dense, flatten, dense}) == std::vector<bool>{false, false, true, false});
+    CHECK(convert({R"({"class_name": "GlobalAveragePooling1D", "config": {}})", dense}) ==
+          std::vector<bool>{false, false, false});
+    // Without a mask no layer has the key.
     const json spec = keras_to_spec(keras_file("sequence_keras3.json"), "sequence_keras3.json", keras_layer_mappings());
-    int seen = 0;
-    for (const json& layer : spec.at("layers")) {
-      if (layer.at("type") == "GlobalMaxPooling1D") {
-        CHECK(layer.at("ignore_mask") == true);
-        ++seen;
-      } else {
-        CHECK_FALSE(layer.contains("ignore_mask"));
-      }
-    }
-    CHECK(seen == 1);
+    for (const json& layer : spec.at("layers")) CHECK_FALSE(layer.contains("ignore_mask"));
+  }
+
+  TEST_CASE("a mask reaching BatchNormalization is refused: Keras 3 takes its moments over the kept steps") {
+    json doc = json::parse(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "config": {"batch_shape": [null, 6]}},
+        {"class_name": "Embedding", "config": {"input_dim": 20, "output_dim": 4, "mask_zero": true}},
+        {"class_name": "BatchNormalization", "config": {"name": "bn"}}]}})");
+    expect_refusal(doc, "config.layers[2].config", {"BatchNormalization layer \"bn\"", "kept steps"});
+    doc["config"]["layers"][1]["config"]["mask_zero"] = false;
+    CHECK(keras_to_spec(doc, "m.json", keras_layer_mappings()).at("layers").size() == 2);
   }
 
   TEST_CASE("Reshape keeps its target shape, and a later BatchNormalization's last axis follows it") {

@@ -77,6 +77,8 @@ TEST_CASE("loss_target_spec: int32 labels for the sparse loss, predictions' shap
   TensorSpec mse = loss_target_spec("mse", Shape{32, 3});
   CHECK(mse.dtype == DType::kF32);
   CHECK(mse.shape == Shape{32, 3});
+  // Outputs per step: each row's targets flat, as the data holds them.
+  CHECK(loss_target_spec("mae", Shape{-1, 5, 2}).shape == Shape{-1, 10});
 }
 
 TEST_CASE("cross-entropy after a softmax output is fused: computed from the softmax's input") {

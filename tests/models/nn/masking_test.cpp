@@ -1,7 +1,8 @@
 // Keras' masking: an Embedding with mask_zero makes id 0 padding, and the recurrent layers and the 1-D global
 // poolings after it leave the padding out. The test of that is Keras' own promise: padding a sequence, before
 // or after, changes neither the model's outputs nor its gradients. Layers that would compute on the padding
-// are refused when the model is built.
+// are refused when the model is built, unless their spec sets ignore_mask (Keras 3's warning and its
+// dropped mask).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -79,6 +80,8 @@ std::vector<std::string> masked_models() {
       R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
       R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
       R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
+      R"({"type": "Dense", "units": 4, "activation": "relu"}, {"type": "GlobalAveragePooling1D"})",
+      R"({"type": "Dense", "units": 2}, {"type": "Activation", "activation": "tanh"}, {"type": "LSTM", "units": 2})",
       R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 3},
               {"type": "GlobalAveragePooling1D"})",
       R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 1, "normalize_first": true},
@@ -122,7 +125,7 @@ TEST_CASE("a layer that would compute on the padding is refused, naming the embe
            {R"({"type": "LSTM", "units": 2, "return_sequences": true}, {"type": "Flatten"})", "layers[2]"}}) {
     CAPTURE(layers);
     testing::check_spec_error([&] { model(layers, 4); }, "model.json", where,
-                              {"does not support masking", "embedding \"embedding\" (mask_zero)"});
+                              {"does not support masking", "embedding \"embedding\" (mask_zero)", "\"ignore_mask\""});
   }
   // Used up by a recurrent layer, the mask reaches no further.
   CHECK(model(R"({"type": "LSTM", "units": 2}, {"type": "Dense", "units": 2})", 4).output_shape() == Shape{2});
@@ -168,6 +171,38 @@ TEST_CASE("GlobalMaxPooling1D with ignore_mask pools the padding too, as Keras 3
                          outputs_and_gradients(plain, rows)) > 1e-3);
 }
 
+TEST_CASE("ignore_mask: the layer computes on the padding and the mask ends there, as Keras 3 drops it") {
+  // The same model without mask_zero: the same weights (the seed and the layers' places are the same), and
+  // the padding counts in every layer.
+  auto unmasked = [](const std::string& layers) {
+    const std::string text = R"({"input_shape": [6], "layers": [{"type": "Embedding", "input_dim": 12,
+        "output_dim": 3}, )" +
+                             layers + "]}";
+    return Sequential::from_json(nlohmann::json::parse(text), "m.json", "", 5);
+  };
+  const std::vector<std::vector<float>> rows{{3, 1, 4, 0, 0, 0}, {0, 0, 9, 2, 6, 5}};
+  for (
+      const std::string layers : {
+          R"({"type": "Conv1D", "filters": 2, "kernel_size": 2, "ignore_mask": true}, {"type": "GlobalAveragePooling1D"})",
+          R"({"type": "LSTM", "units": 2, "ignore_mask": true}, {"type": "Dense", "units": 2})",
+          R"({"type": "Dense", "units": 2}, {"type": "Flatten", "ignore_mask": true})",
+      }) {
+    CAPTURE(layers);
+    const Sequential masked = model(layers, 6);
+    CHECK(worst_difference(outputs_and_gradients(masked, rows), outputs_and_gradients(unmasked(layers), rows)) == 0.0);
+  }
+  // A layer with ignore_mask before one that uses the mask: that one sees none.
+  const std::string pool =
+      R"({"type": "Dropout", "rate": 0.5, "ignore_mask": true}, {"type": "GlobalAveragePooling1D"})";
+  CHECK(worst_difference(outputs_and_gradients(model(pool, 6), rows), outputs_and_gradients(unmasked(pool), rows)) ==
+        0.0);
+  CHECK(worst_difference(outputs_and_gradients(model(R"({"type": "GlobalAveragePooling1D"})", 6), rows),
+                         outputs_and_gradients(unmasked(pool), rows)) > 1e-3);
+  // The key is kept in the resolved spec, so a run's model.json builds the same model.
+  CHECK(model(pool, 6).layers()[1]->to_json().at("ignore_mask") == true);
+  CHECK_FALSE(model(R"({"type": "Dropout", "rate": 0.5})", 6).layers()[1]->to_json().contains("ignore_mask"));
+}
+
 TEST_CASE("a masked model's ONNX export gives predict's outputs, padding before, after and between") {
   const Tensor x = Tensor::from_floats(Shape{5, 8}, std::vector<float>{3, 1, 4, 1, 5, 0, 0, 0,  //
                                                                        0, 0, 0, 9, 2, 6, 5, 3,  //
@@ -187,6 +222,8 @@ TEST_CASE("a masked model's ONNX export gives predict's outputs, padding before,
            R"({"type": "GRU", "units": 2, "zero_output_for_mask": true})",
            R"({"type": "LSTM", "units": 2, "zero_output_for_mask": true, "go_backwards": true})",
            R"({"type": "GlobalMaxPooling1D", "ignore_mask": true})",
+           R"({"type": "Conv1D", "filters": 2, "kernel_size": 3, "ignore_mask": true}, {"type": "GlobalMaxPooling1D"})",
+           R"({"type": "Dense", "units": 2, "activation": "softmax"}, {"type": "GRU", "units": 2})",
            R"({"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}})",
        }) {
     CAPTURE(layers);

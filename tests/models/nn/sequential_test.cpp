@@ -81,14 +81,14 @@ TEST_CASE("Sequential shapes: per-layer outputs, input and output") {
 }
 
 TEST_CASE("Sequential shape errors name layers[i]") {
-  expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "layers[0]",
-                    "Dense expects a flat input of shape (None, features), got (None, 4, 4)");
-  expect_spec_error(
-      R"({"input_shape": [2, 2], "layers": [{"type": "Dropout", "rate": 0.5}, {"type": "Dense", "units": 8}]})",
-      "layers[1]", "got (None, 2, 2)");
+  const std::string conv = R"({"type": "Conv1D", "filters": 2, "kernel_size": 2})";
+  expect_spec_error(R"({"input_shape": [4], "layers": [)" + conv + "]}", "layers[0]",
+                    "Conv1D expects an input of shape (None, steps, channels), got (None, 4)");
+  expect_spec_error(R"({"input_shape": [2, 2], "layers": [{"type": "Flatten"}, )" + conv + "]}", "layers[1]",
+                    "got (None, 4)");
   // Under a path prefix (a model inlined in a train config), the path carries it.
-  expect_spec_error(R"({"input_shape": [4, 4], "layers": [{"type": "Dense", "units": 8}]})", "model.layers[0]",
-                    "Dense expects a flat input", "model");
+  expect_spec_error(R"({"input_shape": [4], "layers": [)" + conv + "]}", "model.layers[0]", "Conv1D expects an input",
+                    "model");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": -1}]})", "model.layers[0].units",
                     "expected a positive integer", "model");
 }
@@ -159,9 +159,10 @@ TEST_CASE("Sequential spec errors name their JSON path") {
                     "optimizer", "unknown key (known keys here: name, input_shape, layers)");
   expect_spec_error(R"({"input_shape": [4], "layers": [3]})", "layers[0]", "expected an object, got 3");
   // Every key a layer takes is listed, `device` and `name` (read before the layer's own) included.
-  expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "unit": 3}]})", "layers[0].unit",
-                    "unknown key (known keys here: activation, bias_initializer, device, kernel_initializer, name, "
-                    "type, units, use_bias)");
+  expect_spec_error(
+      R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3, "unit": 3}]})", "layers[0].unit",
+      "unknown key (known keys here: activation, bias_initializer, device, ignore_mask, kernel_initializer, name, "
+      "type, units, use_bias)");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"units": 3}]})", "layers[0]", "missing required key \"type\"");
   expect_spec_error(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 3}, {"type": "Conv3D"}]})",
                     "layers[1].type", "unknown layer type \"Conv3D\" (known: " + join(layer_type_names()) + ")");

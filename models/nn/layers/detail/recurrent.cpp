@@ -319,6 +319,7 @@ void keras_recurrent(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk, 
   c.require_null({"kernel_regularizer", "recurrent_regularizer", "bias_regularizer", "activity_regularizer",
                   "kernel_constraint", "recurrent_constraint", "bias_constraint"});
   walk.rank = out["return_sequences"].get<bool>() ? 2 : 1;
+  walk.take_mask(out["return_sequences"].get<bool>());
 }
 
 }  // namespace tctl::detail

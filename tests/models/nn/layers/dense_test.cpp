@@ -173,8 +173,19 @@ TEST_CASE("Dense bad keys name their JSON path") {
                          "unknown value \"ones\"");
 }
 
-TEST_CASE("Dense rejects an input that is not flat, naming the layer") {
-  check_layer_spec_error(R"({"type":"Dense","units":4})", {2, 3}, "layers[0]", "(None, 2, 3)");
+TEST_CASE("Dense on a sequence or an image acts on each step or pixel, as Keras' on its last axis") {
+  // 2 x 3 x 4 multiply-adds for each of the 5 steps; the same for 2 x 3 pixels.
+  auto steps = check_layer(R"({"type":"Dense","units":4,"activation":"softmax"})", {5, 3}, {.flops_per_example = 120});
+  CHECK(steps.output_shape == Shape{5, 4});
+  CHECK(steps.layer().param_count() == (3 + 1) * 4);
+  CHECK(check_layer(R"({"type":"Dense","units":2,"use_bias":false})", {2, 3, 3}).output_shape == Shape{2, 3, 2});
+  // Each step's row gives what the same layer gives on that row alone.
+  auto seq = build_one_layer(R"({"type":"Dense","units":2,"activation":"tanh"})", {3, 2}, 9);
+  auto flat = build_one_layer(R"({"type":"Dense","units":2,"activation":"tanh"})", {2}, 9);
+  REQUIRE(kernel_of(*seq) == kernel_of(*flat));
+  const std::vector<float> rows{1, -2, 0.5f, 3, -1, 4, 2, 2, -3, 0, 1, 1};
+  CHECK(testing::run_net(*seq, Tensor::from_floats(Shape{2, 3, 2}, rows)).to_floats() ==
+        testing::run_net(*flat, Tensor::from_floats(Shape{6, 2}, rows)).to_floats());
 }
 
 TEST_CASE("Dense fuses its product, bias and ReLU into one node; other activations follow it") {

@@ -15,11 +15,12 @@ using testing::check_layer_spec_error;
 using testing::run_net;
 
 TEST_CASE("global pooling layers pass the layer checks") {
-  // GlobalMaxPooling1D imports from Keras with ignore_mask, a key Keras files do not hold (the next test case).
+  // ignore_mask is tensorctl's key (import-keras writes it where a mask reaches the layer), so a spec with
+  // it does not come back from a Keras file.
   for (const std::string spec :
        {R"("GlobalAveragePooling1D")", R"("GlobalMaxPooling1D", "ignore_mask": true)", R"("GlobalMaxPooling1D")"}) {
     CAPTURE(spec);
-    const bool keras = spec.find("Max") == std::string::npos;
+    const bool keras = spec.find("ignore_mask") == std::string::npos;
     // One operation per input element: 5 steps of 3 channels.
     auto checked = check_layer(R"({"type":)" + spec + "}", {5, 3}, {.keras = keras, .flops_per_example = 15});
     CHECK(checked.output_shape == Shape{3});
@@ -37,15 +38,18 @@ TEST_CASE("global pooling layers pass the layer checks") {
         "global_average_pooling2d");
 }
 
-TEST_CASE("Keras' GlobalMaxPooling1D imports with ignore_mask: it takes no mask there") {
-  const nlohmann::json doc = nlohmann::json::parse(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [
-      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 5, 3]}},
+TEST_CASE("Keras' GlobalMaxPooling1D takes no mask: after a masked embedding it imports with ignore_mask") {
+  nlohmann::json doc = nlohmann::json::parse(R"({"class_name": "Sequential", "config": {"name": "m", "layers": [
+      {"class_name": "InputLayer", "config": {"batch_input_shape": [null, 5]}},
+      {"class_name": "Embedding", "config": {"input_dim": 9, "output_dim": 3, "mask_zero": true}},
       {"class_name": "GlobalMaxPooling1D", "config": {"name": "pool", "keepdims": false}}]}})");
-  const nlohmann::json spec = keras_to_spec(doc, "keras.json", keras_layer_mappings());
   const nlohmann::json want = nlohmann::json::parse(R"({"type": "GlobalMaxPooling1D", "name": "pool", "keepdims": false,
       "ignore_mask": true})");
-  CHECK(spec.at("layers").at(0) == want);
-  CHECK(Sequential::from_json(spec, "keras.json", "", 1).layers()[0]->to_json() == want);
+  const nlohmann::json spec = keras_to_spec(doc, "keras.json", keras_layer_mappings());
+  CHECK(spec.at("layers").at(1) == want);
+  CHECK(Sequential::from_json(spec, "keras.json", "", 1).layers()[1]->to_json() == want);
+  doc["config"]["layers"][1]["config"]["mask_zero"] = false;
+  CHECK_FALSE(keras_to_spec(doc, "keras.json", keras_layer_mappings()).at("layers").at(1).contains("ignore_mask"));
 }
 
 TEST_CASE("global pooling takes each channel's mean or maximum over the steps or pixels") {

@@ -117,8 +117,9 @@ TEST_CASE("Parallel bad keys name their JSON path") {
   check_layer_spec_error(
       R"({"type":"Parallel","branches":[[{"type":"Dense","units":2,"name":"a"}],[{"type":"Dense","units":2,"name":"a"}]]})",
       {3}, "layers[0].branches[1][0].name", "duplicate layer name \"a\"");
-  check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Dense","units":2}],[{"type":"Delay","ms":1}]]})",
-                         {2, 2}, "layers[0].branches[0][0]", "(None, 2, 2)");
+  check_layer_spec_error(
+      R"({"type":"Parallel","branches":[[{"type":"Conv1D","filters":1,"kernel_size":1}],[{"type":"Delay","ms":1}]]})",
+      {3}, "layers[0].branches[0][0]", "Conv1D expects an input of shape (None, steps, channels), got (None, 3)");
   check_layer_spec_error(R"({"type":"Parallel","branches":[[{"type":"Delay","ms":1}],[{"type":"Delay","ms":1}]]})",
                          {2, 2}, "layers[0]", "merges by \"concat\", which needs flat branch outputs");
   // The branch at fault, and branch 0 beside it only when that is another branch.
