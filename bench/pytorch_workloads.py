@@ -188,7 +188,7 @@ def bench_train(kind, batch, steps, warmup, reps, device="cpu", precision="float
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             opt.zero_grad(set_to_none=True)
-            with torch.autocast("cuda", dtype=amp) if amp is not None else contextlib.nullcontext():
+            with torch.autocast(torch.device(device).type, dtype=amp) if amp is not None else contextlib.nullcontext():
                 loss = loss_fn(model(x), y)
             if scaler is None:
                 loss.backward()
@@ -246,7 +246,7 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cpu", help="cpu, or cuda for the GPU workloads")
     ap.add_argument("--precision", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="autocast type on cuda (bench/compare_pytorch_gpu.sh's mixed-precision rows)")
+                    help="autocast type (bench/compare_pytorch_gpu.sh's mixed-precision rows; bench/cpu_bf16.sh on the CPU)")
     ap.add_argument("--graphed", action="store_true",
                     help="forward and backward as CUDA graphs (torch.cuda.make_graphed_callables)")
     args = ap.parse_args()

@@ -2,6 +2,8 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <string_view>
 
 namespace tctl {
 
@@ -54,6 +56,21 @@ float round_to(ComputeType t, float x) {
       break;
   }
   return x;
+}
+
+bool cpu_bf16_products() {
+  static const bool bf16 = [] {
+#if defined(__x86_64__) && !defined(TCTL_AS_AVX2)
+    const char* chosen = std::getenv("TCTL_CPU_BF16");
+    if (chosen != nullptr && std::string_view(chosen) == "0") return false;
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+#else
+    return false;
+#endif
+  }();
+  return bf16;
 }
 
 }  // namespace tctl

@@ -21,4 +21,10 @@ std::string_view compute_type_name(ComputeType t);
 // operand in `t` sees. Beyond float16's range a value becomes an infinity, and NaN stays NaN. kF32: x itself.
 float round_to(ComputeType t, float x);
 
+// Whether the CPU's products run mixed_bfloat16 in bfloat16: on a processor with AVX-512 BF16
+// (kernels/cpu/bf16_product.h), unless TCTL_CPU_BF16=0 in the environment (bench_workloads compares the two
+// at one policy) or the build chooses as without AVX-512 (TENSORCTL_AS_AVX2). Elsewhere the CPU computes every
+// policy in float32.
+bool cpu_bf16_products();
+
 }  // namespace tctl

@@ -5,7 +5,9 @@
 #include <cblas.h>
 
 #include "core/ceil_div.h"
+#include "core/compute_type.h"
 #include "core/ops/fused.h"
+#include "kernels/cpu/bf16_product.h"
 #include "kernels/cpu/kernel_util.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/small_product.h"
@@ -44,7 +46,8 @@ std::int64_t cut(std::int64_t dim, std::int64_t parts, std::int64_t i) {
 }();
 
 // y = op(A) op(B), tile by tile; `finish(row, col, rows, cols)` runs on each tile right after its sgemm, by
-// the same thread, while the tile is still in cache.
+// the same thread, while the tile is still in cache. Under mixed_bfloat16, on a processor with AVX-512 BF16,
+// every tile is a bfloat16 product (bf16_product.h) in the same tiles.
 template <class Finish>
 void multiply_tiles(const KernelContext& ctx, const Product& p, Finish finish) {
   const std::int64_t m = p.rows, n = p.cols, k = p.depth;
@@ -53,6 +56,7 @@ void multiply_tiles(const KernelContext& ctx, const Product& p, Finish finish) {
                            m * n * k <= kSmallProductWork;
   const bool split = row_tiles * col_tiles > 1 || (m * n * k >= kSplitWork && !stays_whole);
   if (row_tiles * col_tiles % 2 == 1 && split) (m >= n ? row_tiles : col_tiles) += 1;
+  const bool bf16 = ctx.compute_type() == ComputeType::kBF16 && cpu_bf16_products();
   ctx.parallel_for(row_tiles * col_tiles, 1, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t t = begin; t < end; ++t) {
       const std::int64_t rt = t / col_tiles, ct = t % col_tiles;
@@ -62,7 +66,9 @@ void multiply_tiles(const KernelContext& ctx, const Product& p, Finish finish) {
       // of op(B) starts at B[0, col], or at row `col` of B when B is transposed.
       const float* a_tile = p.ta ? p.a + row : p.a + row * p.lda;
       const float* b_tile = p.tb ? p.b + col * p.ldb : p.b + col;
-      if (tile_in_place(rows, cols, k))
+      if (bf16)
+        bf16_product(p.ta, p.tb, rows, cols, k, a_tile, p.lda, b_tile, p.ldb, p.y + row * n + col, n);
+      else if (tile_in_place(rows, cols, k))
         product_in_place(p.ta, p.tb, rows, cols, k, a_tile, p.lda, b_tile, p.ldb, p.y + row * n + col, n);
       else
         cblas_sgemm(CblasRowMajor, p.ta ? CblasTrans : CblasNoTrans, p.tb ? CblasTrans : CblasNoTrans,

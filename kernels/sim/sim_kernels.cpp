@@ -59,14 +59,19 @@ void run_arithmetic(KernelContext& ctx, KernelFn arithmetic) {
     for (std::int64_t k = 0; k < x.num_elements(); ++k) to[k] = round_to(type, from[k]);
     inputs[i] = &rounded[i];
   }
+  // The rounded operands are summed by the CPU's float32 arithmetic, not by its own bfloat16 products
+  // (kernels/cpu/bf16_product.h), so sim's bits do not depend on the processor.
   ctx.set_inputs(inputs.data());
+  ctx.set_compute_type(ComputeType::kF32);
   try {
     arithmetic(ctx);
   } catch (...) {
     ctx.set_inputs(given);
+    ctx.set_compute_type(type);
     throw;
   }
   ctx.set_inputs(given);
+  ctx.set_compute_type(type);
 }
 
 // One kernel call as recorded: what its context named, with the buffers as views that own nothing (the

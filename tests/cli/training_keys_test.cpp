@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cli/cli_test_util.h"
+#include "core/compute_type.h"
 #include "models/io/safetensors.h"
 
 namespace tctl::cli_test {
@@ -114,7 +115,7 @@ TEST_SUITE("training keys") {
     expect_user_error(dir, R"(train base.json --set loss=mse --set class_weight=balanced --output bad)",
                       {"class_weight: class weights need a classification loss"});
   }
-  TEST_CASE("--precision: mixed_float16 trains float32's weights here, with its loss scale in history and summary") {
+  TEST_CASE("--precision: mixed_float16 keeps float32's weights on the CPU, mixed_bfloat16 uses AVX-512 BF16") {
     TempDir dir;
     write_config(dir);
     const CommandResult plain = run_tensorctl("train base.json --output f32 --quiet", dir.path());
@@ -132,8 +133,24 @@ TEST_SUITE("training keys") {
     CHECK(summary["train"]["skipped_steps"] == 0.0);
     CHECK_FALSE(read_json(dir / "f32" / "summary.json")["config"].contains("precision"));  // as before precisions
     const CommandResult bf16 = run_tensorctl("train base.json --precision mixed_bfloat16 --output bf16", dir.path());
-    CHECK(bf16.out.find("precision mixed_bfloat16: cpu computes it in float32") != std::string::npos);
-    CHECK(tensors(dir / "f32" / "weights.safetensors") == tensors(dir / "bf16" / "weights.safetensors"));
+    if (cpu_bf16_products()) {
+      // AVX-512 BF16: the dense products read bfloat16 (kernels/cpu/bf16_product.h), the same bits on one
+      // thread or two, near float32's accuracy.
+      CHECK(bf16.out.find("precision mixed_bfloat16: cpu's dense products read bfloat16 operands (AVX-512 BF16)") !=
+            std::string::npos);
+      CHECK(tensors(dir / "f32" / "weights.safetensors") != tensors(dir / "bf16" / "weights.safetensors"));
+      REQUIRE(run_tensorctl("train base.json --precision mixed_bfloat16 --intra-op-threads 2 --output bf16_2 --quiet",
+                            dir.path())
+                  .status == 0);
+      CHECK(read_text(dir / "bf16_2" / "weights.safetensors") == read_text(dir / "bf16" / "weights.safetensors"));
+      const auto accuracy = [&](const char* out) {
+        return read_json(dir / out / "summary.json")["test"]["accuracy"].get<double>();
+      };
+      CHECK(std::abs(accuracy("bf16") - accuracy("f32")) <= 0.01);
+    } else {
+      CHECK(bf16.out.find("precision mixed_bfloat16: cpu computes it in float32") != std::string::npos);
+      CHECK(tensors(dir / "f32" / "weights.safetensors") == tensors(dir / "bf16" / "weights.safetensors"));
+    }
     expect_user_error(dir, "train base.json --precision float16 --output bad", {"--precision", "float16"});
     expect_user_error(dir, "train base.json --set 'loss_scale={\"initial_scale\":8}' --output bad",
                       {"base.json: loss_scale: loss scaling is part of the mixed_float16 precision"});

@@ -85,9 +85,17 @@ TEST_CASE("a run's compute type rounds a product's operands on sim, as a GPU rea
   const Product sim("sim:0"), cpu("cpu");
   const std::vector<float> f32 = cpu.run(ComputeType::kF32, x, w);
   CHECK(sim.run(ComputeType::kF32, x, w) == f32);
-  // The CPU has no reduced-precision products: every type computes float32's bits there.
-  CHECK(cpu.run(ComputeType::kBF16, x, w) == f32);
+  // The CPU has no float16 products: float32's bits. Its bfloat16 products, on a processor with AVX-512 BF16,
+  // read the operands as sim does and sum them by pairs (kernels/cpu/bf16_product.h); elsewhere float32's bits.
   CHECK(cpu.run(ComputeType::kF16, x, w) == f32);
+  const std::vector<float> cpu_bf16 = cpu.run(ComputeType::kBF16, x, w);
+  if (cpu_bf16_products()) {
+    const std::vector<float> as_sim = sim.run(ComputeType::kBF16, x, w);
+    for (std::size_t i = 0; i < as_sim.size(); ++i) CHECK(cpu_bf16[i] == doctest::Approx(as_sim[i]).epsilon(1e-6));
+    CHECK(cpu_bf16 != f32);
+  } else {
+    CHECK(cpu_bf16 == f32);
+  }
   for (const ComputeType type : {ComputeType::kBF16, ComputeType::kF16}) {
     INFO(compute_type_name(type));
     const std::vector<float> got = sim.run(type, x, w);
