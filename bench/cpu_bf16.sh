@@ -12,6 +12,8 @@
 #   THREADS    space-separated thread counts (default "1 2")
 #   ROUNDS     rounds, interleaved; a value is the median over the rounds (default 3)
 #   PYTHON     the Python that has Debian's torch (default /usr/bin/python3)
+#   RESULTS    a file to append the raw JSON lines to and summarize with what it held (default a temporary
+#              one): rounds run apart add up
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${BUILD_DIR:-build}"
@@ -25,9 +27,14 @@ rounds="${ROUNDS:-3}"
 "$python" -c 'import torch' 2>/dev/null || { echo "cpu_bf16.sh: $python cannot import torch (apt-get install python3-torch)" >&2; exit 1; }
 grep -q avx512_bf16 /proc/cpuinfo || echo "cpu_bf16.sh: this processor has no AVX-512 BF16: tensorctl's mixed_bfloat16 runs float32" >&2
 
-results="$(mktemp)"
-trap 'rm -f "$results"' EXIT
+if [ -n "${RESULTS:-}" ]; then
+  results="$RESULTS"
+else
+  results="$(mktemp)"
+  trap 'rm -f "$results"' EXIT
+fi
 echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}"
+"$build/bench/bench_bf16_products"
 for ((r = 1; r <= rounds; r++)); do
   for w in $workloads; do
     for t in $threads; do

@@ -1,8 +1,8 @@
 // bfloat16 products on AVX-512 BF16 (bf16_product.h). Operands are packed per block of k as pairs of
 // bfloat16 in one 32-bit lane (the even k in the low half), the layout vdpbf16ps multiplies: b in panels of 32
-// columns, each pair of k one row of the panel; a by blocks of rows. Packing converts 16 or 32 floats per
-// instruction; the kernels below are compiled for the instruction set by attribute, in any build, and run only
-// where cpu_bf16_products() says the processor has it.
+// columns, each pair of k one row of the panel; a by blocks of 12 rows, each pair of k one vector of 16 lanes,
+// a lane per row. Packing converts 16 or 32 floats per instruction; the kernels below are compiled for the instruction
+// set by attribute, in any build, and run only where cpu_bf16_products() says the processor has it.
 #include "kernels/cpu/bf16_product.h"
 
 // GCC 12's shuffle intrinsics start from _mm512_undefined_epi32(), a self-initialized register that its
@@ -11,7 +11,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "core/ceil_div.h"
@@ -25,9 +24,11 @@ namespace {
 constexpr std::int64_t kRows = 12;
 // A panel of b's columns: two vectors of 16 sums.
 constexpr std::int64_t kPanel = 32;
-// Pairs of k per block: a panel of b is then 32 KiB, read from the first-level cache by every block of rows.
+// Pairs of k per block: a panel of b is then 32 KiB, read from the first-level cache by every block of rows
+// (bench_bf16_products: a pass over the rows per 8 panels instead, for a b that outgrows the second-level
+// cache, gained nothing on Zen 5).
 constexpr std::int64_t kPairs = 256;
-// The pairs of a transposed a's block of rows lie kLanes apart: one vector of 16 lanes per pair.
+// The pairs of a packed block of a's rows lie kLanes apart: one vector of 16 lanes per pair, a lane per row.
 constexpr std::int64_t kLanes = 16;
 
 // The first n (at most 16) lanes.
