@@ -22,9 +22,11 @@ std::string precision_note(const std::string& precision, const std::string& devi
             "'s dense products read bfloat16 operands (AVX-512 BF16) and sum in float32; convolutions, attention, "
             "recurrent steps, weights, optimizer state, reductions and losses stay float32";
   else if (on_cpu)
-    line += device + " computes it in float32 (" +
-            (precision == "mixed_bfloat16" ? "this processor has no AVX-512 BF16" : "the CPU has no float16 products") +
-            "); the weights are float32's";
+    line +=
+        device + " computes it in float32 (" +
+        (precision == "mixed_bfloat16" ? "no bfloat16 products here: they need AVX-512 BF16, and TCTL_CPU_BF16 not 0"
+                                       : "the CPU has no float16 products") +
+        "); the weights are float32's";
   else
     line += "products on " + device + " read " + std::string(compute_type_name(precision_compute_type(precision))) +
             " operands and sum in float32; weights, optimizer state, reductions and losses stay float32";
