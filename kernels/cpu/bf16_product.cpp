@@ -18,6 +18,9 @@
 #define TCTL_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 
 namespace tctl::cpu {
+// The kernels' own namespace: in a unity build (scripts/test.sh's sanitizer builds) their names meet those of
+// the other kernel files, such as kernel_util.h's kLanes.
+namespace bf16_kernels {
 namespace {
 
 // A block of a's rows: 12 x 2 vectors of sums stay in registers beside 2 vectors of b and a broadcast pair.
@@ -182,10 +185,8 @@ std::uint32_t* thread_buffer(std::vector<std::uint32_t>& buffer, std::int64_t n)
   return buffer.data();
 }
 
-}  // namespace
-
-void bf16_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
-                  std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+void product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a, std::int64_t lda,
+             const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
   if (k == 0) {
     for (std::int64_t r = 0; r < rows; ++r) std::fill(y + r * ldy, y + r * ldy + cols, 0.0f);
     return;
@@ -212,6 +213,14 @@ void bf16_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::i
                         first(cols - c0), first(cols - c0 - 16), k0 > 0);
     }
   }
+}
+
+}  // namespace
+}  // namespace bf16_kernels
+
+void bf16_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                  std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
+  bf16_kernels::product(ta, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
 }
 
 }  // namespace tctl::cpu

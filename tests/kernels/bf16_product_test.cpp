@@ -12,7 +12,7 @@ using namespace tctl;
 using tctl::testing::make_op_graph;
 using tctl::testing::random_tensor;
 
-namespace {
+namespace bf16_test {
 
 Attrs transposes(bool a, bool b) { return Attrs{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}}; }
 
@@ -57,8 +57,6 @@ double worst_error(const float* y, const float* a, const float* b, bool ta, bool
 struct Case {
   std::int64_t m, k, n;
 };
-
-}  // namespace
 
 TEST_CASE("MatMul under mixed_bfloat16 sums bfloat16 operands where the CPU has AVX-512 BF16, else float32's") {
   // 1100 rows: three 512-row tiles cut into four; k of 1025: three blocks of depth 512 (256 pairs), the last
@@ -148,3 +146,5 @@ TEST_CASE("bf16_product: every block of rows, panel width and depth, added to no
   cpu::bf16_product(false, false, 1, 1, 0, nullptr, 0, nullptr, 1, &y, 1);
   CHECK(y == 0.0f);  // an empty depth sums nothing
 }
+
+}  // namespace bf16_test
