@@ -5,9 +5,6 @@
 // set by attribute, in any build, and run only where cpu_bf16_products() says the processor has it.
 #include "kernels/cpu/bf16_product.h"
 
-// GCC 12's shuffle intrinsics start from _mm512_undefined_epi32(), a self-initialized register that its
-// -Wmaybe-uninitialized takes for an uninitialized read once inlined (a false report: every lane is written).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -57,28 +54,31 @@ TCTL_BF16_TARGET inline __m512i consecutive_pairs(const float* x, std::int64_t n
 // A 16 x 16 square of 32-bit lanes transposed in registers: lane j of row r goes to lane r of row j. Pairs
 // within each 128-bit quarter first, then quarters: 64 shuffles for 256 lanes. The lane-by-lane spread it
 // replaced held a 512 x 512 x 128 product to half this speed (bench/README.md, "bfloat16 products on the CPU").
+// The shuffles' zero-masking forms with every lane kept: GCC 12's plain forms start from
+// _mm512_undefined_epi32(), which its -Wuninitialized reports once inlined (at -O1, the sanitizer builds).
+constexpr __mmask16 kAll = 0xffff;
 TCTL_BF16_TARGET inline void transpose16(__m512i x[16]) {
   __m512i t[16];
   for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_epi32(x[i], x[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(x[i], x[i + 1]);
+    t[i] = _mm512_maskz_unpacklo_epi32(kAll, x[i], x[i + 1]);
+    t[i + 1] = _mm512_maskz_unpackhi_epi32(kAll, x[i], x[i + 1]);
   }
   // x[4g + m]'s quarter q: column 4q + m of rows 4g .. 4g + 3.
   for (int g = 0; g < 16; g += 4) {
-    x[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    x[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    x[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    x[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
+    x[g] = _mm512_maskz_unpacklo_epi64(0xff, t[g], t[g + 2]);
+    x[g + 1] = _mm512_maskz_unpackhi_epi64(0xff, t[g], t[g + 2]);
+    x[g + 2] = _mm512_maskz_unpacklo_epi64(0xff, t[g + 1], t[g + 3]);
+    x[g + 3] = _mm512_maskz_unpackhi_epi64(0xff, t[g + 1], t[g + 3]);
   }
   for (int m = 0; m < 4; ++m) {
-    const __m512i even_low = _mm512_shuffle_i32x4(x[m], x[4 + m], 0x88),
-                  odd_low = _mm512_shuffle_i32x4(x[m], x[4 + m], 0xdd);
-    const __m512i even_high = _mm512_shuffle_i32x4(x[8 + m], x[12 + m], 0x88),
-                  odd_high = _mm512_shuffle_i32x4(x[8 + m], x[12 + m], 0xdd);
-    t[m] = _mm512_shuffle_i32x4(even_low, even_high, 0x88);
-    t[8 + m] = _mm512_shuffle_i32x4(even_low, even_high, 0xdd);
-    t[4 + m] = _mm512_shuffle_i32x4(odd_low, odd_high, 0x88);
-    t[12 + m] = _mm512_shuffle_i32x4(odd_low, odd_high, 0xdd);
+    const __m512i even_low = _mm512_maskz_shuffle_i32x4(kAll, x[m], x[4 + m], 0x88);
+    const __m512i odd_low = _mm512_maskz_shuffle_i32x4(kAll, x[m], x[4 + m], 0xdd);
+    const __m512i even_high = _mm512_maskz_shuffle_i32x4(kAll, x[8 + m], x[12 + m], 0x88);
+    const __m512i odd_high = _mm512_maskz_shuffle_i32x4(kAll, x[8 + m], x[12 + m], 0xdd);
+    t[m] = _mm512_maskz_shuffle_i32x4(kAll, even_low, even_high, 0x88);
+    t[8 + m] = _mm512_maskz_shuffle_i32x4(kAll, even_low, even_high, 0xdd);
+    t[4 + m] = _mm512_maskz_shuffle_i32x4(kAll, odd_low, odd_high, 0x88);
+    t[12 + m] = _mm512_maskz_shuffle_i32x4(kAll, odd_low, odd_high, 0xdd);
   }
   for (int i = 0; i < 16; ++i) x[i] = t[i];
 }
