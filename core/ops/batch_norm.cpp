@@ -6,6 +6,11 @@
 // BatchNorm takes x [..., C], mean, variance, gamma, beta (each [C]); BatchNormGrad takes
 // (dy, x, mean, variance, gamma) and its attribute "wrt" picks the input differentiated: 0 x, 1 mean,
 // 2 variance, 3 gamma (beta's gradient is BiasAddGrad of dy). The statistics' gradients take (d stat, x).
+//
+// BatchNormMaskedMean and BatchNormMaskedVariance take (x [N, S, C], mask [N, S]) and give Keras 3's
+// masked moments, over the steps the mask holds 1 for: mean = sum m x / (sum m + 1e-7), variance =
+// sum m (x - mean)^2 / (sum m + 1e-7), Keras' epsilon in the divisor. Their gradients take (d stat, x, mask);
+// the mask gets none.
 #include "core/ops/ops.h"
 
 #include "core/autodiff.h"
@@ -43,6 +48,26 @@ std::vector<Output> batch_norm_grad(GradBuilder& g) {
 
 TensorSpec like_second(const InferContext& c) { return c.input(1); }
 
+// The mask input `i` of the masked moments of x, input `i` - 1: x's shape without its channel axis.
+void check_moments_mask(const InferContext& c, int i) {
+  c.expect_dtype(i, DType::kF32);
+  const Shape& x = c.shape(i - 1);
+  const Shape& mask = c.shape(i);
+  bool fits = mask.rank() + 1 == x.rank();
+  for (int d = 0; fits && d < mask.rank(); ++d) fits = mask[d] == x[d] || mask[d] < 0 || x[d] < 0;
+  if (!fits) c.fail("mask " + mask.to_string() + " does not fit " + x.to_string() + " without its channel axis");
+}
+
+TensorSpec masked_moments_infer(const InferContext& c) {
+  check_moments_mask(c, 1);
+  return channels_infer(c);
+}
+
+TensorSpec masked_moments_grad_infer(const InferContext& c) {
+  check_moments_mask(c, 2);
+  return c.input(1);
+}
+
 // The output is unused: the op updates its variable.
 TensorSpec assign_moving_average_infer(const InferContext& c) {
   c.expect_dtype(0, DType::kF32);
@@ -62,6 +87,16 @@ void define_batch_norm_ops() {
                  return std::vector<Output>{g.op("BatchNormVarianceGrad", {g.dy(), g.x(0)})};
                }});
   register_op({.name = "BatchNormVarianceGrad", .num_inputs = 2, .infer = like_second});
+  register_op(
+      {.name = "BatchNormMaskedMean", .num_inputs = 2, .infer = masked_moments_infer, .grad = [](GradBuilder& g) {
+         return masked_op_grad(g, "BatchNormMaskedMeanGrad");
+       }});
+  register_op({.name = "BatchNormMaskedMeanGrad", .num_inputs = 3, .infer = masked_moments_grad_infer});
+  register_op(
+      {.name = "BatchNormMaskedVariance", .num_inputs = 2, .infer = masked_moments_infer, .grad = [](GradBuilder& g) {
+         return masked_op_grad(g, "BatchNormMaskedVarianceGrad");
+       }});
+  register_op({.name = "BatchNormMaskedVarianceGrad", .num_inputs = 3, .infer = masked_moments_grad_infer});
   register_op({.name = "AssignMovingAverage", .infer = assign_moving_average_infer});
 }
 

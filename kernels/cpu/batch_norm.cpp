@@ -1,6 +1,7 @@
 // CPU kernels of batch normalization over the last axis: the batch statistics (BatchNormMean,
-// BatchNormVariance), the normalization itself (BatchNorm) and the moving-average update of the inference
-// statistics (AssignMovingAverage), with their gradients (definitions in core/ops/batch_norm.cpp).
+// BatchNormVariance, and over the steps a mask keeps, BatchNormMaskedMean and BatchNormMaskedVariance), the
+// normalization itself (BatchNorm) and the moving-average update of the inference statistics
+// (AssignMovingAverage), with their gradients (definitions in core/ops/batch_norm.cpp).
 #include <vector>
 
 #include "kernels/cpu/kernel_util.h"
@@ -89,6 +90,79 @@ void variance_grad_cpu(KernelContext& ctx) {
   });
 }
 
+// Keras 3's masked moments (BatchNormMaskedMean and BatchNormMaskedVariance, core/ops/batch_norm.cpp): over
+// the rows of x [N, S, C] whose mask [N, S] holds 1, each sum divided by the kept rows' count plus Keras'
+// epsilon, 1e-7. Sums in double, split over channels only, as the plain moments.
+constexpr double kMaskEpsilon = 1e-7;
+
+struct MaskedMoments {
+  const float* x;
+  const float* mask;
+  std::int64_t c, rows;
+  double divisor;             // sum of the mask + 1e-7
+  std::vector<double> mean;   // per channel
+  std::vector<double> shift;  // sum m (x - mean) / divisor per channel, for the variance's gradient
+};
+
+MaskedMoments masked_moments(const KernelContext& ctx, const Tensor& x, const Tensor& mask, bool shift) {
+  MaskedMoments o{x.data<float>(), mask.data<float>(), channels_of(x), 0, 0, {}, {}};
+  o.rows = x.num_elements() / o.c;
+  double kept = 0;
+  for (std::int64_t r = 0; r < o.rows; ++r) kept += o.mask[r];
+  o.divisor = kept + kMaskEpsilon;
+  o.mean.resize(static_cast<std::size_t>(o.c));
+  column_sums(ctx, o.rows, o.c, o.mean.data(),
+              [&](std::int64_t r, std::int64_t j) { return static_cast<double>(o.mask[r]) * o.x[r * o.c + j]; });
+  for (double& m : o.mean) m /= o.divisor;
+  if (shift) {
+    o.shift.resize(static_cast<std::size_t>(o.c));
+    column_sums(ctx, o.rows, o.c, o.shift.data(), [&](std::int64_t r, std::int64_t j) {
+      return o.mask[r] * (o.x[r * o.c + j] - o.mean[static_cast<std::size_t>(j)]);
+    });
+    for (double& d : o.shift) d /= o.divisor;
+  }
+  return o;
+}
+
+void masked_mean_cpu(KernelContext& ctx) {
+  const MaskedMoments o = masked_moments(ctx, ctx.input(0), ctx.input(1), false);
+  float* out = ctx.output().mutable_data<float>();
+  for (std::size_t j = 0; j < o.mean.size(); ++j) out[j] = static_cast<float>(o.mean[j]);
+}
+
+void masked_variance_cpu(KernelContext& ctx) {
+  const MaskedMoments o = masked_moments(ctx, ctx.input(0), ctx.input(1), false);
+  std::vector<double> var(static_cast<std::size_t>(o.c));
+  column_sums(ctx, o.rows, o.c, var.data(), [&](std::int64_t r, std::int64_t j) {
+    const double d = o.x[r * o.c + j] - o.mean[static_cast<std::size_t>(j)];
+    return o.mask[r] * d * d;
+  });
+  float* out = ctx.output().mutable_data<float>();
+  for (std::size_t j = 0; j < var.size(); ++j) out[j] = static_cast<float>(var[j] / o.divisor);
+}
+
+// Inputs (d mean, x, mask): a kept element gets d mean / divisor, padding nothing.
+void masked_mean_grad_cpu(KernelContext& ctx) {
+  const float* dm = ctx.input(0).data<float>();
+  const MaskedMoments o = masked_moments(ctx, ctx.input(1), ctx.input(2), false);
+  float* dx = ctx.output().mutable_data<float>();
+  for_each_row_element(ctx, o.rows, o.c, [&](std::int64_t r, std::int64_t j, std::int64_t i) {
+    dx[i] = static_cast<float>(dm[j] * o.mask[r] / o.divisor);
+  });
+}
+
+// Inputs (d var, x, mask): d var / dx_i = 2 m_i / divisor ((x_i - mean) - shift). The shift, the path through
+// the mean, is not zero here: the divisor's epsilon leaves the kept deviations' sum a little off zero.
+void masked_variance_grad_cpu(KernelContext& ctx) {
+  const float* dv = ctx.input(0).data<float>();
+  const MaskedMoments o = masked_moments(ctx, ctx.input(1), ctx.input(2), true);
+  float* dx = ctx.output().mutable_data<float>();
+  for_each_row_element(ctx, o.rows, o.c, [&](std::int64_t r, std::int64_t j, std::int64_t i) {
+    const auto k = static_cast<std::size_t>(j);
+    dx[i] = static_cast<float>(dv[j] * 2.0 * o.mask[r] / o.divisor * ((o.x[i] - o.mean[k]) - o.shift[k]));
+  });
+}
+
 // 1 / sqrt(variance + epsilon) per channel.
 std::vector<float> inverse_std(const Tensor& variance, double epsilon) {
   const float* v = variance.data<float>();
@@ -162,6 +236,9 @@ void assign_moving_average_cpu(KernelContext& ctx) {
 TCTL_REGISTER_KERNELS("cpu", {"BatchNorm", batch_norm_cpu}, {"BatchNormGrad", batch_norm_grad_cpu},
                       {"BatchNormMean", mean_cpu}, {"BatchNormMeanGrad", mean_grad_cpu},
                       {"BatchNormVariance", variance_cpu}, {"BatchNormVarianceGrad", variance_grad_cpu},
+                      {"BatchNormMaskedMean", masked_mean_cpu}, {"BatchNormMaskedMeanGrad", masked_mean_grad_cpu},
+                      {"BatchNormMaskedVariance", masked_variance_cpu},
+                      {"BatchNormMaskedVarianceGrad", masked_variance_grad_cpu},
                       {"AssignMovingAverage", assign_moving_average_cpu});
 
 }  // namespace tctl::cpu

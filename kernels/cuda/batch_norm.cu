@@ -1,6 +1,7 @@
 // CUDA kernels of batch normalization over the last axis: the batch statistics (BatchNormMean,
-// BatchNormVariance), the normalization (BatchNorm), the moving-average update (AssignMovingAverage) and
-// their gradients (definitions in core/ops/batch_norm.cpp, CPU kernels in kernels/cpu/batch_norm.cpp).
+// BatchNormVariance, and their masked forms), the normalization (BatchNorm), the moving-average update
+// (AssignMovingAverage) and their gradients (definitions in core/ops/batch_norm.cpp, CPU kernels in
+// kernels/cpu/batch_norm.cpp).
 //
 // The CPU sums each channel over the rows in row order, in double. Here one block sums 32 channels, each
 // over 32 interleaved row lanes in double, then adds the lanes in a fixed tree: the same bits on every run,
@@ -117,6 +118,12 @@ void variance_cuda(KernelContext& ctx) {
                       Average<float>{out<float>(ctx), static_cast<double>(s.rows)});
 }
 
+struct CastDoubles {
+  const double* from;
+  float* to;
+  __device__ void operator()(std::int64_t j) const { to[j] = static_cast<float>(from[j]); }
+};
+
 struct MeanGrad {
   const float* dm;
   float* dx;
@@ -152,6 +159,139 @@ void variance_grad_cuda(KernelContext& ctx) {
   launch_each(ctx, s.rows * s.channels,
               VarianceGrad{in<float>(ctx, 0), in<float>(ctx, 1), static_cast<const double*>(mean.raw_data()),
                            out<float>(ctx), s.channels, 2.0f / static_cast<float>(s.rows)});
+}
+
+// Keras 3's masked moments (BatchNormMaskedMean, BatchNormMaskedVariance): sums over the rows of x [N, S, C]
+// whose mask [N, S] holds 1, divided by the kept count plus Keras' epsilon, 1e-7; the CPU's formulas, the
+// sums in the tree above.
+constexpr double kMaskEpsilon = 1e-7;
+
+struct MaskWeight {
+  const float* mask;
+  __device__ double operator()(std::int64_t r, std::int64_t) const { return mask[r]; }
+};
+
+struct MaskedValue {
+  const float* x;
+  const float* mask;
+  std::int64_t c;
+  __device__ double operator()(std::int64_t r, std::int64_t j) const {
+    return __dmul_rn(mask[r], static_cast<double>(x[r * c + j]));
+  }
+};
+
+struct MaskedSquaredDeviation {
+  const float* x;
+  const float* mask;
+  const double* mean;
+  std::int64_t c;
+  __device__ double operator()(std::int64_t r, std::int64_t j) const {
+    const double d = __dsub_rn(x[r * c + j], mean[j]);
+    return __dmul_rn(__dmul_rn(mask[r], d), d);
+  }
+};
+
+struct MaskedDeviation {
+  const float* x;
+  const float* mask;
+  const double* mean;
+  std::int64_t c;
+  __device__ double operator()(std::int64_t r, std::int64_t j) const {
+    return __dmul_rn(mask[r], __dsub_rn(x[r * c + j], mean[j]));
+  }
+};
+
+// out[0] = sum + 1e-7: the divisor.
+struct PlusEpsilon {
+  double* out;
+  __device__ void operator()(std::int64_t, double sum) const { out[0] = __dadd_rn(sum, kMaskEpsilon); }
+};
+
+// out[j] = sum / divisor, as T.
+template <class T>
+struct OverDivisor {
+  T* out;
+  const double* divisor;
+  __device__ void operator()(std::int64_t j, double sum) const { out[j] = static_cast<T>(__ddiv_rn(sum, *divisor)); }
+};
+
+// The divisor and the per-channel masked means of x, in double scratch tensors.
+struct MaskedMeans {
+  Tensor divisor, mean;
+  const double* d() const { return static_cast<const double*>(divisor.raw_data()); }
+  const double* m() const { return static_cast<const double*>(mean.raw_data()); }
+};
+MaskedMeans masked_means(const KernelContext& ctx, const Tensor& x, const float* mask) {
+  const Rows s = rows_of(x);
+  MaskedMeans o{doubles(ctx, 1), doubles(ctx, s.channels)};
+  launch_channel_sums(ctx, s.rows, 1, MaskWeight{mask},
+                      PlusEpsilon{static_cast<double*>(o.divisor.raw_mutable_data())});
+  launch_channel_sums(ctx, s.rows, s.channels, MaskedValue{static_cast<const float*>(x.raw_data()), mask, s.channels},
+                      OverDivisor<double>{static_cast<double*>(o.mean.raw_mutable_data()), o.d()});
+  return o;
+}
+
+void masked_mean_cuda(KernelContext& ctx) {
+  const Rows s = rows_of(ctx.input(0));
+  const MaskedMeans o = masked_means(ctx, ctx.input(0), in<float>(ctx, 1));
+  launch_each(ctx, s.channels, CastDoubles{o.m(), out<float>(ctx)});
+}
+
+void masked_variance_cuda(KernelContext& ctx) {
+  const Rows s = rows_of(ctx.input(0));
+  const MaskedMeans o = masked_means(ctx, ctx.input(0), in<float>(ctx, 1));
+  launch_channel_sums(ctx, s.rows, s.channels,
+                      MaskedSquaredDeviation{in<float>(ctx, 0), in<float>(ctx, 1), o.m(), s.channels},
+                      OverDivisor<float>{out<float>(ctx), o.d()});
+}
+
+struct MaskedMeanGrad {
+  const float* dm;
+  const float* mask;
+  const double* divisor;
+  float* dx;
+  std::int64_t c;
+  __device__ void operator()(std::int64_t i) const {
+    dx[i] = static_cast<float>(__ddiv_rn(__fmul_rn(dm[i % c], mask[i / c]), *divisor));
+  }
+};
+
+// Inputs (d mean, x, mask): a kept element gets d mean / divisor, padding nothing.
+void masked_mean_grad_cuda(KernelContext& ctx) {
+  const Rows s = rows_of(ctx.input(1));
+  const MaskedMeans o = masked_means(ctx, ctx.input(1), in<float>(ctx, 2));
+  launch_each(ctx, s.rows * s.channels,
+              MaskedMeanGrad{in<float>(ctx, 0), in<float>(ctx, 2), o.d(), out<float>(ctx), s.channels});
+}
+
+struct MaskedVarianceGrad {
+  const float* dv;
+  const float* x;
+  const float* mask;
+  const double* divisor;
+  const double* mean;
+  const double* shift;
+  float* dx;
+  std::int64_t c;
+  __device__ void operator()(std::int64_t i) const {
+    const std::int64_t j = i % c;
+    const double scale = __ddiv_rn(__dmul_rn(__dmul_rn(dv[j], 2.0), mask[i / c]), *divisor);
+    dx[i] = static_cast<float>(__dmul_rn(scale, __dsub_rn(__dsub_rn(x[i], mean[j]), shift[j])));
+  }
+};
+
+// Inputs (d var, x, mask): 2 m / divisor ((x - mean) - shift) times d var, the shift sum m (x - mean) /
+// divisor (kernels/cpu/batch_norm.cpp says why it is not zero).
+void masked_variance_grad_cuda(KernelContext& ctx) {
+  const Rows s = rows_of(ctx.input(1));
+  const float* mask = in<float>(ctx, 2);
+  const MaskedMeans o = masked_means(ctx, ctx.input(1), mask);
+  Tensor shift = doubles(ctx, s.channels);
+  launch_channel_sums(ctx, s.rows, s.channels, MaskedDeviation{in<float>(ctx, 1), mask, o.m(), s.channels},
+                      OverDivisor<double>{static_cast<double*>(shift.raw_mutable_data()), o.d()});
+  launch_each(ctx, s.rows * s.channels,
+              MaskedVarianceGrad{in<float>(ctx, 0), in<float>(ctx, 1), mask, o.d(), o.m(),
+                                 static_cast<const double*>(shift.raw_data()), out<float>(ctx), s.channels});
 }
 
 // 1 / sqrt(variance + epsilon) in double, rounded to float, as the CPU computes it (both IEEE-exact).
@@ -285,6 +425,9 @@ void assign_moving_average_cuda(KernelContext& ctx) {
 TCTL_REGISTER_KERNELS("cuda", {"BatchNorm", batch_norm_cuda}, {"BatchNormGrad", batch_norm_grad_cuda},
                       {"BatchNormMean", mean_cuda}, {"BatchNormMeanGrad", mean_grad_cuda},
                       {"BatchNormVariance", variance_cuda}, {"BatchNormVarianceGrad", variance_grad_cuda},
+                      {"BatchNormMaskedMean", masked_mean_cuda}, {"BatchNormMaskedMeanGrad", masked_mean_grad_cuda},
+                      {"BatchNormMaskedVariance", masked_variance_cuda},
+                      {"BatchNormMaskedVarianceGrad", masked_variance_grad_cuda},
                       {"AssignMovingAverage", assign_moving_average_cuda});
 
 }  // namespace tctl::cuda

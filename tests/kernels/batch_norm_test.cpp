@@ -76,3 +76,48 @@ TEST_CASE("BatchNorm refuses statistics that do not match the channels, naming t
   }
   CHECK_THROWS_AS(g.add("BatchNormMean", {c4}), ShapeError);
 }
+
+TEST_CASE("the masked moments take the kept steps only, as Keras 3's, and their gradients check") {
+  // x [2, 3, 2]: row 0 keeps steps 0 and 1, row 1 step 1. The padding steps hold 1000, which any leak shows.
+  const Tensor mask = Tensor::from_floats(Shape{2, 3}, std::vector<float>{1, 1, 0, 0, 1, 0});
+  const Tensor x =
+      Tensor::from_floats(Shape{2, 3, 2}, std::vector<float>{1, 2, 3, 2, 1000, 1000, 1000, 1000, 8, 2, 1000, 1000});
+  // Channel 0 keeps 1, 3, 8; channel 1 keeps 2, 2, 2. Keras divides by the kept count plus 1e-7.
+  const double kept = 3 + 1e-7;
+  const std::vector<float> mean = run_op("BatchNormMaskedMean", {x, mask}, {}).to_floats();
+  CHECK(mean[0] == doctest::Approx(12 / kept).epsilon(1e-7));
+  CHECK(mean[1] == doctest::Approx(6 / kept).epsilon(1e-7));
+  const std::vector<float> variance = run_op("BatchNormMaskedVariance", {x, mask}, {}).to_floats();
+  const double m0 = 12 / kept, m1 = 6 / kept;
+  CHECK(variance[0] ==
+        doctest::Approx(((1 - m0) * (1 - m0) + (3 - m0) * (3 - m0) + (8 - m0) * (8 - m0)) / kept).epsilon(1e-6));
+  CHECK(variance[1] == doctest::Approx(3 * (2 - m1) * (2 - m1) / kept));
+  // All padding: zeros, as Keras' sums over nothing divided by its epsilon.
+  const Tensor none = Tensor::zeros(DType::kF32, Shape{2, 3});
+  CHECK(run_op("BatchNormMaskedMean", {x, none}, {}).to_floats() == std::vector<float>{0, 0});
+  CHECK(run_op("BatchNormMaskedVariance", {x, none}, {}).to_floats() == std::vector<float>{0, 0});
+
+  // Finite differences (a padding element gets no gradient), and the same bits on 1 and 2 threads.
+  const Tensor kMask = Tensor::from_floats(Shape{3, 4}, std::vector<float>{1, 1, 0, 1, 0, 1, 0, 0, 0, 1, 1, 0});
+  for (const char* op : {"BatchNormMaskedMean", "BatchNormMaskedVariance"}) {
+    check_op_inputs(op, {random_tensor(Shape{3, 4, 5}, 21), kMask}, {.constant_inputs = {1}});
+    const Tensor wide = random_tensor(Shape{40, 30, 200}, 22);
+    std::vector<float> thirds(1200, 1.0f);
+    for (std::size_t i = 0; i < thirds.size(); i += 3) thirds[i] = 0.0f;
+    const Tensor mask_wide = Tensor::from_floats(Shape{40, 30}, thirds);
+    CHECK(run_op(op, {wide, mask_wide}, {}, 1).to_floats() == run_op(op, {wide, mask_wide}, {}, 2).to_floats());
+  }
+}
+
+TEST_CASE("the masked moments refuse a mask that does not fit the input without its channels") {
+  Graph g;
+  const Output x = g.placeholder("x", DType::kF32, Shape{-1, 3, 2});
+  CHECK_NOTHROW(g.add("BatchNormMaskedMean", {x, g.placeholder("m", DType::kF32, Shape{-1, 3})}));
+  try {
+    g.add("BatchNormMaskedVariance", {x, g.placeholder("m4", DType::kF32, Shape{-1, 4})});
+    FAIL("expected a ShapeError");
+  } catch (const ShapeError& e) {
+    CHECK(std::string(e.what()).find("mask [?, 4] does not fit [?, 3, 2] without its channel axis") !=
+          std::string::npos);
+  }
+}

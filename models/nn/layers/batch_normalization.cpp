@@ -4,8 +4,12 @@
 // non-trainable moving_mean and moving_variance toward them, m = momentum m + (1 - momentum) batch, as
 // Keras does; inference normalizes with the moving statistics. Variables, in Keras' order: gamma (when
 // scale), beta (when center), moving_mean, moving_variance; checkpoints save all four.
+//
+// Under a padding mask (an Embedding's mask_zero), training takes the statistics over the kept steps only,
+// as Keras 3 does, and normalizes every step with them; the mask passes on.
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "models/nn/layer.h"
 #include "models/nn/layers/detail/last_axis.h"
@@ -38,15 +42,27 @@ class BatchNormalization final : public Layer {
     return input;
   }
 
-  Output call(Graph& g, Output x, bool training) override {
+  Output call(Graph& g, Output x, bool training) override { return normalize(g, x, std::nullopt, training); }
+
+  MaskUse mask_use() const override { return MaskUse::kUsesAndPasses; }
+  Output call_masked(Graph& g, Output x, Output mask, bool training) override {
+    return normalize(g, x, mask, training);
+  }
+  // Inference uses the moving statistics, whatever the mask.
+  std::string to_onnx_masked(OnnxWriter& w, const std::string& x, const std::string&) const override {
+    return to_onnx(w, x);
+  }
+
+  // x normalized with the batch's statistics in training, over the steps `mask` keeps where there is one.
+  Output normalize(Graph& g, Output x, std::optional<Output> mask, bool training) {
     std::size_t next = 0;
     const Output gamma = scale_ ? read(g, next++) : g.constant(Tensor::filled(Shape{channels_}, 1.0f));
     const Output beta = center_ ? read(g, next++) : g.constant(Tensor::zeros(DType::kF32, Shape{channels_}));
     const Attrs eps{{"epsilon", epsilon_}};
     if (!training) return g.add("BatchNorm", {x, g.read(moving_mean_), g.read(moving_variance_), gamma, beta}, eps);
 
-    const Output mean = g.add("BatchNormMean", {x});
-    const Output variance = g.add("BatchNormVariance", {x});
+    const Output mean = mask ? g.add("BatchNormMaskedMean", {x, *mask}) : g.add("BatchNormMean", {x});
+    const Output variance = mask ? g.add("BatchNormMaskedVariance", {x, *mask}) : g.add("BatchNormVariance", {x});
     // The updates are writes to the moving statistics, ordered with other uses of those variables by the
     // automatic control dependencies. Nothing consumes their outputs, so the normalized output waits for
     // them (control inputs point to earlier nodes, so the updates come first): whatever runs the layer's
@@ -95,11 +111,9 @@ class BatchNormalization final : public Layer {
 
 std::unique_ptr<Layer> make_batch_normalization(LayerArgs& args) { return std::make_unique<BatchNormalization>(args); }
 
+// Keras' BatchNormalization supports masking: its training moments leave the padding out, and the mask passes.
 void keras_batch_normalization(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk) {
-  if (walk.masked)
-    c.fail_here(
-        "a padding mask (an Embedding's mask_zero) reaches it, and Keras 3 then takes its batch moments over the "
-        "kept steps; tensorctl's BatchNormalization takes no mask");
+  walk.take_mask(true);
   // Keras writes -1 before the layer is built and the resolved index ([3] for an image) after; the index
   // counts the batch, so the last axis is `rank`.
   if (const nlohmann::json* raw = c.take("axis"); raw && !raw->is_null()) {

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/autodiff.h"
@@ -30,12 +31,13 @@ Sequential model(const std::string& layers, std::int64_t steps) {
 }
 
 // The outputs on `rows` (ids), then the gradient of sum(y * w) for w = 1, 2, 3, ... with respect to every
-// variable, flattened in variable order.
-std::vector<float> outputs_and_gradients(const Sequential& net, const std::vector<std::vector<float>>& rows) {
+// variable, flattened in variable order; in training mode where `training`.
+std::vector<float> outputs_and_gradients(const Sequential& net, const std::vector<std::vector<float>>& rows,
+                                         bool training = false) {
   auto g = std::make_shared<Graph>();
   const std::int64_t steps = static_cast<std::int64_t>(rows[0].size()), n = static_cast<std::int64_t>(rows.size());
   Output x = g->placeholder("x", DType::kF32, Shape{-1, steps});
-  Output y = net.call(*g, x, false, "cpu");
+  Output y = net.call(*g, x, training, "cpu");
   std::vector<float> weights(static_cast<std::size_t>(g->spec(y).shape[1] * n));
   for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = static_cast<float>(i % 7) + 1.0f;
   Output w = g->constant(Tensor::from_floats(Shape{n, g->spec(y).shape[1]}, weights));
@@ -67,6 +69,20 @@ double worst_difference(const std::vector<float>& a, const std::vector<float>& b
   return worst;
 }
 
+// `rows` with three padding ids after each, and with three before.
+std::pair<std::vector<std::vector<float>>, std::vector<std::vector<float>>> padded(
+    const std::vector<std::vector<float>>& rows) {
+  std::vector<std::vector<float>> after, before;
+  for (const auto& r : rows) {
+    std::vector<float> a = r, b{0, 0, 0};
+    a.insert(a.end(), {0, 0, 0});
+    b.insert(b.end(), r.begin(), r.end());
+    after.push_back(a);
+    before.push_back(b);
+  }
+  return {after, before};
+}
+
 // Models after the Embedding that use its mask: every layer that honours one, in the places it can take.
 std::vector<std::string> masked_models() {
   return {
@@ -80,6 +96,7 @@ std::vector<std::string> masked_models() {
       R"({"type": "Bidirectional", "layer": {"type": "GRU", "units": 3}, "merge_mode": "sum"})",
       R"({"type": "LayerNormalization"}, {"type": "GlobalMaxPooling1D"})",
       R"({"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 2})",
+      R"({"type": "BatchNormalization"}, {"type": "GlobalAveragePooling1D"})",
       R"({"type": "Dense", "units": 4, "activation": "relu"}, {"type": "GlobalAveragePooling1D"})",
       R"({"type": "Dense", "units": 2}, {"type": "Activation", "activation": "tanh"}, {"type": "LSTM", "units": 2})",
       R"({"type": "TransformerEncoder", "intermediate_dim": 4, "num_heads": 3},
@@ -91,20 +108,31 @@ std::vector<std::string> masked_models() {
 
 TEST_CASE("padding before or after a sequence changes neither the outputs nor the gradients") {
   const std::vector<std::vector<float>> plain{{3, 1, 4, 1, 5}, {9, 2, 6, 5, 3}, {5, 8, 9, 7, 9}};
-  std::vector<std::vector<float>> after, before;
-  for (const auto& r : plain) {
-    std::vector<float> a = r, b{0, 0, 0};
-    a.insert(a.end(), {0, 0, 0});
-    b.insert(b.end(), r.begin(), r.end());
-    after.push_back(a);
-    before.push_back(b);
-  }
+  const auto [after, before] = padded(plain);
   for (const std::string& layers : masked_models()) {
     CAPTURE(layers);
     const std::vector<float> want = outputs_and_gradients(model(layers, 5), plain);
     const Sequential padded = model(layers, 8);
     CHECK(worst_difference(outputs_and_gradients(padded, after), want) <= 1e-6);
     CHECK(worst_difference(outputs_and_gradients(padded, before), want) <= 1e-6);
+  }
+}
+
+TEST_CASE("BatchNormalization's training moments leave the padding out, as Keras 3's") {
+  // Training normalizes with the batch's moments: were the padding steps in them, padding would move every
+  // output. Rows of different lengths, padded after and before.
+  const std::vector<std::vector<float>> plain{{3, 1, 4, 1, 5}, {0, 0, 6, 5, 3}, {5, 8, 9, 7, 9}};
+  const auto [after, before] = padded(plain);
+  for (
+      const std::string layers : {
+          R"({"type": "BatchNormalization"}, {"type": "GlobalAveragePooling1D"})",
+          R"({"type": "Dense", "units": 4}, {"type": "BatchNormalization", "center": false}, {"type": "LSTM", "units": 2})",
+      }) {
+    CAPTURE(layers);
+    const std::vector<float> want = outputs_and_gradients(model(layers, 5), plain, true);
+    const Sequential padded = model(layers, 8);
+    CHECK(worst_difference(outputs_and_gradients(padded, after, true), want) <= 1e-5);
+    CHECK(worst_difference(outputs_and_gradients(padded, before, true), want) <= 1e-5);
   }
 }
 
