@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -17,6 +18,8 @@
 #include "models/io/atomic_file.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/sequential.h"
+#include "models/record/config_override.h"
+#include "models/record/precision.h"
 #include "models/run/output_check.h"
 #include "models/train/model_builder.h"
 
@@ -30,6 +33,7 @@ struct ProfileFlags {
   std::string mode = "traced";
   std::string trace;
   std::string loss;
+  std::optional<std::string> precision;
   ProfileOptions options;
   bool ops = false;
   bool json = false;
@@ -246,6 +250,15 @@ bool choose_loss(const ProfileFlags& f, TrainConfig& config, ProfileOptions& opt
   return fell_back;
 }
 
+// `config` at `precision`, as `train --precision` sets it: a train config read again with the key overridden
+// (so a conflict is the key's error), a model spec's defaults with the policy set.
+TrainConfig with_precision(TrainConfig config, const std::string& precision) {
+  if (!config.spec_only) return load_train_config(config.file, std::vector{parse_override("precision=" + precision)});
+  config.precision = precision;
+  config.optimizer.loss_scale.dynamic = precision == "mixed_float16";
+  return config;
+}
+
 // Every configuration of the sweep profiled, by mode, then inter-op, then intra-op threads.
 std::vector<ProfileReport> profile_sweep(const TrainConfig& config, const ProfileOptions& options,
                                          const std::vector<bool>& eager_modes, const std::vector<int>& inters,
@@ -282,6 +295,7 @@ int run_profile(const ProfileFlags& f) {
   check_output_keeps_inputs(f.trace, "--trace", {f.path});
 
   TrainConfig config = load_model_file(f.path);
+  if (f.precision) config = with_precision(std::move(config), *f.precision);
   ProfileOptions options = f.options;
   const bool fell_back = choose_loss(f, config, options);
   check_training_memory(Sequential::check(config.model_spec, config.model_file, config.model_path), options.batch_size,
@@ -303,21 +317,25 @@ int run_profile(const ProfileFlags& f) {
                                        {"batch_size", options.batch_size},
                                        {"forward_only", options.forward_only},
                                        {"loss", config.loss.empty() ? nlohmann::json() : nlohmann::json(config.loss)},
+                                       {"precision", config.precision},
                                        {"runs", reports_json(reports)}}
                             .dump(2)
                             .c_str());
     return 0;
   }
+  if (const std::string note = precision_note(config.precision, config.device); !note.empty())
+    std::printf("%s\n", note.c_str());
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
     const ProfileReport& r = reports[(m + 1) * reports.size() / eager_modes.size() - 1];
-    std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d\n",
+    std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d%s\n",
                 m > 0 ? "\n" : "", printable_line(f.path).c_str(), static_cast<long long>(options.batch_size),
                 static_cast<long long>(options.iterations), static_cast<long long>(options.warmup),
                 fell_back              ? "forward only (the default loss does not fit this model's output; --loss NAME "
                                          "profiles training)"
                 : options.forward_only ? "forward only"
                                        : "training step",
-                mode_name(r), r.inter_op_threads, r.intra_op_threads);
+                mode_name(r), r.inter_op_threads, r.intra_op_threads,
+                config.precision == "float32" ? "" : (", " + config.precision).c_str());
     print_layers(r, f.ops);
   }
   if (reports.size() > 1) print_sweep(reports, eager_modes.size() > 1);
@@ -344,6 +362,9 @@ void define_flags(CLI::App& cmd, ProfileFlags& f) {
   cmd.add_option("--intra-op-threads", f.intra, "Intra-op thread counts, a comma list for a sweep (default 1)");
   cmd.add_option("--mode", f.mode, "traced (one graph per step, the default), eager (op by op), or both side by side");
   cmd.add_flag("--forward-only", f.options.forward_only, "Profile inference only");
+  cmd.add_option("--precision", f.precision,
+                 "Precision policy, as a config's \"precision\": float32, mixed_bfloat16 or mixed_float16")
+      ->check(CLI::IsMember(precision_names()));
   cmd.add_option("--loss", f.loss,
                  "The loss of the training step (a model spec names none: without this, the default loss where it fits "
                  "the model's output, else forward only)")

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/compute_type.h"
 #include "core/errors.h"
 #include "core/graph.h"
 
@@ -47,7 +48,8 @@ class CpuDevice final : public Device {
     return {{"processor", cpu_model()},
             {"cores", std::to_string(std::thread::hardware_concurrency())},
             {"simd", simd_supported()},
-            {"built for", simd_built_for()}};
+            {"built for", simd_built_for()},
+            {"bf16 products", bf16_products()}};
   }
 
  private:
@@ -81,6 +83,17 @@ class CpuDevice final : public Device {
     return "AVX";
 #else
     return "SSE2";
+#endif
+  }
+  // Whether mixed_bfloat16's dense products run in bfloat16 here (kernels/cpu/bf16_product.h), and if not,
+  // why: the same test as the run's precision line.
+  static std::string bf16_products() {
+    if (cpu_bf16_products()) return "yes";
+#if defined(TCTL_AS_AVX2)
+    return "no (an AVX2 build)";
+#else
+    const char* off = std::getenv("TCTL_CPU_BF16");
+    return off != nullptr && std::string(off) == "0" ? "no (TCTL_CPU_BF16=0)" : "no (needs AVX-512 BF16)";
 #endif
   }
   static void copy(void* dst, const void* src, std::size_t bytes) {

@@ -8,6 +8,8 @@
 #include <cstdlib>
 
 #include "cli/cli_test_util.h"
+#include "core/compute_type.h"
+#include "models/scoped_env.h"
 
 using namespace tctl::cli_test;
 
@@ -239,6 +241,13 @@ TEST_CASE("tensorctl devices lists the CPU, the simulated devices, and CUDA's de
   REQUIRE(doc.at("devices").size() >= 3);
   CHECK(doc["devices"][0]["name"] == "cpu");
   CHECK(doc["devices"][0].contains("simd"));
+  // Whether mixed_bfloat16's products run in bfloat16 here, as the run's precision line decides it.
+  CHECK((doc["devices"][0]["bf16 products"] == "yes") == tctl::cpu_bf16_products());
+  if (tctl::cpu_bf16_products()) {
+    const tctl::testing::ScopedEnv keep_float32("TCTL_CPU_BF16", "0");
+    const CommandResult off = run_tensorctl("devices", dir.path());
+    CHECK(off.out.find(", bf16 products no (TCTL_CPU_BF16=0),") != std::string::npos);
+  }
   CHECK(doc["devices"][1]["name"] == "sim:0");
   for (const auto& d : doc["devices"])
     if (d["name"].get<std::string>().rfind("cuda:", 0) == 0) CHECK(d.contains("compute capability"));

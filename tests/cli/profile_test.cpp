@@ -44,6 +44,39 @@ TEST_CASE("profile of a bare model spec runs on random inputs; --json has every 
   for (const auto& l : run.at("layers")) CHECK_FALSE(l.contains("device"));
 }
 
+TEST_CASE("profile runs a config's precision or --precision's, and says which") {
+  TempDir dir;
+  const std::string spec = quoted(source_path("configs/models/iris_mlp.json"));
+  const std::string digits = nlohmann::json(source_path("configs/models/digits_mlp.json").string()).dump();
+  const auto precision_of = [&](const std::string& args) {
+    const CommandResult r = run_tensorctl("profile " + args + " --iterations 1 --warmup 0 --json", dir.path());
+    REQUIRE(r.status == 0);
+    return parse_json(r.out).at("precision").get<std::string>();
+  };
+  CHECK(precision_of(spec) == "float32");
+  CHECK(precision_of(spec + " --precision mixed_bfloat16") == "mixed_bfloat16");
+  // A config's own policy, and the flag over it, as `train --precision` overrides the key.
+  dir.write("half.json", R"({"model": )" + digits +
+                             R"(, "data": {"dataset": "digits"}, "precision": "mixed_float16", "epochs": 1})");
+  CHECK(precision_of("half.json") == "mixed_float16");
+  CHECK(precision_of("half.json --precision float32") == "float32");
+  // The table's header names the policy, and the run's precision line says what the CPU makes of it.
+  const CommandResult text =
+      run_tensorctl("profile " + spec + " --precision mixed_float16 --iterations 1 --warmup 0", dir.path());
+  REQUIRE(text.status == 0);
+  CHECK(text.out.find("precision mixed_float16: cpu computes it in float32") != std::string::npos);
+  CHECK(text.out.find(", intra-op 1, mixed_float16\n") != std::string::npos);
+  CHECK(run_tensorctl("profile " + spec + " --iterations 1 --warmup 0", dir.path()).out.find("precision ") ==
+        std::string::npos);
+  // A conflict is the config key's error, as under train.
+  dir.write("accumulate.json", R"({"model": )" + digits +
+                                   R"(, "data": {"dataset": "digits"}, "optimizer": {"type": "sgd",
+                                   "gradient_accumulation_steps": 2}})");
+  expect_user_error(dir, "profile accumulate.json --precision mixed_float16",
+                    {"accumulate.json: precision: mixed_float16's loss scaling skips a step whole"});
+  expect_user_error(dir, "profile " + spec + " --precision float16", {"--precision", "float16"});
+}
+
 TEST_CASE("a profile with hidden layers on sim:0 shows device time per layer and a sim:0 stream track with copies") {
   TempDir dir;
   dir.write("sim.json", R"({"name": "digits_mlp", "input_shape": [64], "layers": [

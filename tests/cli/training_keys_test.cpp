@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <optional>
 #include <string>
 
 #include "cli/cli_test_util.h"
 #include "core/compute_type.h"
 #include "models/io/safetensors.h"
+#include "models/scoped_env.h"
 
 namespace tctl::cli_test {
 namespace {
@@ -151,15 +150,10 @@ TEST_SUITE("training keys") {
       };
       CHECK(std::abs(accuracy("bf16") - accuracy("f32")) <= 0.01);
       // TCTL_CPU_BF16=0 keeps float32 on such a processor: float32's very weights, and the line says so.
-      const char* before = std::getenv("TCTL_CPU_BF16");
-      const std::optional<std::string> kept = before != nullptr ? std::optional<std::string>(before) : std::nullopt;
-      setenv("TCTL_CPU_BF16", "0", 1);
-      const CommandResult off =
-          run_tensorctl("train base.json --precision mixed_bfloat16 --output bf16_off", dir.path());
-      if (kept)
-        setenv("TCTL_CPU_BF16", kept->c_str(), 1);
-      else
-        unsetenv("TCTL_CPU_BF16");
+      const CommandResult off = [&] {
+        const tctl::testing::ScopedEnv keep_float32("TCTL_CPU_BF16", "0");
+        return run_tensorctl("train base.json --precision mixed_bfloat16 --output bf16_off", dir.path());
+      }();
       CHECK(off.out.find("precision mixed_bfloat16: cpu computes it in float32 (no bfloat16 products here") !=
             std::string::npos);
       CHECK(tensors(dir / "f32" / "weights.safetensors") == tensors(dir / "bf16_off" / "weights.safetensors"));

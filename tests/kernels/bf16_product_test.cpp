@@ -9,24 +9,12 @@
 #include "kernels/op_test_util.h"
 
 using namespace tctl;
-using tctl::testing::make_op_graph;
 using tctl::testing::random_tensor;
+using tctl::testing::run_op;
+using tctl::testing::run_op_at;
+using tctl::testing::transposes;
 
 namespace bf16_test {
-
-Attrs transposes(bool a, bool b) { return Attrs{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}}; }
-
-// `op` on `inputs` with its products at `type`, on `intra` threads.
-Tensor run_at(ComputeType type, const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra,
-              const std::string& device = "cpu") {
-  tctl::testing::OpGraph o = make_op_graph(op, inputs, attrs, device);
-  ThreadPool inter(1), pool(intra, /*ignore_grain=*/intra > 1);
-  SessionOptions options;
-  options.compute_type = type;
-  Session s(o.graph, inter, pool, options);
-  std::vector<Output> fetch{o.y};
-  return s.run(o.feeds, fetch)[0];
-}
 
 bool same_bits(const Tensor& x, const Tensor& y) {
   return x.shape() == y.shape() &&
@@ -70,9 +58,9 @@ TEST_CASE("MatMul under mixed_bfloat16 sums bfloat16 operands where the CPU has 
         CAPTURE(tb);
         const Tensor a = random_tensor(ta ? Shape{c.k, c.m} : Shape{c.m, c.k}, 1);
         const Tensor b = random_tensor(tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 2);
-        const Tensor f32 = run_at(ComputeType::kF32, "MatMul", {a, b}, transposes(ta, tb), 1);
-        const Tensor one = run_at(ComputeType::kBF16, "MatMul", {a, b}, transposes(ta, tb), 1);
-        const Tensor two = run_at(ComputeType::kBF16, "MatMul", {a, b}, transposes(ta, tb), 2);
+        const Tensor f32 = run_op_at(ComputeType::kF32, "MatMul", {a, b}, transposes(ta, tb), 1);
+        const Tensor one = run_op_at(ComputeType::kBF16, "MatMul", {a, b}, transposes(ta, tb), 1);
+        const Tensor two = run_op_at(ComputeType::kBF16, "MatMul", {a, b}, transposes(ta, tb), 2);
         CHECK(same_bits(one, two));
         if (!cpu_bf16_products()) {
           CHECK(same_bits(one, f32));
@@ -88,19 +76,19 @@ TEST_CASE("MatMul under mixed_bfloat16 sums bfloat16 operands where the CPU has 
 TEST_CASE("FusedMatMul under mixed_bfloat16 adds its bias and ReLU to MatMul's bfloat16 product") {
   const Tensor x = random_tensor(Shape{70, 300}, 3), w = random_tensor(Shape{300, 45}, 4),
                bias = random_tensor(Shape{45}, 5);
-  const Tensor product = run_at(ComputeType::kBF16, "MatMul", {x, w}, {}, 1);
-  const Tensor biased = tctl::testing::run_op("BiasAdd", {product, bias}, {});
-  const Tensor relu = tctl::testing::run_op("Relu", {biased}, {});
+  const Tensor product = run_op_at(ComputeType::kBF16, "MatMul", {x, w}, {}, 1);
+  const Tensor biased = run_op("BiasAdd", {product, bias}, {});
+  const Tensor relu = run_op("Relu", {biased}, {});
   CHECK(same_bits(
-      run_at(ComputeType::kBF16, "FusedMatMul", {x, w, bias}, Attrs{{"activation", std::string("relu")}}, 2), relu));
+      run_op_at(ComputeType::kBF16, "FusedMatMul", {x, w, bias}, Attrs{{"activation", std::string("relu")}}, 2), relu));
 }
 
 TEST_CASE("convolutions stay float32 under mixed_bfloat16 on the CPU, im2col's products too") {
   // A 1 x 5 kernel over 40 channels: 200 taps, past the direct sums, so its products are im2col's sgemm.
   const Tensor x = random_tensor(Shape{2, 6, 9, 40}, 10), k = random_tensor(Shape{1, 5, 40, 16}, 11);
   const Attrs attrs{{"strides", std::vector<std::int64_t>{1, 1}}, {"padding", std::string("same")}};
-  CHECK(same_bits(run_at(ComputeType::kBF16, "Conv2D", {x, k}, attrs, 1),
-                  run_at(ComputeType::kF32, "Conv2D", {x, k}, attrs, 1)));
+  CHECK(same_bits(run_op_at(ComputeType::kBF16, "Conv2D", {x, k}, attrs, 1),
+                  run_op_at(ComputeType::kF32, "Conv2D", {x, k}, attrs, 1)));
 }
 
 TEST_CASE("sim's bfloat16 products are float32 sums of the rounded operands on any processor") {
@@ -111,8 +99,8 @@ TEST_CASE("sim's bfloat16 products are float32 sums of the rounded operands on a
     for (std::int64_t i = 0; i < t.num_elements(); ++i) p[i] = round_to(ComputeType::kBF16, p[i]);
     return t;
   };
-  CHECK(same_bits(run_at(ComputeType::kBF16, "MatMul", {a, b}, {}, 1, "sim:0"),
-                  run_at(ComputeType::kF32, "MatMul", {rounded(a.clone()), rounded(b.clone())}, {}, 1)));
+  CHECK(same_bits(run_op_at(ComputeType::kBF16, "MatMul", {a, b}, {}, 1, "sim:0"),
+                  run_op_at(ComputeType::kF32, "MatMul", {rounded(a.clone()), rounded(b.clone())}, {}, 1)));
 }
 
 TEST_CASE("bf16_product: every block of rows, panel width and depth, added to nothing that was in y") {

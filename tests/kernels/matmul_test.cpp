@@ -13,9 +13,9 @@ using tctl::testing::check_op;
 using tctl::testing::OpCheck;
 using tctl::testing::random_tensor;
 using tctl::testing::run_op;
+using tctl::testing::transposes;
 
 namespace {
-Attrs transposes(bool a, bool b) { return Attrs{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}}; }
 
 // Plain triple loop in double, the reference.
 std::vector<double> naive(const Tensor& a, const Tensor& b, bool ta, bool tb) {

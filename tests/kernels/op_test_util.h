@@ -171,21 +171,34 @@ inline OpGraph make_op_graph(const std::string& op, const std::vector<Tensor>& i
   return o;
 }
 
-// Runs `op` on `inputs`; returns its output. `intra` sets the intra-op thread count; with more than one, the
-// pool ignores the kernels' grains, so even small inputs are cut over the threads and a comparison with one
-// thread compares a parallel run (else both would run on one thread below the split size).
-inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1,
-                     const std::string& device = "cpu") {
+// MatMul's attributes for op(a) = a^T when `a`, op(b) = b^T when `b`.
+inline Attrs transposes(bool a, bool b) {
+  return Attrs{{"transpose_a", std::int64_t{a}}, {"transpose_b", std::int64_t{b}}};
+}
+
+// Runs `op` on `inputs` with its products at `type` (a precision policy's compute type); returns its output.
+// `intra` sets the intra-op thread count; with more than one, the pool ignores the kernels' grains, so even
+// small inputs are cut over the threads and a comparison with one thread compares a parallel run (else both
+// would run on one thread below the split size).
+inline Tensor run_op_at(ComputeType type, const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs,
+                        int intra = 1, const std::string& device = "cpu") {
   OpGraph o = make_op_graph(op, inputs, attrs, device);
   ThreadPool inter(1), pool(intra, /*ignore_grain=*/intra > 1);
   SessionOptions options;
   options.placement.strict = true;
+  options.compute_type = type;
   Session s(o.graph, inter, pool, options);
   std::vector<Output> fetch{o.y};
   RunOptions ro;
   ro.step = 3;
   Tensor out = s.run(o.feeds, fetch, {}, ro)[0];
   return out;
+}
+
+// run_op_at in float32, the default precision.
+inline Tensor run_op(const std::string& op, const std::vector<Tensor>& inputs, const Attrs& attrs, int intra = 1,
+                     const std::string& device = "cpu") {
+  return run_op_at(ComputeType::kF32, op, inputs, attrs, intra, device);
 }
 
 // The op on the test device against the CPU's result `cpu`, element by element.

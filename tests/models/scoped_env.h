@@ -1,4 +1,5 @@
-// An environment variable set for one scope of a models test (TENSORCTL_MEMORY_LIMIT), restored after.
+// An environment variable set for one scope of a test (TENSORCTL_MEMORY_LIMIT, TCTL_CPU_BF16 for the commands a
+// CLI test starts), restored after.
 #pragma once
 
 #include <cstdlib>
