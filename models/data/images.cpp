@@ -41,12 +41,6 @@ bool has_image_extension(const std::string& path) {
 
 namespace {
 
-// 0.2989 R + 0.5870 G + 0.1140 B, rounded to the nearest byte, as tf.image.rgb_to_grayscale weighs them.
-std::uint8_t gray_of(const std::uint8_t* rgb) {
-  const float y = 0.2989f * rgb[0] + 0.5870f * rgb[1] + 0.1140f * rgb[2];
-  return static_cast<std::uint8_t>(std::min(255.0f, std::nearbyint(y)));
-}
-
 bool size_fits(std::int64_t height, std::int64_t width) {
   return height >= 1 && width >= 1 && height <= kMaxImageSide && width <= kMaxImageSide &&
          height * width <= kMaxImagePixels;
@@ -59,18 +53,17 @@ void check_size(std::int64_t height, std::int64_t width, const std::string& file
                                 height, kMaxImageSide, kMaxImagePixels));
 }
 
-// `rgba` (4 channels, or 2 for gray and alpha when `gray_source`) into `image`'s channels, alpha dropped.
-void from_rgba(const std::vector<std::uint8_t>& rgba, bool gray_source, DecodedImage& image) {
+// `rgba` (4 channels, or 2 for gray and alpha when `gray_rows`) into `image`'s channels, alpha dropped. Gray
+// rows serve 1 channel, or 3 copies; RGBA rows serve 3 (libpng made gray where 1 was asked for).
+void from_rgba(const std::vector<std::uint8_t>& rgba, bool gray_rows, DecodedImage& image) {
   const std::int64_t pixels = image.height * image.width;
   image.pixels.resize(static_cast<std::size_t>(pixels * image.channels));
   std::uint8_t* out = image.pixels.data();
   const std::uint8_t* in = rgba.data();
   for (std::int64_t i = 0; i < pixels; ++i) {
-    if (gray_source) {
+    if (gray_rows) {
       const std::uint8_t g = in[2 * i];
       for (int c = 0; c < image.channels; ++c) *out++ = g;
-    } else if (image.channels == 1) {
-      *out++ = gray_of(in + 4 * i);
     } else {
       std::memcpy(out, in + 4 * i, 3);
       out += 3;
@@ -105,10 +98,12 @@ void png_no_warning(png_structp, png_const_charp) {}
 // Every PNG type as 8-bit gray and alpha or RGBA, with libpng's transforms as TensorFlow's decode_png sets them
 // (so as Keras reads a file): palettes and low bit depths expanded, tRNS made alpha, 16-bit samples cut to
 // their high byte (png_set_strip_16), and no gamma correction: a gAMA chunk, or a 16-bit file libpng's
-// simplified API would take for linear light, changes no value (a 16-bit 0x8000 reads 128). Returns false
-// with r.message set on a damaged file, or on a picture too large (r.too_large). Whatever changes after the
-// setjmp lives in r or behind the references, never in this function's own variables.
-bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_source, std::vector<std::uint8_t>& pixels,
+// simplified API would take for linear light, changes no value (a 16-bit 0x8000 reads 128). A colour file
+// read for 1 channel is made gray by libpng's rgb_to_gray with decode_png's weights, 0.299 and 0.587.
+// `gray_rows` says which layout came out. Returns false with r.message set on a damaged file, or on a
+// picture too large (r.too_large). Whatever changes after the setjmp lives in r or behind the references,
+// never in this function's own variables.
+bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_rows, std::vector<std::uint8_t>& pixels,
                     std::vector<png_bytep>& rows) {
   png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &r, png_error_exit, png_no_warning);
   if (png == nullptr) throw RuntimeError("libpng could not start reading a PNG file");
@@ -129,14 +124,16 @@ bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_source, std::vec
   }
   const std::int64_t height = image.height, width = image.width;
   const int color = png_get_color_type(png, info);
-  gray_source = (color & PNG_COLOR_MASK_COLOR) == 0;
+  const bool gray_source = (color & PNG_COLOR_MASK_COLOR) == 0;
+  gray_rows = gray_source || image.channels == 1;
   png_set_expand(png);  // palette to RGB, gray below 8 bits to 8, tRNS to alpha
   png_set_strip_16(png);
+  if (!gray_source && image.channels == 1) png_set_rgb_to_gray(png, PNG_ERROR_ACTION_NONE, 0.299, 0.587);
   if ((color & PNG_COLOR_MASK_ALPHA) == 0 && !png_get_valid(png, info, PNG_INFO_tRNS))
     png_set_add_alpha(png, 0xff, PNG_FILLER_AFTER);
   png_set_interlace_handling(png);
   png_read_update_info(png, info);
-  const std::size_t stride = static_cast<std::size_t>(width) * (gray_source ? 2 : 4);
+  const std::size_t stride = static_cast<std::size_t>(width) * (gray_rows ? 2 : 4);
   if (png_get_rowbytes(png, info) != stride) png_error(png, "an unexpected layout after libpng's transforms");
   pixels.resize(stride * static_cast<std::size_t>(height));
   rows.resize(static_cast<std::size_t>(height));
@@ -152,14 +149,14 @@ DecodedImage decode_png(std::string_view bytes, int channels, const std::string&
     throw SpecError(file, "", "not a PNG file libpng can read: no PNG signature");
   DecodedImage image;
   image.channels = channels;
-  bool gray_source = false;
+  bool gray_rows = false;
   std::vector<std::uint8_t> rgba;
   std::vector<png_bytep> rows;
-  if (!decode_png_raw(r, image, gray_source, rgba, rows)) {
+  if (!decode_png_raw(r, image, gray_rows, rgba, rows)) {
     if (r.too_large) check_size(image.height, image.width, file);
     throw SpecError(file, "", std::string("a damaged PNG file: ") + r.message);
   }
-  from_rgba(rgba, gray_source, image);
+  from_rgba(rgba, gray_rows, image);
   return image;
 }
 
@@ -189,8 +186,11 @@ struct JpegOutput {
   void* context;
 };
 
-// Decodes into 1 or 3 channels; returns false with `error->message` set on a libjpeg error.
-bool decode_jpeg_raw(const unsigned char* data, std::size_t size, JpegOutput output, JpegError* error) {
+// Decodes as TensorFlow's decode_image does (so as Keras reads a file): `channels` 1 asks libjpeg for gray,
+// which is a colour file's luma (Y) as stored, and the integer fast DCT (JDCT_IFAST), TensorFlow's default.
+// A gray file gives 1 channel, any other 3 (RGB) unless gray was asked for; decode_jpeg converts to the
+// channels asked for. Returns false with `error->message` set on a libjpeg error.
+bool decode_jpeg_raw(const unsigned char* data, std::size_t size, int channels, JpegOutput output, JpegError* error) {
   jpeg_decompress_struct info;
   info.err = jpeg_std_error(&error->manager);
   error->manager.error_exit = jpeg_error_exit;
@@ -202,8 +202,10 @@ bool decode_jpeg_raw(const unsigned char* data, std::size_t size, JpegOutput out
   jpeg_create_decompress(&info);
   jpeg_mem_src(&info, data, static_cast<unsigned long>(size));
   jpeg_read_header(&info, TRUE);
-  // A gray file is read as gray, any other as RGB; decode_jpeg converts to the channels asked for.
-  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE ? JCS_GRAYSCALE : JCS_RGB;
+  // libjpeg makes gray of gray, YCbCr and RGB files only; a CMYK one is read as is and refused after.
+  const bool cmyk = info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK;
+  info.out_color_space = info.jpeg_color_space == JCS_GRAYSCALE || (channels == 1 && !cmyk) ? JCS_GRAYSCALE : JCS_RGB;
+  info.dct_method = JDCT_IFAST;
   // A progressive file's coefficients are held whole, about 2 bytes a pixel per component, allocated by
   // jpeg_start_decompress: a picture past the limits is refused before it, from its header (a forged 566-byte
   // file asked for 2.6 GB there, images_fuzz), and libjpeg's own allocations are capped, which makes any
@@ -253,16 +255,10 @@ DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string
       &context};
   JpegError error{};
   const auto* data = reinterpret_cast<const unsigned char*>(bytes.data());
-  if (!decode_jpeg_raw(data, bytes.size(), output, &error))
+  if (!decode_jpeg_raw(data, bytes.size(), channels, output, &error))
     throw SpecError(file, "", std::string("a JPEG file libjpeg cannot read: ") + error.message);
   DecodedImage& image = context.image;
   if (image.channels == channels) return std::move(image);
-  if (image.channels == 3 && channels == 1) {
-    DecodedImage gray{image.height, image.width, 1, {}};
-    gray.pixels.resize(static_cast<std::size_t>(image.height * image.width));
-    for (std::size_t i = 0; i < gray.pixels.size(); ++i) gray.pixels[i] = gray_of(&image.pixels[3 * i]);
-    return gray;
-  }
   if (image.channels == 1 && channels == 3) {
     DecodedImage rgb{image.height, image.width, 3, {}};
     rgb.pixels.resize(image.pixels.size() * 3);

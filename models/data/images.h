@@ -4,8 +4,9 @@
 // Keras' channels_last), flattened.
 //
 //   image_size     [height, width] every image is resized to (Keras' default 256 x 256)
-//   color_mode     "rgb" (3 channels; a gray image repeated in each) or "grayscale" (1; a color image weighed
-//                  0.2989 R + 0.5870 G + 0.1140 B as tf.image.rgb_to_grayscale does)
+//   color_mode     "rgb" (3 channels; a gray image repeated in each) or "grayscale" (1; a color image made
+//                  gray as tf.io.decode_image makes it: a PNG by libpng's rgb_to_gray at 0.299 R + 0.587 G +
+//                  0.114 B, a JPEG by libjpeg as its luma)
 //   interpolation  "bilinear" (the default) or "nearest", with tf.image.resize's half-pixel centres and no
 //                  antialiasing, so a downscaled image samples as TensorFlow's does
 //

@@ -1,5 +1,5 @@
-// Images as data: PNG and JPEG decoded to the channels asked for (alpha dropped, colour weighed to gray as
-// tf.image.rgb_to_grayscale does), resized as tf.image.resize does (half-pixel centres, bilinear or nearest),
+// Images as data: PNG and JPEG decoded to the channels asked for (alpha dropped, colour made gray as
+// TensorFlow's decode_image makes it), resized as tf.image.resize does (half-pixel centres, bilinear or nearest),
 // loaded on worker threads with the same result as on one, and class folders listed as
 // image_dataset_from_directory lists them; damaged files refused naming the file.
 #include <filesystem>
@@ -33,6 +33,19 @@ std::vector<float> resized(const DecodedImage& image, std::int64_t h, std::int64
   return out;
 }
 
+// `png` without its colour-space chunks (sRGB, gAMA, cHRM, iCCP): a file that states no gamma.
+std::string without_colour_space(const std::string& png) {
+  std::string out = png.substr(0, 8);
+  for (std::size_t at = 8; at + 12 <= png.size();) {
+    const auto* b = reinterpret_cast<const unsigned char*>(png.data() + at);
+    const std::size_t length = (std::size_t{b[0]} << 24) | (std::size_t{b[1]} << 16) | (std::size_t{b[2]} << 8) | b[3];
+    const std::string type = png.substr(at + 4, 4);
+    if (type != "sRGB" && type != "gAMA" && type != "cHRM" && type != "iCCP") out += png.substr(at, length + 12);
+    at += length + 12;
+  }
+  return out;
+}
+
 DecodedImage gray(std::int64_t h, std::int64_t w, std::vector<std::uint8_t> pixels) {
   return DecodedImage{h, w, 1, std::move(pixels)};
 }
@@ -61,9 +74,14 @@ TEST_SUITE("images") {
     CHECK(rgb.height == 2);
     CHECK(rgb.width == 2);
     CHECK(rgb.pixels == std::vector<std::uint8_t>{255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30});
-    // round(0.2989 * 255) = 76, round(0.587 * 255) = 150, round(0.114 * 255) = 29, 0.2989*10 + 0.587*20 + 0.114*30
+    // Gray as TensorFlow's decode_png makes it: libpng's rgb_to_gray, weights 0.299 and 0.587 (0.114 for
+    // blue). This file states sRGB, so libpng weighs in linear light (through its 1/2.2 gamma tables): pure
+    // red gives 255 * 0.299^(1 / 2.2) = 147, green 200, blue 95; dark values lose to the 8-bit tables.
     const DecodedImage g = decode_image(file, 1, "a.png");
-    CHECK(g.pixels == std::vector<std::uint8_t>{76, 150, 29, 18});
+    CHECK(g.pixels == std::vector<std::uint8_t>{147, 200, 95, 21});
+    // A file that states no gamma is weighed as stored, truncated (libpng's integer weights 9797, 19234 and
+    // 3737 of 32768): 76, 149 (where rounding 0.587 * 255 would give 150), 29, 18.
+    CHECK(decode_image(without_colour_space(file), 1, "a.png").pixels == std::vector<std::uint8_t>{76, 149, 29, 18});
     const DecodedImage repeated = decode_image(png_file(2, 1, PNG_FORMAT_GRAY, {7, 200}), 3, "g.png");
     CHECK(repeated.pixels == std::vector<std::uint8_t>{7, 7, 7, 200, 200, 200});
     CHECK(decode_image(png_file(2, 1, PNG_FORMAT_GA, {7, 0, 200, 255}), 1, "ga.png").pixels ==
@@ -80,8 +98,25 @@ TEST_SUITE("images") {
     CHECK(std::abs(rgb.pixels[1] - 40) <= 3);
     CHECK(std::abs(rgb.pixels[2] - 10) <= 3);
     const DecodedImage weighed = decode_image(jpeg_file(16, 8, 3, solid(16, 8, {200, 40, 10})), 1, "c.jpg");
-    CHECK(std::abs(weighed.pixels[5] - 84) <= 3);  // 0.2989*200 + 0.587*40 + 0.114*10 = 84.1
+    CHECK(std::abs(weighed.pixels[5] - 84) <= 3);  // the luma 0.299*200 + 0.587*40 + 0.114*10 = 84.4
     CHECK(decode_image(jpeg_file(4, 4, 1, solid(4, 4, {50})), 3, "g.jpg").pixels.size() == 48);
+  }
+
+  TEST_CASE("a colour JPEG read as gray is its luma as stored, as TensorFlow asks libjpeg for it") {
+    // Stripes one pixel wide of red and of blue: their chroma, stored at half resolution, blurs, and RGB
+    // decoded from it clips, so gray weighed from that RGB misses the stripes' luma (0.299 * 255 = 76 and
+    // 0.114 * 255 = 29) by far more than the luma's own loss.
+    std::vector<std::uint8_t> stripes;
+    for (int i = 0; i < 16 * 16; ++i) {
+      const bool red = i % 2 == 0;
+      stripes.insert(stripes.end(), {std::uint8_t(red ? 255 : 0), 0, std::uint8_t(red ? 0 : 255)});
+    }
+    const DecodedImage g = decode_image(jpeg_file(16, 16, 3, stripes, 100), 1, "stripes.jpg");
+    REQUIRE(g.pixels.size() == 256);
+    int worst = 0;
+    for (std::size_t i = 0; i < g.pixels.size(); ++i)
+      worst = std::max(worst, std::abs(g.pixels[i] - (i % 2 == 0 ? 76 : 29)));
+    CHECK(worst <= 3);
   }
 
   TEST_CASE("damaged, foreign and oversized files are refused naming the file") {
