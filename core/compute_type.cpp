@@ -58,19 +58,24 @@ float round_to(ComputeType t, float x) {
   return x;
 }
 
-bool cpu_bf16_products() {
-  static const bool bf16 = [] {
-#if defined(__x86_64__) && !defined(TCTL_AS_AVX2)
+std::string cpu_bf16_absence() {
+  static const std::string absence = []() -> std::string {
+#if defined(TCTL_AS_AVX2)
+    return "an AVX2 build";
+#elif defined(__x86_64__)
     const char* chosen = std::getenv("TCTL_CPU_BF16");
-    if (chosen != nullptr && std::string_view(chosen) == "0") return false;
+    if (chosen != nullptr && std::string_view(chosen) == "0") return "TCTL_CPU_BF16=0";
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl");
+    const bool has = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                     __builtin_cpu_supports("avx512vl");
+    return has ? "" : "needs AVX-512 BF16";
 #else
-    return false;
+    return "needs AVX-512 BF16";
 #endif
   }();
-  return bf16;
+  return absence;
 }
+
+bool cpu_bf16_products() { return cpu_bf16_absence().empty(); }
 
 }  // namespace tctl

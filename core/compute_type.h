@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tctl {
@@ -26,5 +27,7 @@ float round_to(ComputeType t, float x);
 // at one policy) or the build chooses as without AVX-512 (TENSORCTL_AS_AVX2). Elsewhere the CPU computes every
 // policy in float32.
 bool cpu_bf16_products();
+// Why cpu_bf16_products() is false here ("TCTL_CPU_BF16=0", "an AVX2 build", "needs AVX-512 BF16"), or "".
+std::string cpu_bf16_absence();
 
 }  // namespace tctl

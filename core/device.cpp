@@ -88,13 +88,8 @@ class CpuDevice final : public Device {
   // Whether mixed_bfloat16's dense products run in bfloat16 here (kernels/cpu/bf16_product.h), and if not,
   // why: the same test as the run's precision line.
   static std::string bf16_products() {
-    if (cpu_bf16_products()) return "yes";
-#if defined(TCTL_AS_AVX2)
-    return "no (an AVX2 build)";
-#else
-    const char* off = std::getenv("TCTL_CPU_BF16");
-    return off != nullptr && std::string(off) == "0" ? "no (TCTL_CPU_BF16=0)" : "no (needs AVX-512 BF16)";
-#endif
+    const std::string absence = cpu_bf16_absence();
+    return absence.empty() ? "yes" : "no (" + absence + ")";
   }
   static void copy(void* dst, const void* src, std::size_t bytes) {
     if (bytes != 0) std::memcpy(dst, src, bytes);

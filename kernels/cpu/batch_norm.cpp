@@ -104,12 +104,17 @@ struct MaskedMoments {
   std::vector<double> shift;  // sum m (x - mean) / divisor per channel, for the variance's gradient
 };
 
-MaskedMoments masked_moments(const KernelContext& ctx, const Tensor& x, const Tensor& mask, bool shift) {
-  MaskedMoments o{x.data<float>(), mask.data<float>(), channels_of(x), 0, 0, {}, {}};
-  o.rows = x.num_elements() / o.c;
+// The kept rows' count plus 1e-7: the mask's sum, in order.
+double mask_divisor(const Tensor& mask) {
+  const float* m = mask.data<float>();
   double kept = 0;
-  for (std::int64_t r = 0; r < o.rows; ++r) kept += o.mask[r];
-  o.divisor = kept + kMaskEpsilon;
+  for (std::int64_t r = 0; r < mask.num_elements(); ++r) kept += m[r];
+  return kept + kMaskEpsilon;
+}
+
+MaskedMoments masked_moments(const KernelContext& ctx, const Tensor& x, const Tensor& mask, bool shift) {
+  MaskedMoments o{x.data<float>(), mask.data<float>(), channels_of(x), 0, mask_divisor(mask), {}, {}};
+  o.rows = x.num_elements() / o.c;
   o.mean.resize(static_cast<std::size_t>(o.c));
   column_sums(ctx, o.rows, o.c, o.mean.data(),
               [&](std::int64_t r, std::int64_t j) { return static_cast<double>(o.mask[r]) * o.x[r * o.c + j]; });
@@ -144,10 +149,13 @@ void masked_variance_cpu(KernelContext& ctx) {
 // Inputs (d mean, x, mask): a kept element gets d mean / divisor, padding nothing.
 void masked_mean_grad_cpu(KernelContext& ctx) {
   const float* dm = ctx.input(0).data<float>();
-  const MaskedMoments o = masked_moments(ctx, ctx.input(1), ctx.input(2), false);
+  const Tensor& x = ctx.input(1);
+  const float* mask = ctx.input(2).data<float>();
+  const std::int64_t c = channels_of(x), rows = x.num_elements() / c;
+  const double divisor = mask_divisor(ctx.input(2));
   float* dx = ctx.output().mutable_data<float>();
-  for_each_row_element(ctx, o.rows, o.c, [&](std::int64_t r, std::int64_t j, std::int64_t i) {
-    dx[i] = static_cast<float>(dm[j] * o.mask[r] / o.divisor);
+  for_each_row_element(ctx, rows, c, [&](std::int64_t r, std::int64_t j, std::int64_t i) {
+    dx[i] = static_cast<float>(dm[j] * mask[r] / divisor);
   });
 }
 

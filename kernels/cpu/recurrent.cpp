@@ -374,7 +374,7 @@ void recurrence_param_grad_cpu(KernelContext& ctx) {
         const float* rows = recurrent_rows(d, dxp, ws, i, 1, buffer);
         // In place where small_product takes it: sgemm's kernels of 8 floats ran this product (128 x 512,
         // depth 199) at 89 GFLOP/s on Zen 5, the 16-float in-place ones at 144 (bench_workloads
-        // lstm_text_b64: 800 -> 842 samples/s, bench/README.md "Recurrent kernel gradient in place").
+        // lstm_text_b64: 655-658 -> 793-845 samples/s, bench/README.md "Recurrent kernel gradient in place").
         product_in_place(true, false, d.units, d.columns, d.steps - 1, plane(ws, d, 0, i, 0), d.units, rows, d.columns,
                          product, d.columns);
         if (m != nullptr) drop.fill(m, i, 1, d.units);

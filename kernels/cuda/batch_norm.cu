@@ -118,12 +118,6 @@ void variance_cuda(KernelContext& ctx) {
                       Average<float>{out<float>(ctx), static_cast<double>(s.rows)});
 }
 
-struct CastDoubles {
-  const double* from;
-  float* to;
-  __device__ void operator()(std::int64_t j) const { to[j] = static_cast<float>(from[j]); }
-};
-
 struct MeanGrad {
   const float* dm;
   float* dx;
@@ -215,34 +209,38 @@ struct OverDivisor {
   __device__ void operator()(std::int64_t j, double sum) const { out[j] = static_cast<T>(__ddiv_rn(sum, *divisor)); }
 };
 
-// The divisor and the per-channel masked means of x, in double scratch tensors.
-struct MaskedMeans {
-  Tensor divisor, mean;
-  const double* d() const { return static_cast<const double*>(divisor.raw_data()); }
-  const double* m() const { return static_cast<const double*>(mean.raw_data()); }
-};
-MaskedMeans masked_means(const KernelContext& ctx, const Tensor& x, const float* mask) {
+// The kept rows' count plus 1e-7, one double on the device.
+Tensor mask_divisor(const KernelContext& ctx, std::int64_t rows, const float* mask) {
+  Tensor divisor = doubles(ctx, 1);
+  launch_channel_sums(ctx, rows, 1, MaskWeight{mask}, PlusEpsilon{static_cast<double*>(divisor.raw_mutable_data())});
+  return divisor;
+}
+
+const double* as_doubles(const Tensor& t) { return static_cast<const double*>(t.raw_data()); }
+
+// The per-channel masked means of x in double, in a scratch tensor.
+Tensor masked_means(const KernelContext& ctx, const Tensor& x, const float* mask, const double* divisor) {
   const Rows s = rows_of(x);
-  MaskedMeans o{doubles(ctx, 1), doubles(ctx, s.channels)};
-  launch_channel_sums(ctx, s.rows, 1, MaskWeight{mask},
-                      PlusEpsilon{static_cast<double*>(o.divisor.raw_mutable_data())});
+  Tensor mean = doubles(ctx, s.channels);
   launch_channel_sums(ctx, s.rows, s.channels, MaskedValue{static_cast<const float*>(x.raw_data()), mask, s.channels},
-                      OverDivisor<double>{static_cast<double*>(o.mean.raw_mutable_data()), o.d()});
-  return o;
+                      OverDivisor<double>{static_cast<double*>(mean.raw_mutable_data()), divisor});
+  return mean;
 }
 
 void masked_mean_cuda(KernelContext& ctx) {
   const Rows s = rows_of(ctx.input(0));
-  const MaskedMeans o = masked_means(ctx, ctx.input(0), in<float>(ctx, 1));
-  launch_each(ctx, s.channels, CastDoubles{o.m(), out<float>(ctx)});
+  const Tensor divisor = mask_divisor(ctx, s.rows, in<float>(ctx, 1));
+  launch_channel_sums(ctx, s.rows, s.channels, MaskedValue{in<float>(ctx, 0), in<float>(ctx, 1), s.channels},
+                      OverDivisor<float>{out<float>(ctx), as_doubles(divisor)});
 }
 
 void masked_variance_cuda(KernelContext& ctx) {
   const Rows s = rows_of(ctx.input(0));
-  const MaskedMeans o = masked_means(ctx, ctx.input(0), in<float>(ctx, 1));
+  const Tensor divisor = mask_divisor(ctx, s.rows, in<float>(ctx, 1));
+  const Tensor mean = masked_means(ctx, ctx.input(0), in<float>(ctx, 1), as_doubles(divisor));
   launch_channel_sums(ctx, s.rows, s.channels,
-                      MaskedSquaredDeviation{in<float>(ctx, 0), in<float>(ctx, 1), o.m(), s.channels},
-                      OverDivisor<float>{out<float>(ctx), o.d()});
+                      MaskedSquaredDeviation{in<float>(ctx, 0), in<float>(ctx, 1), as_doubles(mean), s.channels},
+                      OverDivisor<float>{out<float>(ctx), as_doubles(divisor)});
 }
 
 struct MaskedMeanGrad {
@@ -259,9 +257,9 @@ struct MaskedMeanGrad {
 // Inputs (d mean, x, mask): a kept element gets d mean / divisor, padding nothing.
 void masked_mean_grad_cuda(KernelContext& ctx) {
   const Rows s = rows_of(ctx.input(1));
-  const MaskedMeans o = masked_means(ctx, ctx.input(1), in<float>(ctx, 2));
+  const Tensor divisor = mask_divisor(ctx, s.rows, in<float>(ctx, 2));
   launch_each(ctx, s.rows * s.channels,
-              MaskedMeanGrad{in<float>(ctx, 0), in<float>(ctx, 2), o.d(), out<float>(ctx), s.channels});
+              MaskedMeanGrad{in<float>(ctx, 0), in<float>(ctx, 2), as_doubles(divisor), out<float>(ctx), s.channels});
 }
 
 struct MaskedVarianceGrad {
@@ -285,13 +283,14 @@ struct MaskedVarianceGrad {
 void masked_variance_grad_cuda(KernelContext& ctx) {
   const Rows s = rows_of(ctx.input(1));
   const float* mask = in<float>(ctx, 2);
-  const MaskedMeans o = masked_means(ctx, ctx.input(1), mask);
+  const Tensor divisor = mask_divisor(ctx, s.rows, mask);
+  const Tensor mean = masked_means(ctx, ctx.input(1), mask, as_doubles(divisor));
   Tensor shift = doubles(ctx, s.channels);
-  launch_channel_sums(ctx, s.rows, s.channels, MaskedDeviation{in<float>(ctx, 1), mask, o.m(), s.channels},
-                      OverDivisor<double>{static_cast<double*>(shift.raw_mutable_data()), o.d()});
+  launch_channel_sums(ctx, s.rows, s.channels, MaskedDeviation{in<float>(ctx, 1), mask, as_doubles(mean), s.channels},
+                      OverDivisor<double>{static_cast<double*>(shift.raw_mutable_data()), as_doubles(divisor)});
   launch_each(ctx, s.rows * s.channels,
-              MaskedVarianceGrad{in<float>(ctx, 0), in<float>(ctx, 1), mask, o.d(), o.m(),
-                                 static_cast<const double*>(shift.raw_data()), out<float>(ctx), s.channels});
+              MaskedVarianceGrad{in<float>(ctx, 0), in<float>(ctx, 1), mask, as_doubles(divisor), as_doubles(mean),
+                                 as_doubles(shift), out<float>(ctx), s.channels});
 }
 
 // 1 / sqrt(variance + epsilon) in double, rounded to float, as the CPU computes it (both IEEE-exact).
