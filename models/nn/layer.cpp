@@ -110,7 +110,9 @@ std::string layer_name_stem(const std::string& type) {
 }
 
 void LayerNamer::reserve(const nlohmann::json& l) {
-  if (l.is_object() && l.contains("name") && l["name"].is_string()) given_.insert(l["name"].get<std::string>());
+  if (!l.is_object()) return;
+  if (l.contains("name") && l["name"].is_string()) given_.insert(l["name"].get<std::string>());
+  if (l.contains("layer")) reserve(l["layer"]);  // a wrapper's layer takes its name from the same scope
 }
 
 std::string LayerNamer::next(const nlohmann::json& l) {
@@ -125,7 +127,7 @@ std::string LayerNamer::next(const nlohmann::json& l) {
   return name;
 }
 
-std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name) {
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name, LayerNamer* namer) {
   std::string type = spec.string("type");
   const LayerEntry* entry = nullptr;
   for (const auto& e : kLayers)
@@ -148,7 +150,7 @@ std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name
     spec.skip("device");  // so an unknown key's message lists it among the known
   }
   const bool ignore_mask = spec.boolean("ignore_mask", false);
-  LayerArgs args{spec, name, device};
+  LayerArgs args{spec, name, device, namer};
   auto layer = entry->factory(args);
   layer->ignore_mask_ = ignore_mask;
   spec.finish();

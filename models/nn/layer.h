@@ -23,6 +23,8 @@
 
 namespace tctl {
 
+class LayerNamer;
+
 // Keras masking (an Embedding's mask_zero): what a layer does with the mask of its input's padding steps when
 // there is one. kRefuses: the model is refused at build (the layer would compute on the padding); kPasses: it
 // passes the mask on untouched (Dropout); kConsumes: it uses the mask and its output has none (a recurrent
@@ -130,7 +132,7 @@ class Layer {
     for (const auto& v : child.variables()) variables_.push_back(v);
   }
 
-  friend std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name);
+  friend std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name, LayerNamer* namer);
 
  private:
   std::string type_;
@@ -147,14 +149,18 @@ struct LayerArgs {
   SpecReader& spec;
   std::string name;
   std::string device;
+  // The scope's automatic names, for a wrapper to name the layer it wraps as Keras does (null: a scope of its
+  // own).
+  LayerNamer* namer = nullptr;
 };
 using LayerFactory = std::unique_ptr<Layer> (*)(LayerArgs& args);
 // The Keras mappings of the layers that have one, by Keras class name (the layer's type), for keras_to_spec.
 const KerasLayerMappings& keras_layer_mappings();
 
 // Builds the layer described by `spec` (a "type" key and the type's own keys); an unknown type is an error
-// listing the known ones. `auto_name` is used when the spec has no "name".
-std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name);
+// listing the known ones. `auto_name` is used when the spec has no "name"; `namer`, the scope's, names the layer
+// a wrapper (Bidirectional) holds.
+std::unique_ptr<Layer> make_layer(SpecReader& spec, const std::string& auto_name, LayerNamer* namer = nullptr);
 std::vector<std::string> layer_type_names();
 // "Dense" -> "dense", "MaxPooling2D" -> "max_pooling2d": the Keras stem of automatic names.
 std::string layer_name_stem(const std::string& type);

@@ -65,7 +65,7 @@ Sequential Sequential::build_layers(const nlohmann::json& spec, const std::strin
   std::string mask_from;  // the layer whose mask reaches the next layer, or ""
   for (std::size_t i = 0; i < layers.size(); ++i) {
     SpecReader reader(layers[i], file, top.path_of("layers") + "[" + std::to_string(i) + "]");
-    auto layer = make_layer(reader, namer.next(layers[i]));
+    auto layer = make_layer(reader, namer.next(layers[i]), &namer);
     if (!names.insert(layer->name()).second) reader.fail("name", "duplicate layer name \"" + layer->name() + "\"");
     layer->set_locking_mode(locking);
     check_mask(*layer, mask_from, reader);

@@ -5,9 +5,10 @@
 // stderr together, in any order, as a pipe may reorder them; a sample may leave lines out). Numbers are
 // compared by their form, not their value (timings and last digits vary by machine): each number reads as
 // 9, so "0.090 ms" is "9.9 ms" and "1,234" is "9"; NaN and infinity read alike; a signed percentage reads as
-// "±9.9%" (a measured difference such as the profiler's overhead falls either side of zero). Table columns
-// that are deterministic (Param #, MFLOP, Output Shape) compare exactly. HTML comments just above a block
-// steer it:
+// "±9.9%" (a measured difference such as the profiler's overhead falls either side of zero); a step's time
+// reads the same in any unit ("254us/step" and "1ms/step" are alike: train picks the unit by the time).
+// Table columns that are deterministic (Param #, MFLOP, Output Shape) compare exactly. HTML comments just
+// above a block steer it:
 //   <!-- test: skip WHY -->     the block is not run (hardware-specific output, mpirun, a Ctrl-C)
 //   <!-- test: run COMMAND -->  a shell command run first, its output ignored (a run the sample needs)
 //   <!-- test: vary TEXT -->    lines holding TEXT are not compared (a race's outcome differs run to run)
@@ -112,9 +113,13 @@ std::string collapse(const std::string& s) {
   static const std::regex non_finite("\\b(NaN|nan|infinity|inf)\\b");
   // A difference measured as a percentage may come out either side of zero from one run to the next.
   static const std::regex signed_percent("[+-]([0-9][0-9.,]*%)");
+  // Keras' progress line scales a step's time to its unit, so a loaded machine turns "254us/step" into
+  // "1ms/step".
+  static const std::regex step_time("\\b9(us|ms|s)/step");
   std::string out = std::regex_replace(s, non_finite, "<non-finite>");
   out = std::regex_replace(out, signed_percent, "±$1");
   out = std::regex_replace(out, digits, "9");
+  out = std::regex_replace(out, step_time, "9<time>/step");
   out = std::regex_replace(out, rules, "-");
   out = std::regex_replace(out, spaces, " ");
   while (!out.empty() && out.back() == ' ') out.pop_back();
@@ -227,6 +232,14 @@ PageLinks links_of(const std::string& page) {
 }
 
 }  // namespace
+
+TEST_CASE("a step's time compares in any unit, other times and numbers by their form") {
+  CHECK(collapse("41/41 - 0s - 254us/step - loss: 1.4887") == collapse("41/41 - 1s - 1ms/step - loss: 0.5"));
+  CHECK(collapse("2/2 - 3s - 2s/step") == collapse("2/2 - 0s - 812us/step"));
+  CHECK(collapse("forward 0.090 ms") != collapse("forward 0.090 us"));
+  CHECK(collapse("254us/step") != collapse("254us/epoch"));
+  CHECK(collapse("accuracy 0.9276") != collapse("accuracy 9276"));
+}
 
 TEST_CASE("every sample in the README and docs/ is what the program prints") {
   TempDir d;

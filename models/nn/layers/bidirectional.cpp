@@ -6,7 +6,9 @@
 //   {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 64}, "merge_mode": "concat"}
 //
 // The two layers are named "forward_<name>" and "backward_<name>" after the wrapped layer's name, as Keras
-// names them, and their variables "<bidirectional>/forward_lstm/kernel", ...: the forward layer's first.
+// names them, and their variables "<bidirectional>/forward_lstm/kernel", ...: the forward layer's first. An
+// unnamed wrapped layer takes its automatic name from the model's scope, as in Keras, where it is made before
+// its wrapper: [Bidirectional(LSTM), LSTM] names the wrapped one lstm and the next lstm_1.
 #include "models/nn/layers/detail/recurrent.h"
 
 namespace tctl {
@@ -25,7 +27,8 @@ class Bidirectional final : public Layer {
     if (!is_recurrent_type(inner))
       throw SpecError(file_, path_, "Bidirectional wraps a SimpleRNN, LSTM or GRU layer, got " + describe_json(inner));
     merge_ = args.spec.one_of("merge_mode", {"concat", "sum", "ave", "mul"}, "concat");
-    LayerNamer namer;
+    LayerNamer own;
+    LayerNamer& namer = args.namer != nullptr ? *args.namer : own;
     const std::string inner_name = inner.contains("name") && inner.at("name").is_string()
                                        ? inner.at("name").get<std::string>()
                                        : namer.next(inner);

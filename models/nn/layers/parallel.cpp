@@ -44,7 +44,7 @@ class Parallel final : public Layer {
       for (std::size_t j = 0; j < spec[i].size(); ++j) {
         const nlohmann::json& l = spec[i][j];
         SpecReader reader(l, file_, layer_path(i, j));
-        auto layer = make_layer(reader, namer.next(l));
+        auto layer = make_layer(reader, namer.next(l), &namer);
         if (!names.insert(layer->name()).second)
           reader.fail("name", "duplicate layer name \"" + layer->name() + "\" in Parallel layer \"" + name() + "\"");
         branches_[i].push_back(std::move(layer));

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 
 #include "core/errors.h"
@@ -59,6 +60,27 @@ TEST_CASE("Sequential automatic names step around names the spec gives") {
   Sequential first = parse(R"({"input_shape": [4], "layers": [
       {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3, "name": "dense"}]})");
   CHECK(names_of(first) == std::vector<std::string>{"dense_1", "dense"});
+}
+
+TEST_CASE("Sequential names a Bidirectional's wrapped layer in the model's scope, as Keras makes it first") {
+  // Keras: Sequential([Embedding, Bidirectional(LSTM), Bidirectional(LSTM), LSTM]) names the wrapped layers
+  // lstm and lstm_1 and the last lstm_2; each wrapper's two directions are forward_ and backward_ them.
+  Sequential net = parse(R"({"input_shape": [5], "layers": [{"type": "Embedding", "input_dim": 9, "output_dim": 2},
+      {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}},
+      {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}},
+      {"type": "LSTM", "units": 2}]})");
+  CHECK(names_of(net) == std::vector<std::string>{"embedding", "bidirectional", "bidirectional_1", "lstm_2"});
+  std::vector<std::string> vars;
+  for (const auto& v : net.variables()) vars.push_back(v->name());
+  CHECK(std::find(vars.begin(), vars.end(), "bidirectional/forward_lstm/kernel") != vars.end());
+  CHECK(std::find(vars.begin(), vars.end(), "bidirectional_1/backward_lstm_1/kernel") != vars.end());
+  CHECK(net.to_json()["layers"][2]["layer"]["name"] == "lstm_1");
+  // A name the spec gives, to a wrapped layer or to a model's, is stepped around.
+  Sequential given = parse(R"({"input_shape": [5], "layers": [{"type": "Embedding", "input_dim": 9, "output_dim": 2},
+      {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "return_sequences": true}},
+      {"type": "Bidirectional", "layer": {"type": "LSTM", "units": 2, "name": "lstm", "return_sequences": true}},
+      {"type": "LSTM", "units": 2, "name": "lstm_1"}]})");
+  CHECK(given.to_json()["layers"][1]["layer"]["name"] == "lstm_2");
 }
 
 TEST_CASE("Sequential rejects duplicate layer names at the later layer") {
