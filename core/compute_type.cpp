@@ -58,7 +58,7 @@ float round_to(ComputeType t, float x) {
   return x;
 }
 
-std::string cpu_bf16_absence() {
+const std::string& cpu_bf16_absence() {
   static const std::string absence = []() -> std::string {
 #if defined(TCTL_AS_AVX2)
     return "an AVX2 build";
@@ -76,6 +76,7 @@ std::string cpu_bf16_absence() {
   return absence;
 }
 
+// Read on every MatMul under mixed_bfloat16: a reference to the decided reason, no copy.
 bool cpu_bf16_products() { return cpu_bf16_absence().empty(); }
 
 }  // namespace tctl

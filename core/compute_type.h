@@ -28,6 +28,6 @@ float round_to(ComputeType t, float x);
 // policy in float32.
 bool cpu_bf16_products();
 // Why cpu_bf16_products() is false here ("TCTL_CPU_BF16=0", "an AVX2 build", "needs AVX-512 BF16"), or "".
-std::string cpu_bf16_absence();
+const std::string& cpu_bf16_absence();
 
 }  // namespace tctl

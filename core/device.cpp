@@ -88,7 +88,7 @@ class CpuDevice final : public Device {
   // Whether mixed_bfloat16's dense products run in bfloat16 here (kernels/cpu/bf16_product.h), and if not,
   // why: the same test as the run's precision line.
   static std::string bf16_products() {
-    const std::string absence = cpu_bf16_absence();
+    const std::string& absence = cpu_bf16_absence();
     return absence.empty() ? "yes" : "no (" + absence + ")";
   }
   static void copy(void* dst, const void* src, std::size_t bytes) {
