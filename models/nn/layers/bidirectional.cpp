@@ -133,7 +133,10 @@ void keras_bidirectional(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& wa
   const nlohmann::json& config = layer->contains("config") ? layer->at("config") : kEmpty;
   KerasConfig inner(config, c.file(), c.path_of("layer") + ".config", cls + " layer inside Bidirectional");
   nlohmann::json spec = {{"type", cls}};
-  if (std::string n = inner.common(); !n.empty()) spec["name"] = n;
+  // Later Keras 3 releases save the forward copy as "layer", named forward_lstm, and take the prefix off when
+  // they load the file (Bidirectional's constructor names the copy "forward_" + the name without it): the
+  // wrapped layer is lstm either way, as in an earlier release's file.
+  if (std::string n = inner.common(); !n.empty()) spec["name"] = n.starts_with("forward_") ? n.substr(8) : n;
   detail::keras_recurrent(inner, spec, walk, cls);
   inner.finish();
   spec.erase("zero_output_for_mask");  // Bidirectional sets it, as Keras does

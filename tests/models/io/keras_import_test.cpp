@@ -107,6 +107,12 @@ TEST_SUITE("keras_import") {
     const json masked = keras_to_spec(doc, "text_keras3.json", keras_layer_mappings());
     CHECK(masked.at("layers")[0].at("mask_zero") == true);
     CHECK(Sequential::from_json(masked, "text_keras3.json", "", 1).output_shape() == Shape{3});
+    // A later Keras 3 saves the forward copy as the wrapped layer, named forward_lstm; Keras loads it as lstm.
+    doc = keras_file("text_keras3.json");
+    json& wrapped = doc["config"]["layers"][2]["config"]["layer"]["config"];
+    REQUIRE(wrapped.at("name") == "lstm");
+    wrapped["name"] = "forward_lstm";
+    CHECK(keras_to_spec(doc, "text_keras3.json", keras_layer_mappings()) == three);
   }
 
   TEST_CASE("a KerasHub text transformer imports: its registered classes, mask_zero, KerasHub's counts") {
