@@ -254,8 +254,7 @@ bool choose_loss(const ProfileFlags& f, TrainConfig& config, ProfileOptions& opt
 // (so a conflict is the key's error), a model spec's defaults with the policy set.
 TrainConfig with_precision(TrainConfig config, const std::string& precision) {
   if (!config.spec_only) return load_train_config(config.file, std::vector{parse_override("precision=" + precision)});
-  config.precision = precision;
-  config.optimizer.loss_scale.dynamic = precision == "mixed_float16";
+  config.set_precision(precision);
   return config;
 }
 

@@ -175,6 +175,11 @@ std::optional<ConfigChange> find_resume_change(const nlohmann::json& before, con
   return first_change(before, after, "");
 }
 
+void TrainConfig::set_precision(const std::string& policy) {
+  precision = policy;
+  optimizer.loss_scale.dynamic = policy == "mixed_float16";
+}
+
 nlohmann::json TrainConfig::callbacks_json() const {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& cb : callbacks) out.push_back(cb.to_json());
@@ -384,9 +389,8 @@ int thread_count(SpecReader& r, const std::string& key) {
 // "precision" (Keras' policy names) and, with mixed_float16, "loss_scale" (Keras' LossScaleOptimizer's
 // initial_scale and dynamic_growth_steps).
 void parse_precision(SpecReader& top, TrainConfig& c) {
-  c.precision = top.one_of("precision", precision_names(), "float32");
+  c.set_precision(top.one_of("precision", precision_names(), "float32"));
   LossScaleConfig& ls = c.optimizer.loss_scale;
-  ls.dynamic = c.precision == "mixed_float16";
   // A skipped batch would leave its group's sum partial, and the update would still apply it.
   if (ls.dynamic && c.optimizer.gradient_accumulation_steps > 1)
     top.fail("precision",

@@ -138,6 +138,8 @@ struct TrainConfig {
   // nobody chose. Not recorded.
   bool spec_only = false;
   nlohmann::json callbacks_json() const;
+  // Sets `precision` and what the policy turns on: dynamic loss scaling with mixed_float16.
+  void set_precision(const std::string& policy);
   // What the inference graph of the config's model needs (models/infer): the loss, metrics, device, seed and
   // placement; the device, with a mirrored strategy of named devices, the first replica's.
   InferenceOptions inference_options() const;

@@ -9,10 +9,15 @@
 // names them, and their variables "<bidirectional>/forward_lstm/kernel", ...: the forward layer's first. An
 // unnamed wrapped layer takes its automatic name from the model's scope, as in Keras, where it is made before
 // its wrapper: [Bidirectional(LSTM), LSTM] names the wrapped one lstm and the next lstm_1.
+#include <string_view>
+
 #include "models/nn/layers/detail/recurrent.h"
 
 namespace tctl {
 namespace {
+
+// The prefixes of the two layers' names.
+constexpr std::string_view kForward = "forward_", kBackward = "backward_";
 
 bool is_recurrent_type(const nlohmann::json& spec) {
   const std::string type = spec.is_object() ? spec.value("type", "") : "";
@@ -32,9 +37,9 @@ class Bidirectional final : public Layer {
     const std::string inner_name = inner.contains("name") && inner.at("name").is_string()
                                        ? inner.at("name").get<std::string>()
                                        : namer.next(inner);
-    for (const char* direction : {"forward_", "backward_"}) {
+    for (const std::string_view direction : {kForward, kBackward}) {
       nlohmann::json spec = inner;
-      spec["name"] = direction + inner_name;
+      spec["name"] = std::string(direction) + inner_name;
       SpecReader reader(spec, file_, path_);
       auto layer = make_layer(reader, "");
       directions_.emplace_back(static_cast<detail::RecurrentLayer*>(layer.release()));
@@ -105,7 +110,7 @@ class Bidirectional final : public Layer {
   nlohmann::json config() const override {
     nlohmann::json inner = directions_[0]->to_json();
     const std::string forward_name = inner.at("name").get<std::string>();
-    inner["name"] = forward_name.substr(std::string("forward_").size());
+    inner["name"] = forward_name.substr(kForward.size());
     inner.erase("zero_output_for_mask");  // Bidirectional sets it
     return {{"layer", inner}, {"merge_mode", merge_}};
   }
@@ -136,7 +141,8 @@ void keras_bidirectional(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& wa
   // Later Keras 3 releases save the forward copy as "layer", named forward_lstm, and take the prefix off when
   // they load the file (Bidirectional's constructor names the copy "forward_" + the name without it): the
   // wrapped layer is lstm either way, as in an earlier release's file.
-  if (std::string n = inner.common(); !n.empty()) spec["name"] = n.starts_with("forward_") ? n.substr(8) : n;
+  if (std::string n = inner.common(); !n.empty())
+    spec["name"] = n.starts_with(kForward) ? n.substr(kForward.size()) : n;
   detail::keras_recurrent(inner, spec, walk, cls);
   inner.finish();
   spec.erase("zero_output_for_mask");  // Bidirectional sets it, as Keras does
