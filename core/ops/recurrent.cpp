@@ -12,9 +12,11 @@
 //                          [N, H]. With a mask, the outputs at padding steps are zeros (Keras'
 //                          zero_output_for_mask), the last one too where the last step run read padding;
 //                          go_backwards says which input step each output read.
-//   RecurrenceOutputGrad   (dy, workspace[, mask]) -> dy in plane 0 of a workspace, zeros elsewhere.
-//   RecurrenceGrad         (dworkspace, workspace, U[, mask]) -> d xp, back through time (plane 0 of the
-//                          workspace's gradient only: the other planes have no consumer).
+//   RecurrenceOutputGrad   (dy, workspace[, mask]) -> the workspace's gradient [1, N, T, H]: plane 0 only,
+//                          dy at the steps the outputs read, zeros elsewhere. The other planes would be
+//                          zeros that nothing reads (an LSTM's five: 33 MB a step in bench_workloads
+//                          lstm_text_b64), so they are not made.
+//   RecurrenceGrad         (dworkspace, workspace, U[, mask]) -> d xp, back through time from that plane.
 //   RecurrenceParamGrad    (d xp, workspace), attribute wrt: 0 the gradient of U, the sum over steps of
 //                          h_{t-1}^T times the step's gradient, 1 the bias's.
 #include "core/ops/recurrent.h"
@@ -88,6 +90,9 @@ std::vector<Output> recurrence_grad(GradBuilder& g) {
 
 TensorSpec recurrence_grad_infer(const InferContext& c) {
   const Shape& ws = c.shape(1);
+  const Shape& dws = c.shape(0);
+  if (dws.rank() != 4 || dws[0] != 1 || dws[2] != ws[2] || dws[3] != ws[3])
+    c.fail("workspace gradient " + dws.to_string() + " is not plane 0 of the workspace " + ws.to_string());
   return {DType::kF32, Shape{ws[1], ws[2], c.shape(2)[1]}};
 }
 
@@ -137,8 +142,10 @@ void define_recurrent_ops() {
   register_op({.name = "RecurrenceOutput", .num_inputs = -1, .infer = output_infer, .grad = [](GradBuilder& g) {
                  return masked_op_grad(g, "RecurrenceOutputGrad", g.attrs());
                }});
-  register_op(
-      {.name = "RecurrenceOutputGrad", .num_inputs = -1, .infer = [](const InferContext& c) { return c.input(1); }});
+  register_op({.name = "RecurrenceOutputGrad", .num_inputs = -1, .infer = [](const InferContext& c) {
+                 const Shape& ws = c.shape(1);
+                 return TensorSpec{DType::kF32, Shape{1, ws[1], ws[2], ws[3]}};
+               }});
 }
 
 }  // namespace tctl
