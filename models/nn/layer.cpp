@@ -117,6 +117,8 @@ void LayerNamer::reserve(const nlohmann::json& l) {
 
 std::string LayerNamer::next(const nlohmann::json& l) {
   if (!l.is_object() || !l.contains("type") || !l["type"].is_string()) return {};
+  // A layer the spec names takes no count, as Keras counts only the layers it names itself.
+  if (l.contains("name") && l["name"].is_string()) return l["name"].get<std::string>();
   const std::string stem = layer_name_stem(l["type"].get<std::string>());
   int& n = counts_[stem];
   std::string name;

@@ -165,13 +165,15 @@ std::vector<std::string> layer_type_names();
 // "Dense" -> "dense", "MaxPooling2D" -> "max_pooling2d": the Keras stem of automatic names.
 std::string layer_name_stem(const std::string& type);
 
-// Keras-style automatic layer names (dense, dense_1, ...) for one scope of names (a model, a Parallel). An
-// automatic name steps around the names the spec gives, so a layer the user did not name is never reported
-// as a duplicate of one they did. Call reserve() for every layer spec of the scope before next().
+// Keras-style automatic layer names (dense, dense_1, ...) for one scope of names (a model, a Parallel). As in
+// Keras, only the layers the spec leaves unnamed are counted: [Dense "hidden", Dense] names the second dense.
+// An automatic name steps around the names the spec gives, so a layer the user did not name is never
+// reported as a duplicate of one they did. Call reserve() for every layer spec of the scope before next().
 class LayerNamer {
  public:
   void reserve(const nlohmann::json& layer_spec);
-  // The automatic name for this layer spec's type, or "" when it has no string "type" (make_layer reports that).
+  // The automatic name for this layer spec's type, or "" when it has no string "type" (make_layer reports that);
+  // the spec's own name, uncounted, where it gives one.
   std::string next(const nlohmann::json& layer_spec);
 
  private:

@@ -42,18 +42,22 @@ TEST_CASE("Sequential names layers like Keras: dense, dense_1, ...") {
   CHECK(net.name() == "sequential");
 }
 
-TEST_CASE("Sequential keeps given names and counts them in the automatic ones") {
+TEST_CASE("Sequential keeps given names and counts only the unnamed layers, as Keras") {
+  // Keras 3: Sequential([Dense(8, name="hidden"), Dense(3)]) names the second layer dense.
   Sequential net = parse(R"({"name": "mlp", "input_shape": [4], "layers": [
       {"type": "Dense", "units": 8, "name": "hidden"}, {"type": "Dense", "units": 3}]})");
   CHECK(net.name() == "mlp");
-  CHECK(names_of(net) == std::vector<std::string>{"hidden", "dense_1"});
+  CHECK(names_of(net) == std::vector<std::string>{"hidden", "dense"});
+  Sequential mixed = parse(R"({"input_shape": [4], "layers": [{"type": "Dense", "units": 8},
+      {"type": "Dense", "units": 8, "name": "middle"}, {"type": "Dense", "units": 3}]})");
+  CHECK(names_of(mixed) == std::vector<std::string>{"dense", "middle", "dense_1"});
 }
 
 TEST_CASE("Sequential automatic names step around names the spec gives") {
-  // The second layer's automatic name would be dense_1, which the first layer took.
+  // The third layer's automatic name would be dense_1, which the first layer took.
   Sequential net = parse(R"({"input_shape": [4], "layers": [
       {"type": "Dense", "units": 8, "name": "dense_1"}, {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3}]})");
-  CHECK(names_of(net) == std::vector<std::string>{"dense_1", "dense_2", "dense_3"});
+  CHECK(names_of(net) == std::vector<std::string>{"dense_1", "dense", "dense_2"});
   Sequential later = parse(R"({"input_shape": [4], "layers": [
       {"type": "Dense", "units": 8}, {"type": "Dense", "units": 8}, {"type": "Dense", "units": 3, "name": "dense_1"}]})");
   CHECK(names_of(later) == std::vector<std::string>{"dense", "dense_2", "dense_1"});
