@@ -34,9 +34,7 @@ class Bidirectional final : public Layer {
     merge_ = args.spec.one_of("merge_mode", {"concat", "sum", "ave", "mul"}, "concat");
     LayerNamer own;
     LayerNamer& namer = args.namer != nullptr ? *args.namer : own;
-    const std::string inner_name = inner.contains("name") && inner.at("name").is_string()
-                                       ? inner.at("name").get<std::string>()
-                                       : namer.next(inner);
+    const std::string inner_name = namer.next(inner);  // the wrapped layer's own name where it has one
     for (const std::string_view direction : {kForward, kBackward}) {
       nlohmann::json spec = inner;
       spec["name"] = std::string(direction) + inner_name;
