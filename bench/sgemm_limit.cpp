@@ -9,17 +9,28 @@
 // AVX-512, 8 with AVX2), the ceiling of any product on that core (bench/README.md, "The AVX2 path on an
 // AVX-512 machine").
 //
+// `--transformer-tiles` prints, one JSON line per product of a transformer_text_b32 encoder block (bench_workloads),
+// its milliseconds on one thread cut into matmul.cpp's 512 x 512 tiles, each tile by sgemm and by small_product's
+// in-place kernels whatever small_product_work() says (a depth beyond kSmallProductDepth in parts, as
+// product_in_place sums them), operands cold: the figures behind the bound of the in-place tiles on this processor
+// (bench/README.md, "Which tiles run in place on the AVX2 path").
+//
 // Usage: bench_sgemm_limit   (run by bench/limits.sh)
 //        bench_sgemm_limit --conv-32x32x3 T
 //        bench_sgemm_limit --fma-peak
+//        bench_sgemm_limit --transformer-tiles
+#include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <string>
 #include <vector>
 
+#include <cblas.h>
 #include <fmt/format.h>
 
 #include "bench/gemm_limit.h"
+#include "kernels/cpu/small_product.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace {
@@ -79,8 +90,90 @@ int fma_peak() {
   return 0;
 }
 
+namespace {
+
+struct TileCase {
+  const char* name;
+  bool ta, tb;
+  int m, n, k;
+};
+
+// op(a) op(b) in place for one tile: k in parts of at most kSmallProductDepth, each part's product added to y.
+void tile_in_place_forced(const TileCase& c, int rows, int cols, const float* a, int lda, const float* b, int ldb,
+                          float* y, int ldy, std::vector<float>& part) {
+  const int parts =
+      (c.k + static_cast<int>(tctl::cpu::kSmallProductDepth) - 1) / static_cast<int>(tctl::cpu::kSmallProductDepth);
+  const int depth = (c.k + parts - 1) / parts;
+  part.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
+  for (int k0 = 0; k0 < c.k; k0 += depth) {
+    const int kp = std::min(c.k, k0 + depth) - k0;
+    const float* ap = c.ta ? a + static_cast<std::ptrdiff_t>(k0) * lda : a + k0;
+    const float* bp = c.tb ? b + k0 : b + static_cast<std::ptrdiff_t>(k0) * ldb;
+    float* out = k0 == 0 ? y : part.data();
+    tctl::cpu::small_product(c.ta, c.tb, rows, cols, kp, ap, lda, bp, ldb, out, k0 == 0 ? ldy : cols);
+    if (k0 == 0) continue;
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j)
+        y[static_cast<std::ptrdiff_t>(r) * ldy + j] += part[static_cast<std::size_t>(r) * cols + j];
+  }
+}
+
+int transformer_tiles() {
+  // One encoder block at batch 32, sequence 128, width 128, feedforward 512: forward products (NN), input
+  // gradients (NT) and weight gradients (TN, the 4096 tokens deep).
+  const std::vector<TileCase> cases{
+      {"qkv", false, false, 4096, 384, 128},        {"attention_out", false, false, 4096, 128, 128},
+      {"ff_in", false, false, 4096, 512, 128},      {"ff_out", false, false, 4096, 128, 512},
+      {"d_ff_hidden", false, true, 4096, 512, 128}, {"d_ff_in", false, true, 4096, 128, 512},
+      {"d_heads", false, true, 4096, 128, 128},     {"d_qkv_in", false, true, 4096, 128, 384},
+      {"dW_ff_in", true, false, 128, 512, 4096},    {"dW_ff_out", true, false, 512, 128, 4096},
+      {"dW_out", true, false, 128, 128, 4096},      {"dW_qkv", true, false, 128, 384, 4096}};
+  constexpr int kSets = 8, kTile = 512;  // eight sets of operands in turn (tens of MB): each call reads from memory
+  openblas_set_num_threads(1);
+  std::vector<float> part;
+  for (const TileCase& c : cases) {
+    std::vector<std::vector<float>> a(kSets), b(kSets), y(kSets);
+    for (int s = 0; s < kSets; ++s) {
+      a[s].assign(static_cast<std::size_t>(c.m) * c.k, 0.5f);
+      b[s].assign(static_cast<std::size_t>(c.k) * c.n, 0.25f);
+      y[s].assign(static_cast<std::size_t>(c.m) * c.n, 0.0f);
+    }
+    const int lda = c.ta ? c.m : c.k, ldb = c.tb ? c.k : c.n;
+    std::array<double, 2> best{1e30, 1e30};
+    for (int run = 0; run < 6; ++run)
+      for (int in_place = 0; in_place < 2; ++in_place) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int s = 0; s < kSets; ++s)
+          for (int row = 0; row < c.m; row += kTile)
+            for (int col = 0; col < c.n; col += kTile) {
+              const int rows = std::min(kTile, c.m - row), cols = std::min(kTile, c.n - col);
+              const float* at = c.ta ? a[s].data() + row : a[s].data() + static_cast<std::ptrdiff_t>(row) * lda;
+              const float* bt = c.tb ? b[s].data() + static_cast<std::ptrdiff_t>(col) * ldb : b[s].data() + col;
+              float* yt = y[s].data() + static_cast<std::ptrdiff_t>(row) * c.n + col;
+              if (in_place != 0)
+                tile_in_place_forced(c, rows, cols, at, lda, bt, ldb, yt, c.n, part);
+              else
+                cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans, rows,
+                            cols, c.k, 1.0f, at, lda, bt, ldb, 0.0f, yt, c.n);
+            }
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kSets;
+        best[static_cast<std::size_t>(in_place)] = std::min(best[static_cast<std::size_t>(in_place)], seconds);
+      }
+    const double gflop = 2.0 * c.m * c.n * c.k / 1e9;
+    fmt::print(
+        R"({{"product": "{}", "op": "{}{}", "rows": {}, "cols": {}, "depth": {}, "sgemm_ms": {:.3f}, "in_place_ms": {:.3f}, "sgemm_gflops": {:.1f}, "in_place_gflops": {:.1f}}})"
+        "\n",
+        c.name, c.ta ? 'T' : 'N', c.tb ? 'T' : 'N', c.m, c.n, c.k, best[0] * 1e3, best[1] * 1e3, gflop / best[0],
+        gflop / best[1]);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (argc == 2 && std::string(argv[1]) == "--fma-peak") return fma_peak();
+  if (argc == 2 && std::string(argv[1]) == "--transformer-tiles") return transformer_tiles();
   if (argc == 3 && std::string(argv[1]) == "--conv-32x32x3") return conv_32x32x3(std::stoi(argv[2]));
   const std::vector<Mlp> mlps{{"MLP 64-128-64-10, batch 32", {64, 128, 64, 10}, 32},
                               {"MLP 64-128-64-10, batch 256", {64, 128, 64, 10}, 256},

@@ -31,7 +31,9 @@ bool every_small_product();
 // kernels there). There the in-place products beat sgemm's at every size matmul.cpp's tiles take (512 x 512,
 // by parts of at most kSmallProductDepth: 2^26), deep ones too (tile_in_place); where OpenBLAS has kernels as
 // wide as ours (SkylakeX), or ours are as narrow as its (AVX2), sgemm wins beyond 2^21 (bench_workloads;
-// bench/README.md, "Eleventh round" and "In-place products on Zen 5, every tile").
+// bench/README.md, "Eleventh round" and "In-place products on Zen 5, every tile"). `bench_sgemm_limit
+// --transformer-tiles` times both on each tile of a transformer block (bench/README.md, "Which tiles run in
+// place on the AVX2 path").
 inline constexpr std::int64_t kSmallProductWork = std::int64_t{1} << 21;
 inline constexpr std::int64_t kWideSmallProductWork = std::int64_t{1} << 26;
 std::int64_t small_product_work();

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "core/compute_type.h"
 #include "kernels/cpu/bf16_product.h"
@@ -133,6 +134,31 @@ TEST_CASE("bf16_product: every block of rows, panel width and depth, added to no
   float y = 3.0f;
   cpu::bf16_product(false, false, 1, 1, 0, nullptr, 0, nullptr, 1, &y, 1);
   CHECK(y == 0.0f);  // an empty depth sums nothing
+}
+
+// What bf16_product.h says of vdpbf16ps: denormal operands count as zero (bfloat16 keeps float32's exponent
+// range, so a float32 denormal rounds to a bfloat16 one) and a denormal sum is flushed to zero, whatever the
+// MXCSR says; float32's products keep both.
+TEST_CASE("bf16_product: denormal operands count as zero, denormal sums flush to zero") {
+  if (!cpu_bf16_products()) {
+    MESSAGE("this processor has no AVX-512 BF16: bf16_product is not run");
+    return;
+  }
+  const float denormal = 1e-39f, small = 1e-20f;
+  REQUIRE(std::fpclassify(denormal) == FP_SUBNORMAL);
+  auto product = [](std::vector<float> a, std::vector<float> b) {
+    float y = -1.0f;
+    cpu::bf16_product(false, false, 1, 1, static_cast<std::int64_t>(a.size()), a.data(), 0, b.data(), 1, &y, 1);
+    return y;
+  };
+  CHECK(product({denormal}, {1.0f}) == 0.0f);                // the operand read as zero
+  CHECK(product({denormal, 2.0f}, {1.0f, 3.0f}) == 6.0f);    // ... beside a normal pair
+  CHECK(product({small}, {small}) == 0.0f);                  // 1e-40, a denormal sum, flushed
+  CHECK(product({small, -small}, {small, -small}) == 0.0f);  // 2e-40 too
+  CHECK(std::fpclassify(small * small) == FP_SUBNORMAL);     // where float32 keeps it
+  const float normal = product({1e-18f}, {1e-19f});          // 1e-37, normal: kept
+  CHECK(std::fpclassify(normal) == FP_NORMAL);
+  CHECK(std::fabs(normal - 1e-37f) < 0.01f * 1e-37f);
 }
 
 }  // namespace bf16_test
