@@ -9,11 +9,11 @@
 // AVX-512, 8 with AVX2), the ceiling of any product on that core (bench/README.md, "The AVX2 path on an
 // AVX-512 machine").
 //
-// `--transformer-tiles` prints, one JSON line per product of a transformer_text_b32 encoder block (bench_workloads),
-// its milliseconds on one thread cut into matmul.cpp's 512 x 512 tiles, each tile by sgemm and by small_product's
-// in-place kernels whatever small_product_work() says (a depth beyond kSmallProductDepth in parts, as
-// product_in_place sums them), operands cold: the figures behind the bound of the in-place tiles on this processor
-// (bench/README.md, "Which tiles run in place on the AVX2 path").
+// `--transformer-tiles` prints, one JSON line per product of a transformer_text_b32 encoder block
+// (bench_workloads), its milliseconds on one thread cut into matmul.cpp's 512 x 512 tiles, each tile by sgemm
+// and by small_product's in-place kernels whatever small_product_work() says (product_by_parts), operands
+// cold: the figures behind the bound of the in-place tiles on this processor (bench/README.md, "Which tiles
+// run in place on the AVX2 path").
 //
 // Usage: bench_sgemm_limit   (run by bench/limits.sh)
 //        bench_sgemm_limit --conv-32x32x3 T
@@ -98,26 +98,6 @@ struct TileCase {
   int m, n, k;
 };
 
-// op(a) op(b) in place for one tile: k in parts of at most kSmallProductDepth, each part's product added to y.
-void tile_in_place_forced(const TileCase& c, int rows, int cols, const float* a, int lda, const float* b, int ldb,
-                          float* y, int ldy, std::vector<float>& part) {
-  const int parts =
-      (c.k + static_cast<int>(tctl::cpu::kSmallProductDepth) - 1) / static_cast<int>(tctl::cpu::kSmallProductDepth);
-  const int depth = (c.k + parts - 1) / parts;
-  part.resize(static_cast<std::size_t>(rows) * static_cast<std::size_t>(cols));
-  for (int k0 = 0; k0 < c.k; k0 += depth) {
-    const int kp = std::min(c.k, k0 + depth) - k0;
-    const float* ap = c.ta ? a + static_cast<std::ptrdiff_t>(k0) * lda : a + k0;
-    const float* bp = c.tb ? b + k0 : b + static_cast<std::ptrdiff_t>(k0) * ldb;
-    float* out = k0 == 0 ? y : part.data();
-    tctl::cpu::small_product(c.ta, c.tb, rows, cols, kp, ap, lda, bp, ldb, out, k0 == 0 ? ldy : cols);
-    if (k0 == 0) continue;
-    for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < cols; ++j)
-        y[static_cast<std::ptrdiff_t>(r) * ldy + j] += part[static_cast<std::size_t>(r) * cols + j];
-  }
-}
-
 int transformer_tiles() {
   // One encoder block at batch 32, sequence 128, width 128, feedforward 512: forward products (NN), input
   // gradients (NT) and weight gradients (TN, the 4096 tokens deep).
@@ -130,7 +110,6 @@ int transformer_tiles() {
       {"dW_out", true, false, 128, 128, 4096},      {"dW_qkv", true, false, 128, 384, 4096}};
   constexpr int kSets = 8, kTile = 512;  // eight sets of operands in turn (tens of MB): each call reads from memory
   openblas_set_num_threads(1);
-  std::vector<float> part;
   for (const TileCase& c : cases) {
     std::vector<std::vector<float>> a(kSets), b(kSets), y(kSets);
     for (int s = 0; s < kSets; ++s) {
@@ -151,7 +130,7 @@ int transformer_tiles() {
               const float* bt = c.tb ? b[s].data() + static_cast<std::ptrdiff_t>(col) * ldb : b[s].data() + col;
               float* yt = y[s].data() + static_cast<std::ptrdiff_t>(row) * c.n + col;
               if (in_place != 0)
-                tile_in_place_forced(c, rows, cols, at, lda, bt, ldb, yt, c.n, part);
+                tctl::cpu::product_by_parts(c.ta, c.tb, rows, cols, c.k, at, lda, bt, ldb, yt, c.n);
               else
                 cblas_sgemm(CblasRowMajor, c.ta ? CblasTrans : CblasNoTrans, c.tb ? CblasTrans : CblasNoTrans, rows,
                             cols, c.k, 1.0f, at, lda, bt, ldb, 0.0f, yt, c.n);

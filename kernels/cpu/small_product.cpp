@@ -402,6 +402,11 @@ void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, st
                 0.0f, y, static_cast<int>(ldy));
     return;
   }
+  product_by_parts(ta, tb, rows, cols, k, a, lda, b, ldb, y, ldy);
+}
+
+void product_by_parts(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy) {
   sum_parts(rows, cols, k, y, ldy, [&](std::int64_t k0, std::int64_t kp, float* out, std::int64_t ldo) {
     // Part p of the depth: columns k0.. of op(a) and rows k0.. of op(b), wherever their transposes put them.
     small_product(ta, tb, rows, cols, kp, ta ? a + k0 * lda : a + k0, lda, tb ? b + k0 : b + k0 * ldb, ldb, out, ldo);

@@ -63,6 +63,11 @@ void small_product(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::
 void product_in_place(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
                       std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
 
+// product_in_place's in-place path whatever small_product_work() says: for `bench_sgemm_limit
+// --transformer-tiles`, which times it against sgemm on tiles beyond the bound. Only where every_small_product().
+void product_by_parts(bool ta, bool tb, std::int64_t rows, std::int64_t cols, std::int64_t k, const float* a,
+                      std::int64_t lda, const float* b, std::int64_t ldb, float* y, std::int64_t ldy);
+
 // A b that many products share (a recurrent layer's U or U^T at every step of every block of examples),
 // copied once into panels of the in-place kernels' width: k x panel columns each, one after another, then the
 // last columns as one k x rest block. A block of rows then reads its panel from consecutive addresses instead of
