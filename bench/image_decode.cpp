@@ -1,10 +1,12 @@
-// Image decoding as a run's data path does it (models/data/images.h): PNG and JPEG files of 256 x 256 RGB
-// pixels decoded (libpng, libjpeg-turbo), and decoded and resized to 224 x 224 (bilinear), on 1 and 2 worker
-// threads. Prints images per second, best of 3 passes; bench/image_decode.sh runs Pillow on the same files.
+// Image decoding as a run's data path does it (models/data/images.h): PNG, JPEG, BMP and GIF files of
+// 256 x 256 RGB pixels decoded (libpng, libjpeg-turbo, our BMP reader, giflib), and decoded and resized to
+// 224 x 224 (bilinear), on 1 and 2 worker threads. Prints images per second, best of 3 passes;
+// bench/image_decode.sh runs Pillow on the same files.
 //
-// Usage: bench_image_decode [DIR [COUNT]]   default /tmp/tctl_image_bench, 300 files of each format. DIR
-// is filled first when it holds no images: smooth colour gradients with noise, so that neither format
-// compresses them to nothing (PNG level 6 as libpng's simplified API writes, JPEG quality 90).
+// Usage: bench_image_decode [DIR [COUNT]]   default /tmp/tctl_image_bench, 300 files of each format. A
+// format's folder of DIR is filled first when it holds no images: smooth colour gradients with noise, so that
+// no format compresses them to nothing (PNG level 6 as libpng's simplified API writes, JPEG quality 90, BMP
+// 24-bit, GIF through a 6 x 6 x 6 colour cube).
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -35,15 +37,37 @@ std::vector<std::uint8_t> picture(int side, std::uint32_t seed) {
   return p;
 }
 
+// `p` (RGB) as a GIF through the 216 colours of a 6 x 6 x 6 cube.
+std::string cube_gif(const std::vector<std::uint8_t>& p, int side) {
+  std::vector<std::uint8_t> palette;
+  for (int r = 0; r < 6; ++r)
+    for (int g = 0; g < 6; ++g)
+      for (int b = 0; b < 6; ++b)
+        palette.insert(palette.end(), {static_cast<std::uint8_t>(51 * r), static_cast<std::uint8_t>(51 * g),
+                                       static_cast<std::uint8_t>(51 * b)});
+  testing::GifFrame frame{.width = side, .height = side};
+  for (std::size_t i = 0; i < p.size(); i += 3)
+    frame.indices.push_back(
+        static_cast<std::uint8_t>(p[i] * 6 / 256 * 36 + p[i + 1] * 6 / 256 * 6 + p[i + 2] * 6 / 256));
+  return testing::gif_file(side, side, palette, {frame});
+}
+
+const std::vector<std::string> kFormats{"png", "jpeg", "bmp", "gif"};
+
 void fill(const fs::path& dir, int count) {
-  fs::create_directories(dir / "png");
-  fs::create_directories(dir / "jpeg");
-  for (int i = 0; i < count; ++i) {
-    const std::vector<std::uint8_t> p = picture(256, static_cast<std::uint32_t>(i));
-    std::ofstream(dir / "png" / fmt::format("{:04d}.png", i), std::ios::binary)
-        << testing::png_file(256, 256, PNG_FORMAT_RGB, p);
-    std::ofstream(dir / "jpeg" / fmt::format("{:04d}.jpg", i), std::ios::binary)
-        << testing::jpeg_file(256, 256, 3, p, 90);
+  for (const std::string& format : kFormats) {
+    if (!list_images((dir / format).string()).empty()) continue;
+    fs::create_directories(dir / format);
+    for (int i = 0; i < count; ++i) {
+      const std::vector<std::uint8_t> p = picture(256, static_cast<std::uint32_t>(i));
+      const std::string bytes = format == "png"    ? testing::png_file(256, 256, PNG_FORMAT_RGB, p)
+                                : format == "jpeg" ? testing::jpeg_file(256, 256, 3, p, 90)
+                                : format == "bmp"
+                                    ? testing::bmp_file({.width = 256, .height = 256, .bits = 24, .samples = p})
+                                    : cube_gif(p, 256);
+      std::ofstream(dir / format / fmt::format("{:04d}.{}", i, format == "jpeg" ? "jpg" : format), std::ios::binary)
+          << bytes;
+    }
   }
 }
 
@@ -68,11 +92,12 @@ double best_rate(std::size_t images, F&& pass) {
 int main(int argc, char** argv) {
   const fs::path dir = argc > 1 ? argv[1] : "/tmp/tctl_image_bench";
   const int count = argc > 2 ? std::stoi(argv[2]) : 300;
-  if (list_images(dir.string()).empty()) fill(dir, count);
-  fmt::print("tensorctl (libpng {}, libjpeg-turbo): 256 x 256 RGB files, images/s, best of 3\n", PNG_LIBPNG_VER_STRING);
+  fill(dir, count);
+  fmt::print("tensorctl (libpng {}, libjpeg-turbo, giflib {}.{}.{}): 256 x 256 RGB files, images/s, best of 3\n",
+             PNG_LIBPNG_VER_STRING, GIFLIB_MAJOR, GIFLIB_MINOR, GIFLIB_RELEASE);
   fmt::print("{:>6} {:>14} {:>22} {:>22}\n", "format", "decode 1 thr", "decode+resize 1 thr", "decode+resize 2 thr");
   const ImageOptions resize{.height = 224, .width = 224, .channels = 3, .interpolation = ImageInterpolation::kBilinear};
-  for (const char* format : {"png", "jpeg"}) {
+  for (const std::string& format : kFormats) {
     const std::vector<std::string> paths = list_images((dir / format).string());
     std::vector<std::string> bytes;
     for (const auto& p : paths) bytes.push_back(read(p));  // decode alone: from memory

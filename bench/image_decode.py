@@ -27,7 +27,7 @@ def best_rate(n, run):
 def main():
     print(f"Pillow {__version__}: 256 x 256 RGB files, images/s, best of 3")
     print(f"{'format':>6} {'decode 1 thr':>14} {'decode+resize 1 thr':>22}")
-    for fmt in ("png", "jpeg"):
+    for fmt in ("png", "jpeg", "bmp", "gif"):
         paths = sorted(glob.glob(os.path.join(sys.argv[1], fmt, "*")))
         data = [open(p, "rb").read() for p in paths]
 

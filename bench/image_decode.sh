@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Images decoded per second per thread: tensorctl's data path (bench_image_decode) against Pillow
-# (bench/image_decode.py, python3-pil) on the same 256 x 256 PNG and JPEG files.
+# (bench/image_decode.py, python3-pil) on the same 256 x 256 PNG, JPEG, BMP and GIF files.
 #   bench/image_decode.sh [BUILD_DIR [DIR]]   default build, /tmp/tctl_image_bench (filled on first use)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -51,7 +51,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 deps="$root/gpu-deps"
 packages=(libcli11-dev nlohmann-json3-dev libfmt-dev libfmt9 libopenblas-dev libopenblas0 libopenblas0-pthread
           libopenblas-pthread-dev libgfortran5 libquadmath0 doctest-dev libeigen3-dev libonnx-dev libonnx1 libonnxifi
-          libprotobuf-dev libprotobuf32 libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo zlib1g-dev zlib1g libzip-dev libzip4 libssl3
+          libprotobuf-dev libprotobuf32 libpng-dev libpng16-16 libjpeg62-turbo-dev libjpeg62-turbo libgif-dev libgif7 zlib1g-dev zlib1g libzip-dev libzip4 libssl3
           libhdf5-dev libhdf5-103-1 libhdf5-hl-100 libaec0 libsz2)
 
 build="$root/build-gpu"
@@ -212,6 +212,7 @@ elif { runs build || runs test; } && [ ! -f "$build/CMakeCache.txt" ]; then
     -DPNG_PNG_INCLUDE_DIR="$sysroot/usr/include" -DPNG_LIBRARY="$arch_lib/libpng16.so" \
     -DZLIB_INCLUDE_DIR="$sysroot/usr/include" -DZLIB_LIBRARY="$sysroot/lib/x86_64-linux-gnu/libz.so.1" \
     -DJPEG_INCLUDE_DIR="$build/jpeg-include" -DJPEG_LIBRARY="$arch_lib/libjpeg.so" \
+    -DGIF_INCLUDE_DIR="$sysroot/usr/include" -DGIF_LIBRARY="$arch_lib/libgif.so" \
     -DLIBZIP_INCLUDE_DIR="$sysroot/usr/include" -DLIBZIP_LIBRARY="$arch_lib/libzip.so" \
     -DHDF5_SERIAL_INCLUDE_DIR="$sysroot/usr/include/hdf5/serial" -DHDF5_SERIAL_LIBRARY="$arch_lib/libhdf5_serial.so" \
     -DHDF5_SERIAL_HL_LIBRARY="$arch_lib/libhdf5_serial_hl.so"

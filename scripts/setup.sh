@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(build-essential cmake pkg-config libcli11-dev nlohmann-json3-dev libeigen3-dev libopenblas-dev libfmt-dev doctest-dev
-  libopenmpi-dev openmpi-bin graphviz libonnx-dev libprotobuf-dev python3-onnx libpng-dev libjpeg62-turbo-dev libzip-dev libhdf5-dev python3-h5py)
+  libopenmpi-dev openmpi-bin graphviz libonnx-dev libprotobuf-dev python3-onnx libpng-dev libjpeg62-turbo-dev libgif-dev libzip-dev libhdf5-dev python3-h5py)
 case "${1:-}" in
   --fuzz) packages+=(clang-14 libclang-rt-14-dev llvm-14) ;;
   --format) packages+=(clang-format-14) ;;

@@ -17,6 +17,7 @@
 #include "core/errors.h"
 #include "core/fnv.h"
 #include "core/read_whole.h"
+#include "models/data/image_formats.h"
 
 namespace tctl {
 
@@ -29,29 +30,30 @@ nlohmann::json ImageOptions::to_json() const {
 }
 
 bool looks_like_image(std::string_view bytes) {
-  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff");
+  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff") || looks_like_bmp(bytes) ||
+         looks_like_gif(bytes);
 }
 
 bool has_image_extension(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg";
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif";
 }
 
-namespace {
-
-bool size_fits(std::int64_t height, std::int64_t width) {
+bool image_size_fits(std::int64_t height, std::int64_t width) {
   return height >= 1 && width >= 1 && height <= kMaxImageSide && width <= kMaxImageSide &&
          height * width <= kMaxImagePixels;
 }
 
-void check_size(std::int64_t height, std::int64_t width, const std::string& file) {
-  if (!size_fits(height, width))
+void check_image_size(std::int64_t height, std::int64_t width, const std::string& file) {
+  if (!image_size_fits(height, width))
     throw SpecError(file, "",
                     fmt::format("an image of {} x {} pixels; at most {} on a side and {} in all are read", width,
                                 height, kMaxImageSide, kMaxImagePixels));
 }
+
+namespace {
 
 // `rgba` (4 channels, or 2 for gray and alpha when `gray_rows`) into `image`'s channels, alpha dropped. Gray
 // rows serve 1 channel, or 3 copies; RGBA rows serve 3 (libpng made gray where 1 was asked for).
@@ -117,7 +119,7 @@ bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_rows, std::vecto
   png_read_info(png, info);
   image.height = png_get_image_height(png, info);
   image.width = png_get_image_width(png, info);
-  if (!size_fits(image.height, image.width)) {
+  if (!image_size_fits(image.height, image.width)) {
     r.too_large = true;
     png_destroy_read_struct(&png, &info, nullptr);
     return false;
@@ -153,7 +155,7 @@ DecodedImage decode_png(std::string_view bytes, int channels, const std::string&
   std::vector<std::uint8_t> rgba;
   std::vector<png_bytep> rows;
   if (!decode_png_raw(r, image, gray_rows, rgba, rows)) {
-    if (r.too_large) check_size(image.height, image.width, file);
+    if (r.too_large) check_image_size(image.height, image.width, file);
     throw SpecError(file, "", std::string("a damaged PNG file: ") + r.message);
   }
   from_rgba(rgba, gray_rows, image);
@@ -288,7 +290,10 @@ DecodedImage decode_image(std::string_view bytes, int channels, const std::strin
   TCTL_CHECK(channels == 1 || channels == 3, "decode_image: 1 or 3 channels");
   if (bytes.starts_with("\x89PNG\r\n\x1a\n")) return decode_png(bytes, channels, file);
   if (bytes.starts_with("\xff\xd8\xff")) return decode_jpeg(bytes, channels, file);
-  throw SpecError(file, "", "neither a PNG nor a JPEG file (by its first bytes)");
+  // By "BM" alone, as TensorFlow tells a BMP: decode_bmp then says what in its header it cannot read.
+  if (bytes.starts_with("BM")) return decode_bmp(bytes, channels, file);
+  if (looks_like_gif(bytes)) return decode_gif(bytes, channels, file);
+  throw SpecError(file, "", "not a PNG, JPEG, BMP or GIF file (by its first bytes)");
 }
 
 void resize_image(const DecodedImage& image, const ImageOptions& options, float* out) {
@@ -435,8 +440,9 @@ ImageFolder list_image_folder(const std::string& dir, const std::string& file_fo
     std::error_code abs_ec;
     const std::vector<std::string> images = sorted_images_in(fs::absolute(fs::path(dir), abs_ec) / classes[c], true);
     if (images.empty())
-      throw SpecError(file_for_errors, where,
-                      fmt::format("{}: class folder \"{}\" holds no .png, .jpg or .jpeg file", dir, classes[c]));
+      throw SpecError(
+          file_for_errors, where,
+          fmt::format("{}: class folder \"{}\" holds no .png, .jpg, .jpeg, .bmp or .gif file", dir, classes[c]));
     for (const auto& path : images) {
       folder.paths.push_back(path);
       folder.labels.push_back(static_cast<std::int32_t>(c));

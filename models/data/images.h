@@ -1,5 +1,6 @@
 // Images as data, as Keras' image_dataset_from_directory reads them: a folder with one subfolder per class,
-// each holding PNG and JPEG files, decoded (libpng, libjpeg-turbo) on worker threads, resized to one size and
+// each holding PNG, JPEG, BMP and GIF files, decoded (libpng, libjpeg-turbo, our BMP parser and giflib:
+// models/data/image_formats.h) on worker threads, resized to one size and
 // made the rows of a Dataset: float32 pixel values 0..255, [height, width, channels] row-major (HWC, as
 // Keras' channels_last), flattened.
 //
@@ -11,8 +12,8 @@
 //                  antialiasing, so a downscaled image samples as TensorFlow's does
 //
 // An alpha channel is dropped (not composited), as tf.io.decode_image with channels=3 drops it. A file is
-// an image by its extension (.png, .jpg, .jpeg, any case; others are skipped, as Keras skips them) and
-// decoded by its first bytes: a .png that holds a JPEG is read as the JPEG it is.
+// an image by its extension (.png, .jpg, .jpeg, .bmp, .gif, any case; others are skipped, as Keras skips them)
+// and decoded by its first bytes: a .png that holds a JPEG is read as the JPEG it is.
 #pragma once
 
 #include <cstdint>
@@ -54,13 +55,19 @@ struct DecodedImage {
   std::vector<std::uint8_t> pixels;
 };
 
-// Whether `bytes` begin as a PNG or a JPEG file does.
+// Whether `bytes` begin as a PNG, JPEG, BMP or GIF file does (a BMP's first 18 bytes are needed).
 bool looks_like_image(std::string_view bytes);
-// Whether `path`'s extension is one image_dataset_from_directory would list (.png, .jpg, .jpeg, any case).
+// Whether `path`'s extension is one image_dataset_from_directory would list (.png, .jpg, .jpeg, .bmp, .gif,
+// any case).
 bool has_image_extension(const std::string& path);
 
-// Decodes a whole PNG or JPEG file into `channels` channels (1 or 3). SpecError(file, "", ...) for a file that
-// is neither, is damaged, or is larger than kMaxImageSide or kMaxImagePixels.
+// Whether a picture of `height` x `width` pixels is within kMaxImageSide and kMaxImagePixels (and not empty);
+// check_image_size throws SpecError(file, "", ...) saying so when it is not.
+bool image_size_fits(std::int64_t height, std::int64_t width);
+void check_image_size(std::int64_t height, std::int64_t width, const std::string& file);
+
+// Decodes a whole PNG, JPEG, BMP or GIF file into `channels` channels (1 or 3). SpecError(file, "", ...) for a
+// file that is none of them, is damaged, or is larger than kMaxImageSide or kMaxImagePixels.
 DecodedImage decode_image(std::string_view bytes, int channels, const std::string& file);
 
 // `image` resized to options' height and width (channels must match) into `out`, options.features() floats.

@@ -138,8 +138,9 @@ Tensor table_features(const LoadedRun& run, const CsvTable& table, const std::ve
   return x;
 }
 
-// The first bytes of the file at `path`; none for standard input, which is read once, as CSV.
-std::string input_head(const std::string& path) { return path == "-" ? "" : file_head(path); }
+// The first 32 bytes of the file at `path` (a BMP is told by its header's size at byte 14); none for standard
+// input, which is read once, as CSV.
+std::string input_head(const std::string& path) { return path == "-" ? "" : file_head(path, 32); }
 
 // Whether the file at `path` is an array file (models/data/arrays.h), by its first bytes.
 bool is_array_file(const std::string& path) { return looks_like_array_file(input_head(path)); }
@@ -258,7 +259,7 @@ RunInput read_image_input(const LoadedRun& run, const std::string& path, const s
   std::optional<CsvTable> table;
   if (std::filesystem::is_directory(path, ec)) {
     paths = list_images(path);
-    if (paths.empty()) throw SpecError(path, "", "no .png, .jpg or .jpeg file in this folder or below it");
+    if (paths.empty()) throw SpecError(path, "", "no .png, .jpg, .jpeg, .bmp or .gif file in this folder or below it");
   } else if (looks_like_image(input_head(path))) {
     paths = {path};
   } else {

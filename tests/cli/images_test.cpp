@@ -1,8 +1,8 @@
 // A folder of images as a config's data end to end: the shipped digit_images_cnn config trains on the digits
 // written out as PNG files (scripts/make_digit_images.py, run by ctest before this suite); predict takes the
 // run's test.csv of paths, a folder or one image and writes each path with its class; evaluate agrees with
-// training. A folder of colour JPEG files of mixed sizes trains too. Mistakes are one line naming the place,
-// exit 2, nothing written.
+// training. A folder of colour JPEG files of mixed sizes trains too, and predicts PNG, BMP and GIF files.
+// Mistakes are one line naming the place, exit 2, nothing written.
 #include <doctest/doctest.h>
 
 #include "cli/cli_test_util.h"
@@ -11,6 +11,9 @@
 namespace tctl::cli_test {
 namespace {
 
+using testing::bmp_file;
+using testing::gif_file;
+using testing::GifFrame;
 using testing::jpeg_file;
 using testing::png_file;
 using testing::solid;
@@ -90,12 +93,23 @@ TEST_SUITE("images") {
     CHECK(saved.at("test").at("accuracy").get<double>() == 1.0);
     d.write("new/a.png", png_file(5, 5, PNG_FORMAT_RGB, solid(5, 5, {240, 10, 10})));
     d.write("new/b.png", png_file(7, 3, PNG_FORMAT_RGBA, solid(7, 3, {0, 0, 250, 255})));
+    d.write("new/c.bmp", bmp_file({.width = 6, .height = 4, .bits = 24, .samples = solid(6, 4, {230, 20, 20})}));
+    d.write("new/d.GIF",
+            gif_file(4, 6, {10, 10, 240}, {GifFrame{.width = 4, .height = 6, .indices = solid(4, 6, {0})}}));
     CommandResult p = run_tensorctl("predict --run run --input new", d.path());
     REQUIRE_MESSAGE(p.status == 0, p.err);
     const std::vector<std::string> lines = split_lines(p.out);
-    REQUIRE(lines.size() == 3);
+    REQUIRE(lines.size() == 5);
     CHECK(split_cells(lines[1])[1] == "red");
     CHECK(split_cells(lines[2])[1] == "blue");
+    CHECK(split_cells(lines[3])[0] == "new/c.bmp");
+    CHECK(split_cells(lines[3])[1] == "red");
+    CHECK(split_cells(lines[4])[1] == "blue");
+    // One BMP file, told from a CSV by its first bytes.
+    CommandResult one = run_tensorctl("predict --run run --input new/c.bmp", d.path());
+    REQUIRE_MESSAGE(one.status == 0, one.err);
+    CHECK(split_lines(one.out).size() == 2);
+    CHECK(split_cells(split_lines(one.out)[1])[1] == "red");
     // profile trains on the decoded images (not random inputs), and times their gather per step.
     CommandResult prof = run_tensorctl("profile c.json --iterations 3 --warmup 0 --json", d.path());
     REQUIRE_MESSAGE(prof.status == 0, prof.err);
@@ -121,7 +135,7 @@ TEST_SUITE("images") {
                       {"c.json: data.images.color_mode: unknown value \"cmyk\" (known: rgb, grayscale)"});
     d.write("colours/blue/broken.png", "this is no PNG");
     d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours"}}})");
-    expect_user_error(d, "train c.json --output run", {"colours/blue/broken.png: neither a PNG nor a JPEG file"});
+    expect_user_error(d, "train c.json --output run", {"colours/blue/broken.png: not a PNG, JPEG, BMP or GIF file"});
     d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours/red"}}})");
     expect_user_error(d, "train c.json --output run", {"c.json: data.images.directory:", "has 0 subfolders"});
 
@@ -129,7 +143,8 @@ TEST_SUITE("images") {
     d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours"}}, "epochs": 1})");
     REQUIRE(run_tensorctl("train c.json --quiet --output run", d.path()).status == 0);
     std::filesystem::create_directories(d / "empty");
-    expect_user_error(d, "predict --run run --input empty", {"empty: no .png, .jpg or .jpeg file in this folder"});
+    expect_user_error(d, "predict --run run --input empty",
+                      {"empty: no .png, .jpg, .jpeg, .bmp or .gif file in this folder"});
     d.write("list.csv", "file\nx.png\n");
     expect_user_error(d, "predict --run run --input list.csv", {"list.csv: line 1: missing column \"path\""});
     d.write("list.csv", "path\ncolours/red/0.jpg\nmissing.png\n");

@@ -1,6 +1,6 @@
 // libFuzzer harness: an image file as a folder of class folders or predict's input holds it. The bytes are
-// decoded as PNG or JPEG (by their first bytes) into gray and RGB, each result resized up and down with both
-// interpolations; a decoded image must hold height x width x channels samples within the size limit.
+// decoded as PNG, JPEG, BMP or GIF (by their first bytes) into gray and RGB, each result resized up and down
+// with both interpolations; a decoded image must hold height x width x channels samples within the size limit.
 #include <cstddef>
 #include <cstdint>
 
