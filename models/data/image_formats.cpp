@@ -195,11 +195,11 @@ int first_frame(GifFileType* gif, const std::string& file) {
     int code = 0;
     GifByteType* block = nullptr;
     if (DGifGetExtension(gif, &code, &block) == GIF_ERROR) gif_failed(file, gif->Error);
-    // The first sub-block holds a graphics control block's 4 bytes, after its length.
-    GraphicsControlBlock control;
-    if (code == GRAPHICS_EXT_FUNC_CODE && block != nullptr && block[0] >= 4 &&
-        DGifExtensionToGCB(block[0], block + 1, &control) == GIF_OK)
-      transparent = control.TransparentColor;
+    // The first sub-block holds a graphics control block, after its length: flags (bit 0: a transparent
+    // index is given), the delay (2 bytes), the index. Read here, since giflib's DGifExtensionToGCB refuses a
+    // block longer than 4 bytes, which Pillow and browsers read.
+    if (code == GRAPHICS_EXT_FUNC_CODE && block != nullptr && block[0] >= 4)
+      transparent = (block[1] & 1) != 0 ? block[4] : NO_TRANSPARENT_COLOR;
     while (block != nullptr)
       if (DGifGetExtensionNext(gif, &block) == GIF_ERROR) gif_failed(file, gif->Error);
   }

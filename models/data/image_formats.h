@@ -10,7 +10,8 @@
 //        a pixel are refused, as TensorFlow refuses them.
 //   GIF  the first frame on the logical screen: pixels outside the frame, and those of its transparent
 //        index, black; colours from the frame's own palette or else the global one; an index past the
-//        palette refused. Interlaced frames are put in order.
+//        palette refused. Interlaced frames are put in order. A frame past the size limits is refused even
+//        where the screen would cut it to less.
 //
 // Either read for 1 channel (TensorFlow refuses both) is made gray by the weights of JPEG's luma and
 // Pillow's "L", (19595 R + 38470 G + 7471 B + 32768) >> 16 (0.299, 0.587, 0.114 rounded); an 8-bit BMP

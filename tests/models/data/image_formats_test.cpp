@@ -152,8 +152,16 @@ TEST_SUITE("image formats") {
   TEST_CASE("GIF: a frame smaller than the screen, and its transparent pixels, read black") {
     // A 2 x 1 frame at (1, 1) of a 3 x 2 screen, its second pixel of the transparent index 3.
     const GifFrame frame{.left = 1, .top = 1, .width = 2, .height = 1, .indices = {0, 3}, .transparent = 3};
-    const DecodedImage rgb = decode_image(gif_file(3, 2, kSix, {frame}), 3, "a.gif");
-    CHECK(rgb.pixels == Bytes{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 0, 0});
+    const std::string file = gif_file(3, 2, kSix, {frame});
+    const Bytes expected{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 0, 0};
+    CHECK(decode_image(file, 3, "a.gif").pixels == expected);
+    // The graphics control block in a sub-block of 5 bytes, not 4: its transparent index still holds.
+    std::string longer = file;
+    const auto at = longer.find(std::string("\x21\xf9\x04", 3));
+    REQUIRE(at != std::string::npos);
+    longer[at + 2] = 5;
+    longer.insert(at + 7, 1, '\0');
+    CHECK(decode_image(longer, 3, "a.gif").pixels == expected);
     // A frame reaching past the screen is cut to it.
     const GifFrame over{.left = 2, .top = 0, .width = 2, .height = 2, .indices = {1, 1, 2, 2}};
     CHECK(decode_image(gif_file(3, 2, kSix, {over}), 3, "a.gif").pixels ==
