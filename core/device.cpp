@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -68,7 +69,9 @@ class CpuDevice final : public Device {
   const std::string& name() const override { return name_; }
   bool host_addressable() const override { return true; }
   void* allocate(std::size_t bytes) override {
-    // aligned_alloc wants a size that is a multiple of the alignment.
+    // aligned_alloc wants a size that is a multiple of the alignment; a size that rounding would wrap is none
+    // the system has.
+    if (bytes > SIZE_MAX - 63) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");
     std::size_t rounded = (bytes + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (p == nullptr) throw RuntimeError("out of host memory allocating " + std::to_string(bytes) + " bytes");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/errors.h"
 #include "core/tensor.h"
 #include "kernels/sim/sim_device.h"
 
@@ -184,4 +185,8 @@ TEST_CASE("a timed sim event notes when the stream reaches it, not when it is re
   CHECK_FALSE(untimed->elapsed_us_since(*first).has_value());
   CHECK_FALSE(second->elapsed_us_since(*sim(0).record_timed_event()).has_value());
   CHECK_FALSE(cpu_device()->record_timed_event()->elapsed_us_since(*done_event()).has_value());
+}
+
+TEST_CASE("the host refuses a size that rounding to its alignment would wrap, instead of a tiny block") {
+  CHECK_THROWS_AS(cpu_device()->allocate(SIZE_MAX - 10), RuntimeError);
 }
