@@ -205,23 +205,24 @@ int first_frame(GifFileType* gif, const std::string& file) {
   }
 }
 
-// The frame's colour indices, rows in order: an interlaced frame stores every 8th row from 0, every 8th from
-// 4, every 4th from 2, then every 2nd from 1.
-std::vector<GifPixelType> frame_indices(GifFileType* gif, const std::string& file) {
+// Calls put(y, row) for each of the frame's rows in the order the file stores them (an interlaced frame holds
+// every 8th row from 0, every 8th from 4, every 4th from 2, then every 2nd from 1), from one row buffer, so a
+// frame larger than the logical screen costs a row of memory, not the whole frame.
+template <class Put>
+void for_each_frame_row(GifFileType* gif, const std::string& file, Put put) {
   const GifImageDesc& d = gif->Image;
-  std::vector<GifPixelType> rows(static_cast<std::size_t>(d.Width) * static_cast<std::size_t>(d.Height));
+  std::vector<GifPixelType> row(static_cast<std::size_t>(d.Width));
   auto read_row = [&](int y) {
-    if (DGifGetLine(gif, rows.data() + static_cast<std::size_t>(y) * d.Width, d.Width) == GIF_ERROR)
-      gif_failed(file, gif->Error);
+    if (DGifGetLine(gif, row.data(), d.Width) == GIF_ERROR) gif_failed(file, gif->Error);
+    put(y, row.data());
   };
   if (!d.Interlace) {
     for (int y = 0; y < d.Height; ++y) read_row(y);
-    return rows;
+    return;
   }
   constexpr std::array<int, 4> kStart{0, 4, 2, 1}, kStep{8, 8, 4, 2};
   for (std::size_t pass = 0; pass < kStart.size(); ++pass)
     for (int y = kStart[pass]; y < d.Height; y += kStep[pass]) read_row(y);
-  return rows;
 }
 
 }  // namespace
@@ -235,18 +236,18 @@ DecodedImage decode_gif(std::string_view bytes, int channels, const std::string&
   check_image_size(gif->SHeight, gif->SWidth, file);
   const int transparent = first_frame(gif.get(), file);
   const GifImageDesc& d = gif->Image;
-  check_image_size(d.Height, d.Width, file);
   const ColorMapObject* palette = d.ColorMap != nullptr ? d.ColorMap : gif->SColorMap;
   if (palette == nullptr) throw SpecError(file, "", "a damaged GIF file: its first frame has no palette");
-  const std::vector<GifPixelType> indices = frame_indices(gif.get(), file);
-  // The logical screen, black where the frame does not reach or is transparent, as TensorFlow leaves it.
+  // The logical screen, black where the frame does not reach or is transparent, as TensorFlow leaves it; what
+  // of the frame lies outside the screen is clipped, as TensorFlow clips it.
   DecodedImage rgb{gif->SHeight, gif->SWidth, 3,
                    std::vector<std::uint8_t>(static_cast<std::size_t>(gif->SHeight) * gif->SWidth * 3)};
-  const int top = std::max(d.Top, 0), bottom = std::min(d.Top + d.Height, gif->SHeight);
   const int left = std::max(d.Left, 0), right = std::min(d.Left + d.Width, gif->SWidth);
-  for (int y = top; y < bottom; ++y)
+  for_each_frame_row(gif.get(), file, [&](int frame_y, const GifPixelType* indices) {
+    const int y = d.Top + frame_y;
+    if (y < 0 || y >= gif->SHeight) return;
     for (int x = left; x < right; ++x) {
-      const int index = indices[static_cast<std::size_t>(y - d.Top) * d.Width + static_cast<std::size_t>(x - d.Left)];
+      const int index = indices[x - d.Left];
       if (index == transparent) continue;
       if (index >= palette->ColorCount)
         throw SpecError(file, "",
@@ -258,6 +259,7 @@ DecodedImage decode_gif(std::string_view bytes, int channels, const std::string&
       out[1] = c.Green;
       out[2] = c.Blue;
     }
+  });
   return with_channels(std::move(rgb), channels);
 }
 

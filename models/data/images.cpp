@@ -1,6 +1,7 @@
 #include "models/data/images.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <csetjmp>
@@ -34,16 +35,32 @@ bool looks_like_image(std::string_view bytes) {
          looks_like_gif(bytes);
 }
 
-bool has_image_extension(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".gif";
-}
+namespace {
+
+// The extensions Keras' image_dataset_from_directory lists, lower case.
+constexpr std::array<std::string_view, 5> kImageExtensions = {".png", ".jpg", ".jpeg", ".bmp", ".gif"};
 
 bool image_size_fits(std::int64_t height, std::int64_t width) {
   return height >= 1 && width >= 1 && height <= kMaxImageSide && width <= kMaxImageSide &&
          height * width <= kMaxImagePixels;
+}
+
+}  // namespace
+
+bool has_image_extension(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return std::find(kImageExtensions.begin(), kImageExtensions.end(), ext) != kImageExtensions.end();
+}
+
+std::string image_extensions_in_words() {
+  std::string words;
+  for (std::size_t i = 0; i < kImageExtensions.size(); ++i) {
+    if (i > 0) words += i + 1 < kImageExtensions.size() ? ", " : " or ";
+    words += kImageExtensions[i];
+  }
+  return words;
 }
 
 void check_image_size(std::int64_t height, std::int64_t width, const std::string& file) {
@@ -137,8 +154,13 @@ bool decode_png_raw(PngRead& r, DecodedImage& image, bool& gray_rows, std::vecto
   png_read_update_info(png, info);
   const std::size_t stride = static_cast<std::size_t>(width) * (gray_rows ? 2 : 4);
   if (png_get_rowbytes(png, info) != stride) png_error(png, "an unexpected layout after libpng's transforms");
-  pixels.resize(stride * static_cast<std::size_t>(height));
-  rows.resize(static_cast<std::size_t>(height));
+  try {  // no libpng call in here, so nothing longjmps across it; a bad_alloc must not leak png
+    pixels.resize(stride * static_cast<std::size_t>(height));
+    rows.resize(static_cast<std::size_t>(height));
+  } catch (...) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    throw;
+  }
   for (std::size_t y = 0; y < rows.size(); ++y) rows[y] = pixels.data() + y * stride;
   png_read_image(png, rows.data());
   png_destroy_read_struct(&png, &info, nullptr);
@@ -453,7 +475,7 @@ ImageFolder list_image_folder(const std::string& dir, const std::string& file_fo
     if (images.empty())
       throw SpecError(
           file_for_errors, where,
-          fmt::format("{}: class folder \"{}\" holds no .png, .jpg, .jpeg, .bmp or .gif file", dir, classes[c]));
+          fmt::format("{}: class folder \"{}\" holds no {} file", dir, classes[c], image_extensions_in_words()));
     for (const auto& path : images) {
       folder.paths.push_back(path);
       folder.labels.push_back(static_cast<std::int32_t>(c));

@@ -58,12 +58,12 @@ struct DecodedImage {
 // Whether `bytes` begin as a PNG, JPEG, BMP or GIF file does (a BMP's first 18 bytes are needed).
 bool looks_like_image(std::string_view bytes);
 // Whether `path`'s extension is one image_dataset_from_directory would list (.png, .jpg, .jpeg, .bmp, .gif,
-// any case).
+// any case), and that list in words for a message (".png, .jpg, .jpeg, .bmp or .gif"), so the two never part.
 bool has_image_extension(const std::string& path);
+std::string image_extensions_in_words();
 
-// Whether a picture of `height` x `width` pixels is within kMaxImageSide and kMaxImagePixels (and not empty);
-// check_image_size throws SpecError(file, "", ...) saying so when it is not.
-bool image_size_fits(std::int64_t height, std::int64_t width);
+// Throws SpecError(file, "", ...) for a picture of `height` x `width` pixels past kMaxImageSide or
+// kMaxImagePixels, or empty.
 void check_image_size(std::int64_t height, std::int64_t width, const std::string& file);
 
 // Decodes a whole PNG, JPEG, BMP or GIF file into `channels` channels (1 or 3). SpecError(file, "", ...) for a

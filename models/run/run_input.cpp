@@ -259,7 +259,8 @@ RunInput read_image_input(const LoadedRun& run, const std::string& path, const s
   std::optional<CsvTable> table;
   if (std::filesystem::is_directory(path, ec)) {
     paths = list_images(path);
-    if (paths.empty()) throw SpecError(path, "", "no .png, .jpg, .jpeg, .bmp or .gif file in this folder or below it");
+    if (paths.empty())
+      throw SpecError(path, "", fmt::format("no {} file in this folder or below it", image_extensions_in_words()));
   } else if (looks_like_image(input_head(path))) {
     paths = {path};
   } else {

@@ -166,6 +166,14 @@ TEST_SUITE("image formats") {
     const GifFrame over{.left = 2, .top = 0, .width = 2, .height = 2, .indices = {1, 1, 2, 2}};
     CHECK(decode_image(gif_file(3, 2, kSix, {over}), 3, "a.gif").pixels ==
           Bytes{0, 0, 0, 0, 0, 0, 0, 255, 0, 0, 0, 0, 0, 0, 0, 0, 0, 255});
+    // A frame wider than any image tensorctl reads (kMaxImageSide) is still cut to the screen, as TensorFlow
+    // cuts it; its interlaced third row, below the screen, is read past.
+    GifFrame wide{.left = 0, .top = 0, .width = 40000, .height = 3, .interlace = true};
+    wide.indices.assign(3 * 40000, 0);
+    for (int x = 0; x < 3; ++x) wide.indices[40000 + x] = static_cast<std::uint8_t>(x + 1);
+    for (int x = 0; x < 3; ++x) wide.indices[2 * 40000 + x] = 5;
+    CHECK(decode_image(gif_file(3, 2, kSix, {wide}), 3, "a.gif").pixels ==
+          Bytes{255, 0, 0, 255, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 255});
   }
 
   TEST_CASE("GIF: an interlaced frame reads as the same frame stored in order; an animation as its first") {
