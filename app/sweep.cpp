@@ -177,6 +177,11 @@ std::vector<Trial> planned_trials(const SweepFlags& f) {
     throw SpecError("", "--grid", "give --grid KEY=V1,V2,... (a grid) or --random N with --range KEY=LO:HI (random)");
   if (f.random > 0 && f.ranges.empty())
     throw SpecError("", "--random", "--random N draws from the --range KEY=LO:HI[:log] given with it; there is none");
+  // sweep.json records the flags as given, and JSON holds UTF-8 only.
+  for (const auto& [flag, texts] :
+       {std::pair{"--grid", &f.grid}, std::pair{"--range", &f.ranges}, std::pair{"--set", &f.set}})
+    for (const std::string& text : *texts)
+      if (const auto bad = first_non_utf8(text)) throw SpecError("", flag, not_utf8_message("the value", text, *bad));
   std::vector<Trial> trials =
       f.random > 0 ? random_trials(f.ranges, f.random, static_cast<std::uint64_t>(f.seed)) : grid_trials(f.grid);
   for (std::size_t i = 0; i < trials.size(); ++i) {

@@ -761,6 +761,15 @@ std::string not_utf8_message(const std::string& what, std::string_view text, std
       what, quote_for_message(text), static_cast<unsigned char>(text[at]), at);
 }
 
+void check_text_column_utf8(const CsvTable& table, int column, const std::string& path) {
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    if (const auto bad = first_non_utf8(table.text_at(r, column)))
+      throw SpecError(path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
+                      not_utf8_message(
+                          "column " + quote_for_message(table.columns[static_cast<std::size_t>(column)]) + ": the text",
+                          table.text_at(r, column), *bad));
+}
+
 std::string csv_field(std::string_view cell) {
   const bool plain = cell.find_first_of(",\"\r\n") == std::string_view::npos &&
                      (cell.empty() || (!is_space(cell.front()) && !is_space(cell.back())));

@@ -103,6 +103,11 @@ void read_csv_blocks(const std::string& path, const CsvOptions& options,
 // that the run's JSON files could not record, `at` as first_non_utf8 found it.
 std::string not_utf8_message(const std::string& what, std::string_view text, std::size_t at);
 
+// Throws SpecError(path, "line N", ...) at the first cell of `table`'s text column `column` that is not UTF-8:
+// a text column's tokens go into the run's vocabulary, in its JSON files (a file saved as Latin-1 or cp1252
+// fails here, before training, rather than after the first epoch).
+void check_text_column_utf8(const CsvTable& table, int column, const std::string& path);
+
 // `cell` as one CSV field: unchanged when it can be written plainly, else in double quotes with its quotes
 // doubled (when it holds a comma, a quote, a line break, or spaces at either end, which the reader trims).
 std::string csv_field(std::string_view cell);

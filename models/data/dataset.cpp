@@ -310,6 +310,7 @@ Dataset load_csv_dataset(const std::string& path, const std::string& label_colum
     Dataset data;
     data.name = std::filesystem::path(path).stem().string();
     data.x = Tensor::empty(DType::kF32, Shape{table.rows, 0});
+    check_text_column_utf8(table, text, path);
     data.texts = std::move(table.text[static_cast<std::size_t>(text)]);
     set_labels(data, table, path, label, classification, options);
     return data;

@@ -6,10 +6,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -25,11 +28,41 @@ namespace tctl {
 namespace {
 
 constexpr char kMagic[8] = {'T', 'C', 'T', 'L', 'R', 'O', 'W', 'S'};
-constexpr std::int64_t kVersion = 2;
+constexpr std::int64_t kVersion = 3;  // 3: paths escaped (path_for_json)
 constexpr std::int64_t kHeaderBytes = 4096;
 // Reads and writes go in pieces of this many bytes: large enough for the disk to stream, small enough to be
 // no memory to speak of beside a window.
 constexpr std::size_t kIoBytes = std::size_t{8} << 20;
+
+// A file's path for the cache's JSON record, which holds UTF-8 only: bytes that are not UTF-8 (a file named in
+// Latin-1 in an image folder) and '%' itself as %XX, the rest as it is; path_from_json undoes it.
+std::string path_for_json(std::string_view path) {
+  std::string out;
+  while (!path.empty()) {
+    const std::size_t good = first_non_utf8(path).value_or(path.size());
+    for (const char c : path.substr(0, good)) out += c == '%' ? std::string("%25") : std::string(1, c);
+    if (good == path.size()) break;
+    out += fmt::format("%{:02X}", static_cast<unsigned char>(path[good]));
+    path.remove_prefix(good + 1);
+  }
+  return out;
+}
+
+// nullopt for a record no path_for_json wrote (a '%' without two hex digits after it).
+std::optional<std::string> path_from_json(std::string_view text) {
+  auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !hex(text[i + 1]) || !hex(text[i + 2])) return std::nullopt;
+    out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
 
 // The header's fields, in this order, each 8 bytes, little-endian (as every platform we build for stores them).
 struct Header {
@@ -275,6 +308,7 @@ void write_csv_rows(const RowCache::CsvSource& source, RowCache::RowSink& sink, 
       [&](CsvTable& block) {
         labels->add(block);
         if (text >= 0) {
+          check_text_column_utf8(block, text, source.path);
           sink.add_texts(block.text[static_cast<std::size_t>(text)]);
           return;
         }
@@ -433,7 +467,12 @@ std::shared_ptr<const RowCache> RowCache::open(const std::filesystem::path& path
     m.feature_names = j.at("feature_names").get<std::vector<std::string>>();
     m.class_names = j.at("class_names").get<std::vector<std::string>>();
     m.num_classes = j.at("num_classes").get<int>();
-    if (j.contains("paths")) m.paths = j.at("paths").get<std::vector<std::string>>();
+    if (j.contains("paths"))
+      for (const auto& p : j.at("paths")) {
+        std::optional<std::string> path = path_from_json(p.get<std::string>());
+        if (!path) return nullptr;
+        m.paths.push_back(std::move(*path));
+      }
     if (!m.paths.empty() && static_cast<std::int64_t>(m.paths.size()) != h.rows) return nullptr;
     m.x = Tensor::empty(DType::kF32, Shape{0, h.features});
     const auto targets = j.value("targets", std::int64_t{1});
@@ -491,7 +530,10 @@ std::shared_ptr<const RowCache> RowCache::build(const std::filesystem::path& pat
                    {"feature_names", meta.feature_names},
                    {"class_names", meta.class_names},
                    {"num_classes", meta.num_classes}};
-  if (!meta.paths.empty()) j["paths"] = meta.paths;
+  if (!meta.paths.empty()) {
+    j["paths"] = nlohmann::json::array();
+    for (const std::string& p : meta.paths) j["paths"].push_back(path_for_json(p));
+  }
   if (meta.y.dtype() == DType::kF32) j["targets"] = meta.y.shape()[1];  // a regression's columns
   const std::string record = j.dump();
   std::memcpy(h.magic, kMagic, sizeof kMagic);

@@ -146,6 +146,19 @@ TEST_SUITE("text") {
     d.write("c.json", cfg);
     expect_user_error(d, "train c.json --output run",
                       {"c.json: data.text.column: the text column cannot be the label"});
+    // Text saved in Latin-1: refused at its line before training, streamed or not, with no run left behind
+    // (its tokens would have gone into the run's JSON vocabulary after the first epoch).
+    std::string latin1 = "text,category\n";
+    for (int r = 0; r < 40; ++r) latin1 += (r == 5 ? std::string("caf\xe9 good") : "plain words") + ",food\n";
+    d.write("latin1.csv", latin1);
+    cfg = fortunes_config();
+    const std::string fortunes = source_path("configs/data/fortunes.csv").string();
+    cfg.replace(cfg.find(fortunes), fortunes.size(), "latin1.csv");
+    for (const char* stream : {"", " --set data.stream=true"}) {
+      d.write("c.json", cfg);
+      expect_user_error(d, std::string("train c.json --output run") + stream,
+                        {"latin1.csv: line 7: column \"text\": the text \"caf\\xe9 good\" holds the byte 0xe9"});
+    }
 
     d.write("ok.json", fortunes_config(R"(, "test_split": 0.5)"));
     REQUIRE(run_tensorctl("train ok.json --epochs 1 --quiet --output run", d.path()).status == 0);

@@ -217,6 +217,20 @@ TEST_CASE("a RowCache of a CSV's text column holds its texts, one longer than a 
                               .where = "data.csv"};
   testing::check_spec_error([&] { RowCache::build(dir.path / "m.rows", 1, RowCache::csv_source(missing)); },
                             "config.json", "data.text.column", {"no column \"body\""});
+  // A text saved in Latin-1 is refused at its line, streamed or in memory, before its tokens could reach the
+  // run's vocabulary (JSON, UTF-8 only).
+  const std::string latin1 = write_in(dir, "latin1.csv", "text,label\nfine,1\ncaf\xe9 au lait,0\n");
+  RowCache::CsvSource bad{.path = latin1,
+                          .label_column = "label",
+                          .options = {.text_column = "text"},
+                          .file_for_errors = "config.json",
+                          .where = "data.csv"};
+  const std::vector<std::string> says{"column \"text\": the text \"caf\\xe9 au lait\" holds the byte 0xe9 at offset 3"};
+  testing::check_spec_error([&] { RowCache::build(dir.path / "l.rows", 1, RowCache::csv_source(bad)); }, latin1,
+                            "line 3", says);
+  testing::check_spec_error(
+      [&] { load_csv_dataset(latin1, "label", true, "config.json", "data.csv", {.text_column = "text"}); }, latin1,
+      "line 3", says);
 }
 
 TEST_CASE("a RowCache of arrays or of a folder of images holds what the in-memory readers load") {
@@ -247,7 +261,10 @@ TEST_CASE("a RowCache of arrays or of a folder of images holds what the in-memor
   // Images: two classes of gray PNG files of several sizes, resized.
   for (int i = 0; i < 9; ++i)
     for (const char* c : {"a", "b"})
-      write_in(dir, std::string("folder/") + c + "/" + std::to_string(i) + ".png",
+      // One file named in Latin-1 with a '%' in it: the cache's JSON record holds its path escaped, and gives
+      // back its bytes (not "caf\xe9 A").
+      write_in(dir,
+               std::string("folder/") + c + "/" + (i == 0 ? std::string("caf\xe9 %41") : std::to_string(i)) + ".png",
                testing::png_file(4 + i, 6, PNG_FORMAT_GRAY,
                                  testing::solid(4 + i, 6, {static_cast<std::uint8_t>(c[0] * i % 256)})));
   const ImageOptions options{.height = 5, .width = 5, .channels = 1, .interpolation = ImageInterpolation::kBilinear};
