@@ -33,25 +33,18 @@ struct InitFlags {
 // most this many distinct values (a regression target takes many).
 constexpr std::size_t kMaxGuessedClasses = 20;
 
-// Whether the label column holds classes, and how many outputs they need: the distinct names, or for class
-// ids the largest one + 1 (the ids are the outputs' places).
-std::pair<bool, std::size_t> label_kind(const CsvTable& table, int label, const std::string& task) {
+// Whether the label column holds classes: --task says, or names, or whole numbers of few distinct values.
+bool labels_are_classes(const CsvTable& table, int label, const std::string& task) {
+  if (!task.empty()) return task == "classification";
   std::set<std::string> distinct;
   bool numbers = true, whole = true;
-  float largest = 0;
   for (std::int64_t r = 0; r < table.rows; ++r) {
-    const std::string& text = table.text_at(r, label);
-    distinct.insert(text);
+    distinct.insert(table.text_at(r, label));
     const float v = table.at(r, label);
     numbers = numbers && !std::isnan(v);
     whole = whole && !std::isnan(v) && v == std::floor(v);
-    if (!std::isnan(v)) largest = std::max(largest, v);
   }
-  const bool ids = numbers && whole && largest >= 0 && largest < static_cast<float>(kMaxClasses);
-  const std::size_t outputs = ids ? static_cast<std::size_t>(largest) + 1 : distinct.size();
-  if (task == "classification") return {true, outputs};
-  if (task == "regression") return {false, outputs};
-  return {!numbers || (whole && distinct.size() <= kMaxGuessedClasses), outputs};
+  return !numbers || (whole && distinct.size() <= kMaxGuessedClasses);
 }
 
 // The spec: Dense(64, relu), Dropout(0.1), Dense(32, relu), then the head.
@@ -77,7 +70,12 @@ int run_init(const InitFlags& f) {
                     fmt::format("no column \"{}\" in {} (columns: {})", f.label, f.csv, join(table.columns)));
   if (table.columns.size() < 2) throw SpecError(f.csv, "", "only the label column: no features are left");
   if (table.rows < 10) throw SpecError(f.csv, "", fmt::format("{} rows: too few to split and train on", table.rows));
-  const auto [classes, outputs] = label_kind(table, label, f.task);
+  const bool classes = labels_are_classes(table, label, f.task);
+  // The labels read as train will read them, so a config train would refuse (a class id of -1 or 2.5, an
+  // empty label, a regression target that is no number) is refused here, at its line, before any file; the
+  // classes are then the outputs train will need: one per name, or per id up to the largest.
+  const Dataset data = load_csv_dataset(f.csv, f.label, classes, f.csv, "--label");
+  const auto outputs = static_cast<std::size_t>(data.num_classes);
   const fs::path config = f.output.empty() ? fs::path(fs::path(f.csv).stem().string() + ".json") : fs::path(f.output);
   const fs::path spec = config.parent_path() / (config.stem().string() + ".model.json");
   for (const fs::path& p : {config, spec}) {

@@ -150,15 +150,16 @@ std::string KerasConfig::one_of(const std::string& key, const std::vector<std::s
   return v->get<std::string>();
 }
 
-std::string KerasConfig::activation(const std::string& key, bool required) {
+std::string KerasConfig::activation(const std::string& key, bool required, const std::vector<std::string>& supported) {
   const json* v = take(key);
   if (!v) {
     if (required) fail(key, "missing required option " + key);
     return "linear";
   }
-  if (v->is_null()) return "linear";
   std::string name;
-  if (v->is_string()) {
+  if (v->is_null()) {
+    name = "linear";
+  } else if (v->is_string()) {
     name = v->get<std::string>();
   } else if (v->is_object() && v->contains("config") && v->at("config").is_string()) {
     name = v->at("config").get<std::string>();
@@ -173,8 +174,8 @@ std::string KerasConfig::activation(const std::string& key, bool required) {
   } else {
     fail(key, "an activation is a function's name (" + join(activation_names()) + "), " + describe_json(*v));
   }
-  if (!contains(activation_names(), name))
-    fail(key, "activation \"" + name + "\" is not supported (supported: " + join(activation_names()) + ")");
+  const std::vector<std::string>& names = supported.empty() ? activation_names() : supported;
+  if (!contains(names, name)) fail(key, key + " \"" + name + "\" is not supported (supported: " + join(names) + ")");
   return name;
 }
 

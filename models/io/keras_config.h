@@ -50,7 +50,9 @@ class KerasConfig {
   std::string one_of(const std::string& key, const std::vector<std::string>& choices, const std::string& fallback);
   // Keras 2 writes activations as strings; Keras 3 may write a function as
   // {"module": "keras.activations", "class_name": "function", "config": "relu", ...}.
-  std::string activation(const std::string& key, bool required);
+  // `supported` narrows the names accepted (and listed when one is refused) for a layer that takes fewer than
+  // every activation; empty: all of them.
+  std::string activation(const std::string& key, bool required, const std::vector<std::string>& supported = {});
   // An initializer as a string ("glorot_uniform") or a Keras object ({"class_name": "GlorotUniform", "config":
   // {"seed": null}}); the result is one of `allowed` (snake_case). A seed is accepted and not carried over:
   // tensorctl draws from its own seeded generator, so Keras' draws are not reproduced either way.

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/function_ref.h"
 #include "core/read_whole.h"
 #include "core/text.h"
 #include "models/data/arrays.h"
@@ -50,21 +51,37 @@ std::string model_place(const TrainConfig& c, const std::string& key) {
   return c.model_file + " " + (c.model_path.empty() ? key : c.model_path + "." + key);
 }
 
-// Throws a SpecError naming the CSV line of the first label that the model's `outputs` cannot represent.
-// Only called once a label is known to be out of range: it reads the file again to find the line, which the
-// Dataset no longer knows.
-void check_csv_labels(const std::string& csv_path, bool header, const std::string& label, std::int64_t outputs,
-                      const std::string& model_place) {
+// Throws a SpecError naming the CSV line of the first label `problem` finds wrong (it returns what is wrong, or
+// "" for a good label). Only called once a label is known to be wrong: it reads the file again to find the
+// line, which the Dataset no longer knows.
+void check_csv_labels(const std::string& csv_path, bool header, const std::string& label,
+                      FunctionRef<std::string(float)> problem) {
   CsvTable table = read_csv(csv_path, CsvOptions{.header = header, .text_columns = {}, .number_columns = {}});
   const int col = table.column_index(label);
   if (col < 0) return;
-  for (std::int64_t r = 0; r < table.rows; ++r) {
-    const float v = table.at(r, col);
-    if (v >= static_cast<float>(outputs))
-      throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]),
-                      fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
-                                  outputs, model_place, outputs - 1));
-  }
+  for (std::int64_t r = 0; r < table.rows; ++r)
+    if (const std::string p = problem(table.at(r, col)); !p.empty())
+      throw SpecError(csv_path, "line " + std::to_string(table.row_lines[static_cast<std::size_t>(r)]), p);
+}
+
+// Binary cross-entropy takes targets in [0, 1]: labels 0 and 1, or Keras' soft labels between. A 2 or a -1
+// has no prediction in (0, 1) that minimizes its loss, so it trained on nonsense without a word. Refused at
+// the CSV's line, or at the row of an array or a streamed file.
+void check_binary_targets(const TrainConfig& c, const Dataset& data, bool streamed) {
+  const float* t = data.y.data<float>();
+  const std::int64_t n = data.y.num_elements();
+  std::int64_t bad = 0;
+  while (bad < n && t[bad] >= 0.0f && t[bad] <= 1.0f) ++bad;
+  if (bad == n) return;
+  const std::string rule = "binary_crossentropy takes targets in [0, 1] (labels 0 and 1)";
+  if (!c.data.csv.empty() && !streamed)
+    check_csv_labels(c.data.csv, c.data.header, c.data.label, [&](float v) {
+      return v >= 0.0f && v <= 1.0f ? std::string() : fmt::format("label {:g}: {}", v, rule);
+    });
+  const std::int64_t width = n / std::max<std::int64_t>(data.y.shape()[0], 1);
+  throw SpecError(c.file, data_key(c),
+                  fmt::format("{}: row {} (counting from 0) has the target {:g}; {}", data_source(c),
+                              bad / std::max<std::int64_t>(width, 1), t[bad], rule));
 }
 
 // The config's text options with the model's defaults filled in: the input length, and the first layer's
@@ -180,6 +197,7 @@ void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bo
     data.y = Tensor::from_floats(Shape{n, 1}, y);
     data.num_classes = 0;
   }
+  if (loss_is_binary(c.loss)) check_binary_targets(c, data, streamed);
   if (!classification && data.num_classes > 0)
     throw SpecError(c.file, "loss",
                     "loss " + c.loss + " needs a regression data set, but " + data.name + " has class labels");
@@ -195,7 +213,13 @@ void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bo
       throw SpecError(c.file, where,
                       fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
                                   data_source(c), data.num_classes, join_first(data.class_names), last, outputs));
-    if (!c.data.csv.empty() && !streamed) check_csv_labels(c.data.csv, c.data.header, c.data.label, outputs, last);
+    if (!c.data.csv.empty() && !streamed)
+      check_csv_labels(c.data.csv, c.data.header, c.data.label, [&](float v) {
+        return v < static_cast<float>(outputs)
+                   ? std::string()
+                   : fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
+                                 outputs, last, outputs - 1);
+      });
     throw SpecError(c.file, where,
                     fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
                                 data_source(c), data.num_classes - 1, last, outputs));
@@ -372,15 +396,10 @@ void vectorize_streams(const TrainConfig& c, const Sequential& net, const TextVe
   }
 }
 
-// prepare_data for streamed data: the rows stay in their cache; each part is a stream of its rows there.
-PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
-                              const TextVectorizer* run_text, const std::optional<ImageOptions>& images,
-                              std::string note) {
-  PreparedData p;
-  p.images = images;
-  p.streamed.emplace();
-  p.streamed->note = std::move(note);
-  auto cache = cached_rows(c, images, run_classes, p.streamed->reused);
+// The parts of a streamed data set from its cache: checked against the model, split, each a stream of its
+// rows, scaled and vectorized as in memory.
+void stream_parts(const TrainConfig& c, const Sequential& net, const TextVectorizer* run_text,
+                  const std::shared_ptr<const RowCache>& cache, PreparedData& p) {
   p.streamed->cache = cache->path();
   Dataset meta = cache->metadata();
   fit_to_model(c, net, meta, true);
@@ -424,6 +443,31 @@ PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const
   if (one) {
     first.x = shape_for_model(scale ? scale->apply(std::move(first.x)) : first.x, net);
     p.train.stream->set_resident(std::move(first));
+  }
+}
+
+// prepare_data for streamed data: the rows stay in their cache; each part is a stream of its rows there.
+PreparedData prepare_streamed(const TrainConfig& c, const Sequential& net, const std::vector<std::string>* run_classes,
+                              const TextVectorizer* run_text, const std::optional<ImageOptions>& images,
+                              std::string note) {
+  PreparedData p;
+  p.images = images;
+  p.streamed.emplace();
+  p.streamed->note = std::move(note);
+  const std::filesystem::path dir = c.data.cache.empty() ? c.output : c.data.cache;
+  std::error_code ec;
+  const bool dir_existed = std::filesystem::exists(dir, ec);
+  auto cache = cached_rows(c, images, run_classes, p.streamed->reused);
+  try {
+    stream_parts(c, net, run_text, cache, p);
+  } catch (...) {
+    // A cache built here for data then refused goes, with its folder if this made it: a refused config writes
+    // nothing. A cache that was there before stays.
+    if (!p.streamed->reused) {
+      std::filesystem::remove(cache->path(), ec);
+      if (!dir_existed) std::filesystem::remove(dir, ec);  // only if empty
+    }
+    throw;
   }
   return p;
 }

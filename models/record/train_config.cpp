@@ -11,6 +11,7 @@
 #include "core/errors.h"
 #include "core/text.h"
 #include "models/data/dataset.h"
+#include "models/data/images.h"
 #include "models/io/keras_import.h"
 #include "models/io/spec_reader.h"
 #include "models/nn/layer.h"
@@ -319,6 +320,10 @@ DataConfig parse_data(SpecReader& top, const PathRules& rules) {
     if (r.has("images")) {
       parse_images(r, rules, d);
       d.label = r.string("label", "label");  // the class's column in test.csv
+      if (d.label == kImagePathColumn)
+        r.fail("label", fmt::format("\"{}\" is the column of the image files in the run's test.csv; give the "
+                                    "class's column another name",
+                                    kImagePathColumn));
     }
     if (!r.has("dataset")) parse_stream(r, rules, d);
     d.test_split = r.number_in("test_split", 0.2, 0.0, 1.0);

@@ -257,6 +257,7 @@ LoadedRun load_run(const std::filesystem::path& dir, int inter_op_threads, int i
                                           c.inference_options(), inter_op_threads, intra_op_threads);
   const auto& net = run.model->net();
   check_input_record(run, net.input_shape().num_elements(), net.output_shape().num_elements(), record);
+  run.binary = loss_is_binary(c.loss);
 
   SafetensorsFile file = load_safetensors(weights_path);
   // A training checkpoint also holds the optimizer's state and the callbacks' tensors: only the weights count.

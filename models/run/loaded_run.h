@@ -34,6 +34,7 @@ struct LoadedRun {
   std::vector<std::string> feature_names;
   std::string label = "label";
   int num_classes = 0;
+  bool binary = false;                   // binary_crossentropy: each output the probability of a 1
   std::int64_t targets = 1;              // a regression's targets per row (its CSVs' columns: target_columns)
   std::vector<std::string> class_names;  // when the labels were names; label i is class_names[i]
   nlohmann::json summary;                // summary.json; empty for an interrupted run

@@ -138,6 +138,10 @@ TEST_SUITE("images") {
     expect_user_error(d, "train c.json --output run", {"colours/blue/broken.png: not a PNG, JPEG, BMP or GIF file"});
     d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours/red"}}})");
     expect_user_error(d, "train c.json --output run", {"c.json: data.images.directory:", "has 0 subfolders"});
+    // The class's column cannot take the name of test.csv's column of files: predict could not read it back.
+    d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours"}, "label": "path"}})");
+    expect_user_error(d, "train c.json --output run",
+                      {"c.json: data.label: \"path\" is the column of the image files in the run's test.csv"});
 
     std::filesystem::remove(d / "colours/blue/broken.png");
     d.write("c.json", R"({"model": "m.json", "data": {"images": {"directory": "colours"}}, "epochs": 1})");

@@ -2,6 +2,8 @@
 // ids, guessed or asked for) and for a regression target; mistakes are one line, exit 2, nothing written.
 #include <doctest/doctest.h>
 
+#include <fmt/format.h>
+
 #include "cli/cli_test_util.h"
 
 namespace tctl::cli_test {
@@ -46,6 +48,24 @@ TEST_CASE("init mistakes are one line naming the flag or file, exit 2, nothing w
   expect_user_error(dir, "init wine.csv --label label --task clustering", {"--task"});
   dir.write("words.csv", "a,b,label\n1,x,0\n");
   expect_user_error(dir, "init words.csv --label label", {"words.csv"});
+  // Labels train would refuse are refused here, at their line, rather than written into a config that fails.
+  auto labels = [&](const std::string& name, const std::vector<std::string>& values) {
+    std::string csv = "a,b,label\n";
+    for (int i = 0; i < 30; ++i)
+      csv += fmt::format("{},{},{}\n", i, i % 4, values[static_cast<std::size_t>(i) % values.size()]);
+    dir.write(name, csv);
+  };
+  labels("negative.csv", {"0", "1", "-1"});
+  expect_user_error(dir, "init negative.csv --label label",
+                    {"negative.csv: line 4: column \"label\": class labels must be integers in 0..99999, got -1"});
+  labels("gap.csv", {"0", "1", "", "1"});
+  expect_user_error(dir, "init gap.csv --label label", {"gap.csv: line 4: column \"label\": empty class label"});
+  labels("large.csv", {"0", "1", "500000"});
+  expect_user_error(dir, "init large.csv --label label", {"large.csv: line 4:", "got 5e+05"});
+  labels("half.csv", {"0", "1", "2.5"});
+  expect_user_error(dir, "init half.csv --label label --task classification", {"half.csv: line 4:", "got 2.5"});
+  labels("cat.csv", {"0", "1", "cat"});
+  expect_user_error(dir, "init cat.csv --label label --task regression", {"cat.csv: line 4:", "\"cat\""});
   REQUIRE(run_tensorctl("init wine.csv --label label", dir.path()).status == 0);
   expect_user_error(dir, "init wine.csv --label label", {"wine.json", "exists already"});
   CHECK(run_tensorctl("init wine.csv --label label --overwrite", dir.path()).status == 0);

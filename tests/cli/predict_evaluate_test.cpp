@@ -444,6 +444,44 @@ TEST_SUITE("predict and evaluate") {
           std::string::npos);
   }
 
+  TEST_CASE("a binary classifier (one sigmoid, binary_crossentropy) predicts prob_1 and 0/1, scored as evaluate does") {
+    TempDir d;
+    // Class 1 where a + b > 1, with a few rows the other way round.
+    std::string csv = "a,b,label\n";
+    for (int r = 0; r < 120; ++r) {
+      const double a = (r * 37 % 101) / 100.0, b = (r * 53 % 97) / 96.0;
+      csv += fmt::format("{},{},{}\n", a, b, (a + b > 1.0) != (r % 17 == 0) ? 1 : 0);
+    }
+    d.write("d.csv", csv);
+    d.write("c.json",
+            R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 1, "activation": "sigmoid"}]},
+      "data": {"csv": "d.csv"}, "loss": "binary_crossentropy", "optimizer": {"type": "adam", "learning_rate": 0.05},
+      "epochs": 20})");
+    REQUIRE(run_tensorctl("train c.json --quiet --output run", d.path()).status == 0);
+    CommandResult r = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE(r.status == 0);
+    const std::vector<std::string> lines = split_lines(r.out);
+    REQUIRE(lines.size() == 25);  // the header and round(120 * 0.2) rows
+    CHECK(lines[0] == "prob_1,predicted");
+    for (std::size_t i = 1; i < lines.size(); ++i) {
+      const std::size_t comma = lines[i].find(',');
+      REQUIRE(comma != std::string::npos);
+      const double p = std::stod(lines[i].substr(0, comma));
+      CHECK((p > 0.0 && p < 1.0));
+      CHECK(lines[i].substr(comma + 1) == (p > 0.5 ? "1" : "0"));
+    }
+    const nlohmann::json e = parse_json(run_tensorctl("evaluate --run run --data run/test.csv --json", d.path()).out);
+    CHECK(r.err.find(fmt::format("accuracy: {} (", four_decimals(e.at("accuracy").get<double>()))) !=
+          std::string::npos);
+    CHECK(e.at("accuracy").get<double>() > 0.7);
+    // A label outside [0, 1] has no sigmoid output that fits it: refused at its line, in memory or streamed.
+    d.write("d.csv", csv + "0.5,0.5,2\n");
+    expect_user_error(d, "train c.json --output bad",
+                      {"d.csv: line 122: label 2: binary_crossentropy takes targets in [0, 1]"});
+    expect_user_error(d, "train c.json --output bad --set data.stream=true",
+                      {"c.json: data.csv: d.csv: row 120 (counting from 0) has the target 2; binary_crossentropy"});
+  }
+
   TEST_CASE("a CSV without a header row: columns are numbered, test.csv and predict inputs have none either") {
     const TrainedRun& numbered = trained("configs/iris_mlp.json");
     TempDir d;

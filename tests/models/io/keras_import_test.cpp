@@ -172,6 +172,20 @@ TEST_SUITE("keras_import") {
     expect_refusal(doc, "config.layers[3].config.reset_after", {"only reset_after true"});
   }
 
+  TEST_CASE("a recurrent layer's activations are refused listing only what that layer takes") {
+    json doc = keras_file("text_keras2.json");
+    doc["config"]["layers"][3]["config"]["recurrent_activation"] = "hard_sigmoid";
+    expect_refusal(doc, "config.layers[3].config.recurrent_activation",
+                   {"recurrent_activation \"hard_sigmoid\" is not supported (supported: sigmoid)"});
+    doc = keras_file("text_keras2.json");
+    doc["config"]["layers"][3]["config"]["activation"] = "relu";
+    expect_refusal(doc, "config.layers[3].config.activation",
+                   {"activation \"relu\" is not supported (supported: tanh)"});
+    doc["config"]["layers"][3]["config"]["activation"] = nullptr;
+    expect_refusal(doc, "config.layers[3].config.activation",
+                   {"activation \"linear\" is not supported (supported: tanh)"});
+  }
+
   TEST_CASE("sizes given as one integer become pairs, and pooling strides default to the pool size") {
     json doc = keras_file("cnn_keras2.json");
     auto& layers = doc["config"]["layers"];

@@ -282,17 +282,11 @@ namespace tctl::detail {
 void keras_recurrent(KerasConfig& c, nlohmann::json& out, KerasLayerWalk& walk, const std::string& type) {
   out["units"] = c.positive_int("units");
   const bool gated = type != "SimpleRNN";
-  const std::string activation = c.has("activation") ? c.activation("activation", false) : "tanh";
-  if (activation != "tanh" && (gated || activation != "relu"))
-    c.fail("activation",
-           "activation \"" + activation + "\" is not supported (supported: " + (gated ? "tanh" : "tanh, relu") + ")");
-  out["activation"] = activation;
+  const std::vector<std::string> supported =
+      gated ? std::vector<std::string>{"tanh"} : std::vector<std::string>{"tanh", "relu"};
+  out["activation"] = c.has("activation") ? c.activation("activation", false, supported) : "tanh";
   if (gated) {
-    const std::string recurrent =
-        c.has("recurrent_activation") ? c.activation("recurrent_activation", false) : "sigmoid";
-    if (recurrent != "sigmoid")
-      c.fail("recurrent_activation",
-             "recurrent_activation \"" + recurrent + "\" is not supported (supported: sigmoid)");
+    if (c.has("recurrent_activation")) c.activation("recurrent_activation", false, {"sigmoid"});
     out["recurrent_activation"] = "sigmoid";
   }
   out["use_bias"] = c.boolean("use_bias", true);
