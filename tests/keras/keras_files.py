@@ -153,7 +153,7 @@ def make_weights(model, seed):
             paths["_feedforward_output_dense/vars/1"] = w.normal((hidden,), 0.1)
         elif cls == "GlobalAveragePooling1D":
             shape = shape[1:]
-        elif cls not in ("Dropout", "Activation"):
+        elif cls not in ("Dropout", "Activation", "Rescaling"):
             raise SystemExit(f"keras_files.py: no weights writer for {cls}")
         w.layers.append((layer, {k: np.asarray(v, np.float32) for k, v in paths.items()}, names))
     return w, shape[-1]
@@ -236,6 +236,8 @@ def reference(model, w, x):
             h = act[name(c["activation"])](h @ t(v["vars/0"]) + t(v["vars/1"]))
         elif cls == "Activation":
             h = act[name(c["activation"])](h)
+        elif cls == "Rescaling":
+            h = h * c["scale"] + c.get("offset", 0.0)
         elif cls == "Conv2D":
             y = F.conv2d(h.permute(0, 3, 1, 2), t(v["vars/0"]).permute(3, 2, 0, 1), t(v["vars/1"]),
                          padding=c.get("padding", "valid"))

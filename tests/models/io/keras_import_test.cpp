@@ -84,6 +84,24 @@ TEST_SUITE("keras_import") {
     CHECK(net.output_shape() == Shape{10});
   }
 
+  TEST_CASE("TensorFlow's image classification tutorial model, Rescaling first, converts from Keras 2 and 3") {
+    // Rescaling(1./255), three Conv2D(same, relu) + MaxPooling2D, Flatten, Dense(128, relu), Dense(5), on
+    // 180 x 180 x 3 images: the model of tensorflow.org's "Image classification" tutorial.
+    const json two = keras_to_spec(keras_file("tutorial_keras2.json"), "tutorial_keras2.json", keras_layer_mappings());
+    const json three =
+        keras_to_spec(keras_file("tutorial_keras3.json"), "tutorial_keras3.json", keras_layer_mappings());
+    CHECK(two.at("layers") == three.at("layers"));
+    CHECK(two.at("layers")[0] ==
+          json::parse(R"({"type": "Rescaling", "name": "rescaling", "scale": 0.00392156862745098, "offset": 0.0})"));
+    // The tutorial's model.summary(): Total params: 3,989,285.
+    const Sequential net = Sequential::from_json(two, "tutorial_keras2.json", "", 1);
+    CHECK(net.param_count() == 3989285);
+    CHECK(net.output_shape() == Shape{5});
+    json per_channel = keras_file("tutorial_keras3.json");
+    per_channel["config"]["layers"][1]["config"]["scale"] = json::array({0.1, 0.2, 0.3});
+    expect_refusal(per_channel, "config.layers[1].config.scale", {"expected a number"});
+  }
+
   TEST_CASE("the Keras 2 and Keras 3 exports of one text model (Embedding, Bidirectional LSTM, GRU) agree") {
     const json two = keras_to_spec(keras_file("text_keras2.json"), "text_keras2.json", keras_layer_mappings());
     const json three = keras_to_spec(keras_file("text_keras3.json"), "text_keras3.json", keras_layer_mappings());

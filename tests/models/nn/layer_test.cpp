@@ -44,6 +44,7 @@ TEST_CASE("layer_type_names lists the registry, sorted") {
                                           "MaxPooling1D",
                                           "MaxPooling2D",
                                           "Parallel",
+                                          "Rescaling",
                                           "Reshape",
                                           "SimpleRNN",
                                           "TokenAndPositionEmbedding",
