@@ -77,8 +77,10 @@ int run_graph(const GraphFlags& f) {
     throw SpecError("", "--format", "unknown format \"" + f.format + "\" (known: dot, json, svg)");
   check_output_path(f.output, "-o");
   const std::string file = model_file_of(f.path);
-  check_output_keeps_inputs(f.output, "-o", {file});
   TrainConfig c = load_model_file(file);
+  std::vector<std::string> inputs = c.input_files();
+  inputs.push_back(file);
+  check_output_keeps_inputs(f.output, "-o", inputs);
   // The graph is traced, never run: one thread of each kind is plenty.
   c.inter_op_threads = 1;
   c.intra_op_threads = 1;

@@ -14,6 +14,7 @@
 #include "app/terminal.h"
 #include "core/errors.h"
 #include "models/io/atomic_file.h"
+#include "models/io/run_layout.h"
 #include "models/record/config_override.h"
 #include "models/record/prepared_data.h"
 #include "models/train/lr_finder.h"
@@ -105,10 +106,31 @@ void write_results(const fs::path& dir, const LrFindResult& r, const std::string
   write_file_atomic(dir / "lr_find.svg", curve_svg(r, title));
 }
 
+// The learning rates a range test may span: float32 holds their ratio, 1e18, with room to spare.
+constexpr double kLowestRate = 1e-12, kHighestRate = 1e6;
+
+// The folder the results go to, refused before any training: a file in its place, or a run directory (whose
+// files tensorctl manages and locks: the results would be files --overwrite refuses to delete).
+void check_results_folder(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !fs::is_directory(dir, ec))
+    throw SpecError("", "-o", dir.string() + " is a file; give a folder for lr_find.svg, .csv and .json");
+  if (RunLayout(dir).holds_run(RunEvidence::kAnyMarker))
+    throw SpecError("", "-o", dir.string() + " is a run directory; give the range test a folder of its own");
+}
+
 int run_lr_find(const LrFindFlags& f) {
   if (!(f.start > 0.0 && f.end > f.start))
     throw SpecError("", "--start-lr",
                     fmt::format("expected 0 < --start-lr < --end-lr, got {:g} and {:g}", f.start, f.end));
+  // The rates and their ratio, the factor each step scales the rate by, must stay float32 numbers.
+  for (const auto& [flag, rate] : {std::pair{"--start-lr", f.start}, std::pair{"--end-lr", f.end}})
+    if (!(rate >= kLowestRate && rate <= kHighestRate))
+      throw SpecError(
+          "", flag, fmt::format("expected a learning rate in [{:g}, {:g}], got {:g}", kLowestRate, kHighestRate, rate));
+  const fs::path dir =
+      f.output.empty() ? fs::path("runs") / (fs::path(f.config).stem().string() + "-lr-find") : fs::path(f.output);
+  check_results_folder(dir);
   std::vector<ConfigOverride> overrides;
   for (const std::string& s : f.set) overrides.push_back(parse_override(s));
   TrainConfig c = load_train_config(f.config, overrides);
@@ -116,8 +138,6 @@ int run_lr_find(const LrFindFlags& f) {
   c.optimizer.learning_rate = f.start;
   c.optimizer.schedule = ScheduleConfig{};
   c.data.stream = DataConfig::Stream::kOff;
-  const fs::path dir =
-      f.output.empty() ? fs::path("runs") / (fs::path(f.config).stem().string() + "-lr-find") : fs::path(f.output);
   std::unique_ptr<Model> model = build_model(c);
   const PreparedData data = prepare_data(c, model->net());
   const LrFindOptions options{.start = f.start, .end = f.end, .steps = f.steps};

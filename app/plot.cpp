@@ -112,13 +112,26 @@ std::string panel(const std::string& figure, const std::vector<History>& runs, d
     for (const bool validation : {false, true})
       if (const auto* v = runs[i].column(validation ? "val_" + figure : figure)) {
         std::string points;
+        int count = 0;
+        double last_x = 0, last_y = 0;
         for (std::size_t k = 0; k < v->size(); ++k)
-          if (std::isfinite((*v)[k])) points += fmt::format("{:.1f},{:.1f} ", px(runs[i].epochs[k]), py((*v)[k]));
+          if (std::isfinite((*v)[k])) {
+            last_x = px(runs[i].epochs[k]);
+            last_y = py((*v)[k]);
+            points += fmt::format("{:.1f},{:.1f} ", last_x, last_y);
+            ++count;
+          }
+        const char* colour = kColours[i % std::size(kColours)];
         out += fmt::format(R"(<polyline class="curve" data-run="{}" data-series="{}" fill="none" stroke="{}" )"
                            R"(stroke-width="1.5"{} points="{}"/>)"
                            "\n",
-                           runs[i].name, validation ? "validation" : "training", kColours[i % std::size(kColours)],
+                           runs[i].name, validation ? "validation" : "training", colour,
                            validation ? R"( stroke-dasharray="5,3")" : "", points);
+        // A line through one point draws nothing: a run of one epoch gets a dot (hollow for validation).
+        if (count == 1)
+          out += fmt::format(R"(<circle class="point" cx="{:.1f}" cy="{:.1f}" r="3" stroke="{}" fill="{}"/>)"
+                             "\n",
+                             last_x, last_y, colour, validation ? "white" : colour);
       }
   return out + "</g>\n";
 }

@@ -26,6 +26,10 @@
 namespace tctl::app {
 
 namespace {
+
+// Where the tables and notes go: stdout, or stderr when the trace takes stdout (--trace -), which must stay
+// one JSON document.
+std::FILE* report_stream = stdout;
 struct ProfileFlags {
   std::string path;
   std::string inter = "1";
@@ -127,20 +131,21 @@ void print_table(const ProfileReport& r, bool ops) {
     columns.erase(columns.begin() + 4);
     for (auto& row : rows) row.erase(row.begin() + 4);
   }
-  std::printf("%s", table_for_output(columns, rows).c_str());
+  std::fprintf(report_stream, "%s", table_for_output(columns, rows).c_str());
   for (const StreamProfile& s : r.streams)
-    std::printf(
-        "%s stream busy %s ms [%s-%s] per step (%.1f%% of the step), timed with its events; forward and "
-        "backward ms are host time, queueing the work\n",
-        s.device.c_str(), ms(s.busy.median).c_str(), ms(s.busy.min).c_str(), ms(s.busy.max).c_str(),
-        100.0 * s.busy.median / r.step.median);
+    std::fprintf(report_stream,
+                 "%s stream busy %s ms [%s-%s] per step (%.1f%% of the step), timed with its events; forward and "
+                 "backward ms are host time, queueing the work\n",
+                 s.device.c_str(), ms(s.busy.median).c_str(), ms(s.busy.min).c_str(), ms(s.busy.max).c_str(),
+                 100.0 * s.busy.median / r.step.median);
 }
 
 void print_layers(const ProfileReport& r, bool ops) {
   print_table(r, ops);
   double layer_sum = 0;
   for (const auto& l : r.layers) layer_sum += l.forward.median + l.backward.median;
-  std::printf(
+  std::fprintf(
+      report_stream,
       "step %s ms [%s-%s] profiled (median [min-max] of the wall time); %s ms without the profiler (%+.1f%%), %s "
       "samples/s\n",
       ms(r.step.median).c_str(), ms(r.step.min).c_str(), ms(r.step.max).c_str(), ms(r.unprofiled.median).c_str(),
@@ -148,21 +153,23 @@ void print_layers(const ProfileReport& r, bool ops) {
       thousands(static_cast<std::int64_t>(r.samples_per_second)).c_str());
   if (layer_sum > r.step.median) {
     // Concurrent nodes: more kernel time than wall time.
-    std::printf("kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n",
-                ms(layer_sum).c_str(), ms(r.step.median).c_str(), layer_sum / r.step.median);
+    std::fprintf(report_stream,
+                 "kernels %s ms ran in a %s ms step: %.2fx overlap from nodes running at the same time\n",
+                 ms(layer_sum).c_str(), ms(r.step.median).c_str(), layer_sum / r.step.median);
   } else {
-    std::printf("kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n", ms(layer_sum).c_str(),
-                r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead",
-                ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
+    std::fprintf(report_stream, "kernels %s ms, outside kernels (%s) %s ms = %.1f%% of the step\n",
+                 ms(layer_sum).c_str(),
+                 r.eager ? "tracing each op, dispatch and allocation" : "executor and session overhead",
+                 ms(r.step.median - layer_sum).c_str(), 100.0 * (r.step.median - layer_sum) / r.step.median);
   }
   if (!r.has_input) return;
   // The step times above leave the gather out; its share is of a step and its gather together, what a loop
   // that gathers inline spends.
-  std::printf(
-      "input: gathering a batch %s ms [%s-%s] = %.1f%% of a step with its gather; preparing the data (read, "
-      "decode, split, scale) took %.2f s once\n",
-      ms(r.input.median).c_str(), ms(r.input.min).c_str(), ms(r.input.max).c_str(), 100.0 * input_share(r),
-      r.prepare_seconds);
+  std::fprintf(report_stream,
+               "input: gathering a batch %s ms [%s-%s] = %.1f%% of a step with its gather; preparing the data (read, "
+               "decode, split, scale) took %.2f s once\n",
+               ms(r.input.median).c_str(), ms(r.input.min).c_str(), ms(r.input.max).c_str(), 100.0 * input_share(r),
+               r.prepare_seconds);
 }
 
 // Every report as JSON, in the order measured.
@@ -214,17 +221,18 @@ void print_sweep(const std::vector<ProfileReport>& reports, bool both_modes) {
     rows.push_back({mode_name(r), std::to_string(r.inter_op_threads), std::to_string(r.intra_op_threads),
                     ms(r.unprofiled.median), thousands(static_cast<std::int64_t>(r.samples_per_second)),
                     fmt::format("{:.2f}x", reports[0].unprofiled.median / r.unprofiled.median)});
-  std::printf("\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
-              both_modes ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
-              reports[0].inter_op_threads, reports[0].intra_op_threads);
-  std::printf("%s", table_for_output({{"mode"},
-                                      {"inter-op", true},
-                                      {"intra-op", true},
-                                      {"step ms", true, 1},
-                                      {"samples/s", true},
-                                      {"speed-up", true}},
-                                     rows)
-                        .c_str());
+  std::fprintf(report_stream, "\n%s (step time without the profiler; speed-up over %s inter %d x intra %d):\n",
+               both_modes ? "Eager and traced side by side" : "Thread sweep", mode_name(reports[0]),
+               reports[0].inter_op_threads, reports[0].intra_op_threads);
+  std::fprintf(report_stream, "%s",
+               table_for_output({{"mode"},
+                                 {"inter-op", true},
+                                 {"intra-op", true},
+                                 {"step ms", true, 1},
+                                 {"samples/s", true},
+                                 {"speed-up", true}},
+                                rows)
+                   .c_str());
 }
 
 // A model spec names no loss: a forward-only profile builds none, and a training profile takes the default
@@ -291,9 +299,13 @@ int run_profile(const ProfileFlags& f) {
   const auto inters = thread_list(f.inter, "--inter-op-threads");
   const auto intras = thread_list(f.intra, "--intra-op-threads");
   if (!f.trace.empty()) check_output_path(f.trace, "--trace");
-  check_output_keeps_inputs(f.trace, "--trace", {f.path});
-
+  if (f.trace == "-" && f.json)
+    throw SpecError("", "--trace", "--trace - and --json both write to standard output; give the trace a file");
+  report_stream = f.trace == "-" ? stderr : stdout;
   TrainConfig config = load_model_file(f.path);
+  std::vector<std::string> inputs = config.input_files();
+  inputs.push_back(f.path);
+  check_output_keeps_inputs(f.trace, "--trace", inputs);
   if (f.precision) config = with_precision(std::move(config), *f.precision);
   ProfileOptions options = f.options;
   const bool fell_back = choose_loss(f, config, options);
@@ -312,35 +324,38 @@ int run_profile(const ProfileFlags& f) {
     write_file_atomic(f.trace, chrome_trace_json(last.last_events, t));
   }
   if (f.json) {
-    std::printf("%s\n", nlohmann::json{{"model", f.path},
-                                       {"batch_size", options.batch_size},
-                                       {"forward_only", options.forward_only},
-                                       {"loss", config.loss.empty() ? nlohmann::json() : nlohmann::json(config.loss)},
-                                       {"precision", config.precision},
-                                       {"runs", reports_json(reports)}}
-                            .dump(2)
-                            .c_str());
+    std::fprintf(report_stream, "%s\n",
+                 nlohmann::json{{"model", f.path},
+                                {"batch_size", options.batch_size},
+                                {"forward_only", options.forward_only},
+                                {"loss", config.loss.empty() ? nlohmann::json() : nlohmann::json(config.loss)},
+                                {"precision", config.precision},
+                                {"runs", reports_json(reports)}}
+                     .dump(2)
+                     .c_str());
     return 0;
   }
   if (const std::string note = precision_note(config.precision, config.device); !note.empty())
-    std::printf("%s\n", note.c_str());
+    std::fprintf(report_stream, "%s\n", note.c_str());
   for (std::size_t m = 0; m < eager_modes.size(); ++m) {
     const ProfileReport& r = reports[(m + 1) * reports.size() / eager_modes.size() - 1];
-    std::printf("%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d%s\n",
-                m > 0 ? "\n" : "", printable_line(f.path).c_str(), static_cast<long long>(options.batch_size),
-                static_cast<long long>(options.iterations), static_cast<long long>(options.warmup),
-                fell_back              ? "forward only (the default loss does not fit this model's output; --loss NAME "
-                                         "profiles training)"
-                : options.forward_only ? "forward only"
-                                       : "training step",
-                mode_name(r), r.inter_op_threads, r.intra_op_threads,
-                config.precision == "float32" ? "" : (", " + config.precision).c_str());
+    std::fprintf(
+        report_stream,
+        "%sProfile of %s: batch %lld, %lld iterations after %lld warm-up, %s, %s, inter-op %d, intra-op %d%s\n",
+        m > 0 ? "\n" : "", printable_line(f.path).c_str(), static_cast<long long>(options.batch_size),
+        static_cast<long long>(options.iterations), static_cast<long long>(options.warmup),
+        fell_back              ? "forward only (the default loss does not fit this model's output; --loss NAME "
+                                 "profiles training)"
+        : options.forward_only ? "forward only"
+                               : "training step",
+        mode_name(r), r.inter_op_threads, r.intra_op_threads,
+        config.precision == "float32" ? "" : (", " + config.precision).c_str());
     print_layers(r, f.ops);
   }
   if (reports.size() > 1) print_sweep(reports, eager_modes.size() > 1);
   if (!f.trace.empty())
-    std::printf("trace of the last configuration written to %s (open it in Perfetto)\n",
-                printable_line(f.trace).c_str());
+    std::fprintf(report_stream, "trace of the last configuration written to %s (open it in Perfetto)\n",
+                 (f.trace == "-" ? std::string("standard output") : printable_line(f.trace)).c_str());
   return 0;
 }
 

@@ -426,6 +426,11 @@ int run_sharing_costs(const RaceFlags& f) {
   std::vector<LockingMode> modes;
   for (LockingMode m : parse_modes(f.modes))
     if (m != LockingMode::kDataflow) modes.push_back(m);
+  // dataflow orders one graph's nodes; it is no way for workers to share variables, so it has no hogwild row.
+  if (modes.empty())
+    throw SpecError("", "--modes",
+                    "--config shares the variables between hogwild workers under locking modes, and dataflow is "
+                    "none of them: name another (none, mutex, process, atomic, snapshot)");
   StatusLine status;
   const std::vector<SharingRow> rows = measure_sharing(
       c, modes, threads, [&](std::size_t i, std::size_t n, const std::string& what) { status.show(i, n, what); });

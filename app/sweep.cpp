@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 #include <fcntl.h>
@@ -76,8 +77,12 @@ std::pair<std::string, std::vector<std::string>> grid_axis(const std::string& te
 // Every combination of the axes' values, the first axis changing slowest.
 std::vector<Trial> grid_trials(const std::vector<std::string>& axes) {
   std::vector<Trial> trials{Trial{}};
+  std::set<std::string> keys;
   for (const std::string& text : axes) {
     const auto [key, values] = grid_axis(text);
+    // A key on two axes: the later --set wins, so the table would show values the trial never trained with.
+    if (!keys.insert(key).second)
+      throw SpecError("", "--grid", fmt::format("the key {} is given twice; list its values once", key));
     std::vector<Trial> next;
     for (const Trial& t : trials)
       for (const std::string& v : values) {
@@ -137,7 +142,12 @@ Range parse_range(const std::string& text) {
 // standard's distributions differ between libraries).
 std::vector<Trial> random_trials(const std::vector<std::string>& texts, std::int64_t count, std::uint64_t seed) {
   std::vector<Range> ranges;
-  for (const std::string& t : texts) ranges.push_back(parse_range(t));
+  std::set<std::string> keys;
+  for (const std::string& t : texts) {
+    ranges.push_back(parse_range(t));
+    if (!keys.insert(ranges.back().key).second)
+      throw SpecError("", "--range", fmt::format("the key {} is given twice; give it one range", ranges.back().key));
+  }
   std::mt19937_64 rng(seed);
   std::vector<Trial> trials(static_cast<std::size_t>(count));
   for (Trial& t : trials)

@@ -17,6 +17,7 @@
 #include "models/io/atomic_file.h"
 #include "models/io/spec_reader.h"
 #include "models/record/train_config.h"
+#include "models/run/output_check.h"
 
 namespace tctl::app {
 
@@ -128,6 +129,7 @@ int run_tune(const TuneFlags& f) {
     throw SpecError("", "-o", out.string() + " is the config itself; name another file for the tuned copy");
   const nlohmann::json doc = parse_json_file(f.config);
   const TrainConfig c = TrainConfig::from_json(doc, f.config);
+  check_output_keeps_inputs(out.string(), "-o", c.input_files());
   const int cores = f.cores > 0 ? f.cores : ThreadPool::hardware_threads();
   std::vector<Setting> settings = candidates(c, cores);
   measure(c, settings, f.budget);
@@ -153,7 +155,9 @@ int run_tune(const TuneFlags& f) {
           .c_str());
   const fs::path table = fs::path(out).replace_extension(".csv");
   if (!out.parent_path().empty()) fs::create_directories(out.parent_path());
-  write_file_atomic(out, tuned_copy(doc, fs::path(f.config).parent_path(), out.parent_path(), *best).dump(2) + "\n");
+  // A bare file name's folder is the current one ("" would make no absolute path).
+  const auto folder = [](const fs::path& p) { return p.has_parent_path() ? p.parent_path() : fs::path("."); };
+  write_file_atomic(out, tuned_copy(doc, folder(fs::path(f.config)), folder(out), *best).dump(2) + "\n");
   write_file_atomic(table, table_csv(settings));
   std::printf("%s\n",
               fmt::format("Fastest: inter-op {}, intra-op {} ({:.2f}x); wrote {} (and the table, {})", best->inter,

@@ -57,7 +57,7 @@ void parse_tensorboard(SpecReader& r, CallbackConfig& c, bool new_run) {
   } else if (freq == "batch") {
     c.update_every = 1;
   } else if (freq.is_string()) {
-    r.fail("update_freq", "expected \"epoch\", \"batch\" or a number of steps, got " + describe_json(freq));
+    r.fail("update_freq", "expected \"epoch\", \"batch\" or a number of steps, " + describe_json(freq));
   } else {
     c.update_every = r.positive_int("update_freq", 1);
   }

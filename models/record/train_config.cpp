@@ -181,6 +181,13 @@ void TrainConfig::set_precision(const std::string& policy) {
   optimizer.loss_scale.dynamic = policy == "mixed_float16";
 }
 
+std::vector<std::string> TrainConfig::input_files() const {
+  std::vector<std::string> files;
+  for (const std::string* f : {&file, &model_file, &keras_weights, &data.csv, &data.x, &data.y})
+    if (!f->empty()) files.push_back(*f);
+  return files;
+}
+
 nlohmann::json TrainConfig::callbacks_json() const {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& cb : callbacks) out.push_back(cb.to_json());

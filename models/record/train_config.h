@@ -138,6 +138,9 @@ struct TrainConfig {
   // nobody chose. Not recorded.
   bool spec_only = false;
   nlohmann::json callbacks_json() const;
+  // The files the config reads: itself, its model spec or Keras file, its data files (a CSV, arrays). An
+  // output that lands on one of them is refused (models/run/output_check.h).
+  std::vector<std::string> input_files() const;
   // Sets `precision` and what the policy turns on: dynamic loss scaling with mixed_float16.
   void set_precision(const std::string& policy);
   // What the inference graph of the config's model needs (models/infer): the loss, metrics, device, seed and

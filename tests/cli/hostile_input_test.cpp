@@ -211,6 +211,16 @@ TEST_CASE("a run's files turned hostile: endless devices, a directory in a file'
                     {"-o: run/checkpoint.safetensors is the file checkpoint.safetensors of the run in"});
   expect_user_error(dir, "profile run/model.json --iterations 1 --trace run/history.csv",
                     {"--trace: run/history.csv is the file history.csv of the run in"});
+  // The files a config reads through its keys (its model spec, its data) count as much as the one named.
+  dir.write("c.json", R"({"model": "spec.json", "data": {"csv": "rows.csv"}})");
+  dir.write("spec.json", R"({"input_shape": [2], "layers": [{"type": "Dense", "units": 2}]})");
+  dir.write("rows.csv", "a,b,label\n1,2,0\n");
+  expect_user_error(dir, "profile c.json --iterations 1 --trace spec.json",
+                    {"--trace: spec.json is the file this command reads"});
+  expect_user_error(dir, "profile c.json --iterations 1 --trace rows.csv",
+                    {"--trace: rows.csv is the file this command reads"});
+  expect_user_error(dir, "graph c.json -o spec.json", {"-o: spec.json is the file this command reads"});
+  expect_user_error(dir, "tune c.json --budget 1 -o spec.json", {"-o: spec.json is the file this command reads"});
   dir.write("k.json", read_text(source_path("tests/data/keras/mlp_keras2.json")));
   expect_user_error(dir, "import-keras k.json -o run/summary.json",
                     {"--output: run/summary.json is the file summary.json of the run in"});

@@ -58,6 +58,15 @@ TEST_CASE("lr-find raises the rate until the loss diverges, suggests one, and dr
   expect_user_error(dir, "lr-find " + config + " --set optimizer.learning_rat=1 -o bad",
                     {"optimizer.learning_rat: unknown key"});
   expect_user_error(dir, "lr-find " + config + " --steps 2 -o bad", {"--steps"});
+  // Rates whose ratio no float holds were an internal check's abort; now the flag is named.
+  expect_user_error(dir, "lr-find " + config + " --end-lr inf -o bad", {"--end-lr: expected a learning rate in"});
+  expect_user_error(dir, "lr-find " + config + " --start-lr 1e-300 --end-lr 10 -o bad",
+                    {"--start-lr: expected a learning rate in [1e-12, 1e+06], got 1e-300"});
+  // A file, or a run directory, where the results would go: refused before the test runs.
+  dir.write("afile", "notes\n");
+  expect_user_error(dir, "lr-find " + config + " -o afile", {"-o: afile is a file"});
+  REQUIRE(run_tensorctl("train " + config + " --epochs 1 --quiet --output run", dir.path()).status == 0);
+  expect_user_error(dir, "lr-find " + config + " -o run", {"-o: run is a run directory"});
 }
 
 }  // namespace tctl::cli_test

@@ -36,6 +36,11 @@ TEST_CASE("plot draws each run's training and validation curves, a panel per fig
   CHECK(occurrences(shipped, "<polyline") == 8);
   CHECK(occurrences(shipped, "class=\"panel\"") == 2);
   CHECK(occurrences(shipped, "<g ") == occurrences(shipped, "</g>"));
+  CHECK(occurrences(svg, "<circle") == 0);
+  // A run of one epoch: a line through one point draws nothing, so each series gets a dot.
+  REQUIRE(run_tensorctl("train " + config + " --epochs 1 --output one --quiet", dir.path()).status == 0);
+  REQUIRE(run_tensorctl("plot one -o one.svg", dir.path()).status == 0);
+  CHECK(occurrences(read_text(dir / "one.svg"), "<circle class=\"point\"") == 4);
   expect_user_error(dir, "plot run -o curves.png", {"-o: curves.png: the picture is SVG"});
   expect_user_error(dir, "plot sweep/trial-001.log -o c.svg", {"no history.csv"});
 }

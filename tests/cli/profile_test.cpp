@@ -217,7 +217,19 @@ TEST_SUITE("bad input") {
     }
     expect_user_error(dir, "profile " + config + " --trace missing/trace.json",
                       {"--trace: directory missing does not exist"});
+    expect_user_error(dir, "profile " + config + " --iterations 1 --trace - --json",
+                      {"--trace: --trace - and --json both write to standard output"});
   }
+}
+
+TEST_CASE("profile --trace - writes the trace alone on stdout, as one JSON document, and the table on stderr") {
+  TempDir dir;
+  const CommandResult r = run_tensorctl(
+      "profile " + quoted(source_path("configs/digits_mlp.json")) + " --iterations 2 --warmup 0 --trace -", dir.path());
+  REQUIRE(r.status == 0);
+  CHECK(parse_json(r.out).at("traceEvents").size() > 0);
+  CHECK(r.err.find("Profile of ") != std::string::npos);
+  CHECK(r.err.find("trace of the last configuration written to standard output") != std::string::npos);
 }
 
 TEST_CASE("a Parallel of two Delay branches leaves events on two thread tracks with two inter-op threads") {

@@ -293,6 +293,10 @@ TEST_SUITE("bad input") {
                       {"--replay: step 2 names thread 2, but it cannot take a step there"});
     expect_user_error(dir, "race-check --replay seed:x --scenario counter --modes none", {"--replay: expected seed:N"});
     expect_user_error(dir, "race-check --explore --widen 3", {"--widen"});
+    // --config with dataflow alone has no hogwild mode to train under; it said "shared by 2 hogwild workers"
+    // over a table without them.
+    expect_user_error(dir, "race-check --config " + quoted(source_path("configs/iris_mlp.json")) + " --modes dataflow",
+                      {"--modes: --config shares the variables between hogwild workers under locking modes"});
   }
 }
 

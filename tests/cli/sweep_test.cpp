@@ -107,6 +107,11 @@ TEST_SUITE("sweep") {
                       {"--metric: \"validaton.loss\" is none of the trials' figures"});
     expect_user_error(dir, "sweep " + config + " --random 2 --range epochs=3:1 -o s", {"LO must be below HI"});
     expect_user_error(dir, "sweep " + config + " --grid epochs=1 --jobs 4096 -o s", {"--jobs"});
+    // A key on two axes would train with the later value and show the earlier in the table.
+    expect_user_error(dir, "sweep " + config + " --grid epochs=1,2 --grid epochs=2,3 -o s",
+                      {"--grid: the key epochs is given twice"});
+    expect_user_error(dir, "sweep " + config + " --random 2 --range epochs=1:3 --range epochs=2:4 -o s",
+                      {"--range: the key epochs is given twice"});
     // A value that is not UTF-8 (a Latin-1 name) is refused before sweep.json, which could not record it.
     expect_user_error(dir, "sweep " + config + " --grid 'layers[0].name=caf\xe9,b' -o s",
                       {"--grid: the value \"layers[0].name=caf\\xe9,b\" holds the byte 0xe9 at offset 18"});

@@ -118,7 +118,7 @@ TEST_SUITE("tensorboard") {
               "callbacks[0].log_dir: expected a plain folder name"},
              {R"({"type": "TensorBoard", "log_dir": "summary.json"})", "callbacks[0].log_dir"},
              {R"({"type": "TensorBoard", "update_freq": "weekly"})",
-              "callbacks[0].update_freq: expected \"epoch\", \"batch\" or a number of steps"},
+              "callbacks[0].update_freq: expected \"epoch\", \"batch\" or a number of steps, got \"weekly\""},
              {R"({"type": "TensorBoard", "update_freq": 0})", "callbacks[0].update_freq"},
              {R"({"type": "TensorBoard", "monitor": "loss"})", "callbacks[0].monitor"},
              // Names two callbacks share, or that no file system takes, failed only when the run wrote them,

@@ -33,6 +33,14 @@ TEST_CASE("tune measures the thread settings that fit the cores and writes the f
   // Its model path is the config's spec seen from tuned/: the copy trains.
   CHECK(run_tensorctl("train tuned/digits.json --epochs 1 --output run --quiet", dir.path()).status == 0);
 
+  // A config in the current folder, its copy by default beside it: the folder of a bare name is ".".
+  dir.write("iris_mlp.json", read_text(source_path("configs/models/iris_mlp.json")));
+  dir.write("iris.json", R"({"model": "iris_mlp.json", "data": "iris", "epochs": 1})");
+  const CommandResult here = run_tensorctl("tune iris.json --budget 0.3", dir.path());
+  INFO(here.err);
+  CHECK(here.status == 0);
+  CHECK(read_json(dir / "iris.tuned.json").at("model") == "iris_mlp.json");
+
   expect_user_error(dir, "tune " + config + " -o " + config, {"is the config itself"});
   expect_user_error(dir, "tune " + config + " -o tuned.txt", {"-o: tuned.txt: the tuned config is JSON"});
   expect_user_error(dir, "tune " + config + " --budget 0", {"--budget: expected seconds"});
