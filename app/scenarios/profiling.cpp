@@ -18,6 +18,7 @@
 #include "models/io/spec_reader.h"
 #include "models/record/prepared_data.h"
 #include "models/train/model_builder.h"
+#include "models/train/split_step.h"
 
 namespace tctl {
 
@@ -340,7 +341,10 @@ ProfileReport profile_training(const TrainConfig& config, const ProfileOptions& 
         {"window reader", "read window " + std::to_string(read.window), us(read.start), us(read.end)});
   }
   report.placement_warnings = model->placement_warnings();
-  report.layers = layer_rows(model->net(), g, samples, o.batch_size);
+  // The profiled graph is the first member's (a mirrored replica, a hogwild worker), which runs its share of
+  // the batch's rows: its FLOPs are that share's, as its times are.
+  const std::int64_t rows = first_row_of_member(o.batch_size, model->members(), 1);
+  report.layers = layer_rows(model->net(), g, samples, rows);
   for (auto& [key, node] : samples.per_node) {
     node.info.time = time_stats(node.host);
     node.info.device = time_stats(node.device);

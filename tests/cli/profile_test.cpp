@@ -222,6 +222,27 @@ TEST_SUITE("bad input") {
   }
 }
 
+TEST_CASE("profile of mirrored replicas counts the FLOPs of the rows the profiled replica runs, as it times them") {
+  TempDir dir;
+  nlohmann::json config = read_json(source_path("configs/digits_mlp.json"));
+  config["model"] = source_path("configs/models/digits_mlp.json").string();
+  config["data"] = "digits";
+  dir.write("one.json", config.dump());
+  config["strategy"] = {{"type", "mirrored"}, {"replicas", 2}};
+  dir.write("two.json", config.dump());
+  auto dense_flops = [&](const std::string& file) {
+    const CommandResult r = run_tensorctl("profile " + file + " --iterations 1 --warmup 0 --json", dir.path());
+    REQUIRE(r.status == 0);
+    const nlohmann::json report = parse_json(r.out);
+    for (const auto& l : report.at("runs")[0].at("layers"))
+      if (l.at("name") == "dense") return l.at("flops").get<double>();
+    FAIL("no dense row");
+    return 0.0;
+  };
+  // Batch 32 split between two replicas: the first runs 16 rows, half the FLOPs of one replica's 32.
+  CHECK(dense_flops("one.json") == 2 * dense_flops("two.json"));
+}
+
 TEST_CASE("profile --trace - writes the trace alone on stdout, as one JSON document, and the table on stderr") {
   TempDir dir;
   const CommandResult r = run_tensorctl(
