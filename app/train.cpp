@@ -244,11 +244,25 @@ void report_folds(std::FILE* log, const std::filesystem::path& dir, const std::v
     std::fprintf(log, "%s", table_for_output(columns, rows).c_str());
 }
 
+// What --folds K --resume DIR continues: a folder holding fold-k runs, not a run itself.
+void check_folds_folder(const std::string& dir, std::int64_t folds) {
+  if (RunLayout(dir).holds_run(RunEvidence::kAnyMarker))
+    throw SpecError(
+        "", "--resume",
+        dir + " is one run; with --folds, --resume takes the folder holding fold-1 to fold-" + std::to_string(folds));
+  std::error_code ec;
+  for (std::int64_t k = 1; k <= folds; ++k)
+    if (std::filesystem::exists(std::filesystem::path(dir) / fmt::format("fold-{}", k), ec)) return;
+  throw SpecError("", "--resume", fmt::format("{} holds none of fold-1 to fold-{} to continue", dir, folds));
+}
+
 // train --folds K: K runs, fold k of K the validation rows of run `fold-k` in the config's output folder,
 // then the folds' figures side by side with their mean and deviation.
 int run_folds(const TrainFlags& f) {
-  if (f.resume) throw SpecError("", "--folds", "--folds trains K new runs and --resume continues one: give one");
+  // With --resume DIR, DIR is the folds' folder: each fold with a checkpoint continues (a finished one gives
+  // its figures again after its config is checked against it), the others train.
   const TrainConfig base = config_with_flags(f);
+  if (f.resume) check_folds_folder(base.output, *f.folds);
   if (base.strategy.type == StrategyType::kMultiWorker)
     throw SpecError("", "--folds", "a multi-worker run trains one fold at a time: give --set data.folds and data.fold");
   std::FILE* log = f.json ? stderr : stdout;
@@ -268,11 +282,15 @@ int run_folds(const TrainFlags& f) {
     TrainControl control;
     control.overwrite = f.overwrite;
     control.interrupt = &g_interrupted;
+    std::error_code ec;
+    if (f.resume && std::filesystem::exists(RunLayout(c.output).checkpoint(), ec)) control.resume = c.output;
     const TrainOutcome out = train_and_save(c, {}, {}, control);
     if (out.interrupted_at) {
       const int sig = g_signal.load() == 0 ? SIGINT : g_signal.load();
       std::fprintf(log, "\n%s: fold %lld of %lld; its checkpoint is in %s\n", stop_text(sig), static_cast<long long>(k),
                    static_cast<long long>(*f.folds), printable_line(c.output).c_str());
+      std::fprintf(log, "Resume with: %s --folds %lld\n", printable_line(resume_command(f, base.output)).c_str(),
+                   static_cast<long long>(*f.folds));
       return 128 + sig;
     }
     figures.push_back(fold_figures(out.summary, names));

@@ -39,7 +39,31 @@ TEST_CASE("train --folds 3 trains a run per fold and sums their figures up; each
   CHECK(csv[0] == "fold,validation loss,validation accuracy,test loss,test accuracy");
   CHECK(csv[4].starts_with("mean,"));
   CHECK(csv[5].starts_with("std,"));
-  expect_user_error(dir, "train " + config + " --folds 3 --resume cv/fold-1", {"--folds"});
+  // --resume with --folds takes the folds' folder: a finished fold is checked and gives its figures again, a
+  // fold left without a run trains, and the table is the one an unbroken run gives.
+  const std::string table = read_text(dir / "cv/folds.json");
+  std::filesystem::remove_all(dir / "cv/fold-3");
+  std::filesystem::remove(dir / "cv/folds.json");
+  const CommandResult resumed =
+      run_tensorctl("train " + config + " --folds 3 --set epochs=2 --resume cv --quiet", dir.path());
+  INFO(resumed.err);
+  REQUIRE(resumed.status == 0);
+  CHECK(read_text(dir / "cv/folds.json") == table);
+  // Continued to 3 epochs, each fold is the bits of a run of 3 epochs.
+  REQUIRE(run_tensorctl("train " + config + " --folds 3 --set epochs=2 --epochs 3 --resume cv --quiet", dir.path())
+              .status == 0);
+  REQUIRE(
+      run_tensorctl("train " + config + " --set epochs=3 --set data.folds=3 --set data.fold=3 --output three --quiet",
+                    dir.path())
+          .status == 0);
+  CHECK(read_text(dir / "three/weights.safetensors") == read_text(dir / "cv/fold-3/weights.safetensors"));
+  expect_user_error(dir, "train " + config + " --folds 3 --set epochs=2 --set batch_size=64 --resume cv",
+                    {"batch_size: cannot resume"});
+  expect_user_error(dir, "train " + config + " --folds 3 --resume cv/fold-1", {"--resume: cv/fold-1 is one run"});
+  expect_user_error(dir, "train " + config + " --folds 3 --resume two", {"--resume: two is one run"});
+  std::filesystem::create_directories(dir / "empty");
+  expect_user_error(dir, "train " + config + " --folds 3 --resume empty",
+                    {"--resume: empty holds none of fold-1 to fold-3 to continue"});
   expect_user_error(dir, "train " + config + " --set data.folds=3 --set data.fold=4 --output x", {"data.fold"});
 }
 
