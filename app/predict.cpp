@@ -1,5 +1,6 @@
 // tensorctl predict --run DIR --input CSV [--output FILE] [--weights FILE] [--keep-columns A,B]: predictions of
 // a trained run for new rows.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -63,6 +64,13 @@ std::string header_row(const LoadedRun& run, const RunInput& in, std::int64_t wi
   if (kind == OutputKind::kBinary)
     for (std::int64_t j = 0; j < width; ++j)
       names.push_back(width == 1 ? "predicted" : "predicted_" + std::to_string(j));
+  // A name twice makes a CSV that predict itself (and most readers) refuse: a kept column named as an output.
+  for (std::size_t i = 0; i < names.size(); ++i)
+    for (std::size_t j = 0; j < std::min(i, in.kept_names.size()); ++j)
+      if (names[i] == names[j])
+        throw SpecError("", "--keep-columns",
+                        fmt::format("the output would hold the column {} twice{}", quote_for_message(names[i]),
+                                    i < in.kept_names.size() ? "" : " (kept, and written by predict)"));
   std::string row;
   for (const auto& n : names) row += (row.empty() ? "" : ",") + csv_field(n);
   return row + "\n";
@@ -84,7 +92,10 @@ void append_row(const LoadedRun& run, const RunInput& in, std::int64_t r, const 
   for (std::int64_t j = 1; j < width; ++j)
     if (p[j] > p[best]) best = j;
   if (named) csv.append(csv_field(run.class_names[static_cast<std::size_t>(best)])).append(",");
-  for (std::int64_t j = 0; j < width; ++j) csv += std::string(j ? "," : "") + fmt::format("{:.6g}", p[j]);
+  for (std::int64_t j = 0; j < width; ++j) {
+    if (j > 0) csv += ',';
+    append_csv_float(csv, p[j]);
+  }
   if (kind == OutputKind::kClasses && !named) csv += "," + std::to_string(best);
   if (kind == OutputKind::kBinary)
     for (std::int64_t j = 0; j < width; ++j) csv += p[j] > 0.5f ? ",1" : ",0";

@@ -770,6 +770,12 @@ void check_text_column_utf8(const CsvTable& table, int column, const std::string
                           table.text_at(r, column), *bad));
 }
 
+void append_csv_float(std::string& out, float v) {
+  char digits[32];
+  const auto [end, ec] = std::to_chars(digits, digits + sizeof digits, v);
+  out.append(digits, end);
+}
+
 std::string csv_field(std::string_view cell) {
   const bool plain = cell.find_first_of(",\"\r\n") == std::string_view::npos &&
                      (cell.empty() || (!is_space(cell.front()) && !is_space(cell.back())));

@@ -108,6 +108,10 @@ std::string not_utf8_message(const std::string& what, std::string_view text, std
 // fails here, before training, rather than after the first epoch).
 void check_text_column_utf8(const CsvTable& table, int column, const std::string& path);
 
+// `v` as a CSV cell that reads back as the same float32: the shortest such digits (std::to_chars), "3" for 3,
+// "0.1" for 0.1f, "1234561" where six significant digits would write 1.23457e+06 and move the value.
+void append_csv_float(std::string& out, float v);
+
 // `cell` as one CSV field: unchanged when it can be written plainly, else in double quotes with its quotes
 // doubled (when it holds a comma, a quote, a line break, or spaces at either end, which the reader trims).
 std::string csv_field(std::string_view cell);

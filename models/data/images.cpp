@@ -304,12 +304,27 @@ DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string
                   fmt::format("a JPEG file of {} channels (CMYK?); gray and RGB ones are read", image.channels));
 }
 
+// Whether `bytes` begin as decode_image tells the formats apart (a BMP by "BM" alone, as TensorFlow tells it).
+bool starts_as_decoded(std::string_view bytes) {
+  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff") || bytes.starts_with("BM") ||
+         looks_like_gif(bytes);
+}
+
+constexpr const char* kNotAnImage = "not a PNG, JPEG, BMP or GIF file (by its first bytes)";
+
 // A whole image file, read as core/read_whole.h reads every file; no size bound here, since decode_image
-// refuses a picture past kMaxImagePixels before it allocates for it.
+// refuses a picture past kMaxImagePixels before it allocates for it. A file that does not begin as an image is
+// refused at its first 8 bytes, not once read whole: a gigabyte named .png, or /dev/zero, costs nothing.
 std::string read_image_file(const std::string& path) {
-  return read_whole(
-      path, path,
-      {.inspect = [](std::string_view, const std::string&) {}, .too_large = [](const char*) { return std::string(); }});
+  constexpr std::size_t kHead = 8;  // a PNG's signature, the longest of the four
+  return read_whole(path, path,
+                    {.inspect =
+                         [&](std::string_view chunk, const std::string& kept) {
+                           if (kept.size() >= kHead || kept.size() + chunk.size() < kHead) return;
+                           const std::string head = kept + std::string(chunk.substr(0, kHead - kept.size()));
+                           if (!starts_as_decoded(head)) throw SpecError(path, "", kNotAnImage);
+                         },
+                     .too_large = [](const char*) { return std::string(); }});
 }
 
 // tf.image.resize's source coordinate of output index `i` with half-pixel centres.
@@ -326,7 +341,7 @@ DecodedImage decode_image(std::string_view bytes, int channels, const std::strin
   // By "BM" alone, as TensorFlow tells a BMP: decode_bmp then says what in its header it cannot read.
   if (bytes.starts_with("BM")) return decode_bmp(bytes, channels, file);
   if (looks_like_gif(bytes)) return decode_gif(bytes, channels, file);
-  throw SpecError(file, "", "not a PNG, JPEG, BMP or GIF file (by its first bytes)");
+  throw SpecError(file, "", kNotAnImage);
 }
 
 void resize_image(const DecodedImage& image, const ImageOptions& options, float* out) {

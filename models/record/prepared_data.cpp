@@ -29,11 +29,17 @@ std::string data_source(const TrainConfig& c) {
   return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
 }
 
+// Where the labels come from: an array config's y file, else the data's own file.
+std::string label_source(const TrainConfig& c) { return c.data.y.empty() ? data_source(c) : c.data.y; }
+std::string label_key(const TrainConfig& c);
+
 std::string data_key(const TrainConfig& c) {
   if (!c.data.x.empty()) return "data.x";
   if (!c.data.images.empty()) return "data.images";
   return c.data.csv.empty() ? "data" : "data.csv";
 }
+
+std::string label_key(const TrainConfig& c) { return c.data.y.empty() ? data_key(c) : "data.y"; }
 
 std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
 
@@ -79,8 +85,8 @@ void check_binary_targets(const TrainConfig& c, const Dataset& data, bool stream
       return v >= 0.0f && v <= 1.0f ? std::string() : fmt::format("label {:g}: {}", v, rule);
     });
   const std::int64_t width = n / std::max<std::int64_t>(data.y.shape()[0], 1);
-  throw SpecError(c.file, data_key(c),
-                  fmt::format("{}: row {} (counting from 0) has the target {:g}; {}", data_source(c),
+  throw SpecError(c.file, label_key(c),
+                  fmt::format("{}: row {} (counting from 0) has the target {:g}; {}", label_source(c),
                               bad / std::max<std::int64_t>(width, 1), t[bad], rule));
 }
 
@@ -210,9 +216,9 @@ void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bo
   if (classification && data.num_classes > outputs) {
     const std::string last = model_place(c, last_layer_key(net));
     if (!data.class_names.empty())
-      throw SpecError(c.file, where,
+      throw SpecError(c.file, label_key(c),
                       fmt::format("{} has {} classes ({}), but the model's last layer ({}) has only {} outputs",
-                                  data_source(c), data.num_classes, join_first(data.class_names), last, outputs));
+                                  label_source(c), data.num_classes, join_first(data.class_names), last, outputs));
     if (!c.data.csv.empty() && !streamed)
       check_csv_labels(c.data.csv, c.data.header, c.data.label, [&](float v) {
         return v < static_cast<float>(outputs)
@@ -220,14 +226,14 @@ void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bo
                    : fmt::format("label {:g} does not fit the model's {} outputs ({}); labels must lie in 0..{}", v,
                                  outputs, last, outputs - 1);
       });
-    throw SpecError(c.file, where,
+    throw SpecError(c.file, label_key(c),
                     fmt::format("{} has labels 0..{}, but the model's last layer ({}) has only {} outputs",
-                                data_source(c), data.num_classes - 1, last, outputs));
+                                label_source(c), data.num_classes - 1, last, outputs));
   }
   const std::int64_t rows = std::max<std::int64_t>(data.y.shape()[0], 1);
   if (!classification && data.y.num_elements() / rows != outputs)
-    throw SpecError(c.file, where,
-                    fmt::format("the data has {} targets per row, but the model has {} outputs",
+    throw SpecError(c.file, label_key(c),
+                    fmt::format("{} has {} targets per row, but the model has {} outputs", label_source(c),
                                 data.y.num_elements() / rows, outputs));
   // Scaled ids are no ids: an embedding first would fail its first step on a fraction.
   if (c.data.standardize && !net.layers().empty() && net.layers().front()->token_ids() > 0)

@@ -41,8 +41,8 @@ std::string csv_number(double v) {
 
 void append_csv_number(std::string& out, double v) {
   // A whole number below 10^6 in magnitude is what %.6g prints as its digits ("-0" for minus zero): written
-  // here without the formatter, 9.4 million cells of a run's test.csv at a fraction of its time
-  // (bench/csv_load.sh; figures in bench/README.md).
+  // here without the formatter, which wrote test.csv's cells at a fraction of its time (bench/csv_load.sh;
+  // figures in bench/README.md) until test.csv took exact digits (append_csv_float).
   if (std::abs(v) < 1e6 && v == std::trunc(v)) {
     char digits[16];
     if (std::signbit(v)) out += '-';

@@ -11,7 +11,8 @@
 
 namespace tctl {
 
-// `v` as the run's CSV files write a number (history.csv, test.csv): six significant digits, %g style.
+// `v` as history.csv writes a number: six significant digits, %g style (test.csv holds its data exactly:
+// append_csv_float, models/data/csv.h).
 std::string csv_number(double v);
 // csv_number appended to `out`, without a string of its own.
 void append_csv_number(std::string& out, double v);

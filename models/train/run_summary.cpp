@@ -91,15 +91,17 @@ void write_dataset_csv(PieceWriter write, const Dataset& d, const std::string& l
                csv_field(w.paths.empty() ? w.texts[static_cast<std::size_t>(r)] : w.paths[static_cast<std::size_t>(r)]))
             .append(",");
       for (std::int64_t j = 0; j < f; ++j) {
-        append_csv_number(out, w.x.data<float>()[r * f + j]);
+        append_csv_float(out, w.x.data<float>()[r * f + j]);
         out += ',';
       }
       if (w.num_classes > 0) {
         const std::int32_t y = w.y.data<std::int32_t>()[r];
         out += w.class_names.empty() ? std::to_string(y) : csv_field(w.class_names[static_cast<std::size_t>(y)]);
       } else {
-        for (std::int64_t j = 0; j < targets; ++j)
-          out.append(j ? "," : "").append(csv_number(w.y.data<float>()[r * targets + j]));
+        for (std::int64_t j = 0; j < targets; ++j) {
+          if (j > 0) out += ',';
+          append_csv_float(out, w.y.data<float>()[r * targets + j]);
+        }
       }
       out += "\n";
       // A megabyte at a time: the rows never held whole (bench/csv_load.sh).

@@ -189,6 +189,11 @@ TEST_SUITE("arrays") {
     d.write("short_y.npy", testing::npy("|u1", "(10,)", std::string(10, '\1')));
     d.write("config.json", config("short_y.npy"));
     expect_user_error(d, "train config.json --output run", {"config.json: data: x (", "has 40 rows, y (", "has 10"});
+    // Labels the model has no output for are the y file's fault: named as data.y and that file.
+    d.write("big_y.npy", testing::npy("|u1", "(40,)", std::string(40, '\x0c')));
+    d.write("config.json", config("big_y.npy"));
+    expect_user_error(d, "train config.json --output run",
+                      {"config.json: data.y: big_y.npy has labels 0..12, but the model's last layer"});
     d.write("text_y.npy", "0\n1\n");
     d.write("config.json", config("text_y.npy"));
     expect_user_error(d, "train config.json --output run", {"text_y.npy: header: neither a NumPy .npy or .npz file"});

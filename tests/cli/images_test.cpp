@@ -153,6 +153,11 @@ TEST_SUITE("images") {
     expect_user_error(d, "predict --run run --input list.csv", {"list.csv: line 1: missing column \"path\""});
     d.write("list.csv", "path\ncolours/red/0.jpg\nmissing.png\n");
     expect_user_error(d, "predict --run run --input list.csv", {"missing.png: cannot open file"});
+    // A file that does not begin as an image is refused at its first bytes, not read whole: this one never
+    // ends (it grew memory until killed).
+    std::filesystem::create_symlink("/dev/zero", d / "zero.png");
+    d.write("list.csv", "path\nzero.png\n");
+    expect_user_error(d, "predict --run run --input list.csv", {"zero.png: not a PNG, JPEG, BMP or GIF file"});
   }
 }
 

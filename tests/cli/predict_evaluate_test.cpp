@@ -427,11 +427,18 @@ TEST_SUITE("predict and evaluate") {
     expect_user_error(d, "predict --run " + quoted(t.run) + " --input input.csv --keep-columns name --output p.csv",
                       {"input.csv: line 1: no column \"name\" to keep (--keep-columns; the columns are id, comment, "
                        "sepal_length, sepal_width, petal_length, petal_width)"});
+    // A column twice in the output (kept twice, or kept under a name predict writes) would make a CSV no
+    // reader takes.
+    d.write("clash.csv", "predicted,sepal_length,sepal_width,petal_length,petal_width\nx,5.1,3.5,1.4,0.2\n");
+    expect_user_error(d, "predict --run " + quoted(t.run) + " --input clash.csv --keep-columns predicted",
+                      {"--keep-columns: the output would hold the column \"predicted\" twice (kept, and written by"});
+    expect_user_error(d, "predict --run " + quoted(t.run) + " --input input.csv --keep-columns id,id",
+                      {"--keep-columns: the output would hold the column \"id\" twice"});
     // A kept feature must still be a number.
     d.write("text_feature.csv", "sepal_length,sepal_width,petal_length,petal_width\n5.1,3.5,1.4,wide\n");
     expect_user_error(d, "predict --run " + quoted(t.run) + " --input text_feature.csv --keep-columns petal_width",
                       {"text_feature.csv: line 2: column \"petal_width\": expected a finite number, got \"wide\""});
-    CHECK(d.listing().size() == before.size() + 1);
+    CHECK(d.listing().size() == before.size() + 2);
   }
 
   TEST_CASE("predict on a regression run given the target column reports MAE and MSE as evaluate does") {
@@ -442,6 +449,30 @@ TEST_SUITE("predict and evaluate") {
     CHECK(r.err.find(fmt::format("mae: {} - mse: {} (88 rows with the target \"target\")",
                                  four_decimals(test_metric(t, "mae")), four_decimals(test_metric(t, "mse")))) !=
           std::string::npos);
+  }
+
+  TEST_CASE("test.csv holds the test rows exactly: scored again, it gives the test split's figures") {
+    TempDir d;
+    // Seven significant digits, which %g's six would round (1234561 written as 1.23457e+06), and a target of
+    // seven too.
+    std::string csv = "a,b,target\n";
+    for (int r = 0; r < 40; ++r) csv += fmt::format("{},{},{}\n", 1234561 + r, 0.1 * r, 1634567 + 3 * r);
+    d.write("big.csv", csv);
+    d.write("c.json", R"({"model": {"input_shape": [2], "layers": [{"type": "Dense", "units": 1}]},
+      "data": {"csv": "big.csv", "label": "target", "test_split": 0.5, "validation_split": 0}, "loss": "mse", "metrics": ["mae"],
+      "epochs": 1, "seed": 1})");
+    REQUIRE(run_tensorctl("train c.json --quiet --output run", d.path()).status == 0);
+    CHECK(read_text(d / "run/test.csv").find("e+06") == std::string::npos);
+    const nlohmann::json from_config =
+        parse_json(run_tensorctl("evaluate --run run --data c.json --json", d.path()).out);
+    const nlohmann::json from_file =
+        parse_json(run_tensorctl("evaluate --run run --data run/test.csv --json", d.path()).out);
+    CHECK(from_file.at("loss") == from_config.at("loss"));
+    CHECK(from_file.at("mae") == from_config.at("mae"));
+    // predict writes each output as the float it is: 1634570 and not 1.63457e+06.
+    const CommandResult p = run_tensorctl("predict --run run --input run/test.csv", d.path());
+    REQUIRE(p.status == 0);
+    CHECK(p.out.find("e+06") == std::string::npos);
   }
 
   TEST_CASE("a binary classifier (one sigmoid, binary_crossentropy) predicts prob_1 and 0/1, scored as evaluate does") {
