@@ -78,9 +78,7 @@ int run_graph(const GraphFlags& f) {
   check_output_path(f.output, "-o");
   const std::string file = model_file_of(f.path);
   TrainConfig c = load_model_file(file);
-  std::vector<std::string> inputs = c.input_files();
-  inputs.push_back(file);
-  check_output_keeps_inputs(f.output, "-o", inputs);
+  check_output_keeps_inputs(f.output, "-o", c.input_files());  // `file` among them
   // The graph is traced, never run: one thread of each kind is plenty.
   c.inter_op_threads = 1;
   c.intra_op_threads = 1;

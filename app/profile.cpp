@@ -303,9 +303,7 @@ int run_profile(const ProfileFlags& f) {
     throw SpecError("", "--trace", "--trace - and --json both write to standard output; give the trace a file");
   report_stream = f.trace == "-" ? stderr : stdout;
   TrainConfig config = load_model_file(f.path);
-  std::vector<std::string> inputs = config.input_files();
-  inputs.push_back(f.path);
-  check_output_keeps_inputs(f.trace, "--trace", inputs);
+  check_output_keeps_inputs(f.trace, "--trace", config.input_files());  // f.path among them
   if (f.precision) config = with_precision(std::move(config), *f.precision);
   ProfileOptions options = f.options;
   const bool fell_back = choose_loss(f, config, options);

@@ -304,10 +304,15 @@ DecodedImage decode_jpeg(std::string_view bytes, int channels, const std::string
                   fmt::format("a JPEG file of {} channels (CMYK?); gray and RGB ones are read", image.channels));
 }
 
-// Whether `bytes` begin as decode_image tells the formats apart (a BMP by "BM" alone, as TensorFlow tells it).
-bool starts_as_decoded(std::string_view bytes) {
-  return bytes.starts_with("\x89PNG\r\n\x1a\n") || bytes.starts_with("\xff\xd8\xff") || bytes.starts_with("BM") ||
-         looks_like_gif(bytes);
+enum class ImageFormat { kNone, kPng, kJpeg, kBmp, kGif };
+
+// The format decode_image reads `bytes` as, by their first bytes (8 decide): a BMP by "BM" alone, as
+// TensorFlow tells it, so that decode_bmp says what in its header it cannot read.
+ImageFormat format_of(std::string_view bytes) {
+  if (bytes.starts_with("\x89PNG\r\n\x1a\n")) return ImageFormat::kPng;
+  if (bytes.starts_with("\xff\xd8\xff")) return ImageFormat::kJpeg;
+  if (bytes.starts_with("BM")) return ImageFormat::kBmp;
+  return looks_like_gif(bytes) ? ImageFormat::kGif : ImageFormat::kNone;
 }
 
 constexpr const char* kNotAnImage = "not a PNG, JPEG, BMP or GIF file (by its first bytes)";
@@ -322,7 +327,7 @@ std::string read_image_file(const std::string& path) {
                          [&](std::string_view chunk, const std::string& kept) {
                            if (kept.size() >= kHead || kept.size() + chunk.size() < kHead) return;
                            const std::string head = kept + std::string(chunk.substr(0, kHead - kept.size()));
-                           if (!starts_as_decoded(head)) throw SpecError(path, "", kNotAnImage);
+                           if (format_of(head) == ImageFormat::kNone) throw SpecError(path, "", kNotAnImage);
                          },
                      .too_large = [](const char*) { return std::string(); }});
 }
@@ -336,11 +341,18 @@ float source_coordinate(std::int64_t i, double scale) {
 
 DecodedImage decode_image(std::string_view bytes, int channels, const std::string& file) {
   TCTL_CHECK(channels == 1 || channels == 3, "decode_image: 1 or 3 channels");
-  if (bytes.starts_with("\x89PNG\r\n\x1a\n")) return decode_png(bytes, channels, file);
-  if (bytes.starts_with("\xff\xd8\xff")) return decode_jpeg(bytes, channels, file);
-  // By "BM" alone, as TensorFlow tells a BMP: decode_bmp then says what in its header it cannot read.
-  if (bytes.starts_with("BM")) return decode_bmp(bytes, channels, file);
-  if (looks_like_gif(bytes)) return decode_gif(bytes, channels, file);
+  switch (format_of(bytes)) {
+    case ImageFormat::kPng:
+      return decode_png(bytes, channels, file);
+    case ImageFormat::kJpeg:
+      return decode_jpeg(bytes, channels, file);
+    case ImageFormat::kBmp:
+      return decode_bmp(bytes, channels, file);
+    case ImageFormat::kGif:
+      return decode_gif(bytes, channels, file);
+    case ImageFormat::kNone:
+      break;
+  }
   throw SpecError(file, "", kNotAnImage);
 }
 

@@ -29,21 +29,19 @@ std::string data_source(const TrainConfig& c) {
   return c.data.csv.empty() ? "dataset " + c.data.dataset : c.data.csv;
 }
 
-// Where the labels come from: an array config's y file, else the data's own file.
-std::string label_source(const TrainConfig& c) { return c.data.y.empty() ? data_source(c) : c.data.y; }
-std::string label_key(const TrainConfig& c);
-
 std::string data_key(const TrainConfig& c) {
   if (!c.data.x.empty()) return "data.x";
   if (!c.data.images.empty()) return "data.images";
   return c.data.csv.empty() ? "data" : "data.csv";
 }
 
-std::string label_key(const TrainConfig& c) { return c.data.y.empty() ? data_key(c) : "data.y"; }
-
 std::string last_layer_key(const Sequential& net) { return "layers[" + std::to_string(net.layers().size() - 1) + "]"; }
 
 namespace {
+
+// Where the labels come from, and the config key that names it: an array config's y file, else the data's.
+std::string label_source(const TrainConfig& c) { return c.data.y.empty() ? data_source(c) : c.data.y; }
+std::string label_key(const TrainConfig& c) { return c.data.y.empty() ? data_key(c) : "data.y"; }
 
 // The part scaled and shaped for the model; in place when the caller moved in the only handle of its rows.
 Dataset scaled(Dataset d, const Standardizer* s, const Sequential& net) {
