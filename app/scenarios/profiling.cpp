@@ -47,8 +47,8 @@ std::vector<std::pair<Tensor, Tensor>> random_batches(const TrainConfig& c, Mode
   const std::int64_t classes = net.output_shape().num_elements();
   for (std::int64_t b = 0; b < count; ++b) {
     Tensor x = Tensor::empty(DType::kF32, Shape::concat(batch, net.input_shape()));
-    // A model whose first layer takes token ids (an Embedding) gets random ids it knows.
-    const std::int64_t ids = net.layers().empty() ? 0 : net.layers().front()->token_ids();
+    // A model whose inputs are token ids (Sequential::id_layer) gets random ids it knows.
+    const std::int64_t ids = net.input_token_ids();
     for (std::int64_t i = 0; i < x.num_elements(); ++i)
       x.mutable_data<float>()[i] = ids > 0 ? static_cast<float>(rng() % static_cast<std::uint64_t>(ids)) : uniform();
     Dataset d;

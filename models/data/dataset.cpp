@@ -174,6 +174,7 @@ Dataset dataset_from_table(CsvTable table, const std::string& path, int label, b
   for (int c = 0; c < width; ++c)
     if (c != label) data.feature_names.push_back(table.columns[static_cast<std::size_t>(c)]);
   set_labels(data, table, path, label, classification, options);
+  data.row_lines = std::move(table.row_lines);
 
   Tensor values = std::move(table.values);
   squeeze_out_column(values.mutable_data<float>(), n, width, label);

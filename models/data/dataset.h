@@ -41,6 +41,8 @@ struct Dataset {
   std::vector<std::string> texts;
   // Each row's image file, when the rows come from a folder of images (models/data/images.h); else empty.
   std::vector<std::string> paths;
+  // Each row's line in its CSV file, for messages, as loaded (load_csv_dataset): take_rows leaves them out.
+  std::vector<std::int64_t> row_lines;
 
   // Set for a part of a data set too large to hold (a streamed run): its rows are in a file, read a window at
   // a time (models/data/row_stream.h), and x and y hold none of them (x is f32 [0, F]).

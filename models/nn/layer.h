@@ -86,8 +86,11 @@ class Layer {
   virtual std::int64_t inner_activation_elements() const { return 0; }
   // For a layer whose inputs are token ids (an embedding): how many ids it knows, so a valid input is a whole
   // number in [0, token_ids()). 0 for a layer of numeric inputs. Data preparation and predict check the rows
-  // of a model whose first layer takes ids against it.
+  // of a model whose inputs reach such a layer unchanged (Sequential::id_layer) against it.
   virtual std::int64_t token_ids() const { return 0; }
+  // Whether the layer's output holds its input's values unchanged, only in another shape (Reshape, Flatten):
+  // token ids pass through it as ids.
+  virtual bool keeps_values() const { return false; }
   // Whether the layer's output carries a mask of its input's padding ids (an Embedding with mask_zero): the
   // Sequential computes it (TokenMask) and hands it to the layers after.
   virtual bool makes_mask() const { return false; }

@@ -133,6 +133,19 @@ std::vector<std::shared_ptr<Variable>> Sequential::variables() const {
   return out;
 }
 
+std::ptrdiff_t Sequential::id_layer() const {
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i]->token_ids() > 0) return static_cast<std::ptrdiff_t>(i);
+    if (!layers_[i]->keeps_values()) break;
+  }
+  return -1;
+}
+
+std::int64_t Sequential::input_token_ids() const {
+  const std::ptrdiff_t at = id_layer();
+  return at >= 0 ? layers_[static_cast<std::size_t>(at)]->token_ids() : 0;
+}
+
 std::int64_t Sequential::param_count() const {
   std::int64_t n = 0;
   for (const auto& l : layers_) n += l->param_count();

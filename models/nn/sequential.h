@@ -43,6 +43,12 @@ class Sequential {
   const Shape& output_shape() const { return output_shapes_.back(); }
   const std::vector<Shape>& layer_output_shapes() const { return output_shapes_; }
   const std::vector<std::unique_ptr<Layer>>& layers() const { return layers_; }
+  // The index of the layer that reads the model's inputs as token ids (Layer::token_ids): the first layer, or
+  // the first after layers that only reshape (Layer::keeps_values); -1 when the inputs are numbers. The data,
+  // predict's rows and profile's random batches are checked or made against it.
+  std::ptrdiff_t id_layer() const;
+  // That layer's token_ids(): an input must be a whole number below it. 0 when the inputs are numbers.
+  std::int64_t input_token_ids() const;
 
   // Traces the stack on x into g. Each layer's nodes are placed on the layer's device, or on
   // `default_device`.

@@ -88,7 +88,7 @@ void check_binary_targets(const TrainConfig& c, const Dataset& data, bool stream
                               bad / std::max<std::int64_t>(width, 1), t[bad], rule));
 }
 
-// The config's text options with the model's defaults filled in: the input length, and the first layer's
+// The config's text options with the model's defaults filled in: the input length, and the embedding's
 // input_dim as the vocabulary's size. Throws SpecError naming the key when they disagree with the model.
 TextOptions resolved_text_options(const TrainConfig& c, const Sequential& net) {
   TextOptions t = *c.data.text;
@@ -99,18 +99,19 @@ TextOptions resolved_text_options(const TrainConfig& c, const Sequential& net) {
         c.file, "data.text.output_sequence_length",
         fmt::format("{} ids per row, but the model's input_shape {} ({}) takes {}", t.output_sequence_length,
                     net.input_shape().to_string(), model_place(c, "input_shape"), length));
-  const Layer* first = net.layers().empty() ? nullptr : net.layers().front().get();
-  const std::int64_t ids = first != nullptr ? first->token_ids() : 0;
+  const std::ptrdiff_t at = net.id_layer();
+  const Layer* reader = at >= 0 ? net.layers()[static_cast<std::size_t>(at)].get() : nullptr;
+  const std::int64_t ids = reader != nullptr ? reader->token_ids() : 0;
   if (t.max_tokens == 0) {
     if (ids == 0)
       throw SpecError(c.file, "data.text",
-                      "give \"max_tokens\": the model's first layer takes no token ids to size the vocabulary by");
+                      "give \"max_tokens\": no layer of the model takes the token ids to size the vocabulary by");
     t.max_tokens = std::min(ids, kMaxTextTokens);
   }
   if (ids > 0 && t.max_tokens > ids)
     throw SpecError(c.file, "data.text.max_tokens",
-                    fmt::format("{} token ids, but the model's first layer, {} \"{}\" ({}), takes ids below {}",
-                                t.max_tokens, first->type(), first->name(), model_place(c, "layers[0]"), ids));
+                    fmt::format("{} token ids, but the model's {} \"{}\" ({}) takes ids below {}", t.max_tokens,
+                                reader->type(), reader->name(), model_place(c, fmt::format("layers[{}]", at)), ids));
   return t;
 }
 
@@ -234,14 +235,21 @@ void fit_to_model(const TrainConfig& c, const Sequential& net, Dataset& data, bo
                     fmt::format("{} has {} targets per row, but the model has {} outputs", label_source(c),
                                 data.y.num_elements() / rows, outputs));
   // Scaled ids are no ids: an embedding first would fail its first step on a fraction.
-  if (c.data.standardize && !net.layers().empty() && net.layers().front()->token_ids() > 0)
+  if (const std::ptrdiff_t at = net.id_layer(); c.data.standardize && at >= 0) {
+    const Layer& reader = *net.layers()[static_cast<std::size_t>(at)];
     throw SpecError(c.file, "data.standardize",
-                    fmt::format("the model's first layer, {} \"{}\", takes token ids, which scaling would turn into "
+                    fmt::format("the model's {} \"{}\" ({}) takes token ids, which scaling would turn into "
                                 "fractions: set \"standardize\": false",
-                                net.layers().front()->type(), net.layers().front()->name()));
+                                reader.type(), reader.name(), model_place(c, fmt::format("layers[{}]", at))));
+  }
   if (streamed) return;
-  if (const auto bad = find_bad_token_id(net, data.x, data.feature_names))
-    throw SpecError(c.file, data_key(c), fmt::format("{}, row {}: {}", data_source(c), bad->row + 1, bad->message));
+  // The row's place as predict names it in the same file: a CSV's line, an array's row counting from 0.
+  if (const auto bad = find_bad_token_id(net, data.x, data.feature_names)) {
+    const auto r = static_cast<std::size_t>(bad->row);
+    const std::string place =
+        r < data.row_lines.size() ? fmt::format("line {}", data.row_lines[r]) : fmt::format("row {}", bad->row);
+    throw SpecError(c.file, data_key(c), fmt::format("{}, {}: {}", data_source(c), place, bad->message));
+  }
 }
 
 // The bytes a CSV's rows would take as float32 in memory, estimated from its first 64 KiB: cells per byte there
@@ -511,8 +519,9 @@ PreparedData prepare_data(const TrainConfig& c, const Sequential& net, const std
 
 std::optional<TokenIdProblem> find_bad_token_id(const Sequential& net, const Tensor& x,
                                                 const std::vector<std::string>& feature_names) {
-  if (net.layers().empty() || net.layers().front()->token_ids() <= 0) return std::nullopt;
-  const Layer& embedding = *net.layers().front();
+  const std::ptrdiff_t at = net.id_layer();
+  if (at < 0) return std::nullopt;
+  const Layer& embedding = *net.layers()[static_cast<std::size_t>(at)];
   const std::int64_t ids = embedding.token_ids();
   const std::int64_t rows = x.shape()[0], features = rows > 0 ? x.num_elements() / rows : 0;
   const float* p = x.data<float>();

@@ -184,11 +184,11 @@ void check_input_record(const LoadedRun& run, std::int64_t inputs, std::int64_t 
     if (run.text->length() != inputs)
       throw SpecError(file, key + ".output_sequence_length",
                       fmt::format("{}{} ids per row for a model of {} inputs", damaged, run.text->length(), inputs));
-    // An id the first layer has no row for would fail the first batch predict runs.
-    const std::int64_t ids = run.model->net().layers().front()->token_ids();
+    // An id the embedding has no row for would fail the first batch predict runs.
+    const std::int64_t ids = run.model->net().input_token_ids();
     if (ids > 0 && static_cast<std::int64_t>(run.text->vocabulary().size()) > ids)
       throw SpecError(file, key + ".vocabulary",
-                      fmt::format("{}{} entries, but the model's first layer takes ids below {}", damaged,
+                      fmt::format("{}{} entries, but the model's embedding takes ids below {}", damaged,
                                   run.text->vocabulary().size(), ids));
   }
   if (run.images && run.images->features() != inputs)

@@ -109,8 +109,8 @@ void add_kept_columns(const CsvTable& table, const std::string& csv_path, const 
 template <class Place>
 Tensor scaled_features(const LoadedRun& run, const Tensor& x, const std::string& path, Place place) {
   const std::int64_t rows = x.shape()[0], f = static_cast<std::int64_t>(run.feature_names.size());
-  // Rows for a model whose first layer takes token ids hold ids, refused here naming the row rather than in
-  // the middle of a batch.
+  // Rows for a model whose inputs are token ids (Sequential::id_layer) hold ids, refused here naming the row rather
+  // than in the middle of a batch.
   if (const auto bad = find_bad_token_id(run.model->net(), x, run.feature_names))
     throw SpecError(path, place(bad->row), bad->message);
   Tensor scaled_x = run.standardized ? run.standardizer.apply(x) : x;

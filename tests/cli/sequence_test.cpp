@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include "array_files.h"
 #include "cli/cli_test_util.h"
 
 namespace tctl::cli_test {
@@ -107,12 +108,28 @@ TEST_SUITE("sequence models") {
       std::ofstream(d / "plain.json")
           << R"({"model": "model.json", "data": {"csv": "ids.csv", "standardize": false}, "epochs": 1})";
     }
-    check_user_error(
-        run_tensorctl("train scaled.json --output run", d.path()),
-        {"scaled.json: data.standardize: the model's first layer, Embedding \"embedding\", takes token ids, which "
-         "scaling would turn into fractions: set \"standardize\": false"});
+    check_user_error(run_tensorctl("train scaled.json --output run", d.path()),
+                     {"scaled.json: data.standardize: the model's Embedding \"embedding\" (model.json layers[0]) "
+                      "takes token ids, which scaling would turn into fractions: set \"standardize\": false"});
     check_user_error(run_tensorctl("train plain.json --output run", d.path()),
-                     {"plain.json: data.csv", "row 3: column \"t2\": 40 is not a token id of embedding"});
+                     {"plain.json: data.csv: ids.csv, line 4: column \"t2\": 40 is not a token id of embedding"});
+    CHECK(!std::filesystem::exists(d / "run"));
+    // Ids reach an Embedding after a Reshape unchanged, so they are checked as for one first; in an array the
+    // row counts from 0, as predict counts it.
+    std::ofstream(d / "reshaped.json")
+        << R"({"input_shape": [3], "layers": [{"type": "Reshape", "target_shape": [3, 1]}, {"type": "Flatten"},
+             {"type": "Embedding", "input_dim": 30, "output_dim": 4},
+             {"type": "GlobalAveragePooling1D"}, {"type": "Dense", "units": 3, "activation": "softmax"}]})";
+    d.write("x.npy", testing::npy("<f4", "(5, 3)",
+                                  testing::raw(std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8, 40, 1, 1, 1, 2, 2, 2})));
+    d.write("y.npy", testing::npy("<i8", "(5,)", testing::raw(std::vector<std::int64_t>{0, 1, 2, 0, 1})));
+    std::ofstream(d / "arrays.json") << R"({"model": "reshaped.json", "data": {"x": "x.npy", "y": "y.npy"}})";
+    check_user_error(run_tensorctl("train arrays.json --output run", d.path()),
+                     {"arrays.json: data.standardize: the model's Embedding \"embedding\" (reshaped.json layers[2])"});
+    std::ofstream(d / "arrays.json")
+        << R"({"model": "reshaped.json", "data": {"x": "x.npy", "y": "y.npy", "standardize": false}})";
+    check_user_error(run_tensorctl("train arrays.json --output run", d.path()),
+                     {"arrays.json: data.x: x.npy, row 2: column \"x2\": 40 is not a token id of embedding"});
     CHECK(!std::filesystem::exists(d / "run"));
   }
 }

@@ -130,7 +130,7 @@ TEST_SUITE("text") {
     cfg.replace(cfg.find(R"({"column": "text"})"), 18, R"({"column": "text", "max_tokens": 9000})");
     d.write("c.json", cfg);
     expect_user_error(d, "train c.json --output run",
-                      {"c.json: data.text.max_tokens: 9000 token ids, but the model's first layer, Embedding", "8000"});
+                      {"c.json: data.text.max_tokens: 9000 token ids, but the model's Embedding", "8000"});
     cfg = fortunes_config();
     cfg.replace(cfg.find(R"({"column": "text"})"), 18, R"({"column": "text", "output_sequence_length": 32})");
     d.write("c.json", cfg);

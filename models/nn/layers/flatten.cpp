@@ -12,6 +12,7 @@ class Flatten final : public Layer {
     features_ = input.num_elements();
     return Shape{features_};
   }
+  bool keeps_values() const override { return true; }
   Output call(Graph& g, Output x, bool) override {
     return g.add("Reshape", {x}, Attrs{{"shape", std::vector<std::int64_t>{features_}}});
   }

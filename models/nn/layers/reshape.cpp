@@ -45,6 +45,7 @@ class Reshape final : public Layer {
   }
 
   Output call(Graph& g, Output x, bool) override { return g.add("Reshape", {x}, Attrs{{"shape", resolved_}}); }
+  bool keeps_values() const override { return true; }
   // The batch dimension is kept (0 copies the input's).
   std::string to_onnx(OnnxWriter& w, const std::string& x) const override {
     std::vector<std::int64_t> shape{0};

@@ -1,4 +1,5 @@
-// find_bad_token_id: the rows of a network whose first layer takes token ids, whichever layer that is.
+// find_bad_token_id: the rows of a network whose inputs reach a layer that takes token ids unchanged,
+// whichever layer that is.
 #include "models/record/prepared_data.h"
 
 #include <doctest/doctest.h>
@@ -28,6 +29,17 @@ TEST_CASE("find_bad_token_id checks the ids of either embedding and nothing of a
     CHECK(!find_bad_token_id(net, Tensor::from_floats(Shape{1, 3}, std::vector<float>{0, 4, 3}), names));
   }
   CHECK(!find_bad_token_id(net_of(R"({"type": "Dense", "units": 2})", 3), x, names));
+  // After layers that only reshape, the ids are still the rows' values; after one that computes, they are not.
+  const std::string embedding = R"({"type": "Embedding", "input_dim": 5, "output_dim": 2})";
+  const Sequential reshaped =
+      net_of(R"({"type": "Reshape", "target_shape": [3, 1]}, {"type": "Flatten"}, )" + embedding, 3);
+  CHECK(reshaped.id_layer() == 2);
+  CHECK(reshaped.input_token_ids() == 5);
+  REQUIRE(find_bad_token_id(reshaped, x, names).has_value());
+  const Sequential computed = net_of(R"({"type": "Dense", "units": 3}, )" + embedding, 3);
+  CHECK(computed.id_layer() == -1);
+  CHECK(computed.input_token_ids() == 0);
+  CHECK(!find_bad_token_id(computed, x, names));
 }
 
 }  // namespace
